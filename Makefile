@@ -1,0 +1,25 @@
+# Two entry points for a fresh machine: `make demo` (the main job) and `make test` (the suite).
+# Both install what they need first: Debian's zookeeper and etcd-server, and the .venv.
+PY ?= python3
+VENV := .venv
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test bench lint
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	bash .ci/setup
+	touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/partctl demo
+
+test: setup
+	$(VENV)/bin/python -m pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+bench: setup
+	$(VENV)/bin/python benchmarks/coordinator.py

@@ -1,0 +1,1 @@
+"""Controller election with epoch fencing and the four partition leader elections (pure)."""

@@ -1,0 +1,3 @@
+from partctl.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""The data plane: segment logs, leader epochs, high watermark and ISR, replica fetching."""

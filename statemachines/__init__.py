@@ -1,0 +1,1 @@
+"""Partition and replica state machines and the controller that drives them."""
