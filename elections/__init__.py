@@ -1,1 +1,35 @@
 """Controller election with epoch fencing and the four partition leader elections (pure)."""
+
+from elections.leader import (
+    NO_LEADER,
+    ControlledShutdown,
+    Election,
+    ElectionStrategy,
+    LeaderAndIsr,
+    Offline,
+    Preferred,
+    Reassign,
+    apply_election,
+    elect,
+    elect_controlled_shutdown,
+    elect_offline,
+    elect_preferred,
+    elect_reassign,
+)
+
+__all__ = [
+    "NO_LEADER",
+    "ControlledShutdown",
+    "Election",
+    "ElectionStrategy",
+    "LeaderAndIsr",
+    "Offline",
+    "Preferred",
+    "Reassign",
+    "apply_election",
+    "elect",
+    "elect_controlled_shutdown",
+    "elect_offline",
+    "elect_preferred",
+    "elect_reassign",
+]

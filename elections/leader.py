@@ -1,0 +1,229 @@
+"""The four partition leader elections, as pure functions.
+
+Every election is a filter over the replica assignment: walk the replicas in a fixed order and
+take the first one that passes. Keeping them pure (no I/O, no metrics, no logging) lets the
+controller recompute a decision after a conflicting write, and lets tests pin Kafka's rules as
+plain tables. Callers count unclean elections from `Election.unclean`, not from inside here.
+
+What "live" means is the caller's business. For Offline, Reassign and Preferred elections Kafka
+passes the brokers that are up and not shutting down; for a controlled shutdown it passes brokers
+that are up *including* the ones shutting down, and names the latter separately.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field
+
+__all__ = [
+    "NO_LEADER",
+    "ControlledShutdown",
+    "Election",
+    "ElectionStrategy",
+    "LeaderAndIsr",
+    "Offline",
+    "Preferred",
+    "Reassign",
+    "apply_election",
+    "elect",
+    "elect_controlled_shutdown",
+    "elect_offline",
+    "elect_preferred",
+    "elect_reassign",
+]
+
+NO_LEADER = -1
+"""Leader id recorded when a partition has no leader (Kafka's `LeaderAndIsr.NoLeader`)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Election:
+    """The outcome of a successful election: who leads, and the ISR to write with it.
+
+    `unclean` is true only when the leader was taken from outside the ISR, which can lose
+    committed records; the controller counts and reports those.
+    """
+
+    leader: int
+    isr: list[int] = field(default_factory=list)
+    unclean: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaderAndIsr:
+    """A partition's leader and ISR as stored in its state node.
+
+    `partition_epoch` is the version of that node (Kafka's zkVersion). An election does not
+    change it: it is the version the conditional write expects, and the store bumps it when
+    the write lands.
+    """
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    partition_epoch: int = 0
+
+
+def _as_set(ids: Iterable[int]) -> Collection[int]:
+    # Membership tests run once per replica; a list or generator would make them linear (or
+    # consume them), so anything that is not already a set or frozenset is copied into one.
+    return ids if isinstance(ids, set | frozenset) else frozenset(ids)
+
+
+def elect_offline(
+    assignment: Sequence[int],
+    isr: Iterable[int],
+    live: Iterable[int],
+    unclean: bool = False,
+) -> Election | None:
+    """Elect a leader for a new or offline partition.
+
+    Prefer the first assigned replica that is live and in the ISR; the new ISR is the old one
+    with dead brokers dropped, in its old order. Only if none qualifies and unclean election is
+    allowed, take the first live assigned replica and restart the ISR with it alone: its log is
+    the only one known to be consistent with itself.
+    """
+    isr_list = list(isr)
+    isr_set = frozenset(isr_list)
+    live_set = _as_set(live)
+    for replica in assignment:
+        if replica in live_set and replica in isr_set:
+            return Election(leader=replica, isr=[r for r in isr_list if r in live_set])
+    if unclean:
+        for replica in assignment:
+            if replica in live_set:
+                return Election(leader=replica, isr=[replica], unclean=True)
+    return None
+
+
+def elect_reassign(
+    target_replicas: Sequence[int],
+    isr: Iterable[int],
+    live: Iterable[int],
+) -> Election | None:
+    """Elect a leader from the reassignment's target replicas, in target order.
+
+    The ISR is left as is: the replicas leaving the assignment are removed from it later, by
+    the reassignment itself.
+    """
+    isr_list = list(isr)
+    isr_set = frozenset(isr_list)
+    live_set = _as_set(live)
+    for replica in target_replicas:
+        if replica in live_set and replica in isr_set:
+            return Election(leader=replica, isr=isr_list)
+    return None
+
+
+def elect_preferred(
+    assignment: Sequence[int],
+    isr: Iterable[int],
+    live: Iterable[int],
+) -> Election | None:
+    """Move leadership to the preferred replica (the head of the assignment), and only to it.
+
+    Falling back to another replica would defeat the point: a preferred election exists to put
+    leadership back where the assignment planned it. The ISR is unchanged.
+    """
+    if not assignment:
+        return None
+    preferred = assignment[0]
+    isr_list = list(isr)
+    if preferred in _as_set(live) and preferred in isr_list:
+        return Election(leader=preferred, isr=isr_list)
+    return None
+
+
+def elect_controlled_shutdown(
+    assignment: Sequence[int],
+    isr: Iterable[int],
+    live: Iterable[int],
+    shutting_down: Iterable[int],
+) -> Election | None:
+    """Move leadership off brokers that are shutting down.
+
+    Shutting-down brokers are still live (they serve until told to stop) but may neither lead
+    nor stay in the ISR, so the new ISR is the old one minus every one of them. Nothing else is
+    dropped from the ISR: a broker that is down entirely is the offline election's concern.
+    """
+    isr_list = list(isr)
+    isr_set = frozenset(isr_list)
+    live_set = _as_set(live)
+    leaving = _as_set(shutting_down)
+    for replica in assignment:
+        if replica in live_set and replica in isr_set and replica not in leaving:
+            return Election(leader=replica, isr=[r for r in isr_list if r not in leaving])
+    return None
+
+
+# The strategies as a closed tagged union, so the controller can carry "which election" as data
+# (in events, in retries) and dispatch in one place.
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Offline:
+    """Elect for a new or offline partition; `unclean` allows a leader from outside the ISR."""
+
+    unclean: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reassign:
+    """Elect from a reassignment's target replicas, in their order."""
+
+    target: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Preferred:
+    """Elect the preferred (first assigned) replica or nobody."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ControlledShutdown:
+    """Elect away from the brokers in `shutting_down`, which still count as live."""
+
+    shutting_down: frozenset[int] = frozenset()
+
+
+ElectionStrategy = Offline | Reassign | Preferred | ControlledShutdown
+
+
+def elect(
+    strategy: ElectionStrategy,
+    assignment: Sequence[int],
+    isr: Iterable[int],
+    live: Iterable[int],
+) -> Election | None:
+    """Run the election `strategy` names. `assignment` is ignored by `Reassign`, whose target
+    replicas travel with the strategy."""
+    match strategy:
+        case Offline(unclean=unclean):
+            return elect_offline(assignment, isr, live, unclean)
+        case Reassign(target=target):
+            return elect_reassign(target, isr, live)
+        case Preferred():
+            return elect_preferred(assignment, isr, live)
+        case ControlledShutdown(shutting_down=shutting_down):
+            return elect_controlled_shutdown(assignment, isr, live, shutting_down)
+    raise TypeError(f"not an election strategy: {strategy!r}")
+
+
+def apply_election(
+    current: LeaderAndIsr, election: Election, controller_epoch: int
+) -> LeaderAndIsr:
+    """The leader-and-ISR value to write after `election`.
+
+    Every applied election bumps the leader epoch by one, even when the leader stays the same
+    (a controlled shutdown may only shrink the ISR): followers and clients fence stale leaders
+    by that epoch, so any change decided by the controller must be visible in it. The
+    controller epoch records which controller made the decision.
+    """
+    return LeaderAndIsr(
+        leader=election.leader,
+        leader_epoch=current.leader_epoch + 1,
+        isr=tuple(election.isr),
+        controller_epoch=controller_epoch,
+        partition_epoch=current.partition_epoch,
+    )
