@@ -1,4 +1,5 @@
-"""Every (from, to) pair of both state machines against an independently written table."""
+"""Every (from, to) pair of both state machines against an independently written table;
+then the broker request batch (see the note above its tests)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,19 @@ import itertools
 
 import pytest
 
+from elections import LeaderAndIsr
+from statemachines.requests import (
+    EPOCH_DURING_DELETE,
+    NO_EPOCH,
+    Endpoint,
+    LeaderAndIsrRequest,
+    LiveBroker,
+    RequestBatch,
+    StopReplicaRequest,
+    TopicPartition,
+    UpdateMetadataPartition,
+    UpdateMetadataRequest,
+)
 from statemachines.states import (
     PARTITION_VALID_PREVIOUS,
     REPLICA_VALID_PREVIOUS,
@@ -108,3 +122,130 @@ def test_split_accepts_a_mapping_and_an_empty_batch():
     assert [i.key for i in split.invalid] == [("t", 0, 2)]
     empty = split_transitions([], ReplicaState.NEW)
     assert empty.valid == () and empty.invalid == ()
+
+
+# --- Broker request batch -------------------------------------------------------------------
+# These pin statemachines/requests.py. They live here only because this file is the one this
+# package's tests were allotted so far; they belong in a test_requests.py of their own.
+
+T0 = TopicPartition(topic="t", partition=0)
+T1 = TopicPartition(topic="t", partition=1)
+LIVE = [
+    LiveBroker(id=b, endpoints=(Endpoint(listener="PLAINTEXT", host=f"h{b}", port=9092),), rack="r")
+    for b in (1, 2, 3)
+]
+EPOCHS = {1: 101, 2: 102, 3: 103}
+
+
+def _state(leader: int, leader_epoch: int = 0, isr=(1, 2, 3)) -> LeaderAndIsr:
+    return LeaderAndIsr(
+        leader=leader,
+        leader_epoch=leader_epoch,
+        isr=tuple(isr),
+        controller_epoch=7,
+        partition_epoch=3,
+    )
+
+
+def test_batch_merges_into_one_request_of_each_kind_per_broker():
+    batch = RequestBatch(live_brokers=LIVE)
+    batch.add_leader_and_isr([1, 2, 3], T0, _state(1), [1, 2, 3], is_new=True)
+    batch.add_leader_and_isr([1, 2, 3], T1, _state(2), [2, 3, 1])
+    batch.add_update_metadata([1, 2], [UpdateMetadataPartition.of(T0, _state(1), [1, 2, 3])])
+    batch.add_update_metadata([2, 3], [UpdateMetadataPartition.of(T1, _state(2), [2, 3, 1])])
+    batch.add_stop_replica([3], T0, delete=False)
+    batch.add_stop_replica([3], T1, delete=True)
+    built = batch.build(controller_id=9, controller_epoch=8, broker_epochs=EPOCHS)
+
+    assert sorted(built) == [1, 2, 3]
+    assert [type(r) for r in built[1]] == [LeaderAndIsrRequest, UpdateMetadataRequest]
+    kinds3 = [LeaderAndIsrRequest, UpdateMetadataRequest, StopReplicaRequest]
+    assert [type(r) for r in built[3]] == kinds3
+    lai = built[1][0]
+    assert [(p.topic, p.partition, p.leader, p.is_new) for p in lai.partitions] == [
+        ("t", 0, 1, True),
+        ("t", 1, 2, False),
+    ]
+    assert [b.id for b in lai.live_leaders] == [1, 2]
+    # One set of metadata for the whole batch, to every broker named.
+    for broker in (1, 2, 3):
+        um = built[broker][1]
+        assert [(p.partition, p.leader) for p in um.partitions] == [(0, 1), (1, 2)]
+        assert um.live_brokers == tuple(LIVE)
+    stop = built[3][2]
+    assert [(p.partition, p.delete, p.leader_epoch) for p in stop.partitions] == [
+        (0, False, NO_EPOCH),
+        (1, True, EPOCH_DURING_DELETE),
+    ]
+
+
+def test_every_request_carries_controller_and_target_broker_epochs():
+    batch = RequestBatch(live_brokers=LIVE)
+    batch.add_leader_and_isr([1, 2], T0, _state(1), [1, 2])
+    batch.add_update_metadata(None)
+    batch.add_stop_replica([3], T0, delete=True)
+    built = batch.build(controller_id=9, controller_epoch=8, broker_epochs=EPOCHS)
+    for broker, requests in built.items():
+        assert requests
+        for request in requests:
+            assert (request.controller_id, request.controller_epoch) == (9, 8)
+            assert request.broker_epoch == EPOCHS[broker]
+
+
+def test_later_leader_and_isr_wins_but_new_sticks():
+    batch = RequestBatch()
+    batch.add_leader_and_isr([1], T0, _state(1, leader_epoch=0), [1, 2], is_new=True)
+    batch.add_leader_and_isr([1], T0, _state(2, leader_epoch=1, isr=(2,)), [1, 2])
+    (request,) = batch.build(1, 1, EPOCHS)[1]
+    (partition,) = request.partitions
+    assert (partition.leader, partition.leader_epoch, partition.isr) == (2, 1, (2,))
+    assert partition.is_new
+    assert (partition.controller_epoch, partition.partition_epoch) == (7, 3)
+
+
+def test_delete_outranks_a_later_plain_stop():
+    batch = RequestBatch()
+    batch.add_stop_replica([1], T0, delete=True)
+    batch.add_stop_replica([1], T0, delete=False, leader_epoch=5)
+    batch.add_stop_replica([1], T1, delete=False, leader_epoch=5)
+    batch.add_stop_replica([1], T1, delete=True)
+    (request,) = batch.build(1, 1, EPOCHS)[1]
+    assert [(p.partition, p.delete, p.leader_epoch) for p in request.partitions] == [
+        (0, True, EPOCH_DURING_DELETE),
+        (1, True, EPOCH_DURING_DELETE),
+    ]
+
+
+def test_update_metadata_to_all_live_brokers_without_partitions():
+    batch = RequestBatch(live_brokers=LIVE)
+    batch.add_update_metadata(None)
+    built = batch.build(1, 1, EPOCHS)
+    assert sorted(built) == [1, 2, 3]
+    for (request,) in built.values():
+        assert isinstance(request, UpdateMetadataRequest)
+        assert request.partitions == ()
+        assert [b.id for b in request.live_brokers] == [1, 2, 3]
+
+
+def test_unregistered_and_negative_brokers_get_nothing():
+    batch = RequestBatch(live_brokers=LIVE)
+    batch.add_leader_and_isr([-1, 1, 4], T0, _state(1), [1, 4])
+    batch.add_stop_replica([4], T0, delete=False)
+    built = batch.build(1, 1, EPOCHS)
+    assert sorted(built) == [1]
+
+
+def test_empty_batch_builds_nothing():
+    batch = RequestBatch(live_brokers=LIVE)
+    assert batch.is_empty
+    assert batch.build(1, 1, EPOCHS) == {}
+    batch.add_update_metadata(None)
+    assert not batch.is_empty
+
+
+def test_request_values_are_frozen_and_keyword_only():
+    with pytest.raises(TypeError):
+        TopicPartition("t", 0)  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        T0.partition = 1  # type: ignore[misc]
+    assert str(T0) == "t-0"
