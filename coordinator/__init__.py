@@ -1,0 +1,77 @@
+"""The coordination layer: one protocol, three backends chosen by URL, Kafka's metadata layout.
+
+>>> import coordinator
+>>> c = coordinator.connect("memory://demo")
+"""
+
+from coordinator.base import Coordinator
+from coordinator.errors import (
+    BadVersion,
+    ClosedError,
+    ConnectionFailed,
+    ConnectionLoss,
+    CoordinatorError,
+    GuardFailed,
+    InvalidPath,
+    InvalidURL,
+    MultiFailed,
+    NoChildrenForEphemerals,
+    NodeError,
+    NodeExists,
+    NoNode,
+    NotEmpty,
+    OperationTimeout,
+    RequestTooLarge,
+    SessionExpired,
+)
+from coordinator.model import (
+    Capabilities,
+    Check,
+    ChildrenEvent,
+    Create,
+    DataEvent,
+    Delete,
+    Op,
+    OpResult,
+    SessionState,
+    SetData,
+    Stat,
+    Watch,
+)
+from coordinator.url import CoordinatorURL, connect, parse
+
+__all__ = [
+    "BadVersion",
+    "Capabilities",
+    "Check",
+    "ChildrenEvent",
+    "ClosedError",
+    "ConnectionFailed",
+    "ConnectionLoss",
+    "Coordinator",
+    "CoordinatorError",
+    "CoordinatorURL",
+    "Create",
+    "DataEvent",
+    "Delete",
+    "GuardFailed",
+    "InvalidPath",
+    "InvalidURL",
+    "MultiFailed",
+    "NoChildrenForEphemerals",
+    "NoNode",
+    "NodeError",
+    "NodeExists",
+    "NotEmpty",
+    "Op",
+    "OpResult",
+    "OperationTimeout",
+    "RequestTooLarge",
+    "SessionExpired",
+    "SessionState",
+    "SetData",
+    "Stat",
+    "Watch",
+    "connect",
+    "parse",
+]

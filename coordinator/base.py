@@ -1,0 +1,356 @@
+"""The coordinator protocol and what every backend shares.
+
+Backends subclass :class:`Coordinator` and implement the abstract primitives; bulk writes
+(chunked, pipelined, fenced), callback dispatch and session listeners live here once.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future
+
+from coordinator import paths
+from coordinator.errors import (
+    ClosedError,
+    CoordinatorError,
+    GuardFailed,
+    MultiFailed,
+    NodeExists,
+    NoNode,
+    NotEmpty,
+    RequestTooLarge,
+)
+from coordinator.model import (
+    Capabilities,
+    Check,
+    ChildrenCallback,
+    Create,
+    DataCallback,
+    Delete,
+    Op,
+    OpResult,
+    SessionListener,
+    SessionState,
+    Stat,
+    Watch,
+    op_size,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_IN_FLIGHT = 8
+
+
+class Dispatcher:
+    """One thread that runs callbacks in the order they were queued.
+
+    Watch events and session-state changes of a coordinator all pass through its dispatcher, so
+    a listener sees them in one order and may call back into the coordinator without deadlock.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._queue: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Callable[[], None]) -> None:
+        self._queue.put(fn)
+
+    def _run(self) -> None:
+        while True:
+            fn = self._queue.get()
+            if fn is None:
+                return
+            try:
+                fn()
+            except Exception:  # a faulty callback must not stop the others
+                log.exception("coordinator callback failed")
+
+    def stop(self, wait: bool = True) -> None:
+        self._queue.put(None)
+        if wait and threading.current_thread() is not self._thread:
+            self._thread.join(timeout=5)
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until everything queued so far has run (tests and orderly shutdown)."""
+        if threading.current_thread() is self._thread:
+            return True
+        done = threading.Event()
+        self._queue.put(done.set)
+        return done.wait(timeout)
+
+
+class WatchHandle:
+    """A cancellable persistent watch; the backend holds it and checks ``active``."""
+
+    __slots__ = ("path", "callback", "active", "_on_cancel")
+
+    def __init__(
+        self,
+        path: str,
+        callback: Callable[..., None],
+        on_cancel: Callable[[WatchHandle], None] | None = None,
+    ) -> None:
+        self.path = path
+        self.callback = callback
+        self.active = True
+        self._on_cancel = on_cancel
+
+    def cancel(self) -> None:
+        if self.active:
+            self.active = False
+            if self._on_cancel is not None:
+                self._on_cancel(self)
+
+
+class Coordinator(ABC):
+    """One protocol over ZooKeeper, etcd and the in-process store, shaped after ZooKeeper.
+
+    Reads are versioned; writes can be conditional on a version; ``multi`` is atomic; watches
+    are persistent; the session has explicit states. Every method raises only
+    :class:`~coordinator.errors.CoordinatorError` subclasses.
+    """
+
+    capabilities: Capabilities
+    url: str
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._listeners: list[SessionListener] = []
+        self._listeners_lock = threading.Lock()
+        self._dispatcher = Dispatcher(f"partctl-coordinator-{id(self):x}")
+        self._closed = False
+
+    # --- session -------------------------------------------------------------------------
+
+    @property
+    @abstractmethod
+    def state(self) -> SessionState:
+        """The current session state."""
+
+    @property
+    @abstractmethod
+    def session_id(self) -> int:
+        """The current session's id (changes after LOST)."""
+
+    def add_listener(self, listener: SessionListener) -> None:
+        """Call ``listener(state)`` on every later session state change, on the dispatcher."""
+        with self._listeners_lock:
+            self._listeners.append(listener)
+
+    def remove_listener(self, listener: SessionListener) -> None:
+        with self._listeners_lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+    def _notify_state(self, state: SessionState) -> None:
+        """Queue a state change for the listeners (backends call it on every transition)."""
+        with self._listeners_lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            self._dispatcher.submit(lambda fn=listener: fn(state))
+
+    def close(self) -> None:
+        """Close the session (its ephemerals go) and stop delivering events. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._close()
+        finally:
+            self._notify_state(SessionState.CLOSED)
+            self._dispatcher.stop(wait=True)
+
+    @abstractmethod
+    def _close(self) -> None: ...
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError(f"coordinator {self.url} is closed")
+
+    def __enter__(self) -> Coordinator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def sync(self, timeout: float = 5.0) -> bool:
+        """Wait until the events queued so far reached their callbacks."""
+        return self._dispatcher.flush(timeout)
+
+    # --- reads ---------------------------------------------------------------------------
+
+    @abstractmethod
+    def get(self, path: str) -> tuple[bytes, Stat]:
+        """Data and stat of ``path``; :class:`NoNode` if absent."""
+
+    @abstractmethod
+    def exists(self, path: str) -> Stat | None:
+        """Stat of ``path`` or None."""
+
+    @abstractmethod
+    def children(self, path: str) -> list[str]:
+        """Sorted names of the direct children of ``path``; :class:`NoNode` if absent."""
+
+    def get_many(self, paths_: Sequence[str]) -> list[tuple[bytes, Stat] | None]:
+        """Data and stat of each path (None where absent), in order, pipelined by the backend."""
+        out: list[tuple[bytes, Stat] | None] = []
+        for path in paths_:
+            try:
+                out.append(self.get(path))
+            except NoNode:
+                out.append(None)
+        return out
+
+    # --- writes --------------------------------------------------------------------------
+
+    @abstractmethod
+    def create(
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequential: bool = False,
+        make_parents: bool = False,
+    ) -> str:
+        """Create a node and return its path (with the suffix when sequential).
+
+        ``make_parents`` creates missing ancestors as empty persistent nodes first.
+        """
+
+    @abstractmethod
+    def set(self, path: str, data: bytes, version: int = -1) -> Stat:
+        """Replace the data if the version matches (-1: any); returns the new stat."""
+
+    @abstractmethod
+    def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
+        """Delete a node if the version matches; ``recursive`` deletes its subtree first."""
+
+    @abstractmethod
+    def multi_async(self, ops: Sequence[Op]) -> Future[list[OpResult]]:
+        """Submit an atomic multi; the future raises :class:`MultiFailed` if any op failed."""
+
+    def multi(self, ops: Sequence[Op]) -> list[OpResult]:
+        """Apply all ``ops`` atomically or none; returns one result per op."""
+        return self.multi_async(ops).result()
+
+    def ensure_path(self, path: str) -> None:
+        """Create ``path`` and its ancestors as empty persistent nodes where missing."""
+        for p in [*paths.ancestors(path), path]:
+            try:
+                self.create(p)
+            except NodeExists:
+                pass
+
+    def _delete_tree(self, path: str) -> None:
+        """Delete ``path`` and its subtree, children first; tolerant of concurrent deletes."""
+        try:
+            kids = self.children(path)
+        except NoNode:
+            return
+        for kid in kids:
+            self._delete_tree(paths.join(path, kid))
+        try:
+            self.delete(path)
+        except NoNode:
+            pass
+        except NotEmpty:  # a child appeared meanwhile
+            self._delete_tree(path)
+
+    def write_many(
+        self,
+        ops: Sequence[Op],
+        *,
+        guard: Check | None = None,
+        max_in_flight: int = DEFAULT_IN_FLIGHT,
+    ) -> list[OpResult | CoordinatorError]:
+        """Apply many independent ops in atomic chunks, pipelined; one result per op.
+
+        Chunks respect the backend's op-count and byte limits. With a ``guard``, every chunk
+        starts with that check, so no chunk lands once the guard node moved on; the first failed
+        guard raises :class:`GuardFailed` (the only error that escapes). Any other failing op
+        gets its error as its result and the rest of its chunk is submitted again without it, so
+        one bad item never fails the batch. Ops must touch distinct paths: chunks run
+        concurrently and a retried chunk runs after later ones.
+        """
+        self._check_open()
+        results: list[OpResult | CoordinatorError] = [None] * len(ops)
+        offset = 1 if guard is not None else 0
+        pending: deque[list[int]] = deque(self._chunks(ops, guard))
+        in_flight: deque[tuple[list[int], Future[list[OpResult]]]] = deque()
+        while pending or in_flight:
+            while pending and len(in_flight) < max_in_flight:
+                idxs = pending.popleft()
+                body: list[Op] = [guard] if guard is not None else []
+                body.extend(ops[i] for i in idxs)
+                in_flight.append((idxs, self.multi_async(body)))
+            idxs, future = in_flight.popleft()
+            try:
+                chunk_results = future.result()
+            except MultiFailed as failure:
+                if guard is not None and failure.index == 0:
+                    for _, other in in_flight:  # let them settle; none of them can land
+                        _settle(other)
+                    raise GuardFailed(guard.path, failure.cause) from failure
+                bad = idxs[failure.index - offset]
+                results[bad] = failure.cause
+                rest = [i for i in idxs if i != bad]
+                if rest:
+                    pending.appendleft(rest)
+                continue
+            for i, result in zip(idxs, chunk_results[offset:], strict=True):
+                results[i] = result
+        return results
+
+    def _chunks(self, ops: Sequence[Op], guard: Check | None) -> Iterable[list[int]]:
+        limit_ops = self.capabilities.max_multi_ops
+        limit_bytes = self.capabilities.max_multi_bytes
+        base_ops = 1 if guard is not None else 0
+        base_bytes = op_size(guard) if guard is not None else 0
+        chunk: list[int] = []
+        size = base_bytes
+        for i, op in enumerate(ops):
+            n = op_size(op)
+            if base_bytes + n > limit_bytes:
+                raise RequestTooLarge(
+                    f"op on {op.path} is {n} bytes; {self.capabilities.name} takes at most "
+                    f"{limit_bytes} bytes in one request"
+                )
+            full = limit_ops is not None and base_ops + len(chunk) + 1 > limit_ops
+            if chunk and (full or size + n > limit_bytes):
+                yield chunk
+                chunk, size = [], base_bytes
+            chunk.append(i)
+            size += n
+        if chunk:
+            yield chunk
+
+    # --- watches -------------------------------------------------------------------------
+
+    @abstractmethod
+    def watch_data(self, path: str, callback: DataCallback) -> Watch:
+        """Call ``callback(DataEvent)`` now with the node's state and after every change.
+
+        The node need not exist. Survives reconnects and session loss (the backend re-arms it
+        and reports the state it finds), until ``cancel()``.
+        """
+
+    @abstractmethod
+    def watch_children(self, path: str, callback: ChildrenCallback) -> Watch:
+        """Call ``callback(ChildrenEvent)`` now with the children and after every change."""
+
+
+def _settle(future: Future[list[OpResult]]) -> None:
+    try:
+        future.result()
+    except CoordinatorError:
+        pass
+
+
+__all__ = ["Coordinator", "Dispatcher", "WatchHandle", "Create", "Delete"]

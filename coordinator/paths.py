@@ -1,0 +1,46 @@
+"""ZooKeeper-style path rules, shared by every backend so they reject the same paths."""
+
+from __future__ import annotations
+
+from coordinator.errors import InvalidPath
+
+
+def validate(path: str) -> str:
+    """Return ``path`` if it is absolute, normalized and non-empty in every component."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise InvalidPath(str(path), f"path must be absolute: {path!r}")
+    if path == "/":
+        return path
+    if path.endswith("/"):
+        raise InvalidPath(path, f"path must not end with '/': {path!r}")
+    for part in path[1:].split("/"):
+        if part in ("", ".", "..") or "\x00" in part:
+            raise InvalidPath(path, f"invalid path component in {path!r}")
+    return path
+
+
+def parent(path: str) -> str:
+    head = path.rsplit("/", 1)[0]
+    return head or "/"
+
+
+def basename(path: str) -> str:
+    return path.rsplit("/", 1)[1]
+
+
+def join(base: str, *parts: str) -> str:
+    out = base.rstrip("/")
+    for part in parts:
+        out += "/" + part
+    return out or "/"
+
+
+def ancestors(path: str) -> list[str]:
+    """The proper ancestors of ``path`` below the root, outermost first."""
+    parts = path.strip("/").split("/")[:-1]
+    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def sequential_name(path: str, counter: int, digits: int = 10) -> str:
+    """ZooKeeper's sequential suffix: the counter in ``digits`` zero-padded decimal digits."""
+    return f"{path}{counter:0{digits}d}"

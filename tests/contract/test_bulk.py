@@ -1,0 +1,29 @@
+"""Bulk reads: many paths in one pipelined call, exactly what was written."""
+
+from __future__ import annotations
+
+from coordinator import Coordinator, Create
+
+
+def test_bulk_read_of_10000_nodes(client: Coordinator) -> None:
+    client.ensure_path("/many")
+    n = 10_000
+    ops = [Create(path=f"/many/p{i}", data=f"value-{i}".encode()) for i in range(n)]
+    results = client.write_many(ops)
+    assert all(isinstance(r, str) for r in results)
+    paths = [f"/many/p{i}" for i in range(n)]
+    got = client.get_many(paths)
+    assert len(got) == n
+    for i, item in enumerate(got):
+        assert item is not None, paths[i]
+        data, stat = item
+        assert data == f"value-{i}".encode() and stat.version == 0
+    assert len(client.children("/many")) == n
+
+
+def test_bulk_read_marks_missing_paths(client: Coordinator) -> None:
+    client.create("/present", b"x")
+    got = client.get_many(["/absent", "/present", "/absent/deeper"])
+    assert got[0] is None and got[2] is None
+    assert got[1] is not None and got[1][0] == b"x"
+    assert client.get_many([]) == []

@@ -1,0 +1,131 @@
+"""Atomic multi and the chunked, guarded bulk writes built on it."""
+
+from __future__ import annotations
+
+import pytest
+
+from coordinator import (
+    BadVersion,
+    Check,
+    Coordinator,
+    Create,
+    Delete,
+    GuardFailed,
+    MultiFailed,
+    NodeExists,
+    NoNode,
+    RequestTooLarge,
+    SetData,
+    Stat,
+)
+
+
+def test_multi_applies_all_and_returns_per_op_results(client: Coordinator) -> None:
+    client.create("/m")
+    client.create("/m/old", b"x")
+    client.create("/m/gone")
+    results = client.multi([
+        Check(path="/m", version=0),
+        Create(path="/m/new", data=b"n"),
+        SetData(path="/m/old", data=b"y", version=0),
+        Delete(path="/m/gone", version=0),
+        Create(path="/m/s-", sequential=True),
+    ])
+    assert results[0] is None
+    assert results[1] == "/m/new"
+    assert isinstance(results[2], Stat) and results[2].version == 1
+    assert results[3] is None
+    assert isinstance(results[4], str) and results[4].startswith("/m/s-")
+    assert len(results[4]) == len("/m/s-") + 10
+    assert client.get("/m/new")[0] == b"n"
+    assert client.get("/m/old")[0] == b"y"
+    assert client.exists("/m/gone") is None
+
+
+@pytest.mark.parametrize("failing", ["check", "create", "set", "delete"])
+def test_failing_multi_changes_nothing_and_names_the_op(client: Coordinator, failing: str) -> None:
+    client.create("/f", b"a")
+    client.create("/f/x", b"x")
+    bad = {
+        "check": Check(path="/f", version=7),
+        "create": Create(path="/f/x"),
+        "set": SetData(path="/f/x", data=b"z", version=3),
+        "delete": Delete(path="/f/missing"),
+    }[failing]
+    ops = [
+        Create(path="/f/new1"),
+        SetData(path="/f", data=b"changed"),
+        bad,
+        Create(path="/f/new2"),
+    ]
+    with pytest.raises(MultiFailed) as info:
+        client.multi(ops)
+    assert info.value.index == 2
+    expected = {"check": BadVersion, "create": NodeExists, "set": BadVersion, "delete": NoNode}
+    assert isinstance(info.value.cause, expected[failing])
+    assert client.exists("/f/new1") is None and client.exists("/f/new2") is None
+    data, stat = client.get("/f")
+    assert data == b"a" and stat.version == 0
+    assert client.get("/f/x") == (b"x", client.exists("/f/x"))
+    assert client.children("/f") == ["x"]
+
+
+def test_multi_ops_see_earlier_ops(client: Coordinator) -> None:
+    client.multi([
+        Create(path="/chain"),
+        Create(path="/chain/a", data=b"1"),
+        SetData(path="/chain/a", data=b"2", version=0),
+        Check(path="/chain/a", version=1),
+    ])
+    assert client.get("/chain/a")[0] == b"2"
+
+
+def test_write_many_chunks_past_the_backend_limits(client: Coordinator) -> None:
+    client.create("/bulk")
+    limit = client.capabilities.max_multi_ops or 1000
+    n = 2 * limit + 7
+    results = client.write_many([Create(path=f"/bulk/n{i:05d}", data=b"v") for i in range(n)])
+    assert results == [f"/bulk/n{i:05d}" for i in range(n)]
+    assert len(client.children("/bulk")) == n
+
+
+def test_write_many_chunks_by_bytes(client: Coordinator) -> None:
+    client.create("/big")
+    size = client.capabilities.max_multi_bytes // 4
+    ops = [Create(path=f"/big/{i}", data=bytes([i]) * size) for i in range(9)]
+    assert client.write_many(ops) == [f"/big/{i}" for i in range(9)]
+    for i in range(9):
+        assert client.get(f"/big/{i}")[0] == bytes([i]) * size
+    with pytest.raises(RequestTooLarge):
+        client.write_many([Create(path="/big/huge", data=b"x" * client.capabilities.max_multi_bytes)])
+    assert client.exists("/big/huge") is None
+
+
+def test_write_many_reports_bad_items_and_applies_the_rest(client: Coordinator) -> None:
+    client.create("/items")
+    for i in range(20):
+        client.create(f"/items/{i}", b"0")
+    ops = [SetData(path=f"/items/{i}", data=b"1", version=5 if i in (3, 11) else 0)
+           for i in range(20)]
+    ops.append(SetData(path="/items/missing", data=b"1"))
+    results = client.write_many(ops)
+    assert isinstance(results[3], BadVersion) and isinstance(results[11], BadVersion)
+    assert isinstance(results[20], NoNode)
+    for i in range(20):
+        expected = b"0" if i in (3, 11) else b"1"
+        assert client.get(f"/items/{i}")[0] == expected
+        if i not in (3, 11):
+            assert isinstance(results[i], Stat) and results[i].version == 1
+
+
+def test_guarded_write_many_writes_nothing_once_the_guard_moved(
+    client: Coordinator, other: Coordinator
+) -> None:
+    client.create("/epoch", b"0")
+    client.create("/data")
+    guard = Check(path="/epoch", version=0)
+    assert client.write_many([Create(path="/data/a")], guard=guard) == ["/data/a"]
+    other.set("/epoch", b"1")  # another writer takes over
+    with pytest.raises(GuardFailed):
+        client.write_many([Create(path=f"/data/z{i}") for i in range(300)], guard=guard)
+    assert client.children("/data") == ["a"]
