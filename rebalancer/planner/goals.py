@@ -1,0 +1,51 @@
+"""What a plan should achieve: a closed set of goals, as a tagged union.
+
+Every plan honours the hard constraints (no replica on a broker being removed, no broker twice in
+a partition, rack-aware placement, RF unchanged unless asked). ``Balance``, ``AddBrokers`` and
+``Decommission`` make the planner rebalance the whole cluster (replicas, then leaders, then bytes
+per broker even); ``ChangeReplicationFactor`` and ``RepairRacks`` alone only change what they
+must, placing the new replicas on the least-loaded brokers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Balance:
+    """Even replicas, leaders and bytes per broker with the fewest moves."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AddBrokers:
+    """Spread load onto new, empty brokers (default: the snapshot's ``new_brokers``)."""
+
+    brokers: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decommission:
+    """Drain these brokers (in addition to the snapshot's ``decommission`` list)."""
+
+    brokers: frozenset[int]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChangeReplicationFactor:
+    """Set the replication factor of the named topics: ``((topic, rf), ...)``."""
+
+    topics: tuple[tuple[str, int], ...]
+
+    @classmethod
+    def of(cls, topics: Mapping[str, int]) -> ChangeReplicationFactor:
+        return cls(topics=tuple(sorted(topics.items())))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RepairRacks:
+    """Fix partitions that span fewer racks than min(RF, #racks)."""
+
+
+Goal = Balance | AddBrokers | Decommission | ChangeReplicationFactor | RepairRacks

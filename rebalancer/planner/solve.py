@@ -1,0 +1,378 @@
+"""The shard-level planning function, the same for every engine.
+
+A shard is a set of partitions (rows) with its own quotas (see quotas.py). Solving it:
+
+1. keep: drop the replicas the hard constraints forbid (brokers leaving, duplicates, a second
+   replica in a rack when the partition should span more racks, RF decreases); each dropped or
+   missing replica is a *hole*;
+2. shed: a broker above its shard quota gives up exactly its surplus; with sizes known it gives
+   up the replicas whose total brings its bytes closest to its byte target (a window in its
+   sizes sorted), else a seeded pseudo-random choice. Nothing else moves: the moves are the
+   surplus plus the holes, which is the bench's lower bound when quotas are met;
+3. fill: holes, biggest first, go to the rack with the largest remaining deficit that the
+   partition does not use yet, then to the broker of that rack furthest below its byte target
+   per missing replica (or with the largest deficit). A hole no rack can take is placed by a
+   two-step exchange (another partition hands a replica to a deficit broker it can take, the
+   hole takes the freed broker), else above quota as a last resort (reported as a residual);
+4. leaders: keep the current leader while its broker is under its leader quota, give the other
+   partitions to the replica furthest under its quota (partitions touching needy brokers first),
+   then augmenting paths (BFS over "broker x leads a partition that broker y also holds") until
+   every broker meets its leader quota. Reordering moves no data.
+
+Deterministic: iteration orders are sorted, ties broken by broker id, and the only randomness is
+``random.Random`` seeded from (cluster seed, shard).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Mapping, Sequence
+
+from rebalancer.planner.model import (
+    Cluster,
+    PlanningError,
+    Row,
+    ShardQuota,
+    ShardResult,
+    ShardStats,
+)
+
+
+def _want(row: Row, cluster: Cluster) -> int:
+    return cluster.target_rf.get(row[0], len(row[2]))
+
+
+def _rack_cap(want: int, n_racks: int) -> int:
+    return 1 if want <= n_racks else -(-want // n_racks)
+
+
+def _active(cluster: Cluster) -> frozenset[int]:
+    return frozenset(cluster.active)
+
+
+def shard_stats(shard: int, rows: Sequence[Row], cluster: Cluster) -> ShardStats:
+    active = _active(cluster)
+    kept_n: dict[int, int] = {}
+    leaders: dict[int, int] = {}
+    holes = replicas = cap = 0
+    nbytes = 0
+    for row in rows:
+        want = _want(row, cluster)
+        kept = _keep(row, want, cluster, active)
+        for b in kept:
+            kept_n[b] = kept_n.get(b, 0) + 1
+        if kept and kept[0] == row[2][0]:
+            leaders[kept[0]] = leaders.get(kept[0], 0) + 1
+        holes += want - len(kept)
+        replicas += want
+        cap += _rack_cap(want, cluster.n_racks)
+        if row[3] > 0:
+            nbytes += row[3] * want
+    return ShardStats(shard=shard, partitions=len(rows), replicas=replicas, holes=holes,
+                      rack_cap=cap, bytes=nbytes, kept=kept_n, leaders=leaders)
+
+
+def _keep(row: Row, want: int, cluster: Cluster, active: frozenset[int]) -> list[int]:
+    rack, k = cluster.rack, cluster.n_racks
+    cap = _rack_cap(want, k)
+    kept: list[int] = []
+    per_rack: dict[int, int] = {}
+    for b in row[2]:
+        if b not in active or b in kept:
+            continue
+        j = rack[b]
+        n = per_rack.get(j, 0)
+        if n >= cap:
+            continue
+        per_rack[j] = n + 1
+        kept.append(b)
+    while len(kept) > want:  # RF decrease: drop from the end, the leader stays
+        per_rack[rack[kept.pop()]] -= 1
+    need = min(want, k)
+    while sum(1 for n in per_rack.values() if n) + (want - len(kept)) < need:
+        for i in range(len(kept) - 1, -1, -1):  # drop the last replica of a crowded rack
+            if per_rack[rack[kept[i]]] > 1:
+                per_rack[rack[kept.pop(i)]] -= 1
+                break
+    return kept
+
+
+def _window(sizes: list[tuple[int, int]], n: int, goal: float) -> list[int]:
+    """Pick n of (size, index) whose total is closest to goal: a window in size order."""
+    sizes.sort()
+    if n >= len(sizes):
+        return [i for _, i in sizes]
+    pre = [0]
+    for s, _ in sizes:
+        pre.append(pre[-1] + s)
+    lo, hi = 0, len(sizes) - n  # window sums grow with the start; binary search the goal
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if pre[mid + n] - pre[mid] < goal:
+            lo = mid + 1
+        else:
+            hi = mid
+    best = lo
+    if lo > 0 and abs(pre[lo - 1 + n] - pre[lo - 1] - goal) <= abs(pre[lo + n] - pre[lo] - goal):
+        best = lo - 1
+    return [i for _, i in sizes[best:best + n]]
+
+
+class _Shard:
+    """Mutable working state of one shard while it is solved (private to solve_shard)."""
+
+    def __init__(self, rows: Sequence[Row], cluster: Cluster, quota: ShardQuota) -> None:
+        self.rows, self.cluster, self.quota = rows, cluster, quota
+        self.active = _active(cluster)
+        self.rack, self.k = cluster.rack, cluster.n_racks
+        rng = random.Random(cluster.seed * 1_000_003 + quota.shard)
+        self.prio = [rng.random() for _ in rows]
+        self.want = [_want(r, cluster) for r in rows]
+        self.size = [max(r[3], 0) for r in rows]
+        self.kept = [_keep(r, w, cluster, self.active) for r, w in zip(rows, self.want, strict=True)]
+        self.members: dict[int, list[int]] = {b: [] for b in self.active}
+        self.load = {b: 0 for b in self.active}
+        for i, reps in enumerate(self.kept):
+            for b in reps:
+                self.members[b].append(i)
+                self.load[b] += self.size[i]
+        self.count = {b: len(m) for b, m in self.members.items()}
+        self.deficit: dict[int, int] = {}
+        self.rack_def: dict[int, int] = {}
+        self.needy: dict[int, list[int]] = {}
+
+    def shed(self) -> None:
+        q, target = self.quota.replicas, self.quota.bytes
+        for b in sorted(self.active):
+            extra = self.count[b] - q.get(b, 0)
+            if extra <= 0:
+                continue
+            mine = self.members[b]
+            if target is not None:
+                gone = _window([(self.size[i], i) for i in mine], extra, self.load[b] - target[b])
+            else:
+                gone = sorted(mine, key=lambda i: self.prio[i])[:extra]
+            for i in gone:
+                self.kept[i].remove(b)
+                self.load[b] -= self.size[i]
+            gone_set = set(gone)
+            self.members[b] = [i for i in mine if i not in gone_set]
+            self.count[b] -= extra
+
+    def allowed(self, reps: list[int], want: int, j: int) -> bool:
+        rack = self.rack
+        return sum(1 for b in reps if rack[b] == j) < _rack_cap(want, self.k)
+
+    def take(self, i: int, b: int) -> None:
+        self.kept[i].append(b)
+        self.members[b].append(i)
+        self.count[b] += 1
+        self.load[b] += self.size[i]
+        self.deficit[b] -= 1
+        if self.deficit[b] >= 0:
+            self.rack_def[self.rack[b]] -= 1
+        if self.deficit[b] == 0:
+            self.needy[self.rack[b]].remove(b)
+
+    def fill(self) -> None:
+        q, target, rack, k = self.quota.replicas, self.quota.bytes, self.rack, self.k
+        kept, want, size, prio = self.kept, self.want, self.size, self.prio
+        self.deficit = {b: q.get(b, 0) - self.count[b] for b in self.active}
+        for b in sorted(self.active):
+            if self.deficit[b] > 0:
+                self.rack_def[rack[b]] = self.rack_def.get(rack[b], 0) + self.deficit[b]
+                self.needy.setdefault(rack[b], []).append(b)
+        racks = sorted({rack[b] for b in self.active})
+        holes = [i for i in range(len(kept)) for _ in range(want[i] - len(kept[i]))]
+        holes.sort(key=lambda i: (-size[i], prio[i]))
+        deficit, load, rack_def, needy = self.deficit, self.load, self.rack_def, self.needy
+        stuck: list[int] = []
+        for i in holes:
+            reps = kept[i]
+            cap = _rack_cap(want[i], k)
+            used: dict[int, int] = {}
+            for b in reps:
+                used[rack[b]] = used.get(rack[b], 0) + 1
+            best_b, best_key = -1, None
+            for j in racks:
+                rd = rack_def.get(j, 0)
+                if rd <= 0 or used.get(j, 0) >= cap:
+                    continue
+                rkey = (used.get(j, 0) == 0, rd)
+                if best_key is not None and rkey <= best_key:
+                    continue
+                pick, pkey = -1, None
+                for b in needy[j]:
+                    if b in reps:
+                        continue
+                    key = (target[b] - load[b]) / deficit[b] if target is not None else deficit[b]
+                    if pkey is None or key > pkey:
+                        pick, pkey = b, key
+                if pick >= 0:
+                    best_b, best_key = pick, rkey
+            if best_b < 0:
+                stuck.append(i)
+            else:
+                self.take(i, best_b)
+        for i in stuck:
+            if not self.exchange(i):
+                self.force(i)
+
+    def exchange(self, i: int, budget: int = 200_000) -> bool:
+        """Place hole i on a broker c at quota after c hands one of its replicas (partition p)
+        to a deficit broker d that p can take. One extra move, quotas still met."""
+        kept, want, rack = self.kept, self.want, self.rack
+        reps = kept[i]
+        for d in sorted(b for b in self.active if self.deficit[b] > 0):
+            for c in sorted(self.active):
+                if c in reps or c == d or not self.allowed(reps, want[i], rack[c]):
+                    continue
+                for p in self.members[c]:
+                    budget -= 1
+                    if budget <= 0:
+                        return False
+                    other = kept[p]
+                    if p == i or c not in other or d in other:
+                        continue
+                    if not self.allowed([b for b in other if b != c], want[p], rack[d]):
+                        continue
+                    other.remove(c)
+                    self.members[c].remove(p)
+                    self.load[c] -= self.size[p]
+                    self.count[c] -= 1
+                    self.deficit[c] += 1  # c is one short for a moment; take() settles it
+                    if self.deficit[c] > 0:
+                        self.rack_def[rack[c]] = self.rack_def.get(rack[c], 0) + 1
+                        self.needy.setdefault(rack[c], []).append(c)
+                    self.take(p, d)
+                    self.take(i, c)
+                    return True
+        return False
+
+    def force(self, i: int) -> None:
+        """Last resort: the least-loaded broker the partition can take, even over quota."""
+        reps, want = self.kept[i], self.want[i]
+        cands = [b for b in sorted(self.active) if b not in reps]
+        pool = [b for b in cands if self.allowed(reps, want, self.rack[b])] or cands
+        if not pool:
+            r = self.rows[i]
+            raise PlanningError([f"partition {r[0]}-{r[1]} needs {want} replicas but only "
+                                 f"{len(self.active)} brokers can hold them"])
+        b = max(pool, key=lambda b: (self.deficit[b], -b))
+        if self.deficit[b] > 0:
+            self.take(i, b)
+            return
+        reps.append(b)  # over quota: reported as a residual
+        self.members[b].append(i)
+        self.count[b] += 1
+        self.load[b] += self.size[i]
+        self.deficit[b] -= 1
+
+
+def solve_shard(rows: Sequence[Row], cluster: Cluster, quota: ShardQuota) -> ShardResult:
+    """Plan one shard to its quotas; rows must come sorted by (topic, partition)."""
+    st = _Shard(rows, cluster, quota)
+    st.shed()
+    st.fill()
+    order = _leaders(rows, st.kept, st.members, quota.leaders)
+    q = quota.replicas
+    count = {b: 0 for b in st.active}
+    lead = {b: 0 for b in st.active}
+    for reps in order:
+        lead[reps[0]] += 1
+        for b in reps:
+            count[b] += 1
+    residual = {b: count[b] - q.get(b, 0) for b in sorted(st.active) if count[b] != q.get(b, 0)}
+    lres: dict[int, int] = {}
+    if quota.leaders is not None:
+        lq = quota.leaders
+        lres = {b: lead[b] - lq.get(b, 0) for b in sorted(st.active) if lead[b] != lq.get(b, 0)}
+    changed = tuple((r[0], r[1], tuple(o), r[3]) for r, o in zip(rows, order, strict=True)
+                    if tuple(o) != r[2])
+    return ShardResult(shard=quota.shard, changed=changed, replica_residual=residual,
+                       leader_residual=lres)
+
+
+def _leaders(rows: Sequence[Row], kept: list[list[int]], members: dict[int, list[int]],
+             lq: Mapping[int, int] | None) -> list[list[int]]:
+    """Final replica lists: the chosen leader first, the others in their current order."""
+    n = len(rows)
+    lead = [-1] * n
+    if lq is None:
+        for i, reps in enumerate(kept):
+            old = rows[i][2][0]
+            lead[i] = old if old in reps else reps[0]
+    else:
+        lc = {b: 0 for b in members}
+        orig = {b: 0 for b in members}
+        for i, reps in enumerate(kept):
+            if rows[i][2][0] in reps:
+                orig[rows[i][2][0]] += 1
+        needy = {b for b in members if orig[b] < lq.get(b, 0)}
+        later: list[int] = []
+        touching: list[int] = []
+        for i, reps in enumerate(kept):
+            old = rows[i][2][0]
+            if any(b in needy and b != old for b in reps):
+                touching.append(i)
+            elif old in reps and lc[old] < lq.get(old, 0):
+                lead[i] = old
+                lc[old] += 1
+            else:
+                later.append(i)
+        for i in touching + later:
+            old = rows[i][2][0]
+            best = max(kept[i], key=lambda b: (lq.get(b, 0) - lc[b], b == old, -b))
+            lead[i] = best
+            lc[best] += 1
+        _augment(kept, members, lead, lc, lq)
+    out = []
+    for i, reps in enumerate(kept):
+        out.append([lead[i]] + [b for b in reps if b != lead[i]])
+    return out
+
+
+def _augment(kept, members, lead, lc, lq) -> None:
+    """Move leadership along BFS paths from brokers over their quota to brokers under it."""
+    # direct hand-overs first: cheap and they settle almost everything
+    for x in sorted(members):
+        if lc[x] <= lq.get(x, 0):
+            continue
+        for i in members[x]:
+            if lc[x] <= lq.get(x, 0):
+                break
+            if lead[i] != x:
+                continue
+            for y in kept[i]:
+                if y != x and lc[y] < lq.get(y, 0):
+                    lead[i] = y
+                    lc[x] -= 1
+                    lc[y] += 1
+                    break
+    for u in sorted(members):
+        while lc[u] < lq.get(u, 0):
+            # BFS backwards: u can take partition i from its leader x; x may then take from others
+            parent: dict[int, tuple[int, int]] = {u: (-1, -1)}
+            frontier = deque([u])
+            found = -1
+            while frontier and found < 0:
+                y = frontier.popleft()
+                for i in members[y]:
+                    x = lead[i]
+                    if x == y or x in parent:
+                        continue
+                    parent[x] = (y, i)
+                    if lc[x] > lq.get(x, 0):
+                        found = x
+                        break
+                    frontier.append(x)
+            if found < 0:
+                break
+            x = found
+            lc[x] -= 1
+            lc[u] += 1
+            while x != u:
+                y, i = parent[x]
+                lead[i] = y
+                x = y

@@ -1,0 +1,258 @@
+"""Cluster snapshot: brokers, racks, partitions and their replicas, the planner's input.
+
+The JSON format is the planner bench's neutral format (see the bench README)::
+
+    {"brokers": [{"id": 1, "rack": "r0"}, ...],
+     "partitions": [{"topic": "t0", "partition": 0, "replicas": [1, 2, 3], "size_bytes": 123}],
+     "decommission": [5], "meta": {"new_brokers": [7, 8], ...}}
+
+The first replica of a list is the preferred leader. Big snapshots also load from and save to
+Parquet (one row per partition, brokers in the file's key-value metadata); pyarrow is imported
+lazily, only there.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class SnapshotError(ValueError):
+    """A snapshot that cannot be planned on; carries one line per problem."""
+
+    def __init__(self, problems: Iterable[str]) -> None:
+        self.problems: tuple[str, ...] = tuple(problems)
+        super().__init__("invalid snapshot:\n" + "\n".join(self.problems))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Broker:
+    id: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionReplicas:
+    """One partition's assignment; ``replicas[0]`` is the preferred leader."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    size_bytes: int | None = None
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.topic, self.partition)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Snapshot:
+    brokers: tuple[Broker, ...]
+    partitions: tuple[PartitionReplicas, ...]
+    decommission: frozenset[int] = frozenset()
+    new_brokers: frozenset[int] = frozenset()
+    meta: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def broker_ids(self) -> tuple[int, ...]:
+        return tuple(sorted(b.id for b in self.brokers))
+
+    @property
+    def rack_of(self) -> dict[int, str | None]:
+        return {b.id: b.rack for b in self.brokers}
+
+    @property
+    def has_sizes(self) -> bool:
+        return any(p.size_bytes is not None for p in self.partitions)
+
+    def validate(self) -> None:
+        """Raise SnapshotError listing every problem, one line each."""
+        problems = snapshot_problems(self)
+        if problems:
+            raise SnapshotError(problems)
+
+
+def snapshot_problems(snap: Snapshot) -> list[str]:
+    """Every structural problem of a snapshot, one line each (empty when it is sound)."""
+    problems: list[str] = []
+    ids = Counter(b.id for b in snap.brokers)
+    for bid, n in sorted(ids.items()):
+        if n > 1:
+            problems.append(f"broker {bid} is listed {n} times")
+    for bid in sorted(snap.decommission - ids.keys()):
+        problems.append(f"decommission lists unknown broker {bid}")
+    for bid in sorted(snap.new_brokers - ids.keys()):
+        problems.append(f"new_brokers lists unknown broker {bid}")
+    racks = {b.rack for b in snap.brokers}
+    if None in racks and len(racks) > 1:
+        problems.append("some brokers have a rack and some do not")
+    seen: set[tuple[str, int]] = set()
+    for p in snap.partitions:
+        name = f"{p.topic}-{p.partition}"
+        if p.key in seen:
+            problems.append(f"partition {name} is listed twice")
+        seen.add(p.key)
+        if p.partition < 0:
+            problems.append(f"partition {name} has a negative partition number")
+        if not p.replicas:
+            problems.append(f"partition {name} has no replicas")
+        unknown = sorted({r for r in p.replicas if r not in ids})
+        if unknown:
+            problems.append(f"partition {name} has replicas on unknown brokers {unknown}")
+        dups = sorted(r for r, n in Counter(p.replicas).items() if n > 1)
+        if dups:
+            problems.append(f"partition {name} lists broker(s) {dups} more than once")
+        if p.size_bytes is not None and p.size_bytes < 0:
+            problems.append(f"partition {name} has a negative size_bytes")
+    return problems
+
+
+def _int(value: Any, what: str, problems: list[str]) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        problems.append(f"{what} must be an integer, got {value!r}")
+        return None
+    return value
+
+
+def snapshot_from_dict(doc: Any, *, validate: bool = True) -> Snapshot:
+    """Build a snapshot from the neutral JSON document; raise SnapshotError on bad input."""
+    problems: list[str] = []
+    if not isinstance(doc, dict):
+        raise SnapshotError(["snapshot must be a JSON object"])
+    for key in ("brokers", "partitions"):
+        if not isinstance(doc.get(key), list):
+            problems.append(f"snapshot needs a '{key}' list")
+    if problems:
+        raise SnapshotError(problems)
+    brokers: list[Broker] = []
+    for i, b in enumerate(doc["brokers"]):
+        if not isinstance(b, dict) or "id" not in b:
+            problems.append(f"brokers[{i}] must be an object with an 'id'")
+            continue
+        bid = _int(b["id"], f"brokers[{i}].id", problems)
+        rack = b.get("rack")
+        if rack is not None and not isinstance(rack, str):
+            problems.append(f"brokers[{i}].rack must be a string or null")
+            rack = str(rack)
+        if bid is not None:
+            brokers.append(Broker(id=bid, rack=rack))
+    parts: list[PartitionReplicas] = []
+    for i, p in enumerate(doc["partitions"]):
+        if not isinstance(p, dict) or not {"topic", "partition", "replicas"} <= p.keys():
+            problems.append(f"partitions[{i}] needs 'topic', 'partition' and 'replicas'")
+            continue
+        if not isinstance(p["topic"], str) or not p["topic"]:
+            problems.append(f"partitions[{i}].topic must be a non-empty string")
+            continue
+        num = _int(p["partition"], f"partitions[{i}].partition", problems)
+        reps = p["replicas"]
+        if not isinstance(reps, list):
+            problems.append(f"partitions[{i}].replicas must be a list")
+            continue
+        ints = [_int(r, f"partitions[{i}].replicas", problems) for r in reps]
+        size = p.get("size_bytes")
+        if size is not None:
+            size = _int(size, f"partitions[{i}].size_bytes", problems)
+        if num is None or any(r is None for r in ints):
+            continue
+        parts.append(PartitionReplicas(topic=p["topic"], partition=num,
+                                       replicas=tuple(ints), size_bytes=size))  # type: ignore[arg-type]
+    decom = doc.get("decommission") or []
+    meta = doc.get("meta") or {}
+    new = meta.get("new_brokers") or [] if isinstance(meta, dict) else []
+    decom_ids = [_int(x, "decommission", problems) for x in decom] if isinstance(decom, list) else []
+    new_ids = [_int(x, "meta.new_brokers", problems) for x in new] if isinstance(new, list) else []
+    if problems:
+        raise SnapshotError(problems)
+    snap = Snapshot(
+        brokers=tuple(brokers), partitions=tuple(parts),
+        decommission=frozenset(x for x in decom_ids if x is not None),
+        new_brokers=frozenset(x for x in new_ids if x is not None),
+        meta=meta if isinstance(meta, dict) else {},
+    )
+    if validate:
+        snap.validate()
+    return snap
+
+
+def snapshot_to_dict(snap: Snapshot) -> dict[str, Any]:
+    meta = dict(snap.meta)
+    meta["new_brokers"] = sorted(snap.new_brokers)
+    parts = []
+    for p in snap.partitions:
+        rec: dict[str, Any] = {"topic": p.topic, "partition": p.partition,
+                               "replicas": list(p.replicas)}
+        if p.size_bytes is not None:
+            rec["size_bytes"] = p.size_bytes
+        parts.append(rec)
+    return {
+        "brokers": [{"id": b.id, "rack": b.rack} for b in snap.brokers],
+        "partitions": parts,
+        "decommission": sorted(snap.decommission),
+        "meta": meta,
+    }
+
+
+def load_snapshot(path: str | Path) -> Snapshot:
+    """Load a snapshot from ``.json`` or ``.parquet`` (by suffix)."""
+    path = Path(path)
+    if path.suffix == ".parquet":
+        return read_snapshot_parquet(path)
+    try:
+        doc = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise SnapshotError([f"{path}: not valid JSON: {e}"]) from e
+    return snapshot_from_dict(doc)
+
+
+def save_snapshot(snap: Snapshot, path: str | Path) -> None:
+    path = Path(path)
+    if path.suffix == ".parquet":
+        write_snapshot_parquet(snap, path)
+        return
+    path.write_text(json.dumps(snapshot_to_dict(snap), separators=(",", ":")) + "\n")
+
+
+_PARQUET_KEY = b"partctl.snapshot"
+
+
+def write_snapshot_parquet(snap: Snapshot, path: str | Path) -> None:
+    """One row per partition (topic, partition, replicas list<int32>, size_bytes int64 nullable);
+    brokers, decommission and new brokers go in the schema metadata as JSON."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    header = snapshot_to_dict(Snapshot(brokers=snap.brokers, partitions=(),
+                                       decommission=snap.decommission,
+                                       new_brokers=snap.new_brokers, meta=snap.meta))
+    table = pa.table(
+        {
+            "topic": pa.array([p.topic for p in snap.partitions], pa.string()),
+            "partition": pa.array([p.partition for p in snap.partitions], pa.int32()),
+            "replicas": pa.array([list(p.replicas) for p in snap.partitions],
+                                 pa.list_(pa.int32())),
+            "size_bytes": pa.array([p.size_bytes for p in snap.partitions], pa.int64()),
+        }
+    ).replace_schema_metadata({_PARQUET_KEY: json.dumps(header).encode()})
+    pq.write_table(table, str(path))
+
+
+def read_snapshot_parquet(path: str | Path) -> Snapshot:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(str(path))
+    raw = (table.schema.metadata or {}).get(_PARQUET_KEY)
+    if raw is None:
+        raise SnapshotError([f"{path}: not a partctl snapshot (no {_PARQUET_KEY.decode()} metadata)"])
+    header = json.loads(raw)
+    cols = table.to_pydict()
+    header["partitions"] = [
+        {"topic": t, "partition": n, "replicas": r, "size_bytes": s}
+        for t, n, r, s in zip(cols["topic"], cols["partition"], cols["replicas"],
+                              cols["size_bytes"], strict=True)
+    ]
+    return snapshot_from_dict(header)
