@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from coordinator.codecs import TopicPartition
 from elections.leader import LeaderAndIsr
 
 __all__ = [
@@ -39,15 +40,6 @@ NO_EPOCH = -1
 
 EPOCH_DURING_DELETE = -2
 """Leader epoch sent in a StopReplica that deletes the partition: it overrides any epoch check."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True, order=True)
-class TopicPartition:
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,0 +1,171 @@
+"""Kafka's metadata layout through the typed client, on every backend."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from coordinator import Coordinator, SetData, layout
+from coordinator.codecs import BrokerInfo, PartitionState, TopicAssignment, TopicPartition
+from coordinator.metadata import (
+    BrokerIdInUse,
+    ControllerExists,
+    ControllerMoved,
+    MetadataClient,
+    RequestInProgress,
+    TopicExists,
+    UnknownTopic,
+)
+
+
+def tp(topic: str, partition: int) -> TopicPartition:
+    return TopicPartition(topic=topic, partition=partition)
+
+
+def test_broker_registration_and_epochs(client: Coordinator, other: Coordinator, backend) -> None:  # noqa: ANN001
+    md = MetadataClient(client)
+    md.ensure_layout()
+    e1 = md.register_broker(BrokerInfo(id=1, host="h1", port=9092, rack="r1"))
+    e2 = MetadataClient(other).register_broker(BrokerInfo(id=2, host="h2", port=9092))
+    assert e2 > e1 > 0
+    brokers = MetadataClient(other).brokers()
+    assert sorted(brokers) == [1, 2]
+    assert brokers[1].epoch == e1 and brokers[1].info.rack == "r1"
+    raw = json.loads(other.get("/brokers/ids/1")[0])
+    assert raw["version"] == 5 and raw["endpoints"] == ["PLAINTEXT://h1:9092"]
+    with pytest.raises(BrokerIdInUse):
+        MetadataClient(other).register_broker(BrokerInfo(id=1, host="x", port=1))
+    # a bounce is a new broker epoch
+    backend.expire(client)
+    from tests.waiting import wait_until
+    wait_until(lambda: 1 not in MetadataClient(other).brokers(), timeout=20)
+    wait_until(lambda: client.state.value == "connected", timeout=20)
+    e1b = MetadataClient(client).register_broker(BrokerInfo(id=1, host="h1", port=9092))
+    assert e1b > e2
+
+
+def test_controller_election_bumps_the_epoch_atomically(client: Coordinator, other: Coordinator) -> None:
+    a, b = MetadataClient(client), MetadataClient(other)
+    first = a.register_controller(1)
+    assert first.epoch == 1
+    assert client.get("/controller_epoch")[0] == b"1"
+    info, stat = b.controller()
+    assert info.broker_id == 1 and stat.ephemeral_owner == client.session_id
+    with pytest.raises(ControllerExists) as lost:
+        b.register_controller(2)
+    assert lost.value.broker_id == 1
+    assert b.controller_epoch().epoch == 1  # the loser changed nothing
+    client.close()
+    second = b.register_controller(2)
+    assert second.epoch == 2 and second.version == first.version + 1
+    assert b.controller()[0].broker_id == 2
+
+
+def test_fenced_writes_fail_for_a_deposed_controller(client: Coordinator, other: Coordinator) -> None:
+    old = MetadataClient(client)
+    epoch = old.register_controller(1)
+    old.ensure_layout()
+    old.create_topic(TopicAssignment(topic="t", partitions={0: (1, 2)}))
+    old.create_partition_states(epoch, {tp("t", 0): PartitionState(
+        leader=1, leader_epoch=0, isr=(1, 2), controller_epoch=epoch.epoch)})
+    # another controller takes over (the old session lost /controller)
+    client.delete("/controller")
+    new = MetadataClient(other).register_controller(2)
+    assert new.epoch == epoch.epoch + 1
+    with pytest.raises(ControllerMoved):
+        old.fenced(epoch, [SetData(path=layout.partition_state("t", 0), data=b"{}")])
+    with pytest.raises(ControllerMoved):
+        old.update_partition_states(epoch, {tp("t", 0): (PartitionState(
+            leader=2, leader_epoch=1, isr=(2,), controller_epoch=epoch.epoch), 0)})
+    state = old.partition_states([tp("t", 0)])[tp("t", 0)]
+    assert state.value.leader == 1 and state.version == 0
+
+
+def test_topics_and_partition_states_in_bulk(client: Coordinator) -> None:
+    md = MetadataClient(client)
+    md.ensure_layout()
+    epoch = md.register_controller(1)
+    created = md.create_topic(TopicAssignment(topic="orders", partitions={0: (1, 2, 3), 1: (2, 3, 1)}))
+    assert created.topic_id and len(created.topic_id) == 22
+    with pytest.raises(TopicExists):
+        md.create_topic(TopicAssignment(topic="orders", partitions={0: (1,)}))
+    raw = json.loads(client.get("/brokers/topics/orders")[0])
+    assert raw == {"version": 3, "topic_id": created.topic_id,
+                   "partitions": {"0": [1, 2, 3], "1": [2, 3, 1]},
+                   "adding_replicas": {}, "removing_replicas": {}}
+    assert md.topics() == ["orders"]
+    assigned = md.assignments(["orders", "missing"])
+    assert list(assigned) == ["orders"] and assigned["orders"].value.partitions[1] == (2, 3, 1)
+
+    states = {tp("orders", p): PartitionState(leader=r[0], leader_epoch=0, isr=r,
+                                              controller_epoch=epoch.epoch)
+              for p, r in {0: (1, 2, 3), 1: (2, 3, 1)}.items()}
+    assert md.create_partition_states(epoch, states) == {tp("orders", 0): 0, tp("orders", 1): 0}
+    assert md.partitions_of("orders") == [0, 1]
+    read = md.partition_states([tp("orders", 0), tp("orders", 1), tp("orders", 9)])
+    assert read[tp("orders", 9)] is None
+    assert read[tp("orders", 0)].value == states[tp("orders", 0)]
+    raw_state = json.loads(client.get("/brokers/topics/orders/partitions/1/state")[0])
+    assert raw_state == {"version": 1, "leader": 2, "leader_epoch": 0,
+                         "controller_epoch": epoch.epoch, "isr": [2, 3, 1]}
+
+    new0 = PartitionState(leader=2, leader_epoch=1, isr=(2, 3), controller_epoch=epoch.epoch)
+    result = md.update_partition_states(epoch, {tp("orders", 0): (new0, 0),
+                                                tp("orders", 1): (new0, 5)})
+    assert result.finished == {tp("orders", 0): 1}
+    assert result.retry == [tp("orders", 1)]
+    assert md.partition_states([tp("orders", 0)])[tp("orders", 0)].value.leader == 2
+
+
+def test_isr_change_notifications(client: Coordinator) -> None:
+    md = MetadataClient(client)
+    md.ensure_layout()
+    epoch = md.register_controller(1)
+    first = md.notify_isr_change([tp("a", 0), tp("a", 1)])
+    second = md.notify_isr_change([tp("b", 0)])
+    assert first.startswith("/isr_change_notification/isr_change_")
+    assert len(first.rsplit("_", 1)[1]) == 10
+    names = md.isr_change_notifications()
+    assert names == [first.rsplit("/", 1)[1], second.rsplit("/", 1)[1]]
+    read = md.read_isr_change_notifications(names)
+    assert read[names[0]] == [tp("a", 0), tp("a", 1)] and read[names[1]] == [tp("b", 0)]
+    md.delete_isr_change_notifications(epoch, names)
+    assert md.isr_change_notifications() == []
+
+
+def test_admin_request_nodes(client: Coordinator) -> None:
+    md = MetadataClient(client)
+    md.ensure_layout()
+    epoch = md.register_controller(1)
+    md.create_topic(TopicAssignment(topic="t", partitions={0: (1, 2)}))
+
+    md.request_reassignment({tp("t", 0): (2, 3)})
+    with pytest.raises(RequestInProgress):
+        md.request_reassignment({tp("t", 0): (3, 4)})
+    pending = md.reassignment()
+    assert pending.value == {tp("t", 0): (2, 3)}
+    md.update_reassignment(epoch, {}, pending.version)
+    assert md.reassignment() is None
+
+    md.request_preferred_election([tp("t", 0)])
+    assert md.preferred_election() == [tp("t", 0)]
+    with pytest.raises(RequestInProgress):
+        md.request_preferred_election([tp("t", 0)])
+    md.delete_preferred_election(epoch)
+    assert md.preferred_election() is None
+
+    with pytest.raises(UnknownTopic):
+        md.request_topic_deletion("nope")
+    md.request_topic_deletion("t")
+    assert md.topics_to_delete() == ["t"]
+    md.create_partition_states(epoch, {tp("t", 0): PartitionState(
+        leader=1, leader_epoch=0, isr=(1, 2), controller_epoch=epoch.epoch)})
+    md.complete_topic_deletion(epoch, "t")
+    assert md.topics() == [] and md.topics_to_delete() == []
+
+
+def test_cluster_id_is_stable(client: Coordinator, other: Coordinator) -> None:
+    first = MetadataClient(client).cluster_id()
+    assert MetadataClient(other).cluster_id() == first
+    assert json.loads(client.get("/cluster/id")[0]) == {"version": "1", "id": first}
