@@ -1,0 +1,184 @@
+"""Checkpoint files in Kafka's text format, and the clean-shutdown marker.
+
+Kafka's checkpoints are all one shape: a version line (``0``), a line with the entry count, then
+one space-separated entry per line. ``replication-offset-checkpoint`` holds ``topic partition
+offset`` (the high watermarks of a log directory); ``leader-epoch-checkpoint`` holds
+``epoch startOffset``. Keeping the format means Kafka's tools and our tests read the same bytes.
+
+A checkpoint must never be half-written, since a torn high watermark or epoch history is worse
+than a stale one: :func:`atomic_write` writes a temporary file, fsyncs it, renames it over the
+old one and fsyncs the directory so the rename itself survives a crash.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from replication.errors import CorruptCheckpointError
+
+__all__ = [
+    "CLEAN_SHUTDOWN_FILE",
+    "HIGH_WATERMARK_CHECKPOINT_FILE",
+    "LEADER_EPOCH_CHECKPOINT_FILE",
+    "RECOVERY_POINT_CHECKPOINT_FILE",
+    "OffsetCheckpointFile",
+    "TopicPartition",
+    "atomic_write",
+    "clear_clean_shutdown",
+    "fsync_directory",
+    "has_clean_shutdown",
+    "mark_clean_shutdown",
+    "parse_checkpoint",
+    "format_checkpoint",
+]
+
+CHECKPOINT_VERSION = 0
+HIGH_WATERMARK_CHECKPOINT_FILE = "replication-offset-checkpoint"
+RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
+LEADER_EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, order=True)
+class TopicPartition:
+    """A partition of a topic; its log directory is named ``<topic>-<partition>``."""
+
+    topic: str
+    partition: int
+
+    def __post_init__(self) -> None:
+        if not self.topic or any(c.isspace() for c in self.topic) or "/" in self.topic:
+            raise ValueError(f"invalid topic name {self.topic!r}")
+        if self.partition < 0:
+            raise ValueError(f"invalid partition {self.partition}")
+
+    @property
+    def directory_name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @classmethod
+    def from_directory_name(cls, name: str) -> TopicPartition:
+        """Parse ``<topic>-<partition>``; the topic may itself contain dashes."""
+        topic, sep, partition = name.rpartition("-")
+        if not sep or not partition.isdigit():
+            raise ValueError(f"{name!r} is not a <topic>-<partition> directory name")
+        return cls(topic=topic, partition=int(partition))
+
+
+def fsync_directory(directory: Path) -> None:
+    """fsync a directory so that creations, renames and deletions in it are durable."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves either the old or the new file."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_directory(path.parent)
+
+
+def format_checkpoint(lines: Iterable[str]) -> bytes:
+    """Kafka's checkpoint text: version, count, then the entry lines, each ending in a newline."""
+    body = list(lines)
+    return "".join(f"{line}\n" for line in [str(CHECKPOINT_VERSION), str(len(body)), *body]).encode(
+        "utf-8"
+    )
+
+
+def parse_checkpoint(path: Path, fields: int) -> list[list[str]]:
+    """Entry lines of a checkpoint, each split into exactly ``fields`` fields.
+
+    A missing file reads as empty (nothing checkpointed yet). Anything malformed raises
+    :class:`CorruptCheckpointError` naming the file and line.
+    """
+    try:
+        text = path.read_text("utf-8")
+    except FileNotFoundError:
+        return []
+    except UnicodeDecodeError as exc:
+        raise CorruptCheckpointError(f"{path}: not UTF-8 text") from exc
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if len(lines) < 2:
+        raise CorruptCheckpointError(f"{path}: missing version or count line")
+    if lines[0].strip() != str(CHECKPOINT_VERSION):
+        raise CorruptCheckpointError(f"{path}: unsupported version {lines[0]!r}")
+    try:
+        count = int(lines[1])
+    except ValueError as exc:
+        raise CorruptCheckpointError(f"{path}: bad count line {lines[1]!r}") from exc
+    entries = lines[2:]
+    if count != len(entries):
+        raise CorruptCheckpointError(f"{path}: count says {count}, found {len(entries)} entries")
+    out = []
+    for number, line in enumerate(entries, start=3):
+        parts = line.split()
+        if len(parts) != fields:
+            raise CorruptCheckpointError(f"{path}:{number}: malformed line {line!r}")
+        out.append(parts)
+    return out
+
+
+def _int(path: Path, text: str) -> int:
+    try:
+        return int(text)
+    except ValueError as exc:
+        raise CorruptCheckpointError(f"{path}: {text!r} is not an integer") from exc
+
+
+class OffsetCheckpointFile:
+    """A per-log-directory ``topic partition offset`` checkpoint, such as the high watermarks in
+    ``replication-offset-checkpoint`` or the recovery points."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def write(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Atomically replace the checkpoint with ``offsets`` (sorted, for stable bytes)."""
+        lines = [f"{tp.topic} {tp.partition} {off}" for tp, off in sorted(offsets.items())]
+        atomic_write(self.path, format_checkpoint(lines))
+
+    def read(self) -> dict[TopicPartition, int]:
+        """The checkpointed offsets; empty if the file does not exist."""
+        out: dict[TopicPartition, int] = {}
+        for topic, partition, offset in parse_checkpoint(self.path, 3):
+            try:
+                tp = TopicPartition(topic=topic, partition=_int(self.path, partition))
+            except ValueError as exc:
+                raise CorruptCheckpointError(f"{self.path}: {exc}") from exc
+            out[tp] = _int(self.path, offset)
+        return out
+
+
+def mark_clean_shutdown(directory: Path) -> None:
+    """Leave the marker that says everything in ``directory`` was flushed and closed."""
+    (directory / CLEAN_SHUTDOWN_FILE).touch()
+    fsync_directory(directory)
+
+
+def has_clean_shutdown(directory: Path) -> bool:
+    return (directory / CLEAN_SHUTDOWN_FILE).exists()
+
+
+def clear_clean_shutdown(directory: Path) -> None:
+    """Remove the marker once the directory is open again, so a later crash is noticed."""
+    marker = directory / CLEAN_SHUTDOWN_FILE
+    if marker.exists():
+        marker.unlink()
+        fsync_directory(directory)

@@ -1,0 +1,205 @@
+"""The leader epoch cache: which leader epoch started at which offset.
+
+Kafka keeps, per partition, the list of ``(epoch, start_offset)`` pairs seen in the log and
+answers OffsetsForLeaderEpoch from it; followers use the answers to find where their log parts
+from the leader's (KIP-101, KIP-279). The lookup rules are pure functions over a tuple of
+:class:`EpochEntry` so the follower-truncation decision can use them without any file; the
+:class:`LeaderEpochCache` adds the ``leader-epoch-checkpoint`` file, rewritten atomically on
+every change (changes happen once per epoch, not per append).
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+
+from replication.checkpoints import atomic_write, format_checkpoint, parse_checkpoint
+from replication.errors import CorruptCheckpointError, InvalidEpochError
+
+__all__ = [
+    "UNDEFINED_EPOCH",
+    "UNDEFINED_EPOCH_OFFSET",
+    "EpochEndOffset",
+    "EpochEntry",
+    "LeaderEpochCache",
+    "assign_epoch",
+    "end_offset_for",
+    "truncate_entries_from_end",
+    "truncate_entries_from_start",
+]
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EpochEntry:
+    """Leader epoch ``epoch`` wrote its first record at ``start_offset``."""
+
+    epoch: int
+    start_offset: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EpochEndOffset:
+    """An OffsetsForLeaderEpoch answer: the largest known epoch <= the one asked for, and the
+    offset where that epoch's records end (exclusive). Both -1 when undefined."""
+
+    epoch: int
+    end_offset: int
+
+    @property
+    def undefined(self) -> bool:
+        return self.end_offset == UNDEFINED_EPOCH_OFFSET
+
+
+UNDEFINED = EpochEndOffset(epoch=UNDEFINED_EPOCH, end_offset=UNDEFINED_EPOCH_OFFSET)
+
+
+def end_offset_for(
+    entries: tuple[EpochEntry, ...], requested_epoch: int, log_end_offset: int
+) -> EpochEndOffset:
+    """OffsetsForLeaderEpoch over ``entries`` (ordered by epoch and start offset).
+
+    - the latest known epoch ends at the log end offset (it is still being written);
+    - an older epoch ends where the first larger known epoch starts, reported against the largest
+      known epoch <= the requested one (the requester may not know that one, which is how a
+      follower learns to go round again, KIP-279);
+    - an epoch below the first known one, above the latest, or UNDEFINED is UNDEFINED (-1, -1).
+      (Later Kafka versions answer an epoch below the first with the first entry's start offset;
+      here the follower treats UNDEFINED conservatively instead, see ``truncation``.)
+    """
+    if requested_epoch == UNDEFINED_EPOCH or not entries:
+        return UNDEFINED
+    latest = entries[-1]
+    if requested_epoch == latest.epoch:
+        return EpochEndOffset(epoch=latest.epoch, end_offset=log_end_offset)
+    if requested_epoch > latest.epoch or requested_epoch < entries[0].epoch:
+        return UNDEFINED
+    i = bisect_right([e.epoch for e in entries], requested_epoch)  # first epoch > requested
+    return EpochEndOffset(epoch=entries[i - 1].epoch, end_offset=entries[i].start_offset)
+
+
+def assign_epoch(
+    entries: tuple[EpochEntry, ...], epoch: int, start_offset: int
+) -> tuple[EpochEntry, ...]:
+    """``entries`` with ``epoch`` starting at ``start_offset``.
+
+    The same epoch at the same or a later offset changes nothing (every append of an epoch
+    calls this). A new epoch is appended; if it starts at or below earlier entries' start
+    offsets, those entries (whose records the log no longer has) are removed, as Kafka does. A
+    lower epoch than the latest is refused with :class:`InvalidEpochError`: the history only
+    moves forward, and a stale leader must not rewrite it.
+    """
+    if epoch < 0 or start_offset < 0:
+        raise InvalidEpochError(f"epoch {epoch} at offset {start_offset} is not a valid entry")
+    if entries:
+        last = entries[-1]
+        if epoch < last.epoch:
+            raise InvalidEpochError(
+                f"epoch {epoch} is older than the latest known epoch {last.epoch}"
+            )
+        if epoch == last.epoch and start_offset >= last.start_offset:
+            return entries
+    kept = tuple(e for e in entries if e.epoch < epoch and e.start_offset < start_offset)
+    return (*kept, EpochEntry(epoch=epoch, start_offset=start_offset))
+
+
+def truncate_entries_from_end(
+    entries: tuple[EpochEntry, ...], end_offset: int
+) -> tuple[EpochEntry, ...]:
+    """Drop entries starting at or after ``end_offset`` (the log was truncated there)."""
+    return tuple(e for e in entries if e.start_offset < end_offset)
+
+
+def truncate_entries_from_start(
+    entries: tuple[EpochEntry, ...], start_offset: int
+) -> tuple[EpochEntry, ...]:
+    """Forget history below a new log start offset.
+
+    Entries starting at or below ``start_offset`` are removed except the last of them, which is
+    kept with its start moved up to ``start_offset``: that epoch still owns the first records.
+    """
+    below = [e for e in entries if e.start_offset <= start_offset]
+    if not below:
+        return entries
+    above = entries[len(below) :]
+    return (EpochEntry(epoch=below[-1].epoch, start_offset=start_offset), *above)
+
+
+class LeaderEpochCache:
+    """The epoch history of one partition, persisted in ``leader-epoch-checkpoint``.
+
+    Thread-safe: a leader's request threads read it while its append path writes it.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._entries = self._read(path)
+
+    @staticmethod
+    def _read(path: Path) -> tuple[EpochEntry, ...]:
+        entries: tuple[EpochEntry, ...] = ()
+        for epoch, offset in parse_checkpoint(path, 2):
+            try:
+                entry = EpochEntry(epoch=int(epoch), start_offset=int(offset))
+            except ValueError as exc:
+                raise CorruptCheckpointError(f"{path}: bad entry {epoch} {offset}") from exc
+            if entries and (
+                entry.epoch <= entries[-1].epoch or entry.start_offset < entries[-1].start_offset
+            ):
+                raise CorruptCheckpointError(f"{path}: entries out of order at epoch {epoch}")
+            entries = (*entries, entry)
+        return entries
+
+    @property
+    def entries(self) -> tuple[EpochEntry, ...]:
+        return self._entries
+
+    @property
+    def latest_epoch(self) -> int | None:
+        entries = self._entries
+        return entries[-1].epoch if entries else None
+
+    @property
+    def earliest_entry(self) -> EpochEntry | None:
+        entries = self._entries
+        return entries[0] if entries else None
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Record that ``epoch`` starts at ``start_offset`` (see :func:`assign_epoch`).
+
+        Returns whether anything changed; the file is rewritten only then.
+        """
+        entries = self._entries
+        if entries and entries[-1].epoch == epoch and start_offset >= entries[-1].start_offset:
+            return False  # the append path's common case, without taking the lock
+        with self._lock:
+            new = assign_epoch(self._entries, epoch, start_offset)
+            return self._replace(new)
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> EpochEndOffset:
+        """The OffsetsForLeaderEpoch answer for ``requested_epoch`` (see :func:`end_offset_for`)."""
+        return end_offset_for(self._entries, requested_epoch, log_end_offset)
+
+    def truncate_from_end(self, end_offset: int) -> bool:
+        with self._lock:
+            return self._replace(truncate_entries_from_end(self._entries, end_offset))
+
+    def truncate_from_start(self, start_offset: int) -> bool:
+        with self._lock:
+            return self._replace(truncate_entries_from_start(self._entries, start_offset))
+
+    def clear(self) -> bool:
+        with self._lock:
+            return self._replace(())
+
+    def _replace(self, new: tuple[EpochEntry, ...]) -> bool:
+        if new == self._entries:
+            return False
+        atomic_write(self.path, format_checkpoint(f"{e.epoch} {e.start_offset}" for e in new))
+        self._entries = new
+        return True

@@ -1,0 +1,404 @@
+"""One log segment: a ``.log`` file of whole batches plus its sparse ``.index`` and ``.timeindex``.
+
+Files are named by the segment's base offset in 20 digits, as Kafka names them, so that a
+directory listing sorts them by offset. A segment only ever holds whole, valid batches at rest;
+the one exception is a crash mid-write, which :meth:`LogSegment.recover` cuts away.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import crc32c
+
+from replication.errors import CorruptIndexError
+from replication.index import OffsetIndex, TimeIndex
+from replication.records import (
+    ATTRIBUTES_OFFSET,
+    BATCH_OVERHEAD,
+    COMPRESSION_MASK,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+)
+
+__all__ = ["LOG_SUFFIX", "INDEX_SUFFIX", "TIME_INDEX_SUFFIX", "LogSegment", "segment_file_name"]
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+
+# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
+# baseTimestamp, maxTimestamp: all a scan needs, without the producer fields.
+_SCAN = struct.Struct(">qiibIhiqq")
+_PREFIX = struct.Struct(">qi11xi")  # baseOffset, batchLength, lastOffsetDelta
+_MIN_BATCH_LENGTH = BATCH_OVERHEAD - LOG_OVERHEAD
+_RECOVERY_CHUNK = 8 << 20
+MAX_RELATIVE_OFFSET = (1 << 31) - 1
+
+# Per-batch facts handed over by the log's validation: position within the appended buffer,
+# size, base offset, last offset delta, partition leader epoch, max timestamp.
+BatchFacts = tuple[int, int, int, int, int, int]
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    """``00000000000000000042.log`` for base offset 42 and suffix ``.log``."""
+    return f"{base_offset:020d}{suffix}"
+
+
+class LogSegment:
+    """A segment file and its indexes. Not thread-safe: the owning log serialises access."""
+
+    def __init__(
+        self, directory: Path, base_offset: int, index_interval_bytes: int, created_ms: int
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.created_ms = created_ms
+        self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        self.size = 0
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        self.first_batch_timestamp: int | None = None
+        self._bytes_since_index = 0
+        self._fd = -1
+        self.offset_index: OffsetIndex
+        self.time_index: TimeIndex
+
+    # -- opening -------------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls, directory: Path, base_offset: int, *, index_interval_bytes: int, now_ms: int
+    ) -> LogSegment:
+        """A new, empty segment (any files left under its name are emptied)."""
+        seg = cls(directory, base_offset, index_interval_bytes, now_ms)
+        seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        os.ftruncate(seg._fd, 0)
+        seg.offset_index = OffsetIndex(seg._index_path(INDEX_SUFFIX), base_offset)
+        seg.time_index = TimeIndex(seg._index_path(TIME_INDEX_SUFFIX), base_offset)
+        seg.offset_index.flush(fsync=False)  # trims a stale file left under this name
+        seg.time_index.flush(fsync=False)
+        return seg
+
+    @classmethod
+    def open_existing(
+        cls, directory: Path, base_offset: int, *, index_interval_bytes: int, now_ms: int
+    ) -> tuple[LogSegment, bool]:
+        """Open a segment written before and trusted to be whole (a clean shutdown, or below the
+        recovery point). Its indexes are checked and rebuilt from the log if missing or corrupt.
+
+        Returns the segment and whether its indexes had to be rebuilt.
+        """
+        seg = cls(directory, base_offset, index_interval_bytes, now_ms)
+        seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_APPEND)
+        seg.size = os.fstat(seg._fd).st_size
+        try:
+            seg.offset_index = OffsetIndex.open(
+                seg._index_path(INDEX_SUFFIX), base_offset, seg.size
+            )
+            try:
+                seg._load_tail()
+                seg.time_index = TimeIndex.open(
+                    seg._index_path(TIME_INDEX_SUFFIX), base_offset, seg.next_offset
+                )
+            except BaseException:
+                seg.offset_index.close_and_delete()
+                raise
+        except CorruptIndexError:
+            seg.offset_index = OffsetIndex(seg._index_path(INDEX_SUFFIX), base_offset)
+            seg.time_index = TimeIndex(seg._index_path(TIME_INDEX_SUFFIX), base_offset)
+            seg.recover()
+            return seg, True
+        last = seg.time_index.last_entry()
+        if last is not None and last[0] > seg.max_timestamp:
+            seg.max_timestamp, seg.offset_of_max_timestamp = last
+        seg._load_first_timestamp()
+        return seg, False
+
+    @classmethod
+    def recover_existing(
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        now_ms: int,
+        on_epoch: Callable[[int, int], None] | None = None,
+    ) -> tuple[LogSegment, int]:
+        """Open a segment that may end in a torn or corrupt write (no clean shutdown, above the
+        recovery point) and recover it; returns the segment and the bytes cut off its end."""
+        seg = cls(directory, base_offset, index_interval_bytes, now_ms)
+        seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_APPEND)
+        seg.offset_index = OffsetIndex(seg._index_path(INDEX_SUFFIX), base_offset)
+        seg.time_index = TimeIndex(seg._index_path(TIME_INDEX_SUFFIX), base_offset)
+        return seg, seg.recover(on_epoch)
+
+    def _index_path(self, suffix: str) -> Path:
+        return self.directory / segment_file_name(self.base_offset, suffix)
+
+    def _load_first_timestamp(self) -> None:
+        if self.size >= BATCH_OVERHEAD:
+            self.first_batch_timestamp = _SCAN.unpack(os.pread(self._fd, _SCAN.size, 0))[8]
+
+    def _load_tail(self) -> None:
+        """Find the next offset by scanning headers from the last index entry to the end.
+
+        The last entry must name the batch found at its position; anything else means the index
+        does not belong to this log and is treated as corrupt.
+        """
+        last = self.offset_index.last_entry()
+        pos = 0
+        if last is not None:
+            offset, pos = last
+            head = os.pread(self._fd, _SCAN.size, pos)
+            if len(head) < _SCAN.size:
+                raise CorruptIndexError(f"{self.log_path.name}: index points past the log")
+            base, _length, *_mid, last_delta, _bts, _mts = _SCAN.unpack(head)
+            if base + last_delta != offset:
+                raise CorruptIndexError(
+                    f"{self.log_path.name}: index entry for offset {offset} finds a batch ending "
+                    f"at {base + last_delta}"
+                )
+        tail = memoryview(os.pread(self._fd, self.size - pos, pos))
+        rel = 0
+        while rel < len(tail):
+            if len(tail) - rel < _SCAN.size:
+                raise CorruptIndexError(f"{self.log_path.name}: torn batch at {pos + rel}")
+            base, length, *_mid, last_delta, _bts, max_ts = _SCAN.unpack_from(tail, rel)
+            if length < _MIN_BATCH_LENGTH:
+                raise CorruptIndexError(f"{self.log_path.name}: bad batch at {pos + rel}")
+            if max_ts > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = max_ts, base + last_delta
+            self.next_offset = base + last_delta + 1
+            rel += length + LOG_OVERHEAD
+        self._bytes_since_index = len(tail)
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def append(self, data: memoryview, batches: Sequence[BatchFacts]) -> None:
+        """Append whole, validated, stamped batches; ``batches`` describes them (see BatchFacts).
+
+        A failed write is cut back off so the segment is unchanged.
+        """
+        start = self.size
+        try:
+            written = os.write(self._fd, data)
+            while written < len(data):
+                written += os.write(self._fd, data[written:])
+        except OSError:
+            os.ftruncate(self._fd, start)
+            raise
+        interval = self.index_interval_bytes
+        for pos, size, base, last_delta, _epoch, max_ts in batches:
+            last_offset = base + last_delta
+            if max_ts > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = max_ts, last_offset
+            if self._bytes_since_index > interval:
+                self.offset_index.append(last_offset, start + pos)
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                self._bytes_since_index = 0
+            self._bytes_since_index += size
+        if self.first_batch_timestamp is None:
+            self.first_batch_timestamp = batches[0][5]
+        self.size = start + len(data)
+        self.next_offset = batches[-1][2] + batches[-1][3] + 1
+
+    def flush(self) -> None:
+        """fsync the log file and write and fsync both indexes."""
+        os.fsync(self._fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def on_become_inactive(self) -> None:
+        """Record the segment's largest timestamp in the time index, as Kafka does on roll, so a
+        reopened segment knows it without a scan; write the indexes out."""
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.offset_index.flush(fsync=False)
+        self.time_index.flush(fsync=False)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = -1
+            self.offset_index.close()
+            self.time_index.close()
+
+    def delete(self) -> None:
+        """Close and remove the segment's three files."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self.log_path.unlink(missing_ok=True)
+        self.offset_index.close_and_delete()
+        self.time_index.close_and_delete()
+
+    def largest_timestamp(self) -> int:
+        """The largest record timestamp, or the file's mtime if no batch carries one (Kafka)."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return os.stat(self.log_path).st_mtime_ns // 1_000_000
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def _find(self, offset: int) -> tuple[int, int, int, int] | None:
+        """(position, size, base offset, last offset) of the first batch ending at or after
+        ``offset``: binary search in the index, then a short scan of batch headers."""
+        pos = self.offset_index.lookup(offset)
+        fd, end, unpack = self._fd, self.size, _PREFIX.unpack
+        while pos < end:
+            base, length, last_delta = unpack(os.pread(fd, _PREFIX.size, pos))
+            if base + last_delta >= offset:
+                return pos, length + LOG_OVERHEAD, base, base + last_delta
+            pos += length + LOG_OVERHEAD
+        return None
+
+    def read(self, offset: int, max_bytes: int, upto: int) -> tuple[bytes, int, int] | None:
+        """Whole batches starting with the one that contains ``offset``.
+
+        Returns ``(data, first_offset, next_offset)``; ``None`` if no batch here ends at or after
+        ``offset``. Batches are added while they fit in ``max_bytes`` and end before ``upto``;
+        the first batch is returned whole even if larger than ``max_bytes`` (KIP-74), so a
+        consumer always makes progress. ``data`` is empty if the first batch reaches ``upto``.
+        """
+        found = self._find(offset)
+        if found is None:
+            return None
+        start, first_size, first_base, first_last = found
+        if first_last >= upto:
+            return b"", first_base, first_base
+        if first_size >= max_bytes:
+            return os.pread(self._fd, first_size, start), first_base, first_last + 1
+        buf = os.pread(self._fd, min(max_bytes, self.size - start), start)
+        cut, next_offset, n = 0, first_base, len(buf)
+        unpack = _PREFIX.unpack_from
+        while cut + _PREFIX.size <= n:
+            base, length, last_delta = unpack(buf, cut)
+            if cut + length + LOG_OVERHEAD > n or base + last_delta >= upto:
+                break
+            cut += length + LOG_OVERHEAD
+            next_offset = base + last_delta + 1
+        return (buf if cut == n else buf[:cut]), first_base, next_offset
+
+    def offset_for_timestamp(self, timestamp: int) -> int | None:
+        """Base offset of the first batch whose max timestamp is >= ``timestamp``, if any."""
+        pos = self.offset_index.lookup(self.time_index.lookup(timestamp))
+        fd, end = self._fd, self.size
+        while pos < end:
+            base, length, *_mid, max_ts = _SCAN.unpack(os.pread(fd, _SCAN.size, pos))
+            if max_ts >= timestamp:
+                return base
+            pos += length + LOG_OVERHEAD
+        return None
+
+    # -- truncation and recovery -----------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch that ends at or after ``offset``; returns the bytes removed.
+
+        A batch is never split: if ``offset`` falls inside one, that whole batch goes.
+        """
+        found = self._find(offset)
+        if found is None:
+            return 0
+        pos, _size, new_next, _last = found
+        removed = self.size - pos
+        os.ftruncate(self._fd, pos)
+        self.size = pos
+        self.next_offset = new_next
+        self.offset_index.truncate_to(new_next)
+        self.time_index.truncate_to(new_next)
+        self.offset_index.flush(fsync=False)
+        self.time_index.flush(fsync=False)
+        self._rescan_max_timestamp()
+        self._bytes_since_index = 0
+        if pos == 0:
+            self.first_batch_timestamp = None
+        return removed
+
+    def _rescan_max_timestamp(self) -> None:
+        last = self.time_index.last_entry()
+        self.max_timestamp, self.offset_of_max_timestamp = last or (-1, self.base_offset)
+        entry = self.offset_index.last_entry()
+        pos = entry[1] if entry else 0
+        tail = os.pread(self._fd, self.size - pos, pos)
+        rel = 0
+        while rel + _SCAN.size <= len(tail):
+            base, length, *_mid, last_delta, _bts, max_ts = _SCAN.unpack_from(tail, rel)
+            if max_ts > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = max_ts, base + last_delta
+            rel += length + LOG_OVERHEAD
+
+    def recover(self, on_epoch: Callable[[int, int], None] | None = None) -> int:
+        """Walk every batch, checking size, magic, CRC and increasing offsets; cut the file at
+        the first batch that fails; rebuild both indexes. Returns the number of bytes cut.
+
+        ``on_epoch(epoch, base_offset)`` is called for each batch so the log can rebuild its
+        leader epoch cache from what survived.
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
+        self._bytes_since_index = 0
+        self.first_batch_timestamp = None
+        fd = self._fd
+        file_size = os.fstat(fd).st_size
+        unpack, crc_of = _SCAN.unpack_from, crc32c.crc32c
+        interval = self.index_interval_bytes
+        base_limit = self.base_offset + MAX_RELATIVE_OFFSET
+        pos, next_offset = 0, self.base_offset
+        window_start, view = 0, memoryview(b"")
+        while file_size - pos >= BATCH_OVERHEAD:
+            rel = pos - window_start
+            if rel + BATCH_OVERHEAD > len(view):
+                window_start, rel = pos, 0
+                view = memoryview(os.pread(fd, min(_RECOVERY_CHUNK, file_size - pos), pos))
+            base, length, epoch, magic, crc, attributes, last_delta, _bts, max_ts = unpack(
+                view, rel
+            )
+            size = length + LOG_OVERHEAD
+            if length < _MIN_BATCH_LENGTH or pos + size > file_size:
+                break  # torn: the length runs past the end of the file
+            if rel + size > len(view):
+                window_start, rel = pos, 0
+                view = memoryview(
+                    os.pread(fd, min(max(_RECOVERY_CHUNK, size), file_size - pos), pos)
+                )
+            if (
+                magic != MAGIC_V2
+                or attributes & COMPRESSION_MASK
+                or last_delta < 0
+                or base < next_offset
+                or base + last_delta > base_limit
+                or crc_of(view[rel + ATTRIBUTES_OFFSET : rel + size]) != crc
+            ):
+                break
+            last_offset = base + last_delta
+            if max_ts > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = max_ts, last_offset
+            if self._bytes_since_index > interval:
+                self.offset_index.append(last_offset, pos)
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                self._bytes_since_index = 0
+            self._bytes_since_index += size
+            if self.first_batch_timestamp is None:
+                self.first_batch_timestamp = max_ts
+            if on_epoch is not None and epoch >= 0:
+                on_epoch(epoch, base)
+            next_offset = last_offset + 1
+            pos += size
+        truncated = file_size - pos
+        if truncated:
+            os.ftruncate(fd, pos)
+            os.fsync(fd)
+        self.size = pos
+        self.next_offset = next_offset
+        self.offset_index.flush()
+        self.time_index.flush()
+        return truncated
