@@ -1,0 +1,1 @@
+"""On-demand benchmarks; each prints a table. Not part of the test suite."""
