@@ -14,7 +14,8 @@ from replication.checkpoints import (
     LEADER_EPOCH_CHECKPOINT_FILE,
     RECOVERY_POINT_CHECKPOINT_FILE,
     OffsetCheckpointFile,
-    TopicPartition,
+    log_directory_name,
+    parse_log_directory_name,
 )
 from replication.epochs import (
     UNDEFINED_EPOCH,
@@ -85,7 +86,6 @@ __all__ = [
     "RecordBatch",
     "RecordTooLargeError",
     "StorageError",
-    "TopicPartition",
     "Truncate",
     "TruncationDecision",
     "UnsupportedCompressionError",
@@ -94,6 +94,8 @@ __all__ = [
     "encode_batch",
     "decode_batch",
     "first_epoch_to_ask",
+    "log_directory_name",
+    "parse_log_directory_name",
     "read_batch_header",
     "stamp_batch",
     "validate_batches",

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
+from coordinator.codecs import TopicPartition
 from replication.errors import CorruptCheckpointError
 
 __all__ = [
@@ -25,13 +25,15 @@ __all__ = [
     "LEADER_EPOCH_CHECKPOINT_FILE",
     "RECOVERY_POINT_CHECKPOINT_FILE",
     "OffsetCheckpointFile",
-    "TopicPartition",
+    "log_directory_name",
+    "parse_log_directory_name",
     "atomic_write",
     "clear_clean_shutdown",
     "fsync_directory",
     "has_clean_shutdown",
     "mark_clean_shutdown",
     "parse_checkpoint",
+    "parse_int",
     "format_checkpoint",
 ]
 
@@ -42,30 +44,26 @@ LEADER_EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, order=True)
-class TopicPartition:
-    """A partition of a topic; its log directory is named ``<topic>-<partition>``."""
+def log_directory_name(tp: TopicPartition) -> str:
+    """``<topic>-<partition>``: the name of a partition's log directory."""
+    _check_topic(tp.topic)
+    if tp.partition < 0:
+        raise ValueError(f"invalid partition {tp.partition}")
+    return f"{tp.topic}-{tp.partition}"
 
-    topic: str
-    partition: int
 
-    def __post_init__(self) -> None:
-        if not self.topic or any(c.isspace() for c in self.topic) or "/" in self.topic:
-            raise ValueError(f"invalid topic name {self.topic!r}")
-        if self.partition < 0:
-            raise ValueError(f"invalid partition {self.partition}")
+def parse_log_directory_name(name: str) -> TopicPartition:
+    """Parse ``<topic>-<partition>``; the topic may itself contain dashes."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        raise ValueError(f"{name!r} is not a <topic>-<partition> directory name")
+    return TopicPartition(topic=topic, partition=int(partition))
 
-    @property
-    def directory_name(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
-    @classmethod
-    def from_directory_name(cls, name: str) -> TopicPartition:
-        """Parse ``<topic>-<partition>``; the topic may itself contain dashes."""
-        topic, sep, partition = name.rpartition("-")
-        if not sep or not partition.isdigit():
-            raise ValueError(f"{name!r} is not a <topic>-<partition> directory name")
-        return cls(topic=topic, partition=int(partition))
+def _check_topic(topic: str) -> None:
+    # Checkpoint lines are space-separated, so a topic with whitespace could not be read back.
+    if not topic or any(c.isspace() for c in topic) or "/" in topic:
+        raise ValueError(f"invalid topic name {topic!r}")
 
 
 def fsync_directory(directory: Path) -> None:
@@ -135,11 +133,12 @@ def parse_checkpoint(path: Path, fields: int) -> list[list[str]]:
     return out
 
 
-def _int(path: Path, text: str) -> int:
-    try:
-        return int(text)
-    except ValueError as exc:
-        raise CorruptCheckpointError(f"{path}: {text!r} is not an integer") from exc
+def parse_int(path: Path, text: str) -> int:
+    # int() alone would also take "+1", "1_000" and non-ASCII digits.
+    digits = text[1:] if text.startswith("-") else text
+    if not (digits.isascii() and digits.isdigit()):
+        raise CorruptCheckpointError(f"{path}: {text!r} is not an integer")
+    return int(text)
 
 
 class OffsetCheckpointFile:
@@ -151,6 +150,8 @@ class OffsetCheckpointFile:
 
     def write(self, offsets: Mapping[TopicPartition, int]) -> None:
         """Atomically replace the checkpoint with ``offsets`` (sorted, for stable bytes)."""
+        for tp in offsets:
+            _check_topic(tp.topic)
         lines = [f"{tp.topic} {tp.partition} {off}" for tp, off in sorted(offsets.items())]
         atomic_write(self.path, format_checkpoint(lines))
 
@@ -158,11 +159,8 @@ class OffsetCheckpointFile:
         """The checkpointed offsets; empty if the file does not exist."""
         out: dict[TopicPartition, int] = {}
         for topic, partition, offset in parse_checkpoint(self.path, 3):
-            try:
-                tp = TopicPartition(topic=topic, partition=_int(self.path, partition))
-            except ValueError as exc:
-                raise CorruptCheckpointError(f"{self.path}: {exc}") from exc
-            out[tp] = _int(self.path, offset)
+            tp = TopicPartition(topic=topic, partition=parse_int(self.path, partition))
+            out[tp] = parse_int(self.path, offset)
         return out
 
 

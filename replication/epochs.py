@@ -15,7 +15,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
 
-from replication.checkpoints import atomic_write, format_checkpoint, parse_checkpoint
+from replication.checkpoints import atomic_write, format_checkpoint, parse_checkpoint, parse_int
 from replication.errors import CorruptCheckpointError, InvalidEpochError
 
 __all__ = [
@@ -144,10 +144,7 @@ class LeaderEpochCache:
     def _read(path: Path) -> tuple[EpochEntry, ...]:
         entries: tuple[EpochEntry, ...] = ()
         for epoch, offset in parse_checkpoint(path, 2):
-            try:
-                entry = EpochEntry(epoch=int(epoch), start_offset=int(offset))
-            except ValueError as exc:
-                raise CorruptCheckpointError(f"{path}: bad entry {epoch} {offset}") from exc
+            entry = EpochEntry(epoch=parse_int(path, epoch), start_offset=parse_int(path, offset))
             if entries and (
                 entry.epoch <= entries[-1].epoch or entry.start_offset < entries[-1].start_offset
             ):

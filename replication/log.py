@@ -22,11 +22,11 @@ from pathlib import Path
 
 from replication.checkpoints import (
     LEADER_EPOCH_CHECKPOINT_FILE,
-    TopicPartition,
     clear_clean_shutdown,
     fsync_directory,
     has_clean_shutdown,
     mark_clean_shutdown,
+    parse_log_directory_name,
 )
 from replication.epochs import EpochEndOffset, LeaderEpochCache
 from replication.errors import (
@@ -113,7 +113,7 @@ class Log:
 
     def __init__(self, directory: Path, config: LogConfig, clock: Callable[[], int]) -> None:
         self.directory = directory
-        self.topic_partition = TopicPartition.from_directory_name(directory.name)
+        self.topic_partition = parse_log_directory_name(directory.name)
         self.config = config
         self._clock = clock
         self._lock = threading.RLock()
@@ -254,6 +254,17 @@ class Log:
     @property
     def latest_epoch(self) -> int | None:
         return self.leader_epoch_cache.latest_epoch
+
+    def assign_leader_epoch(self, epoch: int) -> None:
+        """Record that this replica leads ``epoch`` from the log end offset on.
+
+        Called on becoming leader, before any append (Kafka's makeLeader does the same), so that
+        the leader's latest epoch is never below a follower's and its answers for older epochs
+        end exactly where its leadership began.
+        """
+        with self._lock:
+            self._check_open()
+            self.leader_epoch_cache.assign(epoch, self._leo)
 
     def end_offset_for_epoch(self, epoch: int) -> EpochEndOffset:
         """This log's answer to OffsetsForLeaderEpoch(``epoch``)."""

@@ -1,0 +1,120 @@
+from pathlib import Path
+
+import pytest
+
+from replication.epochs import (
+    EpochEndOffset,
+    EpochEntry,
+    LeaderEpochCache,
+    end_offset_for,
+)
+from replication.errors import CorruptCheckpointError, InvalidEpochError
+
+
+def entries(*pairs: tuple[int, int]) -> tuple[EpochEntry, ...]:
+    return tuple(EpochEntry(epoch=e, start_offset=o) for e, o in pairs)
+
+
+def test_checkpoint_file_is_kafkas_text_format_byte_for_byte(tmp_path: Path) -> None:
+    cache = LeaderEpochCache(tmp_path / "leader-epoch-checkpoint")
+    cache.assign(0, 0)
+    cache.assign(0, 5)  # same epoch later on: no change
+    cache.assign(3, 120)
+    cache.assign(4, 9000)
+    assert (tmp_path / "leader-epoch-checkpoint").read_bytes() == b"0\n3\n0 0\n3 120\n4 9000\n"
+    assert not list(tmp_path.glob("*.tmp"))
+    assert LeaderEpochCache(tmp_path / "leader-epoch-checkpoint").entries == entries(
+        (0, 0), (3, 120), (4, 9000)
+    )
+
+
+def test_empty_cache_writes_a_zero_count(tmp_path: Path) -> None:
+    cache = LeaderEpochCache(tmp_path / "leader-epoch-checkpoint")
+    cache.assign(1, 10)
+    cache.clear()
+    assert (tmp_path / "leader-epoch-checkpoint").read_bytes() == b"0\n0\n"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"1\n0\n", b"0\n2\n0 0\n", b"0\n1\n0\n", b"0\n1\nzero 0\n", b"0\n2\n3 10\n2 20\n", b""],
+)
+def test_malformed_checkpoint_is_a_typed_error(tmp_path: Path, content: bytes) -> None:
+    (tmp_path / "leader-epoch-checkpoint").write_bytes(content)
+    with pytest.raises(CorruptCheckpointError):
+        LeaderEpochCache(tmp_path / "leader-epoch-checkpoint")
+
+
+def test_assign_refuses_an_older_epoch_and_changes_nothing(tmp_path: Path) -> None:
+    cache = LeaderEpochCache(tmp_path / "leader-epoch-checkpoint")
+    cache.assign(2, 0)
+    cache.assign(5, 10)
+    before = (tmp_path / "leader-epoch-checkpoint").read_bytes()
+    with pytest.raises(InvalidEpochError):
+        cache.assign(4, 20)
+    assert cache.entries == entries((2, 0), (5, 10))
+    assert (tmp_path / "leader-epoch-checkpoint").read_bytes() == before
+
+
+def test_new_epoch_starting_below_earlier_entries_removes_them(tmp_path: Path) -> None:
+    cache = LeaderEpochCache(tmp_path / "leader-epoch-checkpoint")
+    for epoch, offset in [(1, 0), (2, 10), (3, 20)]:
+        cache.assign(epoch, offset)
+    cache.assign(4, 15)
+    assert cache.entries == entries((1, 0), (2, 10), (4, 15))
+    cache.assign(4, 12)  # same epoch, earlier start: moved back
+    assert cache.entries == entries((1, 0), (2, 10), (4, 12))
+    cache.assign(6, 10)
+    assert cache.entries == entries((1, 0), (6, 10))
+
+
+# OffsetsForLeaderEpoch against a log with epochs 1@0, 2@10, 5@30 and log end offset 50.
+HISTORY = entries((1, 0), (2, 10), (5, 30))
+
+
+@pytest.mark.parametrize(
+    ("requested", "expected"),
+    [
+        (5, (5, 50)),  # the latest epoch ends at the log end offset
+        (2, (2, 30)),  # a known epoch ends where the next one starts
+        (1, (1, 10)),
+        (3, (2, 30)),  # unknown epoch between: largest known below it, next start
+        (4, (2, 30)),
+        (0, (-1, -1)),  # below the first known epoch
+        (6, (-1, -1)),  # above the latest
+        (-1, (-1, -1)),  # UNDEFINED asked
+    ],
+)
+def test_offsets_for_leader_epoch_table(requested: int, expected: tuple[int, int]) -> None:
+    assert end_offset_for(HISTORY, requested, 50) == EpochEndOffset(
+        epoch=expected[0], end_offset=expected[1]
+    )
+
+
+def test_offsets_for_leader_epoch_on_an_empty_history() -> None:
+    assert end_offset_for((), 0, 10).undefined
+
+
+def test_truncate_from_end_drops_entries_at_or_after_the_offset(tmp_path: Path) -> None:
+    cache = LeaderEpochCache(tmp_path / "leader-epoch-checkpoint")
+    for e in HISTORY:
+        cache.assign(e.epoch, e.start_offset)
+    cache.truncate_from_end(31)
+    assert cache.entries == HISTORY
+    cache.truncate_from_end(30)
+    assert cache.entries == entries((1, 0), (2, 10))
+    assert cache.end_offset_for(2, 25) == EpochEndOffset(epoch=2, end_offset=25)
+    assert LeaderEpochCache(tmp_path / "leader-epoch-checkpoint").entries == cache.entries
+
+
+def test_truncate_from_start_keeps_the_epoch_owning_the_new_start(tmp_path: Path) -> None:
+    cache = LeaderEpochCache(tmp_path / "leader-epoch-checkpoint")
+    for e in HISTORY:
+        cache.assign(e.epoch, e.start_offset)
+    cache.truncate_from_start(15)
+    assert cache.entries == entries((2, 15), (5, 30))
+    cache.truncate_from_start(30)
+    assert cache.entries == entries((5, 30))
+    cache.truncate_from_start(5)  # below the first entry: nothing to do
+    assert cache.entries == entries((5, 30))
+    assert (tmp_path / "leader-epoch-checkpoint").read_bytes() == b"0\n1\n5 30\n"
