@@ -1,0 +1,452 @@
+"""The ZooKeeper backend, over kazoo: ``zookeeper://h1:2181,h2:2181/chroot`` (alias ``zk://``).
+
+kazoo is imported here, and this module only when a ZooKeeper URL is used. kazoo's exceptions
+are translated once, in :func:`_translate`. kazoo runs three threads of its own (connection,
+completions, watch events); nothing here blocks on them, and every event for the caller goes
+through the base class dispatcher. Bulk reads use ZooKeeper's read-only multi and bulk writes a
+leaner multi codec, both in :mod:`coordinator.zk_protocol`; watches live in
+:mod:`coordinator.zk_watch`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+from collections import deque
+from collections.abc import Sequence
+from concurrent.futures import Future
+from typing import Any
+
+from kazoo import exceptions as kx
+from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import KazooState
+
+from coordinator import paths
+from coordinator.base import Coordinator
+from coordinator.errors import (
+    BadVersion,
+    ClosedError,
+    ConnectionFailed,
+    ConnectionLoss,
+    CoordinatorError,
+    InvalidPath,
+    MultiFailed,
+    NoChildrenForEphemerals,
+    NodeExists,
+    NoNode,
+    NotEmpty,
+    OperationTimeout,
+    SessionExpired,
+)
+from coordinator.model import (
+    Capabilities,
+    ChildrenCallback,
+    DataCallback,
+    Op,
+    OpResult,
+    SessionState,
+    Stat,
+    Watch,
+)
+from coordinator.url import CoordinatorURL
+from coordinator.zk_protocol import MultiRead, MultiWrite, OpError
+from coordinator.zk_watch import WatchSet
+
+#: ZooKeeper's default jute.maxbuffer: a longer request makes the server drop the connection.
+JUTE_MAXBUFFER = 0xFFFFF
+#: What a multi may hold, by the base class's op_size estimate; see ZooKeeperCoordinator.
+MULTI_BYTES_BUDGET = 960_000
+
+#: Paths per read-only multi at first, and bounds on the adapted count.
+READ_BATCH_FIRST = 2000
+READ_BATCH_MIN, READ_BATCH_MAX = 100, 10_000
+#: Aim for responses of about this size (far below jute.maxbuffer) and requests below it too.
+READ_BATCH_TARGET_BYTES = 256 << 10
+READ_IN_FLIGHT = 4
+
+_STATES = {
+    KazooState.CONNECTED: SessionState.CONNECTED,
+    KazooState.SUSPENDED: SessionState.SUSPENDED,
+    KazooState.LOST: SessionState.LOST,
+}
+
+_NODE_ERRORS: list[tuple[type[Exception], type[CoordinatorError]]] = [
+    (kx.NoNodeError, NoNode),
+    (kx.NodeExistsError, NodeExists),
+    (kx.BadVersionError, BadVersion),
+    (kx.NotEmptyError, NotEmpty),
+    (kx.NoChildrenForEphemeralsError, NoChildrenForEphemerals),
+    (kx.BadArgumentsError, InvalidPath),
+]
+
+
+def _translate(exc: BaseException, path: str | None = None, *, closed: bool = False
+               ) -> CoordinatorError:
+    """The coordinator error for a kazoo (or handler) exception, with the cause chained."""
+    out: CoordinatorError
+    if isinstance(exc, CoordinatorError):
+        return exc
+    for kazoo_type, ours in _NODE_ERRORS:
+        if isinstance(exc, kazoo_type):
+            out = ours(path or "?")
+            break
+    else:
+        if isinstance(exc, kx.ConnectionClosedError) or closed:
+            out = ClosedError(f"ZooKeeper client closed: {exc}")
+        elif isinstance(exc, kx.SessionExpiredError):
+            out = SessionExpired(f"ZooKeeper session expired{_on(path)}")
+        elif isinstance(exc, (KazooTimeoutError, kx.OperationTimeoutError,
+                              kx.RequestTimeoutError)):
+            out = OperationTimeout(f"ZooKeeper request timed out{_on(path)}")
+        elif isinstance(exc, (kx.ConnectionLoss, kx.ConnectionDropped)):
+            out = ConnectionLoss(f"ZooKeeper connection lost{_on(path)}")
+        else:
+            out = CoordinatorError(f"ZooKeeper error{_on(path)}: {exc!r}")
+    out.__cause__ = exc
+    return out
+
+
+def _on(path: str | None) -> str:
+    return f" on {path}" if path else ""
+
+
+def _op_error(code: int, path: str) -> CoordinatorError:
+    return _translate(kx.EXCEPTIONS[code](), path)
+
+
+def _stat(zstat: Any) -> Stat:
+    return Stat(version=zstat.version, create_id=zstat.czxid, modify_id=zstat.mzxid,
+                ephemeral_owner=zstat.ephemeralOwner)
+
+
+def _hosts_string(parsed: CoordinatorURL) -> str:
+    hosts = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in parsed.hosts)
+    return hosts + parsed.root
+
+
+class ZooKeeperCoordinator(Coordinator):
+    """A ZooKeeper session through kazoo; ``kazoo`` is the underlying KazooClient.
+
+    Requests made while the connection is down fail at once with :class:`ConnectionLoss` (kazoo
+    would queue them until it reconnects), as the memory backend does.
+    """
+
+    def __init__(self, url: str, client: KazooClient, *, request_timeout: float) -> None:
+        super().__init__(url)
+        self.kazoo = client
+        self.root = client.chroot or ""
+        self.request_timeout = request_timeout
+        self.capabilities = Capabilities(
+            name="zookeeper", max_multi_ops=None, max_multi_bytes=self._multi_budget(),
+        )
+        self._session = (client.client_id or (0, b""))[0]
+        self._read_batch = READ_BATCH_FIRST
+        self._watches = WatchSet(self)
+        client.add_listener(self._on_kazoo_state)
+
+    def _multi_budget(self) -> int:
+        """max_multi_bytes such that no chunk the base class cuts can pass jute.maxbuffer.
+
+        The base class sizes ops by ``model.op_size`` (48 bytes + path + data), which omits the
+        chroot that ZooKeeper sees in front of every path. Every valid op estimates to at least
+        50 bytes (a path is at least 2), so the chroot adds at most ``len(root) / 50`` of the
+        estimate; scale the budget down by that ratio.
+        """
+        root = len(self.root.encode())
+        return MULTI_BYTES_BUDGET * 50 // (50 + root)
+
+    @classmethod
+    def from_url(
+        cls,
+        parsed: CoordinatorURL,
+        *,
+        timeout: float = 10.0,
+        session_timeout: float = 10.0,
+        request_timeout: float | None = None,
+        **options: Any,
+    ) -> ZooKeeperCoordinator:
+        """Connect within ``timeout`` seconds or raise :class:`ConnectionFailed`.
+
+        ``request_timeout`` bounds each blocking request (default: ``timeout``); other options
+        go to KazooClient as they are. A missing chroot is created, as Kafka does.
+        """
+        hosts = _hosts_string(parsed)
+        client = KazooClient(hosts=hosts, timeout=session_timeout, **options)
+        try:
+            with warnings.catch_warnings():  # kazoo warns about a missing chroot; we create it
+                warnings.simplefilter("ignore")
+                client.start(timeout=timeout)
+        except KazooTimeoutError as exc:
+            _stop_quietly(client)
+            names = ", ".join(f"{h}:{p}" for h, p in parsed.hosts)
+            raise ConnectionFailed(
+                f"could not connect to ZooKeeper at {names} within {timeout:g}s"
+            ) from exc
+        except Exception as exc:
+            _stop_quietly(client)
+            raise _translate(exc) from exc
+        self = cls(parsed.raw, client, request_timeout=request_timeout or timeout)
+        try:
+            self._ensure_root()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _ensure_root(self) -> None:
+        if not self.root or self.exists("/") is not None:
+            return
+        from kazoo.protocol.serialization import Create as KazooCreate
+        from kazoo.security import OPEN_ACL_UNSAFE
+
+        for path in [*paths.ancestors(self.root), self.root]:
+            result = self.kazoo.handler.async_result()
+            # Absolute paths: _call does not prefix the chroot, the client methods would.
+            self.kazoo._call(KazooCreate(path, b"", OPEN_ACL_UNSAFE, 0), result)
+            try:
+                self._wait(result, path)
+            except NodeExists:
+                pass
+
+    # --- session -------------------------------------------------------------------------
+
+    @property
+    def state(self) -> SessionState:
+        if self._closed:
+            return SessionState.CLOSED
+        return _STATES[self.kazoo.state]
+
+    @property
+    def session_id(self) -> int:
+        client_id = self.kazoo.client_id
+        if client_id is not None:
+            self._session = client_id[0]
+        return self._session
+
+    def _on_kazoo_state(self, kstate: str) -> None:
+        """kazoo's listener, on its connection thread: queue work, never block here."""
+        if self._closed:
+            return
+        state = _STATES[kstate]
+        if state is SessionState.CONNECTED:
+            client_id = self.kazoo.client_id
+            if client_id is not None:
+                self._session = client_id[0]
+        self._notify_state(state)
+        if state is SessionState.CONNECTED:
+            self._dispatcher.submit(self._watches.rearm_all)
+
+    def _close(self) -> None:
+        self.kazoo.remove_listener(self._on_kazoo_state)
+        self._watches.cancel_all()
+        _stop_quietly(self.kazoo)
+
+    # --- plumbing ------------------------------------------------------------------------
+
+    def _ready(self) -> None:
+        self._check_open()
+        if not self.kazoo.connected:
+            raise ConnectionLoss(f"{self.url}: not connected ({self.kazoo.state})")
+
+    def _wait(self, result: Any, path: str | None = None) -> Any:
+        try:
+            return result.get(timeout=self.request_timeout)
+        except Exception as exc:
+            raise _translate(exc, path, closed=self._closed) from exc
+
+    def _call(self, request: Any) -> Any:
+        """Submit a raw kazoo request object; returns kazoo's async result."""
+        result = self.kazoo.handler.async_result()
+        self.kazoo._call(request, result)
+        return result
+
+    # --- reads ---------------------------------------------------------------------------
+
+    def get(self, path: str) -> tuple[bytes, Stat]:
+        paths.validate(path)
+        self._ready()
+        data, zstat = self._wait(self.kazoo.get_async(path), path)
+        return data, _stat(zstat)
+
+    def exists(self, path: str) -> Stat | None:
+        paths.validate(path)
+        self._ready()
+        zstat = self._wait(self.kazoo.exists_async(path), path)
+        return None if zstat is None else _stat(zstat)
+
+    def children(self, path: str) -> list[str]:
+        paths.validate(path)
+        self._ready()
+        return sorted(self._wait(self.kazoo.get_children_async(path), path))
+
+    def get_many(self, paths_: Sequence[str]) -> list[tuple[bytes, Stat] | None]:
+        """Pipelined read-only multis (ZooKeeper 3.6+), several in flight, sized adaptively."""
+        for path in paths_:
+            paths.validate(path)
+        self._ready()
+        out: list[tuple[bytes, Stat] | None] = [None] * len(paths_)
+        root = self.root
+        full = [root + p for p in paths_] if root else list(paths_)
+        pending: deque[tuple[int, int]] = deque()
+        start = 0
+        in_flight: deque[tuple[int, int, MultiRead, Any]] = deque()
+        while start < len(full) or pending or in_flight:
+            while len(in_flight) < READ_IN_FLIGHT and (pending or start < len(full)):
+                if pending:
+                    lo, hi = pending.popleft()
+                else:
+                    lo, hi = start, self._read_span(full, start)
+                    start = hi
+                request = MultiRead(full[lo:hi])
+                in_flight.append((lo, hi, request, self._call(request)))
+            lo, hi, request, result = in_flight.popleft()
+            try:
+                items = self._wait(result)
+            except ConnectionLoss:
+                # A too-large response may have cost the connection: retry it in halves.
+                if hi - lo <= 1:
+                    raise
+                self._read_batch = max(READ_BATCH_MIN, (hi - lo) // 2)
+                self._await_connected()
+                mid = (lo + hi) // 2
+                pending.extendleft([(mid, hi), (lo, mid)])
+                continue
+            for i, item in enumerate(items, lo):
+                if type(item) is int:
+                    if item != kx.NoNodeError.code:
+                        raise _op_error(item, paths_[i])
+                else:
+                    out[i] = item  # type: ignore[assignment]
+            self._adapt_read_batch(hi - lo, request.response_bytes)
+        return out
+
+    def _read_span(self, full: list[str], start: int) -> int:
+        end = min(len(full), start + self._read_batch)
+        size = 0
+        for i in range(start, end):  # keep the request itself well below jute.maxbuffer
+            size += MultiRead.request_size(full[i])
+            if size > READ_BATCH_TARGET_BYTES and i > start:
+                return i
+        return end
+
+    def _adapt_read_batch(self, count: int, response_bytes: int) -> None:
+        if count < self._read_batch // 2 or response_bytes <= 0:
+            return  # a tail batch says little
+        per_item = response_bytes / count
+        wanted = int(READ_BATCH_TARGET_BYTES / per_item)
+        self._read_batch = max(READ_BATCH_MIN, min(READ_BATCH_MAX, wanted))
+
+    def _await_connected(self) -> None:
+        deadline = time.monotonic() + self.request_timeout
+        while not self.kazoo.connected:
+            self._check_open()
+            if time.monotonic() > deadline:
+                raise ConnectionLoss(f"{self.url}: not reconnected within "
+                                     f"{self.request_timeout:g}s")
+            time.sleep(0.05)
+
+    # --- writes --------------------------------------------------------------------------
+
+    def create(
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequential: bool = False,
+        make_parents: bool = False,
+    ) -> str:
+        paths.validate(path)
+        self._ready()
+        result = self.kazoo.create_async(
+            path, bytes(data), ephemeral=ephemeral, sequence=sequential, makepath=make_parents,
+        )
+        try:
+            return self._wait(result, path)
+        except NoNode as exc:
+            raise NoNode(paths.parent(path), f"parent does not exist: {paths.parent(path)}"
+                         ) from exc.__cause__
+        except NoChildrenForEphemerals as exc:
+            raise NoChildrenForEphemerals(paths.parent(path)) from exc.__cause__
+
+    def set(self, path: str, data: bytes, version: int = -1) -> Stat:
+        paths.validate(path)
+        self._ready()
+        return _stat(self._wait(self.kazoo.set_async(path, bytes(data), version), path))
+
+    def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
+        paths.validate(path)
+        self._ready()
+        if recursive:
+            self._delete_tree(path)
+            return
+        self._wait(self.kazoo.delete_async(path, version), path)
+
+    def multi_async(self, ops: Sequence[Op]) -> Future[list[OpResult]]:
+        future: Future[list[OpResult]] = Future()
+        ops = list(ops)
+        try:
+            for op in ops:
+                paths.validate(op.path)
+            self._ready()
+        except CoordinatorError as exc:
+            future.set_exception(exc)
+            return future
+        if not ops:
+            future.set_result([])
+            return future
+        closed = self._closed_flag
+
+        def done(result: Any) -> None:  # on kazoo's completion thread
+            try:
+                items = result.get_nowait()
+            except Exception as exc:
+                future.set_exception(_translate(exc, closed=closed()))
+                return
+            failed = [i for i, item in enumerate(items) if type(item) is OpError]
+            if failed:
+                # Ops before the culprit come back 0 (rolled back), after it -2 (not reached).
+                real = [i for i in failed if items[i].code not in (0, -2)]
+                index = (real or failed)[0]
+                future.set_exception(MultiFailed(index, _op_error(items[index].code,
+                                                                  ops[index].path)))
+                return
+            future.set_result(items)
+
+        self._call(MultiWrite(ops, self.root)).rawlink(done)
+        return future
+
+    def _closed_flag(self) -> bool:
+        return self._closed
+
+    # --- watches -------------------------------------------------------------------------
+
+    def watch_data(self, path: str, callback: DataCallback) -> Watch:
+        paths.validate(path)
+        self._check_open()
+        return self._watches.add("data", path, callback)
+
+    def watch_children(self, path: str, callback: ChildrenCallback) -> Watch:
+        paths.validate(path)
+        self._check_open()
+        return self._watches.add("children", path, callback)
+
+
+def _stop_quietly(client: KazooClient) -> None:
+    """Stop and close a kazoo client from any state, in a helper thread with a deadline."""
+
+    def stop() -> None:
+        try:
+            client.stop()
+        except Exception:
+            pass
+        try:
+            client.close()
+        except Exception:
+            pass
+
+    worker = threading.Thread(target=stop, name="partctl-kazoo-stop", daemon=True)
+    worker.start()
+    worker.join(timeout=15)
