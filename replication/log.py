@@ -167,19 +167,18 @@ class Log:
 
         for i, base in enumerate(bases):
             if i < first_unchecked:
-                seg, _rebuilt = LogSegment.open_existing(
+                seg, cut = LogSegment.open_existing(
                     directory, base, index_interval_bytes=cfg.index_interval_bytes, now_ms=now
                 )
-                self._segments.append(seg)
-                continue
-            seg, cut = LogSegment.recover_existing(
-                directory,
-                base,
-                index_interval_bytes=cfg.index_interval_bytes,
-                now_ms=now,
-                on_epoch=on_epoch,
-            )
-            seg.flush()
+            else:
+                seg, cut = LogSegment.recover_existing(
+                    directory,
+                    base,
+                    index_interval_bytes=cfg.index_interval_bytes,
+                    now_ms=now,
+                    on_epoch=on_epoch,
+                )
+                seg.flush()
             self._segments.append(seg)
             if cut:
                 # Whatever follows a corrupt batch cannot be trusted to continue the log.
@@ -194,7 +193,10 @@ class Log:
             )
         self._bases = [s.base_offset for s in self._segments]
         self._leo = self._segments[-1].next_offset
-        if not clean:
+        if clean:
+            # An epoch may start at the log end (a leader that has not appended yet), not past it.
+            cache.truncate_from_end(self._leo + 1)
+        else:
             for epoch, base in rebuilt_epochs:
                 cache.assign(epoch, base)
             cache.truncate_from_end(self._leo)

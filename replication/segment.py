@@ -88,11 +88,11 @@ class LogSegment:
     @classmethod
     def open_existing(
         cls, directory: Path, base_offset: int, *, index_interval_bytes: int, now_ms: int
-    ) -> tuple[LogSegment, bool]:
+    ) -> tuple[LogSegment, int]:
         """Open a segment written before and trusted to be whole (a clean shutdown, or below the
         recovery point). Its indexes are checked and rebuilt from the log if missing or corrupt.
 
-        Returns the segment and whether its indexes had to be rebuilt.
+        Returns the segment and the bytes cut off its end if a rebuild found a bad batch.
         """
         seg = cls(directory, base_offset, index_interval_bytes, now_ms)
         seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_APPEND)
@@ -112,13 +112,12 @@ class LogSegment:
         except CorruptIndexError:
             seg.offset_index = OffsetIndex(seg._index_path(INDEX_SUFFIX), base_offset)
             seg.time_index = TimeIndex(seg._index_path(TIME_INDEX_SUFFIX), base_offset)
-            seg.recover()
-            return seg, True
+            return seg, seg.recover()
         last = seg.time_index.last_entry()
         if last is not None and last[0] > seg.max_timestamp:
             seg.max_timestamp, seg.offset_of_max_timestamp = last
         seg._load_first_timestamp()
-        return seg, False
+        return seg, 0
 
     @classmethod
     def recover_existing(

@@ -156,3 +156,21 @@ def test_unclean_open_above_the_recovery_point_only_checks_later_segments(
     recovered = Log.open(d, config=CONFIG, recovery_point=point)
     assert recovered.log_end_offset == 80
     assert recovered.segment_base_offsets == bases
+
+
+def test_index_rebuild_that_meets_a_corrupt_batch_cuts_the_log_there(tmp_path: Path) -> None:
+    d = tmp_path / "t-0"
+    log, _ = fill(d)
+    bases = log.segment_base_offsets
+    log.close()
+    first = segment_files(d)[0]
+    data = bytearray(first.read_bytes())
+    pos, size, base, *_ = validate_batches(data)[3]
+    data[pos + size - 1] ^= 0xFF
+    first.write_bytes(bytes(data))
+    segment_files(d, ".index")[0].unlink()
+    reopened = Log.open(d, config=CONFIG)
+    assert len(bases) > 1
+    assert reopened.segment_base_offsets == (0,)
+    assert reopened.log_end_offset == base
+    assert len(segment_files(d)) == 1
