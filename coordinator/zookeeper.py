@@ -14,7 +14,7 @@ import threading
 import time
 import warnings
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -38,10 +38,12 @@ from coordinator.errors import (
     NoNode,
     NotEmpty,
     OperationTimeout,
+    RequestTooLarge,
     SessionExpired,
 )
 from coordinator.model import (
     Capabilities,
+    Check,
     ChildrenCallback,
     DataCallback,
     Op,
@@ -51,16 +53,17 @@ from coordinator.model import (
     Watch,
 )
 from coordinator.url import CoordinatorURL
-from coordinator.zk_protocol import MultiRead, MultiWrite, OpError
+from coordinator.zk_protocol import FRAME_BYTES, MultiRead, MultiWrite, OpError, encoded_op_size
 from coordinator.zk_watch import WatchSet
 
 #: ZooKeeper's default jute.maxbuffer: a longer request makes the server drop the connection.
 JUTE_MAXBUFFER = 0xFFFFF
-#: What a multi may hold, by the base class's op_size estimate; see ZooKeeperCoordinator.
-MULTI_BYTES_BUDGET = 960_000
+#: Encoded bytes of the ops in one multi: jute.maxbuffer less the frame, with a margin.
+MULTI_BYTES_LIMIT = 1_000_000
+assert MULTI_BYTES_LIMIT + FRAME_BYTES < JUTE_MAXBUFFER
 
 #: Paths per read-only multi at first, and bounds on the adapted count.
-READ_BATCH_FIRST = 2000
+READ_BATCH_FIRST = 1000
 READ_BATCH_MIN, READ_BATCH_MAX = 100, 10_000
 #: Aim for responses of about this size (far below jute.maxbuffer) and requests below it too.
 READ_BATCH_TARGET_BYTES = 256 << 10
@@ -139,23 +142,39 @@ class ZooKeeperCoordinator(Coordinator):
         self.root = client.chroot or ""
         self.request_timeout = request_timeout
         self.capabilities = Capabilities(
-            name="zookeeper", max_multi_ops=None, max_multi_bytes=self._multi_budget(),
+            name="zookeeper", max_multi_ops=None, max_multi_bytes=MULTI_BYTES_LIMIT,
         )
         self._session = (client.client_id or (0, b""))[0]
         self._read_batch = READ_BATCH_FIRST
         self._watches = WatchSet(self)
         client.add_listener(self._on_kazoo_state)
 
-    def _multi_budget(self) -> int:
-        """max_multi_bytes such that no chunk the base class cuts can pass jute.maxbuffer.
+    def _chunks(self, ops: Sequence[Op], guard: Check | None) -> Iterable[list[int]]:
+        """The base class's chunking, by the exact encoded size of each op.
 
-        The base class sizes ops by ``model.op_size`` (48 bytes + path + data), which omits the
-        chroot that ZooKeeper sees in front of every path. Every valid op estimates to at least
-        50 bytes (a path is at least 2), so the chroot adds at most ``len(root) / 50`` of the
-        estimate; scale the budget down by that ratio.
+        ``model.op_size`` does not know the chroot that ZooKeeper sees in front of every path,
+        so a chunk of many small ops under a long chroot could pass jute.maxbuffer and cost the
+        connection; here each op is sized as it goes on the wire.
         """
-        root = len(self.root.encode())
-        return MULTI_BYTES_BUDGET * 50 // (50 + root)
+        limit = self.capabilities.max_multi_bytes
+        root = self.root
+        base = encoded_op_size(guard, root) if guard is not None else 0
+        chunk: list[int] = []
+        size = base
+        for i, op in enumerate(ops):
+            n = encoded_op_size(op, root)
+            if base + n > limit:
+                raise RequestTooLarge(
+                    f"op on {op.path} is {n} bytes encoded; zookeeper takes at most {limit} "
+                    "bytes in one request"
+                )
+            if chunk and size + n > limit:
+                yield chunk
+                chunk, size = [], base
+            chunk.append(i)
+            size += n
+        if chunk:
+            yield chunk
 
     @classmethod
     def from_url(

@@ -1,0 +1,144 @@
+"""What only the ZooKeeper backend has: the read-only multi, the chroot, kazoo at the boundary."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+import coordinator
+from coordinator import (
+    Coordinator,
+    Create,
+    DataEvent,
+    NoNode,
+    SessionState,
+    SetData,
+)
+from tests.contract.conftest import ZooKeeperHarness
+from tests.servers import Server
+from tests.waiting import Recorder
+
+
+@pytest.fixture
+def zk(zookeeper_server: Server) -> Iterator[ZooKeeperHarness]:
+    harness = ZooKeeperHarness(zookeeper_server)
+    yield harness
+    harness.close()
+
+
+@pytest.fixture
+def client(zk: ZooKeeperHarness) -> Coordinator:
+    return zk.connect()
+
+
+def test_get_many_matches_plain_reads(client: Coordinator) -> None:
+    client.create("/mr")
+    sizes = [0, 1, 100, 5_000, 200_000]
+    paths = []
+    for i in range(300):
+        path = f"/mr/n{i}"
+        client.create(path, bytes([i % 256]) * sizes[i % len(sizes)])
+        paths.append(path)
+        if i % 3 == 0:
+            client.set(path, b"changed")
+    client.delete("/mr/n7")
+    asked = paths + ["/absent", "/mr/n7", "/mr/n1/below"]
+    got = client.get_many(asked)
+    for path, item in zip(asked, got, strict=True):
+        try:
+            expected = client.get(path)
+        except NoNode:
+            expected = None
+        assert item == expected, path
+
+
+def test_get_many_of_large_values_adapts_its_batches(client: Coordinator) -> None:
+    # 40 x 900 KB: far more than jute.maxbuffer if read in one multi.
+    client.create("/large")
+    ops = [Create(path=f"/large/{i}", data=bytes([i]) * 900_000) for i in range(40)]
+    client.write_many(ops)
+    got = client.get_many([op.path for op in ops])
+    assert [item[0] if item else None for item in got] == [op.data for op in ops]
+
+
+def test_many_tiny_ops_under_a_long_chroot_fit_in_requests(zk: ZooKeeperHarness) -> None:
+    # The chroot is on every path ZooKeeper sees but not in model.op_size's estimate.
+    long_root = zk.namespace + "/" + "r" * 200
+    url = f"zookeeper://{zk.server.address}{long_root}"
+    c = coordinator.connect(url, timeout=10)
+    zk.clients.append(c)
+    states: Recorder[SessionState] = Recorder()
+    c.add_listener(states)
+    n = 20_000
+    results = c.write_many([Create(path=f"/{i}") for i in range(n)])
+    assert results == [f"/{i}" for i in range(n)]
+    assert c.write_many([SetData(path=f"/{i}", data=b"") for i in range(n)])[-1].version == 1
+    c.sync()
+    assert SessionState.SUSPENDED not in states.items
+
+
+def test_connect_creates_a_missing_chroot(zk: ZooKeeperHarness) -> None:
+    root = f"{zk.namespace}/deeper/{uuid.uuid4().hex[:6]}"
+    c = coordinator.connect(f"zookeeper://{zk.server.address}{root}", timeout=10)
+    zk.clients.append(c)
+    assert c.exists("/") is not None
+    assert c.create("/x") == "/x"
+    outside = zk.connect()  # chrooted at the namespace
+    assert outside.exists(root[len(zk.namespace):] + "/x") is not None
+
+
+def test_sequential_names_in_a_multi_lose_the_chroot(client: Coordinator) -> None:
+    client.create("/sq")
+    results = client.multi([Create(path="/sq/a-", sequential=True),
+                            Create(path="/sq/b-", sequential=True)])
+    assert results[0] == "/sq/a-0000000000" and results[1] == "/sq/b-0000000001"
+
+
+def test_session_id_is_kazoos_and_errors_chain_kazoos(client: Coordinator) -> None:
+    from kazoo.exceptions import NoNodeError
+
+    assert client.session_id == client.kazoo.client_id[0]
+    with pytest.raises(NoNode) as info:
+        client.get("/nowhere")
+    assert isinstance(info.value.__cause__, NoNodeError)
+
+
+def test_data_watch_of_an_expired_session_reports_what_changed_meanwhile(
+    zk: ZooKeeperHarness,
+) -> None:
+    watcher, writer = zk.connect(), zk.connect()
+    writer.create("/exp", b"0")
+    seen: Recorder[DataEvent] = Recorder()
+    watcher.watch_data("/exp", seen)
+    seen.wait_for(lambda ev: ev and ev[-1].data == b"0")
+    states: Recorder[SessionState] = Recorder()
+    watcher.add_listener(states)
+    zk.expire(watcher)
+    writer.set("/exp", b"1")
+    states.wait_for(lambda s: SessionState.LOST in s and s[-1] is SessionState.CONNECTED,
+                    timeout=20, message="a new session")
+    seen.wait_for(lambda ev: ev[-1].data == b"1", timeout=20, message="change while expired")
+    writer.set("/exp", b"2")  # and it keeps watching on the new session
+    seen.wait_for(lambda ev: ev[-1].data == b"2", timeout=10)
+    versions = [e.stat.version for e in seen.items]
+    assert versions == sorted(set(versions))
+
+
+def test_requests_while_disconnected_fail_fast(zk: ZooKeeperHarness) -> None:
+    c = zk.connect(proxied=True, session_timeout=10.0)
+    proxy = zk.proxies[id(c)]
+    states: Recorder[SessionState] = Recorder()
+    c.add_listener(states)
+    proxy.hold()
+    try:
+        states.wait_for(lambda s: SessionState.SUSPENDED in s, timeout=10)
+        with pytest.raises(coordinator.ConnectionLoss):
+            c.get("/")
+        with pytest.raises(coordinator.ConnectionLoss):
+            c.multi([Create(path="/during")])
+    finally:
+        proxy.release()
+    states.wait_for(lambda s: s[-1] is SessionState.CONNECTED, timeout=20)
+    assert c.exists("/during") is None
