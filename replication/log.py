@@ -298,7 +298,7 @@ class Log:
         log; ``bytes`` are copied once. Raises :class:`CorruptRecordError` for an invalid batch
         and :class:`InvalidEpochError` for an epoch older than the log's latest.
         """
-        facts = validate_batches(records)
+        facts = validate_batches(records, from_client=True)
         if leader_epoch < 0:
             raise InvalidEpochError(f"leader epoch {leader_epoch} is negative")
         if isinstance(records, bytearray) or (

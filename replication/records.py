@@ -269,7 +269,9 @@ def read_batch_header(data: Buffer, pos: int = 0) -> BatchHeader:
     )
 
 
-def validate_batches(data: Buffer) -> list[tuple[int, int, int, int, int, int]]:
+def validate_batches(
+    data: Buffer, *, from_client: bool = False
+) -> list[tuple[int, int, int, int, int, int]]:
     """Check that ``data`` is a sequence of whole, valid v2 batches.
 
     Checks per batch: a full header, a length that neither undercuts the header nor runs past the
@@ -277,6 +279,9 @@ def validate_batches(data: Buffer) -> list[tuple[int, int, int, int, int, int]]:
     tuple per batch: ``(position, size, base_offset, last_offset_delta, partition_leader_epoch,
     max_timestamp)``, the facts the log needs to assign offsets, index and roll, so that the
     append path parses each header exactly once.
+
+    ``from_client`` adds the check Kafka makes on produce: a producer's batch holds exactly
+    ``lastOffsetDelta + 1`` records (a follower may see fewer, after compaction on the leader).
 
     Raises :class:`CorruptRecordError` (or :class:`UnsupportedCompressionError`) on the first
     bad batch; nothing is modified.
@@ -325,6 +330,10 @@ def validate_batches(data: Buffer) -> list[tuple[int, int, int, int, int, int]]:
         if last_delta < 0 or count < 0:
             raise CorruptRecordError(
                 f"batch at position {pos} has lastOffsetDelta {last_delta}, recordsCount {count}"
+            )
+        if from_client and count != last_delta + 1:
+            raise CorruptRecordError(
+                f"batch at position {pos} spans {last_delta + 1} offsets but holds {count} records"
             )
         actual = crc_of(view[pos + ATTRIBUTES_OFFSET : pos + size])
         if actual != crc:

@@ -1,7 +1,9 @@
 """Appends, reads through the sparse index across segment rolls, rolling and truncation."""
 
+import struct
 from pathlib import Path
 
+import crc32c
 import pytest
 
 from replication.errors import (
@@ -73,6 +75,16 @@ def test_corrupt_input_is_rejected_and_changes_nothing(tmp_path: Path) -> None:
     assert log.log_end_offset == 2
     assert log.latest_epoch == 1
     assert sorted((p.name, p.read_bytes()) for p in log.directory.iterdir()) == before
+
+
+def test_leader_refuses_a_batch_whose_count_disagrees_with_its_offsets(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    bad = bytearray(batch(3))
+    struct.pack_into(">i", bad, 57, 2)  # recordsCount 2, lastOffsetDelta 2
+    struct.pack_into(">I", bad, 17, crc32c.crc32c(bytes(bad[21:])))
+    with pytest.raises(CorruptRecordError, match="holds 2 records"):
+        log.append_as_leader(bad, leader_epoch=0)
+    assert log.log_end_offset == 0
 
 
 def test_leader_append_with_an_older_epoch_is_refused(tmp_path: Path) -> None:
