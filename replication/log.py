@@ -484,7 +484,11 @@ class Log:
             self._recovery_point = self._leo
 
     def close(self) -> None:
-        """Flush, close every file and leave the clean-shutdown marker."""
+        """Flush, close every file and leave the clean-shutdown marker.
+
+        The marker lives in the partition's directory, so each log's crash state stands alone;
+        Kafka keeps one per log directory, and the same helpers serve a log manager there.
+        """
         with self._lock:
             if self._closed:
                 return

@@ -1,6 +1,7 @@
 """Crash recovery: torn and corrupt batches, missing and corrupt indexes, the marker."""
 
 import os
+import shutil
 import struct
 from pathlib import Path
 
@@ -12,12 +13,12 @@ from ._util import batch
 CONFIG = LogConfig(segment_bytes=2000, index_interval_bytes=200)
 
 
-def crash(log: Log) -> None:
-    """Stop a log the way a killed process would: no flush, no clean-shutdown marker."""
-    for segment in log._segments:
-        os.close(segment._fd)
-        os.close(segment.offset_index._fd)
-        os.close(segment.time_index._fd)
+def crash(log: Log) -> Path:
+    """The log's directory as a killed process would leave it: whatever reached the files, no
+    buffered index entries, no clean-shutdown marker. Returns the copy to reopen."""
+    crashed = log.directory.parent / "crashed" / log.directory.name
+    shutil.copytree(log.directory, crashed)
+    return crashed
 
 
 def fill(directory: Path, batches: int = 40, epochs: tuple[int, ...] = (0,)) -> tuple[Log, list]:
@@ -47,7 +48,7 @@ def test_clean_close_leaves_the_marker_and_reopens_without_recovery(tmp_path: Pa
 def test_torn_last_batch_is_cut_off(tmp_path: Path) -> None:
     d = tmp_path / "t-0"
     log, infos = fill(d, epochs=(1, 2))
-    crash(log)
+    d = crash(log)
     last = segment_files(d)[-1]
     os.truncate(last, last.stat().st_size - 17)  # the crash hit mid-write
     recovered = Log.open(d, config=CONFIG)
@@ -60,7 +61,7 @@ def test_torn_last_batch_is_cut_off(tmp_path: Path) -> None:
 def test_torn_header_is_cut_off(tmp_path: Path) -> None:
     d = tmp_path / "t-0"
     log, _ = fill(d, batches=3)
-    crash(log)
+    d = crash(log)
     with open(segment_files(d)[-1], "ab") as f:
         f.write(batch(1)[:30])
     assert Log.open(d, config=CONFIG).log_end_offset == 6
@@ -71,7 +72,7 @@ def test_corrupt_crc_in_the_middle_cuts_there_and_drops_later_segments(tmp_path:
     log, infos = fill(d, epochs=(1, 2, 3))
     bases = log.segment_base_offsets
     assert len(bases) >= 3
-    crash(log)
+    d = crash(log)
     # Corrupt one byte inside the records of the 3rd batch of the second segment.
     second = segment_files(d)[1]
     data = bytearray(second.read_bytes())
@@ -94,7 +95,7 @@ def test_recovery_rebuilds_the_epoch_cache_from_batches(tmp_path: Path) -> None:
     d = tmp_path / "t-0"
     log, _ = fill(d, epochs=(1, 2, 3))
     expected = log.leader_epoch_cache.entries
-    crash(log)
+    d = crash(log)
     (d / "leader-epoch-checkpoint").unlink()
     assert Log.open(d, config=CONFIG).leader_epoch_cache.entries == expected
 
@@ -147,7 +148,7 @@ def test_unclean_open_above_the_recovery_point_only_checks_later_segments(
     log.flush()
     point = log.recovery_point
     bases = log.segment_base_offsets
-    crash(log)
+    d = crash(log)
     # Damage the first segment: below the recovery point it is trusted, not re-checked.
     first = segment_files(d)[0]
     data = bytearray(first.read_bytes())
