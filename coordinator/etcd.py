@@ -1,0 +1,502 @@
+"""The etcd backend: ZooKeeper's node semantics on etcd's flat, revisioned key space.
+
+``etcd://h1:2379,h2:2379/prefix``: the node ``/a/b`` is the key ``/prefix/a/b`` (see
+:mod:`coordinator.etcd_txn` for the layout and how ops become transactions). The session is a
+lease (:mod:`coordinator.etcd_session`), ephemeral nodes are keys attached to it, watches share
+one stream (:mod:`coordinator.etcd_watch`) and the hosts are tried in order on connection
+failure (:mod:`coordinator.etcd_conn`). Every gRPC error is translated there, once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import grpc
+from etcd3 import etcdrpc
+
+from coordinator import paths
+from coordinator.base import Coordinator
+from coordinator.errors import (
+    ClosedError,
+    ConnectionFailed,
+    ConnectionLoss,
+    CoordinatorError,
+    MultiFailed,
+    NodeExists,
+    NoNode,
+    OperationTimeout,
+    RequestTooLarge,
+    SessionExpired,
+)
+from coordinator.etcd_conn import Connection, is_connection_error, translate
+from coordinator.etcd_session import LeaseKeeper
+from coordinator.etcd_txn import (
+    ROOT_STAT,
+    Keys,
+    NeedKeys,
+    Plan,
+    Simulation,
+    Snapshot,
+    TxnBudget,
+    absorb,
+    direct_plan,
+    initial_needs,
+    snapshot_request,
+    stat_of,
+)
+from coordinator.etcd_watch import WatchManager
+from coordinator.model import (
+    Capabilities,
+    Check,
+    ChildrenCallback,
+    Create,
+    DataCallback,
+    Delete,
+    Op,
+    OpResult,
+    SessionState,
+    SetData,
+    Stat,
+    Watch,
+)
+from coordinator.url import CoordinatorURL
+
+MAX_TXN_OPS = 128  # etcd's --max-txn-ops default
+MAX_REQUEST_BYTES = 3 << 19  # etcd's --max-request-bytes default, 1.5 MiB
+REQUEST_MARGIN = 128 << 10  # room for keys, compares and framing beyond the data
+GET_MANY_IN_FLIGHT = 16
+
+
+def capabilities_for(max_txn_ops: int, max_request_bytes: int) -> Capabilities:
+    """Any multi of max_txn_ops // 3 ops fits: an op costs at most three compares (a create:
+    key absent, parent present and persistent, or a sequential counter)."""
+    return Capabilities(name="etcd", max_multi_ops=max_txn_ops // 3,
+                        max_multi_bytes=max_request_bytes - REQUEST_MARGIN)
+
+
+class EtcdCoordinator(Coordinator):
+    """A session on an etcd cluster; see the module docstring."""
+
+    capabilities = capabilities_for(MAX_TXN_OPS, MAX_REQUEST_BYTES)
+
+    def __init__(self, parsed: CoordinatorURL, *, timeout: float, session_timeout: float,
+                 max_txn_ops: int = MAX_TXN_OPS,
+                 max_request_bytes: int = MAX_REQUEST_BYTES) -> None:
+        super().__init__(parsed.raw)
+        self.capabilities = capabilities_for(max_txn_ops, max_request_bytes)
+        self._keys = Keys(parsed.root)
+        self._timeout = timeout
+        self._max_txn_ops = max_txn_ops
+        self._max_request_bytes = max_request_bytes
+        self._state = SessionState.CONNECTED
+        self._state_lock = threading.Lock()
+        self._conn = Connection(parsed.hosts, request_timeout=timeout)
+        self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="partctl-etcd")
+        try:
+            deadline = time.monotonic() + timeout
+            self._conn.connect(deadline)
+            self._keeper = LeaseKeeper(self._conn, session_timeout, self._on_session_state)
+            try:
+                self._keeper.grant()
+            except CoordinatorError as exc:
+                raise ConnectionFailed(
+                    f"etcd at {self._conn.describe_hosts()} did not grant a session lease: {exc}"
+                ) from exc
+        except BaseException:
+            self._closed = True
+            self._executor.shutdown(wait=False)
+            self._conn.close()
+            self._dispatcher.stop(wait=False)
+            raise
+        self._keeper.start()
+        self._watches = WatchManager(self)
+
+    @classmethod
+    def from_url(cls, parsed: CoordinatorURL, *, timeout: float = 10.0,
+                 session_timeout: float = 10.0, **options: Any) -> EtcdCoordinator:
+        """Connect to the first host that answers; options: ``max_txn_ops`` and
+        ``max_request_bytes`` when the server runs with other limits than etcd's defaults."""
+        unknown = set(options) - {"max_txn_ops", "max_request_bytes"}
+        if unknown:
+            raise TypeError(f"unknown etcd coordinator options: {', '.join(sorted(unknown))}")
+        return cls(parsed, timeout=timeout, session_timeout=session_timeout, **options)
+
+    # --- session -------------------------------------------------------------------------
+
+    @property
+    def state(self) -> SessionState:
+        return self._state
+
+    @property
+    def session_id(self) -> int:
+        return self._keeper.lease_id
+
+    def _on_session_state(self, state: SessionState) -> None:
+        with self._state_lock:
+            if self._closed or state is self._state:
+                return
+            self._state = state
+        self._notify_state(state)
+
+    def _close(self) -> None:
+        with self._state_lock:
+            self._state = SessionState.CLOSED
+        self._watches.close()
+        self._keeper.stop()
+        self._keeper.revoke(timeout=min(self._timeout, 2.0))
+        self._executor.shutdown(wait=False)
+        self._conn.close()
+
+    # --- calls ---------------------------------------------------------------------------
+
+    def _rpc(self, method: str, request: Any, what: str, *, retry: bool = False) -> Any:
+        """One unary KV call; reads (``retry``) try each host once on connection failure."""
+        self._check_open()
+        attempts = len(self._conn.hosts) if retry else 1
+        for attempt in range(attempts):
+            generation = self._conn.generation
+            try:
+                return getattr(self._conn.kv, method)(request, self._timeout)
+            except (grpc.RpcError, ValueError) as exc:
+                lost = is_connection_error(exc) or isinstance(exc, ValueError)
+                if lost:
+                    self._conn.failed(generation)
+                if self._closed:
+                    raise ClosedError(f"coordinator {self.url} is closed") from exc
+                if not lost or attempt == attempts - 1:
+                    raise translate(exc, f"{what} via {self._conn.address}") from exc
+        raise AssertionError("unreachable")
+
+    def _read_key(self, key: bytes) -> tuple[Any, int]:
+        resp = self._rpc("Range", etcdrpc.RangeRequest(key=key), "read", retry=True)
+        return (resp.kvs[0] if resp.kvs else None), resp.header.revision
+
+    # --- reads ---------------------------------------------------------------------------
+
+    def get(self, path: str) -> tuple[bytes, Stat]:
+        paths.validate(path)
+        self._check_open()
+        if path == "/":
+            return b"", ROOT_STAT
+        kv, _ = self._read_key(self._keys.key(path))
+        if kv is None:
+            raise NoNode(path)
+        return kv.value, stat_of(kv)
+
+    def exists(self, path: str) -> Stat | None:
+        paths.validate(path)
+        self._check_open()
+        if path == "/":
+            return ROOT_STAT
+        kv, _ = self._read_key(self._keys.key(path))
+        return None if kv is None else stat_of(kv)
+
+    def children(self, path: str) -> list[str]:
+        paths.validate(path)
+        names, _ = self._children_at(path)
+        if names is None:
+            raise NoNode(path)
+        return names
+
+    def _children_at(self, path: str) -> tuple[list[str] | None, int]:
+        """Sorted direct children (None if the node is absent) and the revision read at.
+
+        Keys-only pages of the descendant range; a key below a child ``c`` means c's subtree
+        follows, so the next page starts past it at ``.../c0``: a subtree costs one page.
+        """
+        start, end = self._keys.children_range(path)
+        cut = len(start)
+        limit = 512
+        first = etcdrpc.RangeRequest(key=start, range_end=end, keys_only=True, limit=limit)
+        if path == "/":
+            resp = self._rpc("Range", first, "children", retry=True)
+            revision = resp.header.revision
+        else:
+            txn = etcdrpc.TxnRequest()
+            txn.success.add().request_range.CopyFrom(
+                etcdrpc.RangeRequest(key=self._keys.key(path), keys_only=True))
+            txn.success.add().request_range.CopyFrom(first)
+            both = self._rpc("Txn", txn, "children", retry=True)
+            revision = both.header.revision
+            if not both.responses[0].response_range.kvs:
+                return None, revision
+            resp = both.responses[1].response_range
+        names: list[str] = []
+        last = b""
+        cursor = start
+        while True:
+            skipped = False
+            for kv in resp.kvs:
+                key = kv.key
+                if key < cursor:
+                    continue
+                rest = key[cut:]
+                slash = rest.find(b"/")
+                child = rest if slash < 0 else rest[:slash]
+                if child != last:
+                    names.append(child.decode())
+                    last = child
+                if slash < 0:
+                    cursor = key + b"\x00"
+                else:
+                    cursor = start + child + b"0"
+                    skipped = True
+            if not resp.more:
+                break
+            if resp.kvs:
+                cursor = max(cursor, resp.kvs[-1].key + b"\x00")
+            limit = 8 if skipped else min(limit * 2, 8192)
+            resp = self._rpc("Range", etcdrpc.RangeRequest(
+                key=cursor, range_end=end, keys_only=True, limit=limit, revision=revision),
+                "children", retry=True)
+        return names, revision
+
+    def get_many(self, paths_: Sequence[str]) -> list[tuple[bytes, Stat] | None]:
+        """Read-only transactions of max-txn-ops ranges each, several in flight."""
+        for path in paths_:
+            paths.validate(path)
+        self._check_open()
+        out: list[tuple[bytes, Stat] | None] = [None] * len(paths_)
+        key = self._keys.key
+        wanted = [(i, key(p)) for i, p in enumerate(paths_) if p != "/"]
+        for i, p in enumerate(paths_):
+            if p == "/":
+                out[i] = (b"", ROOT_STAT)
+        step = self._max_txn_ops
+        batches = [wanted[i:i + step] for i in range(0, len(wanted), step)]
+        in_flight: list[tuple[list[tuple[int, bytes]], Any, int]] = []
+
+        def collect(batch: list[tuple[int, bytes]], call: Any, generation: int) -> None:
+            try:
+                resp = call.result()
+            except grpc.RpcError as exc:
+                if is_connection_error(exc):
+                    self._conn.failed(generation)
+                raise translate(exc, "get_many") from exc
+            for (i, _), r in zip(batch, resp.responses, strict=True):
+                kvs = r.response_range.kvs
+                if kvs:
+                    kv = kvs[0]
+                    out[i] = (kv.value, stat_of(kv))
+
+        for batch in batches:
+            req = etcdrpc.TxnRequest()
+            success = req.success
+            for _, k in batch:
+                success.add().request_range.key = k
+            generation = self._conn.generation
+            try:
+                call = self._conn.kv.Txn.future(req, self._timeout)
+            except ValueError as exc:
+                raise ConnectionLoss("get_many: channel closed during failover") from exc
+            in_flight.append((batch, call, generation))
+            if len(in_flight) >= GET_MANY_IN_FLIGHT:
+                collect(*in_flight.pop(0))
+        for item in in_flight:
+            collect(*item)
+        return out
+
+    # --- writes --------------------------------------------------------------------------
+
+    def _check_size(self, request: Any) -> None:
+        size = request.ByteSize()
+        if size > self._max_request_bytes:
+            raise RequestTooLarge(
+                f"multi of {size} bytes; etcd takes at most {self._max_request_bytes} bytes")
+
+    def _simulated(self, ops: Sequence[Op]) -> list[OpResult]:
+        """Read the involved keys at one revision, simulate, commit guarded; retry on races."""
+        deadline = time.monotonic() + self._timeout
+        limit = len(ops) + 1
+        while True:
+            snap = Snapshot()
+            need, ranges = initial_needs(ops, self._keys)
+            self._read_snapshot(snap, need, ranges, limit)
+            while True:
+                try:
+                    sim = Simulation(ops, self._keys, self.session_id, snap)
+                    break
+                except NeedKeys as more:
+                    self._read_snapshot(snap, more.keys, [], limit)
+            plan = sim.commit_plan()
+            self._check_size(plan.request)
+            resp = self._rpc("Txn", plan.request, "multi")
+            if resp.succeeded:
+                return plan.results(resp)
+            if time.monotonic() > deadline:
+                raise OperationTimeout("multi kept conflicting with concurrent writers")
+
+    def _read_snapshot(self, snap: Snapshot, keys: list[bytes],
+                       ranges: list[tuple[bytes, bytes]], limit: int) -> None:
+        step = self._max_txn_ops
+        items: list[tuple[bytes, bytes | None]] = [(k, None) for k in keys]
+        items += ranges
+        for i in range(0, len(items), step):
+            group = items[i:i + step]
+            gkeys = [k for k, e in group if e is None]
+            granges = [(k, e) for k, e in group if e is not None]
+            req = snapshot_request(gkeys, granges, limit, snap.revision)
+            absorb(snap, gkeys, granges, self._rpc("Txn", req, "read", retry=True))
+
+    def _multi_sync(self, ops: Sequence[Op]) -> list[OpResult]:
+        """Run a multi; if its ephemeral creates find the lease gone, start the new session at
+        once (as the keep-alive would shortly) and run it again: etcd applied nothing."""
+        lease = self.session_id
+        try:
+            return self._multi_once(ops)
+        except SessionExpired:
+            if not self._keeper.replace_if_expired(lease):
+                raise
+        return self._multi_once(ops)
+
+    def _multi_once(self, ops: Sequence[Op]) -> list[OpResult]:
+        self._check_open()
+        plan = direct_plan(ops, self._keys, self.session_id)
+        if plan is not None:
+            self._check_size(plan.request)
+            resp = self._rpc("Txn", plan.request, "write")
+            if resp.succeeded:
+                return plan.results(resp)
+        return self._simulated(ops)  # also explains why the direct txn failed
+
+    def _single(self, op: Op) -> OpResult:
+        try:
+            return self._multi_sync([op])[0]
+        except MultiFailed as failure:
+            raise failure.cause from None
+
+    def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
+               sequential: bool = False, make_parents: bool = False) -> str:
+        paths.validate(path)
+        if make_parents:
+            for ancestor in paths.ancestors(path):
+                if self.exists(ancestor) is None:
+                    try:
+                        self._single(Create(path=ancestor))
+                    except NodeExists:
+                        pass
+        result = self._single(Create(path=path, data=bytes(data), ephemeral=ephemeral,
+                                     sequential=sequential))
+        assert isinstance(result, str)
+        return result
+
+    def set(self, path: str, data: bytes, version: int = -1) -> Stat:
+        paths.validate(path)
+        result = self._single(SetData(path=path, data=bytes(data), version=version))
+        assert isinstance(result, Stat)
+        return result
+
+    def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
+        paths.validate(path)
+        self._check_open()
+        if recursive:
+            self._delete_tree(path)
+            return
+        self._single(Delete(path=path, version=version))
+
+    def multi_async(self, ops: Sequence[Op]) -> Future[list[OpResult]]:
+        """Independent ops go out at once as one txn (``.future``, so several are in flight);
+        dependent ones, and any txn whose compares failed, take the simulated path."""
+        self._check_open()
+        ops = list(ops)
+        future: Future[list[OpResult]] = Future()
+        try:
+            for op in ops:
+                paths.validate(op.path)
+            plan = direct_plan(ops, self._keys, self.session_id)
+            if plan is None:
+                self._executor.submit(self._run_simulated, ops, future)
+                return future
+            self._check_size(plan.request)
+            generation = self._conn.generation
+            call = self._conn.kv.Txn.future(plan.request, self._timeout)
+        except CoordinatorError as exc:
+            future.set_exception(exc)
+            return future
+        except (ValueError, RuntimeError) as exc:  # channel closed in a failover; pool closed
+            error = (ClosedError(f"coordinator {self.url} is closed") if self._closed
+                     else ConnectionLoss("multi: channel closed during failover"))
+            error.__cause__ = exc
+            future.set_exception(error)
+            return future
+        call.add_done_callback(lambda c: self._finish(c, plan, ops, future, generation))
+        return future
+
+    def _finish(self, call: Any, plan: Plan, ops: list[Op], future: Future[list[OpResult]],
+                generation: int) -> None:
+        try:
+            resp = call.result()
+            if resp.succeeded:
+                future.set_result(plan.results(resp))
+            else:
+                self._executor.submit(self._run_simulated, ops, future)
+        except grpc.RpcError as exc:
+            if is_connection_error(exc):
+                self._conn.failed(generation)
+            error = translate(exc, "multi")
+            error.__cause__ = exc
+            if isinstance(error, SessionExpired):  # new session, then again (nothing applied)
+                self._executor.submit(self._run_simulated, ops, future, True)
+                return
+            future.set_exception(error)
+        except RuntimeError as exc:  # executor shut down: closed meanwhile
+            error = ClosedError(f"coordinator {self.url} is closed")
+            error.__cause__ = exc
+            future.set_exception(error)
+
+    def _run_simulated(self, ops: list[Op], future: Future[list[OpResult]],
+                       whole: bool = False) -> None:
+        try:
+            future.set_result(self._multi_sync(ops) if whole else self._simulated(ops))
+        except CoordinatorError as exc:
+            future.set_exception(exc)
+        except Exception as exc:  # a bug must reach the caller, not die in a pool thread
+            error = CoordinatorError(f"multi failed unexpectedly: {exc!r}")
+            error.__cause__ = exc
+            future.set_exception(error)
+
+    def _chunks(self, ops: Sequence[Op], guard: Check | None) -> Iterable[list[int]]:
+        """Chunks as large as one etcd txn allows: up to max-txn-ops sets, fewer creates."""
+        budget = TxnBudget(self._max_txn_ops, self.capabilities.max_multi_bytes,
+                           len(self._keys.prefix))
+
+        def fresh() -> None:
+            budget.reset()
+            if guard is not None:
+                budget.add(guard)
+
+        fresh()
+        chunk: list[int] = []
+        for i, op in enumerate(ops):
+            if not budget.fits(op):
+                if chunk:
+                    yield chunk
+                    chunk = []
+                    fresh()
+                if not budget.fits(op):
+                    raise RequestTooLarge(
+                        f"op on {op.path} is about {budget.op_bytes(op)} bytes; etcd takes at "
+                        f"most {self.capabilities.max_multi_bytes} bytes in one request")
+            budget.add(op)
+            chunk.append(i)
+        if chunk:
+            yield chunk
+
+    # --- watches -------------------------------------------------------------------------
+
+    def watch_data(self, path: str, callback: DataCallback) -> Watch:
+        paths.validate(path)
+        self._check_open()
+        return self._watches.add("data", path, callback)
+
+    def watch_children(self, path: str, callback: ChildrenCallback) -> Watch:
+        paths.validate(path)
+        self._check_open()
+        return self._watches.add("children", path, callback)
+
+
+__all__ = ["EtcdCoordinator", "capabilities_for"]

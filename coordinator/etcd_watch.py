@@ -1,0 +1,280 @@
+"""Persistent data and children watches over one shared etcd watch stream per coordinator.
+
+Each watch reads its state at a revision R, reports it, and asks etcd for every event from
+R + 1 on: a data watch on its key, a children watch on ``[key, key + '0')`` (the node and its
+whole subtree; only the node itself and its direct children count). Every etcd watch remembers
+the last revision it processed, so when the stream breaks (connection lost, failover) it resumes
+from there and no change is lost; when that revision was compacted meanwhile the watch reads the
+current state instead. States are reported through the coordinator's dispatcher, in order, and
+only when they differ from the last one reported.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import grpc
+from etcd3 import etcdrpc
+
+from coordinator.base import WatchHandle
+from coordinator.errors import CoordinatorError
+from coordinator.etcd_conn import is_connection_error
+from coordinator.etcd_txn import ROOT_STAT, stat_of
+from coordinator.model import ChildrenEvent, DataEvent, Watch
+
+if TYPE_CHECKING:
+    from coordinator.etcd import EtcdCoordinator
+
+log = logging.getLogger(__name__)
+
+PUT = 0  # mvccpb.Event.PUT; DELETE is 1
+RETRY_DELAY = 0.2
+
+
+class _Watch:
+    __slots__ = ("handle", "kind", "path", "key", "start", "end", "rev", "last", "exists",
+                 "kids", "watch_id", "root", "reported")
+
+    def __init__(self, handle: WatchHandle, kind: str, path: str, key: bytes) -> None:
+        self.handle = handle
+        self.kind = kind
+        self.path = path
+        self.key = key
+        self.root = path == "/"
+        self.start = key
+        self.end = b""
+        self.rev = 0
+        self.last: Any = None
+        self.exists = False
+        self.kids: set[str] = set()
+        self.watch_id: int | None = None
+        self.reported = False
+
+
+class WatchManager:
+    def __init__(self, coord: EtcdCoordinator) -> None:
+        self._coord = coord
+        self._conn = coord._conn
+        self._keys = coord._keys
+        self._lock = threading.RLock()
+        self._watches: set[_Watch] = set()
+        self._by_id: dict[int, _Watch] = {}
+        self._pending: deque[_Watch] = deque()
+        self._queue: queue.SimpleQueue[Any] | None = None
+        self._call: Any = None
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+
+    # --- registration --------------------------------------------------------------------
+
+    def add(self, kind: str, path: str, callback: Callable[..., None]) -> Watch:
+        handle = WatchHandle(path, callback, self._cancel)
+        w = _Watch(handle, kind, path, self._keys.key(path) if path != "/" else self._keys.prefix)
+        if kind == "children":
+            w.start, w.end = (self._keys.children_range(path) if w.root
+                              else (w.key, w.key + b"0"))
+        elif w.root:  # the implicit root never changes
+            self._emit(w, (b"", ROOT_STAT))
+            return handle
+        self._read(w)  # raises ConnectionLoss when disconnected: nothing registered then
+        with self._lock:
+            self._watches.add(w)
+            if self._queue is not None:
+                self._send_create(w)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="partctl-etcd-watch",
+                                                daemon=True)
+                self._thread.start()
+        return handle
+
+    def _cancel(self, handle: WatchHandle) -> None:
+        with self._lock:
+            for w in list(self._watches):
+                if w.handle is handle:
+                    self._watches.discard(w)
+                    if w.watch_id is not None:
+                        self._by_id.pop(w.watch_id, None)
+                        self._send(etcdrpc.WatchRequest(cancel_request=etcdrpc.WatchCancelRequest(
+                            watch_id=w.watch_id)))
+
+    # --- state ---------------------------------------------------------------------------
+
+    def _read(self, w: _Watch) -> None:
+        """Read the watched state now, report it, and remember the revision it was read at."""
+        if w.kind == "data":
+            kv, revision = self._coord._read_key(w.key)
+            w.rev = revision
+            self._emit(w, None if kv is None else (kv.value, stat_of(kv)))
+        else:
+            names, revision = self._coord._children_at(w.path)
+            w.rev = revision
+            w.exists = names is not None
+            w.kids = set(names or ())
+            self._emit_children(w)
+
+    def _emit(self, w: _Watch, state: Any) -> None:
+        if w.reported and _same(w.kind, w.last, state):
+            return
+        w.reported = True
+        w.last = state
+        handle = w.handle
+        if w.kind == "data":
+            event: DataEvent | ChildrenEvent = DataEvent(
+                path=w.path, data=None if state is None else state[0],
+                stat=None if state is None else state[1])
+        else:
+            event = ChildrenEvent(path=w.path, children=state)
+
+        def run() -> None:
+            if handle.active:
+                handle.callback(event)
+
+        self._coord._dispatcher.submit(run)
+
+    def _emit_children(self, w: _Watch) -> None:
+        self._emit(w, sorted(w.kids) if (w.exists or w.root) else None)
+
+    def _apply_events(self, w: _Watch, events: Any) -> None:
+        if w.kind == "data":
+            for ev in events:
+                kv = ev.kv
+                w.rev = kv.mod_revision
+                self._emit(w, (kv.value, stat_of(kv)) if ev.type == PUT else None)
+            return
+        key, cut = w.key, len(w.key) + 1
+        slash = w.key + b"/" if not w.root else w.start
+        if w.root:
+            cut = len(slash)
+        revision = 0
+        for ev in events:
+            kv = ev.kv
+            if revision and kv.mod_revision != revision:
+                self._emit_children(w)
+            revision = w.rev = kv.mod_revision
+            k = kv.key
+            if k == key and not w.root:
+                w.exists = ev.type == PUT
+                if not w.exists:
+                    w.kids.clear()
+            elif k.startswith(slash):
+                rest = k[cut:]
+                if b"/" in rest:
+                    continue
+                if ev.type == PUT:
+                    w.kids.add(rest.decode())
+                else:
+                    w.kids.discard(rest.decode())
+        if revision:
+            self._emit_children(w)
+
+    # --- the stream ----------------------------------------------------------------------
+
+    def _send(self, request: Any) -> None:
+        if self._queue is not None:
+            self._queue.put(request)
+
+    def _send_create(self, w: _Watch) -> None:
+        w.watch_id = None
+        self._pending.append(w)
+        self._send(etcdrpc.WatchRequest(create_request=etcdrpc.WatchCreateRequest(
+            key=w.start, range_end=w.end, start_revision=w.rev + 1)))
+
+    @staticmethod
+    def _requests(q: queue.SimpleQueue[Any]) -> Iterator[Any]:
+        while True:
+            item = q.get()
+            if item is None:
+                return
+            yield item
+
+    def _run(self) -> None:
+        while not self._stopped:
+            generation = self._conn.generation
+            q: queue.SimpleQueue[Any] = queue.SimpleQueue()
+            try:
+                call = self._conn.watch_stub().Watch(self._requests(q))
+                with self._lock:
+                    if self._stopped:
+                        call.cancel()
+                        return
+                    self._call, self._queue = call, q
+                    self._pending.clear()
+                    self._by_id.clear()
+                    for w in self._watches:
+                        self._send_create(w)
+                for resp in call:
+                    with self._lock:
+                        self._handle(resp)
+            except grpc.RpcError as exc:
+                if self._stopped:
+                    return
+                if is_connection_error(exc) or exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                    self._conn.failed(generation)
+                else:
+                    log.warning("etcd watch stream failed: %s", exc)
+            except (ValueError, CoordinatorError) as exc:  # closed channel; failed re-read
+                log.info("etcd watch stream interrupted: %s", exc)
+            finally:
+                with self._lock:
+                    if self._queue is q:
+                        self._queue = None
+                q.put(None)
+            if self._stopped:
+                return
+            threading.Event().wait(RETRY_DELAY)
+
+    def _handle(self, resp: Any) -> None:
+        if resp.created:
+            if not self._pending:
+                return
+            w = self._pending.popleft()
+            w.watch_id = resp.watch_id
+            if w in self._watches:
+                self._by_id[resp.watch_id] = w
+            else:
+                self._send(etcdrpc.WatchRequest(cancel_request=etcdrpc.WatchCancelRequest(
+                    watch_id=resp.watch_id)))
+            if not resp.canceled:
+                return
+        w = self._by_id.get(resp.watch_id)
+        if w is None:
+            return
+        if resp.canceled:
+            self._by_id.pop(resp.watch_id, None)
+            if resp.compact_revision:  # missed history: report the current state instead
+                self._read(w)
+            else:
+                log.warning("etcd cancelled watch on %s: %s", w.path, resp.cancel_reason)
+            self._send_create(w)
+            return
+        if resp.events:
+            self._apply_events(w, resp.events)
+
+    def close(self) -> None:
+        with self._lock:
+            self._stopped = True
+            for w in self._watches:
+                w.handle.active = False
+            self._watches.clear()
+            call, q = self._call, self._queue
+        if call is not None:
+            call.cancel()
+        if q is not None:
+            q.put(None)
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5)
+
+
+
+def _same(kind: str, a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is b
+    if kind == "data":
+        return a[1] == b[1]
+    return a == b
