@@ -216,13 +216,17 @@ class LogSegment:
     def on_become_inactive(self) -> None:
         """Record the segment's largest timestamp in the time index, as Kafka does on roll, so a
         reopened segment knows it without a scan; write the indexes out."""
-        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self._record_max_timestamp()
         self.offset_index.flush(fsync=False)
         self.time_index.flush(fsync=False)
 
+    def _record_max_timestamp(self) -> None:
+        if self.size and self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+
     def close(self) -> None:
         if self._fd >= 0:
-            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._record_max_timestamp()
             os.fsync(self._fd)
             os.close(self._fd)
             self._fd = -1

@@ -175,3 +175,15 @@ def test_index_rebuild_that_meets_a_corrupt_batch_cuts_the_log_there(tmp_path: P
     assert reopened.segment_base_offsets == (0,)
     assert reopened.log_end_offset == base
     assert len(segment_files(d)) == 1
+
+
+def test_an_empty_log_closes_and_reopens_without_index_entries(tmp_path: Path) -> None:
+    d = tmp_path / "t-0"
+    Log.open(d, config=CONFIG).close()
+    reopened = Log.open(d, config=CONFIG)
+    assert reopened.log_end_offset == 0
+    assert [p.stat().st_size for p in sorted(d.glob("*index"))] == [0, 0]
+    reopened.append_as_leader(batch(timestamp=-1), leader_epoch=0)  # no timestamp at all
+    reopened.close()
+    assert Log.open(d, config=CONFIG).log_end_offset == 1
+    assert (d / f"{0:020d}.timeindex").stat().st_size == 0
