@@ -138,17 +138,36 @@ class _Shard:
                 self.members[b].append(i)
                 self.load[b] += self.size[i]
         self.count = {b: len(m) for b, m in self.members.items()}
+        self.placed: dict[int, list[int]] = {b: [] for b in self.active}
         self.deficit: dict[int, int] = {}
         self.rack_def: dict[int, int] = {}
         self.needy: dict[int, list[int]] = {}
 
     def shed(self) -> None:
-        q, target = self.quota.replicas, self.quota.bytes
+        """Over-quota brokers give up their surplus. Candidates are the replicas whose hole could
+        go to the racks with the most missing replicas (a hole nobody can take later costs an
+        extra move); among them, bytes (or the seeded order) decide."""
+        q, target, rack, kept = self.quota.replicas, self.quota.bytes, self.rack, self.kept
+        need: dict[int, int] = {}
+        for b in self.active:
+            if q.get(b, 0) > self.count[b]:
+                need[rack[b]] = need.get(rack[b], 0) + q.get(b, 0) - self.count[b]
         for b in sorted(self.active):
             extra = self.count[b] - q.get(b, 0)
             if extra <= 0:
                 continue
             mine = self.members[b]
+            reach = {}
+            for i in mine:
+                cap = _rack_cap(self.want[i], self.k)
+                used: dict[int, int] = {}
+                for x in kept[i]:
+                    if x != b:
+                        used[rack[x]] = used.get(rack[x], 0) + 1
+                reach[i] = sum(n for j, n in need.items() if used.get(j, 0) < cap)
+            ranked = sorted(reach.values(), reverse=True)
+            cut = min(ranked[extra - 1], ranked[0] / 2)
+            mine = [i for i in mine if reach[i] >= cut]
             if target is not None:
                 gone = _window([(self.size[i], i) for i in mine], extra, self.load[b] - target[b])
             else:
@@ -157,7 +176,7 @@ class _Shard:
                 self.kept[i].remove(b)
                 self.load[b] -= self.size[i]
             gone_set = set(gone)
-            self.members[b] = [i for i in mine if i not in gone_set]
+            self.members[b] = [i for i in self.members[b] if i not in gone_set]
             self.count[b] -= extra
 
     def allowed(self, reps: list[int], want: int, j: int) -> bool:
@@ -167,6 +186,7 @@ class _Shard:
     def take(self, i: int, b: int) -> None:
         self.kept[i].append(b)
         self.members[b].append(i)
+        self.placed[b].append(i)
         self.count[b] += 1
         self.load[b] += self.size[i]
         self.deficit[b] -= 1
@@ -221,17 +241,25 @@ class _Shard:
 
     def exchange(self, i: int, budget: int = 200_000) -> bool:
         """Place hole i on a broker c at quota after c hands one of its replicas (partition p)
-        to a deficit broker d that p can take. One extra move, quotas still met."""
+        to a deficit broker d that p can take. Quotas stay met; when c's replica of p was
+        itself just placed there (first choice) this costs no extra move, else one."""
+        for fresh in (True, False):
+            budget = self._exchange(i, fresh, budget)
+            if budget < 0:
+                return True
+        return False
+
+    def _exchange(self, i: int, fresh: bool, budget: int) -> int:
         kept, want, rack = self.kept, self.want, self.rack
         reps = kept[i]
         for d in sorted(b for b in self.active if self.deficit[b] > 0):
             for c in sorted(self.active):
                 if c in reps or c == d or not self.allowed(reps, want[i], rack[c]):
                     continue
-                for p in self.members[c]:
+                for p in (self.placed[c] if fresh else self.members[c]):
                     budget -= 1
                     if budget <= 0:
-                        return False
+                        return 0
                     other = kept[p]
                     if p == i or c not in other or d in other:
                         continue
@@ -245,10 +273,12 @@ class _Shard:
                     if self.deficit[c] > 0:
                         self.rack_def[rack[c]] = self.rack_def.get(rack[c], 0) + 1
                         self.needy.setdefault(rack[c], []).append(c)
+                    if p in self.placed[c]:
+                        self.placed[c].remove(p)
                     self.take(p, d)
                     self.take(i, c)
-                    return True
-        return False
+                    return -1
+        return budget
 
     def force(self, i: int) -> None:
         """Last resort: the least-loaded broker the partition can take, even over quota."""
