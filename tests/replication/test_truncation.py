@@ -1,5 +1,7 @@
 """Follower truncation by leader epoch, in rounds, checked against simulated logs."""
 
+from pathlib import Path
+
 import pytest
 
 from replication.epochs import (
@@ -8,6 +10,7 @@ from replication.epochs import (
     end_offset_for,
     truncate_entries_from_end,
 )
+from replication.log import Log
 from replication.truncation import (
     AskAgain,
     FollowerEpochView,
@@ -16,6 +19,8 @@ from replication.truncation import (
     decide_without_epochs,
     first_epoch_to_ask,
 )
+
+from ._util import batch
 
 
 def entries(*pairs: tuple[int, int]) -> tuple[EpochEntry, ...]:
@@ -143,3 +148,37 @@ def test_follower_without_epochs() -> None:
 def test_an_answer_above_the_asked_epoch_is_refused() -> None:
     with pytest.raises(ValueError, match="answered epoch"):
         decide_truncation(view(((1, 0),), leo=5), 1, EpochEndOffset(epoch=2, end_offset=5))
+
+
+def test_diverged_follower_log_converges_through_real_logs(tmp_path: Path) -> None:
+    """Two real logs: the follower truncates by the rounds, then fetches, and ends identical."""
+    leader = Log.open(tmp_path / "leader" / "t-0")
+    follower = Log.open(tmp_path / "follower" / "t-0")
+    for log in (leader, follower):  # common history: epoch 0, offsets 0..5
+        for _ in range(3):
+            log.append_as_leader(batch(2, value_size=20), leader_epoch=0)
+    # Then, across unclean elections, the follower led epochs 1 and 3 and the leader 2 and 4;
+    # neither replicated the other's.
+    follower.append_as_leader(batch(3, value_size=21), leader_epoch=1)
+    follower.append_as_leader(batch(2, value_size=22), leader_epoch=3)
+    leader.append_as_leader(batch(4, value_size=23), leader_epoch=2)
+    leader.assign_leader_epoch(4)
+    leader.append_as_leader(batch(1, value_size=24), leader_epoch=4)
+
+    epoch = first_epoch_to_ask(follower.epoch_view())
+    asked = []
+    while epoch is not None:
+        asked.append(epoch)
+        decision = decide_truncation(
+            follower.epoch_view(), epoch, leader.end_offset_for_epoch(epoch)
+        )
+        follower.truncate_to(decision.offset)
+        epoch = decision.epoch if isinstance(decision, AskAgain) else None
+    # Ask 3 -> (2, 10): epoch 2 is unknown here, cut to 9 where epoch 3 began; ask 1 -> (0, 6).
+    assert asked == [3, 1]
+    assert follower.log_end_offset == 6
+
+    while follower.log_end_offset < leader.log_end_offset:
+        follower.append_as_follower(leader.read(follower.log_end_offset, 1 << 20).records)
+    assert follower.read(0, 1 << 20).records == leader.read(0, 1 << 20).records
+    assert follower.leader_epoch_cache.entries == leader.leader_epoch_cache.entries
