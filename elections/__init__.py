@@ -1,5 +1,12 @@
 """Controller election with epoch fencing and the four partition leader elections (pure)."""
 
+from elections.controller_election import (
+    ControllerStatus,
+    Fence,
+    NotController,
+    controller_status,
+    stand_for_controller,
+)
 from elections.leader import (
     NO_LEADER,
     ControlledShutdown,
@@ -20,6 +27,11 @@ from elections.leader import (
 __all__ = [
     "NO_LEADER",
     "ControlledShutdown",
+    "ControllerStatus",
+    "Fence",
+    "NotController",
+    "controller_status",
+    "stand_for_controller",
     "Election",
     "ElectionStrategy",
     "LeaderAndIsr",

@@ -1,0 +1,212 @@
+"""The controller's context: its view of the store plus the state machines' states, indexed.
+
+Two halves. The *view* (registered brokers with their epochs, topic assignments, leader and ISR
+with partition epochs) mirrors the store; a standby keeps it warm from watches so that a failover
+reads nothing. The *controller state* (partition and replica states, brokers shutting down,
+reassignments and deletions in progress) exists only on the active controller and is rebuilt
+from the view at failover.
+
+Owned by the event thread alone. Mutations go through methods, which keep the indexes (the
+partitions on each broker, the partitions each broker leads) consistent, so that a broker loss
+touches its own partitions and never scans the cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from coordinator.codecs import BrokerInfo, TopicAssignment, TopicPartition
+from coordinator.metadata import RegisteredBroker
+from elections.leader import LeaderAndIsr
+from statemachines.requests import Endpoint, LiveBroker
+from statemachines.states import PartitionState, ReplicaState
+
+__all__ = ["ControllerContext", "Reassignment", "ReplicaKey", "live_broker_of"]
+
+ReplicaKey = tuple[TopicPartition, int]
+"""One replica: a partition on a broker."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reassignment:
+    """A reassignment in progress: where the partition goes and where it was."""
+
+    target: tuple[int, ...]
+    original: tuple[int, ...]
+
+    @property
+    def adding(self) -> tuple[int, ...]:
+        return tuple(r for r in self.target if r not in self.original)
+
+    @property
+    def removing(self) -> tuple[int, ...]:
+        return tuple(r for r in self.original if r not in self.target)
+
+    @property
+    def replicas(self) -> tuple[int, ...]:
+        """The full replica set while moving: target first, then the original ones leaving."""
+        return self.target + self.removing
+
+
+def live_broker_of(info: BrokerInfo) -> LiveBroker:
+    endpoints = []
+    for listener in info.listeners:
+        name, _, address = listener.partition("://")
+        host, _, port = address.rpartition(":")
+        endpoints.append(Endpoint(listener=name, host=host or info.host,
+                                  port=int(port) if port.isdigit() else info.port,
+                                  security_protocol=info.security_protocol_map.get(name, name)))
+    return LiveBroker(id=info.id, endpoints=tuple(endpoints), rack=info.rack)
+
+
+class ControllerContext:
+    def __init__(self) -> None:
+        # --- the view ---
+        self.brokers: dict[int, RegisteredBroker] = {}
+        self.live_brokers: dict[int, LiveBroker] = {}
+        self.topics: dict[str, TopicAssignment] = {}
+        self.topic_versions: dict[str, int] = {}
+        self.replicas: dict[TopicPartition, tuple[int, ...]] = {}
+        self.leaders: dict[TopicPartition, LeaderAndIsr] = {}
+        self._replicas_on: dict[int, set[TopicPartition]] = {}
+        self._led_by: dict[int, set[TopicPartition]] = {}
+        self._partitions_of: dict[str, set[TopicPartition]] = {}
+        # --- controller state (active only) ---
+        self.partition_states: dict[TopicPartition, PartitionState] = {}
+        self.leaderless: set[TopicPartition] = set()
+        """Partitions in state New or Offline: the ones a broker joining may bring online."""
+        self.replica_states: dict[ReplicaKey, ReplicaState] = {}
+        self.shutting_down: set[int] = set()
+        self.reassignments: dict[TopicPartition, Reassignment] = {}
+        self.deleting: set[str] = set()
+        self.deletion_ineligible: set[str] = set()
+
+    # --- brokers -------------------------------------------------------------------------
+
+    def add_broker(self, broker: RegisteredBroker) -> None:
+        self.brokers[broker.info.id] = broker
+        self.live_brokers[broker.info.id] = live_broker_of(broker.info)
+
+    def remove_broker(self, broker_id: int) -> None:
+        self.brokers.pop(broker_id, None)
+        self.live_brokers.pop(broker_id, None)
+        self.shutting_down.discard(broker_id)
+
+    def broker_epochs(self) -> dict[int, int]:
+        return {b: r.epoch for b, r in self.brokers.items()}
+
+    def live_ids(self) -> frozenset[int]:
+        """Brokers that may lead and stay in the ISR: registered and not shutting down."""
+        if not self.shutting_down:
+            return frozenset(self.brokers)
+        return frozenset(b for b in self.brokers if b not in self.shutting_down)
+
+    def live_or_shutting_down(self) -> frozenset[int]:
+        return frozenset(self.brokers)
+
+    def replicas_on(self, broker_id: int) -> set[TopicPartition]:
+        return self._replicas_on.get(broker_id, set())
+
+    def led_by(self, broker_id: int) -> set[TopicPartition]:
+        return self._led_by.get(broker_id, set())
+
+    def partitions_of(self, topic: str) -> set[TopicPartition]:
+        return self._partitions_of.get(topic, set())
+
+    # --- assignments ---------------------------------------------------------------------
+
+    def set_topic(
+        self, assignment: TopicAssignment, version: int, *, only_new: bool = False
+    ) -> list[TopicPartition]:
+        """Record a topic's assignment; returns the partitions that are new to the context.
+
+        With ``only_new`` the replicas of known partitions are kept (the active controller's
+        view of them is authoritative; Kafka ignores edits of existing partitions).
+        """
+        topic = assignment.topic
+        self.topics[topic] = assignment
+        self.topic_versions[topic] = version
+        added = []
+        for p, replicas in assignment.partitions.items():
+            tp = TopicPartition(topic=topic, partition=p)
+            if tp not in self.replicas:
+                added.append(tp)
+            elif only_new:
+                continue
+            self.set_replicas(tp, replicas)
+        return added
+
+    def set_replicas(self, tp: TopicPartition, replicas: Iterable[int]) -> None:
+        new = tuple(replicas)
+        old = self.replicas.get(tp, ())
+        if new == old and tp in self.replicas:
+            return
+        for b in old:
+            if b not in new:
+                on = self._replicas_on.get(b)
+                if on is not None:
+                    on.discard(tp)
+        for b in new:
+            self._replicas_on.setdefault(b, set()).add(tp)
+        self.replicas[tp] = new
+        self._partitions_of.setdefault(tp.topic, set()).add(tp)
+
+    def remove_topic(self, topic: str) -> None:
+        self.topics.pop(topic, None)
+        self.topic_versions.pop(topic, None)
+        for tp in self._partitions_of.pop(topic, set()):
+            for b in self.replicas.pop(tp, ()):
+                on = self._replicas_on.get(b)
+                if on is not None:
+                    on.discard(tp)
+            self.remove_leader(tp)
+            self.partition_states.pop(tp, None)
+            self.leaderless.discard(tp)
+            self.reassignments.pop(tp, None)
+        self.replica_states = {k: s for k, s in self.replica_states.items() if k[0].topic != topic}
+        self.deleting.discard(topic)
+        self.deletion_ineligible.discard(topic)
+
+    # --- leader and ISR ------------------------------------------------------------------
+
+    def set_leader(self, tp: TopicPartition, value: LeaderAndIsr) -> None:
+        old = self.leaders.get(tp)
+        if old is not None and old.leader != value.leader:
+            led = self._led_by.get(old.leader)
+            if led is not None:
+                led.discard(tp)
+        self.leaders[tp] = value
+        if value.leader >= 0:
+            self._led_by.setdefault(value.leader, set()).add(tp)
+
+    def remove_leader(self, tp: TopicPartition) -> None:
+        old = self.leaders.pop(tp, None)
+        if old is not None:
+            led = self._led_by.get(old.leader)
+            if led is not None:
+                led.discard(tp)
+
+    # --- controller state ----------------------------------------------------------------
+
+    def reset_controller_state(self) -> None:
+        """Forget what only an active controller knows (on resignation)."""
+        self.partition_states.clear()
+        self.leaderless.clear()
+        self.replica_states.clear()
+        self.shutting_down.clear()
+        self.reassignments.clear()
+        self.deleting.clear()
+        self.deletion_ineligible.clear()
+
+    def is_deleting(self, tp: TopicPartition) -> bool:
+        return tp.topic in self.deleting
+
+    def replica_online(self, tp: TopicPartition, broker_id: int) -> bool:
+        return broker_id in self.brokers and self.replica_states.get(
+            (tp, broker_id)) is not ReplicaState.OFFLINE
+
+    def partition_replicas_for_requests(self, tp: TopicPartition) -> tuple[int, ...]:
+        """The replicas to name in requests: the full set while reassigning."""
+        moving = self.reassignments.get(tp)
+        return moving.replicas if moving is not None else self.replicas.get(tp, ())

@@ -1,0 +1,513 @@
+"""The controller: election, failover, resignation, the view, and dispatch to the handlers.
+
+Every candidate runs one :class:`Controller`. It stands for election; while it is not active it
+keeps its view of the store warm from watches (hot standby). On winning it makes the view
+complete up to its election (flushes the coordinator's event queue and applies what was
+pending), rebuilds the state machines from the view, sends UpdateMetadata to every broker and
+then does what a new controller must: elect leaderless partitions, resume reassignments and
+deletions, run a requested preferred election.
+
+Every write goes through the :class:`~elections.Fence` of the epoch it won. A fenced write that
+fails (ControllerMoved), a closed fence (session LOST seen by the listener) or a lost
+connection mid-handler makes it resign at once: drain the queue, fail pending requests with
+NotController, write nothing more, and stand again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+from coordinator import layout
+from coordinator.base import Coordinator
+from coordinator.codecs import BrokerInfo, TopicAssignment, TopicPartition
+from coordinator.codecs import PartitionState as StoredState
+from coordinator.errors import CoordinatorError
+from coordinator.metadata import ControllerMoved, MetadataClient, RegisteredBroker
+from coordinator.model import ChildrenEvent, DataEvent, SessionState, Stat, Watch
+from elections.controller_election import Fence, NotController, stand_for_controller
+from elections.leader import LeaderAndIsr
+from statemachines import events as ev
+from statemachines.channel import BrokerChannel, BrokerResponse
+from statemachines.context import ControllerContext
+from statemachines.event_manager import EventManager
+from statemachines.handlers import (
+    brokers,
+    deletion,
+    failover,
+    isr,
+    preferred,
+    reassignment,
+    rebalance,
+    shutdown,
+    topics,
+)
+from statemachines.partition_sm import PartitionStateMachine
+from statemachines.replica_sm import ReplicaStateMachine
+from statemachines.requests import BrokerRequest, RequestBatch, StopReplicaRequest
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Controller", "ControllerConfig", "FailoverTimings"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ControllerConfig:
+    """Kafka's controller settings that apply here, with Kafka's defaults."""
+
+    leader_imbalance_check_interval_seconds: float = 300.0
+    leader_imbalance_per_broker_percentage: float = 10.0
+    auto_leader_rebalance_enable: bool = True
+    unclean_leader_election_enable: bool = False
+    delete_topic_enable: bool = True
+    hot_standby: bool = True
+    """Keep the view warm from watches while not active (else read everything on winning)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FailoverTimings:
+    """Monotonic seconds of one failover's steps (for benchmarks and logs)."""
+
+    epoch: int
+    started: float
+    elected: float
+    view_ready: float
+    metadata_sent: float
+    done: float
+    warm: bool
+
+
+class Controller:
+    def __init__(
+        self,
+        coordinator: Coordinator,
+        broker_id: int,
+        channel: BrokerChannel,
+        *,
+        config: ControllerConfig | None = None,
+        threaded: bool = True,
+    ) -> None:
+        self.coordinator = coordinator
+        self.metadata = MetadataClient(coordinator)
+        self.broker_id = broker_id
+        self.channel = channel
+        self.config = config or ControllerConfig()
+        self.ctx = ControllerContext()
+        self.events = EventManager(self.process, name=f"partctl-controller-{broker_id}",
+                                   threaded=threaded)
+        self.fence: Fence | None = None
+        self.partitions: PartitionStateMachine | None = None
+        self.replicas: ReplicaStateMachine | None = None
+        self.last_failover: FailoverTimings | None = None
+        self.resignations = 0
+        self.on_active: list[Callable[[Controller], None]] = []
+        self._watches: dict[str, Watch] = {}
+        self._started = False
+        self._closed = False
+        self._timer: _Ticker | None = None
+        self._stand_requested_at: float | None = None
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    @property
+    def active(self) -> bool:
+        return self.fence is not None and self.fence.is_open
+
+    @property
+    def epoch(self) -> int | None:
+        return self.fence.epoch.epoch if self.active and self.fence else None
+
+    def start(self) -> None:
+        """Listen to the session, arm the watches, stand for election."""
+        if self._started:
+            return
+        self._started = True
+        self.coordinator.add_listener(self._on_session)
+        self._watch("controller", lambda: self.coordinator.watch_data(
+            layout.CONTROLLER, lambda e: self.events.put(
+                ev.ControllerNodeChanged(data=e.data, stat=e.stat))))
+        if self.config.hot_standby:
+            self._arm_cluster_watches()
+        self.events.put(ev.Stand())
+
+    def close(self) -> None:
+        """Stop the event thread, then resign (deleting /controller if still ours)."""
+        if self._closed:
+            return
+        self._closed = True
+        self.coordinator.remove_listener(self._on_session)
+        self.events.stop()
+        if self.fence is not None and self.fence.is_open:
+            self.fence.resign()
+            self._resign("closing", stand_again=False)
+        for watch in list(self._watches.values()):
+            watch.cancel()
+        self._watches.clear()
+
+    def request_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> Future[Any]:
+        event = ev.ControlledShutdownRequested(broker_id=broker_id, broker_epoch=broker_epoch)
+        if not self.active:
+            event.reply.set_exception(NotController(f"broker {self.broker_id} is not controller"))
+        else:
+            self.events.put(event)
+        return event.reply
+
+    # --- event processing ----------------------------------------------------------------
+
+    def process(self, event: ev.ControllerEvent) -> None:
+        """Handle one event (the event thread calls it; tests may call it directly)."""
+        if self._closed:
+            return
+        try:
+            self._dispatch(event)
+        except (ControllerMoved, NotController) as exc:
+            self._fail_request(event, exc)
+            if self.fence is not None:
+                log.warning("controller %d (epoch %d) fenced off: %s", self.broker_id,
+                            self.fence.epoch.epoch, exc)
+                self._resign(str(exc))
+        except CoordinatorError as exc:
+            self._fail_request(event, exc)
+            if self.active:
+                log.warning("controller %d: coordinator error in %s, resigning: %s",
+                            self.broker_id, type(event).__name__, exc)
+                self._resign(str(exc))
+            else:
+                log.info("controller %d: %s while not active: %s", self.broker_id,
+                         type(event).__name__, exc)
+
+    def _fail_request(self, event: ev.ControllerEvent, exc: Exception) -> None:
+        reply = getattr(event, "reply", None)
+        if isinstance(reply, Future) and not reply.done():
+            reply.set_exception(exc)
+
+    def _dispatch(self, event: ev.ControllerEvent) -> None:
+        match event:
+            case ev.Stand():
+                self._stand()
+            case ev.SessionChanged(state=state):
+                self._on_session_event(state)
+            case ev.ControllerNodeChanged(stat=stat):
+                self._on_controller_node(stat)
+            case ev.BrokerIdsChanged() | ev.TopicsChanged():
+                self._arm_children(event)
+            case ev.BrokerNodeChanged():
+                brokers.on_broker_node(self, event)
+            case ev.TopicNodeChanged():
+                topics.on_topic_node(self, event)
+            case ev.PartitionStateChanged():
+                self._on_partition_state(event)
+            case ev.IsrChangeNotified():
+                if self.active:
+                    isr.on_isr_change_notification(self)
+            case ev.ReassignmentChanged():
+                if self.active:
+                    reassignment.on_reassignment_request(self)
+            case ev.PreferredElectionChanged():
+                if self.active:
+                    preferred.on_preferred_election_request(self)
+            case ev.DeleteTopicsChanged():
+                if self.active:
+                    deletion.on_delete_topics_request(self)
+            case ev.AutoRebalanceTick():
+                if self.active:
+                    rebalance.on_auto_rebalance(self)
+            case ev.ReplicaDeletionFinished():
+                if self.active and self.fence and event.controller_epoch == self.fence.epoch.epoch:
+                    deletion.on_replica_deletion_finished(self, event)
+            case ev.ControlledShutdownRequested():
+                if not self.active:
+                    raise NotController(f"broker {self.broker_id} is not the controller")
+                shutdown.on_controlled_shutdown(self, event)
+            case _:
+                raise TypeError(f"not a controller event: {event!r}")
+
+    # --- batches -------------------------------------------------------------------------
+
+    def new_batch(self) -> RequestBatch:
+        return RequestBatch(live_brokers=self.ctx.live_brokers.values())
+
+    def send(self, batch: RequestBatch) -> None:
+        """Build the batch once and send each broker its requests, with this epoch."""
+        fence = self.fence
+        if fence is None or not fence.is_open:
+            raise NotController("not sending: this controller resigned")
+        if batch.is_empty:
+            return
+        requests = batch.build(self.broker_id, fence.epoch.epoch, self.ctx.broker_epochs())
+        for broker_id, reqs in requests.items():
+            self.channel.send(broker_id, reqs, self._on_response)
+
+    def _on_response(self, broker_id: int, request: BrokerRequest, response: BrokerResponse
+                     ) -> None:
+        """Any thread: turn StopReplica-with-delete answers into events."""
+        if not isinstance(request, StopReplicaRequest):
+            return
+        deleting = [TopicPartition(topic=p.topic, partition=p.partition)
+                    for p in request.partitions if p.delete]
+        if not deleting:
+            return
+        if response.error is not None:
+            failed, deleted = tuple(deleting), ()
+        else:
+            errors = response.partition_errors
+            failed = tuple(tp for tp in deleting if tp in errors)
+            deleted = tuple(tp for tp in deleting if tp not in errors)
+        self.events.put(ev.ReplicaDeletionFinished(
+            broker_id=broker_id, controller_epoch=request.controller_epoch,
+            deleted=deleted, failed=failed))
+
+    # --- election, failover, resignation -------------------------------------------------
+
+    def _stand(self) -> None:
+        if self.active or self._closed:
+            return
+        started = self._stand_requested_at or time.monotonic()
+        self._stand_requested_at = None
+        epoch = stand_for_controller(self.metadata, self.broker_id)
+        if epoch is None:
+            return
+        elected = time.monotonic()
+        self.fence = Fence(self.metadata, epoch)
+        log.info("broker %d is the controller at epoch %d", self.broker_id, epoch.epoch)
+        failover.on_controller_failover(self, started, elected)
+        for hook in list(self.on_active):
+            hook(self)
+
+    def _resign(self, reason: str, *, stand_again: bool = True) -> None:
+        fence = self.fence
+        if fence is not None:
+            fence.close()
+        log.info("controller %d resigns: %s", self.broker_id, reason)
+        self.resignations += 1
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+        for event in self.events.drain():
+            if isinstance(event, ev.VIEW_EVENTS) and not isinstance(
+                    event, ev.ControllerNodeChanged):
+                self._apply_view(event)
+            else:
+                self._fail_request(event, NotController(f"controller {self.broker_id} resigned"))
+        self.ctx.reset_controller_state()
+        self.partitions = None
+        self.replicas = None
+        if stand_again and not self._closed:
+            self.events.put(ev.Stand())
+
+    def start_rebalance_timer(self) -> None:
+        if self.config.auto_leader_rebalance_enable and self.events.threaded:
+            self._timer = _Ticker(self.config.leader_imbalance_check_interval_seconds,
+                                  lambda: self.events.put(ev.AutoRebalanceTick()))
+
+    def _on_session(self, state: SessionState) -> None:
+        """Dispatcher thread: close the fence at once on LOST, then let the event thread act."""
+        if state in (SessionState.LOST, SessionState.CLOSED):
+            fence = self.fence
+            if fence is not None:
+                fence.close()
+        if state is SessionState.LOST:
+            self._stand_requested_at = time.monotonic()
+        self.events.put(ev.SessionChanged(state=state))
+
+    def _on_session_event(self, state: SessionState) -> None:
+        if state is SessionState.LOST and self.fence is not None and (
+                self.partitions is not None):
+            self._resign("session lost", stand_again=False)
+        elif state is SessionState.CONNECTED and not self.active:
+            self._stand()
+
+    def _on_controller_node(self, stat: Stat | None) -> None:
+        """Watch events report past states: while active, check the node itself before
+        resigning over one."""
+        if self.partitions is not None and self.fence is not None:
+            holder = self.metadata.controller()
+            if (holder is not None and self.fence.is_open
+                    and holder[1].ephemeral_owner == self.coordinator.session_id):
+                return
+            self._resign("/controller is no longer ours", stand_again=False)
+            if holder is not None:
+                return
+        elif stat is not None:
+            return
+        if self._stand_requested_at is None:
+            self._stand_requested_at = time.monotonic()
+        self._stand()
+
+    # --- the view ------------------------------------------------------------------------
+
+    def _watch(self, key: str, arm: Callable[[], Watch]) -> None:
+        if key not in self._watches:
+            self._watches[key] = arm()
+
+    def _unwatch(self, key: str) -> None:
+        watch = self._watches.pop(key, None)
+        if watch is not None:
+            watch.cancel()
+
+    def _arm_cluster_watches(self) -> None:
+        c, put = self.coordinator, self.events.put
+
+        def children(path: str, make: Callable[[ChildrenEvent], ev.ControllerEvent]) -> None:
+            self._watch(path, lambda: c.watch_children(path, lambda e: put(make(e))))
+
+        def data(path: str, make: Callable[[DataEvent], ev.ControllerEvent]) -> None:
+            self._watch(path, lambda: c.watch_data(path, lambda e: put(make(e))))
+
+        self.metadata.ensure_layout()
+        children(layout.BROKER_IDS, lambda e: ev.BrokerIdsChanged(
+            ids=tuple(int(i) for i in e.children or () if i.isdigit())))
+        children(layout.TOPICS, lambda e: ev.TopicsChanged(topics=tuple(e.children or ())))
+        children(layout.ISR_CHANGE_NOTIFICATION, lambda e: ev.IsrChangeNotified())
+        children(layout.DELETE_TOPICS, lambda e: ev.DeleteTopicsChanged())
+        data(layout.REASSIGN_PARTITIONS, lambda e: ev.ReassignmentChanged())
+        data(layout.PREFERRED_REPLICA_ELECTION, lambda e: ev.PreferredElectionChanged())
+
+    def _arm_children(self, event: ev.BrokerIdsChanged | ev.TopicsChanged) -> None:
+        c, put = self.coordinator, self.events.put
+        if isinstance(event, ev.BrokerIdsChanged):
+            for b in event.ids:
+                self._watch(f"broker:{b}", lambda b=b: c.watch_data(
+                    layout.broker(b), lambda e, b=b: put(ev.BrokerNodeChanged(
+                        broker_id=b, data=e.data, stat=e.stat))))
+        else:
+            for t in event.topics:
+                self.watch_topic(t)
+
+    def watch_topic(self, topic: str) -> None:
+        c, put = self.coordinator, self.events.put
+        self._watch(f"topic:{topic}", lambda: c.watch_data(
+            layout.topic(topic), lambda e: put(ev.TopicNodeChanged(
+                topic=topic, data=e.data, stat=e.stat))))
+
+    def watch_partition_states(self, tps: list[TopicPartition]) -> None:
+        """Hot standby: follow each partition's leader and ISR."""
+        if not self.config.hot_standby:
+            return
+        c, put = self.coordinator, self.events.put
+        for tp in tps:
+            self._watch(f"state:{tp.topic}/{tp.partition}", lambda tp=tp: c.watch_data(
+                layout.partition_state(tp.topic, tp.partition),
+                lambda e, tp=tp: put(ev.PartitionStateChanged(tp=tp, data=e.data, stat=e.stat))))
+
+    def unwatch_topic(self, topic: str, partitions: list[int]) -> None:
+        self._unwatch(f"topic:{topic}")
+        for p in partitions:
+            self._unwatch(f"state:{topic}/{p}")
+
+    def _apply_view(self, event: ev.ControllerEvent) -> None:
+        """Apply a node event to the view only (standby, draining, completing at failover)."""
+        match event:
+            case ev.BrokerIdsChanged() | ev.TopicsChanged():
+                self._arm_children(event)
+            case ev.BrokerNodeChanged():
+                brokers.apply_broker_node(self.ctx, event)
+            case ev.TopicNodeChanged():
+                topics.apply_topic_node(self, event)
+            case ev.PartitionStateChanged():
+                self.apply_partition_state(event)
+
+    def apply_partition_state(self, event: ev.PartitionStateChanged) -> bool:
+        """Take a newer leader and ISR into the view; whether anything changed."""
+        ctx, tp = self.ctx, event.tp
+        if event.stat is None or event.data is None:
+            if tp in ctx.leaders and not ctx.is_deleting(tp) and tp not in ctx.replicas:
+                ctx.remove_leader(tp)
+            return False
+        current = ctx.leaders.get(tp)
+        if current is not None and event.stat.version <= current.partition_epoch:
+            return False
+        path = layout.partition_state(tp.topic, tp.partition)
+        s = StoredState.decode(path, event.data)
+        ctx.set_leader(tp, LeaderAndIsr(leader=s.leader, leader_epoch=s.leader_epoch,
+                                        isr=tuple(s.isr), controller_epoch=s.controller_epoch,
+                                        partition_epoch=event.stat.version))
+        return True
+
+    def _on_partition_state(self, event: ev.PartitionStateChanged) -> None:
+        changed = self.apply_partition_state(event)
+        if changed and self.active and event.tp in self.ctx.reassignments:
+            reassignment.complete_if_caught_up(self, [event.tp])
+
+    # --- loading the view cold -----------------------------------------------------------
+
+    def load_view(self) -> None:
+        """Read the whole cluster with bulk reads (a cold candidate at failover)."""
+        ctx, md = self.ctx, self.metadata
+        md.ensure_layout()
+        registered = md.brokers()
+        for b in list(ctx.brokers):
+            if b not in registered:
+                ctx.remove_broker(b)
+        for broker in registered.values():
+            ctx.add_broker(broker)
+        names = md.topics()
+        assignments = md.assignments(names)
+        for t in list(ctx.topics):
+            if t not in assignments:
+                ctx.remove_topic(t)
+        tps: list[TopicPartition] = []
+        for t, versioned in assignments.items():
+            ctx.set_topic(versioned.value, versioned.version)
+            tps.extend(TopicPartition(topic=t, partition=p) for p in versioned.value.partitions)
+        states = md.partition_states(tps)
+        for tp, item in states.items():
+            if item is None:
+                ctx.remove_leader(tp)
+                continue
+            s = item.value
+            ctx.set_leader(tp, LeaderAndIsr(leader=s.leader, leader_epoch=s.leader_epoch,
+                                            isr=tuple(s.isr),
+                                            controller_epoch=s.controller_epoch,
+                                            partition_epoch=item.version))
+
+    def complete_view(self) -> None:
+        """Make the warm view complete up to now: flush the coordinator's pending watch events
+        and apply every queued view event, until none are left."""
+        for _ in range(100):
+            self.coordinator.sync()
+            taken = self.events.take(lambda e: isinstance(e, ev.VIEW_EVENTS)
+                                     and not isinstance(e, ev.ControllerNodeChanged))
+            if not taken:
+                return
+            for event in taken:
+                self._apply_view(event)
+
+    def arm_watches_after_load(self) -> None:
+        self._arm_cluster_watches()
+        for b in self.ctx.brokers:
+            self._arm_children(ev.BrokerIdsChanged(ids=(b,)))
+        for t in self.ctx.topics:
+            self.watch_topic(t)
+
+
+def registered_broker(broker_id: int, data: bytes, stat: Stat) -> RegisteredBroker:
+    info = BrokerInfo.decode(layout.broker(broker_id), data, broker_id)
+    return RegisteredBroker(info=info, epoch=stat.create_id)
+
+
+def decode_assignment(topic: str, data: bytes) -> TopicAssignment:
+    return TopicAssignment.decode(layout.topic(topic), data, topic)
+
+
+class _Ticker:
+    """A daemon thread calling ``fn`` every ``interval`` seconds until stopped."""
+
+    def __init__(self, interval: float, fn: Callable[[], None]) -> None:
+        self._stop = threading.Event()
+        self._interval = interval
+        self._fn = fn
+        self._thread = threading.Thread(target=self._run, name="partctl-rebalance", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            self._fn()
+
+    def stop(self) -> None:
+        self._stop.set()

@@ -1,0 +1,161 @@
+"""The controller's events: frozen values, the only thing watches, timers and callers hand it.
+
+Watch callbacks, session listeners, timers, broker responses and API calls never touch controller
+state; they build one of these and enqueue it. The event thread is the only one that acts. Events
+that carry a ``reply`` future are requests: if the controller resigns before answering, the
+future fails with :class:`~elections.NotController`.
+
+Node events carry the state the watch reported (data and stat, or None when the node is gone),
+so a standby keeps its view warm without reading anything back.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from coordinator.codecs import TopicPartition
+from coordinator.model import SessionState, Stat
+
+__all__ = [
+    "AutoRebalanceTick",
+    "BrokerIdsChanged",
+    "BrokerNodeChanged",
+    "ControlledShutdownRequested",
+    "ControllerEvent",
+    "ControllerNodeChanged",
+    "DeleteTopicsChanged",
+    "IsrChangeNotified",
+    "PartitionStateChanged",
+    "PreferredElectionChanged",
+    "ReassignmentChanged",
+    "ReplicaDeletionFinished",
+    "SessionChanged",
+    "Stand",
+    "TopicNodeChanged",
+    "TopicsChanged",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Stand:
+    """Try to become the controller (at start, after a resignation, after /controller went)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionChanged:
+    state: SessionState
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ControllerNodeChanged:
+    """``/controller`` changed: data and stat of the new holder, or None when it is gone."""
+
+    data: bytes | None
+    stat: Stat | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerIdsChanged:
+    ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerNodeChanged:
+    """One broker registration; a new ``stat.create_id`` is a new broker epoch (a bounce)."""
+
+    broker_id: int
+    data: bytes | None
+    stat: Stat | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicsChanged:
+    topics: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicNodeChanged:
+    """A topic's assignment node: new topic, added partitions, reassignment progress, deletion."""
+
+    topic: str
+    data: bytes | None
+    stat: Stat | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionStateChanged:
+    """A partition's leader-and-ISR node (watched to keep a standby warm)."""
+
+    tp: TopicPartition
+    data: bytes | None
+    stat: Stat | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IsrChangeNotified:
+    """Children of ``/isr_change_notification`` changed."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReassignmentChanged:
+    """``/admin/reassign_partitions`` changed."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PreferredElectionChanged:
+    """``/admin/preferred_replica_election`` changed."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteTopicsChanged:
+    """Children of ``/admin/delete_topics`` changed."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AutoRebalanceTick:
+    """The leader-imbalance timer fired."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplicaDeletionFinished:
+    """A broker answered a StopReplica with delete: which replicas it removed, which it could
+    not. ``controller_epoch`` is the epoch that sent it; answers to an older epoch are dropped."""
+
+    broker_id: int
+    controller_epoch: int
+    deleted: tuple[TopicPartition, ...] = ()
+    failed: tuple[TopicPartition, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ControlledShutdownRequested:
+    """A broker asks to shut down; ``reply`` gets the partitions it still leads."""
+
+    broker_id: int
+    broker_epoch: int
+    reply: Future[Any] = field(default_factory=Future, compare=False)
+
+
+ControllerEvent = (
+    Stand
+    | SessionChanged
+    | ControllerNodeChanged
+    | BrokerIdsChanged
+    | BrokerNodeChanged
+    | TopicsChanged
+    | TopicNodeChanged
+    | PartitionStateChanged
+    | IsrChangeNotified
+    | ReassignmentChanged
+    | PreferredElectionChanged
+    | DeleteTopicsChanged
+    | AutoRebalanceTick
+    | ReplicaDeletionFinished
+    | ControlledShutdownRequested
+)
+
+VIEW_EVENTS = (BrokerIdsChanged, BrokerNodeChanged, TopicsChanged, TopicNodeChanged,
+               PartitionStateChanged, ControllerNodeChanged)
+"""Events that only refresh the view of the store: applied even while draining on resignation."""

@@ -1,0 +1,1 @@
+"""The controller's handlers, one module per concern; each takes the controller first."""

@@ -1,0 +1,145 @@
+"""Topic deletion (Kafka's TopicDeletionManager), driven by /admin/delete_topics.
+
+A topic's partitions go Offline then NonExistent (brokers are told with leader -2 in their
+metadata); its replicas go Offline then DeletionStarted (StopReplica with delete). Brokers'
+answers move each replica to DeletionSuccessful or DeletionIneligible; a replica on a dead
+broker is Ineligible until the broker returns, when deletion resumes. When every replica of the
+topic is DeletionSuccessful, the replicas become NonExistent and the topic's nodes are removed.
+A topic with a reassignment in progress waits for it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from statemachines import events as ev
+from statemachines.context import ReplicaKey
+from statemachines.requests import RequestBatch, UpdateMetadataPartition
+from statemachines.states import ReplicaState
+
+if TYPE_CHECKING:
+    from statemachines.controller import Controller
+
+log = logging.getLogger(__name__)
+
+LEADER_DURING_DELETE = -2
+"""The leader brokers see in metadata for a partition being deleted (Kafka's marker)."""
+
+_R = ReplicaState
+
+
+def on_delete_topics_request(ctl: Controller) -> None:
+    ctx, fence = ctl.ctx, ctl.fence
+    assert fence is not None
+    for topic in ctl.metadata.topics_to_delete():
+        if topic not in ctx.topics or not ctl.config.delete_topic_enable:
+            if topic not in ctx.topics:
+                log.info("deletion of unknown topic %s ignored", topic)
+            else:
+                log.warning("deletion of %s ignored: topic deletion is disabled", topic)
+            fence.delete_topic_request(topic)
+        elif topic not in ctx.deleting:
+            log.info("deleting topic %s", topic)
+            ctx.deleting.add(topic)
+    resume(ctl)
+
+
+def resume(ctl: Controller) -> None:
+    ctx = ctl.ctx
+    for topic in sorted(ctx.deleting):
+        tps = ctx.partitions_of(topic)
+        if any(tp in ctx.reassignments for tp in tps):
+            ctx.deletion_ineligible.add(topic)
+            continue
+        if _all_deleted(ctl, topic):
+            complete(ctl, topic)
+        else:
+            start(ctl, topic)
+
+
+def _keys(ctl: Controller, topic: str) -> list[ReplicaKey]:
+    ctx = ctl.ctx
+    return [(tp, b) for tp in ctx.partitions_of(topic) for b in ctx.replicas.get(tp, ())]
+
+
+def _all_deleted(ctl: Controller, topic: str) -> bool:
+    states = ctl.ctx.replica_states
+    return all(states.get(k) is _R.DELETION_SUCCESSFUL for k in _keys(ctl, topic))
+
+
+def start(ctl: Controller, topic: str) -> None:
+    """Start (or retry) deleting the replicas that are neither started nor done."""
+    ctx, psm, rsm = ctl.ctx, ctl.partitions, ctl.replicas
+    assert psm is not None and rsm is not None
+    batch = ctl.new_batch()
+    tps = sorted(ctx.partitions_of(topic))
+    still = [tp for tp in tps if tp in ctx.partition_states]
+    if still:
+        metadata = []
+        for tp in still:
+            value = ctx.leaders.get(tp)
+            if value is not None:
+                marked = UpdateMetadataPartition.of(tp, value, ctx.replicas.get(tp, ()))
+                metadata.append(UpdateMetadataPartition(
+                    topic=marked.topic, partition=marked.partition,
+                    controller_epoch=marked.controller_epoch, leader=LEADER_DURING_DELETE,
+                    leader_epoch=marked.leader_epoch, isr=marked.isr,
+                    partition_epoch=marked.partition_epoch, replicas=marked.replicas))
+        batch.add_update_metadata(None, metadata)
+        psm.to_offline(still)
+        psm.to_non_existent(still)
+    todo = [k for k in _keys(ctl, topic)
+            if rsm.state(k) not in (_R.DELETION_STARTED, _R.DELETION_SUCCESSFUL)]
+    dead = [k for k in todo if k[1] not in ctx.brokers]
+    live = [k for k in todo if k[1] in ctx.brokers]
+    fail_replicas(ctl, dead, batch)
+    rsm.handle(live, _R.OFFLINE, batch)
+    rsm.handle(live, _R.DELETION_STARTED, batch)
+    if not dead:
+        ctx.deletion_ineligible.discard(topic)
+    ctl.send(batch)
+
+
+def fail_replicas(ctl: Controller, keys: list[ReplicaKey], batch: RequestBatch) -> None:
+    """Replicas of topics being deleted that cannot be deleted now (their broker is down)."""
+    rsm = ctl.replicas
+    assert rsm is not None
+    keys = [k for k in keys if rsm.state(k) is not _R.DELETION_INELIGIBLE]
+    rsm.handle([k for k in keys if rsm.state(k) in (_R.ONLINE, _R.NEW)], _R.OFFLINE, batch)
+    rsm.handle(keys, _R.DELETION_INELIGIBLE, batch)
+    ctl.ctx.deletion_ineligible.update(tp.topic for tp, _ in keys)
+
+
+def on_replica_deletion_finished(ctl: Controller, event: ev.ReplicaDeletionFinished) -> None:
+    ctx, rsm = ctl.ctx, ctl.replicas
+    assert rsm is not None
+    b = event.broker_id
+    batch = ctl.new_batch()
+    rsm.handle([(tp, b) for tp in event.deleted], _R.DELETION_SUCCESSFUL, batch)
+    if event.failed:
+        fail_replicas(ctl, [(tp, b) for tp in event.failed], batch)
+    ctl.send(batch)
+    topics = {tp.topic for tp in (*event.deleted, *event.failed)} & ctx.deleting
+    for topic in sorted(topics):
+        if _all_deleted(ctl, topic):
+            complete(ctl, topic)
+
+
+def on_brokers_started(ctl: Controller, ids: list[int]) -> None:
+    back = set(ids)
+    ctx = ctl.ctx
+    if any(b in back for t in ctx.deleting for tp in ctx.partitions_of(t)
+           for b in ctx.replicas.get(tp, ())):
+        resume(ctl)
+
+
+def complete(ctl: Controller, topic: str) -> None:
+    ctx, rsm, fence = ctl.ctx, ctl.replicas, ctl.fence
+    assert rsm is not None and fence is not None
+    rsm.handle(_keys(ctl, topic), _R.NON_EXISTENT, ctl.new_batch())
+    partitions = sorted(tp.partition for tp in ctx.partitions_of(topic))
+    fence.complete_topic_deletion(topic)
+    ctl.unwatch_topic(topic, partitions)
+    ctx.remove_topic(topic)
+    log.info("topic %s deleted", topic)

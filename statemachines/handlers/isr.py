@@ -1,0 +1,35 @@
+"""ISR change notifications from partition leaders (Kafka's IsrChangeNotification handler):
+re-read the changed partitions, tell every broker, finish reassignments that caught up, and
+delete the processed notifications."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from statemachines.requests import UpdateMetadataPartition
+
+if TYPE_CHECKING:
+    from statemachines.controller import Controller
+
+
+def on_isr_change_notification(ctl: Controller) -> None:
+    md, ctx, psm, fence = ctl.metadata, ctl.ctx, ctl.partitions, ctl.fence
+    assert psm is not None and fence is not None
+    names = md.isr_change_notifications()
+    if not names:
+        return
+    changed = {tp for tps in md.read_isr_change_notifications(names).values() for tp in tps}
+    tps = [tp for tp in sorted(changed) if tp in ctx.replicas]
+    if tps:
+        psm.refresh(tps)
+        batch = ctl.new_batch()
+        live = ctx.brokers
+        batch.add_update_metadata(None, [
+            UpdateMetadataPartition.of(tp, ctx.leaders[tp], ctx.replicas[tp],
+                                       [r for r in ctx.replicas[tp] if r not in live])
+            for tp in tps if tp in ctx.leaders])
+        ctl.send(batch)
+        from statemachines.handlers import reassignment
+
+        reassignment.complete_if_caught_up(ctl, tps)
+    fence.delete_isr_change_notifications(names)

@@ -1,0 +1,60 @@
+"""Topic creation and partition addition (Kafka's onNewPartitionCreation)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from coordinator.codecs import TopicPartition
+from statemachines import events as ev
+from statemachines.requests import RequestBatch
+from statemachines.states import ReplicaState
+
+if TYPE_CHECKING:
+    from statemachines.controller import Controller
+
+
+def apply_topic_node(ctl: Controller, event: ev.TopicNodeChanged, *, only_new: bool = False
+                     ) -> list[TopicPartition]:
+    """Apply a topic node to the view; returns the partitions new to it."""
+    from statemachines.controller import decode_assignment
+
+    ctx, topic = ctl.ctx, event.topic
+    if event.stat is None or event.data is None:
+        if topic in ctx.topics and not (ctl.active and topic in ctx.deleting):
+            partitions = [tp.partition for tp in ctx.partitions_of(topic)]
+            ctx.remove_topic(topic)
+            ctl.unwatch_topic(topic, partitions)
+        return []
+    if topic in ctx.topics and event.stat.version <= ctx.topic_versions.get(topic, -1):
+        return []
+    added = ctx.set_topic(decode_assignment(topic, event.data), event.stat.version,
+                          only_new=only_new)
+    ctl.watch_partition_states(added)
+    return added
+
+
+def on_topic_node(ctl: Controller, event: ev.TopicNodeChanged) -> None:
+    if not ctl.active:
+        apply_topic_node(ctl, event)
+        return
+    added = apply_topic_node(ctl, event, only_new=True)
+    if added:
+        on_new_partitions(ctl, added)
+
+
+def on_new_partitions(ctl: Controller, tps: list[TopicPartition]) -> None:
+    batch = ctl.new_batch()
+    ctl.partitions.to_new(tps)  # type: ignore[union-attr]
+    bring_online(ctl, tps, batch)
+    ctl.send(batch)
+
+
+def bring_online(ctl: Controller, tps: list[TopicPartition], batch: RequestBatch) -> None:
+    """New partitions: replicas New, first leader and ISR written, replicas Online."""
+    ctx, psm, rsm = ctl.ctx, ctl.partitions, ctl.replicas
+    assert psm is not None and rsm is not None
+    keys = [(tp, b) for tp in tps for b in ctx.replicas.get(tp, ())]
+    rsm.handle([k for k in keys if rsm.state(k) is ReplicaState.NON_EXISTENT],
+               ReplicaState.NEW, batch)
+    psm.to_online(tps, batch)
+    rsm.handle(keys, ReplicaState.ONLINE, batch)

@@ -1,0 +1,319 @@
+"""The partition state machine: NonExistent, New, Online, Offline (Kafka's PartitionStateMachine).
+
+Each call moves a batch of partitions to one target state. The batch is split against the table
+of legal predecessors first; refused members are logged to the state-change log and keep their
+state. Going Online runs one election pass over every member (a pure decision each), writes all
+the results with one fenced, chunked, pipelined ``update_partition_states`` and, for the members
+whose partition epoch moved meanwhile, re-reads them in bulk and decides again. Broker requests
+are only recorded in the caller's batch; the caller sends it once.
+
+The one error that escapes is the fence's (ControllerMoved / NotController): the controller
+resigns. Everything else is a per-partition result.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+from coordinator.codecs import PartitionState as StoredState
+from coordinator.codecs import TopicPartition
+from coordinator.errors import NodeExists
+from coordinator.metadata import MetadataClient
+from elections.controller_election import Fence
+from elections.leader import (
+    NO_LEADER,
+    ControlledShutdown,
+    ElectionStrategy,
+    LeaderAndIsr,
+    Offline,
+    apply_election,
+    elect,
+)
+from statemachines.context import ControllerContext
+from statemachines.requests import RequestBatch, UpdateMetadataPartition
+from statemachines.states import PartitionState, split_transitions
+
+__all__ = [
+    "ElectionOutcome",
+    "PartitionStateMachine",
+    "record_leader_and_isr",
+    "state_change_log",
+    "stored",
+]
+
+state_change_log = logging.getLogger("partctl.state.change")
+MAX_WRITE_ROUNDS = 5
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ElectionOutcome:
+    """Per partition: the leader and ISR written, or why nothing was."""
+
+    elected: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
+    failed: dict[TopicPartition, str] = field(default_factory=dict)
+
+
+def stored(value: LeaderAndIsr) -> StoredState:
+    return StoredState(leader=value.leader, leader_epoch=value.leader_epoch, isr=value.isr,
+                       controller_epoch=value.controller_epoch)
+
+
+def record_leader_and_isr(
+    ctx: ControllerContext,
+    batch: RequestBatch,
+    tps: Iterable[TopicPartition],
+    *,
+    recipients: Mapping[TopicPartition, Iterable[int]] | None = None,
+    is_new: bool = False,
+) -> None:
+    """LeaderAndIsr for each partition to its online replicas (or ``recipients``), and its
+    metadata to every live broker."""
+    metadata = []
+    brokers = ctx.brokers
+    for tp in tps:
+        value = ctx.leaders.get(tp)
+        if value is None:
+            continue
+        replicas = ctx.replicas.get(tp, ())
+        moving = ctx.reassignments.get(tp)
+        targets = (recipients[tp] if recipients is not None and tp in recipients
+                   else [r for r in replicas if ctx.replica_online(tp, r)])
+        batch.add_leader_and_isr(
+            targets, tp, value, replicas, is_new,
+            adding=moving.adding if moving else (), removing=moving.removing if moving else ())
+        metadata.append(UpdateMetadataPartition.of(
+            tp, value, replicas, [r for r in replicas if r not in brokers]))
+    batch.add_update_metadata(None, metadata)
+
+
+class PartitionStateMachine:
+    def __init__(
+        self,
+        ctx: ControllerContext,
+        fence: Fence,
+        metadata: MetadataClient,
+        *,
+        unclean: bool = False,
+    ) -> None:
+        self.ctx = ctx
+        self.fence = fence
+        self.metadata = metadata
+        self.unclean = unclean
+
+    @property
+    def controller_epoch(self) -> int:
+        return self.fence.epoch.epoch
+
+    def initialize(self) -> None:
+        """Derive every partition's state from the view (at failover)."""
+        ctx = self.ctx
+        live = ctx.brokers
+        states = ctx.partition_states
+        states.clear()
+        waiting = ctx.leaderless
+        waiting.clear()
+        online, offline, new = PartitionState.ONLINE, PartitionState.OFFLINE, PartitionState.NEW
+        leaders = ctx.leaders
+        for tp in ctx.replicas:
+            value = leaders.get(tp)
+            if value is None:
+                states[tp] = new
+                waiting.add(tp)
+            elif value.leader in live:
+                states[tp] = online
+            else:
+                states[tp] = offline
+                waiting.add(tp)
+
+    def state(self, tp: TopicPartition) -> PartitionState:
+        return self.ctx.partition_states.get(tp, PartitionState.NON_EXISTENT)
+
+    def _split(self, tps: Iterable[TopicPartition], target: PartitionState) -> list[TopicPartition]:
+        split = split_transitions(((tp, self.state(tp)) for tp in tps), target)
+        if split.invalid:
+            state_change_log.warning("refused %d transitions to %s, e.g. %s",
+                                     len(split.invalid), target, split.invalid[0])
+            for refusal in split.invalid[1:]:
+                state_change_log.debug("refused: %s", refusal)
+        return list(split.valid)
+
+    def _set(self, tps: Iterable[TopicPartition], target: PartitionState) -> None:
+        states = self.ctx.partition_states
+        waiting = self.ctx.leaderless
+        for tp in tps:
+            if target is PartitionState.NON_EXISTENT:
+                states.pop(tp, None)
+                waiting.discard(tp)
+            else:
+                states[tp] = target
+                if target is PartitionState.ONLINE:
+                    waiting.discard(tp)
+                else:
+                    waiting.add(tp)
+
+    # --- the transitions -----------------------------------------------------------------
+
+    def to_new(self, tps: Iterable[TopicPartition]) -> None:
+        self._set(self._split(tps, PartitionState.NEW), PartitionState.NEW)
+
+    def to_offline(self, tps: Iterable[TopicPartition]) -> None:
+        self._set(self._split(tps, PartitionState.OFFLINE), PartitionState.OFFLINE)
+
+    def to_non_existent(self, tps: Iterable[TopicPartition]) -> None:
+        self._set(self._split(tps, PartitionState.NON_EXISTENT), PartitionState.NON_EXISTENT)
+
+    def to_online(
+        self,
+        tps: Iterable[TopicPartition],
+        batch: RequestBatch,
+        strategy: ElectionStrategy | Mapping[TopicPartition, ElectionStrategy] | None = None,
+    ) -> ElectionOutcome:
+        """Elect leaders: New partitions get their first leader and ISR; Offline and Online ones
+        an election by ``strategy`` (default: Offline, unclean as configured)."""
+        valid = self._split(tps, PartitionState.ONLINE)
+        fresh = [tp for tp in valid if self.state(tp) is PartitionState.NEW]
+        others = [tp for tp in valid if self.state(tp) is not PartitionState.NEW]
+        outcome = ElectionOutcome()
+        if fresh:
+            self._initialize_leaders(fresh, batch, outcome)
+        if others:
+            self._elect(others, batch, strategy or Offline(unclean=self.unclean), outcome)
+        if outcome.failed:
+            state_change_log.info("no leader for %d partitions, e.g. %s: %s",
+                                  len(outcome.failed), *next(iter(outcome.failed.items())))
+        return outcome
+
+    def _initialize_leaders(
+        self, tps: list[TopicPartition], batch: RequestBatch, outcome: ElectionOutcome
+    ) -> None:
+        ctx = self.ctx
+        live = ctx.live_ids()
+        epoch = self.controller_epoch
+        planned: dict[TopicPartition, LeaderAndIsr] = {}
+        for tp in tps:
+            alive = tuple(r for r in ctx.replicas.get(tp, ()) if r in live)
+            if not alive:
+                outcome.failed[tp] = "no live replica to lead a new partition"
+                continue
+            planned[tp] = LeaderAndIsr(leader=alive[0], leader_epoch=0, isr=alive,
+                                       controller_epoch=epoch, partition_epoch=0)
+        results = self.fence.create_partition_states({tp: stored(v) for tp, v in planned.items()})
+        done = []
+        for tp, result in results.items():
+            if isinstance(result, NodeExists):
+                outcome.failed[tp] = "a leader and ISR already exists"
+            elif isinstance(result, Exception):
+                outcome.failed[tp] = str(result)
+            else:
+                ctx.set_leader(tp, planned[tp])
+                outcome.elected[tp] = planned[tp]
+                done.append(tp)
+        self._set(done, PartitionState.ONLINE)
+        record_leader_and_isr(ctx, batch, done, is_new=True)
+
+    def _elect(
+        self,
+        tps: list[TopicPartition],
+        batch: RequestBatch,
+        strategy: ElectionStrategy | Mapping[TopicPartition, ElectionStrategy],
+        outcome: ElectionOutcome,
+    ) -> None:
+        ctx = self.ctx
+        epoch = self.controller_epoch
+        shared = None if isinstance(strategy, Mapping) else strategy
+        live = ctx.live_ids()
+        live_all = ctx.live_or_shutting_down()
+        shutting = ctx.shutting_down
+        recipients: dict[TopicPartition, list[int]] = {}
+
+        def decide(tp: TopicPartition, current: LeaderAndIsr) -> LeaderAndIsr | str:
+            how = shared if shared is not None else strategy[tp]  # type: ignore[index]
+            replicas = ctx.replicas.get(tp, ())
+            cs = isinstance(how, ControlledShutdown)
+            choice = elect(how, replicas, current.isr, live_all if cs else live)
+            if choice is None:
+                return f"no eligible leader among {replicas} (isr {current.isr})"
+            if cs:
+                recipients[tp] = [r for r in replicas if r in live_all and r not in shutting]
+            return apply_election(current, choice, epoch)
+
+        elected = self.write_leaders(tps, decide, outcome)
+        self._set(elected, PartitionState.ONLINE)
+        record_leader_and_isr(ctx, batch, elected, recipients=recipients)
+
+    def write_leaders(
+        self,
+        tps: list[TopicPartition],
+        decide: Callable[[TopicPartition, LeaderAndIsr], LeaderAndIsr | str | None],
+        outcome: ElectionOutcome,
+    ) -> list[TopicPartition]:
+        """Decide a new leader and ISR for each partition (pure ``decide``: a value to write, a
+        reason for failing, or None for nothing to do), write all decisions in one fenced bulk
+        write, and re-read and decide again for those whose partition epoch moved.
+
+        Returns the partitions written, in order; their new values are in the context and in
+        ``outcome.elected``, the failures in ``outcome.failed``.
+        """
+        ctx = self.ctx
+        epoch = self.controller_epoch
+        pending = tps
+        written: list[TopicPartition] = []
+        for _ in range(MAX_WRITE_ROUNDS):
+            decided: dict[TopicPartition, LeaderAndIsr] = {}
+            updates: dict[TopicPartition, tuple[StoredState, int]] = {}
+            for tp in pending:
+                current = ctx.leaders.get(tp)
+                if current is None:
+                    outcome.failed[tp] = "no leader and ISR in the store"
+                    continue
+                if current.controller_epoch > epoch:
+                    outcome.failed[tp] = (f"written by a newer controller epoch "
+                                          f"{current.controller_epoch}")
+                    continue
+                value = decide(tp, current)
+                if value is None:
+                    continue
+                if isinstance(value, str):
+                    outcome.failed[tp] = value
+                    continue
+                decided[tp] = value
+                updates[tp] = (stored(value), current.partition_epoch)
+            result = self.fence.update_partition_states(updates)
+            for tp, version in result.finished.items():
+                value = replace(decided[tp], partition_epoch=version)
+                ctx.set_leader(tp, value)
+                outcome.elected[tp] = value
+                written.append(tp)
+            for tp, error in result.failed.items():
+                outcome.failed[tp] = str(error)
+            if not result.retry:
+                break
+            self.refresh(result.retry)
+            pending = result.retry
+        else:
+            for tp in pending:
+                outcome.failed.setdefault(tp, "partition epoch kept moving")
+        return written
+
+    def refresh(self, tps: Iterable[TopicPartition]) -> None:
+        """Re-read leader and ISR of ``tps`` in one bulk read into the context."""
+        for tp, item in self.metadata.partition_states(list(tps)).items():
+            if item is None:
+                self.ctx.remove_leader(tp)
+                continue
+            s = item.value
+            self.ctx.set_leader(tp, LeaderAndIsr(
+                leader=s.leader, leader_epoch=s.leader_epoch, isr=tuple(s.isr),
+                controller_epoch=s.controller_epoch, partition_epoch=item.version))
+
+    def offline_leaderless(self, tps: Iterable[TopicPartition]) -> list[TopicPartition]:
+        """Of ``tps``, those whose leader is gone or none: to take Offline then Online."""
+        ctx = self.ctx
+        out = []
+        for tp in tps:
+            value = ctx.leaders.get(tp)
+            if value is None or value.leader == NO_LEADER or value.leader not in ctx.brokers:
+                out.append(tp)
+        return out

@@ -1,0 +1,133 @@
+"""The replica state machine (Kafka's ReplicaStateMachine): New, Online, Offline, the three
+deletion states and NonExistent, for one replica = one partition on one broker.
+
+Like the partition machine: split each batch against the legal-predecessor table, refuse and log
+the illegal members, act on the rest, record broker requests in the caller's batch. Taking
+replicas Offline shrinks their partitions' ISRs in one fenced bulk write (with re-read and retry
+for moved partition epochs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from coordinator.codecs import TopicPartition
+from elections.leader import NO_LEADER, LeaderAndIsr
+from statemachines.context import ControllerContext, ReplicaKey
+from statemachines.partition_sm import (
+    ElectionOutcome,
+    PartitionStateMachine,
+    record_leader_and_isr,
+    state_change_log,
+)
+from statemachines.requests import RequestBatch
+from statemachines.states import ReplicaState, split_transitions
+
+__all__ = ["ReplicaStateMachine", "shrink_isr"]
+
+
+def shrink_isr(current: LeaderAndIsr, leaving: set[int], controller_epoch: int
+               ) -> LeaderAndIsr | None:
+    """Leader and ISR without the ``leaving`` replicas (pure); None when nothing changes.
+
+    A leaving leader leaves the partition leaderless. The last ISR member is kept, so the ISR
+    never becomes empty and still names who has all committed records.
+    """
+    if current.leader not in leaving and not leaving.intersection(current.isr):
+        return None
+    isr = tuple(r for r in current.isr if r not in leaving)
+    if not isr:
+        isr = current.isr[:1] if len(current.isr) == 1 else isr
+    leader = NO_LEADER if current.leader in leaving else current.leader
+    return LeaderAndIsr(leader=leader, leader_epoch=current.leader_epoch + 1, isr=isr,
+                        controller_epoch=controller_epoch,
+                        partition_epoch=current.partition_epoch)
+
+
+class ReplicaStateMachine:
+    def __init__(self, ctx: ControllerContext, partitions: PartitionStateMachine) -> None:
+        self.ctx = ctx
+        self.partitions = partitions
+
+    def initialize(self) -> None:
+        """Derive every replica's state from the view (at failover)."""
+        ctx = self.ctx
+        live = ctx.brokers
+        deleting = ctx.deleting
+        states = ctx.replica_states
+        states.clear()
+        online, offline, ineligible = (ReplicaState.ONLINE, ReplicaState.OFFLINE,
+                                       ReplicaState.DELETION_INELIGIBLE)
+        for tp, replicas in ctx.replicas.items():
+            dead = ineligible if tp.topic in deleting else offline
+            for b in replicas:
+                states[(tp, b)] = online if b in live else dead
+
+    def state(self, key: ReplicaKey) -> ReplicaState:
+        return self.ctx.replica_states.get(key, ReplicaState.NON_EXISTENT)
+
+    def replicas_in(self, keys: Iterable[ReplicaKey], state: ReplicaState) -> list[ReplicaKey]:
+        return [k for k in keys if self.state(k) is state]
+
+    def handle(
+        self, keys: Iterable[ReplicaKey], target: ReplicaState, batch: RequestBatch
+    ) -> list[ReplicaKey]:
+        """Move ``keys`` to ``target``; returns the replicas that moved."""
+        split = split_transitions(((k, self.state(k)) for k in keys), target)
+        if split.invalid:
+            state_change_log.warning("refused %d replica transitions to %s, e.g. %s",
+                                     len(split.invalid), target, split.invalid[0])
+        valid = list(split.valid)
+        if not valid:
+            return []
+        ctx = self.ctx
+        states = ctx.replica_states
+        match target:
+            case ReplicaState.NEW | ReplicaState.ONLINE:
+                self._send_leader_and_isr(valid, batch)
+            case ReplicaState.OFFLINE:
+                valid = self._take_offline(valid, batch)
+            case ReplicaState.DELETION_STARTED:
+                for tp, b in valid:
+                    batch.add_stop_replica([b], tp, delete=True)
+            case ReplicaState.NON_EXISTENT:
+                for tp, b in valid:
+                    states.pop((tp, b), None)
+                    replicas = ctx.replicas.get(tp)
+                    if replicas is not None and b in replicas:
+                        ctx.set_replicas(tp, [r for r in replicas if r != b])
+                return valid
+        for key in valid:
+            states[key] = target
+        return valid
+
+    def _send_leader_and_isr(self, keys: list[ReplicaKey], batch: RequestBatch) -> None:
+        ctx = self.ctx
+        by_tp: dict[TopicPartition, list[int]] = {}
+        for tp, b in keys:
+            if tp in ctx.leaders and b in ctx.brokers:
+                by_tp.setdefault(tp, []).append(b)
+        if by_tp:
+            record_leader_and_isr(ctx, batch, list(by_tp), recipients=by_tp)
+
+    def _take_offline(self, keys: list[ReplicaKey], batch: RequestBatch) -> list[ReplicaKey]:
+        ctx = self.ctx
+        leaving: dict[TopicPartition, set[int]] = {}
+        for tp, b in keys:
+            if b in ctx.brokers:
+                batch.add_stop_replica([b], tp, delete=False)
+            leaving.setdefault(tp, set()).add(b)
+        with_leader = [tp for tp in leaving if tp in ctx.leaders and not ctx.is_deleting(tp)]
+        epoch = self.partitions.controller_epoch
+        outcome = ElectionOutcome()
+        written = self.partitions.write_leaders(
+            with_leader, lambda tp, cur: shrink_isr(cur, leaving[tp], epoch), outcome)
+        recipients = {tp: [r for r in ctx.replicas.get(tp, ())
+                           if r not in leaving[tp] and ctx.replica_online(tp, r)]
+                      for tp in written}
+        record_leader_and_isr(ctx, batch, written, recipients=recipients)
+        if outcome.failed:
+            state_change_log.warning("could not shrink the ISR of %d partitions, e.g. %s: %s",
+                                     len(outcome.failed), *next(iter(outcome.failed.items())))
+            return [k for k in keys if k[0] not in outcome.failed]
+        return keys
