@@ -62,9 +62,8 @@ JUTE_MAXBUFFER = 0xFFFFF
 MULTI_BYTES_LIMIT = 1_000_000
 assert MULTI_BYTES_LIMIT + FRAME_BYTES < JUTE_MAXBUFFER
 
-#: Paths per read-only multi at first, and bounds on the adapted count.
-READ_BATCH_FIRST = 1000
-READ_BATCH_MIN, READ_BATCH_MAX = 100, 10_000
+#: Paths in the probe that starts a bulk read, and at most in any later read-only multi.
+READ_PROBE, READ_BATCH_MAX = 200, 10_000
 #: Aim for responses of about this size (far below jute.maxbuffer) and requests below it too.
 READ_BATCH_TARGET_BYTES = 256 << 10
 READ_IN_FLIGHT = 4
@@ -145,7 +144,6 @@ class ZooKeeperCoordinator(Coordinator):
             name="zookeeper", max_multi_ops=None, max_multi_bytes=MULTI_BYTES_LIMIT,
         )
         self._session = (client.client_id or (0, b""))[0]
-        self._read_batch = READ_BATCH_FIRST
         self._watches = WatchSet(self)
         client.add_listener(self._on_kazoo_state)
 
@@ -192,6 +190,12 @@ class ZooKeeperCoordinator(Coordinator):
         go to KazooClient as they are. A missing chroot is created, as Kafka does.
         """
         hosts = _hosts_string(parsed)
+        # kazoo's default reconnect backoff grows to an hour; a session needs a reconnect well
+        # within its timeout, so cap the delay to a fraction of it and never give up.
+        options.setdefault("connection_retry", {
+            "max_tries": -1, "delay": 0.1, "backoff": 2, "max_jitter": 0.2,
+            "max_delay": max(0.2, min(2.0, session_timeout / 4)),
+        })
         client = KazooClient(hosts=hosts, timeout=session_timeout, **options)
         try:
             with warnings.catch_warnings():  # kazoo warns about a missing chroot; we create it
@@ -301,7 +305,12 @@ class ZooKeeperCoordinator(Coordinator):
         return sorted(self._wait(self.kazoo.get_children_async(path), path))
 
     def get_many(self, paths_: Sequence[str]) -> list[tuple[bytes, Stat] | None]:
-        """Pipelined read-only multis (ZooKeeper 3.6+), several in flight, sized adaptively."""
+        """Pipelined read-only multis (ZooKeeper 3.6+), several in flight.
+
+        Node sizes are unknown up front, so a small probe goes first, alone; every answer then
+        sizes the next batches to about READ_BATCH_TARGET_BYTES. A batch whose answer costs the
+        connection (or times out) is read again in halves once reconnected: reads are idempotent.
+        """
         for path in paths_:
             paths.validate(path)
         self._ready()
@@ -310,13 +319,16 @@ class ZooKeeperCoordinator(Coordinator):
         full = [root + p for p in paths_] if root else list(paths_)
         pending: deque[tuple[int, int]] = deque()
         start = 0
+        batch = READ_PROBE
+        probing = True
         in_flight: deque[tuple[int, int, MultiRead, Any]] = deque()
         while start < len(full) or pending or in_flight:
-            while len(in_flight) < READ_IN_FLIGHT and (pending or start < len(full)):
+            limit = 1 if probing else READ_IN_FLIGHT
+            while len(in_flight) < limit and (pending or start < len(full)):
                 if pending:
                     lo, hi = pending.popleft()
                 else:
-                    lo, hi = start, self._read_span(full, start)
+                    lo, hi = start, _read_span(full, start, batch)
                     start = hi
                 request = MultiRead(full[lo:hi])
                 in_flight.append((lo, hi, request, self._call(request)))
@@ -324,12 +336,11 @@ class ZooKeeperCoordinator(Coordinator):
             try:
                 items = self._wait(result)
             except ConnectionLoss:
-                # A too-large response may have cost the connection: retry it in halves.
                 if hi - lo <= 1:
                     raise
-                self._read_batch = max(READ_BATCH_MIN, (hi - lo) // 2)
                 self._await_connected()
                 mid = (lo + hi) // 2
+                batch = max(1, min(batch, mid - lo))
                 pending.extendleft([(mid, hi), (lo, mid)])
                 continue
             for i, item in enumerate(items, lo):
@@ -338,24 +349,10 @@ class ZooKeeperCoordinator(Coordinator):
                         raise _op_error(item, paths_[i])
                 else:
                     out[i] = item  # type: ignore[assignment]
-            self._adapt_read_batch(hi - lo, request.response_bytes)
+            per_item = request.response_bytes / (hi - lo)
+            batch = max(1, min(READ_BATCH_MAX, int(READ_BATCH_TARGET_BYTES / per_item)))
+            probing = False
         return out
-
-    def _read_span(self, full: list[str], start: int) -> int:
-        end = min(len(full), start + self._read_batch)
-        size = 0
-        for i in range(start, end):  # keep the request itself well below jute.maxbuffer
-            size += MultiRead.request_size(full[i])
-            if size > READ_BATCH_TARGET_BYTES and i > start:
-                return i
-        return end
-
-    def _adapt_read_batch(self, count: int, response_bytes: int) -> None:
-        if count < self._read_batch // 2 or response_bytes <= 0:
-            return  # a tail batch says little
-        per_item = response_bytes / count
-        wanted = int(READ_BATCH_TARGET_BYTES / per_item)
-        self._read_batch = max(READ_BATCH_MIN, min(READ_BATCH_MAX, wanted))
 
     def _await_connected(self) -> None:
         deadline = time.monotonic() + self.request_timeout
@@ -451,6 +448,17 @@ class ZooKeeperCoordinator(Coordinator):
         paths.validate(path)
         self._check_open()
         return self._watches.add("children", path, callback)
+
+
+def _read_span(full: list[str], start: int, batch: int) -> int:
+    """The end of the batch from ``start``: ``batch`` paths, fewer if the request gets big."""
+    end = min(len(full), start + batch)
+    size = 0
+    for i in range(start, end):
+        size += MultiRead.request_size(full[i])
+        if size > READ_BATCH_TARGET_BYTES and i > start:
+            return i
+    return end
 
 
 def _stop_quietly(client: KazooClient) -> None:

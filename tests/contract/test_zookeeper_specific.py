@@ -55,9 +55,9 @@ def test_get_many_matches_plain_reads(client: Coordinator) -> None:
 
 
 def test_get_many_of_large_values_adapts_its_batches(client: Coordinator) -> None:
-    # 40 x 900 KB: far more than jute.maxbuffer if read in one multi.
+    # 12 x 900 KB: far more than jute.maxbuffer if read in one multi.
     client.create("/large")
-    ops = [Create(path=f"/large/{i}", data=bytes([i]) * 900_000) for i in range(40)]
+    ops = [Create(path=f"/large/{i}", data=bytes([i]) * 900_000) for i in range(12)]
     client.write_many(ops)
     got = client.get_many([op.path for op in ops])
     assert [item[0] if item else None for item in got] == [op.data for op in ops]
