@@ -1,0 +1,379 @@
+"""Controller scenarios on the memory coordinator, driven event by event by ``Cluster.pump``."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from coordinator import layout
+from coordinator.codecs import TopicPartition
+from statemachines import ReplicaState, StaleBrokerEpoch, change_isr
+from statemachines import events as ev
+from statemachines.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
+from statemachines.states import PartitionState
+from tests.statemachines.conftest import Cluster, tp
+
+# --- brokers -----------------------------------------------------------------------------------
+
+
+def test_first_participant_becomes_controller_and_others_stand_by(three: Cluster) -> None:
+    assert three.active().id == 1
+    assert three.admin.controller_status().broker_id == 1
+    assert not three.participants[2].controller.active
+
+
+def test_new_topic_gets_leaders_and_isr_written_and_sent(three: Cluster) -> None:
+    for p, leader in enumerate((1, 2, 3)):
+        s = three.state("t", p)
+        assert (s.leader, s.leader_epoch, s.controller_epoch) == (leader, 0, 1)
+        assert set(s.isr) == {1, 2, 3}
+    assert three.participants[2].broker.leads() == {tp("t", 1)}
+    lai = three.participants[3].broker.received(LeaderAndIsrRequest)[-1]
+    assert lai.controller_epoch == 1
+    assert lai.broker_epoch == three.participants[3].broker.epoch
+    assert all(p.is_new for p in lai.partitions)
+
+
+def test_broker_loss_elects_new_leaders_and_shrinks_follower_isrs(three: Cluster) -> None:
+    three.kill(2)
+    s0, s1, s2 = (three.state("t", p) for p in range(3))
+    assert s1.leader == 3 and s1.isr == (3, 1) and s1.leader_epoch == 1
+    assert s0.leader == 1 and 2 not in s0.isr and s0.leader_epoch == 1
+    assert s2.leader == 3 and 2 not in s2.isr
+    meta = three.participants[1].broker.metadata()
+    assert meta[tp("t", 1)].leader == 3
+    assert three.participants[1].broker.live_brokers() == [1, 3]
+
+
+def test_losing_every_isr_member_leaves_partition_offline_until_one_returns(
+        cluster: Cluster) -> None:
+    for b in (1, 2, 3):
+        cluster.add(b)
+    cluster.admin.create_topic("solo", assignment={0: [3]})
+    cluster.pump()
+    cluster.kill(3)
+    ctl = cluster.active().controller
+    assert ctl.ctx.partition_states[tp("solo", 0)] is PartitionState.OFFLINE
+    cluster.add(3)
+    assert cluster.state("solo", 0).leader == 3
+    assert ctl.ctx.partition_states[tp("solo", 0)] is PartitionState.ONLINE
+
+
+def test_bounce_is_leave_then_join_with_the_new_broker_epoch(three: Cluster) -> None:
+    b2 = three.participants[2].broker
+    old_epoch = b2.epoch
+    three.bounce(2)
+    assert b2.epoch != old_epoch
+    ctl = three.active().controller
+    assert ctl.ctx.brokers[2].epoch == b2.epoch
+    # leadership moved away on the leave; the join sent LeaderAndIsr for its replicas
+    assert three.state("t", 1).leader == 3
+    latest = b2.received(LeaderAndIsrRequest)[-1]
+    assert latest.broker_epoch == b2.epoch
+    assert {(p.topic, p.partition) for p in latest.partitions} == {("t", 0), ("t", 1), ("t", 2)}
+    assert ctl.ctx.replica_states[(tp("t", 1), 2)] is ReplicaState.ONLINE
+
+
+def test_requests_for_an_old_broker_epoch_are_refused_by_the_broker(three: Cluster) -> None:
+    b3 = three.participants[3].broker
+    stale = b3.received(UpdateMetadataRequest)[-1]
+    b3.epoch = (b3.epoch or 0) + 1000
+    assert b3.handle(stale).error == "STALE_BROKER_EPOCH"
+
+
+def test_broker_refuses_requests_from_an_older_controller_epoch(three: Cluster) -> None:
+    three.kill(1)  # controller moves to 2 at epoch 2
+    b3 = three.participants[3].broker
+    assert b3.controller_epoch == 2
+    from dataclasses import replace
+
+    old = replace(b3.received(UpdateMetadataRequest)[-1], controller_epoch=1)
+    assert b3.handle(old).error == "STALE_CONTROLLER_EPOCH"
+
+
+# --- topics ------------------------------------------------------------------------------------
+
+
+def test_topic_from_replication_factor_uses_rack_aware_assignment(cluster: Cluster) -> None:
+    for b, rack in ((1, "a"), (2, "a"), (3, "b"), (4, "b"), (5, "c"), (6, "c")):
+        cluster.add(b, rack=rack)
+    a = cluster.admin.create_topic("r", 12, 3, rng=random.Random(7))
+    cluster.pump()
+    racks = {1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
+    for replicas in a.partitions.values():
+        assert len({racks[b] for b in replicas}) == 3
+    for p, replicas in a.partitions.items():
+        assert cluster.state("r", p).leader == replicas[0]
+
+
+def test_partition_addition_creates_only_the_new_partitions(three: Cluster) -> None:
+    before = three.state("t", 0)
+    three.admin.add_partitions("t", 5, rng=random.Random(1))
+    three.pump()
+    assert three.state("t", 0) == before
+    for p in (3, 4):
+        s = three.state("t", p)
+        assert s.leader_epoch == 0 and s.leader in (1, 2, 3)
+    ctx = three.active().controller.ctx
+    assert ctx.partition_states[tp("t", 4)] is PartitionState.ONLINE
+
+
+# --- ISR change notifications ------------------------------------------------------------------
+
+
+def test_isr_change_notification_updates_metadata_and_is_deleted(three: Cluster) -> None:
+    leader_md = three.participants[1].metadata
+    assert change_isr(leader_md, tp("t", 0), [1, 2])
+    three.pump()
+    ctl = three.active().controller
+    assert ctl.ctx.leaders[tp("t", 0)].isr == (1, 2)
+    assert three.participants[3].broker.metadata()[tp("t", 0)].isr == (1, 2)
+    assert three.metadata.isr_change_notifications() == []
+
+
+# --- reassignment ------------------------------------------------------------------------------
+
+
+def _catch_up(c: Cluster, part: TopicPartition, isr: list[int]) -> None:
+    leader = c.state(part.topic, part.partition).leader
+    assert change_isr(c.participants[leader].metadata, part, isr)
+    c.pump()
+
+
+def test_reassignment_follows_kafkas_procedure(cluster: Cluster) -> None:
+    for b in (1, 2, 3, 4):
+        cluster.add(b)
+    cluster.admin.create_topic("m", assignment={0: [1, 2]})
+    cluster.pump()
+    cluster.admin.reassign({tp("m", 0): [3, 4]})
+    cluster.pump()
+    # phase A: RS = target + original, adding/removing in the topic node, new replicas told
+    a = cluster.metadata.assignments(["m"])["m"].value
+    assert a.partitions[0] == (3, 4, 1, 2)
+    assert a.adding[0] == (3, 4) and a.removing[0] == (1, 2)
+    assert cluster.state("m", 0).leader_epoch == 1
+    assert tp("m", 0) in cluster.participants[4].broker.leader_and_isr()
+    assert cluster.admin.reassignments_in_progress() == {tp("m", 0): (3, 4)}
+    # phase B once the ISR covers the target
+    _catch_up(cluster, tp("m", 0), [1, 2, 3, 4])
+    a = cluster.metadata.assignments(["m"])["m"].value
+    assert a.partitions[0] == (3, 4) and not a.adding and not a.removing
+    s = cluster.state("m", 0)
+    assert s.leader == 3 and set(s.isr) == {3, 4}
+    assert cluster.admin.reassignments_in_progress() == {}
+    assert cluster.metadata.reassignment() is None
+    assert tp("m", 0) in cluster.participants[1].broker.stopped(deleted=True)
+    ctx = cluster.active().controller.ctx
+    assert (tp("m", 0), 1) not in ctx.replica_states
+    assert ctx.replicas[tp("m", 0)] == (3, 4)
+
+
+def test_reassignment_to_an_offline_broker_waits_until_it_returns(cluster: Cluster) -> None:
+    for b in (1, 2, 3, 4):
+        cluster.add(b)
+    cluster.admin.create_topic("m", assignment={0: [1, 2]})
+    cluster.pump()
+    cluster.kill(4)
+    cluster.admin.reassign({tp("m", 0): [1, 4]})
+    cluster.pump()
+    assert cluster.metadata.assignments(["m"])["m"].value.partitions[0] == (1, 4, 2)
+    assert cluster.admin.reassignments_in_progress()  # waiting
+    back = cluster.add(4)
+    assert tp("m", 0) in back.broker.leader_and_isr()
+    _catch_up(cluster, tp("m", 0), [1, 2, 4])
+    assert cluster.metadata.assignments(["m"])["m"].value.partitions[0] == (1, 4)
+    assert set(cluster.state("m", 0).isr) == {1, 4}
+    assert cluster.admin.reassignments_in_progress() == {}
+
+
+def test_reassignment_is_resumed_by_a_new_controller(cluster: Cluster) -> None:
+    for b in (1, 2, 3, 4):
+        cluster.add(b)
+    cluster.admin.create_topic("m", assignment={0: [1, 2], 1: [2, 1]})
+    cluster.pump()
+    cluster.admin.reassign({tp("m", 0): [3, 4], tp("m", 1): [2, 3]})
+    cluster.pump()
+    cluster.kill(1)  # the controller dies mid-reassignment
+    ctl = cluster.active().controller
+    assert ctl.broker_id == 2
+    assert set(ctl.ctx.reassignments) == {tp("m", 0), tp("m", 1)}
+    _catch_up(cluster, tp("m", 0), [2, 3, 4])
+    _catch_up(cluster, tp("m", 1), [2, 3])
+    a = cluster.metadata.assignments(["m"])["m"].value
+    assert a.partitions == {0: (3, 4), 1: (2, 3)}
+    assert cluster.state("m", 0).leader in (3, 4)
+    assert cluster.metadata.reassignment() is None
+
+
+def test_invalid_reassignment_entries_are_dropped(three: Cluster) -> None:
+    three.metadata.request_reassignment({tp("t", 0): [1, 1], tp("nope", 0): [1]})
+    three.pump()
+    assert three.metadata.reassignment() is None
+    assert three.state("t", 0).leader_epoch == 0
+
+
+# --- preferred election ------------------------------------------------------------------------
+
+
+def test_preferred_election_moves_leadership_back_and_deletes_the_node(three: Cluster) -> None:
+    three.bounce(2)  # partition 1 moves to 3
+    assert three.state("t", 1).leader == 3
+    _catch_up(three, tp("t", 1), [3, 1, 2])  # broker 2 is back in the ISR
+    three.admin.elect_preferred([tp("t", 1)])
+    three.pump()
+    assert three.state("t", 1).leader == 2
+    assert three.metadata.preferred_election() is None
+
+
+def test_preferred_election_node_is_deleted_even_when_it_cannot_happen(cluster: Cluster) -> None:
+    for b in (1, 2, 3):
+        cluster.add(b)
+    cluster.admin.create_topic("p", assignment={0: [3, 2]})
+    cluster.pump()
+    cluster.kill(3)
+    epoch = cluster.state("p", 0).leader_epoch
+    cluster.admin.elect_preferred([tp("p", 0), tp("p", 0)])
+    cluster.pump()
+    assert cluster.metadata.preferred_election() is None
+    assert cluster.state("p", 0).leader == 2 and cluster.state("p", 0).leader_epoch == epoch
+
+
+# --- controlled shutdown -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("leaving", [1, 2, 3])
+def test_controlled_shutdown_of_each_broker_in_turn(three: Cluster, leaving: int) -> None:
+    p = three.participants[leaving]
+    future = three.active().controller.request_controlled_shutdown(leaving, p.broker.epoch)
+    three.pump()
+    assert future.result(1) == ()
+    for part in range(3):
+        s = three.state("t", part)
+        assert s.leader != leaving and leaving not in s.isr
+    stopped = p.broker.stopped(deleted=False)
+    assert stopped == {tp("t", x) for x in range(3)} - {tp("t", (leaving - 1))}
+    ctl = three.active().controller
+    assert leaving in ctl.ctx.shutting_down
+    three.kill(leaving)
+    assert leaving not in three.active().controller.ctx.shutting_down
+
+
+def test_controlled_shutdown_through_the_network_api(three: Cluster) -> None:
+    three.threaded = False
+    import threading
+
+    result: list[object] = []
+    t = threading.Thread(target=lambda: result.append(three.participants[3].controlled_shutdown(5)))
+    t.start()
+    while t.is_alive():
+        three.pump()
+        t.join(0.01)
+    assert result == [()]
+    assert three.state("t", 2).leader != 3
+
+
+def test_controlled_shutdown_with_a_stale_broker_epoch_is_refused(three: Cluster) -> None:
+    p = three.participants[2]
+    stale = p.broker.epoch
+    three.bounce(2)
+    future = three.active().controller.request_controlled_shutdown(2, stale)
+    three.pump()
+    with pytest.raises(StaleBrokerEpoch):
+        future.result(1)
+    assert 2 not in three.active().controller.ctx.shutting_down
+
+
+def test_controlled_shutdown_answers_with_partitions_it_still_leads(cluster: Cluster) -> None:
+    for b in (1, 2):
+        cluster.add(b)
+    cluster.admin.create_topic("single", assignment={0: [2]})
+    cluster.admin.create_topic("double", assignment={0: [2, 1]})
+    cluster.pump()
+    future = cluster.active().controller.request_controlled_shutdown(
+        2, cluster.participants[2].broker.epoch)
+    cluster.pump()
+    assert future.result(1) == (tp("single", 0),)
+    assert cluster.state("double", 0).leader == 1
+
+
+# --- topic deletion ----------------------------------------------------------------------------
+
+
+def test_topic_deletion(three: Cluster) -> None:
+    three.admin.delete_topic("t")
+    three.pump()
+    assert "t" not in three.admin.list_topics()
+    assert three.metadata.topics_to_delete() == []
+    assert three.participants[2].broker.stopped(deleted=True) == {tp("t", p) for p in range(3)}
+    assert three.admin_client.exists(layout.partitions("t")) is None
+    ctx = three.active().controller.ctx
+    assert not ctx.replica_states and not ctx.partition_states and "t" not in ctx.topics
+
+
+def test_topic_deletion_with_a_broker_down_resumes_when_it_returns(three: Cluster) -> None:
+    three.kill(3)
+    three.admin.delete_topic("t")
+    three.pump()
+    ctx = three.active().controller.ctx
+    assert "t" in ctx.deletion_ineligible
+    assert ctx.replica_states[(tp("t", 0), 3)] is ReplicaState.DELETION_INELIGIBLE
+    assert ctx.replica_states[(tp("t", 0), 1)] is ReplicaState.DELETION_SUCCESSFUL
+    assert "t" in three.admin.list_topics()
+    back = three.add(3)
+    assert "t" not in three.admin.list_topics()
+    assert back.broker.stopped(deleted=True) == {tp("t", p) for p in range(3)}
+    assert three.metadata.topics_to_delete() == []
+
+
+def test_deleting_an_unknown_topic_request_is_removed(three: Cluster) -> None:
+    three.admin_client.create(layout.delete_topic("ghost"), make_parents=True)
+    three.pump()
+    assert three.metadata.topics_to_delete() == []
+
+
+# --- auto leader rebalance ---------------------------------------------------------------------
+
+
+def test_auto_rebalance_after_a_broker_returns(three: Cluster) -> None:
+    three.bounce(2)
+    assert three.state("t", 1).leader == 3
+    _catch_up(three, tp("t", 1), [3, 1, 2])
+    ctl = three.active().controller
+    ctl.process(ev.AutoRebalanceTick())
+    three.pump()
+    assert three.state("t", 1).leader == 2
+    assert three.participants[2].broker.leads() == {tp("t", 1)}
+
+
+def test_auto_rebalance_leaves_balanced_clusters_alone(three: Cluster) -> None:
+    ctl = three.active().controller
+    before = [three.state("t", p) for p in range(3)]
+    ctl.process(ev.AutoRebalanceTick())
+    assert [three.state("t", p) for p in range(3)] == before
+
+
+def test_auto_rebalance_timer_fires_on_its_interval() -> None:
+    from statemachines.controller import ControllerConfig
+
+    c = Cluster(threaded=True,
+                config=ControllerConfig(leader_imbalance_check_interval_seconds=0.05))
+    try:
+        for b in (1, 2, 3):
+            c.add(b)
+        c.admin.create_topic("t", assignment={0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]})
+        c.pump()
+        c.bounce(2)
+        _catch_up(c, tp("t", 1), [3, 1, 2])
+        from tests.waiting import wait_until
+
+        wait_until(lambda: c.state("t", 1).leader == 2, timeout=5, message="rebalance")
+    finally:
+        c.close()
+
+
+def test_stop_replica_requests_carry_epochs(three: Cluster) -> None:
+    three.kill(2)
+    b1 = three.participants[1].broker
+    assert all(r.controller_epoch == 1 and r.broker_epoch == b1.epoch
+               for r in b1.received(StopReplicaRequest) + b1.received(UpdateMetadataRequest))
