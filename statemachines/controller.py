@@ -327,11 +327,13 @@ class Controller:
         resigning over one."""
         if self.partitions is not None and self.fence is not None:
             holder = self.metadata.controller()
+            current = self.metadata.controller_epoch()
             if (holder is not None and self.fence.is_open
-                    and holder[1].ephemeral_owner == self.coordinator.session_id):
+                    and holder[1].ephemeral_owner == self.coordinator.session_id
+                    and current == self.fence.epoch):
                 return
             self._resign("/controller is no longer ours", stand_again=False)
-            if holder is not None:
+            if holder is not None and holder[1].ephemeral_owner != self.coordinator.session_id:
                 return
         elif stat is not None:
             return
