@@ -6,6 +6,12 @@ The storage layer re-exported here is Kafka's, format for format: v2 record batc
 (:mod:`replication.epochs`), text checkpoints (:mod:`replication.checkpoints`), the pure
 follower-truncation decision (:mod:`replication.truncation`) and the per-partition
 :class:`Log` (:mod:`replication.log`).
+
+On top of it, replication proper: a broker's :class:`ReplicaManager`
+(:mod:`replication.replica_manager`) holds its :class:`Partition` replicas
+(:mod:`replication.partition`), leads them (produce with acks 0/1/all, HW, ISR in
+:mod:`replication.isr`) or follows them through its :class:`ReplicaFetcher`
+(:mod:`replication.fetcher`), all on an injectable :class:`Clock` (:mod:`replication.clock`).
 """
 
 from replication.checkpoints import (
@@ -17,6 +23,9 @@ from replication.checkpoints import (
     log_directory_name,
     parse_log_directory_name,
 )
+from replication.clock import Clock, ManualClock, SystemClock
+from replication.config import ReplicaConfig
+from replication.crash import cut_unflushed
 from replication.epochs import (
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_OFFSET,
@@ -35,7 +44,29 @@ from replication.errors import (
     StorageError,
     UnsupportedCompressionError,
 )
+from replication.fetcher import FetchPosition, ReplicaFetcher
+from replication.isr import (
+    CoordinatorIsrStore,
+    IsrChangeBatcher,
+    IsrStore,
+    LocalIsrStore,
+    can_join_isr,
+    high_watermark,
+    out_of_sync_replicas,
+)
 from replication.log import AppendInfo, Log, LogConfig, ReadResult
+from replication.partition import Partition, PartitionStatus, Role
+from replication.protocol import (
+    ACKS_ALL,
+    CONSUMER_REPLICA_ID,
+    ConsumerRead,
+    EpochAnswer,
+    ErrorCode,
+    FetchEndpoint,
+    FetchResult,
+    ProduceResult,
+    ReplicaResponse,
+)
 from replication.records import (
     BatchHeader,
     Header,
@@ -47,6 +78,7 @@ from replication.records import (
     stamp_batch,
     validate_batches,
 )
+from replication.replica_manager import ReplicaManager
 from replication.truncation import (
     AskAgain,
     FollowerEpochView,
@@ -58,7 +90,9 @@ from replication.truncation import (
 )
 
 __all__ = [
+    "ACKS_ALL",
     "CLEAN_SHUTDOWN_FILE",
+    "CONSUMER_REPLICA_ID",
     "HIGH_WATERMARK_CHECKPOINT_FILE",
     "LEADER_EPOCH_CHECKPOINT_FILE",
     "RECOVERY_POINT_CHECKPOINT_FILE",
@@ -67,34 +101,59 @@ __all__ = [
     "AppendInfo",
     "AskAgain",
     "BatchHeader",
+    "Clock",
+    "ConsumerRead",
+    "CoordinatorIsrStore",
     "CorruptCheckpointError",
     "CorruptIndexError",
     "CorruptRecordError",
+    "EpochAnswer",
     "EpochEndOffset",
     "EpochEntry",
+    "ErrorCode",
+    "FetchEndpoint",
+    "FetchPosition",
+    "FetchResult",
     "FollowerEpochView",
     "Header",
     "InvalidEpochError",
+    "IsrChangeBatcher",
+    "IsrStore",
     "LeaderEpochCache",
+    "LocalIsrStore",
     "Log",
     "LogConfig",
+    "ManualClock",
     "OffsetCheckpointFile",
     "OffsetOutOfRangeError",
     "OutOfOrderOffsetError",
+    "Partition",
+    "PartitionStatus",
+    "ProduceResult",
     "ReadResult",
     "Record",
     "RecordBatch",
     "RecordTooLargeError",
+    "ReplicaConfig",
+    "ReplicaFetcher",
+    "ReplicaManager",
+    "ReplicaResponse",
+    "Role",
     "StorageError",
+    "SystemClock",
     "Truncate",
     "TruncationDecision",
     "UnsupportedCompressionError",
+    "can_join_isr",
+    "cut_unflushed",
     "decide_truncation",
     "decide_without_epochs",
-    "encode_batch",
     "decode_batch",
+    "encode_batch",
     "first_epoch_to_ask",
+    "high_watermark",
     "log_directory_name",
+    "out_of_sync_replicas",
     "parse_log_directory_name",
     "read_batch_header",
     "stamp_batch",

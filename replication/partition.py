@@ -1,0 +1,525 @@
+"""One partition on one broker: its log, its role, and (as leader) its HW, ISR and waiting produces.
+
+A :class:`Partition` is driven from three sides, each under the partition's lock:
+
+- the control plane makes it leader or follower (:meth:`Partition.make_leader`,
+  :meth:`Partition.make_follower`) from a LeaderAndIsr entry;
+- as leader, it takes produce appends and serves follower fetches, learning each follower's
+  log end offset from its fetch offset, moving the HW and the ISR (see :mod:`replication.isr`)
+  and completing acks=all produces once the HW passes them;
+- as follower, the fetcher truncates and appends through it; every such call names the leader
+  epoch it acts for and is refused once the partition moved on, so a fetch that raced a
+  LeaderAndIsr can never write into a leader's log.
+
+Futures are completed outside the lock, so a producer's callback cannot deadlock the partition.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from enum import Enum
+
+from coordinator.codecs import TopicPartition
+from replication.clock import Clock
+from replication.config import ReplicaConfig
+from replication.errors import (
+    CorruptRecordError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    StorageError,
+)
+from replication.isr import (
+    UNKNOWN_OFFSET,
+    IsrConflict,
+    IsrStore,
+    IsrWritten,
+    LeaderIsr,
+    can_join_isr,
+    high_watermark,
+    out_of_sync_replicas,
+)
+from replication.log import Log
+from replication.protocol import ACKS_ALL, ConsumerRead, ErrorCode, FetchResult, ProduceResult
+from replication.truncation import FollowerEpochView
+from statemachines.requests import LeaderAndIsrPartition
+
+__all__ = ["Partition", "PartitionStatus", "ProduceFuture", "Role"]
+
+log = logging.getLogger(__name__)
+
+ProduceFuture = Future  # Future[ProduceResult]: completed when the produce is answered
+_Done = list[tuple[Future, ProduceResult]]
+
+
+class Role(Enum):
+    NONE = "none"
+    LEADER = "leader"
+    FOLLOWER = "follower"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionStatus:
+    """A consistent snapshot of a partition, for metadata answers and tests."""
+
+    tp: TopicPartition
+    role: Role
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+class _Pending:
+    __slots__ = ("required", "deadline_ms", "future", "base", "last")
+
+    def __init__(self, required: int, deadline_ms: int, future: Future, base: int, last: int):
+        self.required = required
+        self.deadline_ms = deadline_ms
+        self.future = future
+        self.base = base
+        self.last = last
+
+
+def _complete(done: _Done) -> None:
+    for future, result in done:
+        if not future.done():
+            future.set_result(result)
+
+
+def _failed(future: Future, error: ErrorCode) -> Future:
+    future.set_result(ProduceResult(error=error))
+    return future
+
+
+class Partition:
+    """A partition replica on broker ``broker_id``. See the module docstring."""
+
+    def __init__(
+        self,
+        tp: TopicPartition,
+        log_: Log,
+        *,
+        broker_id: int,
+        clock: Clock,
+        config: ReplicaConfig,
+        isr_store: IsrStore,
+        on_isr_change: Callable[[TopicPartition], None],
+        high_watermark: int = 0,
+    ) -> None:
+        self.tp = tp
+        self.log = log_
+        self.broker_id = broker_id
+        self._clock = clock
+        self._config = config
+        self._isr_store = isr_store
+        self._on_isr_change = on_isr_change
+        self._lock = threading.RLock()
+        self._role = Role.NONE
+        self._leader = -1
+        self._leader_epoch = -1
+        self._partition_epoch = -1
+        self._controller_epoch = -1
+        self._isr: tuple[int, ...] = ()
+        self._replicas: tuple[int, ...] = ()
+        self._hw = max(min(high_watermark, log_.log_end_offset), log_.log_start_offset)
+        self._epoch_start_offset = 0
+        # The leader's view of each follower.
+        self._leos: dict[int, int] = {}
+        self._caught_up_ms: dict[int, int] = {}
+        self._last_fetch_leader_leo: dict[int, int] = {}
+        self._last_fetch_ms: dict[int, int] = {}
+        self._pending: deque[_Pending] = deque()
+
+    # -- state ---------------------------------------------------------------------------------
+
+    @property
+    def role(self) -> Role:
+        return self._role
+
+    @property
+    def leader_epoch(self) -> int:
+        return self._leader_epoch
+
+    @property
+    def partition_epoch(self) -> int:
+        return self._partition_epoch
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
+
+    @property
+    def isr(self) -> tuple[int, ...]:
+        return self._isr
+
+    def status(self) -> PartitionStatus:
+        with self._lock:
+            return PartitionStatus(
+                tp=self.tp,
+                role=self._role,
+                leader=self._leader,
+                leader_epoch=self._leader_epoch,
+                partition_epoch=self._partition_epoch,
+                isr=self._isr,
+                replicas=self._replicas,
+                high_watermark=self._hw,
+                log_start_offset=self.log.log_start_offset,
+                log_end_offset=self.log.log_end_offset,
+            )
+
+    def epoch_view(self) -> FollowerEpochView:
+        return self.log.epoch_view()
+
+    # -- control plane -------------------------------------------------------------------------
+
+    def _take_entry(self, entry: LeaderAndIsrPartition) -> None:
+        self._leader = entry.leader
+        self._leader_epoch = entry.leader_epoch
+        self._partition_epoch = entry.partition_epoch
+        self._controller_epoch = entry.controller_epoch
+        self._isr = tuple(entry.isr)
+        self._replicas = tuple(entry.replicas)
+
+    def make_leader(self, entry: LeaderAndIsrPartition) -> None:
+        """Lead from ``entry``'s epoch on. The epoch enters the epoch cache at the log end
+        before anything else can append. Raises :class:`InvalidEpochError` if the log already
+        holds a later epoch (nothing changes then)."""
+        now = self._clock.now_ms()
+        with self._lock:
+            self.log.assign_leader_epoch(entry.leader_epoch)
+            was_leader = self._role is Role.LEADER
+            self._take_entry(entry)
+            self._role = Role.LEADER
+            self._epoch_start_offset = self.log.log_end_offset
+            followers = [r for r in self._replicas if r != self.broker_id]
+            if not was_leader:
+                self._leos = dict.fromkeys(followers, UNKNOWN_OFFSET)
+                self._last_fetch_leader_leo = dict.fromkeys(followers, UNKNOWN_OFFSET)
+                self._last_fetch_ms = dict.fromkeys(followers, 0)
+            else:
+                for r in followers:
+                    self._leos.setdefault(r, UNKNOWN_OFFSET)
+                    self._last_fetch_leader_leo.setdefault(r, UNKNOWN_OFFSET)
+                    self._last_fetch_ms.setdefault(r, 0)
+            self._caught_up_ms = {r: (now if r in self._isr else 0) for r in followers}
+            done = self._advance_hw()
+        _complete(done)
+
+    def make_follower(self, entry: LeaderAndIsrPartition) -> bool:
+        """Follow ``entry.leader``; waiting produces fail. Returns whether the leader or its
+        epoch changed, i.e. whether the follower must go through truncation again."""
+        with self._lock:
+            changed = (
+                self._role is not Role.FOLLOWER
+                or entry.leader != self._leader
+                or entry.leader_epoch != self._leader_epoch
+            )
+            self._take_entry(entry)
+            self._role = Role.FOLLOWER
+            self._leos.clear()
+            self._caught_up_ms.clear()
+            done = self._fail_pending(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        _complete(done)
+        return changed
+
+    def update_metadata(self, entry: LeaderAndIsrPartition) -> None:
+        """Take a newer partition epoch (ISR or replicas changed) at the same leader epoch."""
+        with self._lock:
+            self._take_entry(entry)
+            if self._role is Role.LEADER:
+                for r in self._replicas:
+                    if r != self.broker_id:
+                        self._leos.setdefault(r, UNKNOWN_OFFSET)
+                        self._caught_up_ms.setdefault(r, 0)
+                        self._last_fetch_leader_leo.setdefault(r, UNKNOWN_OFFSET)
+                        self._last_fetch_ms.setdefault(r, 0)
+                done = self._advance_hw()
+            else:
+                done = []
+        _complete(done)
+
+    def stop(self, error: ErrorCode = ErrorCode.NOT_LEADER_OR_FOLLOWER) -> None:
+        """Neither lead nor follow any more (StopReplica, shutdown); waiting produces fail."""
+        with self._lock:
+            self._role = Role.NONE
+            done = self._fail_pending(error)
+        _complete(done)
+
+    # -- leader: produce -----------------------------------------------------------------------
+
+    def append_as_leader(self, records: bytes | bytearray, acks: int, timeout_ms: int) -> Future:
+        """Append a producer's batches. The future completes at once for acks 0 and 1, and
+        for acks=all when the HW passes the last offset (or on error, leadership loss or
+        timeout). With acks=all and too small an ISR nothing is appended."""
+        future: Future = Future()
+        if acks not in (0, 1, ACKS_ALL):
+            return _failed(future, ErrorCode.INVALID_REQUIRED_ACKS)
+        with self._lock:
+            if self._role is not Role.LEADER:
+                return _failed(future, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            if acks == ACKS_ALL and len(self._isr) < self._config.min_insync_replicas:
+                return _failed(future, ErrorCode.NOT_ENOUGH_REPLICAS)
+            try:
+                info = self.log.append_as_leader(records, self._leader_epoch)
+            except CorruptRecordError:
+                return _failed(future, ErrorCode.CORRUPT_MESSAGE)
+            except RecordTooLargeError:
+                return _failed(future, ErrorCode.MESSAGE_TOO_LARGE)
+            except StorageError:
+                log.exception("append to %s failed", self.tp)
+                return _failed(future, ErrorCode.KAFKA_STORAGE_ERROR)
+            if acks == ACKS_ALL:
+                deadline = self._clock.now_ms() + timeout_ms
+                self._pending.append(
+                    _Pending(info.last_offset + 1, deadline, future, info.first_offset,
+                             info.last_offset)
+                )
+                done = self._advance_hw()
+            else:
+                result = ProduceResult(
+                    error=ErrorCode.NONE, base_offset=info.first_offset,
+                    last_offset=info.last_offset,
+                )
+                done = [(future, result), *self._advance_hw()]
+        _complete(done)
+        return future
+
+    def expire_produces(self, now_ms: int) -> None:
+        """Fail acks=all produces whose timeout passed (their records stay in the log)."""
+        with self._lock:
+            if not self._pending or all(p.deadline_ms > now_ms for p in self._pending):
+                return
+            done = [
+                (p.future, ProduceResult(error=ErrorCode.REQUEST_TIMED_OUT))
+                for p in self._pending
+                if p.deadline_ms <= now_ms
+            ]
+            self._pending = deque(p for p in self._pending if p.deadline_ms > now_ms)
+        _complete(done)
+
+    def _fail_pending(self, error: ErrorCode) -> _Done:
+        done = [(p.future, ProduceResult(error=error)) for p in self._pending]
+        self._pending.clear()
+        return done
+
+    def _advance_hw(self) -> _Done:
+        """Recompute the HW (lock held); returns the produces it completes."""
+        new = high_watermark(
+            self._hw, self.log.log_end_offset, self._isr, self.broker_id, self._leos
+        )
+        if new == self._hw:
+            return []
+        self._hw = new
+        pending = self._pending
+        if not pending or pending[0].required > new:
+            return []
+        enough = len(self._isr) >= self._config.min_insync_replicas
+        done: _Done = []
+        while pending and pending[0].required <= new:
+            p = pending.popleft()
+            if enough:
+                result = ProduceResult(error=ErrorCode.NONE, base_offset=p.base, last_offset=p.last)
+            else:
+                result = ProduceResult(error=ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+            done.append((p.future, result))
+        return done
+
+    # -- leader: fetches -----------------------------------------------------------------------
+
+    def _check_leader(self, leader_epoch: int) -> ErrorCode:
+        if self._role is not Role.LEADER:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if leader_epoch >= 0:
+            if leader_epoch < self._leader_epoch:
+                return ErrorCode.FENCED_LEADER_EPOCH
+            if leader_epoch > self._leader_epoch:
+                return ErrorCode.UNKNOWN_LEADER_EPOCH
+        return ErrorCode.NONE
+
+    def fetch_for_follower(
+        self, replica_id: int, offset: int, max_bytes: int, leader_epoch: int
+    ) -> FetchResult:
+        """Serve a follower's fetch: its fetch offset is its log end offset, which may move the
+        HW, complete produces and let it into the ISR."""
+        now = self._clock.now_ms()
+        with self._lock:
+            error = self._check_leader(leader_epoch)
+            if error:
+                return FetchResult(error=error)
+            if replica_id not in self._leos:
+                return FetchResult(error=ErrorCode.REPLICA_NOT_AVAILABLE)
+            log_ = self.log
+            leo = log_.log_end_offset
+            start = log_.log_start_offset
+            if offset < start or offset > leo:
+                return FetchResult(
+                    error=ErrorCode.OFFSET_OUT_OF_RANGE, high_watermark=self._hw,
+                    log_start_offset=start, log_end_offset=leo,
+                )
+            if offset >= leo:
+                self._caught_up_ms[replica_id] = now
+            elif offset >= self._last_fetch_leader_leo[replica_id]:
+                self._caught_up_ms[replica_id] = max(
+                    self._caught_up_ms[replica_id], self._last_fetch_ms[replica_id]
+                )
+            self._leos[replica_id] = offset
+            self._last_fetch_leader_leo[replica_id] = leo
+            self._last_fetch_ms[replica_id] = now
+            if replica_id not in self._isr and can_join_isr(
+                offset, self._hw, self._epoch_start_offset
+            ):
+                self._update_isr(
+                    lambda isr: None if replica_id in isr else (*isr, replica_id)
+                )
+            done = self._advance_hw()
+            records = log_.read(offset, max_bytes).records if offset < leo else b""
+            result = FetchResult(
+                error=ErrorCode.NONE, records=records, high_watermark=self._hw,
+                log_start_offset=start, log_end_offset=leo,
+            )
+        _complete(done)
+        return result
+
+    def end_offset_for_epoch(self, epoch: int, current_leader_epoch: int) -> tuple[
+        ErrorCode, int, int
+    ]:
+        """OffsetsForLeaderEpoch, answered by the leader: (error, epoch, end offset)."""
+        with self._lock:
+            error = self._check_leader(current_leader_epoch)
+            if error:
+                return error, -1, -1
+            answer = self.log.end_offset_for_epoch(epoch)
+            return ErrorCode.NONE, answer.epoch, answer.end_offset
+
+    def read_committed(self, offset: int, max_bytes: int) -> ConsumerRead:
+        """A consumer's read: whole batches below the HW only."""
+        with self._lock:
+            if self._role is not Role.LEADER:
+                return ConsumerRead(error=ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            hw = self._hw
+            try:
+                result = self.log.read(offset, max_bytes, upto=hw)
+            except OffsetOutOfRangeError:
+                return ConsumerRead(error=ErrorCode.OFFSET_OUT_OF_RANGE, high_watermark=hw)
+        return ConsumerRead(
+            error=ErrorCode.NONE, records=result.records, high_watermark=hw,
+            next_offset=result.next_offset,
+        )
+
+    # -- leader: ISR ---------------------------------------------------------------------------
+
+    def maybe_shrink_isr(self) -> bool:
+        """Drop followers that fell out of sync; returns whether the ISR changed."""
+        now = self._clock.now_ms()
+        max_lag = self._config.replica_lag_time_max_ms
+        with self._lock:
+            if self._role is not Role.LEADER:
+                return False
+
+            def shrink(isr: tuple[int, ...]) -> tuple[int, ...] | None:
+                out = out_of_sync_replicas(
+                    isr, self.broker_id, self.log.log_end_offset, self._leos,
+                    self._caught_up_ms, now, max_lag,
+                )
+                return tuple(r for r in isr if r not in out) if out else None
+
+            changed = self._update_isr(shrink)
+            done = self._advance_hw() if changed else []
+        _complete(done)
+        return changed
+
+    def _update_isr(
+        self, decide: Callable[[tuple[int, ...]], tuple[int, ...] | None], attempts: int = 3
+    ) -> bool:
+        """Write the ISR ``decide`` makes of the current one, conditionally on the partition
+        epoch (lock held). On a conflict: re-read; stop if the controller moved the leader
+        epoch, else take the stored ISR and version and decide again."""
+        for _ in range(attempts):
+            new = decide(self._isr)
+            if new is None or new == self._isr:
+                return False
+            state = LeaderIsr(
+                leader=self.broker_id, leader_epoch=self._leader_epoch, isr=new,
+                controller_epoch=self._controller_epoch,
+            )
+            outcome = self._isr_store.write_isr(self.tp, state, self._partition_epoch)
+            if isinstance(outcome, IsrWritten):
+                self._set_isr(new, outcome.partition_epoch)
+                return True
+            if not isinstance(outcome, IsrConflict):
+                log.warning("ISR update of %s failed, will retry: %s", self.tp, outcome.reason)
+                return False
+            current = outcome.current
+            if (
+                current is None
+                or current.leader != self.broker_id
+                or current.leader_epoch != self._leader_epoch
+            ):
+                log.info("ISR update of %s skipped: the controller moved it on (%s)",
+                         self.tp, current)
+                return False
+            if current.isr == new:  # our own earlier write landed after all
+                self._set_isr(new, outcome.partition_epoch)
+                return True
+            self._isr = current.isr
+            self._partition_epoch = outcome.partition_epoch
+        return False
+
+    def _set_isr(self, isr: tuple[int, ...], partition_epoch: int) -> None:
+        log.info("%s: ISR %s -> %s (partition epoch %d)", self.tp, self._isr, isr,
+                 partition_epoch)
+        self._isr = isr
+        self._partition_epoch = partition_epoch
+        self._on_isr_change(self.tp)
+
+    # -- follower ------------------------------------------------------------------------------
+
+    def _is_following(self, leader_epoch: int) -> bool:
+        return self._role is Role.FOLLOWER and self._leader_epoch == leader_epoch
+
+    def truncate_as_follower(self, offset: int, leader_epoch: int) -> int | None:
+        """Truncate the log to ``offset`` for the fetch at ``leader_epoch``; returns the new
+        log end offset, or None if the partition no longer follows at that epoch."""
+        with self._lock:
+            if not self._is_following(leader_epoch):
+                return None
+            self.log.truncate_to(offset)
+            leo = self.log.log_end_offset
+            if self._hw > leo:
+                self._hw = leo
+            return leo
+
+    def restart_log_as_follower(self, offset: int, leader_epoch: int) -> int | None:
+        """Drop the whole log and start it empty at ``offset`` (the leader's log start)."""
+        with self._lock:
+            if not self._is_following(leader_epoch):
+                return None
+            self.log.truncate_fully_and_start_at(offset)
+            self._hw = offset
+            return offset
+
+    def append_as_follower(
+        self, records: bytes, leader_hw: int, leader_epoch: int
+    ) -> int | None:
+        """Append fetched batches and take the leader's HW (capped at our log end); returns
+        the new log end offset, or None if the partition no longer follows at that epoch.
+        Storage errors (out-of-order offsets, epochs going back) propagate."""
+        with self._lock:
+            if not self._is_following(leader_epoch):
+                return None
+            log_ = self.log
+            if records:
+                log_.append_as_follower(records)
+            leo = log_.log_end_offset
+            self._hw = leader_hw if leader_hw < leo else leo
+            return leo
+

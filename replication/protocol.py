@@ -1,0 +1,145 @@
+"""The replica manager's request and response values, its error codes, and the fetch endpoint.
+
+Error codes are Kafka's numbers, so a network transport can put them on the wire unchanged.
+Responses carry codes rather than raising: one bad partition never fails a batch, and a
+follower decides what to do from the code (retry, truncate, back off).
+
+:class:`FetchEndpoint` is all a follower needs from its leader: Fetch and OffsetsForLeaderEpoch.
+A :class:`~replication.replica_manager.ReplicaManager` is one; a network client can be another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+from types import MappingProxyType
+from typing import Protocol, runtime_checkable
+
+from coordinator.codecs import TopicPartition
+
+__all__ = [
+    "ACKS_ALL",
+    "CONSUMER_REPLICA_ID",
+    "ConsumerRead",
+    "EpochAnswer",
+    "ErrorCode",
+    "FetchEndpoint",
+    "FetchResult",
+    "ProduceResult",
+    "ReplicaResponse",
+]
+
+ACKS_ALL = -1
+"""``acks=all``: answer once every in-sync replica has the batch (the HW has passed it)."""
+
+CONSUMER_REPLICA_ID = -1
+"""The replica id of an ordinary consumer's fetch (Kafka's ``-1``)."""
+
+
+class ErrorCode(IntEnum):
+    """Kafka's error codes, the ones the data plane answers with."""
+
+    NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
+    CORRUPT_MESSAGE = 2
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    NOT_LEADER_OR_FOLLOWER = 6
+    REQUEST_TIMED_OUT = 7
+    BROKER_NOT_AVAILABLE = 8
+    REPLICA_NOT_AVAILABLE = 9
+    MESSAGE_TOO_LARGE = 10
+    STALE_CONTROLLER_EPOCH = 11
+    NOT_ENOUGH_REPLICAS = 19
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+    INVALID_REQUIRED_ACKS = 21
+    KAFKA_STORAGE_ERROR = 56
+    FENCED_LEADER_EPOCH = 74
+    UNKNOWN_LEADER_EPOCH = 75
+    STALE_BROKER_EPOCH = 77
+
+
+def _frozen_map(
+    items: Mapping[TopicPartition, ErrorCode] | None = None,
+) -> Mapping[TopicPartition, ErrorCode]:
+    return MappingProxyType(dict(items or {}))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplicaResponse:
+    """The answer to a LeaderAndIsr, StopReplica or UpdateMetadata request.
+
+    ``error`` is the request-level code (a stale controller or broker epoch rejects the whole
+    request, and then ``partitions`` is empty); ``partitions`` holds one code per partition.
+    """
+
+    error: ErrorCode = ErrorCode.NONE
+    partitions: Mapping[TopicPartition, ErrorCode] = field(default_factory=_frozen_map)
+
+    @classmethod
+    def of(cls, partitions: Mapping[TopicPartition, ErrorCode]) -> ReplicaResponse:
+        return cls(partitions=_frozen_map(partitions))
+
+    @property
+    def ok(self) -> bool:
+        return self.error == ErrorCode.NONE and all(
+            e == ErrorCode.NONE for e in self.partitions.values()
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProduceResult:
+    """Where a produced batch landed, or why it did not (offsets are -1 then)."""
+
+    error: ErrorCode
+    base_offset: int = -1
+    last_offset: int = -1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchResult:
+    """A leader's answer to a fetch: raw batches from the fetch offset, and its offsets.
+
+    ``log_start_offset`` and ``log_end_offset`` are filled in on OFFSET_OUT_OF_RANGE too, so a
+    follower can restart its log without another round trip.
+    """
+
+    error: ErrorCode
+    records: bytes = b""
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    log_end_offset: int = -1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EpochAnswer:
+    """A leader's answer to OffsetsForLeaderEpoch: the largest epoch it knows at or below the
+    one asked, and where that epoch ends; -1 and -1 when it knows none."""
+
+    error: ErrorCode
+    epoch: int = -1
+    end_offset: int = -1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerRead:
+    """Committed batches for a consumer: every record in ``records`` is below
+    ``high_watermark``, the leader's HW when the read was made."""
+
+    error: ErrorCode
+    records: bytes = b""
+    high_watermark: int = -1
+    next_offset: int = -1
+
+
+@runtime_checkable
+class FetchEndpoint(Protocol):
+    """What a follower calls on its leader's broker."""
+
+    def fetch(
+        self, tp: TopicPartition, offset: int, max_bytes: int, replica_id: int, leader_epoch: int
+    ) -> FetchResult: ...
+
+    def offsets_for_leader_epoch(
+        self, tp: TopicPartition, epoch: int, current_leader_epoch: int
+    ) -> EpochAnswer: ...

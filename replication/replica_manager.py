@@ -1,0 +1,513 @@
+"""A broker's replica manager: its partitions, the control-plane requests, produce and fetch.
+
+The controller's requests arrive here (LeaderAndIsr, StopReplica, UpdateMetadata) and are
+answered with a code per partition: a request from an older controller epoch is refused whole,
+a partition entry with an older leader epoch is ignored, as Kafka does. Producers, consumers
+and followers call :meth:`ReplicaManager.produce`, :meth:`ReplicaManager.read`,
+:meth:`ReplicaManager.fetch` and :meth:`ReplicaManager.offsets_for_leader_epoch`.
+
+Time-driven duties (ISR expiry, ISR change announcements, HW checkpoints, produce timeouts,
+flushes) run from :meth:`ReplicaManager.tick`, which a background thread calls in real use and a
+test calls after moving a manual clock. On start the manager opens every partition directory in
+its log directory (the storage layer recovers those that were not closed cleanly) and restores
+their high watermarks from ``replication-offset-checkpoint``.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+from pathlib import Path
+
+from coordinator.codecs import TopicPartition
+from coordinator.errors import CoordinatorError
+from coordinator.metadata import MetadataClient
+from replication.checkpoints import (
+    HIGH_WATERMARK_CHECKPOINT_FILE,
+    RECOVERY_POINT_CHECKPOINT_FILE,
+    OffsetCheckpointFile,
+    clear_clean_shutdown,
+    log_directory_name,
+    parse_log_directory_name,
+)
+from replication.clock import Clock
+from replication.config import ReplicaConfig
+from replication.crash import cut_unflushed
+from replication.errors import CorruptCheckpointError, InvalidEpochError, StorageError
+from replication.fetcher import ReplicaFetcher
+from replication.isr import CoordinatorIsrStore, IsrChangeBatcher, IsrStore, LocalIsrStore
+from replication.log import Log
+from replication.partition import Partition, PartitionStatus, Role
+from replication.protocol import (
+    ACKS_ALL,
+    ConsumerRead,
+    EpochAnswer,
+    ErrorCode,
+    FetchEndpoint,
+    FetchResult,
+    ProduceResult,
+    ReplicaResponse,
+)
+from statemachines.requests import (
+    EPOCH_DURING_DELETE,
+    NO_EPOCH,
+    LeaderAndIsrPartition,
+    LeaderAndIsrRequest,
+    LiveBroker,
+    StopReplicaRequest,
+    UpdateMetadataPartition,
+    UpdateMetadataRequest,
+)
+
+__all__ = ["ReplicaManager"]
+
+log = logging.getLogger(__name__)
+
+LEADER_DURING_DELETE = -2  # UpdateMetadata's leader for a partition being deleted
+
+
+def _done(error: ErrorCode) -> Future:
+    future: Future = Future()
+    future.set_result(ProduceResult(error=error))
+    return future
+
+
+class ReplicaManager:
+    """The replicas of broker ``broker_id``, stored under ``log_dir``.
+
+    ``metadata`` is where leaders write ISR changes and announce them; without one (unit tests)
+    ISR changes stay in memory. ``transport`` maps broker ids to the endpoints followers fetch
+    from; it is read on every round, so it may be a live view that changes as brokers come and
+    go. Thread-safe.
+    """
+
+    def __init__(
+        self,
+        broker_id: int,
+        log_dir: Path | str,
+        metadata: MetadataClient | None,
+        clock: Clock,
+        config: ReplicaConfig | None = None,
+        *,
+        transport: Mapping[int, FetchEndpoint] | None = None,
+        broker_epoch: int | None = None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.log_dir = Path(log_dir)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.metadata = metadata
+        self.clock = clock
+        self.config = config or ReplicaConfig()
+        self.broker_epoch = broker_epoch
+        self.transport: Mapping[int, FetchEndpoint] = transport if transport is not None else {}
+        self._isr_store: IsrStore = (
+            CoordinatorIsrStore(metadata) if metadata is not None else LocalIsrStore()
+        )
+        now = clock.now_ms()
+        cfg = self.config
+        self._isr_changes = IsrChangeBatcher(
+            check_interval_ms=cfg.isr_change_check_interval_ms,
+            blackout_ms=cfg.isr_change_blackout_ms,
+            max_delay_ms=cfg.isr_change_max_delay_ms,
+            now_ms=now,
+        )
+        self._lock = threading.RLock()  # serialises control-plane requests
+        self._partitions: dict[TopicPartition, Partition] = {}
+        self._controller_epoch = -1
+        self._metadata_cache: dict[TopicPartition, UpdateMetadataPartition] = {}
+        self._live_brokers: dict[int, LiveBroker] = {}
+        self._append_listeners: list[Callable[[], None]] = []
+        self._hw_checkpoint = OffsetCheckpointFile(self.log_dir / HIGH_WATERMARK_CHECKPOINT_FILE)
+        self._rp_checkpoint = OffsetCheckpointFile(self.log_dir / RECOVERY_POINT_CHECKPOINT_FILE)
+        self._next_isr_check_ms = now + cfg.replica_lag_time_max_ms // 2
+        self._next_hw_checkpoint_ms = now + cfg.high_watermark_checkpoint_interval_ms
+        self._next_flush_ms = now + (cfg.flush_interval_ms or 0)
+        self._running = True
+        self._ticker: threading.Thread | None = None
+        self._ticker_stop = threading.Event()
+        self.fetcher = ReplicaFetcher(broker_id, self.transport, self._partitions.get, cfg)
+        self._load_logs()
+
+    # -- start-up ------------------------------------------------------------------------------
+
+    def _read_checkpoint(self, checkpoint: OffsetCheckpointFile) -> dict[TopicPartition, int]:
+        try:
+            return checkpoint.read()
+        except CorruptCheckpointError:
+            log.warning("ignoring corrupt %s (recovering from scratch)", checkpoint.path)
+            return {}
+
+    def _load_logs(self) -> None:
+        hws = self._read_checkpoint(self._hw_checkpoint)
+        recovery_points = self._read_checkpoint(self._rp_checkpoint)
+        for directory in sorted(self.log_dir.iterdir()):
+            if not directory.is_dir():
+                continue
+            try:
+                tp = parse_log_directory_name(directory.name)
+            except ValueError:
+                continue
+            log_ = Log.open(
+                directory, config=self.config.log,
+                recovery_point=recovery_points.get(tp, 0), clock=self.clock.now_ms,
+            )
+            self._partitions[tp] = self._new_partition(tp, log_, hws.get(tp, 0))
+
+    def _new_partition(self, tp: TopicPartition, log_: Log, hw: int) -> Partition:
+        return Partition(
+            tp, log_, broker_id=self.broker_id, clock=self.clock, config=self.config,
+            isr_store=self._isr_store, on_isr_change=self._record_isr_change,
+            high_watermark=hw,
+        )
+
+    def _record_isr_change(self, tp: TopicPartition) -> None:
+        self._isr_changes.record(tp, self.clock.now_ms())
+
+    # -- introspection -------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    @property
+    def controller_epoch(self) -> int:
+        """The highest controller epoch seen."""
+        return self._controller_epoch
+
+    def partition(self, tp: TopicPartition) -> Partition | None:
+        return self._partitions.get(tp)
+
+    def partitions(self) -> dict[TopicPartition, Partition]:
+        return dict(self._partitions)
+
+    def status(self, tp: TopicPartition) -> PartitionStatus | None:
+        p = self._partitions.get(tp)
+        return p.status() if p is not None else None
+
+    def metadata_for(self, tp: TopicPartition) -> UpdateMetadataPartition | None:
+        """The partition's leader and ISR as the last UpdateMetadata told them."""
+        return self._metadata_cache.get(tp)
+
+    @property
+    def live_brokers(self) -> dict[int, LiveBroker]:
+        return dict(self._live_brokers)
+
+    def add_append_listener(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (cheaply, on the producer's thread) after every leader append: how
+        in-process followers learn there is something to fetch without polling."""
+        self._append_listeners.append(callback)
+
+    def remove_append_listener(self, callback: Callable[[], None]) -> None:
+        try:
+            self._append_listeners.remove(callback)
+        except ValueError:
+            pass
+
+    # -- control plane -------------------------------------------------------------------------
+
+    def _check_request(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
+        if not self._running:
+            return ErrorCode.BROKER_NOT_AVAILABLE
+        if controller_epoch < self._controller_epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        if self.broker_epoch is not None and 0 <= broker_epoch < self.broker_epoch:
+            return ErrorCode.STALE_BROKER_EPOCH
+        self._controller_epoch = controller_epoch
+        return ErrorCode.NONE
+
+    def handle_leader_and_isr(self, request: LeaderAndIsrRequest) -> ReplicaResponse:
+        """Become leader or follower of each partition in ``request``."""
+        with self._lock:
+            error = self._check_request(request.controller_epoch, request.broker_epoch)
+            if error:
+                log.warning("broker %d refuses LeaderAndIsr from controller %d epoch %d: %s",
+                            self.broker_id, request.controller_id, request.controller_epoch,
+                            error.name)
+                return ReplicaResponse(error=error)
+            for broker in request.live_leaders:
+                self._live_brokers[broker.id] = broker
+            errors = {}
+            for entry in request.partitions:
+                tp = TopicPartition(topic=entry.topic, partition=entry.partition)
+                errors[tp] = self._apply(tp, entry)
+            return ReplicaResponse.of(errors)
+
+    def _apply(self, tp: TopicPartition, entry: LeaderAndIsrPartition) -> ErrorCode:
+        if self.broker_id not in entry.replicas:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        partition = self._partitions.get(tp)
+        if partition is not None and partition.role is not Role.NONE:
+            current = partition.leader_epoch
+            if entry.leader_epoch < current:
+                log.info("broker %d ignores %s at leader epoch %d < %d", self.broker_id, tp,
+                         entry.leader_epoch, current)
+                return ErrorCode.STALE_CONTROLLER_EPOCH
+            if entry.leader_epoch == current:
+                if entry.partition_epoch > partition.partition_epoch:
+                    partition.update_metadata(entry)
+                    return ErrorCode.NONE
+                return ErrorCode.STALE_CONTROLLER_EPOCH
+        if partition is None:
+            try:
+                log_ = Log.open(
+                    self.log_dir / log_directory_name(tp), config=self.config.log,
+                    clock=self.clock.now_ms,
+                )
+            except (StorageError, OSError, ValueError):
+                log.exception("broker %d cannot open the log of %s", self.broker_id, tp)
+                return ErrorCode.KAFKA_STORAGE_ERROR
+            partition = self._partitions[tp] = self._new_partition(tp, log_, 0)
+        if entry.leader == self.broker_id:
+            self.fetcher.remove_partition(tp)
+            try:
+                partition.make_leader(entry)
+            except InvalidEpochError as exc:
+                log.error("broker %d cannot lead %s: %s", self.broker_id, tp, exc)
+                return ErrorCode.FENCED_LEADER_EPOCH
+            log.info("broker %d leads %s at epoch %d, ISR %s", self.broker_id, tp,
+                     entry.leader_epoch, entry.isr)
+        else:
+            changed = partition.make_follower(entry)
+            if entry.leader < 0:
+                self.fetcher.remove_partition(tp)
+            elif changed:
+                self.fetcher.add_partition(tp, entry.leader, entry.leader_epoch)
+        return ErrorCode.NONE
+
+    def handle_stop_replica(self, request: StopReplicaRequest) -> ReplicaResponse:
+        """Stop leading or following each partition; delete its log when asked."""
+        with self._lock:
+            error = self._check_request(request.controller_epoch, request.broker_epoch)
+            if error:
+                return ReplicaResponse(error=error)
+            errors = {}
+            for entry in request.partitions:
+                tp = TopicPartition(topic=entry.topic, partition=entry.partition)
+                partition = self._partitions.get(tp)
+                if (
+                    partition is not None
+                    and entry.leader_epoch not in (NO_EPOCH, EPOCH_DURING_DELETE)
+                    and entry.leader_epoch < partition.leader_epoch
+                ):
+                    errors[tp] = ErrorCode.FENCED_LEADER_EPOCH
+                    continue
+                self.fetcher.remove_partition(tp)
+                if partition is not None:
+                    partition.stop()
+                if entry.delete:
+                    errors[tp] = self._delete_partition(tp, partition)
+                else:
+                    errors[tp] = ErrorCode.NONE
+            return ReplicaResponse.of(errors)
+
+    def _delete_partition(self, tp: TopicPartition, partition: Partition | None) -> ErrorCode:
+        self._partitions.pop(tp, None)
+        directory = self.log_dir / log_directory_name(tp)
+        try:
+            if partition is not None:
+                partition.log.close()
+            shutil.rmtree(directory, ignore_errors=False)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            log.exception("broker %d could not delete %s", self.broker_id, directory)
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        return ErrorCode.NONE
+
+    def handle_update_metadata(self, request: UpdateMetadataRequest) -> ReplicaResponse:
+        """Remember leaders and live brokers, for clients and fetchers."""
+        with self._lock:
+            error = self._check_request(request.controller_epoch, request.broker_epoch)
+            if error:
+                return ReplicaResponse(error=error)
+            self._live_brokers = {b.id: b for b in request.live_brokers}
+            for entry in request.partitions:
+                tp = TopicPartition(topic=entry.topic, partition=entry.partition)
+                if entry.leader == LEADER_DURING_DELETE:
+                    self._metadata_cache.pop(tp, None)
+                else:
+                    self._metadata_cache[tp] = entry
+            return ReplicaResponse()
+
+    # -- data plane ----------------------------------------------------------------------------
+
+    def produce(
+        self,
+        tp: TopicPartition,
+        records: bytes | bytearray,
+        acks: int = ACKS_ALL,
+        timeout_ms: int | None = None,
+    ) -> Future:
+        """Append a producer's raw v2 batches to the partition this broker leads.
+
+        Returns a future of :class:`ProduceResult`: complete at once for acks 0 and 1; for
+        acks=all, once the HW passes the batches (or with an error on leadership loss or
+        after ``timeout_ms``)."""
+        if not self._running:
+            return _done(ErrorCode.BROKER_NOT_AVAILABLE)
+        partition = self._partitions.get(tp)
+        if partition is None:
+            return _done(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        future = partition.append_as_leader(
+            records, acks, self.config.request_timeout_ms if timeout_ms is None else timeout_ms
+        )
+        for listener in self._append_listeners:
+            listener()
+        return future
+
+    def fetch(
+        self, tp: TopicPartition, offset: int, max_bytes: int, replica_id: int, leader_epoch: int
+    ) -> FetchResult:
+        """A fetch from a follower (``replica_id`` >= 0) or a consumer (below the HW only)."""
+        if not self._running:
+            return FetchResult(error=ErrorCode.BROKER_NOT_AVAILABLE)
+        partition = self._partitions.get(tp)
+        if partition is None:
+            return FetchResult(error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if replica_id < 0:
+            read = partition.read_committed(offset, max_bytes)
+            return FetchResult(error=read.error, records=read.records,
+                               high_watermark=read.high_watermark)
+        return partition.fetch_for_follower(replica_id, offset, max_bytes, leader_epoch)
+
+    def offsets_for_leader_epoch(
+        self, tp: TopicPartition, epoch: int, current_leader_epoch: int
+    ) -> EpochAnswer:
+        """Where this leader's copy of ``epoch`` ends (the largest known epoch <= it)."""
+        if not self._running:
+            return EpochAnswer(error=ErrorCode.BROKER_NOT_AVAILABLE)
+        partition = self._partitions.get(tp)
+        if partition is None:
+            return EpochAnswer(error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        error, answer_epoch, end = partition.end_offset_for_epoch(epoch, current_leader_epoch)
+        return EpochAnswer(error=error, epoch=answer_epoch, end_offset=end)
+
+    def read(self, tp: TopicPartition, offset: int, max_bytes: int) -> ConsumerRead:
+        """A consumer's read from the leader: whole batches below the high watermark."""
+        if not self._running:
+            return ConsumerRead(error=ErrorCode.BROKER_NOT_AVAILABLE)
+        partition = self._partitions.get(tp)
+        if partition is None:
+            return ConsumerRead(error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return partition.read_committed(offset, max_bytes)
+
+    # -- periodic duties -----------------------------------------------------------------------
+
+    def maybe_shrink_isr(self) -> list[TopicPartition]:
+        """Drop out-of-sync followers from the ISR of every partition led here."""
+        return [tp for tp, p in list(self._partitions.items()) if p.maybe_shrink_isr()]
+
+    def maybe_propagate_isr_changes(self) -> list[TopicPartition]:
+        """Announce the ISR changes that are due (see :class:`IsrChangeBatcher`)."""
+        due = self._isr_changes.take_due(self.clock.now_ms())
+        if due and self.metadata is not None:
+            try:
+                self.metadata.notify_isr_change(due)
+            except CoordinatorError as exc:
+                log.warning("broker %d could not announce ISR changes: %s", self.broker_id, exc)
+                self._isr_changes.put_back(due)
+                return []
+        return due
+
+    def expire_produces(self) -> None:
+        now = self.clock.now_ms()
+        for p in list(self._partitions.values()):
+            p.expire_produces(now)
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write every partition's HW to ``replication-offset-checkpoint``."""
+        self._hw_checkpoint.write(
+            {tp: p.high_watermark for tp, p in list(self._partitions.items())}
+        )
+
+    def flush_logs(self) -> None:
+        """fsync every log and record the recovery points (log.flush.interval.ms)."""
+        for p in list(self._partitions.values()):
+            p.log.flush()
+        self._rp_checkpoint.write(
+            {tp: p.log.recovery_point for tp, p in list(self._partitions.items())}
+        )
+
+    def tick(self) -> None:
+        """Run the periodic duties that are due at the clock's current time."""
+        if not self._running:
+            return
+        cfg = self.config
+        now = self.clock.now_ms()
+        if now >= self._next_isr_check_ms:
+            self._next_isr_check_ms = now + cfg.replica_lag_time_max_ms // 2
+            self.maybe_shrink_isr()
+        self.maybe_propagate_isr_changes()
+        self.expire_produces()
+        if cfg.flush_interval_ms is not None and now >= self._next_flush_ms:
+            self._next_flush_ms = now + cfg.flush_interval_ms
+            self.flush_logs()
+        if now >= self._next_hw_checkpoint_ms:
+            self._next_hw_checkpoint_ms = now + cfg.high_watermark_checkpoint_interval_ms
+            self.checkpoint_high_watermarks()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Run the fetcher and the periodic duties on background threads."""
+        self.fetcher.start()
+        if self._ticker is None:
+            self._ticker_stop.clear()
+            self._ticker = threading.Thread(
+                target=self._tick_loop, name=f"replica-ticker-{self.broker_id}", daemon=True
+            )
+            self._ticker.start()
+
+    def _tick_loop(self) -> None:
+        interval = self.config.tick_interval_ms / 1000
+        while not self._ticker_stop.wait(interval):
+            try:
+                self.tick()
+            except Exception:
+                log.exception("broker %d: periodic duties failed", self.broker_id)
+
+    def _stop_threads(self) -> None:
+        self.fetcher.stop()
+        if self._ticker is not None:
+            self._ticker_stop.set()
+            self._ticker.join()
+            self._ticker = None
+
+    def shutdown(self) -> None:
+        """Stop cleanly: checkpoint the HWs and recovery points, close every log."""
+        with self._lock:
+            if not self._running:
+                return
+            self._running = False
+            self._stop_threads()
+            for p in self._partitions.values():
+                p.stop(ErrorCode.BROKER_NOT_AVAILABLE)
+            self.checkpoint_high_watermarks()
+            self.flush_logs()
+            for p in self._partitions.values():
+                p.log.close()
+
+    def crash(self, *, lose_unflushed: bool = False, torn_bytes: int = 0) -> None:
+        """Stop as a killed process would (tests): no checkpoints, no clean-shutdown marker,
+        and with ``lose_unflushed`` as after a power failure, every log cut back to what was
+        fsynced (leaving ``torn_bytes`` of the first lost batch). Waiting produces fail, as
+        their connections would."""
+        with self._lock:
+            if not self._running:
+                return
+            self._running = False
+            self._stop_threads()
+            for p in self._partitions.values():
+                p.stop(ErrorCode.BROKER_NOT_AVAILABLE)
+                flushed = p.log.recovery_point
+                p.log.close()
+                clear_clean_shutdown(p.log.directory)
+                if lose_unflushed:
+                    cut_unflushed(p.log.directory, flushed, torn_bytes=torn_bytes)
+
+    def __repr__(self) -> str:
+        state = "running" if self._running else "stopped"
+        return f"ReplicaManager(broker={self.broker_id}, {state}, {len(self._partitions)} partitions)"
