@@ -45,7 +45,9 @@ from coordinator.model import (
     Capabilities,
     Check,
     ChildrenCallback,
+    Create,
     DataCallback,
+    Delete,
     Op,
     OpResult,
     SessionState,
@@ -118,6 +120,15 @@ def _on(path: str | None) -> str:
 
 def _op_error(code: int, path: str) -> CoordinatorError:
     return _translate(kx.EXCEPTIONS[code](), path)
+
+
+def _multi_error(code: int, op: Op) -> CoordinatorError:
+    """A failed op's error; a create's missing or ephemeral parent is named, as in memory."""
+    error = kx.EXCEPTIONS[code]()
+    if isinstance(op, Create) and isinstance(error, (kx.NoNodeError,
+                                                     kx.NoChildrenForEphemeralsError)):
+        return _translate(error, paths.parent(op.path))
+    return _translate(error, op.path)
 
 
 def _stat(zstat: Any) -> Stat:
@@ -400,9 +411,35 @@ class ZooKeeperCoordinator(Coordinator):
         paths.validate(path)
         self._ready()
         if recursive:
-            self._delete_tree(path)
+            self._delete_subtree(path)
             return
         self._wait(self.kazoo.delete_async(path, version), path)
+
+    def _delete_subtree(self, path: str) -> None:
+        """Delete a subtree a level at a time, deepest first, each level a pipelined bulk write.
+
+        Tolerant of concurrent changes as the base class's walk is: a node already gone is
+        fine, a node that gained a child meanwhile is walked again.
+        """
+        levels = [[path]]
+        while levels[-1]:
+            pending = [(p, self.kazoo.get_children_async(p)) for p in levels[-1]]
+            below: list[str] = []
+            for parent, result in pending:
+                try:
+                    below.extend(paths.join(parent, kid) for kid in self._wait(result, parent))
+                except NoNode:
+                    pass
+            levels.append(below)
+        for level in reversed(levels):
+            if not level:
+                continue
+            results = self.write_many([Delete(path=p) for p in level])
+            for p, result in zip(level, results, strict=True):
+                if isinstance(result, NotEmpty):
+                    self._delete_tree(p)
+                elif isinstance(result, CoordinatorError) and not isinstance(result, NoNode):
+                    raise result
 
     def multi_async(self, ops: Sequence[Op]) -> Future[list[OpResult]]:
         future: Future[list[OpResult]] = Future()
@@ -430,8 +467,8 @@ class ZooKeeperCoordinator(Coordinator):
                 # Ops before the culprit come back 0 (rolled back), after it -2 (not reached).
                 real = [i for i in failed if items[i].code not in (0, -2)]
                 index = (real or failed)[0]
-                future.set_exception(MultiFailed(index, _op_error(items[index].code,
-                                                                  ops[index].path)))
+                future.set_exception(MultiFailed(index, _multi_error(items[index].code,
+                                                                     ops[index])))
                 return
             future.set_result(items)
 

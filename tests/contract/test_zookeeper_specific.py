@@ -142,3 +142,11 @@ def test_requests_while_disconnected_fail_fast(zk: ZooKeeperHarness) -> None:
         proxy.release()
     states.wait_for(lambda s: s[-1] is SessionState.CONNECTED, timeout=20)
     assert c.exists("/during") is None
+
+
+def test_recursive_delete_of_a_wide_tree(client: Coordinator) -> None:
+    client.create("/topic")
+    client.write_many([Create(path=f"/topic/{i}") for i in range(500)])
+    client.write_many([Create(path=f"/topic/{i}/state", data=b"{}") for i in range(500)])
+    client.delete("/topic", recursive=True)
+    assert client.exists("/topic") is None
