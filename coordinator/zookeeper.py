@@ -10,6 +10,7 @@ leaner multi codec, both in :mod:`coordinator.zk_protocol`; watches live in
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
 import warnings
@@ -71,6 +72,9 @@ READ_PROBE, READ_BATCH_MAX = 200, 10_000
 #: Aim for responses of about this size (far below jute.maxbuffer) and requests below it too.
 READ_BATCH_TARGET_BYTES = 256 << 10
 READ_IN_FLIGHT = 4
+
+#: How a server without multiRead (before 3.6) may answer one.
+_NO_MULTI_READ = (kx.UnimplementedError, kx.MarshallingError, struct.error)
 
 _STATES = {
     KazooState.CONNECTED: SessionState.CONNECTED,
@@ -158,6 +162,7 @@ class ZooKeeperCoordinator(Coordinator):
         )
         self._session = (client.client_id or (0, b""))[0]
         self._watches = WatchSet(self)
+        self._multi_read = True
         client.add_listener(self._on_kazoo_state)
 
     def _chunks(self, ops: Sequence[Op], guard: Check | None) -> Iterable[list[int]]:
@@ -329,6 +334,8 @@ class ZooKeeperCoordinator(Coordinator):
         for path in paths_:
             paths.validate(path)
         self._ready()
+        if not self._multi_read:
+            return self._get_many_pipelined(paths_)
         out: list[tuple[bytes, Stat] | None] = [None] * len(paths_)
         root = self.root
         full = [root + p for p in paths_] if root else list(paths_)
@@ -358,6 +365,11 @@ class ZooKeeperCoordinator(Coordinator):
                 batch = max(1, min(batch, mid - lo))
                 pending.extendleft([(mid, hi), (lo, mid)])
                 continue
+            except CoordinatorError as exc:
+                if probing and isinstance(exc.__cause__, _NO_MULTI_READ):
+                    self._multi_read = False  # a server before 3.6
+                    return self._get_many_pipelined(paths_)
+                raise
             for i, item in enumerate(items, lo):
                 if type(item) is int:
                     if item != kx.NoNodeError.code:
@@ -367,6 +379,18 @@ class ZooKeeperCoordinator(Coordinator):
             per_item = request.response_bytes / (hi - lo)
             batch = max(1, min(READ_BATCH_MAX, int(READ_BATCH_TARGET_BYTES / per_item)))
             probing = False
+        return out
+
+    def _get_many_pipelined(self, paths_: Sequence[str]) -> list[tuple[bytes, Stat] | None]:
+        """Bulk read for servers without multiRead: kazoo's get_async, all in flight."""
+        out: list[tuple[bytes, Stat] | None] = []
+        for path, result in [(p, self.kazoo.get_async(p)) for p in paths_]:
+            try:
+                data, zstat = self._wait(result, path)
+            except NoNode:
+                out.append(None)
+            else:
+                out.append((data, _stat(zstat)))
         return out
 
     def _await_connected(self) -> None:
