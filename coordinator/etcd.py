@@ -69,6 +69,8 @@ MAX_TXN_OPS = 128  # etcd's --max-txn-ops default
 MAX_REQUEST_BYTES = 3 << 19  # etcd's --max-request-bytes default, 1.5 MiB
 REQUEST_MARGIN = 128 << 10  # room for keys, compares and framing beyond the data
 GET_MANY_IN_FLIGHT = 16
+SCAN_MIN = 1024  # siblings read together before a range scan is considered
+SCAN_PAGE = 10_000
 
 
 def capabilities_for(max_txn_ops: int, max_request_bytes: int) -> Capabilities:
@@ -256,18 +258,54 @@ class EtcdCoordinator(Coordinator):
         return names, revision
 
     def get_many(self, paths_: Sequence[str]) -> list[tuple[bytes, Stat] | None]:
-        """Read-only transactions of max-txn-ops ranges each, several in flight."""
+        """Siblings wanted by the thousand are read by paging their key range when the wanted
+        keys are most of it; the rest by read-only txns of max-txn-ops ranges, pipelined."""
         for path in paths_:
             paths.validate(path)
         self._check_open()
         out: list[tuple[bytes, Stat] | None] = [None] * len(paths_)
         key = self._keys.key
-        wanted = [(i, key(p)) for i, p in enumerate(paths_) if p != "/"]
+        by_parent: dict[str, list[tuple[int, bytes]]] = {}
         for i, p in enumerate(paths_):
             if p == "/":
                 out[i] = (b"", ROOT_STAT)
+            else:
+                by_parent.setdefault(p[:p.rfind("/")], []).append((i, key(p)))
+        singles: list[tuple[int, bytes]] = []
+        for group in by_parent.values():
+            if len(group) < SCAN_MIN or not self._scan(group, out):
+                singles.extend(group)
+        self._get_batched(singles, out)
+        return out
+
+    def _scan(self, group: list[tuple[int, bytes]], out: list[Any]) -> bool:
+        """Page through the group's key range if it holds few keys beside the wanted ones."""
+        wanted: dict[bytes, list[int]] = {}
+        for i, k in group:
+            wanted.setdefault(k, []).append(i)
+        lo, hi = min(wanted), max(wanted) + b"\x00"
+        count = self._rpc("Range", etcdrpc.RangeRequest(key=lo, range_end=hi, count_only=True),
+                          "get_many", retry=True).count
+        if count > 2 * len(wanted):
+            return False
+        cursor, revision = lo, 0
+        while True:
+            resp = self._rpc("Range", etcdrpc.RangeRequest(
+                key=cursor, range_end=hi, limit=SCAN_PAGE, revision=revision),
+                "get_many", retry=True)
+            revision = revision or resp.header.revision
+            for kv in resp.kvs:
+                idxs = wanted.get(kv.key)
+                if idxs is not None:
+                    item = (kv.value, stat_of(kv))
+                    for i in idxs:
+                        out[i] = item
+            if not resp.more or not resp.kvs:
+                return True
+            cursor = resp.kvs[-1].key + b"\x00"
+
+    def _get_batched(self, wanted: list[tuple[int, bytes]], out: list[Any]) -> None:
         step = self._max_txn_ops
-        batches = [wanted[i:i + step] for i in range(0, len(wanted), step)]
         in_flight: list[tuple[list[tuple[int, bytes]], Any, int]] = []
 
         def collect(batch: list[tuple[int, bytes]], call: Any, generation: int) -> None:
@@ -283,11 +321,12 @@ class EtcdCoordinator(Coordinator):
                     kv = kvs[0]
                     out[i] = (kv.value, stat_of(kv))
 
-        for batch in batches:
+        for start in range(0, len(wanted), step):
+            batch = wanted[start:start + step]
             req = etcdrpc.TxnRequest()
-            success = req.success
+            add = req.success.add
             for _, k in batch:
-                success.add().request_range.key = k
+                add().request_range.key = k
             generation = self._conn.generation
             try:
                 call = self._conn.kv.Txn.future(req, self._timeout)
@@ -298,7 +337,6 @@ class EtcdCoordinator(Coordinator):
                 collect(*in_flight.pop(0))
         for item in in_flight:
             collect(*item)
-        return out
 
     # --- writes --------------------------------------------------------------------------
 
@@ -472,16 +510,15 @@ class EtcdCoordinator(Coordinator):
         fresh()
         chunk: list[int] = []
         for i, op in enumerate(ops):
-            if not budget.fits(op):
+            if not budget.take(op):
                 if chunk:
                     yield chunk
                     chunk = []
                     fresh()
-                if not budget.fits(op):
+                if not budget.take(op):
                     raise RequestTooLarge(
                         f"op on {op.path} is about {budget.op_bytes(op)} bytes; etcd takes at "
                         f"most {self.capabilities.max_multi_bytes} bytes in one request")
-            budget.add(op)
             chunk.append(i)
         if chunk:
             yield chunk

@@ -469,6 +469,29 @@ class TxnBudget:
             return 2, 1, None, None
         return 1, int(t is SetData), None, None
 
+    def take(self, op: Op) -> bool:
+        """Add ``op`` if it fits; the common case (a set or check) without bookkeeping."""
+        t = type(op)
+        if t is SetData or t is Check:
+            size = len(op.data) if t is SetData else 0
+            size += 3 * (self.prefix_len + len(op.path)) + 64
+            if self.compares >= self.max_ops or self.bytes + size > self.max_bytes:
+                return False
+            self.compares += 1
+            self.success += t is SetData
+            self.bytes += size
+            return self.success <= self.max_ops or self._undo(t, size)
+        if not self.fits(op):
+            return False
+        self.add(op)
+        return True
+
+    def _undo(self, t: type, size: int) -> bool:
+        self.compares -= 1
+        self.success -= t is SetData
+        self.bytes -= size
+        return False
+
     def fits(self, op: Op) -> bool:
         compares, success, _, _ = self._cost(op)
         return (self.compares + compares <= self.max_ops
