@@ -20,7 +20,7 @@ import coordinator
 from coordinator.codecs import PartitionState, TopicAssignment, TopicPartition
 from coordinator.metadata import MetadataClient
 from elections.leader import NO_LEADER, elect_offline
-from replication.clock import ManualClock
+from replication.clock import Clock, ManualClock
 from replication.config import ReplicaConfig
 from replication.log import Log
 from replication.protocol import ACKS_ALL, ErrorCode
@@ -77,10 +77,10 @@ class MiniCluster:
         broker_ids: Iterable[int] = (1, 2, 3),
         *,
         config: ReplicaConfig | None = None,
-        clock: ManualClock | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.root = root
-        self.clock = clock or ManualClock()
+        self.clock: ManualClock = clock or ManualClock()  # type: ignore[assignment]
         self.config = config or ReplicaConfig()
         self.configs: dict[int, ReplicaConfig] = {}
         self.coordinator = coordinator.connect(f"memory://replication-{uuid.uuid4().hex}")

@@ -1,0 +1,219 @@
+"""The replica manager's control plane, checkpoints, crashes and background threads."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from coordinator.codecs import TopicPartition
+from replication.checkpoints import HIGH_WATERMARK_CHECKPOINT_FILE, OffsetCheckpointFile
+from replication.clock import ManualClock, SystemClock
+from replication.config import ReplicaConfig
+from replication.partition import Role
+from replication.protocol import ACKS_ALL, ErrorCode
+from replication.replica_manager import ReplicaManager
+from statemachines.requests import (
+    EPOCH_DURING_DELETE,
+    LeaderAndIsrPartition,
+    LeaderAndIsrRequest,
+    LiveBroker,
+    StopReplicaPartition,
+    StopReplicaRequest,
+    UpdateMetadataPartition,
+    UpdateMetadataRequest,
+)
+
+from .test_replica_manager_cluster import TP, MiniCluster, make_batch, values_by_offset
+
+TP1 = TopicPartition(topic="t", partition=1)
+
+
+def entry(tp: TopicPartition = TP, *, leader: int = 1, epoch: int = 0, isr=(1,),
+          partition_epoch: int = 0, replicas=(1, 2)) -> LeaderAndIsrPartition:
+    return LeaderAndIsrPartition(
+        topic=tp.topic, partition=tp.partition, controller_epoch=1, leader=leader,
+        leader_epoch=epoch, isr=tuple(isr), partition_epoch=partition_epoch,
+        replicas=tuple(replicas),
+    )
+
+
+def lai(*entries: LeaderAndIsrPartition, controller_epoch: int = 1) -> LeaderAndIsrRequest:
+    return LeaderAndIsrRequest(controller_id=0, controller_epoch=controller_epoch,
+                               broker_epoch=-1, partitions=entries)
+
+
+@pytest.fixture
+def rm(tmp_path: Path):
+    manager = ReplicaManager(1, tmp_path / "b1", None, ManualClock(), ReplicaConfig())
+    yield manager
+    manager.shutdown()
+
+
+def test_stale_controller_epoch_rejects_the_whole_request(rm: ReplicaManager) -> None:
+    assert rm.handle_leader_and_isr(lai(entry(), controller_epoch=5)).ok
+    response = rm.handle_leader_and_isr(lai(entry(epoch=1), entry(TP1), controller_epoch=4))
+    assert response.error == ErrorCode.STALE_CONTROLLER_EPOCH and not response.partitions
+    assert rm.status(TP).leader_epoch == 0 and rm.partition(TP1) is None
+    stop = StopReplicaRequest(controller_id=0, controller_epoch=4, broker_epoch=-1,
+                              partitions=(StopReplicaPartition(topic="t", partition=0),))
+    assert rm.handle_stop_replica(stop).error == ErrorCode.STALE_CONTROLLER_EPOCH
+    assert rm.status(TP).role is Role.LEADER
+
+
+def test_stale_broker_epoch_is_rejected(tmp_path: Path) -> None:
+    manager = ReplicaManager(1, tmp_path, None, ManualClock(), broker_epoch=10)
+    try:
+        old = LeaderAndIsrRequest(controller_id=0, controller_epoch=1, broker_epoch=9,
+                                  partitions=(entry(),))
+        assert manager.handle_leader_and_isr(old).error == ErrorCode.STALE_BROKER_EPOCH
+    finally:
+        manager.shutdown()
+
+
+def test_older_leader_epochs_are_ignored_per_partition(rm: ReplicaManager) -> None:
+    assert rm.handle_leader_and_isr(lai(entry(epoch=3), entry(TP1, epoch=0))).ok
+    response = rm.handle_leader_and_isr(lai(entry(epoch=2, leader=2), entry(TP1, epoch=1)))
+    assert response.partitions == {TP: ErrorCode.STALE_CONTROLLER_EPOCH, TP1: ErrorCode.NONE}
+    assert rm.status(TP).role is Role.LEADER and rm.status(TP).leader_epoch == 3
+    # The same epoch again is stale too, unless the partition epoch moved (ISR changed).
+    same = rm.handle_leader_and_isr(lai(entry(epoch=3)))
+    assert same.partitions[TP] == ErrorCode.STALE_CONTROLLER_EPOCH
+    wider = rm.handle_leader_and_isr(lai(entry(epoch=3, isr=(1, 2), partition_epoch=1)))
+    assert wider.ok and rm.status(TP).isr == (1, 2)
+
+
+def test_a_partition_not_assigned_here_is_refused(rm: ReplicaManager) -> None:
+    response = rm.handle_leader_and_isr(lai(entry(replicas=(2, 3), leader=2, isr=(2, 3))))
+    assert response.partitions[TP] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert rm.partition(TP) is None
+
+
+def test_becoming_leader_then_follower(rm: ReplicaManager) -> None:
+    rm.handle_leader_and_isr(lai(entry(epoch=0)))
+    assert rm.produce(TP, make_batch(2)[0], acks=1).result().error == ErrorCode.NONE
+    rm.handle_leader_and_isr(lai(entry(epoch=4)))  # re-elected: epoch recorded at the end
+    entries = rm.partition(TP).log.leader_epoch_cache.entries
+    assert [(e.epoch, e.start_offset) for e in entries] == [(0, 0), (4, 2)]
+    rm.handle_leader_and_isr(lai(entry(epoch=5, leader=2, isr=(2, 1))))
+    status = rm.status(TP)
+    assert (status.role, status.leader, status.leader_epoch) == (Role.FOLLOWER, 2, 5)
+    position = rm.fetcher.positions()[TP]
+    assert (position.leader, position.leader_epoch, position.truncating) == (2, 5, True)
+    assert rm.produce(TP, make_batch()[0], acks=1).result().error == (
+        ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    # No leader: stop fetching.
+    rm.handle_leader_and_isr(lai(entry(epoch=6, leader=-1, isr=(2,))))
+    assert TP not in rm.fetcher.positions()
+
+
+def test_stop_replica_stops_and_deletes(rm: ReplicaManager) -> None:
+    rm.handle_leader_and_isr(lai(entry(epoch=2), entry(TP1)))
+    directory = rm.partition(TP).log.directory
+    fenced = StopReplicaRequest(controller_id=0, controller_epoch=1, broker_epoch=-1,
+                                partitions=(StopReplicaPartition(topic="t", partition=0,
+                                                                 leader_epoch=1),))
+    assert rm.handle_stop_replica(fenced).partitions[TP] == ErrorCode.FENCED_LEADER_EPOCH
+    stop = StopReplicaRequest(controller_id=0, controller_epoch=1, broker_epoch=-1, partitions=(
+        StopReplicaPartition(topic="t", partition=0, delete=True,
+                             leader_epoch=EPOCH_DURING_DELETE),
+        StopReplicaPartition(topic="t", partition=1),
+    ))
+    assert rm.handle_stop_replica(stop).ok
+    assert rm.partition(TP) is None and not directory.exists()
+    assert rm.status(TP1).role is Role.NONE
+    assert rm.produce(TP1, make_batch()[0], acks=1).result().error == (
+        ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+
+def test_update_metadata_is_remembered(rm: ReplicaManager) -> None:
+    part = UpdateMetadataPartition(topic="t", partition=0, controller_epoch=1, leader=2,
+                                   leader_epoch=3, isr=(2, 1), partition_epoch=4,
+                                   replicas=(2, 1))
+    request = UpdateMetadataRequest(controller_id=0, controller_epoch=1, broker_epoch=-1,
+                                    partitions=(part,),
+                                    live_brokers=(LiveBroker(id=1), LiveBroker(id=2)))
+    assert rm.handle_update_metadata(request).ok
+    assert rm.metadata_for(TP) == part and set(rm.live_brokers) == {1, 2}
+
+
+def test_high_watermarks_are_checkpointed_and_restored(tmp_path: Path) -> None:
+    clock = ManualClock()
+    manager = ReplicaManager(1, tmp_path, None, clock, ReplicaConfig())
+    manager.handle_leader_and_isr(lai(entry(replicas=(1,))))
+    manager.produce(TP, make_batch(3)[0], acks=1)
+    checkpoint = OffsetCheckpointFile(tmp_path / HIGH_WATERMARK_CHECKPOINT_FILE)
+    assert checkpoint.read() == {}
+    clock.advance(5_000)
+    manager.tick()  # periodic checkpoint
+    assert checkpoint.read() == {TP: 3}
+    manager.produce(TP, make_batch(2)[0], acks=1)
+    manager.shutdown()  # and on shutdown
+    assert checkpoint.read() == {TP: 5}
+    again = ReplicaManager(1, tmp_path, None, clock, ReplicaConfig())
+    try:
+        assert again.status(TP).high_watermark == 5 and again.status(TP).role is Role.NONE
+    finally:
+        again.shutdown()
+
+
+def test_a_crash_keeps_written_bytes_a_power_failure_loses_unflushed_ones(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock()
+    manager = ReplicaManager(1, tmp_path, None, clock, ReplicaConfig())
+    manager.handle_leader_and_isr(lai(entry(replicas=(1,))))
+    manager.produce(TP, make_batch(3)[0], acks=1)
+    manager.flush_logs()
+    manager.produce(TP, make_batch(2)[0], acks=1)
+    manager.crash()
+    again = ReplicaManager(1, tmp_path, None, clock, ReplicaConfig())
+    assert again.status(TP).log_end_offset == 5
+    assert again.status(TP).high_watermark == 0  # no checkpoint was written
+    again.handle_leader_and_isr(lai(entry(replicas=(1,), epoch=1)))
+    again.produce(TP, make_batch(1)[0], acks=1)
+    again.flush_logs()
+    again.produce(TP, make_batch(4)[0], acks=1)
+    again.crash(lose_unflushed=True, torn_bytes=30)
+    third = ReplicaManager(1, tmp_path, None, clock, ReplicaConfig())
+    try:
+        assert third.status(TP).log_end_offset == 6
+        entries = third.partition(TP).log.leader_epoch_cache.entries
+        assert [(e.epoch, e.start_offset) for e in entries] == [(0, 0), (1, 5)]
+    finally:
+        third.shutdown()
+
+
+def test_requests_to_a_stopped_manager_fail(rm: ReplicaManager) -> None:
+    rm.handle_leader_and_isr(lai(entry()))
+    rm.shutdown()
+    assert rm.produce(TP, make_batch()[0]).result().error == ErrorCode.BROKER_NOT_AVAILABLE
+    assert rm.fetch(TP, 0, 10, 2, 0).error == ErrorCode.BROKER_NOT_AVAILABLE
+    assert rm.read(TP, 0, 10).error == ErrorCode.BROKER_NOT_AVAILABLE
+    assert rm.offsets_for_leader_epoch(TP, 0, 0).error == ErrorCode.BROKER_NOT_AVAILABLE
+    assert rm.handle_leader_and_isr(lai(entry(epoch=1))).error == ErrorCode.BROKER_NOT_AVAILABLE
+
+
+def test_background_threads_replicate_and_answer_acks_all(tmp_path: Path) -> None:
+    cluster = MiniCluster(tmp_path, clock=SystemClock())
+    try:
+        cluster.create()
+        for rm in cluster.brokers.values():
+            rm.start()
+        futures, expected = [], []
+        for _ in range(50):
+            future, values = cluster.produce(n=4, acks=ACKS_ALL)
+            futures.append(future)
+            expected += values
+        results = [f.result(timeout=10) for f in futures]
+        assert all(r.error == ErrorCode.NONE for r in results)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if all(rm.status(TP).high_watermark == 200 for rm in cluster.brokers.values()):
+                break
+            time.sleep(0.01)
+        for b in (1, 2, 3):
+            assert list(values_by_offset(cluster.log(b)).values()) == expected
+    finally:
+        cluster.shutdown()
