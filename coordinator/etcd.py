@@ -228,7 +228,6 @@ class EtcdCoordinator(Coordinator):
                 return None, revision
             resp = both.responses[1].response_range
         names: list[str] = []
-        last = b""
         cursor = start
         while True:
             skipped = False
@@ -238,14 +237,11 @@ class EtcdCoordinator(Coordinator):
                     continue
                 rest = key[cut:]
                 slash = rest.find(b"/")
-                child = rest if slash < 0 else rest[:slash]
-                if child != last:
-                    names.append(child.decode())
-                    last = child
                 if slash < 0:
+                    names.append(rest.decode())
                     cursor = key + b"\x00"
-                else:
-                    cursor = start + child + b"0"
+                else:  # below a child already listed (its key sorts before its subtree)
+                    cursor = start + rest[:slash] + b"0"
                     skipped = True
             if not resp.more:
                 break

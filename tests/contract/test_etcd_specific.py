@@ -1,0 +1,258 @@
+"""What only the etcd backend has: its key layout, transactions under races, compaction,
+host failover mid-session, and etcd's per-transaction limits."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import coordinator
+from coordinator import (
+    ChildrenEvent,
+    Coordinator,
+    Create,
+    DataEvent,
+    MultiFailed,
+    NodeExists,
+    NoNode,
+    NotEmpty,
+    SessionState,
+    SetData,
+)
+from tests.contract.conftest import EtcdHarness
+from tests.proxy import TcpProxy
+from tests.servers import Server
+from tests.waiting import Recorder, wait_until
+
+
+@pytest.fixture
+def etcd(etcd_server: Server) -> Iterator[EtcdHarness]:
+    harness = EtcdHarness(etcd_server)
+    yield harness
+    harness.close()
+
+
+@pytest.fixture
+def raw(etcd_server: Server) -> Iterator[Any]:
+    import etcd3
+
+    client = etcd3.client(host=etcd_server.host, port=etcd_server.port)
+    yield client
+    client.close()
+
+
+def _keys(raw: Any, prefix: str) -> list[bytes]:
+    return sorted(meta.key for _, meta in raw.get_prefix(prefix))
+
+
+def test_nodes_are_plain_keys_under_the_prefix_and_bookkeeping_stays_outside(
+    etcd: EtcdHarness, raw: Any
+) -> None:
+    c = etcd.connect()
+    c.create("/brokers/ids/1", b"{}", make_parents=True)
+    c.create("/isr_change_notification")
+    name = c.create("/isr_change_notification/isr_change_", b"x", sequential=True)
+    assert name == "/isr_change_notification/isr_change_0000000000"
+    ns = etcd.namespace
+    assert _keys(raw, ns + "/") == [
+        f"{ns}/brokers".encode(), f"{ns}/brokers/ids".encode(),
+        f"{ns}/brokers/ids/1".encode(), f"{ns}/isr_change_notification".encode(),
+        f"{ns}/isr_change_notification/isr_change_0000000000".encode(),
+    ]
+    hidden = _keys(raw, ns + "\x00")
+    assert hidden and all(k.startswith(f"{ns}\x00meta/".encode()) for k in hidden)
+    assert c.children("/") == ["brokers", "isr_change_notification"]
+    value, meta = raw.get(f"{ns}/brokers/ids/1")
+    assert value == b"{}" and c.exists("/brokers/ids/1").version == meta.version - 1
+
+
+def test_children_skip_deep_subtrees_and_order_like_bytes(etcd: EtcdHarness) -> None:
+    c = etcd.connect()
+    c.ensure_path("/topics")
+    names = [f"t{i}" for i in range(150)] + ["a", "a-b", "a.b", "a0"]
+    levels = [  # write_many chunks run concurrently: one level at a time
+        [Create(path=f"/topics/{t}") for t in names],
+        [Create(path=f"/topics/{t}/partitions") for t in names],
+        [Create(path=f"/topics/{t}/partitions/{p}") for t in names for p in range(6)],
+    ]
+    for ops in levels:
+        assert all(isinstance(r, str) for r in c.write_many(ops))
+    c.create("/topics/a/partitions/0/state", b"s")
+    calls = 0
+    original = c._rpc  # type: ignore[attr-defined]
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return original(*args, **kwargs)
+
+    c._rpc = counting  # type: ignore[attr-defined]
+    assert c.children("/topics") == sorted(names)
+    assert calls <= len(names) + 2  # one page per subtree at most, not one per key
+    assert c.children("/topics/a") == ["partitions"]
+    assert c.children("/topics/a/partitions") == [str(p) for p in range(6)]
+
+
+def test_multi_failure_names_the_first_failing_op_among_dependent_ops(
+    etcd: EtcdHarness, raw: Any
+) -> None:
+    c = etcd.connect()
+    with pytest.raises(MultiFailed) as info:
+        c.multi([Create(path="/a"), Create(path="/a/b"), Create(path="/a/b/c"),
+                 Create(path="/a/b")])
+    assert info.value.index == 3 and isinstance(info.value.cause, NodeExists)
+    assert _keys(raw, etcd.namespace) == []
+    with pytest.raises(MultiFailed) as info:
+        c.multi([Create(path="/a"), Create(path="/a/b"), SetData(path="/a/c", data=b"")])
+    assert info.value.index == 2 and isinstance(info.value.cause, NoNode)
+    c.create("/p")
+    c.create("/p/kid")
+    from coordinator import Delete
+
+    c.multi([Delete(path="/p/kid"), Delete(path="/p")])  # the delete sees the child gone
+    assert c.exists("/p") is None
+
+
+def test_creates_never_orphan_under_a_concurrent_parent_delete(
+    etcd: EtcdHarness, raw: Any
+) -> None:
+    a, b = etcd.connect(), etcd.connect()
+    stop = time.monotonic() + 3
+    created = deleted = 0
+
+    def flip() -> None:
+        nonlocal deleted
+        while time.monotonic() < stop:
+            try:
+                a.create("/p")
+            except NodeExists:
+                pass
+            try:
+                a.delete("/p")
+                deleted += 1
+            except (NotEmpty, NoNode):
+                pass
+
+    def fill() -> None:
+        nonlocal created
+        i = 0
+        while time.monotonic() < stop:
+            try:
+                b.create(f"/p/c{i}")
+                created += 1
+                b.delete(f"/p/c{i}")
+            except NoNode:
+                pass
+            i += 1
+
+    threads = [threading.Thread(target=flip), threading.Thread(target=fill)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ns = etcd.namespace
+    keys = _keys(raw, ns + "/")
+    if f"{ns}/p".encode() not in keys:
+        assert keys == [], "a child outlived its parent"
+    assert created and deleted  # both sides made progress, so they raced
+
+
+def test_set_keeps_an_ephemeral_node_on_its_lease(etcd: EtcdHarness) -> None:
+    owner, other = etcd.connect(), etcd.connect()
+    owner.create("/e", b"1", ephemeral=True)
+    stat = other.set("/e", b"2")
+    assert stat.ephemeral_owner == owner.session_id and stat.version == 1
+    owner.close()
+    assert other.exists("/e") is None
+
+
+def test_watch_catches_up_after_its_history_was_compacted(
+    etcd: EtcdHarness, raw: Any
+) -> None:
+    watcher, writer = etcd.connect(proxied=True), etcd.connect()
+    writer.create("/c", b"0")
+    writer.create("/d")
+    data: Recorder[DataEvent] = Recorder()
+    kids: Recorder[ChildrenEvent] = Recorder()
+    watcher.watch_data("/c", data)
+    watcher.watch_children("/d", kids)
+    data.wait_count(1)
+    kids.wait_count(1)
+    proxy = etcd.proxies[id(watcher)]
+    proxy.hold()
+    for i in range(1, 20):
+        writer.set("/c", str(i).encode())
+    writer.create("/d/x")
+    _, meta = raw.get(f"{etcd.namespace}/c")
+    raw.compact(meta.mod_revision)
+    proxy.release()
+    data.wait_for(lambda ev: ev[-1].data == b"19", timeout=20, message="state after compaction")
+    kids.wait_for(lambda ev: ev[-1].children == ["x"], timeout=20)
+    writer.set("/c", b"after")
+    data.wait_for(lambda ev: ev[-1].data == b"after", timeout=10)
+    versions = [e.stat.version for e in data.items]
+    assert versions == sorted(set(versions))
+
+
+def test_fails_over_to_the_next_host_mid_session(etcd: EtcdHarness, etcd_server: Server) -> None:
+    first = TcpProxy(etcd_server.host, etcd_server.port)
+    try:
+        url = f"etcd://{first.address},{etcd_server.address}{etcd.namespace}"
+        c = coordinator.connect(url, timeout=10, session_timeout=10)
+        etcd.clients.append(c)
+        c.create("/f", b"0")
+        seen: Recorder[DataEvent] = Recorder()
+        c.watch_data("/f", seen)
+        seen.wait_count(1)
+        session = c.session_id
+        states: Recorder[SessionState] = Recorder()
+        c.add_listener(states)
+        first.close()  # the first host goes away for good
+        writer = etcd.connect()
+        writer.set("/f", b"1")
+        seen.wait_for(lambda ev: ev[-1].data == b"1", timeout=20, message="watch on host 2")
+        wait_until(lambda: c.state is SessionState.CONNECTED, timeout=20)
+        assert c.session_id == session
+        wait_until(lambda: _set_works(c), timeout=10)
+        assert c.get("/f")[0] == b"2"
+    finally:
+        first.close()
+
+
+def _set_works(c: Coordinator) -> bool:
+    try:
+        c.set("/f", b"2")
+        return True
+    except coordinator.ConnectionLoss:
+        return False
+
+
+def test_bulk_creates_under_distinct_parents_fit_the_compare_limit(etcd: EtcdHarness) -> None:
+    c = etcd.connect()
+    c.ensure_path("/t")
+    parents = [Create(path=f"/t/{i}") for i in range(300)]
+    assert c.write_many(parents) == [f"/t/{i}" for i in range(300)]
+    states = [Create(path=f"/t/{i}/state", data=b"s") for i in range(300)]
+    assert c.write_many(states) == [f"/t/{i}/state" for i in range(300)]
+    got = c.get_many([f"/t/{i}/state" for i in range(300)] + ["/t/none/state", "/"])
+    assert all(g is not None and g[0] == b"s" for g in got[:300])
+    assert got[300] is None and got[301] is not None
+
+
+def test_get_many_pages_a_dense_sibling_range(etcd: EtcdHarness) -> None:
+    c = etcd.connect()
+    c.ensure_path("/s")
+    c.write_many([Create(path=f"/s/{i:05d}", data=str(i).encode()) for i in range(3000)])
+    wanted = [f"/s/{i:05d}" for i in range(0, 3000, 2)] + ["/s/99999"]
+    got = c.get_many(wanted)
+    assert [g[0] for g in got[:-1]] == [str(i).encode() for i in range(0, 3000, 2)]
+    assert got[-1] is None
+
+
+def test_unknown_option_is_refused(etcd: EtcdHarness) -> None:
+    with pytest.raises(TypeError):
+        coordinator.connect(etcd.url(), nonsense=1)
