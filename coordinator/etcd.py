@@ -379,13 +379,16 @@ class EtcdCoordinator(Coordinator):
     def _multi_sync(self, ops: Sequence[Op]) -> list[OpResult]:
         """Run a multi; if its ephemeral creates find the lease gone, start the new session at
         once (as the keep-alive would shortly) and run it again: etcd applied nothing."""
+        return self._renewing(self._multi_once, ops)
+
+    def _renewing(self, run: Any, ops: Sequence[Op]) -> list[OpResult]:
         lease = self.session_id
         try:
-            return self._multi_once(ops)
+            return run(ops)
         except SessionExpired:
             if not self._keeper.replace_if_expired(lease):
                 raise
-        return self._multi_once(ops)
+        return run(ops)
 
     def _multi_once(self, ops: Sequence[Op]) -> list[OpResult]:
         self._check_open()
@@ -485,7 +488,7 @@ class EtcdCoordinator(Coordinator):
     def _run_simulated(self, ops: list[Op], future: Future[list[OpResult]],
                        whole: bool = False) -> None:
         try:
-            future.set_result(self._multi_sync(ops) if whole else self._simulated(ops))
+            future.set_result(self._renewing(self._multi_once if whole else self._simulated, ops))
         except CoordinatorError as exc:
             future.set_exception(exc)
         except Exception as exc:  # a bug must reach the caller, not die in a pool thread
