@@ -271,6 +271,9 @@ class ReplicaManager:
                      entry.leader_epoch, entry.isr)
         else:
             changed = partition.make_follower(entry)
+            if changed and self.config.legacy_hw_truncation:
+                # The pre-KIP-101 rule, for tests only: cut to the HW on becoming follower.
+                partition.truncate_as_follower(partition.high_watermark, entry.leader_epoch)
             if entry.leader < 0:
                 self.fetcher.remove_partition(tp)
             elif changed:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -23,7 +23,7 @@ from elections.leader import NO_LEADER, elect_offline
 from replication.clock import Clock, ManualClock
 from replication.config import ReplicaConfig
 from replication.log import Log
-from replication.protocol import ACKS_ALL, ErrorCode
+from replication.protocol import ACKS_ALL, EpochAnswer, ErrorCode, FetchEndpoint, FetchResult
 from replication.records import Record, decode_batch, encode_batch, iter_batches, validate_batches
 from replication.replica_manager import ReplicaManager
 from statemachines.requests import LeaderAndIsrPartition, LeaderAndIsrRequest
@@ -68,6 +68,40 @@ def values_by_offset(log: Log) -> dict[int, bytes | None]:
     return out
 
 
+class _NoFetch:
+    """A leader whose fetch answers are lost on the way (its other answers arrive)."""
+
+    def __init__(self, endpoint: ReplicaManager) -> None:
+        self._endpoint = endpoint
+
+    def fetch(self, *args: object) -> FetchResult:
+        return FetchResult(error=ErrorCode.BROKER_NOT_AVAILABLE)
+
+    def offsets_for_leader_epoch(self, *args: object) -> EpochAnswer:
+        return self._endpoint.offsets_for_leader_epoch(*args)  # type: ignore[arg-type]
+
+
+class _Links(Mapping):
+    """What one broker's fetcher can reach: the live brokers, minus links cut by the test."""
+
+    def __init__(self, cluster: MiniCluster, follower: int) -> None:
+        self._cluster = cluster
+        self._follower = follower
+
+    def __getitem__(self, leader: int) -> FetchEndpoint:
+        cluster = self._cluster
+        endpoint = cluster.brokers[leader]
+        if (self._follower, leader) in cluster.lost_fetches:
+            return _NoFetch(endpoint)
+        return endpoint
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._cluster.brokers)
+
+    def __len__(self) -> int:
+        return len(self._cluster.brokers)
+
+
 class MiniCluster:
     """Replica managers for ``broker_ids`` under ``root``, one controller played by the test."""
 
@@ -87,7 +121,8 @@ class MiniCluster:
         self.metadata = MetadataClient(self.coordinator)
         self.metadata.ensure_layout()
         self.epoch = self.metadata.register_controller(0)
-        self.brokers: dict[int, ReplicaManager] = {}  # the live ones: also the transport
+        self.brokers: dict[int, ReplicaManager] = {}  # the live ones
+        self.lost_fetches: set[tuple[int, int]] = set()  # (follower, leader): answers lost
         self.broker_ids = tuple(broker_ids)
         self.assignments: dict[TopicPartition, tuple[int, ...]] = {}
         for b in self.broker_ids:
@@ -152,7 +187,7 @@ class MiniCluster:
     def elect(self, tp: TopicPartition = TP, *, prefer: int | None = None) -> int:
         """Offline election over the live ISR (``prefer`` moves a replica to the front of the
         assignment, as a preferred election would); bumps the leader epoch. Returns the leader
-        (NO_LEADER if none is eligible: the ISR is then left as it was)."""
+        (NO_LEADER if none is eligible)."""
         assignment = self.assignments[tp]
         if prefer is not None:
             assignment = (prefer, *[r for r in assignment if r != prefer])
@@ -160,8 +195,11 @@ class MiniCluster:
         def decide(current: PartitionState) -> PartitionState:
             election = elect_offline(assignment, current.isr, self.brokers)
             if election is None:
+                # Kafka's controller then drops the dead leader from the ISR, but never the
+                # last member: the partition waits for it.
                 return PartitionState(leader=NO_LEADER, leader_epoch=current.leader_epoch + 1,
-                                      isr=current.isr, controller_epoch=self.epoch.epoch)
+                                      isr=_without(current.isr, current.leader),
+                                      controller_epoch=self.epoch.epoch)
             return PartitionState(leader=election.leader, leader_epoch=current.leader_epoch + 1,
                                   isr=tuple(election.isr), controller_epoch=self.epoch.epoch)
 
@@ -173,7 +211,7 @@ class MiniCluster:
         """The controller's reaction to a dead follower: out of the ISR, epoch bumped."""
         self.write(tp, lambda s: PartitionState(
             leader=s.leader, leader_epoch=s.leader_epoch + 1,
-            isr=tuple(r for r in s.isr if r != broker), controller_epoch=self.epoch.epoch))
+            isr=_without(s.isr, broker), controller_epoch=self.epoch.epoch))
         self.send(tp, self.assignments[tp])
 
     # -- brokers -------------------------------------------------------------------------------
@@ -184,7 +222,7 @@ class MiniCluster:
         cfg = config or self.configs.get(broker) or self.config
         self.configs[broker] = cfg
         rm = ReplicaManager(broker, self.root / f"broker-{broker}", self.metadata, self.clock,
-                            cfg, transport=self.brokers)
+                            cfg, transport=_Links(self, broker))
         self.brokers[broker] = rm
         for tp, replicas in self.assignments.items():
             if broker in replicas:
@@ -198,8 +236,18 @@ class MiniCluster:
         """Kill ``broker``. With ``notice`` the controller reacts at once: partitions it led
         get a new leader, partitions it followed drop it from the ISR. Without, the broker
         comes back before its session expires and the controller never saw it go."""
-        self.brokers.pop(broker).crash(lose_unflushed=lose_unflushed)
-        if notice:
+        self.crash_many([broker], lose_unflushed=lose_unflushed, notice=notice)
+
+    def crash_many(self, brokers: Iterable[int], *, lose_unflushed: bool = False,
+                   notice: bool = True) -> None:
+        """Kill ``brokers`` at once (a power failure); the controller then handles them one
+        by one, in the order given."""
+        ids = list(brokers)
+        for broker in ids:
+            self.brokers.pop(broker).crash(lose_unflushed=lose_unflushed)
+        if not notice:
+            return
+        for broker in ids:
             for tp, replicas in self.assignments.items():
                 if broker in replicas:
                     state, _ = self.state(tp)
@@ -239,6 +287,10 @@ class MiniCluster:
         partition = self.brokers[broker].partition(tp)
         assert partition is not None
         return partition.log
+
+
+def _without(isr: tuple[int, ...], broker: int) -> tuple[int, ...]:
+    return isr if len(isr) == 1 else tuple(r for r in isr if r != broker)
 
 
 # -- tests of the harness itself ---------------------------------------------------------------
