@@ -469,8 +469,13 @@ class ZooKeeperCoordinator(Coordinator):
         future: Future[list[OpResult]] = Future()
         ops = list(ops)
         try:
+            size = 0
             for op in ops:
                 paths.validate(op.path)
+                size += encoded_op_size(op, self.root)
+            if size > MULTI_BYTES_LIMIT:  # the server would drop the connection
+                raise RequestTooLarge(f"multi of {len(ops)} ops is {size} bytes encoded; "
+                                      f"zookeeper takes at most {MULTI_BYTES_LIMIT}")
             self._ready()
         except CoordinatorError as exc:
             future.set_exception(exc)

@@ -150,3 +150,13 @@ def test_recursive_delete_of_a_wide_tree(client: Coordinator) -> None:
     client.write_many([Create(path=f"/topic/{i}/state", data=b"{}") for i in range(500)])
     client.delete("/topic", recursive=True)
     assert client.exists("/topic") is None
+
+
+def test_an_oversized_multi_is_refused_before_it_reaches_the_server(client: Coordinator) -> None:
+    from coordinator import RequestTooLarge
+
+    ops = [Create(path=f"/o{i}", data=b"x" * 300_000) for i in range(4)]
+    with pytest.raises(RequestTooLarge):
+        client.multi(ops)
+    assert client.state is SessionState.CONNECTED
+    assert client.exists("/o0") is None
