@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from coordinator import Coordinator, SetData, layout
+from coordinator import Coordinator, SessionState, SetData, layout
 from coordinator.codecs import BrokerInfo, PartitionState, TopicAssignment, TopicPartition
 from coordinator.metadata import (
     BrokerIdInUse,
@@ -17,6 +17,7 @@ from coordinator.metadata import (
     TopicExists,
     UnknownTopic,
 )
+from tests.waiting import Recorder, wait_until
 
 
 def tp(topic: str, partition: int) -> TopicPartition:
@@ -37,10 +38,12 @@ def test_broker_registration_and_epochs(client: Coordinator, other: Coordinator,
     with pytest.raises(BrokerIdInUse):
         MetadataClient(other).register_broker(BrokerInfo(id=1, host="x", port=1))
     # a bounce is a new broker epoch
+    states: Recorder[SessionState] = Recorder()
+    client.add_listener(states)
     backend.expire(client)
-    from tests.waiting import wait_until
     wait_until(lambda: 1 not in MetadataClient(other).brokers(), timeout=20)
-    wait_until(lambda: client.state.value == "connected", timeout=20)
+    states.wait_for(lambda s: SessionState.LOST in s and s[-1] is SessionState.CONNECTED,
+                    timeout=20, message="LOST, then a new session")
     e1b = MetadataClient(client).register_broker(BrokerInfo(id=1, host="h1", port=9092))
     assert e1b > e2
 
