@@ -309,6 +309,11 @@ class Coordinator(ABC):
         return results
 
     def _chunks(self, ops: Sequence[Op], guard: Check | None) -> Iterable[list[int]]:
+        """Split op indices into chunks that each fit one multi, guard included.
+
+        This default counts ops and estimated bytes against ``capabilities``; a backend whose
+        ops cost unequal shares of a request limit (etcd's compares) overrides it.
+        """
         limit_ops = self.capabilities.max_multi_ops
         limit_bytes = self.capabilities.max_multi_bytes
         base_ops = 1 if guard is not None else 0
