@@ -11,6 +11,7 @@ from coordinator.codecs import TopicPartition
 from replication.checkpoints import HIGH_WATERMARK_CHECKPOINT_FILE, OffsetCheckpointFile
 from replication.clock import ManualClock, SystemClock
 from replication.config import ReplicaConfig
+from replication.log import LogConfig
 from replication.partition import Role
 from replication.protocol import ACKS_ALL, ErrorCode
 from replication.replica_manager import ReplicaManager
@@ -215,5 +216,51 @@ def test_background_threads_replicate_and_answer_acks_all(tmp_path: Path) -> Non
             time.sleep(0.01)
         for b in (1, 2, 3):
             assert list(values_by_offset(cluster.log(b)).values()) == expected
+    finally:
+        cluster.shutdown()
+
+
+def test_a_power_failure_across_segments_recovers_the_flushed_prefix(tmp_path: Path) -> None:
+    config = ReplicaConfig(log=LogConfig(segment_bytes=600, index_interval_bytes=100))
+    clock = ManualClock()
+    manager = ReplicaManager(1, tmp_path, None, clock, config)
+    manager.handle_leader_and_isr(lai(entry(replicas=(1,))))
+    values = []
+    for i in range(12):
+        data, batch_values = make_batch(2, size=100)
+        values += batch_values
+        assert manager.produce(TP, data, acks=1).result().error == ErrorCode.NONE
+        if i == 4:
+            manager.flush_logs()
+    log = manager.partition(TP).log
+    assert len(log.segment_base_offsets) > 3
+    manager.crash(lose_unflushed=True, torn_bytes=20)
+    again = ReplicaManager(1, tmp_path, None, clock, config)
+    try:
+        recovered = again.partition(TP).log
+        assert recovered.log_end_offset == 10
+        assert list(values_by_offset(recovered).values()) == values[:10]
+    finally:
+        again.shutdown()
+
+
+def test_a_follower_behind_the_leaders_log_start_restarts_its_log_there(tmp_path: Path) -> None:
+    config = ReplicaConfig(log=LogConfig(segment_bytes=600, retention_bytes=300))
+    cluster = MiniCluster(tmp_path, (1, 2), config=config)
+    try:
+        cluster.crash(2)
+        cluster.create(replicas=(1, 2))  # 2 is down: ISR (1)
+        for _ in range(12):
+            cluster.produce(n=2, acks=1)
+        leader_log = cluster.log(1)
+        assert leader_log.delete_old_segments(high_watermark=24) > 0
+        start = leader_log.log_start_offset
+        assert start > 0
+        cluster.start(2)
+        cluster.settle()
+        follower_log = cluster.log(2)
+        assert follower_log.log_start_offset == start
+        assert follower_log.log_end_offset == leader_log.log_end_offset == 24
+        assert cluster.state()[0].isr == (1, 2)
     finally:
         cluster.shutdown()
