@@ -297,6 +297,8 @@ class Controller:
         self.ctx.reset_controller_state()
         self.partitions = None
         self.replicas = None
+        if not self._closed:
+            self.watch_partition_states(list(self.ctx.replicas))
         if stand_again and not self._closed:
             self.events.put(ev.Stand())
 
@@ -388,14 +390,19 @@ class Controller:
                 topic=topic, data=e.data, stat=e.stat))))
 
     def watch_partition_states(self, tps: list[TopicPartition]) -> None:
-        """Hot standby: follow each partition's leader and ISR."""
-        if not self.config.hot_standby:
+        """Hot standby: follow each partition's leader and ISR while not active (the active
+        controller writes them itself and hears of leaders' ISR changes by notification)."""
+        if not self.config.hot_standby or self.partitions is not None:
             return
         c, put = self.coordinator, self.events.put
         for tp in tps:
             self._watch(f"state:{tp.topic}/{tp.partition}", lambda tp=tp: c.watch_data(
                 layout.partition_state(tp.topic, tp.partition),
                 lambda e, tp=tp: put(ev.PartitionStateChanged(tp=tp, data=e.data, stat=e.stat))))
+
+    def unwatch_partition_states(self) -> None:
+        for key in [k for k in self._watches if k.startswith("state:")]:
+            self._unwatch(key)
 
     def unwatch_topic(self, topic: str, partitions: list[int]) -> None:
         self._unwatch(f"topic:{topic}")

@@ -37,6 +37,7 @@ from statemachines.states import PartitionState, split_transitions
 
 __all__ = [
     "ElectionOutcome",
+    "tp_key",
     "PartitionStateMachine",
     "record_leader_and_isr",
     "state_change_log",
@@ -53,6 +54,10 @@ class ElectionOutcome:
 
     elected: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
     failed: dict[TopicPartition, str] = field(default_factory=dict)
+
+
+def tp_key(tp: TopicPartition) -> tuple[str, int]:
+    return (tp.topic, tp.partition)
 
 
 def stored(value: LeaderAndIsr) -> StoredState:
@@ -72,7 +77,9 @@ def record_leader_and_isr(
     metadata to every live broker."""
     metadata = []
     brokers = ctx.brokers
-    for tp in tps:
+    # In (topic, partition) order: the batch sorts its partitions on build, and sorting
+    # TopicPartitions by their generated __lt__ is slow unless the input is already in order.
+    for tp in sorted(tps, key=tp_key):
         value = ctx.leaders.get(tp)
         if value is None:
             continue

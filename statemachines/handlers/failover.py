@@ -6,7 +6,7 @@ import time
 from typing import TYPE_CHECKING
 
 from statemachines.handlers import brokers, deletion, isr, preferred, reassignment
-from statemachines.partition_sm import PartitionStateMachine, record_leader_and_isr
+from statemachines.partition_sm import PartitionStateMachine, record_leader_and_isr, tp_key
 from statemachines.replica_sm import ReplicaStateMachine
 from statemachines.requests import UpdateMetadataPartition
 
@@ -50,7 +50,9 @@ def on_controller_failover(ctl: Controller, started: float, elected: float) -> N
     deletion.resume(ctl)
     preferred.on_preferred_election_request(ctl)
     isr.on_isr_change_notification(ctl)
-    if not warm:
+    if warm:
+        ctl.unwatch_partition_states()
+    else:
         ctl.arm_watches_after_load()
     ctl.start_rebalance_timer()
     ctl.last_failover = FailoverTimings(
@@ -64,7 +66,9 @@ def send_full_metadata(ctl: Controller, brokers_: list[int] | None) -> None:
     live = ctx.brokers
     of = UpdateMetadataPartition.of
     partitions = []
-    for tp, value in ctx.leaders.items():
+    leaders = ctx.leaders
+    for tp in sorted(leaders, key=tp_key):
+        value = leaders[tp]
         replicas = ctx.replicas.get(tp)
         if replicas is None:
             continue

@@ -1,0 +1,150 @@
+"""End to end on real ZooKeeper and etcd: several participants, each with its own session."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from coordinator import connect
+from coordinator.metadata import MetadataClient
+from statemachines import Admin, InProcessNetwork, Participant, change_isr
+from statemachines.requests import UpdateMetadataRequest
+from tests.servers import Server
+from tests.statemachines.conftest import tp
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.servers
+
+
+class RealCluster:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.network = InProcessNetwork()
+        self.participants: dict[int, Participant] = {}
+        self.client = connect(url)
+        self.admin = Admin(self.client, self.network)
+        self.metadata = MetadataClient(self.client)
+
+    def add(self, broker_id: int) -> Participant:
+        p = Participant(self.url, broker_id, network=self.network,
+                        connect_options={"session_timeout": 4.0})
+        self.participants[broker_id] = p.start()
+        return p
+
+    def kill(self, broker_id: int) -> None:
+        self.participants.pop(broker_id).close()
+
+    def active(self) -> Participant:
+        def one() -> Participant | None:
+            actives = [p for p in self.participants.values() if p.controller.active]
+            return actives[0] if len(actives) == 1 else None
+
+        return wait_until(one, timeout=20, message="one active controller")
+
+    def leader(self, topic: str, partition: int) -> int | None:
+        item = self.metadata.partition_states([tp(topic, partition)])[tp(topic, partition)]
+        return None if item is None else item.value.leader
+
+    def isr(self, topic: str, partition: int) -> tuple[int, ...]:
+        item = self.metadata.partition_states([tp(topic, partition)])[tp(topic, partition)]
+        return () if item is None else item.value.isr
+
+    def close(self) -> None:
+        for p in list(self.participants.values()):
+            p.close()
+        self.client.close()
+
+
+@pytest.fixture(params=["zookeeper", "etcd"])
+def real(request: pytest.FixtureRequest) -> Iterator[RealCluster]:
+    name = "t" + uuid.uuid4().hex[:12]
+    if request.param == "zookeeper":
+        server: Server = request.getfixturevalue("zookeeper_server")
+        from kazoo.client import KazooClient
+
+        root = KazooClient(hosts=server.address)
+        root.start(timeout=10)
+        root.ensure_path("/" + name)
+        root.stop()
+        root.close()
+        url = f"zookeeper://{server.address}/{name}"
+    else:
+        server = request.getfixturevalue("etcd_server")
+        url = f"etcd://{server.address}/{name}"
+    cluster = RealCluster(url)
+    yield cluster
+    cluster.close()
+
+
+def _start(c: RealCluster, brokers: int = 3) -> None:
+    for b in range(1, brokers + 1):
+        c.add(b)
+    wait_until(lambda: set(c.active().controller.ctx.brokers) == set(range(1, brokers + 1)),
+               timeout=20, message="controller sees every broker")
+    c.admin.create_topic("t", assignment={0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]})
+    for p, leader in enumerate((1, 2, 3)):
+        wait_until(lambda p=p, leader=leader: c.leader("t", p) == leader, timeout=20,
+                   message=f"t-{p} led by {leader}")
+
+
+def test_failover_to_a_standby(real: RealCluster) -> None:
+    _start(real)
+    first = real.active()
+    real.kill(first.id)
+    new = real.active()
+    assert new.id != first.id and new.controller.epoch == 2
+    lost = first.id - 1
+    wait_until(lambda: real.leader("t", lost) not in (None, first.id), timeout=20,
+               message="partition re-elected")
+    for p in real.participants.values():
+        wait_until(lambda p=p: any(r.controller_epoch == 2 for r in
+                                   p.broker.received(UpdateMetadataRequest)), timeout=20)
+
+
+def test_broker_loss(real: RealCluster) -> None:
+    _start(real)
+    real.kill(3)
+    wait_until(lambda: real.leader("t", 2) == 1, timeout=20, message="t-2 moves to 1")
+    wait_until(lambda: 3 not in real.isr("t", 0), timeout=20, message="ISR shrink")
+    assert real.leader("t", 0) == 1
+
+
+def test_reassignment(real: RealCluster) -> None:
+    _start(real, brokers=4)
+    real.admin.reassign({tp("t", 0): [4, 2]})
+    wait_until(lambda: real.metadata.assignments(["t"])["t"].value.partitions[0] == (4, 2, 1, 3),
+               timeout=20, message="phase A")
+    leader = real.leader("t", 0)
+    assert leader is not None
+    assert change_isr(real.participants[leader].metadata, tp("t", 0), [1, 2, 3, 4])
+    wait_until(lambda: real.metadata.assignments(["t"])["t"].value.partitions[0] == (4, 2),
+               timeout=20, message="reassignment done")
+    wait_until(lambda: real.leader("t", 0) == 4 and set(real.isr("t", 0)) == {2, 4},
+               timeout=20)
+    wait_until(lambda: real.metadata.reassignment() is None, timeout=20)
+
+
+def test_controlled_shutdown(real: RealCluster) -> None:
+    _start(real)
+    leaving = real.participants[2]
+    assert leaving.controlled_shutdown(timeout=20) == ()
+    assert real.leader("t", 1) != 2
+    assert all(2 not in real.isr("t", p) for p in range(3))
+
+
+def test_preferred_election(real: RealCluster) -> None:
+    _start(real)
+    assert real.participants[3].controlled_shutdown(timeout=20) == ()
+    assert real.leader("t", 2) == 1
+    assert change_isr(real.participants[1].metadata, tp("t", 2), [1, 2, 3])
+    wait_until(lambda: real.metadata.isr_change_notifications() == [], timeout=20)
+    real.kill(3)
+    real.add(3)  # back, no longer shutting down
+    wait_until(lambda: 3 in real.active().controller.ctx.brokers, timeout=20)
+    if 3 not in real.isr("t", 2):
+        assert change_isr(real.participants[1].metadata, tp("t", 2), [1, 2, 3])
+    real.admin.elect_preferred([tp("t", 2)])
+    wait_until(lambda: real.leader("t", 2) == 3, timeout=20, message="preferred leader back")
+    wait_until(lambda: real.metadata.preferred_election() is None, timeout=20)
