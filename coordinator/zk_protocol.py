@@ -66,14 +66,23 @@ def stat_at(buf: bytes, offset: int) -> Stat:
     return Stat(version=version, create_id=czxid, modify_id=mzxid, ephemeral_owner=owner)
 
 
+_FIXED_BYTES = {  # header + path length [+ data length + ACLs + flags | version]
+    Create: _header.size + 4 + 4 + len(_OPEN_ACL) + 4,
+    SetData: _header.size + 4 + 4 + 4,
+    Delete: _header.size + 4 + 4,
+    Check: _header.size + 4 + 4,
+}
+
+
 def encoded_op_size(op: Op, root: str) -> int:
     """The exact encoded size of ``op`` inside a multi, chroot included."""
-    path = len((root + op.path).encode())
-    if isinstance(op, Create):
-        return _header.size + 4 + path + 4 + len(op.data) + len(_OPEN_ACL) + 4
-    if isinstance(op, SetData):
-        return _header.size + 4 + path + 4 + len(op.data) + 4
-    return _header.size + 4 + path + 4
+    path = op.path
+    size = _FIXED_BYTES[type(op)] + len(root) + (
+        len(path) if path.isascii() else len(path.encode())
+    )
+    if type(op) is SetData or type(op) is Create:
+        size += len(op.data)
+    return size
 
 
 class MultiWrite:

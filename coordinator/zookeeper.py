@@ -140,6 +140,15 @@ def _stat(zstat: Any) -> Stat:
                 ephemeral_owner=zstat.ephemeralOwner)
 
 
+def _plainly_valid(path: str) -> bool:
+    """A quick sufficient test for ``paths.validate`` (bulk ops pass it; others get the full
+    check): absolute, no empty, '.' or '..' component, no NUL, no trailing slash."""
+    return (
+        path[:1] == "/" and len(path) > 1 and path[-1] != "/" and "//" not in path
+        and "/." not in path and "\x00" not in path
+    )
+
+
 def _hosts_string(parsed: CoordinatorURL) -> str:
     hosts = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in parsed.hosts)
     return hosts + parsed.root
@@ -468,11 +477,18 @@ class ZooKeeperCoordinator(Coordinator):
     def multi_async(self, ops: Sequence[Op]) -> Future[list[OpResult]]:
         future: Future[list[OpResult]] = Future()
         ops = list(ops)
+        root = self.root
+        size = 0
+        for index, op in enumerate(ops):
+            path = op.path
+            if not _plainly_valid(path):
+                try:
+                    paths.validate(path)
+                except CoordinatorError as exc:  # as the memory backend reports it
+                    future.set_exception(MultiFailed(index, exc))
+                    return future
+            size += encoded_op_size(op, root)
         try:
-            size = 0
-            for op in ops:
-                paths.validate(op.path)
-                size += encoded_op_size(op, self.root)
             if size > MULTI_BYTES_LIMIT:  # the server would drop the connection
                 raise RequestTooLarge(f"multi of {len(ops)} ops is {size} bytes encoded; "
                                       f"zookeeper takes at most {MULTI_BYTES_LIMIT}")

@@ -160,3 +160,13 @@ def test_an_oversized_multi_is_refused_before_it_reaches_the_server(client: Coor
         client.multi(ops)
     assert client.state is SessionState.CONNECTED
     assert client.exists("/o0") is None
+
+
+def test_a_bad_path_in_a_multi_fails_that_op_as_on_memory(client: Coordinator) -> None:
+    from coordinator import InvalidPath, MultiFailed
+
+    with pytest.raises(MultiFailed) as info:
+        client.multi([Create(path="/fine"), Create(path="/bad/")])
+    assert info.value.index == 1 and isinstance(info.value.cause, InvalidPath)
+    results = client.write_many([Create(path="/w1"), SetData(path="/x/./y", data=b"")])
+    assert results[0] == "/w1" and isinstance(results[1], InvalidPath)
