@@ -54,6 +54,7 @@ from replication.protocol import (
 from statemachines.requests import (
     EPOCH_DURING_DELETE,
     NO_EPOCH,
+    BrokerRequest,
     LeaderAndIsrPartition,
     LeaderAndIsrRequest,
     LiveBroker,
@@ -217,6 +218,17 @@ class ReplicaManager:
             return ErrorCode.STALE_BROKER_EPOCH
         self._controller_epoch = controller_epoch
         return ErrorCode.NONE
+
+    def handle(self, request: BrokerRequest) -> ReplicaResponse:
+        """Dispatch any controller request (what a channel's broker-side handler calls)."""
+        match request:
+            case LeaderAndIsrRequest():
+                return self.handle_leader_and_isr(request)
+            case StopReplicaRequest():
+                return self.handle_stop_replica(request)
+            case UpdateMetadataRequest():
+                return self.handle_update_metadata(request)
+        raise TypeError(f"not a controller request: {request!r}")
 
     def handle_leader_and_isr(self, request: LeaderAndIsrRequest) -> ReplicaResponse:
         """Become leader or follower of each partition in ``request``."""

@@ -128,6 +128,15 @@ def test_stop_replica_stops_and_deletes(rm: ReplicaManager) -> None:
         ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
 
+def test_handle_dispatches_any_controller_request(rm: ReplicaManager) -> None:
+    assert rm.handle(lai(entry())).ok and rm.status(TP).role is Role.LEADER
+    stop = StopReplicaRequest(controller_id=0, controller_epoch=1, broker_epoch=-1,
+                              partitions=(StopReplicaPartition(topic="t", partition=0),))
+    assert rm.handle(stop).ok and rm.status(TP).role is Role.NONE
+    with pytest.raises(TypeError):
+        rm.handle(object())  # type: ignore[arg-type]
+
+
 def test_update_metadata_is_remembered(rm: ReplicaManager) -> None:
     part = UpdateMetadataPartition(topic="t", partition=0, controller_epoch=1, leader=2,
                                    leader_epoch=3, isr=(2, 1), partition_epoch=4,
