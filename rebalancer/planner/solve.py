@@ -152,6 +152,7 @@ class _Shard:
         for b in self.active:
             if q.get(b, 0) > self.count[b]:
                 need[rack[b]] = need.get(rack[b], 0) + q.get(b, 0) - self.count[b]
+        total_need = sum(need.values())
         for b in sorted(self.active):
             extra = self.count[b] - q.get(b, 0)
             if extra <= 0:
@@ -160,6 +161,10 @@ class _Shard:
             reach = {}
             for i in mine:
                 cap = _rack_cap(self.want[i], self.k)
+                if cap == 1:  # the other replicas' racks are the blocked ones
+                    blocked = {rack[x] for x in kept[i] if x != b}
+                    reach[i] = total_need - sum(need.get(j, 0) for j in blocked)
+                    continue
                 used: dict[int, int] = {}
                 for x in kept[i]:
                     if x != b:
