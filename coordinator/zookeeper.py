@@ -341,7 +341,8 @@ class ZooKeeperCoordinator(Coordinator):
         connection (or times out) is read again in halves once reconnected: reads are idempotent.
         """
         for path in paths_:
-            paths.validate(path)
+            if not _plainly_valid(path):
+                paths.validate(path)
         self._ready()
         if not self._multi_read:
             return self._get_many_pipelined(paths_)
