@@ -251,13 +251,13 @@ class ReplicaManager:
         if self.broker_id not in entry.replicas:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         partition = self._partitions.get(tp)
-        if partition is not None and partition.role is not Role.NONE:
+        if partition is not None:
             current = partition.leader_epoch
             if entry.leader_epoch < current:
                 log.info("broker %d ignores %s at leader epoch %d < %d", self.broker_id, tp,
                          entry.leader_epoch, current)
                 return ErrorCode.STALE_CONTROLLER_EPOCH
-            if entry.leader_epoch == current:
+            if entry.leader_epoch == current and partition.role is not Role.NONE:
                 if entry.partition_epoch > partition.partition_epoch:
                     partition.update_metadata(entry)
                     return ErrorCode.NONE

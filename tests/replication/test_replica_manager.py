@@ -273,3 +273,14 @@ def test_a_follower_behind_the_leaders_log_start_restarts_its_log_there(tmp_path
         assert cluster.state()[0].isr == (1, 2)
     finally:
         cluster.shutdown()
+
+
+def test_a_stopped_partition_still_refuses_older_leader_epochs(rm: ReplicaManager) -> None:
+    rm.handle_leader_and_isr(lai(entry(epoch=5)))
+    stop = StopReplicaRequest(controller_id=0, controller_epoch=1, broker_epoch=-1,
+                              partitions=(StopReplicaPartition(topic="t", partition=0),))
+    rm.handle_stop_replica(stop)
+    assert rm.handle_leader_and_isr(lai(entry(epoch=4))).partitions[TP] == (
+        ErrorCode.STALE_CONTROLLER_EPOCH)
+    assert rm.handle_leader_and_isr(lai(entry(epoch=5))).ok  # the same state again is fine
+    assert rm.status(TP).role is Role.LEADER
