@@ -239,13 +239,13 @@ class ZooKeeperCoordinator(Coordinator):
         except Exception as exc:
             _stop_quietly(client)
             raise _translate(exc) from exc
-        self = cls(parsed.raw, client, request_timeout=request_timeout or timeout)
+        coord = cls(parsed.raw, client, request_timeout=request_timeout or timeout)
         try:
-            self._ensure_root()
+            coord._ensure_root()
         except BaseException:
-            self.close()
+            coord.close()
             raise
-        return self
+        return coord
 
     def _ensure_root(self) -> None:
         if not self.root or self.exists("/") is not None:
