@@ -207,10 +207,10 @@ class PartitionStateMachine:
             planned[tp] = LeaderAndIsr(leader=alive[0], leader_epoch=0, isr=alive,
                                        controller_epoch=epoch, partition_epoch=0)
         results = self.fence.create_partition_states({tp: stored(v) for tp, v in planned.items()})
-        done = []
+        done, existing = [], []
         for tp, result in results.items():
             if isinstance(result, NodeExists):
-                outcome.failed[tp] = "a leader and ISR already exists"
+                existing.append(tp)
             elif isinstance(result, Exception):
                 outcome.failed[tp] = str(result)
             else:
@@ -219,6 +219,18 @@ class PartitionStateMachine:
                 done.append(tp)
         self._set(done, PartitionState.ONLINE)
         record_leader_and_isr(ctx, batch, done, is_new=True)
+        if existing:  # created meanwhile (the view lagged): take it as it is, elect if needed
+            self.refresh(existing)
+            live_all = ctx.brokers
+            online = [tp for tp in existing if tp in ctx.leaders
+                      and ctx.leaders[tp].leader in live_all]
+            self._set(online, PartitionState.ONLINE)
+            record_leader_and_isr(ctx, batch, online)
+            led = set(online)
+            offline = [tp for tp in existing if tp in ctx.leaders and tp not in led]
+            self._set(offline, PartitionState.OFFLINE)
+            if offline:
+                self._elect(offline, batch, Offline(unclean=self.unclean), outcome)
 
     def _elect(
         self,

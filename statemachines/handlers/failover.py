@@ -24,10 +24,17 @@ def on_controller_failover(ctl: Controller, started: float, elected: float) -> N
         ctl.complete_view()
     else:
         ctl.load_view()
-    view_ready = time.monotonic()
-
     ctl.partitions = PartitionStateMachine(
         ctx, ctl.fence, md, unclean=ctl.config.unclean_leader_election_enable)
+    if warm:
+        # Watches of different nodes need not arrive in store order (etcd watch streams):
+        # re-read the few brokers, and any partition the view has no leader for yet.
+        _reconcile_brokers(ctl)
+        missing = [tp for tp in ctx.replicas if tp not in ctx.leaders]
+        if missing:
+            ctl.partitions.refresh(missing)
+    view_ready = time.monotonic()
+
     ctl.replicas = ReplicaStateMachine(ctx, ctl.partitions)
     ctx.reset_controller_state()
     if ctl.config.delete_topic_enable:
@@ -58,6 +65,15 @@ def on_controller_failover(ctl: Controller, started: float, elected: float) -> N
     ctl.last_failover = FailoverTimings(
         epoch=ctl.fence.epoch.epoch, started=started, elected=elected, view_ready=view_ready,
         metadata_sent=metadata_sent, done=time.monotonic(), warm=warm)
+
+
+def _reconcile_brokers(ctl: Controller) -> None:
+    ctx = ctl.ctx
+    registered = ctl.metadata.brokers()
+    for b in [b for b in ctx.brokers if b not in registered]:
+        ctx.remove_broker(b)
+    for broker in registered.values():
+        ctx.add_broker(broker)
 
 
 def send_full_metadata(ctl: Controller, brokers_: list[int] | None) -> None:
