@@ -284,3 +284,36 @@ def test_a_stopped_partition_still_refuses_older_leader_epochs(rm: ReplicaManage
         ErrorCode.STALE_CONTROLLER_EPOCH)
     assert rm.handle_leader_and_isr(lai(entry(epoch=5))).ok  # the same state again is fine
     assert rm.status(TP).role is Role.LEADER
+
+
+def test_background_threads_survive_leader_failover_under_load(tmp_path: Path) -> None:
+    config = ReplicaConfig(min_insync_replicas=2)
+    cluster = MiniCluster(tmp_path, clock=SystemClock(), config=config)
+    try:
+        cluster.create()
+        for rm in cluster.brokers.values():
+            rm.start()
+        acked: dict[int, bytes] = {}
+
+        def produce_some(count: int) -> None:
+            futures = [cluster.produce(n=3, acks=ACKS_ALL) for _ in range(count)]
+            for future, values in futures:
+                result = future.result(timeout=10)
+                if result.error == ErrorCode.NONE:
+                    acked.update(zip(range(result.base_offset, result.last_offset + 1), values,
+                                     strict=True))
+
+        produce_some(30)
+        cluster.crash(1)  # leader: 2 takes over within the ISR
+        produce_some(30)
+        cluster.start(1).start()
+        produce_some(30)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and cluster.state()[0].isr != (2, 3, 1):
+            time.sleep(0.01)
+        assert cluster.state()[0].isr == (2, 3, 1)
+        leader_values = values_by_offset(cluster.log(2))
+        assert len(acked) >= 180
+        assert all(leader_values[o] == v for o, v in acked.items())
+    finally:
+        cluster.shutdown()
