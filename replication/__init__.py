@@ -55,7 +55,7 @@ from replication.isr import (
     out_of_sync_replicas,
 )
 from replication.log import AppendInfo, Log, LogConfig, ReadResult
-from replication.partition import Partition, PartitionStatus, Role
+from replication.partition import Partition, PartitionStatus, ProduceFuture, Role
 from replication.protocol import (
     ACKS_ALL,
     CONSUMER_REPLICA_ID,
@@ -129,6 +129,7 @@ __all__ = [
     "OutOfOrderOffsetError",
     "Partition",
     "PartitionStatus",
+    "ProduceFuture",
     "ProduceResult",
     "ReadResult",
     "Record",

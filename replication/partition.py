@@ -52,8 +52,10 @@ __all__ = ["Partition", "PartitionStatus", "ProduceFuture", "Role"]
 
 log = logging.getLogger(__name__)
 
-ProduceFuture = Future  # Future[ProduceResult]: completed when the produce is answered
-_Done = list[tuple[Future, ProduceResult]]
+ProduceFuture = Future[ProduceResult]
+"""Completed with the produce's answer: at once for acks 0 and 1, when the HW passes it for
+acks=all."""
+_Done = list[tuple[ProduceFuture, ProduceResult]]
 
 
 class Role(Enum):
@@ -81,7 +83,9 @@ class PartitionStatus:
 class _Pending:
     __slots__ = ("required", "deadline_ms", "future", "base", "last")
 
-    def __init__(self, required: int, deadline_ms: int, future: Future, base: int, last: int):
+    def __init__(
+        self, required: int, deadline_ms: int, future: ProduceFuture, base: int, last: int
+    ) -> None:
         self.required = required
         self.deadline_ms = deadline_ms
         self.future = future
@@ -95,7 +99,7 @@ def _complete(done: _Done) -> None:
             future.set_result(result)
 
 
-def _failed(future: Future, error: ErrorCode) -> Future:
+def _failed(future: ProduceFuture, error: ErrorCode) -> ProduceFuture:
     future.set_result(ProduceResult(error=error))
     return future
 
@@ -256,11 +260,13 @@ class Partition:
 
     # -- leader: produce -----------------------------------------------------------------------
 
-    def append_as_leader(self, records: bytes | bytearray, acks: int, timeout_ms: int) -> Future:
+    def append_as_leader(
+        self, records: bytes | bytearray, acks: int, timeout_ms: int
+    ) -> ProduceFuture:
         """Append a producer's batches. The future completes at once for acks 0 and 1, and
         for acks=all when the HW passes the last offset (or on error, leadership loss or
         timeout). With acks=all and too small an ISR nothing is appended."""
-        future: Future = Future()
+        future: ProduceFuture = Future()
         if acks not in (0, 1, ACKS_ALL):
             return _failed(future, ErrorCode.INVALID_REQUIRED_ACKS)
         with self._lock:

@@ -40,7 +40,7 @@ from replication.errors import CorruptCheckpointError, InvalidEpochError, Storag
 from replication.fetcher import ReplicaFetcher
 from replication.isr import CoordinatorIsrStore, IsrChangeBatcher, IsrStore, LocalIsrStore
 from replication.log import Log
-from replication.partition import Partition, PartitionStatus, Role
+from replication.partition import Partition, PartitionStatus, ProduceFuture, Role
 from replication.protocol import (
     ACKS_ALL,
     ConsumerRead,
@@ -70,8 +70,8 @@ log = logging.getLogger(__name__)
 LEADER_DURING_DELETE = -2  # UpdateMetadata's leader for a partition being deleted
 
 
-def _done(error: ErrorCode) -> Future:
-    future: Future = Future()
+def _done(error: ErrorCode) -> ProduceFuture:
+    future: ProduceFuture = Future()
     future.set_result(ProduceResult(error=error))
     return future
 
@@ -355,7 +355,7 @@ class ReplicaManager:
         records: bytes | bytearray,
         acks: int = ACKS_ALL,
         timeout_ms: int | None = None,
-    ) -> Future:
+    ) -> ProduceFuture:
         """Append a producer's raw v2 batches to the partition this broker leads.
 
         Returns a future of :class:`ProduceResult`: complete at once for acks 0 and 1; for
