@@ -103,7 +103,6 @@ class ReplicaManager:
         self.clock = clock
         self.config = config or ReplicaConfig()
         self.broker_epoch = broker_epoch
-        self.transport: Mapping[int, FetchEndpoint] = transport if transport is not None else {}
         self._isr_store: IsrStore = (
             CoordinatorIsrStore(metadata) if metadata is not None else LocalIsrStore()
         )
@@ -129,7 +128,9 @@ class ReplicaManager:
         self._running = True
         self._ticker: threading.Thread | None = None
         self._ticker_stop = threading.Event()
-        self.fetcher = ReplicaFetcher(broker_id, self.transport, self._partitions.get, cfg)
+        self.fetcher = ReplicaFetcher(
+            broker_id, transport if transport is not None else {}, self._partitions.get, cfg
+        )
         self._load_logs()
 
     # -- start-up ------------------------------------------------------------------------------
@@ -168,6 +169,15 @@ class ReplicaManager:
         self._isr_changes.record(tp, self.clock.now_ms())
 
     # -- introspection -------------------------------------------------------------------------
+
+    @property
+    def transport(self) -> Mapping[int, FetchEndpoint]:
+        """Broker id -> the endpoint this broker's fetcher reaches that leader through."""
+        return self.fetcher.transport
+
+    @transport.setter
+    def transport(self, transport: Mapping[int, FetchEndpoint]) -> None:
+        self.fetcher.transport = transport
 
     @property
     def running(self) -> bool:

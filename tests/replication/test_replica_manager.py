@@ -317,3 +317,22 @@ def test_background_threads_survive_leader_failover_under_load(tmp_path: Path) -
         assert all(leader_values[o] == v for o, v in acked.items())
     finally:
         cluster.shutdown()
+
+
+def test_the_transport_can_be_wired_after_construction(tmp_path: Path) -> None:
+    clock = ManualClock()
+    leader = ReplicaManager(1, tmp_path / "b1", None, clock)
+    follower = ReplicaManager(2, tmp_path / "b2", None, clock)
+    try:
+        follower.transport = {1: leader}
+        leader.handle_leader_and_isr(lai(entry(isr=(1, 2))))
+        follower.handle_leader_and_isr(lai(entry(isr=(1, 2))))
+        future = leader.produce(TP, make_batch(2)[0], acks=ACKS_ALL)
+        while follower.fetcher.run_once():
+            pass
+        follower.fetcher.run_once()
+        assert future.result(timeout=0).error == ErrorCode.NONE
+        assert follower.status(TP).high_watermark == 2
+    finally:
+        leader.shutdown()
+        follower.shutdown()
