@@ -244,8 +244,8 @@ def test_empty_batch_builds_nothing():
 
 
 def test_request_values_are_frozen_and_keyword_only():
-    with pytest.raises(TypeError):
-        TopicPartition("t", 0)  # type: ignore[misc]
+    # TopicPartition is a named tuple (C-speed hashing for the controller's hot paths)
+    assert TopicPartition("t", 0) == T0 and hash(TopicPartition("t", 0)) == hash(T0)
     with pytest.raises(AttributeError):
         T0.partition = 1  # type: ignore[misc]
     assert str(T0) == "t-0"
