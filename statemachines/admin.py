@@ -78,6 +78,11 @@ class Admin:
                 raise InvalidRequest(str(exc)) from None
         else:
             _check_assignment(assignment)
+            registered = set(self.metadata.broker_ids())
+            unknown = sorted({b for r in assignment.values() for b in r} - registered)
+            if unknown:
+                raise InvalidRequest(f"unknown broker(s) in the assignment: {unknown} "
+                                     f"(registered: {sorted(registered)})")
         try:
             return self.metadata.create_topic(TopicAssignment(
                 topic=name, partitions={p: tuple(r) for p, r in assignment.items()}))
