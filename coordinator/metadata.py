@@ -39,9 +39,12 @@ from coordinator.errors import (
     NoNode,
 )
 from coordinator.model import Check, Create, Delete, Op, OpResult, SetData, Stat
+from coordinator.retry import Retry
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+DEFAULT_RETRY = Retry(max_tries=5, delay=0.1, max_delay=1.0, deadline=10.0)
 
 
 class ControllerMoved(CoordinatorError):
@@ -115,14 +118,27 @@ class StateUpdateResult:
 class MetadataClient:
     """Kafka's ZooKeeper layout, typed, over one coordinator session."""
 
-    def __init__(self, coordinator: Coordinator) -> None:
+    def __init__(self, coordinator: Coordinator, *, retry: Retry = DEFAULT_RETRY) -> None:
+        """``retry`` applies to reads, which are idempotent. Writes are never retried here: after
+        a lost reply a retried create or conditional set would report a false conflict; the
+        caller re-reads and decides (see :class:`StateUpdateResult`)."""
         self.coordinator = coordinator
+        self.retry = retry
+
+    def _get_many(self, paths_: Sequence[str]) -> list[tuple[bytes, Stat] | None]:
+        return self.retry(self.coordinator.get_many, paths_)
+
+    def _children(self, path: str) -> list[str]:
+        return self.retry(self.coordinator.children, path)
+
+    def _get(self, path: str) -> tuple[bytes, Stat]:
+        return self.retry(self.coordinator.get, path)
 
     # --- set-up --------------------------------------------------------------------------
 
     def ensure_layout(self) -> None:
         """Create the persistent paths Kafka expects, where missing."""
-        existing = self.coordinator.get_many(list(layout.PERSISTENT_PATHS))
+        existing = self._get_many(list(layout.PERSISTENT_PATHS))
         for path, item in zip(layout.PERSISTENT_PATHS, existing, strict=True):
             if item is None:
                 self.coordinator.ensure_path(path)
@@ -131,7 +147,7 @@ class MetadataClient:
         """The cluster id, created on first use (Kafka's ``/cluster/id``)."""
         c = self.coordinator
         try:
-            return decode_cluster_id(layout.CLUSTER_ID, c.get(layout.CLUSTER_ID)[0])
+            return decode_cluster_id(layout.CLUSTER_ID, self._get(layout.CLUSTER_ID)[0])
         except NoNode:
             pass
         c.ensure_path(layout.CLUSTER)
@@ -139,7 +155,7 @@ class MetadataClient:
             c.create(layout.CLUSTER_ID, encode_cluster_id(new_kafka_uuid()))
         except NodeExists:
             pass
-        return decode_cluster_id(layout.CLUSTER_ID, c.get(layout.CLUSTER_ID)[0])
+        return decode_cluster_id(layout.CLUSTER_ID, self._get(layout.CLUSTER_ID)[0])
 
     # --- brokers -------------------------------------------------------------------------
 
@@ -164,7 +180,7 @@ class MetadataClient:
 
     def broker_ids(self) -> list[int]:
         try:
-            names = self.coordinator.children(layout.BROKER_IDS)
+            names = self._children(layout.BROKER_IDS)
         except NoNode:
             return []
         return sorted(int(n) for n in names if n.isdigit())
@@ -172,7 +188,7 @@ class MetadataClient:
     def brokers(self, ids: Iterable[int] | None = None) -> dict[int, RegisteredBroker]:
         """Registered brokers with their epochs, read in one bulk call."""
         wanted = self.broker_ids() if ids is None else sorted(set(ids))
-        items = self.coordinator.get_many([layout.broker(i) for i in wanted])
+        items = self._get_many([layout.broker(i) for i in wanted])
         out: dict[int, RegisteredBroker] = {}
         for broker_id, item in zip(wanted, items, strict=True):
             if item is not None:
@@ -185,14 +201,14 @@ class MetadataClient:
 
     def controller(self) -> tuple[ControllerInfo, Stat] | None:
         try:
-            data, stat = self.coordinator.get(layout.CONTROLLER)
+            data, stat = self._get(layout.CONTROLLER)
         except NoNode:
             return None
         return ControllerInfo.decode(layout.CONTROLLER, data), stat
 
     def controller_epoch(self) -> ControllerEpoch | None:
         try:
-            data, stat = self.coordinator.get(layout.CONTROLLER_EPOCH)
+            data, stat = self._get(layout.CONTROLLER_EPOCH)
         except NoNode:
             return None
         return ControllerEpoch(epoch=decode_epoch(layout.CONTROLLER_EPOCH, data),
@@ -270,7 +286,7 @@ class MetadataClient:
 
     def topics(self) -> list[str]:
         try:
-            return self.coordinator.children(layout.TOPICS)
+            return self._children(layout.TOPICS)
         except NoNode:
             return []
 
@@ -297,7 +313,7 @@ class MetadataClient:
     def assignments(self, topics: Iterable[str]) -> dict[str, Versioned[TopicAssignment]]:
         """Assignments of the given topics in one bulk read; absent topics are left out."""
         names = list(topics)
-        items = self.coordinator.get_many([layout.topic(t) for t in names])
+        items = self._get_many([layout.topic(t) for t in names])
         out: dict[str, Versioned[TopicAssignment]] = {}
         for name, item in zip(names, items, strict=True):
             if item is not None:
@@ -322,7 +338,7 @@ class MetadataClient:
 
     def partitions_of(self, topic: str) -> list[int]:
         try:
-            return sorted(int(p) for p in self.coordinator.children(layout.partitions(topic)))
+            return sorted(int(p) for p in self._children(layout.partitions(topic)))
         except NoNode:
             return []
 
@@ -333,7 +349,7 @@ class MetadataClient:
     ) -> dict[TopicPartition, Versioned[PartitionState] | None]:
         """Leader and ISR of each partition, with its partition epoch, in one bulk read."""
         tps = list(partitions)
-        items = self.coordinator.get_many(
+        items = self._get_many(
             [layout.partition_state(tp.topic, tp.partition) for tp in tps])
         out: dict[TopicPartition, Versioned[PartitionState] | None] = {}
         for tp, item in zip(tps, items, strict=True):
@@ -407,7 +423,7 @@ class MetadataClient:
     def isr_change_notifications(self) -> list[str]:
         """Names of pending notifications, oldest first."""
         try:
-            names = self.coordinator.children(layout.ISR_CHANGE_NOTIFICATION)
+            names = self._children(layout.ISR_CHANGE_NOTIFICATION)
         except NoNode:
             return []
         return sorted(n for n in names if n.startswith(layout.ISR_CHANGE_PREFIX))
@@ -415,7 +431,7 @@ class MetadataClient:
     def read_isr_change_notifications(
         self, names: Sequence[str]
     ) -> dict[str, list[TopicPartition]]:
-        items = self.coordinator.get_many([layout.isr_change(n) for n in names])
+        items = self._get_many([layout.isr_change(n) for n in names])
         return {name: decode_partitions(layout.isr_change(name), item[0])
                 for name, item in zip(names, items, strict=True) if item is not None}
 
@@ -426,7 +442,7 @@ class MetadataClient:
 
     def reassignment(self) -> Versioned[dict[TopicPartition, tuple[int, ...]]] | None:
         try:
-            data, stat = self.coordinator.get(layout.REASSIGN_PARTITIONS)
+            data, stat = self._get(layout.REASSIGN_PARTITIONS)
         except NoNode:
             return None
         return Versioned(value=decode_reassignment(layout.REASSIGN_PARTITIONS, data),
@@ -460,7 +476,7 @@ class MetadataClient:
 
     def preferred_election(self) -> list[TopicPartition] | None:
         try:
-            data, _ = self.coordinator.get(layout.PREFERRED_REPLICA_ELECTION)
+            data, _ = self._get(layout.PREFERRED_REPLICA_ELECTION)
         except NoNode:
             return None
         return decode_partitions(layout.PREFERRED_REPLICA_ELECTION, data)
@@ -483,7 +499,7 @@ class MetadataClient:
 
     def topics_to_delete(self) -> list[str]:
         try:
-            return self.coordinator.children(layout.DELETE_TOPICS)
+            return self._children(layout.DELETE_TOPICS)
         except NoNode:
             return []
 

@@ -172,3 +172,21 @@ def test_cluster_id_is_stable(client: Coordinator, other: Coordinator) -> None:
     first = MetadataClient(client).cluster_id()
     assert MetadataClient(other).cluster_id() == first
     assert json.loads(client.get("/cluster/id")[0]) == {"version": "1", "id": first}
+
+
+def test_reads_ride_out_a_short_connection_loss(backend) -> None:  # noqa: ANN001
+    import threading
+
+    client = backend.connect(proxied=True, session_timeout=10.0)
+    md = MetadataClient(client)
+    md.ensure_layout()
+    md.register_broker(BrokerInfo(id=7, host="h", port=1))
+    cut = threading.Thread(target=backend.drop, args=(client, 0.5))
+    cut.start()
+    try:
+        import time
+
+        time.sleep(0.1)  # the connection is down now; the read retries until it is back
+        assert sorted(md.brokers()) == [7]
+    finally:
+        cut.join()
