@@ -38,6 +38,7 @@ from coordinator.model import (
     Stat,
     Watch,
 )
+from coordinator.retry import Retry, RetryFailed
 from coordinator.url import CoordinatorURL, connect, parse
 
 __all__ = [
@@ -67,6 +68,8 @@ __all__ = [
     "OpResult",
     "OperationTimeout",
     "RequestTooLarge",
+    "Retry",
+    "RetryFailed",
     "SessionExpired",
     "SessionState",
     "SetData",
