@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
+from typing import Any
 
 from coordinator import paths
 from coordinator.errors import (
@@ -29,8 +30,10 @@ from coordinator.model import (
     Capabilities,
     Check,
     ChildrenCallback,
+    ChildrenEvent,
     Create,
     DataCallback,
+    DataEvent,
     Delete,
     Op,
     OpResult,
@@ -308,27 +311,38 @@ class Coordinator(ABC):
                 results[i] = result
         return results
 
+    def _op_size(self, op: Op) -> int:
+        """An op's size as the backend's request limit counts it (default: a safe estimate)."""
+        return op_size(op)
+
+    def _chunk_target_bytes(self) -> int:
+        """How big a chunk aims to be; a single op may still use ``max_multi_bytes``."""
+        return self.capabilities.max_multi_bytes
+
     def _chunks(self, ops: Sequence[Op], guard: Check | None) -> Iterable[list[int]]:
         """Split op indices into chunks that each fit one multi, guard included.
 
-        This default counts ops and estimated bytes against ``capabilities``; a backend whose
-        ops cost unequal shares of a request limit (etcd's compares) overrides it.
+        Counts ops against ``capabilities.max_multi_ops`` and sizes (``_op_size``) against
+        ``_chunk_target_bytes``; an op that alone exceeds ``max_multi_bytes`` is refused with
+        :class:`RequestTooLarge` before anything is sent. A backend whose ops cost unequal
+        shares of a request limit (etcd's compares) overrides this.
         """
         limit_ops = self.capabilities.max_multi_ops
         limit_bytes = self.capabilities.max_multi_bytes
+        target = min(self._chunk_target_bytes(), limit_bytes)
         base_ops = 1 if guard is not None else 0
-        base_bytes = op_size(guard) if guard is not None else 0
+        base_bytes = self._op_size(guard) if guard is not None else 0
         chunk: list[int] = []
         size = base_bytes
         for i, op in enumerate(ops):
-            n = op_size(op)
+            n = self._op_size(op)
             if base_bytes + n > limit_bytes:
                 raise RequestTooLarge(
                     f"op on {op.path} is {n} bytes; {self.capabilities.name} takes at most "
                     f"{limit_bytes} bytes in one request"
                 )
             full = limit_ops is not None and base_ops + len(chunk) + 1 > limit_ops
-            if chunk and (full or size + n > limit_bytes):
+            if chunk and (full or size + n > target):
                 yield chunk
                 chunk, size = [], base_bytes
             chunk.append(i)
@@ -337,6 +351,28 @@ class Coordinator(ABC):
             yield chunk
 
     # --- watches -------------------------------------------------------------------------
+
+    def _deliver(self, handle: WatchHandle, kind: str, state: Any) -> None:
+        """Queue a watch's new state for its callback, unless the watch is cancelled by then.
+
+        ``kind`` is "data" (``state``: (data, stat) or None) or "children" (a sorted list of
+        names or None). Every backend reports watch states through here, in order.
+        """
+        path = handle.path
+        if kind == "data":
+            event: DataEvent | ChildrenEvent = DataEvent(
+                path=path,
+                data=None if state is None else state[0],
+                stat=None if state is None else state[1],
+            )
+        else:
+            event = ChildrenEvent(path=path, children=state)
+
+        def run() -> None:
+            if handle.active:
+                handle.callback(event)
+
+        self._dispatcher.submit(run)
 
     @abstractmethod
     def watch_data(self, path: str, callback: DataCallback) -> Watch:

@@ -25,7 +25,7 @@ from coordinator.base import WatchHandle
 from coordinator.errors import CoordinatorError
 from coordinator.etcd_conn import is_connection_error
 from coordinator.etcd_txn import ROOT_STAT, stat_of
-from coordinator.model import ChildrenEvent, DataEvent, Watch
+from coordinator.model import Watch
 
 if TYPE_CHECKING:
     from coordinator.etcd import EtcdCoordinator
@@ -122,19 +122,7 @@ class WatchManager:
             return
         w.reported = True
         w.last = state
-        handle = w.handle
-        if w.kind == "data":
-            event: DataEvent | ChildrenEvent = DataEvent(
-                path=w.path, data=None if state is None else state[0],
-                stat=None if state is None else state[1])
-        else:
-            event = ChildrenEvent(path=w.path, children=state)
-
-        def run() -> None:
-            if handle.active:
-                handle.callback(event)
-
-        self._coord._dispatcher.submit(run)
+        self._coord._deliver(w.handle, w.kind, state)
 
     def _emit_children(self, w: _Watch) -> None:
         self._emit(w, sorted(w.kids) if (w.exists or w.root) else None)

@@ -32,10 +32,8 @@ from coordinator.model import (
     Capabilities,
     Check,
     ChildrenCallback,
-    ChildrenEvent,
     Create,
     DataCallback,
-    DataEvent,
     Delete,
     Op,
     OpResult,
@@ -240,7 +238,7 @@ class MemoryStore:
         if watch.last is not _UNSET and _same_state(watch.kind, watch.last, state):
             return
         watch.last = state
-        watch.client._emit(watch.handle, watch.kind, state)
+        watch.client._deliver(watch.handle, watch.kind, state)
 
     def _fire(self, touched: list[tuple[str, bool]]) -> None:
         seen: set[tuple[str, str]] = set()
@@ -495,23 +493,6 @@ class MemoryCoordinator(Coordinator):
         return future
 
     # --- watches -------------------------------------------------------------------------
-
-    def _emit(self, handle: WatchHandle, kind: str, state: Any) -> None:
-        path = handle.path
-        if kind == "data":
-            event: DataEvent | ChildrenEvent = DataEvent(
-                path=path,
-                data=None if state is None else state[0],
-                stat=None if state is None else state[1],
-            )
-        else:
-            event = ChildrenEvent(path=path, children=state)
-
-        def run() -> None:
-            if handle.active:
-                handle.callback(event)
-
-        self._dispatcher.submit(run)
 
     def _watch(self, kind: str, path: str, callback: Callable[..., None]) -> Watch:
         paths.validate(path)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from kazoo.exceptions import NoNodeError
 
 from coordinator.base import WatchHandle
-from coordinator.model import ChildrenEvent, DataEvent, Stat
+from coordinator.model import Stat
 
 if TYPE_CHECKING:
     from coordinator.zookeeper import ZooKeeperCoordinator
@@ -93,22 +93,7 @@ class _Chain:
         if self.last is not _UNSET and _same(self.kind, self.last, state):
             return
         self.last = state
-        handle = self.handle
-        path = handle.path
-        if self.kind == "data":
-            event: DataEvent | ChildrenEvent = DataEvent(
-                path=path,
-                data=None if state is None else state[0],
-                stat=None if state is None else state[1],
-            )
-        else:
-            event = ChildrenEvent(path=path, children=state)
-
-        def run() -> None:
-            if handle.active:
-                handle.callback(event)
-
-        self.owner._dispatcher.submit(run)
+        self.owner._deliver(self.handle, self.kind, state)
 
 
 def _same(kind: str, a: Any, b: Any) -> bool:

@@ -15,7 +15,7 @@ import threading
 import time
 import warnings
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -44,7 +44,6 @@ from coordinator.errors import (
 )
 from coordinator.model import (
     Capabilities,
-    Check,
     ChildrenCallback,
     Create,
     DataCallback,
@@ -174,34 +173,17 @@ class ZooKeeperCoordinator(Coordinator):
         self._multi_read = True
         client.add_listener(self._on_kazoo_state)
 
-    def _chunks(self, ops: Sequence[Op], guard: Check | None) -> Iterable[list[int]]:
-        """The base class's chunking, by the exact encoded size of each op.
+    def _op_size(self, op: Op) -> int:
+        """The exact encoded size of ``op`` as ZooKeeper sees it, chroot included.
 
-        ``model.op_size`` does not know the chroot that ZooKeeper sees in front of every path,
-        so a chunk of many small ops under a long chroot could pass jute.maxbuffer and cost the
-        connection; here each op is sized as it goes on the wire. Chunks aim at
-        MULTI_CHUNK_TARGET bytes, well below the limit: more, smaller multis pipeline better
-        than a few near 1 MiB, while one op may still use the whole limit.
+        ``model.op_size`` does not know the chroot in front of every path, so a chunk of many
+        small ops under a long chroot could pass jute.maxbuffer and cost the connection.
         """
-        limit = self.capabilities.max_multi_bytes
-        root = self.root
-        base = encoded_op_size(guard, root) if guard is not None else 0
-        chunk: list[int] = []
-        size = base
-        for i, op in enumerate(ops):
-            n = encoded_op_size(op, root)
-            if base + n > limit:
-                raise RequestTooLarge(
-                    f"op on {op.path} is {n} bytes encoded; zookeeper takes at most {limit} "
-                    "bytes in one request"
-                )
-            if chunk and size + n > MULTI_CHUNK_TARGET:
-                yield chunk
-                chunk, size = [], base
-            chunk.append(i)
-            size += n
-        if chunk:
-            yield chunk
+        return encoded_op_size(op, self.root)
+
+    def _chunk_target_bytes(self) -> int:
+        """More, smaller multis pipeline better than a few near 1 MiB."""
+        return MULTI_CHUNK_TARGET
 
     @classmethod
     def from_url(
