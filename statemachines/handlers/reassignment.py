@@ -82,7 +82,7 @@ def on_reassignment_request(ctl: Controller) -> None:
     node = ctl.metadata.reassignment()
     if node is None:
         return
-    started, dropped = [], []
+    started, dropped, unneeded = [], [], []
     for tp, target in node.value.items():
         reason = invalid_reason(ctl, tp, target)
         if reason is not None:
@@ -96,10 +96,28 @@ def on_reassignment_request(ctl: Controller) -> None:
             dropped.append(tp)
             continue
         original = existing.original if existing is not None else ctx.replicas[tp]
-        ctx.reassignments[tp] = Reassignment(target=target, original=original)
+        moving = Reassignment(target=target, original=original)
+        if existing is not None:  # a new target (a cancel: the original): stop what it drops
+            unneeded += [(tp, b) for b in existing.replicas if b not in moving.replicas]
+        ctx.reassignments[tp] = moving
         started.append(tp)
+    _stop_replicas(ctl, unneeded)
     progress(ctl, started)
     remove_from_request(ctl, dropped)
+
+
+def _stop_replicas(ctl: Controller, keys: list[tuple[TopicPartition, int]]) -> None:
+    """Kafka's U-step: replicas an earlier target added that the new one does not keep go
+    Offline (ISR shrink, StopReplica) and are deleted."""
+    if not keys:
+        return
+    rsm = ctl.replicas
+    assert rsm is not None
+    batch = ctl.new_batch()
+    for target in (ReplicaState.OFFLINE, ReplicaState.DELETION_STARTED,
+                   ReplicaState.DELETION_SUCCESSFUL, ReplicaState.NON_EXISTENT):
+        keys = rsm.handle(keys, target, batch)
+    ctl.send(batch)
 
 
 def caught_up(ctl: Controller, tp: TopicPartition) -> bool:
@@ -237,11 +255,18 @@ def remove_from_request(ctl: Controller, tps: list[TopicPartition]) -> None:
     """Take finished or refused partitions out of /admin/reassign_partitions."""
     if not tps:
         return
-    node = ctl.metadata.reassignment()
-    if node is None:
-        return
     gone = set(tps)
-    remaining = {tp: t for tp, t in node.value.items() if tp not in gone}
-    if len(remaining) != len(node.value):
+    for _ in range(5):  # an admin tool may add moves to the node meanwhile: re-read and retry
+        node = ctl.metadata.reassignment()
+        if node is None:
+            return
+        remaining = {tp: t for tp, t in node.value.items() if tp not in gone}
+        if len(remaining) == len(node.value):
+            return
         assert ctl.fence is not None
-        ctl.fence.update_reassignment(remaining, node.version)
+        try:
+            ctl.fence.update_reassignment(remaining, node.version)
+            return
+        except BadVersion:
+            continue
+    log.warning("could not take %d finished moves out of the reassignment node", len(gone))
