@@ -1,0 +1,52 @@
+"""partctl's SQL store: plans, executions with per-partition progress, and job runs.
+
+SQLAlchemy 2 models; Alembic migrations (``migrations/``) own the tables; ``Store.open(url)``
+upgrades the schema on first use. SQLite by default at ``$PARTCTL_HOME/partctl.db``
+(``~/.local/share/partctl/partctl.db``), any SQLAlchemy URL via ``$PARTCTL_DB``.
+"""
+
+from rebalancer.store.repository import (
+    ExecutionRecord,
+    ExecutionStatus,
+    JobRun,
+    PartitionProgress,
+    PartitionStatus,
+    PlanRecord,
+    RunOutcome,
+    Store,
+    StoreError,
+    canonical_json,
+    create_store_engine,
+    scores_json,
+    snapshot_digest,
+)
+from rebalancer.store.urls import (
+    ENV_DB,
+    ENV_HOME,
+    StoreURLError,
+    default_db_path,
+    display_url,
+    resolve_db_url,
+)
+
+__all__ = [
+    "ENV_DB",
+    "ENV_HOME",
+    "ExecutionRecord",
+    "ExecutionStatus",
+    "JobRun",
+    "PartitionProgress",
+    "PartitionStatus",
+    "PlanRecord",
+    "RunOutcome",
+    "Store",
+    "StoreError",
+    "StoreURLError",
+    "canonical_json",
+    "create_store_engine",
+    "default_db_path",
+    "display_url",
+    "resolve_db_url",
+    "scores_json",
+    "snapshot_digest",
+]

@@ -1,0 +1,97 @@
+"""Alembic, driven from code: the store's migrations live in the repository's ``migrations/``.
+
+No top-level alembic.ini is needed: ``alembic_config`` builds the Config programmatically
+(``migrations/alembic.ini`` exists too, for running the ``alembic`` command by hand).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import text
+from sqlalchemy.engine import Connection, Engine
+
+from rebalancer.store.scheduler_tables import is_scheduler_table
+
+MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+VERSION_TABLE = "partctl_alembic_version"
+
+_lock = threading.Lock()
+
+
+def include_object(obj: Any, name: str | None, type_: str, reflected: bool,
+                   compare_to: Any) -> bool:
+    """Alembic's filter: leave APScheduler's job table (and what hangs off it) to APScheduler,
+    so autogenerate neither drops it nor reports it as a difference."""
+    if type_ == "table" and name is not None and is_scheduler_table(name):
+        return False
+    table = getattr(obj, "table", None)
+    return not (table is not None and is_scheduler_table(getattr(table, "name", "")))
+
+
+def alembic_config(url: str, connection: Connection | None = None) -> Config:
+    """A Config for ``url``; with ``connection``, env.py migrates over that connection."""
+    if not (MIGRATIONS_DIR / "env.py").exists():
+        raise FileNotFoundError(f"the store's migrations are missing: {MIGRATIONS_DIR}")
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    # configparser interpolation: a literal % in a URL (an escaped password) must be doubled
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    if connection is not None:
+        cfg.attributes["connection"] = connection
+    return cfg
+
+
+def head_revision() -> str:
+    heads = ScriptDirectory(str(MIGRATIONS_DIR)).get_heads()
+    if len(heads) != 1:
+        raise RuntimeError(f"the store's migrations have {len(heads)} heads: {heads}")
+    return heads[0]
+
+
+def current_revision(engine: Engine) -> str | None:
+    with engine.connect() as conn:
+        return MigrationContext.configure(
+            conn, opts={"version_table": VERSION_TABLE}).get_current_revision()
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Run the migrations up to ``revision`` over ``engine``, in one transaction."""
+    with _lock, engine.begin() as conn:
+        command.upgrade(alembic_config(engine.url.render_as_string(hide_password=False), conn),
+                        revision)
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    with _lock, engine.begin() as conn:
+        command.downgrade(alembic_config(engine.url.render_as_string(hide_password=False), conn),
+                          revision)
+
+
+def ensure_head(engine: Engine) -> bool:
+    """Upgrade to head unless already there; True when migrations ran.
+
+    On PostgreSQL a transaction-scoped advisory lock serialises processes that open a fresh
+    database at the same moment (a scheduler and a CLI call); the second one finds it done.
+    """
+    head = head_revision()
+    if current_revision(engine) == head:
+        return False
+    with _lock, engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK_KEY})
+        context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
+        if context.get_current_revision() == head:
+            return False
+        command.upgrade(alembic_config(engine.url.render_as_string(hide_password=False), conn),
+                        "head")
+    return True
+
+
+_PG_LOCK_KEY = 0x7061727463746C  # "partctl"

@@ -1,0 +1,133 @@
+"""The SQL store's tables, as typed SQLAlchemy 2 models. Alembic migrations own the schema.
+
+Four tables, all prefixed ``partctl_`` so the store can share a team database:
+
+- ``partctl_plans``: every plan made (by a job or by hand), with the digest of the snapshot it
+  was made from, its goal and options, its projected scores and the plan in Kafka's JSON.
+- ``partctl_executions``: one attempt to carry out a plan, within a move limit.
+- ``partctl_execution_partitions``: per-partition progress of an execution.
+- ``partctl_job_runs``: one row per run of a scheduled job, with its outcome and the cluster's
+  scores before and after.
+
+APScheduler keeps its own ``apscheduler_jobs`` table in the same database; it is not modelled
+here and the migrations leave it alone.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, ForeignKey, Integer, MetaData, String, Text
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC datetime on every backend (SQLite keeps no offset: we add it back)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: the store keeps UTC-aware times")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSON()}
+
+
+class PlanRow(Base):
+    __tablename__ = "partctl_plans"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    created_at: Mapped[datetime] = mapped_column(index=True)
+    snapshot_digest: Mapped[str] = mapped_column(String(64), index=True)
+    """sha256 (hex) of the canonical JSON of the snapshot the plan was made from."""
+    goal: Mapped[str] = mapped_column(String(64))
+    options: Mapped[dict[str, Any]]
+    scores: Mapped[dict[str, Any]]
+    """The projected scores of the cluster after the plan (rebalancer.plan.Scores as JSON)."""
+    plan: Mapped[dict[str, Any]]
+    """Kafka's reassignment JSON: {"version": 1, "partitions": [...]}."""
+    moves: Mapped[int] = mapped_column(Integer)
+    """Partitions the plan changes (len(plan["partitions"]))."""
+
+    executions: Mapped[list[ExecutionRow]] = relationship(back_populates="plan_row")
+
+
+class ExecutionRow(Base):
+    __tablename__ = "partctl_executions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    plan_id: Mapped[int] = mapped_column(ForeignKey("partctl_plans.id", ondelete="CASCADE"),
+                                         index=True)
+    started_at: Mapped[datetime]
+    finished_at: Mapped[datetime | None]
+    status: Mapped[str] = mapped_column(String(16))
+    max_concurrent_moves: Mapped[int] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text)
+
+    plan_row: Mapped[PlanRow] = relationship(back_populates="executions")
+    partitions: Mapped[list[ExecutionPartitionRow]] = relationship(
+        back_populates="execution", cascade="all, delete-orphan",
+        order_by="(ExecutionPartitionRow.topic, ExecutionPartitionRow.partition)")
+
+
+class ExecutionPartitionRow(Base):
+    __tablename__ = "partctl_execution_partitions"
+
+    execution_id: Mapped[int] = mapped_column(
+        ForeignKey("partctl_executions.id", ondelete="CASCADE"), primary_key=True)
+    topic: Mapped[str] = mapped_column(String(255), primary_key=True)
+    partition: Mapped[int] = mapped_column(Integer, primary_key=True)
+    target_replicas: Mapped[list[int]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16))
+    updated_at: Mapped[datetime]
+
+    execution: Mapped[ExecutionRow] = relationship(back_populates="partitions")
+
+
+class JobRunRow(Base):
+    __tablename__ = "partctl_job_runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(191), index=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    started_at: Mapped[datetime] = mapped_column(index=True)
+    ended_at: Mapped[datetime | None]
+    outcome: Mapped[str] = mapped_column(String(16))
+    error: Mapped[str | None] = mapped_column(Text)
+    scores_before: Mapped[dict[str, Any] | None]
+    scores_after: Mapped[dict[str, Any] | None]
+    details: Mapped[dict[str, Any] | None]
+    plan_id: Mapped[int | None] = mapped_column(
+        ForeignKey("partctl_plans.id", ondelete="SET NULL"), index=True)
+    execution_id: Mapped[int | None] = mapped_column(
+        ForeignKey("partctl_executions.id", ondelete="SET NULL"))
+    runner: Mapped[str | None] = mapped_column(String(255))
+    """host:pid of the process running the job, to tell a crashed run from a live one."""

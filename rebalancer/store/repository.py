@@ -1,0 +1,471 @@
+"""The store's repository API: what jobs and the CLI read and write, as frozen records.
+
+``Store.open(url)`` connects (SQLite by default, any SQLAlchemy URL), upgrades the schema to the
+newest migration on first use, and hands out plain values: no ORM object or session escapes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, event, select, update
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import NoSuchModuleError, OperationalError, SQLAlchemyError
+from sqlalchemy.orm import Session, selectinload, sessionmaker
+
+from rebalancer.store import migrate
+from rebalancer.store.models import (
+    ExecutionPartitionRow,
+    ExecutionRow,
+    JobRunRow,
+    PlanRow,
+    utcnow,
+)
+from rebalancer.store.urls import display_url, resolve_db_url
+
+
+class StoreError(RuntimeError):
+    """The store cannot be opened or used: one line saying why."""
+
+
+class ExecutionStatus(StrEnum):
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    CANCELLED = "cancelled"
+
+
+class PartitionStatus(StrEnum):
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class RunOutcome(StrEnum):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    NOTHING_TO_DO = "nothing_to_do"
+    DRY_RUN = "dry_run"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanRecord:
+    id: int
+    created_at: datetime
+    snapshot_digest: str
+    goal: str
+    options: Mapping[str, Any]
+    scores: Mapping[str, Any]
+    plan: Mapping[str, Any]
+    moves: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionProgress:
+    topic: str
+    partition: int
+    target_replicas: tuple[int, ...]
+    status: PartitionStatus
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExecutionRecord:
+    id: int
+    plan_id: int
+    started_at: datetime
+    finished_at: datetime | None
+    status: ExecutionStatus
+    max_concurrent_moves: int
+    error: str | None
+    partitions: tuple[PartitionProgress, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobRun:
+    id: int
+    job_id: str
+    kind: str
+    started_at: datetime
+    ended_at: datetime | None
+    outcome: RunOutcome
+    error: str | None
+    scores_before: Mapping[str, Any] | None
+    scores_after: Mapping[str, Any] | None
+    details: Mapping[str, Any] | None
+    plan_id: int | None
+    execution_id: int | None
+    runner: str | None
+
+
+def canonical_json(doc: Any) -> str:
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def snapshot_digest(snapshot: Any) -> str:
+    """sha256 of the snapshot's canonical JSON: brokers, partitions (with sizes), decommission
+    and new brokers; free-form ``meta`` (timestamps, sources) is left out so that the same
+    cluster gives the same digest."""
+    from rebalancer.snapshot import snapshot_to_dict
+
+    doc = snapshot_to_dict(snapshot)
+    doc["meta"] = {"new_brokers": doc["meta"].get("new_brokers", [])}
+    return hashlib.sha256(canonical_json(doc).encode()).hexdigest()
+
+
+def scores_json(scores: Any) -> dict[str, Any]:
+    """A Scores value (or any dataclass) as plain JSON-able data."""
+    return dataclasses.asdict(scores) if dataclasses.is_dataclass(scores) else dict(scores)
+
+
+def _plan_record(row: PlanRow) -> PlanRecord:
+    return PlanRecord(id=row.id, created_at=row.created_at, snapshot_digest=row.snapshot_digest,
+                      goal=row.goal, options=row.options, scores=row.scores, plan=row.plan,
+                      moves=row.moves)
+
+
+def _execution_record(row: ExecutionRow) -> ExecutionRecord:
+    return ExecutionRecord(
+        id=row.id, plan_id=row.plan_id, started_at=row.started_at, finished_at=row.finished_at,
+        status=ExecutionStatus(row.status), max_concurrent_moves=row.max_concurrent_moves,
+        error=row.error,
+        partitions=tuple(PartitionProgress(topic=p.topic, partition=p.partition,
+                                           target_replicas=tuple(p.target_replicas),
+                                           status=PartitionStatus(p.status),
+                                           updated_at=p.updated_at)
+                         for p in row.partitions))
+
+
+def _run_record(row: JobRunRow) -> JobRun:
+    return JobRun(id=row.id, job_id=row.job_id, kind=row.kind, started_at=row.started_at,
+                  ended_at=row.ended_at, outcome=RunOutcome(row.outcome), error=row.error,
+                  scores_before=row.scores_before, scores_after=row.scores_after,
+                  details=row.details, plan_id=row.plan_id, execution_id=row.execution_id,
+                  runner=row.runner)
+
+
+def create_store_engine(url: str) -> Engine:
+    """An engine for ``url``: SQLite files get their directory, foreign keys, WAL and a busy
+    timeout (a scheduler and the CLI share the file); a bare ``postgresql://`` uses psycopg 3
+    when psycopg2 is not installed."""
+    parsed = make_url(url)
+    backend = parsed.get_backend_name()
+    options: dict[str, Any] = {}
+    if backend == "sqlite":
+        db = parsed.database
+        if db and db != ":memory:" and not db.startswith("file:"):
+            Path(db).parent.mkdir(parents=True, exist_ok=True)
+        options["connect_args"] = {"timeout": 30, "check_same_thread": False}
+    else:
+        options["pool_pre_ping"] = True
+    if backend == "postgresql" and parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername=_default_postgres_driver())
+    try:
+        engine = create_engine(parsed, **options)
+    except (NoSuchModuleError, ModuleNotFoundError) as exc:
+        raise StoreError(f"no database driver for {display_url(url)}: {exc} "
+                         f"(for PostgreSQL: pip install 'partctl[postgres]')") from None
+    if backend == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def _default_postgres_driver() -> str:
+    import importlib.util
+
+    if importlib.util.find_spec("psycopg2") is None and importlib.util.find_spec("psycopg"):
+        return "postgresql+psycopg"
+    return "postgresql"
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cur = dbapi_connection.cursor()
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA journal_mode")
+    if cur.fetchone()[0].lower() not in ("memory", "wal"):
+        cur.execute("PRAGMA journal_mode=WAL")
+    cur.close()
+
+
+_upgraded: set[str] = set()
+_upgraded_lock = threading.Lock()
+
+
+class Store:
+    """Plans, executions with per-partition progress, and job runs, in one SQL database."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    @classmethod
+    def open(cls, url: str | None = None, *, upgrade: bool = True) -> Store:
+        """Open the store at ``url`` (default: $PARTCTL_DB, else the SQLite file), upgrading
+        its schema to the newest migration unless ``upgrade`` is False."""
+        resolved = resolve_db_url(url)
+        engine = create_store_engine(resolved)
+        store = cls(engine)
+        if upgrade:
+            try:
+                store.upgrade(only_if_needed=True)
+            except BaseException:
+                engine.dispose()
+                raise
+        return store
+
+    @property
+    def url(self) -> str:
+        return self.engine.url.render_as_string(hide_password=False)
+
+    def __repr__(self) -> str:
+        return f"Store({display_url(self.url)!r})"
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- schema ----------------------------------------------------------------------------
+
+    def upgrade(self, revision: str = "head", *, only_if_needed: bool = False) -> str | None:
+        """Migrate to ``revision``; return the revision the database is at afterwards."""
+        key = self.url
+        try:
+            if only_if_needed and revision == "head":
+                with _upgraded_lock:
+                    if key in _upgraded:
+                        return migrate.head_revision()
+                migrate.ensure_head(self.engine)
+                with _upgraded_lock:
+                    _upgraded.add(key)
+            else:
+                migrate.upgrade(self.engine, revision)
+            return migrate.current_revision(self.engine)
+        except OperationalError as exc:
+            raise StoreError(f"cannot open the store at {display_url(key)}: "
+                             f"{_first_line(exc.orig or exc)}") from None
+        except SQLAlchemyError as exc:
+            raise StoreError(f"store {display_url(key)}: {_first_line(exc)}") from None
+        except Exception as exc:
+            if type(exc).__name__ == "CommandError":  # alembic: e.g. an unknown revision
+                raise StoreError(f"store {display_url(key)}: {exc} (is the database newer "
+                                 f"than this partctl?)") from None
+            raise
+
+    def downgrade(self, revision: str) -> str | None:
+        with _upgraded_lock:
+            _upgraded.discard(self.url)
+        try:
+            migrate.downgrade(self.engine, revision)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"store {display_url(self.url)}: {_first_line(exc)}") from None
+        except Exception as exc:
+            if type(exc).__name__ == "CommandError":
+                raise StoreError(f"store {display_url(self.url)}: {exc}") from None
+            raise
+        return migrate.current_revision(self.engine)
+
+    def revision(self) -> str | None:
+        return migrate.current_revision(self.engine)
+
+    # --- sessions --------------------------------------------------------------------------
+
+    @contextmanager
+    def _session(self) -> Iterator[Session]:
+        with self._sessions.begin() as session:
+            yield session
+
+    # --- plans -----------------------------------------------------------------------------
+
+    def add_plan(self, *, snapshot_digest: str, goal: str, options: Mapping[str, Any],
+                 scores: Mapping[str, Any], plan: Mapping[str, Any]) -> PlanRecord:
+        partitions = plan.get("partitions", [])
+        row = PlanRow(created_at=utcnow(), snapshot_digest=snapshot_digest, goal=goal,
+                      options=dict(options), scores=dict(scores), plan=dict(plan),
+                      moves=len(partitions))
+        with self._session() as s:
+            s.add(row)
+            s.flush()
+            return _plan_record(row)
+
+    def get_plan(self, plan_id: int) -> PlanRecord | None:
+        with self._session() as s:
+            row = s.get(PlanRow, plan_id)
+            return None if row is None else _plan_record(row)
+
+    def plans(self, *, limit: int = 20, snapshot_digest: str | None = None
+              ) -> list[PlanRecord]:
+        """Newest first."""
+        q = select(PlanRow).order_by(PlanRow.id.desc()).limit(limit)
+        if snapshot_digest is not None:
+            q = q.where(PlanRow.snapshot_digest == snapshot_digest)
+        with self._session() as s:
+            return [_plan_record(r) for r in s.scalars(q)]
+
+    # --- executions ------------------------------------------------------------------------
+
+    def start_execution(self, plan_id: int, *, max_concurrent_moves: int,
+                        targets: Iterable[tuple[str, int, Sequence[int]]] | None = None
+                        ) -> ExecutionRecord:
+        """Record an execution of ``plan_id``; one pending progress row per partition
+        (``targets`` as (topic, partition, replicas); default: the stored plan's)."""
+        now = utcnow()
+        with self._session() as s:
+            plan = s.get(PlanRow, plan_id)
+            if plan is None:
+                raise StoreError(f"no plan {plan_id} in the store")
+            if targets is None:
+                targets = [(p["topic"], p["partition"], p["replicas"])
+                           for p in plan.plan.get("partitions", [])]
+            row = ExecutionRow(plan_id=plan_id, started_at=now, finished_at=None,
+                               status=ExecutionStatus.RUNNING.value,
+                               max_concurrent_moves=max_concurrent_moves, error=None)
+            row.partitions = [
+                ExecutionPartitionRow(topic=t, partition=p, target_replicas=list(r),
+                                      status=PartitionStatus.PENDING.value, updated_at=now)
+                for t, p, r in targets]
+            s.add(row)
+            s.flush()
+            return _execution_record(row)
+
+    def set_partition_status(self, execution_id: int,
+                             statuses: Mapping[tuple[str, int], PartitionStatus | str]) -> int:
+        """Update progress rows whose status changed; returns how many changed."""
+        if not statuses:
+            return 0
+        now = utcnow()
+        changed = 0
+        with self._session() as s:
+            rows = s.scalars(select(ExecutionPartitionRow).where(
+                ExecutionPartitionRow.execution_id == execution_id))
+            for row in rows:
+                new = statuses.get((row.topic, row.partition))
+                if new is not None and row.status != PartitionStatus(new).value:
+                    row.status = PartitionStatus(new).value
+                    row.updated_at = now
+                    changed += 1
+        return changed
+
+    def finish_execution(self, execution_id: int, status: ExecutionStatus | str, *,
+                         error: str | None = None) -> ExecutionRecord:
+        with self._session() as s:
+            row = s.get(ExecutionRow, execution_id,
+                        options=[selectinload(ExecutionRow.partitions)])
+            if row is None:
+                raise StoreError(f"no execution {execution_id} in the store")
+            row.status = ExecutionStatus(status).value
+            row.finished_at = utcnow()
+            row.error = error
+            s.flush()
+            return _execution_record(row)
+
+    def get_execution(self, execution_id: int) -> ExecutionRecord | None:
+        with self._session() as s:
+            row = s.get(ExecutionRow, execution_id,
+                        options=[selectinload(ExecutionRow.partitions)])
+            return None if row is None else _execution_record(row)
+
+    def executions(self, *, plan_id: int | None = None, limit: int = 20
+                   ) -> list[ExecutionRecord]:
+        q = (select(ExecutionRow).options(selectinload(ExecutionRow.partitions))
+             .order_by(ExecutionRow.id.desc()).limit(limit))
+        if plan_id is not None:
+            q = q.where(ExecutionRow.plan_id == plan_id)
+        with self._session() as s:
+            return [_execution_record(r) for r in s.scalars(q)]
+
+    # --- job runs --------------------------------------------------------------------------
+
+    def start_run(self, job_id: str, kind: str, *, runner: str | None = None) -> JobRun:
+        row = JobRunRow(job_id=job_id, kind=kind, started_at=utcnow(), ended_at=None,
+                        outcome=RunOutcome.RUNNING.value, error=None, scores_before=None,
+                        scores_after=None, details=None, plan_id=None, execution_id=None,
+                        runner=runner)
+        with self._session() as s:
+            s.add(row)
+            s.flush()
+            return _run_record(row)
+
+    def update_run(self, run_id: int, **fields: Any) -> JobRun:
+        """Set fields of a run in progress (plan_id, execution_id, scores_before, details)."""
+        allowed = {"plan_id", "execution_id", "scores_before", "scores_after", "details"}
+        unknown = set(fields) - allowed
+        if unknown:
+            raise TypeError(f"cannot update {sorted(unknown)} of a job run")
+        with self._session() as s:
+            row = s.get(JobRunRow, run_id)
+            if row is None:
+                raise StoreError(f"no job run {run_id} in the store")
+            for name, value in fields.items():
+                setattr(row, name, value)
+            s.flush()
+            return _run_record(row)
+
+    def finish_run(self, run_id: int, outcome: RunOutcome | str, *, error: str | None = None,
+                   **fields: Any) -> JobRun:
+        """Close a run with its outcome; ``fields`` as for update_run."""
+        if fields:
+            self.update_run(run_id, **fields)
+        with self._session() as s:
+            row = s.get(JobRunRow, run_id)
+            if row is None:
+                raise StoreError(f"no job run {run_id} in the store")
+            row.outcome = RunOutcome(outcome).value
+            row.error = error
+            row.ended_at = utcnow()
+            s.flush()
+            return _run_record(row)
+
+    def get_run(self, run_id: int) -> JobRun | None:
+        with self._session() as s:
+            row = s.get(JobRunRow, run_id)
+            return None if row is None else _run_record(row)
+
+    def runs(self, *, job_id: str | None = None, limit: int | None = 20,
+             outcome: RunOutcome | str | None = None) -> list[JobRun]:
+        """Newest first."""
+        q = select(JobRunRow).order_by(JobRunRow.started_at.desc(), JobRunRow.id.desc())
+        if job_id is not None:
+            q = q.where(JobRunRow.job_id == job_id)
+        if outcome is not None:
+            q = q.where(JobRunRow.outcome == RunOutcome(outcome).value)
+        if limit is not None:
+            q = q.limit(limit)
+        with self._session() as s:
+            return [_run_record(r) for r in s.scalars(q)]
+
+    def interrupt_runs(self, run_ids: Iterable[int], error: str) -> int:
+        """Mark runs still recorded as running as interrupted (their process is gone)."""
+        ids = list(run_ids)
+        if not ids:
+            return 0
+        with self._session() as s:
+            result = s.execute(
+                update(JobRunRow)
+                .where(JobRunRow.id.in_(ids), JobRunRow.outcome == RunOutcome.RUNNING.value)
+                .values(outcome=RunOutcome.INTERRUPTED.value, error=error, ended_at=utcnow()))
+            return int(getattr(result, "rowcount", 0) or 0)
+
+
+def _first_line(exc: BaseException | object) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
