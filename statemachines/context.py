@@ -13,7 +13,7 @@ touches its own partitions and never scans the cluster.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from coordinator.codecs import BrokerInfo, TopicAssignment, TopicPartition
@@ -22,7 +22,7 @@ from elections.leader import LeaderAndIsr
 from statemachines.requests import Endpoint, LiveBroker
 from statemachines.states import PartitionState, ReplicaState
 
-__all__ = ["ControllerContext", "Reassignment", "ReplicaKey", "live_broker_of"]
+__all__ = ["ControllerContext", "Reassignment", "ReplicaKey", "ReplicaStates", "live_broker_of"]
 
 ReplicaKey = tuple[TopicPartition, int]
 """One replica: a partition on a broker."""
@@ -47,6 +47,119 @@ class Reassignment:
     def replicas(self) -> tuple[int, ...]:
         """The full replica set while moving: target first, then the original ones leaving."""
         return self.target + self.removing
+
+
+class ReplicaStates:
+    """Replica states as a mapping, with the common case derived instead of stored.
+
+    A replica that no transition has named since failover is in the state Kafka's
+    ``ReplicaStateMachine.startup`` gives it: Online on a live broker, else Offline (Ineligible
+    when its topic is being deleted). Only states that differ from that rule, or that must
+    survive a broker coming back (Offline, Ineligible, the deletion states, New), are stored;
+    so a failover stores nothing for 300,000 replicas of a healthy cluster, and taking a
+    broker's replicas Online again forgets them. A replica leaving a partition's assignment
+    keeps the state it had (pinned by :meth:`ControllerContext.set_replicas`) until a
+    transition to NonExistent drops it.
+    """
+
+    __slots__ = ("_ctx", "_explicit", "tracking")
+
+    def __init__(self, ctx: ControllerContext) -> None:
+        self._ctx = ctx
+        self._explicit: dict[ReplicaKey, ReplicaState] = {}
+        self.tracking = False
+        """True on the active controller (from the replica machine's initialize)."""
+
+    def derived(self, key: ReplicaKey) -> ReplicaState:
+        tp, b = key
+        ctx = self._ctx
+        if b not in ctx.replicas.get(tp, ()):
+            return ReplicaState.NON_EXISTENT
+        if b in ctx.brokers:
+            return ReplicaState.ONLINE
+        return (ReplicaState.DELETION_INELIGIBLE if tp.topic in ctx.deleting
+                else ReplicaState.OFFLINE)
+
+    def get(self, key: ReplicaKey, default: ReplicaState | None = None) -> ReplicaState | None:
+        state = self._explicit.get(key)
+        if state is None:
+            state = self.derived(key)
+        return default if state is ReplicaState.NON_EXISTENT else state
+
+    def __getitem__(self, key: ReplicaKey) -> ReplicaState:
+        state = self.get(key)
+        if state is None:
+            raise KeyError(key)
+        return state
+
+    def __contains__(self, key: object) -> bool:
+        return self.get(key) is not None  # type: ignore[arg-type]
+
+    def __setitem__(self, key: ReplicaKey, state: ReplicaState) -> None:
+        if state is ReplicaState.ONLINE and key[1] in self._ctx.brokers and (
+                key[1] in self._ctx.replicas.get(key[0], ())):
+            self._explicit.pop(key, None)
+        else:
+            self._explicit[key] = state
+
+    def set_many(self, keys: Iterable[ReplicaKey], state: ReplicaState) -> None:
+        for key in keys:
+            self[key] = state
+
+    def pin(self, key: ReplicaKey) -> None:
+        """Store the derived state of ``key``: its replica is about to leave the assignment."""
+        if self.tracking and key not in self._explicit:
+            state = self.derived(key)
+            if state is not ReplicaState.NON_EXISTENT:
+                self._explicit[key] = state
+
+    def added(self, key: ReplicaKey) -> None:
+        """A replica joined the assignment after failover: it is NonExistent until a
+        transition (New) names it."""
+        if self.tracking and key not in self._explicit:
+            self._explicit[key] = ReplicaState.NON_EXISTENT
+
+    def pop(self, key: ReplicaKey, default: ReplicaState | None = None) -> ReplicaState | None:
+        state = self.get(key, default)
+        self._explicit.pop(key, None)
+        return state
+
+    def clear(self) -> None:
+        self._explicit.clear()
+        self.tracking = False
+
+    def drop_topic(self, topic: str) -> None:
+        self._explicit = {k: s for k, s in self._explicit.items() if k[0].topic != topic}
+
+    def explicit(self) -> dict[ReplicaKey, ReplicaState]:
+        """The stored states (read-only use: the hot paths test membership in it)."""
+        return self._explicit
+
+    def start_tracking(self, explicit: dict[ReplicaKey, ReplicaState]) -> None:
+        self._explicit = explicit
+        self.tracking = True
+
+    def __iter__(self) -> Iterator[ReplicaKey]:
+        seen = set()
+        for tp, replicas in self._ctx.replicas.items():
+            for b in replicas:
+                key = (tp, b)
+                seen.add(key)
+                if self.get(key) is not None:
+                    yield key
+        for key in list(self._explicit):
+            if key not in seen:
+                yield key
+
+    def items(self) -> Iterator[tuple[ReplicaKey, ReplicaState]]:
+        for key in self:
+            yield key, self[key]
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __bool__(self) -> bool:
+        return any(True for _ in self)
 
 
 def live_broker_of(info: BrokerInfo) -> LiveBroker:
@@ -76,7 +189,7 @@ class ControllerContext:
         self.partition_states: dict[TopicPartition, PartitionState] = {}
         self.leaderless: set[TopicPartition] = set()
         """Partitions in state New or Offline: the ones a broker joining may bring online."""
-        self.replica_states: dict[ReplicaKey, ReplicaState] = {}
+        self.replica_states = ReplicaStates(self)
         self.shutting_down: set[int] = set()
         self.reassignments: dict[TopicPartition, Reassignment] = {}
         self.deleting: set[str] = set()
@@ -107,6 +220,10 @@ class ControllerContext:
 
     def replicas_on(self, broker_id: int) -> set[TopicPartition]:
         return self._replicas_on.get(broker_id, set())
+
+    def replicas_on_all(self) -> dict[int, set[TopicPartition]]:
+        """Every broker named in an assignment (live or not) and the partitions it hosts."""
+        return self._replicas_on
 
     def led_by(self, broker_id: int) -> set[TopicPartition]:
         return self._led_by.get(broker_id, set())
@@ -144,10 +261,13 @@ class ControllerContext:
             return
         for b in old:
             if b not in new:
+                self.replica_states.pin((tp, b))
                 on = self._replicas_on.get(b)
                 if on is not None:
                     on.discard(tp)
         for b in new:
+            if b not in old:
+                self.replica_states.added((tp, b))
             self._replicas_on.setdefault(b, set()).add(tp)
         self.replicas[tp] = new
         self._partitions_of.setdefault(tp.topic, set()).add(tp)
@@ -164,7 +284,7 @@ class ControllerContext:
             self.partition_states.pop(tp, None)
             self.leaderless.discard(tp)
             self.reassignments.pop(tp, None)
-        self.replica_states = {k: s for k, s in self.replica_states.items() if k[0].topic != topic}
+        self.replica_states.drop_topic(topic)
         self.deleting.discard(topic)
         self.deletion_ineligible.discard(topic)
 
@@ -203,8 +323,10 @@ class ControllerContext:
         return tp.topic in self.deleting
 
     def replica_online(self, tp: TopicPartition, broker_id: int) -> bool:
-        return broker_id in self.brokers and self.replica_states.get(
-            (tp, broker_id)) is not ReplicaState.OFFLINE
+        if broker_id not in self.brokers:
+            return False
+        explicit = self.replica_states.explicit()
+        return not explicit or explicit.get((tp, broker_id)) is not ReplicaState.OFFLINE
 
     def partition_replicas_for_requests(self, tp: TopicPartition) -> tuple[int, ...]:
         """The replicas to name in requests: the full set while reassigning."""

@@ -50,18 +50,20 @@ class ReplicaStateMachine:
         self.partitions = partitions
 
     def initialize(self) -> None:
-        """Derive every replica's state from the view (at failover)."""
+        """Derive every replica's state from the view (at failover): Online on a live broker,
+        else Offline (Ineligible if its topic is being deleted). Only the replicas on dead
+        brokers are stored; the others are derived on demand (see ReplicaStates)."""
         ctx = self.ctx
         live = ctx.brokers
         deleting = ctx.deleting
-        states = ctx.replica_states
-        states.clear()
-        online, offline, ineligible = (ReplicaState.ONLINE, ReplicaState.OFFLINE,
-                                       ReplicaState.DELETION_INELIGIBLE)
-        for tp, replicas in ctx.replicas.items():
-            dead = ineligible if tp.topic in deleting else offline
-            for b in replicas:
-                states[(tp, b)] = online if b in live else dead
+        offline, ineligible = ReplicaState.OFFLINE, ReplicaState.DELETION_INELIGIBLE
+        explicit = {}
+        for b, tps in ctx.replicas_on_all().items():
+            if b in live:
+                continue
+            for tp in tps:
+                explicit[(tp, b)] = ineligible if tp.topic in deleting else offline
+        ctx.replica_states.start_tracking(explicit)
 
     def state(self, key: ReplicaKey) -> ReplicaState:
         return self.ctx.replica_states.get(key, ReplicaState.NON_EXISTENT)
@@ -92,10 +94,10 @@ class ReplicaStateMachine:
                     batch.add_stop_replica([b], tp, delete=True)
             case ReplicaState.NON_EXISTENT:
                 for tp, b in valid:
-                    states.pop((tp, b), None)
                     replicas = ctx.replicas.get(tp)
                     if replicas is not None and b in replicas:
                         ctx.set_replicas(tp, [r for r in replicas if r != b])
+                    states.pop((tp, b), None)
                 return valid
         for key in valid:
             states[key] = target
