@@ -12,8 +12,14 @@ On top of it, replication proper: a broker's :class:`ReplicaManager`
 (:mod:`replication.partition`), leads them (produce with acks 0/1/all, HW, ISR in
 :mod:`replication.isr`) or follows them through its :class:`ReplicaFetcher`
 (:mod:`replication.fetcher`), all on an injectable :class:`Clock` (:mod:`replication.clock`).
+
+Driven by the real controller: a :class:`BrokerNode` (:mod:`replication.broker_node`) is a
+broker with its registration, controller candidacy and replica manager; an
+:class:`EmbeddedCluster` (:mod:`replication.cluster`) runs several in one process, with a small
+:class:`Producer` and :class:`Consumer` (:mod:`replication.clients`).
 """
 
+from replication.broker_node import BrokerNode, ControlledShutdownFailed
 from replication.checkpoints import (
     CLEAN_SHUTDOWN_FILE,
     HIGH_WATERMARK_CHECKPOINT_FILE,
@@ -23,7 +29,23 @@ from replication.checkpoints import (
     log_directory_name,
     parse_log_directory_name,
 )
+from replication.clients import (
+    AckCheck,
+    ConsumedRecord,
+    Consumer,
+    Delivery,
+    ProduceError,
+    Producer,
+    check_acknowledged,
+)
 from replication.clock import Clock, ManualClock, SystemClock
+from replication.cluster import (
+    ClusterTimeout,
+    EmbeddedCluster,
+    PartitionReport,
+    ReplicaReport,
+    embedded_replica_config,
+)
 from replication.config import ReplicaConfig
 from replication.crash import cut_unflushed
 from replication.epochs import (
@@ -98,15 +120,23 @@ __all__ = [
     "RECOVERY_POINT_CHECKPOINT_FILE",
     "UNDEFINED_EPOCH",
     "UNDEFINED_EPOCH_OFFSET",
+    "AckCheck",
     "AppendInfo",
     "AskAgain",
     "BatchHeader",
+    "BrokerNode",
     "Clock",
+    "ClusterTimeout",
+    "ConsumedRecord",
+    "Consumer",
     "ConsumerRead",
+    "ControlledShutdownFailed",
     "CoordinatorIsrStore",
     "CorruptCheckpointError",
     "CorruptIndexError",
     "CorruptRecordError",
+    "Delivery",
+    "EmbeddedCluster",
     "EpochAnswer",
     "EpochEndOffset",
     "EpochEntry",
@@ -128,9 +158,12 @@ __all__ = [
     "OffsetOutOfRangeError",
     "OutOfOrderOffsetError",
     "Partition",
+    "PartitionReport",
     "PartitionStatus",
+    "ProduceError",
     "ProduceFuture",
     "ProduceResult",
+    "Producer",
     "ReadResult",
     "Record",
     "RecordBatch",
@@ -138,6 +171,7 @@ __all__ = [
     "ReplicaConfig",
     "ReplicaFetcher",
     "ReplicaManager",
+    "ReplicaReport",
     "ReplicaResponse",
     "Role",
     "StorageError",
@@ -146,10 +180,12 @@ __all__ = [
     "TruncationDecision",
     "UnsupportedCompressionError",
     "can_join_isr",
+    "check_acknowledged",
     "cut_unflushed",
     "decide_truncation",
     "decide_without_epochs",
     "decode_batch",
+    "embedded_replica_config",
     "encode_batch",
     "first_epoch_to_ask",
     "high_watermark",
