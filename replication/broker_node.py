@@ -106,6 +106,8 @@ class BrokerNode:
         self.epoch: int | None = None
         self.recovery_seconds: float | None = None
         """How long opening the logs took (recovery after a crash)."""
+        self.recovered_offsets: dict[TopicPartition, int] = {}
+        """Each partition's log end offset as opened, before any fetching."""
         self._running = False
 
     @property
@@ -122,6 +124,7 @@ class BrokerNode:
         rm = ReplicaManager(self.id, self.log_dir, self.metadata, self._clock,
                             self._replica_config, transport=self._transport)
         self.recovery_seconds = time.monotonic() - began
+        self.recovered_offsets = {tp: p.log.log_end_offset for tp, p in rm.partitions().items()}
         self.replica_manager = rm
         self.controller = Controller(self.coordinator, self.id, self.network.channel(),
                                      config=self._controller_config)

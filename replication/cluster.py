@@ -24,7 +24,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -227,6 +227,14 @@ class EmbeddedCluster:
         """Move every leadership off the broker through the controller, then stop it."""
         self.nodes[broker_id].controlled_shutdown(timeout)
 
+    def flush_logs(self) -> None:
+        """fsync every running broker's logs now and record their recovery points (what
+        ``log.flush.interval.ms`` does periodically)."""
+        for b in self.running():
+            rm = self.replica_manager(b)
+            if rm is not None:
+                rm.flush_logs()
+
     # -- metadata ------------------------------------------------------------------------------
 
     def partitions(self, topic: str) -> list[TopicPartition]:
@@ -406,11 +414,6 @@ class EmbeddedCluster:
 
     def consumer(self, **options: Any) -> Consumer:
         return Consumer(self, **options)
-
-    def with_replica_config(self, **changes: Any) -> ReplicaConfig:
-        """The cluster's replica config with ``changes`` (for brokers started after)."""
-        self.replica_config = replace(self.replica_config, **changes)
-        return self.replica_config
 
     def __repr__(self) -> str:
         return f"EmbeddedCluster({self.url}, running={self.running()})"
