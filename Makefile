@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: setup
-	$(VENV)/bin/partctl --help
+	$(VENV)/bin/partctl demo
 
 test: setup
 	$(VENV)/bin/python -m pytest -q

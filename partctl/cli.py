@@ -135,6 +135,19 @@ def cmd_elect_preferred(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+# --- demo ------------------------------------------------------------------------------------
+
+
+def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
+    from partctl.demo import DemoOptions, run_demo
+
+    if args.messages < 1 or args.partitions < 1 or args.batch < 1:
+        raise UserError("--messages, --partitions and --batch must be positive")
+    result = run_demo(DemoOptions(messages=args.messages, partitions=args.partitions,
+                                  batch=args.batch), out)
+    return 0 if result.ok else 1
+
+
 # --- parser ------------------------------------------------------------------------------------
 
 
@@ -182,6 +195,14 @@ def build_parser() -> argparse.ArgumentParser:
     preferred.add_argument("--topic")
     preferred.add_argument("--partition", type=int)
     preferred.set_defaults(func=cmd_elect_preferred)
+
+    demo = sub.add_parser("demo", help="an embedded 3-broker cluster loses a leader and "
+                                       "gets it back; checks every acknowledged message")
+    demo.add_argument("--messages", type=int, default=10_000,
+                      help="messages per produce phase (three phases; default 10000)")
+    demo.add_argument("--partitions", type=int, default=3, help="partitions (default 3)")
+    demo.add_argument("--batch", type=int, default=20, help="messages per batch (default 20)")
+    demo.set_defaults(func=cmd_demo)
     return parser
 
 
