@@ -61,6 +61,7 @@ def upgrade() -> None:
         sa.Column("partition", sa.Integer(), nullable=False),
         sa.Column("target_replicas", sa.JSON(), nullable=False),
         sa.Column("status", sa.String(length=16), nullable=False),
+        sa.Column("reason", sa.Text(), nullable=True),
         _when("updated_at"),
         sa.ForeignKeyConstraint(
             ["execution_id"], ["partctl_executions.id"], ondelete="CASCADE",

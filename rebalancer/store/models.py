@@ -107,6 +107,8 @@ class ExecutionPartitionRow(Base):
     partition: Mapped[int] = mapped_column(Integer, primary_key=True)
     target_replicas: Mapped[list[int]] = mapped_column(JSON)
     status: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str | None] = mapped_column(Text)
+    """Why the partition failed (None unless it did)."""
     updated_at: Mapped[datetime]
 
     execution: Mapped[ExecutionRow] = relationship(back_populates="partitions")

@@ -81,6 +81,7 @@ class PartitionProgress:
     target_replicas: tuple[int, ...]
     status: PartitionStatus
     updated_at: datetime
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,7 +147,7 @@ def _execution_record(row: ExecutionRow) -> ExecutionRecord:
         partitions=tuple(PartitionProgress(topic=p.topic, partition=p.partition,
                                            target_replicas=tuple(p.target_replicas),
                                            status=PartitionStatus(p.status),
-                                           updated_at=p.updated_at)
+                                           updated_at=p.updated_at, reason=p.reason)
                          for p in row.partitions))
 
 
@@ -341,27 +342,35 @@ class Store:
                                max_concurrent_moves=max_concurrent_moves, error=None)
             row.partitions = [
                 ExecutionPartitionRow(topic=t, partition=p, target_replicas=list(r),
-                                      status=PartitionStatus.PENDING.value, updated_at=now)
+                                      status=PartitionStatus.PENDING.value, reason=None,
+                                      updated_at=now)
                 for t, p, r in targets]
             s.add(row)
             s.flush()
             return _execution_record(row)
 
     def set_partition_status(self, execution_id: int,
-                             statuses: Mapping[tuple[str, int], PartitionStatus | str]) -> int:
-        """Update progress rows whose status changed; returns how many changed."""
+                             statuses: Mapping[tuple[str, int], PartitionStatus | str], *,
+                             reasons: Mapping[tuple[str, int], str] | None = None) -> int:
+        """Update progress rows whose status (or failure reason) changed; returns how many
+        changed. Keys are (topic, partition); keys not in the execution are ignored."""
         if not statuses:
             return 0
+        reasons = reasons or {}
         now = utcnow()
         changed = 0
         with self._session() as s:
             rows = s.scalars(select(ExecutionPartitionRow).where(
                 ExecutionPartitionRow.execution_id == execution_id))
             for row in rows:
-                new = statuses.get((row.topic, row.partition))
-                if new is not None and row.status != PartitionStatus(new).value:
-                    row.status = PartitionStatus(new).value
-                    row.updated_at = now
+                key = (row.topic, row.partition)
+                new = statuses.get(key)
+                if new is None:
+                    continue
+                status = PartitionStatus(new).value
+                reason = reasons.get(key) if status == PartitionStatus.FAILED.value else None
+                if row.status != status or row.reason != reason:
+                    row.status, row.reason, row.updated_at = status, reason, now
                     changed += 1
         return changed
 

@@ -139,12 +139,14 @@ def test_an_execution_tracks_progress_per_partition(store: Store) -> None:
     assert store.set_partition_status(ex.id, {("t", 0): PartitionStatus.IN_PROGRESS}) == 1
     assert store.set_partition_status(ex.id, {("t", 0): "in_progress"}) == 0  # unchanged
     store.set_partition_status(ex.id, {("t", 0): "done", ("t", 1): "failed",
-                                       ("nope", 9): "done"})
+                                       ("nope", 9): "done"},
+                               reasons={("t", 1): "refused", ("t", 0): "ignored when done"})
     done = store.finish_execution(ex.id, ExecutionStatus.FAILED, error="t-1 did not finish")
     assert done.status is ExecutionStatus.FAILED and done.error == "t-1 did not finish"
     assert done.finished_at is not None and done.finished_at >= done.started_at
     assert {(p.topic, p.partition): p.status for p in done.partitions} == {
         ("t", 0): PartitionStatus.DONE, ("t", 1): PartitionStatus.FAILED}
+    assert [p.reason for p in done.partitions] == [None, "refused"]
     assert store.get_execution(ex.id) == done
     assert [e.id for e in store.executions(plan_id=plan.id)] == [ex.id]
     explicit = store.start_execution(plan.id, max_concurrent_moves=5,
