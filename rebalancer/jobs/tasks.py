@@ -1,0 +1,378 @@
+"""The scheduled jobs themselves: a rebalance and a preferred-leader election.
+
+APScheduler stores each job with a stable import string (``JOB_FUNCTIONS``) and plain JSON-able
+keyword arguments, never a pickled callable, so a refactor cannot silently orphan a stored job.
+Every run is recorded in the store's ``partctl_job_runs`` table: a failure (an unreachable
+coordinator, a bad plan, a cluster that moved) becomes a failed run with one line saying why; it
+never escapes into the scheduler. ``STOP`` is set by ``partctl scheduler run`` on SIGTERM: a
+running job notices at its next checkpoint and records itself as interrupted.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from rebalancer.store import RunOutcome, Store, scores_json, snapshot_digest
+
+if TYPE_CHECKING:
+    from coordinator.base import Coordinator
+    from coordinator.codecs import TopicPartition
+    from coordinator.metadata import MetadataClient
+    from rebalancer.planner.goals import Goal
+
+log = logging.getLogger(__name__)
+
+REBALANCE = "rebalance"
+PREFERRED_ELECTION = "preferred-election"
+
+JOB_FUNCTIONS: Mapping[str, str] = {
+    REBALANCE: "rebalancer.jobs:run_rebalance",
+    PREFERRED_ELECTION: "rebalancer.jobs:run_preferred_election",
+}
+"""Job kind -> the import string APScheduler stores. Never rename these targets."""
+
+GOALS = ("balance", "add-brokers", "decommission", "repair-racks")
+ENGINES = ("local", "spark", "auto")
+
+STOP = threading.Event()
+"""Set when the scheduler is stopping: running jobs wind down and record 'interrupted'."""
+
+
+class Interrupted(Exception):
+    """The scheduler is stopping; the job stops at a checkpoint."""
+
+
+class JobFailed(Exception):
+    """A job's expected failure, with the one line to record."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunSummary:
+    """What a job run returns (and what ``jobs run-now`` prints)."""
+
+    run_id: int
+    job_id: str
+    kind: str
+    outcome: RunOutcome
+    error: str | None = None
+    summary: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Result:
+    outcome: RunOutcome
+    summary: str
+    error: str | None = None
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+
+def runner_id() -> str:
+    """host:pid, so a later scheduler can tell a crashed run from one still going."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else ""
+    if isinstance(exc, JobFailed):
+        return first
+    name = type(exc).__name__
+    return f"{name}: {first}" if first else name
+
+
+def _checkpoint() -> None:
+    if STOP.is_set():
+        raise Interrupted("the scheduler is stopping")
+
+
+def _record(kind: str, job_id: str, db: str | None,
+            body: Callable[[Store, int], _Result]) -> RunSummary:
+    store = Store.open(db)
+    try:
+        run = store.start_run(job_id, kind, runner=runner_id())
+        try:
+            result = body(store, run.id)
+        except Interrupted as exc:
+            result = _Result(outcome=RunOutcome.INTERRUPTED, summary="interrupted",
+                             error=str(exc))
+        except KeyboardInterrupt:
+            store.finish_run(run.id, RunOutcome.INTERRUPTED, error="interrupted by the user")
+            raise
+        except Exception as exc:  # recorded, never raised into the scheduler
+            log.debug("job %s (%s) failed", job_id, kind, exc_info=True)
+            result = _Result(outcome=RunOutcome.FAILED, summary="failed", error=one_line(exc))
+        store.finish_run(run.id, result.outcome, error=result.error, **result.fields)
+        level = logging.WARNING if result.outcome is RunOutcome.FAILED else logging.INFO
+        log.log(level, "job %s (%s) run %d: %s%s", job_id, kind, run.id, result.outcome.value,
+                f": {result.error}" if result.error else f" ({result.summary})"
+                if result.summary else "")
+        return RunSummary(run_id=run.id, job_id=job_id, kind=kind, outcome=result.outcome,
+                          error=result.error, summary=result.summary)
+    finally:
+        store.close()
+
+
+def _connect(url: str, timeout: float) -> Coordinator:
+    import coordinator
+
+    return coordinator.connect(url, timeout=timeout)
+
+
+# --- preferred-leader election ---------------------------------------------------------------
+
+
+def _imbalance(coord: Coordinator, percentage: float) -> tuple[MetadataClient, Any]:
+    """The pure imbalance computation over what the coordinator holds now: assignments,
+    leaders and ISRs, live brokers; partitions moving or being deleted are set aside as the
+    controller's own timer sets them aside."""
+    from coordinator.codecs import TopicPartition
+    from coordinator.metadata import MetadataClient
+    from rebalancer.imbalance import leader_imbalance
+
+    md = MetadataClient(coord)
+    assignments = md.assignments(md.topics())
+    tps = [TopicPartition(t, p) for t, a in assignments.items() for p in a.value.partitions]
+    states = md.partition_states(tps)
+    view: dict[TopicPartition, tuple[Sequence[int], int | None, Iterable[int]]] = {}
+    for tp in tps:
+        s = states.get(tp)
+        view[tp] = (assignments[tp.topic].value.partitions[tp.partition],
+                    None if s is None else s.value.leader, () if s is None else s.value.isr)
+    node = md.reassignment()
+    reassigning = set(node.value) if node is not None else set()
+    for t, a in assignments.items():
+        reassigning.update(TopicPartition(t, p) for p in (*a.value.adding, *a.value.removing))
+    deleting_topics = set(md.topics_to_delete())
+    deleting = [tp for tp in tps if tp.topic in deleting_topics]
+    return md, leader_imbalance(view, md.broker_ids(), percentage=percentage,
+                                reassigning=reassigning, deleting=deleting)
+
+
+def _imbalance_scores(result: Any) -> dict[str, Any]:
+    return {
+        "imbalanced_brokers": list(result.imbalanced_brokers),
+        "not_led": {str(b): v.not_led for b, v in result.brokers.items()},
+        "ratios": {str(b): round(v.ratio, 4) for b, v in result.brokers.items()},
+        "candidates": len(result.candidates),
+    }
+
+
+def _names(tps: Iterable[TopicPartition], limit: int = 50) -> list[str]:
+    out = [str(tp) for tp in tps]
+    return out[:limit] + ([f"... {len(out) - limit} more"] if len(out) > limit else [])
+
+
+def run_preferred_election(*, job_id: str, coordinator: str, db: str | None = None,
+                           percentage: float = 10.0, wait: float = 30.0,
+                           connect_timeout: float = 10.0) -> RunSummary:
+    """Compute the leader imbalance and request preferred elections for its candidates.
+
+    Waits up to ``wait`` seconds for the controller to carry the election out, then records the
+    imbalance before and after. Refuses (a failed run, nothing written) when no controller is
+    active; records 'nothing_to_do' when no broker is past ``percentage``.
+    """
+
+    def body(store: Store, run_id: int) -> _Result:
+        from elections.controller_election import controller_status
+        from statemachines.admin import Admin
+
+        coord = _connect(coordinator, connect_timeout)
+        try:
+            md, before = _imbalance(coord, percentage)
+            scores_before = _imbalance_scores(before)
+            store.update_run(run_id, scores_before=scores_before)
+            if not before.candidates:
+                return _Result(outcome=RunOutcome.NOTHING_TO_DO,
+                               summary="leaders are balanced",
+                               fields={"scores_after": scores_before,
+                                       "details": {"requested": []}})
+            if md.preferred_election() is not None:
+                return _Result(outcome=RunOutcome.NOTHING_TO_DO,
+                               summary="a preferred election is already in progress",
+                               fields={"details": {"requested": []}})
+            if controller_status(md).broker_id is None:
+                raise JobFailed("no controller is active to carry out the election")
+            _checkpoint()
+            requested = Admin(coord).elect_preferred(before.candidates)
+            details = {"requested": _names(requested), "count": len(requested)}
+            store.update_run(run_id, details=details)
+            deadline = time.monotonic() + wait
+            while md.preferred_election() is not None:
+                if time.monotonic() >= deadline:
+                    raise JobFailed(f"requested {len(requested)} preferred election(s) but the "
+                                    f"controller had not carried them out after {wait:g}s")
+                if STOP.wait(0.1):
+                    raise Interrupted(f"the scheduler is stopping; {len(requested)} "
+                                      "election(s) requested")
+            _, after = _imbalance(coord, percentage)
+            return _Result(outcome=RunOutcome.SUCCEEDED,
+                           summary=f"{len(requested)} preferred election(s) requested",
+                           fields={"scores_after": _imbalance_scores(after)})
+        finally:
+            coord.close()
+
+    return _record(PREFERRED_ELECTION, job_id, db, body)
+
+
+# --- rebalance -------------------------------------------------------------------------------
+
+
+def goals_for(goal: str, brokers: Sequence[int] = ()) -> tuple[Goal, ...]:
+    from rebalancer.planner.goals import AddBrokers, Balance, Decommission, RepairRacks
+
+    match goal:
+        case "balance":
+            return (Balance(),)
+        case "repair-racks":
+            return (RepairRacks(),)
+        case "add-brokers":
+            return (AddBrokers(brokers=frozenset(brokers)),)
+        case "decommission":
+            if not brokers:
+                raise ValueError("goal decommission needs the brokers to drain")
+            return (Decommission(brokers=frozenset(brokers)),)
+    raise ValueError(f"unknown goal {goal!r} (expected one of {', '.join(GOALS)})")
+
+
+_STORE_STATUS = {"done": "done", "in progress": "in_progress", "failed": "failed"}
+
+
+def _verify_statuses(report: Any) -> tuple[dict[tuple[str, int], str], dict[tuple[str, int], str]]:
+    """verify_plan's per-partition states as the store's statuses, and the failure reasons."""
+    statuses: dict[tuple[str, int], str] = {}
+    reasons: dict[tuple[str, int], str] = {}
+    for s in report.statuses:
+        key = (s.partition.topic, s.partition.partition)
+        statuses[key] = _STORE_STATUS.get(str(s.state.value), "failed")
+        if s.reason:
+            reasons[key] = s.reason
+    return statuses, reasons
+
+
+class _ProgressRecorder:
+    """execute_plan's progress callback: honours STOP, and every ``interval`` seconds records
+    which partitions are moving or done (verify_plan), leaving the rest pending."""
+
+    def __init__(self, store: Store, execution_id: int, verify: Callable[[], Any],
+                 interval: float = 2.0) -> None:
+        self.store, self.execution_id, self.verify = store, execution_id, verify
+        self.interval = interval
+        self._last = time.monotonic()
+
+    def __call__(self, progress: Any) -> None:
+        _checkpoint()
+        if time.monotonic() - self._last < self.interval:
+            return
+        self._last = time.monotonic()
+        statuses, _ = _verify_statuses(self.verify())
+        self.store.set_partition_status(  # not yet submitted reads as failed: keep it pending
+            self.execution_id, {k: v for k, v in statuses.items() if v != "failed"})
+
+
+def run_rebalance(*, job_id: str, coordinator: str, db: str | None = None,
+                  goal: str = "balance", brokers: Sequence[int] = (),
+                  max_concurrent_moves: int = 50, dry_run: bool = False, engine: str = "local",
+                  seed: int = 0, spark_master: str = "local[*]", timeout: float | None = None,
+                  poll_interval: float = 0.5, connect_timeout: float = 10.0) -> RunSummary:
+    """Snapshot the live cluster, plan for ``goal``, record the plan, execute it with at most
+    ``max_concurrent_moves`` partitions moving at once, verify, and record the outcome with the
+    cluster's scores before and after. ``dry_run`` records the plan and stops there."""
+
+    def body(store: Store, run_id: int) -> _Result:
+        from coordinator.metadata import MetadataClient
+        from rebalancer import execution
+        from rebalancer.engines import plan_reassignment
+        from rebalancer.plan import score_plan
+
+        goals = goals_for(goal, brokers)
+        snapshot_options = {
+            "decommission": tuple(brokers) if goal == "decommission" else (),
+            "new_brokers": tuple(brokers) if goal == "add-brokers" else (),
+        }
+        coord = _connect(coordinator, connect_timeout)
+        try:
+            if MetadataClient(coord).reassignment() is not None:
+                raise JobFailed("a reassignment is already in progress; not planning on a "
+                                "cluster that is moving")
+            snap = execution.snapshot_from_coordinator(coord, **snapshot_options)
+            before = scores_json(score_plan(snap))
+            store.update_run(run_id, scores_before=before)
+            _checkpoint()
+            plan = plan_reassignment(snap, goals, engine=engine, seed=seed,  # type: ignore[arg-type]
+                                     master=spark_master)
+            projected = scores_json(score_plan(snap, plan))
+            record = store.add_plan(
+                snapshot_digest=snapshot_digest(snap), goal=goal, scores=projected,
+                plan=plan.as_dict(),
+                options={"job_id": job_id, "engine": engine, "seed": seed,
+                         "brokers": list(brokers), "max_concurrent_moves": max_concurrent_moves,
+                         "dry_run": dry_run})
+            moves = len(plan.partitions)
+            store.update_run(run_id, plan_id=record.id,
+                             details={"moves": moves, "projected": projected})
+            if not moves:
+                return _Result(outcome=RunOutcome.NOTHING_TO_DO,
+                               summary="the cluster is already balanced",
+                               fields={"scores_after": before})
+            if dry_run:
+                return _Result(outcome=RunOutcome.DRY_RUN,
+                               summary=f"planned {moves} move(s) (plan {record.id}), not run")
+            _checkpoint()
+            plan = execution.validate_plan(coord, plan)
+            ex = store.start_execution(record.id, max_concurrent_moves=max_concurrent_moves)
+            store.update_run(run_id, execution_id=ex.id)
+            recorder = _ProgressRecorder(store, ex.id, lambda: execution.verify_plan(coord, plan))
+            try:
+                result = execution.execute_plan(
+                    coord, plan, max_concurrent_moves=max_concurrent_moves,
+                    poll_interval=poll_interval, timeout=timeout, progress=recorder)
+            except Interrupted:
+                _record_verify(store, ex.id, execution.verify_plan(coord, plan), final=False)
+                store.finish_execution(ex.id, "interrupted",
+                                       error="the scheduler stopped; moves already submitted "
+                                             "continue in the controller")
+                raise
+            except Exception as exc:
+                store.finish_execution(ex.id, "failed", error=one_line(exc))
+                raise
+            statuses = _record_verify(store, ex.id, execution.verify_plan(coord, plan),
+                                      failed=result.failed)
+            after_snap = execution.snapshot_from_coordinator(coord, **snapshot_options)
+            after = scores_json(score_plan(after_snap))
+            not_done = sorted(f"{t}-{p}" for (t, p), s in statuses.items() if s != "done")
+            if not_done:
+                timed_out = " (timed out)" if result.timed_out else ""
+                error = (f"{len(not_done)} of {moves} partition(s) not done{timed_out}: "
+                         f"{', '.join(not_done[:10])}{' ...' if len(not_done) > 10 else ''}")
+                store.finish_execution(ex.id, "failed", error=error)
+                return _Result(outcome=RunOutcome.FAILED, summary="failed", error=error,
+                               fields={"scores_after": after})
+            store.finish_execution(ex.id, "done")
+            return _Result(outcome=RunOutcome.SUCCEEDED,
+                           summary=f"moved {moves} partition(s) (plan {record.id})",
+                           fields={"scores_after": after})
+        finally:
+            coord.close()
+
+    return _record(REBALANCE, job_id, db, body)
+
+
+def _record_verify(store: Store, execution_id: int, report: Any, *, final: bool = True,
+                   failed: Mapping[Any, str] | None = None) -> dict[tuple[str, int], str]:
+    """Record a verify report; with ``final`` False, partitions not moving stay pending."""
+    statuses, reasons = _verify_statuses(report)
+    for tp, why in (failed or {}).items():
+        key = (tp.topic, tp.partition)
+        if statuses.get(key) == "failed":
+            reasons[key] = why  # execute_plan knows better why it gave up on it
+    if not final:
+        statuses = {k: v for k, v in statuses.items() if v != "failed"}
+    store.set_partition_status(execution_id, statuses, reasons=reasons)
+    return statuses
