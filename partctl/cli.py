@@ -148,6 +148,304 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     return 0 if result.ok else 1
 
 
+# --- cluster snapshot and reassignment (planner) -----------------------------------------------
+
+
+def _coordinator(args: argparse.Namespace):  # noqa: ANN202 - coordinator imported lazily
+    import coordinator
+
+    timeout = getattr(args, "connect_timeout", None) or args.timeout
+    client = coordinator.connect(_coordinator_url(args), timeout=timeout)
+    args._opened.append(client)
+    return client
+
+
+def _problems(exc: Exception) -> UserError:
+    """A plan, snapshot or planning error as ``partctl: error:`` lines, one per problem."""
+    problems = getattr(exc, "problems", None) or (str(exc),)
+    return UserError("\npartctl: error: ".join(problems))
+
+
+def _id_list(text: str | None, option: str) -> list[int]:
+    if not text:
+        return []
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"bad {option} {text!r}: want broker ids like 1,2,3") from None
+
+
+def _read(path: str, what: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as exc:
+        raise UserError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+
+
+def _sizes(args: argparse.Namespace) -> dict[tuple[str, int], int] | None:
+    from rebalancer.execution import parse_sizes
+
+    return parse_sizes(_read(args.sizes, "--sizes file")) if args.sizes else None
+
+
+def _write_snapshot(snap, path: str) -> None:  # noqa: ANN001
+    from rebalancer.snapshot import save_snapshot
+
+    try:
+        save_snapshot(snap, path)
+    except OSError as exc:
+        raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def cmd_cluster_snapshot(args: argparse.Namespace, out: TextIO) -> int:
+    from rebalancer.execution import snapshot_from_coordinator
+    from rebalancer.snapshot import SnapshotError
+
+    try:
+        snap = snapshot_from_coordinator(
+            _coordinator(args), sizes=_sizes(args),
+            decommission=_id_list(args.decommission, "--decommission"),
+            new_brokers=_id_list(args.new_brokers, "--new-brokers"))
+    except SnapshotError as exc:
+        raise _problems(exc) from None
+    _write_snapshot(snap, args.output)
+    racks = sorted({b.rack for b in snap.brokers if b.rack is not None})
+    print(f"Wrote a snapshot of {len(snap.brokers)} brokers ({len(racks)} racks) and "
+          f"{len(snap.partitions)} partitions ({len({p.topic for p in snap.partitions})} "
+          f"topics) to {args.output}.", file=out)
+    return 0
+
+
+_GOALS = ("balance", "add-brokers", "decommission", "replication-factor", "repair-racks")
+
+
+def _rf_changes(text: str | None) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in (text or "").split(","):
+        topic, eq, rf = item.strip().rpartition("=")
+        if not item.strip():
+            continue
+        if not eq or not topic or not rf.strip().isdigit():
+            raise UserError(f"bad --replication-factor {text!r}: want topic=rf,topic=rf")
+        out[topic] = int(rf)
+    return out
+
+
+def _goal(args: argparse.Namespace, snap):  # noqa: ANN001, ANN202 - planner imported lazily
+    from rebalancer.planner.goals import (
+        AddBrokers,
+        Balance,
+        ChangeReplicationFactor,
+        Decommission,
+        RepairRacks,
+    )
+
+    match args.goal:
+        case "balance":
+            return Balance()
+        case "add-brokers":
+            if not snap.new_brokers:
+                raise UserError("--goal add-brokers needs --new-brokers (or a snapshot that "
+                                "lists new brokers)")
+            return AddBrokers(brokers=snap.new_brokers)
+        case "decommission":
+            if not snap.decommission:
+                raise UserError("--goal decommission needs --decommission (or a snapshot that "
+                                "lists brokers to decommission)")
+            return Decommission(brokers=snap.decommission)
+        case "replication-factor":
+            changes = _rf_changes(args.replication_factor)
+            if not changes:
+                raise UserError("--goal replication-factor needs --replication-factor t=rf,...")
+            return ChangeReplicationFactor.of(changes)
+        case _:
+            return RepairRacks()
+
+
+def cmd_reassign_generate(args: argparse.Namespace, out: TextIO) -> int:
+    from dataclasses import replace
+
+    from partctl.render import broker_loads, render_loads, render_scores
+    from rebalancer.engines import plan_reassignment
+    from rebalancer.execution import (
+        parse_topics_to_move,
+        scope_snapshot,
+        snapshot_from_coordinator,
+    )
+    from rebalancer.plan import render_plan, score_plan
+    from rebalancer.planner.model import PlanningError
+    from rebalancer.snapshot import SnapshotError, load_snapshot
+
+    if bool(args.snapshot) == bool(args.coordinator):
+        raise UserError("give exactly one of --snapshot FILE and --coordinator URL")
+    if args.replication_factor and args.goal != "replication-factor":
+        raise UserError("--replication-factor goes with --goal replication-factor")
+    decommission = _id_list(args.decommission, "--decommission")
+    new_brokers = _id_list(args.new_brokers, "--new-brokers")
+    try:
+        if args.snapshot:
+            if args.sizes:
+                raise UserError("--sizes goes with --coordinator (a snapshot file has sizes)")
+            snap = load_snapshot(args.snapshot)
+            snap = replace(snap, decommission=snap.decommission | set(decommission),
+                           new_brokers=snap.new_brokers | set(new_brokers))
+        else:
+            snap = snapshot_from_coordinator(_coordinator(args), sizes=_sizes(args),
+                                             decommission=decommission,
+                                             new_brokers=new_brokers)
+        topics = (parse_topics_to_move(_read(args.topics_to_move_json_file,
+                                             "--topics-to-move-json-file"))
+                  if args.topics_to_move_json_file else None)
+        brokers = _id_list(args.brokers, "--brokers") if args.brokers else None
+        scoped = scope_snapshot(snap, brokers=brokers, topics=topics)
+        goal = _goal(args, snap)
+        plan = plan_reassignment(scoped, [goal], engine=args.engine, seed=args.seed,
+                                 master=args.spark_master)
+    except FileNotFoundError as exc:
+        raise UserError(f"cannot read {exc.filename}: no such file") from None
+    except (SnapshotError, PlanningError) as exc:
+        raise _problems(exc) from None
+    try:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(render_plan(plan) + "\n")
+    except OSError as exc:
+        raise UserError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    print("Current -> proposed assignment, per broker:", file=out)
+    print(render_loads(broker_loads(snap, plan)), file=out)
+    print("", file=out)
+    print("Scores (current -> proposed):", file=out)
+    print(render_scores(score_plan(scoped), score_plan(scoped, plan)), file=out)
+    print("", file=out)
+    if plan.partitions:
+        print(f"Proposed reassignment of {len(plan.partitions)} partition(s) written to "
+              f"{args.output}.", file=out)
+    else:
+        print(f"Nothing to move: the cluster already meets the goal ({args.output} lists no "
+              f"partitions).", file=out)
+    return 0
+
+
+def _plan_file(args: argparse.Namespace) -> str:
+    return _read(args.reassignment_json_file, "--reassignment-json-file")
+
+
+def cmd_reassign_execute(args: argparse.Namespace, out: TextIO) -> int:
+    from partctl.render import ProgressDisplay, render_result
+    from rebalancer.execution import execute_plan, validate_plan
+    from rebalancer.plan import PlanError
+
+    if args.max_concurrent_moves < 1:
+        raise UserError("--max-concurrent-moves must be at least 1")
+    if args.timeout is not None and args.timeout <= 0:
+        raise UserError("--timeout must be positive")
+    text = _plan_file(args)
+    client = _coordinator(args)
+    try:
+        plan = validate_plan(client, text)
+    except PlanError as exc:
+        raise _problems(exc) from None
+    header = (f"Executing a reassignment of {len(plan.partitions)} partition(s), at most "
+              f"{args.max_concurrent_moves} at a time.")
+    with ProgressDisplay(out, every=args.status_every, header=header) as display:
+        result = execute_plan(client, plan, max_concurrent_moves=args.max_concurrent_moves,
+                              poll_interval=args.poll_interval, timeout=args.timeout,
+                              progress=display)
+    print(render_result(result), file=out)
+    if not result.ok:
+        print("Check with `partctl reassign verify`; `partctl reassign cancel` reverts the "
+              "moves still pending.", file=out)
+    return 0 if result.ok else 1
+
+
+def cmd_reassign_verify(args: argparse.Namespace, out: TextIO) -> int:
+    from partctl.render import render_verify
+    from rebalancer.execution import read_plan, verify_plan
+    from rebalancer.plan import PlanError
+
+    try:
+        plan = read_plan(_plan_file(args))
+    except PlanError as exc:
+        raise _problems(exc) from None
+    report = verify_plan(_coordinator(args), plan)
+    print(render_verify(report), file=out)
+    return 0 if report.all_done else 1
+
+
+def cmd_reassign_cancel(args: argparse.Namespace, out: TextIO) -> int:
+    from partctl.render import render_cancel
+    from rebalancer.execution import cancel_reassignment
+
+    report = cancel_reassignment(_coordinator(args), wait=args.wait)
+    print(render_cancel(report), file=out)
+    return 0
+
+
+def _add_planner_parsers(sub, common: argparse.ArgumentParser) -> None:  # noqa: ANN001
+    """``cluster snapshot`` and ``reassign generate|execute|verify|cancel``."""
+    cluster = sub.add_parser("cluster", help="the cluster as a planner snapshot")
+    clsub = cluster.add_subparsers(dest="action", metavar="ACTION", required=True)
+    snap = clsub.add_parser("snapshot", parents=[common],
+                            help="write brokers, racks and replicas to a JSON or Parquet file")
+    snap.add_argument("-o", "--output", required=True, metavar="FILE",
+                      help="snap.json or snap.parquet")
+    snap.add_argument("--decommission", metavar="5,9", help="brokers to be removed")
+    snap.add_argument("--new-brokers", metavar="7,8", help="brokers just added")
+    snap.add_argument("--sizes", metavar="FILE",
+                      help='partition sizes: {"partitions": [{"topic", "partition", '
+                           '"size_bytes"}]} (default: sizes unknown)')
+    snap.set_defaults(func=cmd_cluster_snapshot)
+
+    reassign = sub.add_parser("reassign", help="plan, execute, verify and cancel partition "
+                                               "reassignments")
+    rsub = reassign.add_subparsers(dest="action", metavar="ACTION", required=True)
+    gen = rsub.add_parser("generate", parents=[common],
+                          help="plan a reassignment from a snapshot file or the live cluster")
+    gen.add_argument("--snapshot", metavar="FILE", help="a snapshot (.json or .parquet)")
+    gen.add_argument("--goal", choices=_GOALS, default="balance")
+    gen.add_argument("--brokers", metavar="1,2,3",
+                     help="the brokers the moved topics may use (Kafka's --broker-list)")
+    gen.add_argument("--topics-to-move-json-file", metavar="FILE",
+                     help='only these topics move: {"version":1,"topics":[{"topic":"t"}]}')
+    gen.add_argument("--decommission", metavar="5,9", help="brokers to drain")
+    gen.add_argument("--new-brokers", metavar="7,8", help="brokers just added")
+    gen.add_argument("--replication-factor", metavar="t=3,u=2",
+                     help="new replication factors (--goal replication-factor)")
+    gen.add_argument("--sizes", metavar="FILE", help="partition sizes (with --coordinator)")
+    gen.add_argument("--engine", choices=("auto", "local", "spark"), default="auto")
+    gen.add_argument("--spark-master", default="local[*]", metavar="URL")
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("-o", "--output", required=True, metavar="FILE",
+                     help="where to write the plan (Kafka's reassignment JSON)")
+    gen.set_defaults(func=cmd_reassign_generate)
+
+    plan_file = argparse.ArgumentParser(add_help=False)
+    plan_file.add_argument("--reassignment-json-file", required=True, metavar="FILE")
+    connect = argparse.ArgumentParser(add_help=False)
+    connect.add_argument("--coordinator", metavar="URL",
+                         help=f"the coordinator URL (default: ${ENV_COORDINATOR})")
+    connect.add_argument("--connect-timeout", type=float, default=5.0, metavar="S",
+                         help="seconds to wait for the coordinator (default 5)")
+    ex = rsub.add_parser("execute", parents=[connect, plan_file],
+                         help="have the controller carry out a plan, N partitions at a time")
+    ex.add_argument("--max-concurrent-moves", type=int, default=50, metavar="N",
+                    help="partitions moving at once (default 50)")
+    ex.add_argument("--timeout", type=float, default=None, metavar="S",
+                    help="stop waiting after S seconds; pending moves carry on (default: none)")
+    ex.add_argument("--poll-interval", type=float, default=0.5, help=argparse.SUPPRESS)
+    ex.add_argument("--status-every", type=float, default=5.0, metavar="S",
+                    help="seconds between status lines when not on a terminal (default 5)")
+    ex.set_defaults(func=cmd_reassign_execute)
+    ver = rsub.add_parser("verify", parents=[common, plan_file],
+                          help="per partition: done, in progress or failed")
+    ver.set_defaults(func=cmd_reassign_verify)
+    can = rsub.add_parser("cancel", parents=[common],
+                          help="revert the pending moves (back to the original replicas)")
+    can.add_argument("--wait", type=float, default=30.0, metavar="S",
+                     help="seconds to wait for the controller to revert (default 30)")
+    can.set_defaults(func=cmd_reassign_cancel)
+
+
 # --- parser ------------------------------------------------------------------------------------
 
 
@@ -203,6 +501,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--partitions", type=int, default=3, help="partitions (default 3)")
     demo.add_argument("--batch", type=int, default=20, help="messages per batch (default 20)")
     demo.set_defaults(func=cmd_demo)
+    _add_planner_parsers(sub, common)
     return parser
 
 

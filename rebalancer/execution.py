@@ -33,6 +33,7 @@ from coordinator.metadata import MetadataClient, RequestInProgress
 from rebalancer.live_snapshot import (
     cluster_state,
     metadata_client,
+    parse_sizes,
     parse_topics_to_move,
     scope_snapshot,
     snapshot_from_coordinator,
@@ -53,7 +54,9 @@ __all__ = [
     "VerifyReport",
     "cancel_reassignment",
     "execute_plan",
+    "parse_sizes",
     "parse_topics_to_move",
+    "read_plan",
     "scope_snapshot",
     "snapshot_from_coordinator",
     "validate_plan",
@@ -210,6 +213,28 @@ def _rf_problems(text: str | bytes, snap: Snapshot) -> list[str]:
                             f"{current[key]} -> {rf}, but not every partition of topic "
                             f"{topic} goes to {rf} replicas")
     return problems
+
+
+def read_plan(text: str | bytes) -> Plan:
+    """A plan file on its own (format, types, duplicates; no cluster): for verify, which must
+    report on partitions that may no longer exist. PlanError lists every problem."""
+    try:
+        doc = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise PlanError([f"not valid JSON: {e}"]) from e
+    entries = doc.get("partitions") if isinstance(doc, dict) else None
+    parts: dict[tuple[str, int], PartitionReplicas] = {}
+    for e in entries if isinstance(entries, list) else ():
+        if (isinstance(e, dict) and isinstance(e.get("topic"), str)
+                and isinstance(e.get("partition"), int) and isinstance(e.get("replicas"), list)
+                and all(isinstance(r, int) for r in e["replicas"])):
+            key = (e["topic"], e["partition"])
+            parts.setdefault(key, PartitionReplicas(topic=key[0], partition=key[1],
+                                                    replicas=tuple(e["replicas"])))
+    ids = {r for p in parts.values() for r in p.replicas}
+    as_is = Snapshot(brokers=tuple(Broker(id=b) for b in sorted(ids)),
+                     partitions=tuple(parts.values()))
+    return parse_plan(text, as_is, allow_rf_change=True)
 
 
 def validate_plan(coordinator: Coordinator | MetadataClient, plan_text_or_plan: str | bytes | Plan

@@ -20,6 +20,7 @@ from rebalancer.snapshot import Broker, PartitionReplicas, Snapshot, SnapshotErr
 __all__ = [
     "cluster_state",
     "metadata_client",
+    "parse_sizes",
     "parse_topics_to_move",
     "scope_snapshot",
     "snapshot_from_coordinator",
@@ -142,6 +143,36 @@ def parse_topics_to_move(text: str | bytes) -> tuple[str, ...]:
     if problems:
         raise SnapshotError(problems)
     return tuple(out)
+
+
+def parse_sizes(text: str | bytes) -> dict[tuple[str, int], int]:
+    """Partition sizes for a live snapshot, in the snapshot's own partition format:
+    ``{"partitions": [{"topic": "t", "partition": 0, "size_bytes": 123}, ...]}`` (a snapshot
+    file with sizes serves). SnapshotError lists every problem."""
+    try:
+        doc = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise SnapshotError([f"sizes: not valid JSON: {e}"]) from e
+    entries = doc.get("partitions") if isinstance(doc, dict) else None
+    if not isinstance(entries, list):
+        raise SnapshotError(['sizes: want {"partitions": [{"topic": "t", "partition": 0, '
+                             '"size_bytes": 123}]}'])
+    problems: list[str] = []
+    out: dict[tuple[str, int], int] = {}
+    for i, e in enumerate(entries):
+        ok = isinstance(e, dict) and isinstance(e.get("topic"), str)
+        num, size = (e.get("partition"), e.get("size_bytes")) if ok else (None, None)
+        if size is None and ok:
+            continue  # unknown size
+        if (not ok or isinstance(num, bool) or not isinstance(num, int)
+                or isinstance(size, bool) or not isinstance(size, int) or size < 0):
+            problems.append(f"sizes: partitions[{i}] needs a topic, a partition and a "
+                            f"non-negative size_bytes")
+            continue
+        out[(e["topic"], num)] = size
+    if problems:
+        raise SnapshotError(problems)
+    return out
 
 
 def scope_snapshot(snap: Snapshot, *, brokers: Iterable[int] | None = None,
