@@ -30,9 +30,11 @@ from apscheduler.events import (
 )
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.job import Job
+from apscheduler.jobstores.base import BaseJobStore
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
-from sqlalchemy import and_, null, select
+from sqlalchemy import and_, inspect, null, select
+from sqlalchemy.exc import SQLAlchemyError
 
 from rebalancer.jobs import tasks
 from rebalancer.jobs.triggers import describe_trigger
@@ -44,6 +46,7 @@ log = logging.getLogger("rebalancer.jobs")
 JOB_DEFAULTS = {"coalesce": True, "max_instances": 1, "misfire_grace_time": 600}
 """A late or piled-up job runs once, never twice at once; up to 10 minutes late still runs."""
 
+_create_lock = threading.Lock()
 _JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
 
@@ -66,6 +69,18 @@ class DurableJobStore(SQLAlchemyJobStore):
         super().__init__(tablename=SCHEDULER_JOBS_TABLE, **kwargs)
         self.broken: dict[str, str] = {}
         self._broken_lock = threading.Lock()
+
+    def start(self, scheduler: Any, alias: str) -> None:
+        """Create APScheduler's table if missing, tolerating a concurrent creator (a CLI call
+        and a starting scheduler): APScheduler's own check-then-create races."""
+        BaseJobStore.start(self, scheduler, alias)
+        with _create_lock:
+            try:
+                self.jobs_t.create(self.engine, checkfirst=True)
+            except SQLAlchemyError:
+                if not inspect(self.engine).has_table(self.jobs_t.name,
+                                                      schema=self.jobs_t.schema):
+                    raise
 
     def _restore(self, job_id: str, state: bytes) -> Job | None:
         try:
