@@ -1,0 +1,39 @@
+"""``partctl reassign generate --engine spark`` writes the same plan as ``--engine local``.
+
+It lives here, not in tests/cli, to share this directory's one Spark session: the CLI's
+``spark_session`` gets that running session back (getOrCreate), so a test run starts one JVM.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from partctl.cli import main
+from rebalancer.snapshot import save_snapshot
+from tests.rebalancer.conftest import make_snapshot
+
+
+@pytest.mark.spark
+def test_generate_on_spark_gives_the_local_plan(spark: Any, tmp_path: Path) -> None:
+    racks = {b: f"r{b % 3}" for b in range(1, 10)}
+    parts = [(f"t{t}", p, [1 + (t + p) % 3, 4 + (t + p) % 3, 7 + (t + p) % 3][: 2 + t % 2])
+             for t in range(4) for p in range(6)]
+    snap = make_snapshot(racks, parts, new={7, 8, 9}, sizes={("t0", 0): 10 * 2**30})
+    path = tmp_path / "snap.json"
+    save_snapshot(snap, path)
+    plans = {}
+    for engine in ("local", "spark"):
+        out, err = io.StringIO(), io.StringIO()
+        plan = tmp_path / f"{engine}.json"
+        code = main(["reassign", "generate", "--snapshot", str(path), "--goal", "balance",
+                     "--engine", engine, "--spark-master", "local[2]", "--seed", "3",
+                     "-o", str(plan)], out=out, err=err)
+        assert code == 0, err.getvalue()
+        assert "GiB" in out.getvalue() and "Replica spread" in out.getvalue()
+        plans[engine] = json.loads(plan.read_text())
+    assert plans["spark"] == plans["local"] and plans["local"]["partitions"]
