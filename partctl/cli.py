@@ -347,10 +347,15 @@ def cmd_reassign_execute(args: argparse.Namespace, out: TextIO) -> int:
         raise _problems(exc) from None
     header = (f"Executing a reassignment of {len(plan.partitions)} partition(s), at most "
               f"{args.max_concurrent_moves} at a time.")
-    with ProgressDisplay(out, every=args.status_every, header=header) as display:
-        result = execute_plan(client, plan, max_concurrent_moves=args.max_concurrent_moves,
-                              poll_interval=args.poll_interval, timeout=args.timeout,
-                              progress=display)
+    try:
+        with ProgressDisplay(out, every=args.status_every, header=header) as display:
+            result = execute_plan(client, plan, max_concurrent_moves=args.max_concurrent_moves,
+                                  poll_interval=args.poll_interval, timeout=args.timeout,
+                                  progress=display)
+    except KeyboardInterrupt:
+        print("Interrupted: the moves already submitted carry on; `partctl reassign verify` "
+              "follows them, `partctl reassign cancel` reverts them.", file=out)
+        raise
     print(render_result(result), file=out)
     if not result.ok:
         print("Check with `partctl reassign verify`; `partctl reassign cancel` reverts the "
