@@ -451,6 +451,336 @@ def _add_planner_parsers(sub, common: argparse.ArgumentParser) -> None:  # noqa:
     can.set_defaults(func=cmd_reassign_cancel)
 
 
+# --- SQL store, scheduled jobs and the scheduler ------------------------------------------------
+
+
+def _store_errors(func: Callable[[argparse.Namespace, TextIO], int]
+                  ) -> Callable[[argparse.Namespace, TextIO], int]:
+    """The store's and the job store's errors are user errors: one line, exit 1."""
+    import functools
+
+    @functools.wraps(func)
+    def wrapper(args: argparse.Namespace, out: TextIO) -> int:
+        from rebalancer.jobs import JobNotFound
+        from rebalancer.store import StoreError
+
+        try:
+            return func(args, out)
+        except (StoreError, JobNotFound) as exc:
+            raise UserError(str(exc).strip("'\"")) from None
+
+    return wrapper
+
+
+def _when(dt) -> str:  # noqa: ANN001 - a datetime or None
+    from datetime import UTC
+
+    return "-" if dt is None else dt.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _table(rows: list[list[str]], out: TextIO) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=False)) + "  " + r[-1],
+              file=out)
+
+
+@_store_errors
+def cmd_db_upgrade(args: argparse.Namespace, out: TextIO) -> int:
+    from rebalancer.store import Store, display_url
+
+    with Store.open(args.db, upgrade=False) as store:
+        before = store.revision()
+        after = store.upgrade(args.revision)
+        where = display_url(store.url)
+    if before == after:
+        print(f"{where}: already at revision {after}.", file=out)
+    else:
+        print(f"{where}: upgraded from {before or 'an empty database'} to revision {after}.",
+              file=out)
+    return 0
+
+
+@_store_errors
+def cmd_db_downgrade(args: argparse.Namespace, out: TextIO) -> int:
+    from rebalancer.store import Store, display_url
+
+    with Store.open(args.db, upgrade=False) as store:
+        after = store.downgrade(args.revision)
+        print(f"{display_url(store.url)}: downgraded to revision {after or 'base (no tables)'}.",
+              file=out)
+    return 0
+
+
+@_store_errors
+def cmd_db_current(args: argparse.Namespace, out: TextIO) -> int:
+    from rebalancer.store import Store, display_url
+    from rebalancer.store.migrate import head_revision
+
+    with Store.open(args.db, upgrade=False) as store:
+        current = store.revision()
+        head = head_revision()
+        state = "up to date" if current == head else f"head is {head}: run `partctl db upgrade`"
+        print(f"{display_url(store.url)}: revision {current or 'none'} ({state}).", file=out)
+    return 0
+
+
+def _job_kwargs(args: argparse.Namespace) -> dict:
+    import coordinator
+
+    url = _coordinator_url(args)
+    coordinator.parse(url)  # a malformed URL is refused now, not at 3 a.m.
+    kwargs: dict = {"coordinator": url, "connect_timeout": args.timeout}
+    if args.kind == "rebalance":
+        from rebalancer.jobs import goals_for
+
+        try:
+            brokers = [int(b) for b in args.brokers.split(",")] if args.brokers else []
+        except ValueError:
+            raise UserError(f"bad --brokers {args.brokers!r}: want e.g. 4,5") from None
+        goals_for(args.goal, brokers)  # the goal and its brokers make sense
+        if args.max_concurrent_moves < 1:
+            raise UserError("--max-concurrent-moves must be at least 1")
+        kwargs.update(goal=args.goal, brokers=brokers,
+                      max_concurrent_moves=args.max_concurrent_moves, dry_run=args.dry_run,
+                      engine=args.engine, seed=args.seed, spark_master=args.spark_master,
+                      timeout=args.execution_timeout)
+    else:
+        if not 0 <= args.imbalance_percentage <= 100:
+            raise UserError("--imbalance-percentage must be between 0 and 100")
+        from rebalancer.jobs import parse_duration
+
+        kwargs.update(percentage=args.imbalance_percentage, wait=parse_duration(args.wait))
+    return kwargs
+
+
+@_store_errors
+def cmd_jobs_add(args: argparse.Namespace, out: TextIO) -> int:
+    from rebalancer import jobs
+
+    trigger = jobs.make_trigger(cron=args.cron, every=args.every, timezone=args.timezone)
+    info = jobs.add_job(args.db, kind=args.kind, trigger=trigger, kwargs=_job_kwargs(args),
+                        job_id=args.id)
+    print(f"Added job {info.id}: {info.kind}, {info.schedule}, next run "
+          f"{_when(info.next_run_time)} UTC.", file=out)
+    return 0
+
+
+def _job_args(kwargs: dict) -> str:
+    hidden = {"job_id", "db", "connect_timeout", "spark_master", "seed", "timeout", "engine"}
+    shown = []
+    for key, value in kwargs.items():
+        if key in hidden or value in (None, [], False):
+            continue
+        if key == "dry_run":
+            shown.append("dry-run")
+            continue
+        if key == "wait":
+            from rebalancer.jobs import format_duration
+
+            value = format_duration(value)
+        if key == "percentage":
+            key, value = "imbalance", f"{value:g}%"
+        text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+        shown.append(f"{key.replace('_', '-')}={text}")
+    if kwargs.get("engine") not in (None, "local"):
+        shown.append(f"engine={kwargs['engine']}")
+    return " ".join(shown)
+
+
+@_store_errors
+def cmd_jobs_list(args: argparse.Namespace, out: TextIO) -> int:
+    from rebalancer import jobs
+    from rebalancer.store import Store
+
+    listed = jobs.list_jobs(args.db)
+    if not listed:
+        print("No jobs.", file=out)
+        return 0
+    with Store.open(args.db) as store:
+        last = {j.id: next(iter(store.runs(job_id=j.id, limit=1)), None) for j in listed}
+    rows = [["ID", "KIND", "SCHEDULE", "NEXT RUN (UTC)", "LAST RUN", "ARGS"]]
+    for j in listed:
+        run = last[j.id]
+        rows.append([j.id, j.kind or "?", j.schedule,
+                     "BROKEN" if j.broken else _when(j.next_run_time),
+                     "-" if run is None else f"{run.outcome.value} {_when(run.started_at)}",
+                     f"cannot be restored: {j.broken}" if j.broken else _job_args(dict(j.kwargs))])
+    _table(rows, out)
+    return 0
+
+
+@_store_errors
+def cmd_jobs_remove(args: argparse.Namespace, out: TextIO) -> int:
+    from rebalancer import jobs
+
+    jobs.remove_job(args.db, args.job_id)
+    print(f"Removed job {args.job_id} (its run history stays).", file=out)
+    return 0
+
+
+@_store_errors
+def cmd_jobs_run_now(args: argparse.Namespace, out: TextIO) -> int:
+    from rebalancer import jobs
+    from rebalancer.jobs.report import describe_run
+    from rebalancer.store import RunOutcome, Store
+
+    summary = jobs.run_job_now(args.db, args.job_id)
+    with Store.open(args.db) as store:
+        run = store.get_run(summary.run_id)
+    text = describe_run(run) if run is not None else summary.error or summary.summary
+    print(f"Run {summary.run_id} of job {summary.job_id} ({summary.kind}): "
+          f"{summary.outcome.value}: {text}", file=out)
+    return 1 if summary.outcome in (RunOutcome.FAILED, RunOutcome.INTERRUPTED) else 0
+
+
+@_store_errors
+def cmd_jobs_history(args: argparse.Namespace, out: TextIO) -> int:
+    from rebalancer.jobs.report import describe_run
+    from rebalancer.store import Store
+
+    if args.limit < 1:
+        raise UserError("--limit must be at least 1")
+    with Store.open(args.db) as store:
+        runs = store.runs(job_id=args.job, limit=args.limit)
+    if not runs:
+        print("No runs." if args.job is None else f"No runs of job {args.job}.", file=out)
+        return 0
+    rows = [["RUN", "JOB", "KIND", "STARTED (UTC)", "TOOK", "OUTCOME", "PLAN", "SUMMARY"]]
+    for r in runs:
+        took = "-" if r.ended_at is None else f"{(r.ended_at - r.started_at).total_seconds():.1f}s"
+        rows.append([str(r.id), r.job_id, r.kind, _when(r.started_at), took, r.outcome.value,
+                     "-" if r.plan_id is None else str(r.plan_id), describe_run(r)])
+    _table(rows, out)
+    return 0
+
+
+@_store_errors
+def cmd_scheduler_run(args: argparse.Namespace, out: TextIO) -> int:
+    import signal
+    import threading
+
+    from rebalancer import jobs
+    from rebalancer.store import display_url, resolve_db_url
+
+    poll = jobs.parse_duration(args.poll)
+    if args.max_workers < 1:
+        raise UserError("--max-workers must be at least 1")
+    for name in ("rebalancer.jobs", "rebalancer.jobs.tasks"):
+        logging.getLogger(name).setLevel(logging.INFO)
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    url = resolve_db_url(args.db)
+    stop = threading.Event()
+    previous = {}
+
+    def on_signal(signum: int, _frame: object) -> None:
+        # a second signal kills at once (the service manager's patience has limits)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        print(f"partctl scheduler: {signal.Signals(signum).name}: stopping; running jobs "
+              f"finish or record themselves interrupted", file=out, flush=True)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        previous[sig] = signal.signal(sig, on_signal)
+
+    def started(scheduler) -> None:  # noqa: ANN001
+        print(f"partctl scheduler: running {len(scheduler.get_jobs())} job(s) from "
+              f"{display_url(url)}; SIGTERM or Ctrl-C stops it", file=out, flush=True)
+
+    try:
+        jobs.run_scheduler(url, stop=stop, poll_interval=poll, max_workers=args.max_workers,
+                           on_started=started)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    print("partctl scheduler: stopped", file=out, flush=True)
+    return 0
+
+
+def _add_jobs_parsers(sub, common: argparse.ArgumentParser) -> None:  # noqa: ANN001
+    """``db upgrade|downgrade|current``, ``jobs add|list|remove|run-now|history`` and
+    ``scheduler run``."""
+    from rebalancer.store.urls import DB_FILENAME, ENV_DB, ENV_HOME
+
+    database = argparse.ArgumentParser(add_help=False)
+    database.add_argument("--db", metavar="URL",
+                          help=f"any SQLAlchemy URL (default: ${ENV_DB}, else SQLite at "
+                               f"${ENV_HOME}/{DB_FILENAME}, ~/.local/share/partctl/{DB_FILENAME})")
+
+    db = sub.add_parser("db", help="the SQL store of plans, executions and job runs")
+    dsub = db.add_subparsers(dest="action", metavar="ACTION", required=True)
+    up = dsub.add_parser("upgrade", parents=[database], help="run the migrations (to head)")
+    up.add_argument("--revision", default="head")
+    up.set_defaults(func=cmd_db_upgrade)
+    down = dsub.add_parser("downgrade", parents=[database],
+                           help="undo migrations down to a revision ('base' drops the tables)")
+    down.add_argument("--revision", required=True)
+    down.set_defaults(func=cmd_db_downgrade)
+    dsub.add_parser("current", parents=[database], help="the database's revision"
+                    ).set_defaults(func=cmd_db_current)
+
+    jobs = sub.add_parser("jobs", help="scheduled rebalances and preferred elections")
+    jsub = jobs.add_subparsers(dest="action", metavar="ACTION", required=True)
+    add = jsub.add_parser("add", help="schedule a job")
+    ksub = add.add_subparsers(dest="kind", metavar="KIND", required=True)
+    schedule = argparse.ArgumentParser(add_help=False)
+    when = schedule.add_mutually_exclusive_group(required=True)
+    when.add_argument("--cron", metavar='"M H DOM MON DOW"', help='crontab fields, e.g. '
+                                                                  '"0 3 * * *"')
+    when.add_argument("--every", metavar="DURATION", help="an interval: 30s, 5m, 1h, 1h30m")
+    schedule.add_argument("--timezone", metavar="TZ",
+                          help="time zone of --cron (default: the scheduler host's)")
+    schedule.add_argument("--id", metavar="ID", help="the job's id (default: generated)")
+    parents = [common, database, schedule]
+    rb = ksub.add_parser("rebalance", parents=parents,
+                         help="snapshot, plan, execute within limits, verify, record")
+    rb.add_argument("--goal", choices=("balance", "add-brokers", "decommission",
+                                       "repair-racks"), default="balance")
+    rb.add_argument("--brokers", metavar="1,2",
+                    help="the brokers to add or to decommission (those goals)")
+    rb.add_argument("--max-concurrent-moves", type=int, default=50, metavar="N",
+                    help="partitions moving at once (default 50)")
+    rb.add_argument("--dry-run", action="store_true", help="record the plan, move nothing")
+    rb.add_argument("--engine", choices=("local", "spark", "auto"), default="local")
+    rb.add_argument("--spark-master", default="local[*]", metavar="URL")
+    rb.add_argument("--seed", type=int, default=0)
+    rb.add_argument("--execution-timeout", type=float, default=None, metavar="S",
+                    help="give up waiting after S seconds (moves carry on; default: none)")
+    rb.set_defaults(func=cmd_jobs_add)
+    pe = ksub.add_parser("preferred-election", parents=parents,
+                         help="preferred elections where leadership drifted")
+    pe.add_argument("--imbalance-percentage", type=float, default=10.0, metavar="P",
+                    help="a broker is imbalanced past P%% of its partitions led elsewhere "
+                         "(Kafka's leader.imbalance.per.broker.percentage; default 10)")
+    pe.add_argument("--wait", default="30s", metavar="DURATION",
+                    help="how long to wait for the controller to elect (default 30s)")
+    pe.set_defaults(func=cmd_jobs_add)
+    jsub.add_parser("list", parents=[database], help="the stored jobs"
+                    ).set_defaults(func=cmd_jobs_list)
+    rm = jsub.add_parser("remove", parents=[database], help="delete a job (history stays)")
+    rm.add_argument("job_id", metavar="ID")
+    rm.set_defaults(func=cmd_jobs_remove)
+    now = jsub.add_parser("run-now", parents=[database],
+                          help="run a job once, here, in the foreground (schedule unchanged)")
+    now.add_argument("job_id", metavar="ID")
+    now.set_defaults(func=cmd_jobs_run_now)
+    hist = jsub.add_parser("history", parents=[database], help="recorded runs, newest first")
+    hist.add_argument("--job", metavar="ID", help="only this job's runs")
+    hist.add_argument("--limit", type=int, default=20, metavar="N", help="(default 20)")
+    hist.set_defaults(func=cmd_jobs_history)
+
+    scheduler = sub.add_parser("scheduler", help="the job scheduler")
+    ssub = scheduler.add_subparsers(dest="action", metavar="ACTION", required=True)
+    run = ssub.add_parser("run", parents=[database],
+                          help="run the scheduler in the foreground (for a service manager)")
+    run.add_argument("--poll", default="5s", metavar="DURATION",
+                     help="how often to look for jobs added or removed elsewhere (default 5s)")
+    run.add_argument("--max-workers", type=int, default=4, metavar="N",
+                     help="jobs running at once (default 4)")
+    run.set_defaults(func=cmd_scheduler_run)
+
+
 # --- parser ------------------------------------------------------------------------------------
 
 
@@ -507,6 +837,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--batch", type=int, default=20, help="messages per batch (default 20)")
     demo.set_defaults(func=cmd_demo)
     _add_planner_parsers(sub, common)
+    _add_jobs_parsers(sub, common)
     return parser
 
 

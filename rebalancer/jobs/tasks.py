@@ -79,8 +79,15 @@ def runner_id() -> str:
 
 
 def one_line(exc: BaseException) -> str:
+    """An exception as the one line a run records: ``Type: message``; errors that carry a list
+    of problems (PlanError, SnapshotError) have them joined on the line."""
     text = str(exc).strip()
     first = text.splitlines()[0] if text else ""
+    problems = getattr(exc, "problems", None)
+    if problems:
+        shown = "; ".join(str(p) for p in list(problems)[:5])
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        first = f"{first.rstrip(':')}: {shown}{more}" if first else f"{shown}{more}"
     if isinstance(exc, JobFailed):
         return first
     name = type(exc).__name__
