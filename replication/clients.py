@@ -50,6 +50,7 @@ from statemachines.requests import UpdateMetadataPartition
 
 __all__ = [
     "AckCheck",
+    "ClientError",
     "ClusterView",
     "ConsumedRecord",
     "Consumer",
@@ -102,13 +103,17 @@ class Delivery:
     recovered: bool = False
 
 
-class ProduceError(Exception):
-    """A batch that could not be delivered (a fatal code, or the delivery timeout)."""
+class ClientError(Exception):
+    """A client request that failed for good, with the broker's code."""
 
     def __init__(self, tp: TopicPartition, error: ErrorCode, detail: str = "") -> None:
         super().__init__(f"{tp.topic}-{tp.partition}: {error.name}{': ' + detail if detail else ''}")
         self.tp = tp
         self.error = error
+
+
+class ProduceError(ClientError):
+    """A batch that could not be delivered (a fatal code, or the delivery timeout)."""
 
 
 class _Item:
@@ -156,6 +161,7 @@ class Producer:
         self.recovered = 0
         """Batches found in the log after an ambiguous failure instead of being re-sent."""
         self._sequence = itertools.count()
+        self._leaders: dict[TopicPartition, ReplicaManager] = {}
         self._slots = threading.BoundedSemaphore(max_in_flight)
         self._outstanding = 0
         self._cond = threading.Condition()
@@ -198,11 +204,21 @@ class Producer:
         self._attempt(item)
         return item.future
 
+    def _leader(self, tp: TopicPartition) -> ReplicaManager | None:
+        """The leader's broker from cached metadata, looked up again after any failure."""
+        rm = self._leaders.get(tp)
+        if rm is None or not rm.running:
+            meta = self.cluster.metadata_for(tp)
+            rm = self.cluster.replica_manager(meta.leader) if meta and meta.leader >= 0 else None
+            if rm is not None:
+                self._leaders[tp] = rm
+        return rm
+
     def _attempt(self, item: _Item) -> None:
-        meta = self.cluster.metadata_for(item.tp)
-        rm = self.cluster.replica_manager(meta.leader) if meta and meta.leader >= 0 else None
+        rm = self._leader(item.tp)
         partition = rm.partition(item.tp) if rm is not None else None
         if rm is None or partition is None:
+            self._leaders.pop(item.tp, None)
             item.error = ErrorCode.NOT_LEADER_OR_FOLLOWER
             self._retries.put(item)
             return
@@ -226,6 +242,7 @@ class Producer:
         elif result.error in _FATAL:
             self._fail(item, result.error)
         else:
+            self._leaders.pop(item.tp, None)
             # Errors answered at once were decided before appending; later ones were not.
             if not before_append or result.error == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
                 item.ambiguous = True
@@ -386,7 +403,7 @@ class Consumer:
                     return (_decode(read.records, offset),
                             read.next_offset if read.records else offset, read.high_watermark)
                 if read.error == ErrorCode.OFFSET_OUT_OF_RANGE:
-                    raise ProduceError(tp, read.error, f"offset {offset}")
+                    raise ClientError(tp, read.error, f"offset {offset}")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no leader answered for {tp.topic}-{tp.partition}")
             time.sleep(0.02)
