@@ -31,6 +31,7 @@ from replication.checkpoints import (
 )
 from replication.clients import (
     AckCheck,
+    ClientError,
     ConsumedRecord,
     Consumer,
     Delivery,
@@ -125,6 +126,7 @@ __all__ = [
     "AskAgain",
     "BatchHeader",
     "BrokerNode",
+    "ClientError",
     "Clock",
     "ClusterTimeout",
     "ConsumedRecord",
