@@ -277,8 +277,10 @@ def cmd_reassign_generate(args: argparse.Namespace, out: TextIO) -> int:
     from rebalancer.planner.model import PlanningError
     from rebalancer.snapshot import SnapshotError, load_snapshot
 
-    if bool(args.snapshot) == bool(args.coordinator):
-        raise UserError("give exactly one of --snapshot FILE and --coordinator URL")
+    if args.snapshot and args.coordinator:
+        raise UserError("give --snapshot FILE or --coordinator URL, not both")
+    if not args.snapshot and not (args.coordinator or os.environ.get(ENV_COORDINATOR)):
+        raise UserError(f"give --snapshot FILE or --coordinator URL (or set {ENV_COORDINATOR})")
     if args.replication_factor and args.goal != "replication-factor":
         raise UserError("--replication-factor goes with --goal replication-factor")
     decommission = _id_list(args.decommission, "--decommission")

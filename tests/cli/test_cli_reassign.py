@@ -208,7 +208,9 @@ def test_generate_goals_and_kafkas_scoping_options(live: Live, tmp_path: Path) -
     assert code == 0, err
 
 
-def test_generate_errors_are_one_line_each(live: Live, tmp_path: Path) -> None:
+def test_generate_errors_are_one_line_each(live: Live, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PARTCTL_COORDINATOR", raising=False)
     skewed(live)
     out_path = str(tmp_path / "p.json")
     topics = tmp_path / "topics.json"
@@ -234,7 +236,14 @@ def test_generate_errors_are_one_line_each(live: Live, tmp_path: Path) -> None:
         for line, message in zip(lines, messages, strict=True):
             assert line.startswith("partctl: error: ") and message in line, (argv, err)
     code, _, err = run("reassign", "generate", "-o", out_path)
-    assert code == 1 and "exactly one of --snapshot FILE and --coordinator URL" in err
+    assert code == 1 and "give --snapshot FILE or --coordinator URL (or set" in err
+    code, _, err = run("reassign", "generate", "-o", out_path, "--snapshot", "s.json",
+                       "--coordinator", live.url)
+    assert code == 1 and err == ("partctl: error: give --snapshot FILE or --coordinator URL, "
+                                 "not both\n")
+    monkeypatch.setenv("PARTCTL_COORDINATOR", live.url)  # the environment names the cluster
+    assert run("reassign", "generate", "--engine", "local", "-o", out_path)[0] == 0
+    Path(out_path).unlink()
     code, _, err = run("reassign", "generate", "--snapshot", str(tmp_path / "missing.json"),
                        "-o", out_path)
     assert code == 1 and err.count("\n") == 1 and "missing.json" in err
