@@ -670,7 +670,7 @@ def cmd_scheduler_run(args: argparse.Namespace, out: TextIO) -> int:
         raise UserError("--max-workers must be at least 1")
     for name in ("rebalancer.jobs", "rebalancer.jobs.tasks"):
         logging.getLogger(name).setLevel(logging.INFO)
-    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    logging.getLogger("apscheduler").setLevel(logging.ERROR)  # jobs log their runs themselves
     url = resolve_db_url(args.db)
     stop = threading.Event()
     previous = {}

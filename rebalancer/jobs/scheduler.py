@@ -26,7 +26,6 @@ from apscheduler.events import (
     EVENT_JOB_MAX_INSTANCES,
     EVENT_JOB_MISSED,
     JobExecutionEvent,
-    JobSubmissionEvent,
 )
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.job import Job
@@ -150,8 +149,29 @@ class DurableJobStore(SQLAlchemyJobStore):
         return {row.id: pickle.loads(row.job_state) for row in rows}
 
 
+class Scheduler(BackgroundScheduler):
+    """BackgroundScheduler that can be closed to new work before it shuts down.
+
+    APScheduler's loop may be waiting to process due jobs while ``shutdown()`` closes the
+    executors; it then submits to a closed pool (a logged RuntimeError). Closed under the job
+    stores' lock, no round starts after that, and rounds already running finish first.
+    """
+
+    _closing = False
+
+    def close_for_shutdown(self) -> None:
+        with self._jobstores_lock:
+            self._closing = True
+
+    def _process_jobs(self) -> float | None:
+        with self._jobstores_lock:
+            if self._closing:
+                return None
+            return super()._process_jobs()
+
+
 def make_scheduler(db: str | None = None, *, max_workers: int = 4,
-                   timezone: Any = None) -> BackgroundScheduler:
+                   timezone: Any = None) -> Scheduler:
     """A (not started) scheduler whose job store is APScheduler's table in the store's
     database; the store's own tables are migrated first."""
     url = resolve_db_url(db)
@@ -162,11 +182,11 @@ def make_scheduler(db: str | None = None, *, max_workers: int = 4,
                                "job_defaults": dict(JOB_DEFAULTS)}
     if timezone is not None:
         options["timezone"] = timezone
-    return BackgroundScheduler(**options)
+    return Scheduler(**options)
 
 
 @contextmanager
-def _editing(db: str | None) -> Iterator[BackgroundScheduler]:
+def _editing(db: str | None) -> Iterator[Scheduler]:
     scheduler = make_scheduler(db)
     scheduler.start(paused=True)
     try:
@@ -175,7 +195,7 @@ def _editing(db: str | None) -> Iterator[BackgroundScheduler]:
         scheduler.shutdown(wait=False)
 
 
-def _store_of(scheduler: BackgroundScheduler) -> DurableJobStore:
+def _store_of(scheduler: Scheduler) -> DurableJobStore:
     store = scheduler._lookup_jobstore("default")
     assert isinstance(store, DurableJobStore)
     return store
@@ -306,10 +326,8 @@ def reap_stale_runs(store: Store) -> int:
 
 
 def _on_event(event: Any) -> None:
-    if isinstance(event, JobExecutionEvent) and event.exception is not None:
+    if event.code == EVENT_JOB_ERROR and isinstance(event, JobExecutionEvent):
         log.error("job %s raised %s", event.job_id, tasks.one_line(event.exception))
-    elif isinstance(event, JobSubmissionEvent):
-        pass
     elif event.code == EVENT_JOB_MISSED:
         log.warning("job %s missed its run at %s (the scheduler was busy or down)",
                     event.job_id, getattr(event, "scheduled_run_time", "?"))
@@ -319,7 +337,7 @@ def _on_event(event: Any) -> None:
 
 def run_scheduler(db: str | None = None, *, stop: threading.Event,
                   poll_interval: float = 5.0, max_workers: int = 4,
-                  on_started: Callable[[BackgroundScheduler], None] | None = None) -> None:
+                  on_started: Callable[[Scheduler], None] | None = None) -> None:
     """Run the scheduler until ``stop`` is set, then shut it down cleanly.
 
     Every ``poll_interval`` seconds the scheduler re-reads the job store (jobs added, removed
@@ -343,6 +361,7 @@ def run_scheduler(db: str | None = None, *, stop: threading.Event,
             scheduler.wakeup()
     finally:
         tasks.STOP.set()
+        scheduler.close_for_shutdown()
         try:
             scheduler.shutdown(wait=True)
         finally:

@@ -223,9 +223,10 @@ def test_bad_input_is_one_line_and_changes_nothing(db: str,
 
 def test_scheduler_run_records_failures_and_stops_cleanly_on_sigterm(db: str) -> None:
     """A job whose coordinator is unreachable fails run after run; the scheduler carries on,
-    and SIGTERM stops it: exit 0, every run closed."""
+    and SIGTERM stops it: exit 0, every run closed. Each run outlasts the interval, so runs fall
+    due while the scheduler shuts down (APScheduler would submit them to a closed pool)."""
     code, _, err = run("jobs", "add", "preferred-election", "--every", "1s", "--coordinator",
-                       UNREACHABLE, "--timeout", "0.5", "--db", db, "--id", "flaky")
+                       UNREACHABLE, "--timeout", "1.2", "--db", db, "--id", "flaky")
     assert code == 0, err
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "partctl", "scheduler", "run", "--db", db,
