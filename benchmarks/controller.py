@@ -17,7 +17,9 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import os
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -48,12 +50,51 @@ class Result:
     notes: list[str] = field(default_factory=list)
 
 
+class ThreadCPU:
+    """CPU seconds per thread group between marks (Linux /proc; empty elsewhere), to show who
+    else held the GIL while a step ran: the standby, the coordinators' dispatchers, the poller."""
+
+    def __init__(self, groups: dict[str, str]) -> None:
+        self.groups = groups  # thread-name prefix -> label
+        self._last: dict[int, float] = {}
+
+    def _sample(self) -> dict[int, tuple[str, float]]:
+        tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        out = {}
+        for t in threading.enumerate():
+            tid = t.native_id
+            try:
+                with open(f"/proc/self/task/{tid}/stat") as f:
+                    fields = f.read().rpartition(")")[2].split()
+            except OSError:
+                continue
+            label = next((v for k, v in self.groups.items() if t.name.startswith(k)), "other")
+            out[tid] = (label, (int(fields[11]) + int(fields[12])) / tick)
+        return out
+
+    def mark(self) -> None:
+        self._last = {tid: cpu for tid, (_, cpu) in self._sample().items()}
+
+    def since(self) -> str:
+        totals: dict[str, float] = {}
+        for tid, (label, cpu) in self._sample().items():
+            totals[label] = totals.get(label, 0.0) + cpu - self._last.get(tid, 0.0)
+        return ", ".join(f"{k} {v:.2f}s" for k, v in sorted(totals.items()) if v >= 0.005)
+
+
 def wait(predicate, timeout: float = 120.0, step: float = 0.001) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
             raise TimeoutError("benchmark step did not finish")
         time.sleep(step)
+
+
+def _led_by(ctl: Controller, tp: TopicPartition, broker: int) -> bool:
+    """A cheap first test for the polling loops (the full check walks 10,000 partitions, and
+    the poller must not take the GIL from the controller it measures)."""
+    value = ctl.ctx.leaders.get(tp)
+    return value is not None and value.leader == broker
 
 
 def build_cluster(url: str, brokers: int, partitions: int, rf: int) -> dict[int, list[TopicPartition]]:
@@ -146,19 +187,27 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int) -> Resul
     # every full collection walks them all, in the middle of a mass election.
     gc.collect()
     gc.freeze()
+    cpu = ThreadCPU({"partctl-controller-101": "active", "partctl-controller-102": "standby",
+                     "partctl-controller-103": "cold", "partctl-coordinator": "dispatchers",
+                     "MainThread": "poller"})
 
     # (e) preferred election of the last broker's partitions
     md = MetadataClient(sessions[1][0])
     target = preferred[brokers]
+    cpu.mark()
     t = time.perf_counter()
     md.request_preferred_election(target)
-    wait(lambda: all(a.ctx.leaders[tp].leader == brokers for tp in target))
+    wait(lambda: _led_by(a, target[-1], brokers) and all(
+        a.ctx.leaders[tp].leader == brokers for tp in target))
     res.times["e"] = time.perf_counter() - t
     res.counts["e"] = len(target)
     a.events.wait_idle(120)
+    b.events.wait_idle(120)
+    res.notes.append(f"(e) CPU until both idle: {cpu.since()}")
 
     # (c) uncontrolled loss of broker 1
     lost = sorted(a.ctx.led_by(1))
+    cpu.mark()
     t = time.perf_counter()
     sessions[1][0].close()
     wait(lambda: not a.ctx.led_by(1) and 1 not in a.ctx.brokers)
@@ -166,17 +215,22 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int) -> Resul
     res.counts["c"] = len(lost)
     a.events.wait_idle(120)
     res.notes.append(f"(c) incl. follower ISR shrinks {time.perf_counter() - t:.2f}s")
+    b.events.wait_idle(120)
+    res.notes.append(f"(c) CPU until both idle: {cpu.since()}")
 
     # (d) controlled shutdown of broker 2
     moving = len(a.ctx.led_by(2))
+    cpu.mark()
     t = time.perf_counter()
     remaining = a.request_controlled_shutdown(2, sessions[2][1].epoch or 0).result(120)
     res.times["d"] = time.perf_counter() - t
     res.counts["d"] = moving - len(remaining)
     a.events.wait_idle(120)
     b.events.wait_idle(120)
+    res.notes.append(f"(d) CPU until both idle: {cpu.since()}")
 
     # (a) hot failover: the active controller's session goes
+    cpu.mark()
     a.coordinator.close()
     wait(lambda: b.active and b.last_failover is not None, timeout=120)
     f = b.last_failover
@@ -184,6 +238,7 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int) -> Resul
     res.times["a"] = f.metadata_sent - f.started
     res.notes.append(f"(a) until done {f.done - f.started:.2f}s, warm={f.warm}")
     b.events.wait_idle(120)
+    res.notes.append(f"(a) CPU until idle: {cpu.since()}")
 
     # (b) cold failover
     cold = controller(103, hot=False)

@@ -225,6 +225,10 @@ class ControllerContext:
         """Every broker named in an assignment (live or not) and the partitions it hosts."""
         return self._replicas_on
 
+    def leaders_by_broker(self) -> dict[int, set[TopicPartition]]:
+        """Every broker named as a leader (live or not) and the partitions it leads."""
+        return self._led_by
+
     def led_by(self, broker_id: int) -> set[TopicPartition]:
         return self._led_by.get(broker_id, set())
 
@@ -297,8 +301,7 @@ class ControllerContext:
             if led is not None:
                 led.discard(tp)
         self.leaders[tp] = value
-        if value.leader >= 0:
-            self._led_by.setdefault(value.leader, set()).add(tp)
+        self._led_by.setdefault(value.leader, set()).add(tp)
 
     def remove_leader(self, tp: TopicPartition) -> None:
         old = self.leaders.pop(tp, None)

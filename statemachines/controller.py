@@ -15,6 +15,7 @@ NotController, write nothing more, and stand again.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -111,6 +112,8 @@ class Controller:
         self._closed = False
         self._timer: _Ticker | None = None
         self._stand_requested_at: float | None = None
+        self._states_lock = threading.Lock()
+        self._states_pending: dict[TopicPartition, tuple[bytes | None, Stat | None]] = {}
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -200,6 +203,8 @@ class Controller:
                 brokers.on_broker_node(self, event)
             case ev.TopicNodeChanged():
                 topics.on_topic_node(self, event)
+            case ev.PartitionStatesPending():
+                self._apply_pending_states()
             case ev.PartitionStateChanged():
                 self._on_partition_state(event)
             case ev.IsrChangeNotified():
@@ -394,11 +399,30 @@ class Controller:
         controller writes them itself and hears of leaders' ISR changes by notification)."""
         if not self.config.hot_standby or self.partitions is not None:
             return
-        c, put = self.coordinator, self.events.put
+        c, pending = self.coordinator, self._state_watched
         for tp in tps:
             self._watch(f"state:{tp.topic}/{tp.partition}", lambda tp=tp: c.watch_data(
                 layout.partition_state(tp.topic, tp.partition),
-                lambda e, tp=tp: put(ev.PartitionStateChanged(tp=tp, data=e.data, stat=e.stat))))
+                lambda e, tp=tp: pending(tp, e)))
+
+    def _state_watched(self, tp: TopicPartition, e: DataEvent) -> None:
+        """Dispatcher thread: keep the partition's latest state in the buffer, and queue one
+        event when the buffer stops being empty."""
+        with self._states_lock:
+            first = not self._states_pending
+            self._states_pending[tp] = (e.data, e.stat)
+        if first:
+            self.events.put(ev.PartitionStatesPending())
+
+    def _apply_pending_states(self) -> None:
+        with self._states_lock:
+            pending, self._states_pending = self._states_pending, {}
+        changed = [tp for tp, (data, stat) in pending.items()
+                   if self._apply_state(tp, data, stat)]
+        if changed and self.active and self.ctx.reassignments:
+            moving = [tp for tp in changed if tp in self.ctx.reassignments]
+            if moving:
+                reassignment.complete_if_caught_up(self, moving)
 
     def unwatch_partition_states(self) -> None:
         for key in [k for k in self._watches if k.startswith("state:")]:
@@ -420,22 +444,23 @@ class Controller:
                 topics.apply_topic_node(self, event)
             case ev.PartitionStateChanged():
                 self.apply_partition_state(event)
+            case ev.PartitionStatesPending():
+                self._apply_pending_states()
 
     def apply_partition_state(self, event: ev.PartitionStateChanged) -> bool:
         """Take a newer leader and ISR into the view; whether anything changed."""
-        ctx, tp = self.ctx, event.tp
-        if event.stat is None or event.data is None:
+        return self._apply_state(event.tp, event.data, event.stat)
+
+    def _apply_state(self, tp: TopicPartition, data: bytes | None, stat: Stat | None) -> bool:
+        ctx = self.ctx
+        if stat is None or data is None:
             if tp in ctx.leaders and not ctx.is_deleting(tp) and tp not in ctx.replicas:
                 ctx.remove_leader(tp)
             return False
         current = ctx.leaders.get(tp)
-        if current is not None and event.stat.version <= current.partition_epoch:
+        if current is not None and stat.version <= current.partition_epoch:
             return False
-        path = layout.partition_state(tp.topic, tp.partition)
-        s = StoredState.decode(path, event.data)
-        ctx.set_leader(tp, LeaderAndIsr(leader=s.leader, leader_epoch=s.leader_epoch,
-                                        isr=tuple(s.isr), controller_epoch=s.controller_epoch,
-                                        partition_epoch=event.stat.version))
+        ctx.set_leader(tp, decode_leader_and_isr(tp, data, stat.version))
         return True
 
     def _on_partition_state(self, event: ev.PartitionStateChanged) -> None:
@@ -493,6 +518,25 @@ class Controller:
             self._arm_children(ev.BrokerIdsChanged(ids=(b,)))
         for t in self.ctx.topics:
             self.watch_topic(t)
+
+
+def decode_leader_and_isr(tp: TopicPartition, data: bytes, version: int) -> LeaderAndIsr:
+    """A state node's leader and ISR at ``version``. The common, well-formed node is read
+    straight from its JSON; anything else goes through the metadata codec, which says what is
+    wrong with it."""
+    try:
+        obj = json.loads(data)
+        leader, leader_epoch = obj["leader"], obj["leader_epoch"]
+        controller_epoch, isr = obj["controller_epoch"], obj["isr"]
+        if (type(leader) is int and type(leader_epoch) is int and type(controller_epoch) is int
+                and type(isr) is list and all(type(r) is int for r in isr)):
+            return LeaderAndIsr(leader=leader, leader_epoch=leader_epoch, isr=tuple(isr),
+                                controller_epoch=controller_epoch, partition_epoch=version)
+    except (ValueError, UnicodeDecodeError, KeyError, TypeError):
+        pass
+    s = StoredState.decode(layout.partition_state(tp.topic, tp.partition), data)
+    return LeaderAndIsr(leader=s.leader, leader_epoch=s.leader_epoch, isr=tuple(s.isr),
+                        controller_epoch=s.controller_epoch, partition_epoch=version)
 
 
 def registered_broker(broker_id: int, data: bytes, stat: Stat) -> RegisteredBroker:

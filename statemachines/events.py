@@ -28,6 +28,7 @@ __all__ = [
     "DeleteTopicsChanged",
     "IsrChangeNotified",
     "PartitionStateChanged",
+    "PartitionStatesPending",
     "PreferredElectionChanged",
     "ReassignmentChanged",
     "ReplicaDeletionFinished",
@@ -94,6 +95,13 @@ class PartitionStateChanged:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionStatesPending:
+    """Watched leader-and-ISR nodes changed: the states wait in the controller's buffer (the
+    latest per partition), to be applied together. One such event is queued whenever the
+    buffer stops being empty, so a mass election costs the standby one event, not 10,000."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class IsrChangeNotified:
     """Children of ``/isr_change_notification`` changed."""
 
@@ -147,6 +155,7 @@ ControllerEvent = (
     | TopicsChanged
     | TopicNodeChanged
     | PartitionStateChanged
+    | PartitionStatesPending
     | IsrChangeNotified
     | ReassignmentChanged
     | PreferredElectionChanged
@@ -157,5 +166,5 @@ ControllerEvent = (
 )
 
 VIEW_EVENTS = (BrokerIdsChanged, BrokerNodeChanged, TopicsChanged, TopicNodeChanged,
-               PartitionStateChanged, ControllerNodeChanged)
+               PartitionStateChanged, PartitionStatesPending, ControllerNodeChanged)
 """Events that only refresh the view of the store: applied even while draining on resignation."""

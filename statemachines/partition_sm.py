@@ -14,13 +14,15 @@ resigns. Everything else is a per-partition result.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field
 
+from coordinator import layout
 from coordinator.codecs import PartitionState as StoredState
 from coordinator.codecs import TopicPartition
-from coordinator.errors import NodeExists
+from coordinator.errors import BadVersion, CoordinatorError, NodeExists
 from coordinator.metadata import MetadataClient
+from coordinator.model import SetData, Stat
 from elections.controller_election import Fence
 from elections.leader import (
     NO_LEADER,
@@ -33,13 +35,15 @@ from elections.leader import (
 )
 from statemachines.context import ControllerContext
 from statemachines.requests import RequestBatch, UpdateMetadataPartition
-from statemachines.states import PartitionState, split_transitions
+from statemachines.states import PartitionState, ReplicaState, split_transitions
 
 __all__ = [
     "ElectionOutcome",
     "tp_key",
     "PartitionStateMachine",
+    "encode_state",
     "record_leader_and_isr",
+    "shrink_isr",
     "state_change_log",
     "stored",
 ]
@@ -65,6 +69,32 @@ def stored(value: LeaderAndIsr) -> StoredState:
                        controller_epoch=value.controller_epoch)
 
 
+def shrink_isr(current: LeaderAndIsr, leaving: Collection[int], controller_epoch: int
+               ) -> LeaderAndIsr | None:
+    """Leader and ISR without the ``leaving`` replicas (pure); None when nothing changes.
+
+    A leaving leader leaves the partition leaderless. The last ISR member is kept, so the ISR
+    never becomes empty and still names who has all committed records.
+    """
+    if current.leader not in leaving and not any(r in leaving for r in current.isr):
+        return None
+    isr = tuple(r for r in current.isr if r not in leaving)
+    if not isr:
+        isr = current.isr[:1] if len(current.isr) == 1 else isr
+    leader = NO_LEADER if current.leader in leaving else current.leader
+    return LeaderAndIsr(leader=leader, leader_epoch=current.leader_epoch + 1, isr=isr,
+                        controller_epoch=controller_epoch,
+                        partition_epoch=current.partition_epoch)
+
+
+def encode_state(value: LeaderAndIsr) -> bytes:
+    """The state node's bytes for ``value``: exactly ``stored(value).encode()`` (the metadata
+    codec's JSON), built without the intermediate objects on the mass-election path."""
+    return b'{"version":1,"leader":%d,"leader_epoch":%d,"controller_epoch":%d,"isr":[%s]}' % (
+        value.leader, value.leader_epoch, value.controller_epoch,
+        ",".join(map(str, value.isr)).encode())
+
+
 def record_leader_and_isr(
     ctx: ControllerContext,
     batch: RequestBatch,
@@ -74,25 +104,39 @@ def record_leader_and_isr(
     is_new: bool = False,
 ) -> None:
     """LeaderAndIsr for each partition to its online replicas (or ``recipients``), and its
-    metadata to every live broker."""
+    metadata to every live broker. One entry object per partition and kind, shared by every
+    broker's request."""
     metadata = []
     brokers = ctx.brokers
-    # In (topic, partition) order: the batch sorts its partitions on build, and sorting
-    # TopicPartitions by their generated __lt__ is slow unless the input is already in order.
-    for tp in sorted(tps, key=tp_key):
-        value = ctx.leaders.get(tp)
+    leaders = ctx.leaders
+    assigned = ctx.replicas
+    moving_ = ctx.reassignments
+    explicit = ctx.replica_states.explicit()
+    offline = ReplicaState.OFFLINE
+    add = batch.add_leader_and_isr
+    of = UpdateMetadataPartition.of
+    # In (topic, partition) order: the batch sorts its partitions on build, cheaply when the
+    # input is already in order.
+    for tp in sorted(tps):
+        value = leaders.get(tp)
         if value is None:
             continue
-        replicas = ctx.replicas.get(tp, ())
-        moving = ctx.reassignments.get(tp)
-        targets = (recipients[tp] if recipients is not None and tp in recipients
-                   else [r for r in replicas if ctx.replica_online(tp, r)])
-        batch.add_leader_and_isr(
-            targets, tp, value, replicas, is_new,
-            adding=moving.adding if moving else (), removing=moving.removing if moving else ())
-        metadata.append(UpdateMetadataPartition.of(
-            tp, value, replicas, [r for r in replicas if r not in brokers]))
-    batch.add_update_metadata(None, metadata)
+        replicas = assigned.get(tp, ())
+        moving = moving_.get(tp) if moving_ else None
+        if recipients is not None and tp in recipients:
+            targets: Iterable[int] = recipients[tp]
+        elif explicit:
+            targets = [r for r in replicas
+                       if r in brokers and explicit.get((tp, r)) is not offline]
+        else:
+            targets = [r for r in replicas if r in brokers]
+        if moving is None:
+            add(targets, tp, value, replicas, is_new)
+        else:
+            add(targets, tp, value, replicas, is_new,
+                adding=moving.adding, removing=moving.removing)
+        metadata.append((tp, of(tp, value, replicas, [r for r in replicas if r not in brokers])))
+    batch.add_update_metadata_entries(None, metadata)
 
 
 class PartitionStateMachine:
@@ -114,23 +158,30 @@ class PartitionStateMachine:
         return self.fence.epoch.epoch
 
     def initialize(self) -> None:
-        """Derive every partition's state from the view (at failover)."""
+        """Derive every partition's state from the view (at failover): Online where the leader
+        is live, Offline where it is not, New where there is no leader and ISR yet."""
         ctx = self.ctx
         live = ctx.brokers
+        leaders = ctx.leaders
         states = ctx.partition_states
         states.clear()
+        states.update(dict.fromkeys(ctx.replicas, PartitionState.ONLINE))
         waiting = ctx.leaderless
         waiting.clear()
-        online, offline, new = PartitionState.ONLINE, PartitionState.OFFLINE, PartitionState.NEW
-        leaders = ctx.leaders
-        for tp in ctx.replicas:
-            value = leaders.get(tp)
-            if value is None:
-                states[tp] = new
-                waiting.add(tp)
-            elif value.leader in live:
-                states[tp] = online
-            else:
+        offline, new = PartitionState.OFFLINE, PartitionState.NEW
+        if len(leaders) != len(states):
+            for tp in states:
+                if tp not in leaders:
+                    states[tp] = new
+                    waiting.add(tp)
+        for b, led in ctx.leaders_by_broker().items():
+            if b not in live:
+                for tp in led:
+                    if tp in states:
+                        states[tp] = offline
+                        waiting.add(tp)
+        for tp in ctx.led_by(NO_LEADER):
+            if tp in states:
                 states[tp] = offline
                 waiting.add(tp)
 
@@ -262,6 +313,62 @@ class PartitionStateMachine:
         self._set(elected, PartitionState.ONLINE)
         record_leader_and_isr(ctx, batch, elected, recipients=recipients)
 
+    def elect_and_shrink(
+        self,
+        led: Iterable[TopicPartition],
+        strategy: ElectionStrategy,
+        leaving: Mapping[TopicPartition, Collection[int]],
+        *,
+        shrink_unelected: bool = False,
+    ) -> tuple[ElectionOutcome, list[TopicPartition], set[TopicPartition]]:
+        """Elect ``led`` by ``strategy`` and take ``leaving`` replicas out of the ISR of the
+        other partitions (their replicas going Offline), in one pass and one bulk write: each
+        partition is written once, the elections first. A partition of ``led`` that cannot
+        elect keeps its state, or with ``shrink_unelected`` has its ``leaving`` replicas (a
+        dead leader among them) written out of leader and ISR.
+
+        Elected partitions go Online; nothing is recorded in a batch (the caller knows who
+        must hear of it). Returns the elections, every partition written (in write order) and
+        the other partitions whose ISR could not be written.
+        """
+        ctx = self.ctx
+        epoch = self.controller_epoch
+        candidates = self._split(led, PartitionState.ONLINE)
+        led_set = set(candidates)
+        followers = [tp for tp in leaving if tp not in led_set]
+        cs = isinstance(strategy, ControlledShutdown)
+        live = ctx.live_or_shutting_down() if cs else ctx.live_ids()
+        assigned = ctx.replicas
+        empty: frozenset[int] = frozenset()
+        reasons: dict[TopicPartition, str] = {}
+
+        def decide(tp: TopicPartition, current: LeaderAndIsr) -> LeaderAndIsr | str | None:
+            if tp in led_set:
+                replicas = assigned.get(tp, ())
+                choice = elect(strategy, replicas, current.isr, live)
+                if choice is not None:
+                    reasons.pop(tp, None)
+                    return apply_election(current, choice, epoch)
+                reasons[tp] = f"no eligible leader among {replicas} (isr {current.isr})"
+                if not shrink_unelected:
+                    return reasons[tp]
+            return shrink_isr(current, leaving.get(tp, empty), epoch)
+
+        combined = ElectionOutcome()
+        written = self.write_leaders(candidates + followers, decide, combined)
+        outcome = ElectionOutcome()
+        for tp in written:
+            if tp in led_set and tp not in reasons:
+                outcome.elected[tp] = combined.elected[tp]
+        for tp in candidates:
+            if tp not in outcome.elected:
+                outcome.failed[tp] = combined.failed.get(tp) or reasons.get(tp, "not written")
+        self._set(list(outcome.elected), PartitionState.ONLINE)
+        if outcome.failed:
+            state_change_log.info("no leader for %d partitions, e.g. %s: %s",
+                                  len(outcome.failed), *next(iter(outcome.failed.items())))
+        return outcome, written, {tp for tp in combined.failed if tp not in led_set}
+
     def write_leaders(
         self,
         tps: list[TopicPartition],
@@ -277,43 +384,53 @@ class PartitionStateMachine:
         """
         ctx = self.ctx
         epoch = self.controller_epoch
+        leaders = ctx.leaders
+        set_leader = ctx.set_leader
+        elected, failed = outcome.elected, outcome.failed
+        path_of = layout.partition_state
         pending = tps
         written: list[TopicPartition] = []
         for _ in range(MAX_WRITE_ROUNDS):
-            decided: dict[TopicPartition, LeaderAndIsr] = {}
-            updates: dict[TopicPartition, tuple[StoredState, int]] = {}
+            decided: list[tuple[TopicPartition, LeaderAndIsr]] = []
+            ops: list[SetData] = []
             for tp in pending:
-                current = ctx.leaders.get(tp)
+                current = leaders.get(tp)
                 if current is None:
-                    outcome.failed[tp] = "no leader and ISR in the store"
+                    failed[tp] = "no leader and ISR in the store"
                     continue
                 if current.controller_epoch > epoch:
-                    outcome.failed[tp] = (f"written by a newer controller epoch "
-                                          f"{current.controller_epoch}")
+                    failed[tp] = f"written by a newer controller epoch {current.controller_epoch}"
                     continue
                 value = decide(tp, current)
                 if value is None:
                     continue
                 if isinstance(value, str):
-                    outcome.failed[tp] = value
+                    failed[tp] = value
                     continue
-                decided[tp] = value
-                updates[tp] = (stored(value), current.partition_epoch)
-            result = self.fence.update_partition_states(updates)
-            for tp, version in result.finished.items():
-                value = replace(decided[tp], partition_epoch=version)
-                ctx.set_leader(tp, value)
-                outcome.elected[tp] = value
-                written.append(tp)
-            for tp, error in result.failed.items():
-                outcome.failed[tp] = str(error)
-            if not result.retry:
+                decided.append((tp, value))
+                ops.append(SetData(path=path_of(tp.topic, tp.partition),
+                                   data=encode_state(value), version=current.partition_epoch))
+            results = self.fence.write_many(ops) if ops else []
+            retry: list[TopicPartition] = []
+            for (tp, v), result in zip(decided, results, strict=True):
+                if isinstance(result, Stat):
+                    value = LeaderAndIsr(leader=v.leader, leader_epoch=v.leader_epoch,
+                                         isr=v.isr, controller_epoch=v.controller_epoch,
+                                         partition_epoch=result.version)
+                    set_leader(tp, value)
+                    elected[tp] = value
+                    written.append(tp)
+                elif isinstance(result, BadVersion):
+                    retry.append(tp)
+                elif isinstance(result, CoordinatorError):
+                    failed[tp] = str(result)
+            if not retry:
                 break
-            self.refresh(result.retry)
-            pending = result.retry
+            self.refresh(retry)
+            pending = retry
         else:
             for tp in pending:
-                outcome.failed.setdefault(tp, "partition epoch kept moving")
+                failed.setdefault(tp, "partition epoch kept moving")
         return written
 
     def refresh(self, tps: Iterable[TopicPartition]) -> None:

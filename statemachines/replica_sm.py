@@ -12,36 +12,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from coordinator.codecs import TopicPartition
-from elections.leader import NO_LEADER, LeaderAndIsr
 from statemachines.context import ControllerContext, ReplicaKey
 from statemachines.partition_sm import (
     ElectionOutcome,
     PartitionStateMachine,
     record_leader_and_isr,
+    shrink_isr,
     state_change_log,
 )
 from statemachines.requests import RequestBatch
 from statemachines.states import ReplicaState, split_transitions
 
 __all__ = ["ReplicaStateMachine", "shrink_isr"]
-
-
-def shrink_isr(current: LeaderAndIsr, leaving: set[int], controller_epoch: int
-               ) -> LeaderAndIsr | None:
-    """Leader and ISR without the ``leaving`` replicas (pure); None when nothing changes.
-
-    A leaving leader leaves the partition leaderless. The last ISR member is kept, so the ISR
-    never becomes empty and still names who has all committed records.
-    """
-    if current.leader not in leaving and not leaving.intersection(current.isr):
-        return None
-    isr = tuple(r for r in current.isr if r not in leaving)
-    if not isr:
-        isr = current.isr[:1] if len(current.isr) == 1 else isr
-    leader = NO_LEADER if current.leader in leaving else current.leader
-    return LeaderAndIsr(leader=leader, leader_epoch=current.leader_epoch + 1, isr=isr,
-                        controller_epoch=controller_epoch,
-                        partition_epoch=current.partition_epoch)
 
 
 class ReplicaStateMachine:
@@ -64,6 +46,25 @@ class ReplicaStateMachine:
             for tp in tps:
                 explicit[(tp, b)] = ineligible if tp.topic in deleting else offline
         ctx.replica_states.start_tracking(explicit)
+
+    def split(self, keys: Iterable[ReplicaKey], target: ReplicaState) -> list[ReplicaKey]:
+        """The members of ``keys`` that may move to ``target``; the others are logged."""
+        split = split_transitions(((k, self.state(k)) for k in keys), target)
+        if split.invalid:
+            state_change_log.warning("refused %d replica transitions to %s, e.g. %s",
+                                     len(split.invalid), target, split.invalid[0])
+        return list(split.valid)
+
+    def mark_offline(self, keys: Iterable[ReplicaKey], batch: RequestBatch) -> None:
+        """Record ``keys`` (already split) as Offline whose ISR shrink was written elsewhere
+        (one bulk pass with an election): StopReplica to their brokers if registered."""
+        states, brokers = self.ctx.replica_states, self.ctx.brokers
+        offline = ReplicaState.OFFLINE
+        for key in keys:
+            tp, b = key
+            if b in brokers:
+                batch.add_stop_replica([b], tp, delete=False)
+            states[key] = offline
 
     def state(self, key: ReplicaKey) -> ReplicaState:
         return self.ctx.replica_states.get(key, ReplicaState.NON_EXISTENT)

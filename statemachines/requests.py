@@ -241,6 +241,18 @@ class RequestBatch:
         for p in partitions:
             self._metadata_partitions[TopicPartition(topic=p.topic, partition=p.partition)] = p
 
+    def add_update_metadata_entries(
+        self,
+        brokers: Iterable[int] | None,
+        entries: Iterable[tuple[TopicPartition, UpdateMetadataPartition]],
+    ) -> None:
+        """Like :meth:`add_update_metadata`, with each entry's partition given beside it."""
+        if brokers is None:
+            self._metadata_to_all_live = True
+        else:
+            self._metadata_brokers.update(_valid_ids(brokers))
+        self._metadata_partitions.update(entries)
+
     def add_stop_replica(
         self,
         brokers: Iterable[int],

@@ -65,11 +65,15 @@ def on_broker_failure(ctl: Controller, ids: list[int]) -> None:
     assert psm is not None and rsm is not None
     for b in ids:
         ctx.remove_broker(b)
-    batch = ctl.new_batch()
-    led = [tp for b in ids for tp in ctx.led_by(b) if not ctx.is_deleting(tp)]
+    led = sorted(tp for b in ids for tp in ctx.led_by(b) if not ctx.is_deleting(tp))
     psm.to_offline(led)
+    # New leaders first, and told at once (Kafka's onReplicasBecomeOffline); then the failed
+    # replicas leave the ISR of the partitions they followed.
+    batch = ctl.new_batch()
     psm.to_online(led, batch)
-    keys = [(tp, b) for b in ids for tp in ctx.replicas_on(b)]
+    ctl.send(batch)
+    batch = ctl.new_batch()
+    keys = [(tp, b) for b in ids for tp in sorted(ctx.replicas_on(b))]
     deleting = [k for k in keys if ctx.is_deleting(k[0])]
     rsm.handle([k for k in keys if not ctx.is_deleting(k[0])], ReplicaState.OFFLINE, batch)
     if deleting:
