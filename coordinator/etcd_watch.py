@@ -63,6 +63,7 @@ class WatchManager:
         self._keys = coord._keys
         self._lock = threading.RLock()
         self._watches: set[_Watch] = set()
+        self._by_handle: dict[WatchHandle, _Watch] = {}  # O(1) cancel of one among many
         self._by_id: dict[int, _Watch] = {}
         self._pending: deque[_Watch] = deque()
         self._queue: queue.SimpleQueue[Any] | None = None
@@ -84,6 +85,7 @@ class WatchManager:
         self._read(w)  # raises ConnectionLoss when disconnected: nothing registered then
         with self._lock:
             self._watches.add(w)
+            self._by_handle[handle] = w
             if self._queue is not None:
                 self._send_create(w)
             if self._thread is None:
@@ -94,13 +96,13 @@ class WatchManager:
 
     def _cancel(self, handle: WatchHandle) -> None:
         with self._lock:
-            for w in list(self._watches):
-                if w.handle is handle:
-                    self._watches.discard(w)
-                    if w.watch_id is not None:
-                        self._by_id.pop(w.watch_id, None)
-                        self._send(etcdrpc.WatchRequest(cancel_request=etcdrpc.WatchCancelRequest(
-                            watch_id=w.watch_id)))
+            w = self._by_handle.pop(handle, None)
+            if w is not None and w in self._watches:
+                self._watches.discard(w)
+                if w.watch_id is not None:
+                    self._by_id.pop(w.watch_id, None)
+                    self._send(etcdrpc.WatchRequest(cancel_request=etcdrpc.WatchCancelRequest(
+                        watch_id=w.watch_id)))
 
     # --- state ---------------------------------------------------------------------------
 
@@ -249,6 +251,7 @@ class WatchManager:
             for w in self._watches:
                 w.handle.active = False
             self._watches.clear()
+            self._by_handle.clear()
             call, q = self._call, self._queue
         if call is not None:
             call.cancel()

@@ -114,30 +114,30 @@ class WatchSet:
 
     def __init__(self, owner: ZooKeeperCoordinator) -> None:
         self._owner = owner
-        self._chains: set[_Chain] = set()
+        self._chains: dict[WatchHandle, _Chain] = {}  # O(1) cancel of one among many
         self._lock = threading.Lock()
 
     def add(self, kind: str, path: str, callback: Callable[..., Any]) -> WatchHandle:
         handle = WatchHandle(path, callback, self._remove)
         chain = _Chain(self._owner, handle, kind)
         with self._lock:
-            self._chains.add(chain)
+            self._chains[handle] = chain
         chain.arm()
         return handle
 
     def _remove(self, handle: WatchHandle) -> None:
         with self._lock:
-            self._chains = {c for c in self._chains if c.handle is not handle}
+            self._chains.pop(handle, None)
 
     def rearm_all(self) -> None:
         """Re-arm every watch; a chain that is still armed reads once more, which is harmless."""
         with self._lock:
-            chains = list(self._chains)
+            chains = list(self._chains.values())
         for chain in chains:
             chain.arm()
 
     def cancel_all(self) -> None:
         with self._lock:
-            chains, self._chains = list(self._chains), set()
+            chains, self._chains = list(self._chains.values()), {}
         for chain in chains:
             chain.handle.active = False
