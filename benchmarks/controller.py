@@ -151,8 +151,7 @@ def raw_write_rate(url: str, n: int = 20000) -> float:
     return rate
 
 
-def run(backend: str, url: str, brokers: int, partitions: int, rf: int) -> Result:
-    res = Result(backend=backend)
+def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Result) -> Result:
     t0 = time.perf_counter()
     preferred = build_cluster(url, brokers, partitions, rf)
     res.notes.append(f"setup {time.perf_counter() - t0:.1f}s")
@@ -315,10 +314,15 @@ def main() -> None:
 
             server = start_etcd()
             url = f"etcd://{server.address}/bench"
+        res = Result(backend=backend)
+        results.append(res)
         try:
-            results.append(run(backend, url, args.brokers, args.partitions, args.rf))
-            print_table(results[-1:])
+            run(backend, url, args.brokers, args.partitions, args.rf, res)
+        except Exception as exc:  # keep what was measured before the failing step
+            res.notes.append(f"stopped: {type(exc).__name__}: {exc}")
+            logging.exception("benchmark on %s stopped", backend)
         finally:
+            print_table(results[-1:])
             if server is not None:
                 server.stop()
     print_table(results)

@@ -102,11 +102,12 @@ def record_leader_and_isr(
     *,
     recipients: Mapping[TopicPartition, Iterable[int]] | None = None,
     is_new: bool = False,
+    metadata: bool = True,
 ) -> None:
     """LeaderAndIsr for each partition to its online replicas (or ``recipients``), and its
-    metadata to every live broker. One entry object per partition and kind, shared by every
-    broker's request."""
-    metadata = []
+    metadata to every live broker (unless ``metadata`` is false: it was just sent). One entry
+    object per partition and kind, shared by every broker's request."""
+    entries = []
     brokers = ctx.brokers
     leaders = ctx.leaders
     assigned = ctx.replicas
@@ -135,8 +136,11 @@ def record_leader_and_isr(
         else:
             add(targets, tp, value, replicas, is_new,
                 adding=moving.adding, removing=moving.removing)
-        metadata.append((tp, of(tp, value, replicas, [r for r in replicas if r not in brokers])))
-    batch.add_update_metadata_entries(None, metadata)
+        if metadata:
+            entries.append((tp, of(tp, value, replicas,
+                                   [r for r in replicas if r not in brokers])))
+    if metadata:
+        batch.add_update_metadata_entries(None, entries)
 
 
 class PartitionStateMachine:
@@ -435,14 +439,9 @@ class PartitionStateMachine:
 
     def refresh(self, tps: Iterable[TopicPartition]) -> None:
         """Re-read leader and ISR of ``tps`` in one bulk read into the context."""
-        for tp, item in self.metadata.partition_states(list(tps)).items():
-            if item is None:
-                self.ctx.remove_leader(tp)
-                continue
-            s = item.value
-            self.ctx.set_leader(tp, LeaderAndIsr(
-                leader=s.leader, leader_epoch=s.leader_epoch, isr=tuple(s.isr),
-                controller_epoch=s.controller_epoch, partition_epoch=item.version))
+        from statemachines.controller import read_partition_states
+
+        read_partition_states(self.metadata, self.ctx, list(tps))
 
     def offline_leaderless(self, tps: Iterable[TopicPartition]) -> list[TopicPartition]:
         """Of ``tps``, those whose leader is gone or none: to take Offline then Online."""

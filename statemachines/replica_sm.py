@@ -33,18 +33,18 @@ class ReplicaStateMachine:
 
     def initialize(self) -> None:
         """Derive every replica's state from the view (at failover): Online on a live broker,
-        else Offline (Ineligible if its topic is being deleted). Only the replicas on dead
-        brokers are stored; the others are derived on demand (see ReplicaStates)."""
+        else Offline (Ineligible if its topic is being deleted). Nothing is stored but the
+        Ineligible replicas, which must stay so when their broker returns (until deletion
+        resumes); the others are derived on demand (see ReplicaStates)."""
         ctx = self.ctx
         live = ctx.brokers
-        deleting = ctx.deleting
-        offline, ineligible = ReplicaState.OFFLINE, ReplicaState.DELETION_INELIGIBLE
+        ineligible = ReplicaState.DELETION_INELIGIBLE
         explicit = {}
-        for b, tps in ctx.replicas_on_all().items():
-            if b in live:
-                continue
-            for tp in tps:
-                explicit[(tp, b)] = ineligible if tp.topic in deleting else offline
+        for topic in ctx.deleting:
+            for tp in ctx.partitions_of(topic):
+                for b in ctx.replicas.get(tp, ()):
+                    if b not in live:
+                        explicit[(tp, b)] = ineligible
         ctx.replica_states.start_tracking(explicit)
 
     def split(self, keys: Iterable[ReplicaKey], target: ReplicaState) -> list[ReplicaKey]:

@@ -6,7 +6,7 @@ import time
 from typing import TYPE_CHECKING
 
 from statemachines.handlers import brokers, deletion, isr, preferred, reassignment
-from statemachines.partition_sm import PartitionStateMachine, record_leader_and_isr, tp_key
+from statemachines.partition_sm import PartitionStateMachine, record_leader_and_isr
 from statemachines.replica_sm import ReplicaStateMachine
 from statemachines.requests import UpdateMetadataPartition
 
@@ -27,9 +27,12 @@ def on_controller_failover(ctl: Controller, started: float, elected: float) -> N
     ctl.partitions = PartitionStateMachine(
         ctx, ctl.fence, md, unclean=ctl.config.unclean_leader_election_enable)
     if warm:
-        # Watches of different nodes need not arrive in store order (etcd watch streams):
-        # re-read the few brokers, and any partition the view has no leader for yet.
+        # Watches of different nodes need not arrive in store order (etcd watch streams), and
+        # a candidate that wins at once has not heard of everything yet: re-read the few
+        # brokers, the topic list (and in bulk any topic the view lacks), and any partition
+        # the view has no leader for yet.
         _reconcile_brokers(ctl)
+        _reconcile_topics(ctl)
         missing = [tp for tp in ctx.replicas if tp not in ctx.leaders]
         if missing:
             ctl.partitions.refresh(missing)
@@ -48,8 +51,11 @@ def on_controller_failover(ctl: Controller, started: float, elected: float) -> N
 
     # Tell every online replica its leader and ISR: the old controller may have died between
     # writing a decision and sending it.
+    # The metadata of these partitions went out just above, unchanged since.
     batch = ctl.new_batch()
-    record_leader_and_isr(ctx, batch, [tp for tp in ctx.leaders if tp in ctx.replicas])
+    replicas = ctx.replicas
+    record_leader_and_isr(ctx, batch, [tp for tp in ctx.leaders if tp in replicas],
+                          metadata=False)
     ctl.send(batch)
 
     brokers.elect_leaderless(ctl)
@@ -76,20 +82,36 @@ def _reconcile_brokers(ctl: Controller) -> None:
         ctx.add_broker(broker)
 
 
+def _reconcile_topics(ctl: Controller) -> None:
+    ctx = ctl.ctx
+    names = set(ctl.metadata.topics())
+    for t in [t for t in ctx.topics if t not in names]:
+        partitions = [tp.partition for tp in ctx.partitions_of(t)]
+        ctx.remove_topic(t)
+        ctl.unwatch_topic(t, partitions)
+    missing = [t for t in names if t not in ctx.topics]
+    if not missing:
+        return
+    for t, versioned in ctl.metadata.assignments(missing).items():
+        ctx.set_topic(versioned.value, versioned.version)
+        ctl.watch_topic(t)
+
+
 def send_full_metadata(ctl: Controller, brokers_: list[int] | None) -> None:
-    """UpdateMetadata with every partition to ``brokers_`` (None: every live broker)."""
+    """UpdateMetadata with every partition to ``brokers_`` (None: every live broker): one
+    entry per partition, shared by every broker's request."""
     ctx = ctl.ctx
     live = ctx.brokers
     of = UpdateMetadataPartition.of
-    partitions = []
+    assigned = ctx.replicas
     leaders = ctx.leaders
-    for tp in sorted(leaders, key=tp_key):
-        value = leaders[tp]
-        replicas = ctx.replicas.get(tp)
+    entries = []
+    for tp in sorted(leaders):
+        replicas = assigned.get(tp)
         if replicas is None:
             continue
-        offline = [r for r in replicas if r not in live]
-        partitions.append(of(tp, value, replicas, offline))
+        value = leaders[tp]
+        entries.append((tp, of(tp, value, replicas, [r for r in replicas if r not in live])))
     batch = ctl.new_batch()
-    batch.add_update_metadata(brokers_, partitions)
+    batch.add_update_metadata_entries(brokers_, entries)
     ctl.send(batch)
