@@ -1,0 +1,99 @@
+"""The controller's bulk paths keep Kafka's behaviour: one write per partition in a controlled
+shutdown, state bytes identical to the metadata codec's, replica states derived from the view,
+and a standby that applies many watched states in one event."""
+
+from __future__ import annotations
+
+import pytest
+
+from coordinator.codecs import CorruptMetadata, PartitionState
+from elections.leader import LeaderAndIsr
+from statemachines import events as ev
+from statemachines.controller import decode_leader_and_isr
+from statemachines.partition_sm import encode_state, stored
+from statemachines.states import ReplicaState
+from tests.statemachines.conftest import Cluster, tp
+
+
+@pytest.mark.parametrize("value", [
+    LeaderAndIsr(leader=1, leader_epoch=0, isr=(1, 2, 3), controller_epoch=1),
+    LeaderAndIsr(leader=-1, leader_epoch=17, isr=(3,), controller_epoch=12),
+    LeaderAndIsr(leader=1002, leader_epoch=3, isr=(), controller_epoch=2),
+])
+def test_state_bytes_are_the_codecs(value: LeaderAndIsr) -> None:
+    assert encode_state(value) == stored(value).encode()
+    back = decode_leader_and_isr(tp("t", 0), encode_state(value), 7)
+    assert back == LeaderAndIsr(leader=value.leader, leader_epoch=value.leader_epoch,
+                                isr=value.isr, controller_epoch=value.controller_epoch,
+                                partition_epoch=7)
+
+
+def test_decoding_odd_state_nodes_goes_through_the_codec() -> None:
+    extra = PartitionState(leader=2, leader_epoch=1, isr=(2, 1), controller_epoch=3,
+                           extra={"leader_recovery_state": 0}).encode()
+    assert decode_leader_and_isr(tp("t", 0), extra, 1).isr == (2, 1)
+    for bad in (b"not json", b"[]", b'{"leader": "1", "leader_epoch": 0, '
+                b'"controller_epoch": 1, "isr": [1]}'):
+        with pytest.raises(CorruptMetadata):
+            decode_leader_and_isr(tp("t", 0), bad, 1)
+
+
+def test_controlled_shutdown_moves_leaders_and_shrinks_followers_in_one_write(
+        three: Cluster) -> None:
+    ctl = three.active().controller
+    assert ctl.fence is not None
+    writes = ctl.fence.writes
+    future = ctl.request_controlled_shutdown(2, three.participants[2].broker.epoch)
+    three.pump()
+    assert future.result(1) == ()
+    assert ctl.fence.writes == writes + 1
+    for p in range(3):
+        s = three.state("t", p)
+        assert s.leader != 2 and 2 not in s.isr
+    keys = [(tp("t", p), 2) for p in range(3)]
+    # the partition it led keeps its replica on 2 (a follower now); the others' go Offline
+    assert [ctl.ctx.replica_states[k] for k in keys] == [
+        ReplicaState.OFFLINE, ReplicaState.ONLINE, ReplicaState.OFFLINE]
+
+
+def test_replica_states_are_derived_from_the_view_after_failover(three: Cluster) -> None:
+    three.kill(3)
+    ctx = three.active().controller.ctx
+    assert ctx.replica_states[(tp("t", 0), 1)] is ReplicaState.ONLINE
+    assert ctx.replica_states[(tp("t", 0), 3)] is ReplicaState.OFFLINE
+    assert (tp("t", 0), 4) not in ctx.replica_states
+    three.add(3)
+    assert ctx.replica_states[(tp("t", 0), 3)] is ReplicaState.ONLINE
+    assert ctx.replica_states.explicit() == {}
+    assert len(ctx.replica_states) == 9
+
+
+def test_a_replica_added_after_failover_is_non_existent_until_new(three: Cluster) -> None:
+    ctx = three.active().controller.ctx
+    ctx.set_replicas(tp("t", 0), (1, 2, 3, 4))
+    assert (tp("t", 0), 4) not in ctx.replica_states
+    ctx.replica_states[(tp("t", 0), 4)] = ReplicaState.NEW
+    assert ctx.replica_states[(tp("t", 0), 4)] is ReplicaState.NEW
+    ctx.set_replicas(tp("t", 0), (1, 2, 3))  # leaving the assignment keeps its state
+    assert ctx.replica_states[(tp("t", 0), 4)] is ReplicaState.NEW
+
+
+def test_the_standby_applies_many_state_changes_in_one_event(three: Cluster) -> None:
+    standby = three.participants[2].controller
+    assert not standby.active
+    target = [tp("t", 1), tp("t", 2)]
+    three.metadata.request_preferred_election(target)
+    for c in [three.admin_client, *(p.coordinator for p in three.participants.values())]:
+        c.sync()
+    three.participants[1].controller.events.run_pending()
+    three.participants[2].coordinator.sync()
+    queued = standby.events.take(lambda e: isinstance(e, ev.PartitionStatesPending))
+    assert len(queued) <= 1
+    for e in queued:
+        standby.process(e)
+    three.pump()
+    for t in target:
+        active_view = three.active().controller.ctx.leaders[t]
+        assert standby.ctx.leaders[t] == active_view
+        item = three.metadata.partition_states([t])[t]
+        assert item is not None and item.version == active_view.partition_epoch
