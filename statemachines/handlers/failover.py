@@ -102,16 +102,21 @@ def send_full_metadata(ctl: Controller, brokers_: list[int] | None) -> None:
     entry per partition, shared by every broker's request."""
     ctx = ctl.ctx
     live = ctx.brokers
-    of = UpdateMetadataPartition.of
+    entry = UpdateMetadataPartition
     assigned = ctx.replicas
     leaders = ctx.leaders
+    dead = {b for b in ctx.replicas_on_all() if b not in live}
     entries = []
     for tp in sorted(leaders):
         replicas = assigned.get(tp)
         if replicas is None:
             continue
-        value = leaders[tp]
-        entries.append((tp, of(tp, value, replicas, [r for r in replicas if r not in live])))
+        v = leaders[tp]
+        offline = tuple(r for r in replicas if r in dead) if dead else ()
+        entries.append((tp, entry(
+            topic=tp.topic, partition=tp.partition, controller_epoch=v.controller_epoch,
+            leader=v.leader, leader_epoch=v.leader_epoch, isr=v.isr,
+            partition_epoch=v.partition_epoch, replicas=replicas, offline_replicas=offline)))
     batch = ctl.new_batch()
     batch.add_update_metadata_entries(brokers_, entries)
     ctl.send(batch)

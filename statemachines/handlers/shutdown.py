@@ -1,5 +1,9 @@
-"""Controlled shutdown (Kafka's doControlledShutdown): move leadership off the broker, take its
-follower replicas Offline (ISR shrink, StopReplica), answer with what it still leads."""
+"""Controlled shutdown (Kafka's doControlledShutdown): move leadership off the broker, answer
+with what it still leads, take its follower replicas Offline (ISR shrink, StopReplica).
+
+Kafka answers after both steps; here the answer goes out once leadership has moved (the only
+thing the broker waits for), and the follower step follows in the same event, so no other
+event sees the broker half shut down."""
 
 from __future__ import annotations
 
@@ -35,22 +39,20 @@ def on_controlled_shutdown(ctl: Controller, event: ev.ControlledShutdownRequeste
     led = [tp for tp in hosted if (value := leaders.get(tp)) is not None and value.leader == b]
     led_set = set(led)
     followers = rsm.split([(tp, b) for tp in hosted if tp not in led_set], ReplicaState.OFFLINE)
-    leaving = {tp: (b,) for tp, _ in followers if tp in leaders}
-    # One pass, one bulk write: leadership moves off the broker (ISR minus every broker
-    # shutting down) and its follower replicas leave the ISR of the others.
-    outcome, written, unshrunk = psm.elect_and_shrink(
-        led, ControlledShutdown(shutting_down=frozenset(ctx.shutting_down)), leaving)
+    # 1. Leadership moves off the broker: one write per partition, new leader and ISR minus
+    #    every broker shutting down. The broker is answered as soon as that is done and told:
+    #    what it still leads is all it needs to know to stop.
+    outcome, written, _ = psm.elect_and_shrink(
+        led, ControlledShutdown(shutting_down=frozenset(ctx.shutting_down)), {})
     batch = ctl.new_batch()
     brokers, shutting = ctx.brokers, ctx.shutting_down
-    recipients = {}
-    for tp in written:
-        if tp in led_set:
-            recipients[tp] = [r for r in replicas.get(tp, ()) if r in brokers and r not in shutting]
-        else:
-            recipients[tp] = [r for r in replicas.get(tp, ())
-                              if r != b and ctx.replica_online(tp, r)]
+    recipients = {tp: [r for r in replicas.get(tp, ()) if r in brokers and r not in shutting]
+                  for tp in written}
     record_leader_and_isr(ctx, batch, written, recipients=recipients)
-    rsm.mark_offline([k for k in followers if k[0] not in unshrunk], batch)
     ctl.send(batch)
-    still_led = sorted(tp for tp in ctx.led_by(b))
-    event.reply.set_result(tuple(still_led))
+    event.reply.set_result(tuple(sorted(ctx.led_by(b))))
+    # 2. Its follower replicas go Offline (StopReplica, ISR shrink written in one bulk pass),
+    #    in the same event: nothing else runs in between.
+    batch = ctl.new_batch()
+    rsm.handle(followers, ReplicaState.OFFLINE, batch)
+    ctl.send(batch)

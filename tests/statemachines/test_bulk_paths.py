@@ -1,5 +1,5 @@
-"""The controller's bulk paths keep Kafka's behaviour: one write per partition in a controlled
-shutdown, state bytes identical to the metadata codec's, replica states derived from the view,
+"""The controller's bulk paths keep Kafka's behaviour: two bulk writes in a controlled shutdown
+(leaders, then followers), state bytes identical to the metadata codec's, replica states derived from the view,
 and a standby that applies many watched states in one event."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def test_decoding_odd_state_nodes_goes_through_the_codec() -> None:
             decode_leader_and_isr(tp("t", 0), bad, 1)
 
 
-def test_controlled_shutdown_moves_leaders_and_shrinks_followers_in_one_write(
+def test_controlled_shutdown_moves_leaders_then_shrinks_followers_in_two_bulk_writes(
         three: Cluster) -> None:
     ctl = three.active().controller
     assert ctl.fence is not None
@@ -46,7 +46,7 @@ def test_controlled_shutdown_moves_leaders_and_shrinks_followers_in_one_write(
     future = ctl.request_controlled_shutdown(2, three.participants[2].broker.epoch)
     three.pump()
     assert future.result(1) == ()
-    assert ctl.fence.writes == writes + 1
+    assert ctl.fence.writes == writes + 2
     for p in range(3):
         s = three.state("t", p)
         assert s.leader != 2 and 2 not in s.isr
