@@ -413,3 +413,34 @@ def test_runs_left_running_by_a_dead_process_are_marked_interrupted(db: str) -> 
         assert store.get_run(gone.id).outcome is RunOutcome.INTERRUPTED
         assert store.get_run(alive.id).outcome is RunOutcome.RUNNING
         assert store.get_run(elsewhere.id).outcome is RunOutcome.RUNNING
+
+
+@pytest.mark.postgres
+def test_jobs_and_their_runs_in_postgresql() -> None:
+    """APScheduler's table and the store's tables side by side in one PostgreSQL database."""
+    from sqlalchemy import inspect
+
+    from tests.rebalancer.test_store import postgres_database
+
+    with postgres_database() as url:
+        job = jobs.add_job(url, kind="preferred-election", trigger=jobs.make_trigger(every="1s"),
+                           kwargs={"coordinator": UNREACHABLE, "connect_timeout": 0.5},
+                           job_id="pg")
+        assert [j.id for j in jobs.list_jobs(url)] == ["pg"]
+        assert jobs.run_job_now(url, job.id).outcome is RunOutcome.FAILED
+        stop = threading.Event()
+        runner = threading.Thread(target=jobs.run_scheduler, args=(url,),
+                                  kwargs={"stop": stop, "poll_interval": 0.1})
+        runner.start()
+        with Store.open(url) as store:
+            wait_until(lambda: len(store.runs(job_id="pg")) >= 2, timeout=10,
+                       message="a scheduled run")
+            stop.set()
+            runner.join(10)
+            assert not runner.is_alive()
+            runs = store.runs(job_id="pg", limit=None)
+            assert all(r.outcome is RunOutcome.FAILED and r.ended_at for r in runs)
+            tables = set(inspect(store.engine).get_table_names())
+        assert {"apscheduler_jobs", "partctl_job_runs", "partctl_alembic_version"} <= tables
+        jobs.remove_job(url, "pg")
+        assert jobs.list_jobs(url) == []
