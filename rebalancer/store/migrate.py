@@ -37,8 +37,7 @@ def include_object(obj: Any, name: str | None, type_: str, reflected: bool,
 
 def alembic_config(url: str, connection: Connection | None = None) -> Config:
     """A Config for ``url``; with ``connection``, env.py migrates over that connection."""
-    if not (MIGRATIONS_DIR / "env.py").exists():
-        raise FileNotFoundError(f"the store's migrations are missing: {MIGRATIONS_DIR}")
+    _check_installed()
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     # configparser interpolation: a literal % in a URL (an escaped password) must be doubled
@@ -48,7 +47,14 @@ def alembic_config(url: str, connection: Connection | None = None) -> Config:
     return cfg
 
 
+def _check_installed() -> None:
+    if not (MIGRATIONS_DIR / "env.py").exists():
+        raise FileNotFoundError(f"the store's migrations are missing: {MIGRATIONS_DIR} (partctl "
+                                f"must run from its source tree or an editable install)")
+
+
 def head_revision() -> str:
+    _check_installed()
     heads = ScriptDirectory(str(MIGRATIONS_DIR)).get_heads()
     if len(heads) != 1:
         raise RuntimeError(f"the store's migrations have {len(heads)} heads: {heads}")

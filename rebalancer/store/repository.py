@@ -261,6 +261,8 @@ class Store:
             else:
                 migrate.upgrade(self.engine, revision)
             return migrate.current_revision(self.engine)
+        except FileNotFoundError as exc:
+            raise StoreError(str(exc)) from None
         except OperationalError as exc:
             raise StoreError(f"cannot open the store at {display_url(key)}: "
                              f"{_first_line(exc.orig or exc)}") from None

@@ -104,3 +104,12 @@ def test_one_linear_history() -> None:
     assert len(script.get_heads()) == 1 and len(script.get_bases()) == 1
     revisions = list(script.walk_revisions())
     assert all(r.down_revision is None or isinstance(r.down_revision, str) for r in revisions)
+
+
+def test_missing_migrations_are_one_clear_error(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from rebalancer.store import StoreError, migrate
+
+    monkeypatch.setattr(migrate, "MIGRATIONS_DIR", tmp_path / "nowhere")
+    with pytest.raises(StoreError, match="migrations are missing"):
+        Store.open(f"sqlite:///{tmp_path / 'x.db'}")
