@@ -340,11 +340,12 @@ def run_rebalance(*, job_id: str, coordinator: str, db: str | None = None,
                 result = execution.execute_plan(
                     coord, plan, max_concurrent_moves=max_concurrent_moves,
                     poll_interval=poll_interval, timeout=timeout, progress=recorder)
-            except Interrupted:
+            except (Interrupted, KeyboardInterrupt) as exc:
+                who = "the user" if isinstance(exc, KeyboardInterrupt) else "the scheduler"
                 _record_verify(store, ex.id, execution.verify_plan(coord, plan), final=False)
                 store.finish_execution(ex.id, "interrupted",
-                                       error="the scheduler stopped; moves already submitted "
-                                             "continue in the controller")
+                                       error=f"stopped by {who}; moves already submitted "
+                                             f"continue in the controller")
                 raise
             except Exception as exc:
                 store.finish_execution(ex.id, "failed", error=one_line(exc))
