@@ -732,7 +732,8 @@ def _add_jobs_parsers(sub, common: argparse.ArgumentParser) -> None:  # noqa: AN
                                                                   '"0 3 * * *"')
     when.add_argument("--every", metavar="DURATION", help="an interval: 30s, 5m, 1h, 1h30m")
     schedule.add_argument("--timezone", metavar="TZ",
-                          help="time zone of --cron (default: the scheduler host's)")
+                          help="time zone of --cron (default: this host's local zone, kept with "
+                                   "the job)")
     schedule.add_argument("--id", metavar="ID", help="the job's id (default: generated)")
     parents = [common, database, schedule]
     rb = ksub.add_parser("rebalance", parents=parents,
