@@ -6,6 +6,7 @@ No top-level alembic.ini is needed: ``alembic_config`` builds the Config program
 
 from __future__ import annotations
 
+import importlib.util
 import threading
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,16 @@ from sqlalchemy.engine import Connection, Engine
 
 from rebalancer.store.scheduler_tables import is_scheduler_table
 
-MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+
+def _migrations_dir() -> Path:
+    """The ``migrations`` package's folder, wherever partctl is installed."""
+    spec = importlib.util.find_spec("migrations")
+    if spec is not None and spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations)))
+    return Path(__file__).resolve().parents[2] / "migrations"
+
+
+MIGRATIONS_DIR = _migrations_dir()
 VERSION_TABLE = "partctl_alembic_version"
 
 _lock = threading.Lock()
