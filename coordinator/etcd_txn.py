@@ -80,8 +80,7 @@ class Keys:
 
 
 def stat_of(kv: Any) -> Stat:
-    return Stat(version=kv.version - 1, create_id=kv.create_revision,
-                modify_id=kv.mod_revision, ephemeral_owner=kv.lease)
+    return Stat(kv.version - 1, kv.create_revision, kv.mod_revision, kv.lease)
 
 
 def _compare(req: Any, key: bytes, target: int, result: int, value: int,

@@ -60,10 +60,7 @@ class _Node:
         self.cversion = 0
 
     def stat(self) -> Stat:
-        return Stat(
-            version=self.version, create_id=self.czxid, modify_id=self.mzxid,
-            ephemeral_owner=self.owner,
-        )
+        return Stat(self.version, self.czxid, self.mzxid, self.owner)
 
 
 class _StoreWatch:

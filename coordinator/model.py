@@ -5,11 +5,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Stat:
+class Stat(NamedTuple):
     """What a versioned read returns beside the data.
 
     ``version`` counts the sets of the node's data since its creation, from 0 (ZooKeeper's
@@ -17,6 +16,9 @@ class Stat:
     increasing across the store (czxid, create_revision, or the memory store's counter): a broker
     registration's create_id is its broker epoch. ``ephemeral_owner`` is the owning session (or
     lease) id, 0 for a persistent node.
+
+    A named tuple, not a dataclass: bulk reads build one per node, 100,000 at a time, and a
+    tuple is built several times faster.
     """
 
     version: int

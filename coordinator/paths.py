@@ -7,6 +7,11 @@ from coordinator.errors import InvalidPath
 
 def validate(path: str) -> str:
     """Return ``path`` if it is absolute, normalized and non-empty in every component."""
+    # Fast path for the common case (bulk reads validate 100,000 paths): a few C-level scans
+    # rule out every bad form except components starting with '.', checked the slow way.
+    if (type(path) is str and path[:1] == "/" and path[-1:] != "/" and "//" not in path
+            and "/." not in path and "\x00" not in path):
+        return path
     if not isinstance(path, str) or not path.startswith("/"):
         raise InvalidPath(str(path), f"path must be absolute: {path!r}")
     if path == "/":

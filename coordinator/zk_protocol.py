@@ -63,7 +63,7 @@ class OpError:
 
 def stat_at(buf: bytes, offset: int) -> Stat:
     czxid, mzxid, _, _, version, _, _, owner, _, _, _ = _stat.unpack_from(buf, offset)
-    return Stat(version=version, create_id=czxid, modify_id=mzxid, ephemeral_owner=owner)
+    return Stat(version, czxid, mzxid, owner)
 
 
 _FIXED_BYTES = {  # header + path length [+ data length + ACLs + flags | version]
@@ -217,8 +217,7 @@ class MultiRead:
                     offset += length
                 czxid, mzxid, _, _, version, _, _, owner, _, _, _ = unpack_stat(buf, offset)
                 offset += 68
-                add((data, Stat(version=version, create_id=czxid, modify_id=mzxid,
-                                ephemeral_owner=owner)))
+                add((data, Stat(version, czxid, mzxid, owner)))
             elif kind == OP_ERROR:
                 add(unpack_int(buf, offset)[0])
                 offset += 4

@@ -135,17 +135,7 @@ def _multi_error(code: int, op: Op) -> CoordinatorError:
 
 
 def _stat(zstat: Any) -> Stat:
-    return Stat(version=zstat.version, create_id=zstat.czxid, modify_id=zstat.mzxid,
-                ephemeral_owner=zstat.ephemeralOwner)
-
-
-def _plainly_valid(path: str) -> bool:
-    """A quick sufficient test for ``paths.validate`` (bulk ops pass it; others get the full
-    check): absolute, no empty, '.' or '..' component, no NUL, no trailing slash."""
-    return (
-        path[:1] == "/" and len(path) > 1 and path[-1] != "/" and "//" not in path
-        and "/." not in path and "\x00" not in path
-    )
+    return Stat(zstat.version, zstat.czxid, zstat.mzxid, zstat.ephemeralOwner)
 
 
 def _hosts_string(parsed: CoordinatorURL) -> str:
@@ -323,8 +313,7 @@ class ZooKeeperCoordinator(Coordinator):
         connection (or times out) is read again in halves once reconnected: reads are idempotent.
         """
         for path in paths_:
-            if not _plainly_valid(path):
-                paths.validate(path)
+            paths.validate(path)
         self._ready()
         if not self._multi_read:
             return self._get_many_pipelined(paths_)
@@ -464,12 +453,11 @@ class ZooKeeperCoordinator(Coordinator):
         size = 0
         for index, op in enumerate(ops):
             path = op.path
-            if not _plainly_valid(path):
-                try:
-                    paths.validate(path)
-                except CoordinatorError as exc:  # as the memory backend reports it
-                    future.set_exception(MultiFailed(index, exc))
-                    return future
+            try:
+                paths.validate(path)
+            except CoordinatorError as exc:  # as the memory backend reports it
+                future.set_exception(MultiFailed(index, exc))
+                return future
             size += encoded_op_size(op, root)
         try:
             if size > MULTI_BYTES_LIMIT:  # the server would drop the connection
