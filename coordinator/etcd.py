@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -71,6 +72,8 @@ REQUEST_MARGIN = 128 << 10  # room for keys, compares and framing beyond the dat
 GET_MANY_IN_FLIGHT = 16
 SCAN_MIN = 1024  # siblings read together before a range scan is considered
 SCAN_PAGE = 10_000
+SCAN_PARTS = 4  # concurrent range scans in one bulk read
+SCAN_DENSITY_ALL = 3.0  # keys in the covering range per wanted key, for one scan of it all
 
 
 def capabilities_for(max_txn_ops: int, max_request_bytes: int) -> Capabilities:
@@ -254,19 +257,29 @@ class EtcdCoordinator(Coordinator):
         return names, revision
 
     def get_many(self, paths_: Sequence[str]) -> list[tuple[bytes, Stat] | None]:
-        """Siblings wanted by the thousand are read by paging their key range when the wanted
-        keys are most of it; the rest by read-only txns of max-txn-ops ranges, pipelined."""
+        """Many nodes, read the cheapest way the store allows.
+
+        When the wanted keys fill most of the range that covers them (Kafka's partition states
+        under ``/brokers/topics``: one state key beside each partition key), that range is paged
+        through once; otherwise siblings wanted by the thousand are scanned per parent, and the
+        rest read by read-only txns of max-txn-ops ranges, pipelined.
+        """
         for path in paths_:
             paths.validate(path)
         self._check_open()
         out: list[tuple[bytes, Stat] | None] = [None] * len(paths_)
         key = self._keys.key
-        by_parent: dict[str, list[tuple[int, bytes]]] = {}
+        keyed: list[tuple[int, bytes]] = []
         for i, p in enumerate(paths_):
             if p == "/":
                 out[i] = (b"", ROOT_STAT)
             else:
-                by_parent.setdefault(p[:p.rfind("/")], []).append((i, key(p)))
+                keyed.append((i, key(p)))
+        if len(keyed) >= SCAN_MIN and self._scan(keyed, out, density=SCAN_DENSITY_ALL):
+            return out
+        by_parent: dict[bytes, list[tuple[int, bytes]]] = {}
+        for i, k in keyed:
+            by_parent.setdefault(k[:k.rfind(b"/")], []).append((i, k))
         singles: list[tuple[int, bytes]] = []
         for group in by_parent.values():
             if len(group) < SCAN_MIN or not self._scan(group, out):
@@ -274,31 +287,62 @@ class EtcdCoordinator(Coordinator):
         self._get_batched(singles, out)
         return out
 
-    def _scan(self, group: list[tuple[int, bytes]], out: list[Any]) -> bool:
-        """Page through the group's key range if it holds few keys beside the wanted ones."""
-        wanted: dict[bytes, list[int]] = {}
+    def _scan(self, group: list[tuple[int, bytes]], out: list[Any], density: float = 2.0) -> bool:
+        """Page through the group's key range if it holds at most ``density`` keys per wanted
+        one; False (nothing read) otherwise.
+
+        The range is cut into up to SCAN_PARTS parts at wanted keys, paged concurrently at the
+        revision the count was taken at (one consistent snapshot), so that decoding one page
+        overlaps the server reading the next.
+        """
+        index: dict[bytes, int] = {}
+        repeats: list[tuple[int, bytes]] = []
         for i, k in group:
-            wanted.setdefault(k, []).append(i)
-        lo, hi = min(wanted), max(wanted) + b"\x00"
-        count = self._rpc("Range", etcdrpc.RangeRequest(key=lo, range_end=hi, count_only=True),
-                          "get_many", retry=True).count
-        if count > 2 * len(wanted):
+            if k in index:
+                repeats.append((i, k))
+            else:
+                index[k] = i
+        keys = sorted(index)
+        lo, hi = keys[0], keys[-1] + b"\x00"
+        counted = self._rpc("Range", etcdrpc.RangeRequest(key=lo, range_end=hi, count_only=True),
+                            "get_many", retry=True)
+        if counted.count > density * len(index):
             return False
-        cursor, revision = lo, 0
-        while True:
-            resp = self._rpc("Range", etcdrpc.RangeRequest(
-                key=cursor, range_end=hi, limit=SCAN_PAGE, revision=revision),
-                "get_many", retry=True)
-            revision = revision or resp.header.revision
-            for kv in resp.kvs:
-                idxs = wanted.get(kv.key)
-                if idxs is not None:
-                    item = (kv.value, stat_of(kv))
-                    for i in idxs:
-                        out[i] = item
-            if not resp.more or not resp.kvs:
-                return True
-            cursor = resp.kvs[-1].key + b"\x00"
+        revision = counted.header.revision
+        step = max(1, -(-len(keys) // SCAN_PARTS))
+        bounds = [keys[j] for j in range(0, len(keys), step)] + [hi]
+        parts = list(zip(bounds, bounds[1:], strict=False))
+        get = index.get
+        generation = self._conn.generation
+
+        def page(start: bytes, end: bytes) -> Any:
+            try:
+                return self._conn.kv.Range.future(etcdrpc.RangeRequest(
+                    key=start, range_end=end, limit=SCAN_PAGE, revision=revision),
+                    self._timeout)
+            except ValueError as exc:
+                raise ConnectionLoss("get_many: channel closed during failover") from exc
+
+        in_flight = deque((end, page(start, end)) for start, end in parts)
+        while in_flight:
+            end, call = in_flight.popleft()
+            try:
+                resp = call.result()
+            except grpc.RpcError as exc:
+                if is_connection_error(exc):
+                    self._conn.failed(generation)
+                raise translate(exc, "get_many") from exc
+            kvs = resp.kvs
+            if resp.more and kvs:
+                in_flight.append((end, page(kvs[-1].key + b"\x00", end)))
+            for kv in kvs:
+                i = get(kv.key)
+                if i is not None:
+                    out[i] = (kv.value, Stat(kv.version - 1, kv.create_revision,
+                                             kv.mod_revision, kv.lease))
+        for i, k in repeats:
+            out[i] = out[index[k]]
+        return True
 
     def _get_batched(self, wanted: list[tuple[int, bytes]], out: list[Any]) -> None:
         step = self._max_txn_ops
