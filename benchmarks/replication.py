@@ -136,7 +136,8 @@ def main() -> None:
     parser.add_argument("--recovery-size", type=parse_size, default=parse_size("1G"),
                         help="size of the log to recover after a crash (default 1G; 0 skips)")
     parser.add_argument("--record-size", type=int, default=1024)
-    parser.add_argument("--batch-records", type=int, default=64)
+    parser.add_argument("--batch-records", type=int, default=256,
+                        help="records per batch (default 256: 256 KiB batches of 1 KiB records)")
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--in-flight", type=int, default=64)
     parser.add_argument("--flush-ms", type=int, default=1_000)
