@@ -33,25 +33,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from replication import EmbeddedCluster, Record, embedded_replica_config, encode_batch  # noqa: E402
+from benchmarks.common import MIB, make_batch, parse_size  # noqa: E402
+from replication import EmbeddedCluster, embedded_replica_config  # noqa: E402
 from replication.log import LogConfig  # noqa: E402
 from replication.protocol import ACKS_ALL  # noqa: E402
-
-MIB = 1 << 20
-
-
-def parse_size(text: str) -> int:
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    text = text.strip().upper().removesuffix("B").removesuffix("I")
-    if text and text[-1] in units:
-        return int(float(text[:-1]) * units[text[-1]])
-    return int(text)
-
-
-def make_batch(records: int, record_size: int) -> bytes:
-    value = os.urandom(record_size)
-    now = int(time.time() * 1000)
-    return encode_batch([Record(key=None, value=value, timestamp=now) for _ in range(records)])
 
 
 def bench_raw(directory: Path, template: bytes, count: int, flush_ms: int) -> float:

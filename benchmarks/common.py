@@ -1,0 +1,26 @@
+"""What the data-plane benchmarks share: sizes on the command line and a template batch."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from replication.records import Record, encode_batch
+
+MIB = 1 << 20
+
+
+def parse_size(text: str) -> int:
+    """``512M``, ``1G``, ``64KiB`` or plain bytes."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    text = text.strip().upper().removesuffix("B").removesuffix("I")
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
+
+
+def make_batch(records: int, record_size: int) -> bytes:
+    """One v2 batch of ``records`` random values of ``record_size`` bytes."""
+    value = os.urandom(record_size)
+    now = int(time.time() * 1000)
+    return encode_batch([Record(key=None, value=value, timestamp=now) for _ in range(records)])
