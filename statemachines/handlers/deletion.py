@@ -115,10 +115,16 @@ def on_replica_deletion_finished(ctl: Controller, event: ev.ReplicaDeletionFinis
     ctx, rsm = ctl.ctx, ctl.replicas
     assert rsm is not None
     b = event.broker_id
+    # Only deletions the controller waits for (topic deletion) are still DeletionStarted; a
+    # reassignment takes its removed replicas to NonExistent at once, as Kafka's does, and the
+    # brokers' answers to those StopReplicas need nothing more.
+    waiting = _R.DELETION_STARTED
+    deleted = [(tp, b) for tp in event.deleted if rsm.state((tp, b)) is waiting]
+    failed = [(tp, b) for tp in event.failed if rsm.state((tp, b)) is waiting]
     batch = ctl.new_batch()
-    rsm.handle([(tp, b) for tp in event.deleted], _R.DELETION_SUCCESSFUL, batch)
-    if event.failed:
-        fail_replicas(ctl, [(tp, b) for tp in event.failed], batch)
+    rsm.handle(deleted, _R.DELETION_SUCCESSFUL, batch)
+    if failed:
+        fail_replicas(ctl, failed, batch)
     ctl.send(batch)
     topics = {tp.topic for tp in (*event.deleted, *event.failed)} & ctx.deleting
     for topic in sorted(topics):

@@ -7,6 +7,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
+
 from coordinator.codecs import TopicPartition
 from rebalancer import jobs
 from rebalancer.store import RunOutcome, Store
@@ -27,7 +29,8 @@ def produce(cluster: EmbeddedCluster, tps: list[TopicPartition], n: int,
         producer.close()
 
 
-def test_scheduled_rebalance_and_preferred_election_with_real_replicas(tmp_path: Path) -> None:
+def test_scheduled_rebalance_and_preferred_election_with_real_replicas(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     db = f"sqlite:///{tmp_path / 'jobs.db'}"
     with EmbeddedCluster(brokers=4) as cluster:
         assignment = {0: [1, 2], 1: [2, 3], 2: [3, 1], 3: [1, 2]}  # broker 4 holds nothing
@@ -95,3 +98,5 @@ def test_scheduled_rebalance_and_preferred_election_with_real_replicas(tmp_path:
         for tp in tps:
             check = check_acknowledged(consumer.read_all(tp), acked[tp])
             assert check.ok, (tp, check)
+    refused = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert refused == [], "every state transition of the moves was legal"
