@@ -36,6 +36,8 @@ from coordinator.model import (
     SessionState,
     SetData,
     Stat,
+    TreeChange,
+    TreeEvent,
     Watch,
 )
 from coordinator.retry import Retry, RetryFailed
@@ -74,6 +76,8 @@ __all__ = [
     "SessionState",
     "SetData",
     "Stat",
+    "TreeChange",
+    "TreeEvent",
     "Watch",
     "connect",
     "parse",

@@ -40,6 +40,8 @@ from coordinator.model import (
     SessionListener,
     SessionState,
     Stat,
+    TreeCallback,
+    TreeEvent,
     Watch,
     op_size,
 )
@@ -374,6 +376,15 @@ class Coordinator(ABC):
 
         self._dispatcher.submit(run)
 
+    def _deliver_tree(self, handle: WatchHandle, event: TreeEvent) -> None:
+        """Queue a tree watch's batch for its callback, unless the watch is cancelled by then."""
+
+        def run() -> None:
+            if handle.active:
+                handle.callback(event)
+
+        self._dispatcher.submit(run)
+
     @abstractmethod
     def watch_data(self, path: str, callback: DataCallback) -> Watch:
         """Call ``callback(DataEvent)`` now with the node's state and after every change.
@@ -385,6 +396,17 @@ class Coordinator(ABC):
     @abstractmethod
     def watch_children(self, path: str, callback: ChildrenCallback) -> Watch:
         """Call ``callback(ChildrenEvent)`` now with the children and after every change."""
+
+    @abstractmethod
+    def watch_tree(self, path: str, callback: TreeCallback) -> Watch:
+        """Call ``callback(TreeEvent)`` with every create, data change and delete at or below
+        ``path`` made after this returns, in store order, in batches.
+
+        One watch for a whole subtree (a standby's 100,000 partition states), not one per
+        node. Survives reconnects and session loss: where the backend cannot resume without
+        loss it reports a ``resync`` event first, and the consumer re-reads. No initial event:
+        read the subtree after arming it. The node need not exist.
+        """
 
 
 def _settle(future: Future[list[OpResult]]) -> None:

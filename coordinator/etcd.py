@@ -62,6 +62,7 @@ from coordinator.model import (
     SessionState,
     SetData,
     Stat,
+    TreeCallback,
     Watch,
 )
 from coordinator.url import CoordinatorURL
@@ -577,6 +578,11 @@ class EtcdCoordinator(Coordinator):
         paths.validate(path)
         self._check_open()
         return self._watches.add("children", path, callback)
+
+    def watch_tree(self, path: str, callback: TreeCallback) -> Watch:
+        paths.validate(path)
+        self._check_open()
+        return self._watches.add("tree", path, callback)
 
 
 __all__ = ["EtcdCoordinator", "capabilities_for"]

@@ -40,6 +40,9 @@ from coordinator.model import (
     SessionState,
     SetData,
     Stat,
+    TreeCallback,
+    TreeChange,
+    TreeEvent,
     Watch,
 )
 from coordinator.url import CoordinatorURL
@@ -78,6 +81,42 @@ class _StoreWatch:
 _UNSET = object()
 
 
+class _TreeWatch:
+    """A tree watch as the store holds it; changes wait in ``backlog`` while its client is
+    suspended, as a real server's would until the client reconnects and resumes."""
+
+    __slots__ = ("client", "handle", "slash", "backlog")
+
+    def __init__(self, client: MemoryCoordinator, handle: WatchHandle) -> None:
+        self.client = client
+        self.handle = handle
+        self.slash = "/" if handle.path == "/" else handle.path + "/"
+        self.backlog: list[TreeChange] = []
+
+    def covers(self, path: str) -> bool:
+        return path.startswith(self.slash) or path == self.handle.path
+
+    def push(self, changes: list[TreeChange]) -> None:
+        if not self.handle.active:
+            return
+        if self.client.suspended:
+            self.backlog.extend(changes)
+            return
+        self.client._deliver_tree(self.handle, TreeEvent(
+            path=self.handle.path, changes=changes, revision=changes[-1].revision))
+
+    def reconnected(self, resync: bool, revision: int) -> None:
+        """Resume after a reconnect: the backlog, or (after session loss) a resync."""
+        backlog, self.backlog = self.backlog, []
+        if not self.handle.active:
+            return
+        if resync:
+            self.client._deliver_tree(self.handle, TreeEvent(
+                path=self.handle.path, changes=[], revision=revision, resync=True))
+        elif backlog:
+            self.push(backlog)
+
+
 class MemoryStore:
     """The shared state behind ``memory://NAME``; one per name per process."""
 
@@ -90,6 +129,7 @@ class MemoryStore:
         self.zxid = 0
         self.nodes: dict[str, _Node] = {"/": _Node(b"", 0, 0)}
         self.watches: dict[tuple[str, str], list[_StoreWatch]] = {}
+        self.tree_watches: list[_TreeWatch] = []
         self._session_ids = itertools.count(0x5E55_0000_0001)
 
     @classmethod
@@ -128,6 +168,8 @@ class MemoryStore:
                     self.zxid -= 1
                     raise MultiFailed(index, exc) from None
             self._fire(touched)
+            if self.tree_watches:
+                self._fire_tree(touched, zxid)
             return results
 
     def _apply_one(
@@ -251,6 +293,30 @@ class MemoryStore:
                 for watch in self.watches.get(key, ()):
                     self.deliver(watch)
 
+    def _fire_tree(self, touched: list[tuple[str, bool]], zxid: int) -> None:
+        nodes = self.nodes
+        changes: list[TreeChange] = []
+        for path, _ in touched:
+            node = nodes.get(path)
+            changes.append(TreeChange(path, None, None, zxid) if node is None
+                           else TreeChange(path, node.data, node.stat(), zxid))
+        for tw in self.tree_watches:
+            mine = changes if tw.slash == "/" else [c for c in changes if tw.covers(c.path)]
+            if mine:
+                tw.push(mine)
+
+    def add_tree_watch(self, tw: _TreeWatch) -> None:
+        with self.lock:
+            self.tree_watches.append(tw)
+
+    def remove_tree_watch(self, tw: _TreeWatch) -> None:
+        with self.lock:
+            if tw in self.tree_watches:
+                self.tree_watches.remove(tw)
+
+    def tree_watches_of(self, client: MemoryCoordinator) -> list[_TreeWatch]:
+        return [tw for tw in self.tree_watches if tw.client is client]
+
     def add_watch(self, watch: _StoreWatch) -> None:
         with self.lock:
             self.watches.setdefault((watch.kind, watch.handle.path), []).append(watch)
@@ -350,13 +416,16 @@ class MemoryCoordinator(Coordinator):
             self.suspended = False
             if self._expiry_timer is not None:
                 self._expiry_timer.cancel()
-            if self._expired_while_suspended:
+            lost = self._expired_while_suspended
+            if lost:
                 self._expired_while_suspended = False
                 self._start_new_session()
             else:
                 self._set_state(SessionState.CONNECTED)
             for watch in self.store.watches_of(self):
                 self.store.deliver(watch)
+            for tw in self.store.tree_watches_of(self):
+                tw.reconnected(lost, self.store.zxid)
 
     def expire_session(self) -> None:
         """Expire the session now, as the server would: ephemerals go, LOST, then a new session."""
@@ -370,6 +439,8 @@ class MemoryCoordinator(Coordinator):
             self._start_new_session()
             for watch in self.store.watches_of(self):
                 self.store.deliver(watch)
+            for tw in self.store.tree_watches_of(self):
+                tw.reconnected(True, self.store.zxid)
 
     def _start_new_session(self) -> None:
         self._set_state(SessionState.LOST)
@@ -383,6 +454,9 @@ class MemoryCoordinator(Coordinator):
             for watch in self.store.watches_of(self):
                 watch.handle.active = False
                 self.store.remove_watch(watch)
+            for tw in self.store.tree_watches_of(self):
+                tw.handle.active = False
+                self.store.remove_tree_watch(tw)
             if not self._expired_while_suspended:
                 self.store.end_session(self._session)
             self._state = SessionState.CLOSED
@@ -506,3 +580,13 @@ class MemoryCoordinator(Coordinator):
 
     def watch_children(self, path: str, callback: ChildrenCallback) -> Watch:
         return self._watch("children", path, callback)
+
+    def watch_tree(self, path: str, callback: TreeCallback) -> Watch:
+        paths.validate(path)
+        self._check_open()
+        holder: list[_TreeWatch] = []
+        handle = WatchHandle(path, callback, lambda _h: self.store.remove_tree_watch(holder[0]))
+        tw = _TreeWatch(self, handle)
+        holder.append(tw)
+        self.store.add_tree_watch(tw)
+        return handle

@@ -109,7 +109,42 @@ class ChildrenEvent:
     children: list[str] | None
 
 
-WatchEvent = DataEvent | ChildrenEvent
+class TreeChange(NamedTuple):
+    """One change at or below a tree watch's root: the node's data and stat after it, or None
+    for both when the node was deleted. ``revision`` is the store's ordering id of the change
+    (etcd revision, ZooKeeper zxid, memory counter); 0 where the store does not tell it
+    (a ZooKeeper delete).
+
+    A named tuple for the same reason as :class:`Stat`: a mass election makes 100,000.
+    """
+
+    path: str
+    data: bytes | None
+    stat: Stat | None
+    revision: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TreeEvent:
+    """A batch of changes at or below ``path``, in store order.
+
+    ``resync``: changes may have been missed up to here (ZooKeeper session loss or reconnect,
+    etcd compaction); the consumer re-reads the subtree, and every change after it is reported
+    again. ``changes`` is then empty. ``revision`` is the last change's ordering id (or, for
+    a resync, the best one known; 0 if none).
+
+    On ZooKeeper, whose notifications carry no data, a change's data is read after the
+    notification and may be newer than the change itself (never older): like a data watch,
+    rapid changes of one node may be coalesced into its latest state.
+    """
+
+    path: str
+    changes: list[TreeChange]
+    revision: int
+    resync: bool = False
+
+
+WatchEvent = DataEvent | ChildrenEvent | TreeEvent
 
 
 class Watch(Protocol):
@@ -120,6 +155,7 @@ class Watch(Protocol):
 
 DataCallback = Callable[[DataEvent], None]
 ChildrenCallback = Callable[[ChildrenEvent], None]
+TreeCallback = Callable[[TreeEvent], None]
 SessionListener = Callable[[SessionState], None]
 
 

@@ -14,6 +14,9 @@ requests do:
 Wire format (jute, big-endian): a multi is a sequence of ``MultiHeader(int type, bool done,
 int err)`` each followed by its op's record, closed by ``MultiHeader(-1, true, -1)``. In a
 response an op that failed has ``type == -1`` followed by ``ErrorResponse(int err)``.
+* :class:`AddWatch` (opcode 106, ZooKeeper 3.6+): a persistent (recursive) watch, which kazoo
+  2.11 does not expose; its notifications arrive as ordinary watch events with the full path.
+
 This module imports no kazoo and holds no I/O.
 """
 
@@ -32,6 +35,8 @@ _END = _header.pack(-1, 1, -1)
 
 OP_CREATE, OP_DELETE, OP_GETDATA, OP_SETDATA, OP_CHECK = 1, 2, 4, 5, 13
 OP_MULTI, OP_MULTI_READ = 14, 22
+OP_ADD_WATCH = 106
+PERSISTENT, PERSISTENT_RECURSIVE = 0, 1
 OP_ERROR = -1
 
 # world:anyone with all permissions, as one encoded ACL vector
@@ -229,3 +234,26 @@ class MultiRead:
     @staticmethod
     def request_size(path: str) -> int:
         return _header.size + 4 + len(path.encode()) + 1
+
+
+class AddWatch:
+    """addWatch (opcode 106): ``AddWatchRequest(ustring path, int mode)``; the answer has no
+    body beyond the reply header (an error there is raised by kazoo's connection)."""
+
+    type = OP_ADD_WATCH
+    __slots__ = ("path", "mode")
+
+    def __init__(self, path: str, mode: int = PERSISTENT_RECURSIVE) -> None:
+        self.path = path
+        self.mode = mode
+
+    def __repr__(self) -> str:
+        return f"AddWatch({self.path!r}, mode={self.mode})"
+
+    def serialize(self) -> bytes:
+        raw = self.path.encode()
+        return _int.pack(len(raw)) + raw + _int.pack(self.mode)
+
+    @staticmethod
+    def deserialize(buf: bytes, offset: int) -> bool:
+        return True

@@ -52,10 +52,12 @@ from coordinator.model import (
     OpResult,
     SessionState,
     Stat,
+    TreeCallback,
     Watch,
 )
 from coordinator.url import CoordinatorURL
 from coordinator.zk_protocol import FRAME_BYTES, MultiRead, MultiWrite, OpError, encoded_op_size
+from coordinator.zk_tree import TreeWatches
 from coordinator.zk_watch import WatchSet
 
 #: ZooKeeper's default jute.maxbuffer: a longer request makes the server drop the connection.
@@ -160,6 +162,7 @@ class ZooKeeperCoordinator(Coordinator):
         )
         self._session = (client.client_id or (0, b""))[0]
         self._watches = WatchSet(self)
+        self._trees = TreeWatches(self)
         self._multi_read = True
         client.add_listener(self._on_kazoo_state)
 
@@ -261,10 +264,12 @@ class ZooKeeperCoordinator(Coordinator):
         self._notify_state(state)
         if state is SessionState.CONNECTED:
             self._dispatcher.submit(self._watches.rearm_all)
+            self._dispatcher.submit(self._trees.rearm_all)
 
     def _close(self) -> None:
         self.kazoo.remove_listener(self._on_kazoo_state)
         self._watches.cancel_all()
+        self._trees.cancel_all()
         _stop_quietly(self.kazoo)
 
     # --- plumbing ------------------------------------------------------------------------
@@ -505,6 +510,12 @@ class ZooKeeperCoordinator(Coordinator):
         paths.validate(path)
         self._check_open()
         return self._watches.add("children", path, callback)
+
+    def watch_tree(self, path: str, callback: TreeCallback) -> Watch:
+        """One persistent recursive watch (ZooKeeper 3.6+), see :mod:`coordinator.zk_tree`."""
+        paths.validate(path)
+        self._ready()
+        return self._trees.add(path, callback)
 
 
 def _read_span(full: list[str], start: int, batch: int) -> int:

@@ -1,0 +1,204 @@
+"""Tree watches on ZooKeeper: one persistent recursive watch (``addWatch``, 3.6+) per tree.
+
+kazoo 2.11 neither sends ``addWatch`` nor knows its notifications: they arrive on its connection
+thread as NodeCreated / NodeDataChanged / NodeDeleted events with the full (chrooted) path, which
+kazoo hands to whatever one-shot watchers it holds for that path. This module wraps the
+connection's ``_read_watch_event`` so that kazoo still does exactly that, and then routes each
+event to the tree watches covering its path.
+
+Notifications carry no data, so a tree gathers the paths notified and reads them with one
+read-only multi (:class:`~coordinator.zk_protocol.MultiRead`); notifications that arrive while
+that read is in flight make the next batch. ZooKeeper sends a session's notifications in order and
+before any later reply, so a batch's data is at least as new as its notifications (possibly
+newer: a change may be reported with a later state of its node, never an older one), and batches
+go to the dispatcher in order.
+
+A persistent watch lives on the connection: kazoo re-registers only its own watches after a
+reconnect, so on every CONNECTED each tree adds its watch again and, once the server has it,
+reports ``resync`` (changes in between are not recoverable). A failed read does the same.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from coordinator.base import WatchHandle
+from coordinator.model import Stat, TreeChange, TreeEvent
+from coordinator.zk_protocol import AddWatch, MultiRead
+
+if TYPE_CHECKING:
+    from coordinator.zookeeper import ZooKeeperCoordinator
+
+log = logging.getLogger(__name__)
+
+CREATED, DELETED, CHANGED = 1, 2, 3  # ZooKeeper's event types (4, children, is not ours)
+_event_head = struct.Struct("!iqiii")  # reply header (xid, zxid, err), then type and state
+_int = struct.Struct("!i")
+
+
+class _Tree:
+    __slots__ = ("owner", "handle", "full", "slash", "cut", "lock", "pending", "fetching",
+                 "generation")
+
+    def __init__(self, owner: ZooKeeperCoordinator, handle: WatchHandle) -> None:
+        self.owner = owner
+        self.handle = handle
+        self.full = owner.root + handle.path if handle.path != "/" else (owner.root or "/")
+        self.slash = self.full.rstrip("/") + "/"
+        self.cut = len(owner.root)
+        self.lock = threading.Lock()
+        self.pending: list[tuple[str, bool, int]] = []  # (chrooted path, deleted, zxid)
+        self.fetching = False
+        self.generation = 0
+
+    def covers(self, path: str) -> bool:
+        return path.startswith(self.slash) or path == self.full
+
+    # --- kazoo's connection thread -------------------------------------------------------
+
+    def notified(self, path: str, deleted: bool, zxid: int) -> None:
+        with self.lock:
+            self.pending.append((path, deleted, zxid))
+            if self.fetching:
+                return
+            self.fetching = True
+            batch, self.pending = self.pending, []
+            generation = self.generation
+        self._fetch(batch, generation)
+
+    def _fetch(self, batch: list[tuple[str, bool, int]], generation: int) -> None:
+        wanted = list(dict.fromkeys(p for p, deleted, _ in batch if not deleted))
+        if not wanted:
+            self._done(batch, generation, {})
+            return
+        request = MultiRead(wanted)
+        self.owner._call(request).rawlink(
+            lambda result: self._fetched(batch, generation, wanted, result))
+
+    def _fetched(self, batch: list[tuple[str, bool, int]], generation: int, wanted: list[str],
+                 result: Any) -> None:  # kazoo's completion thread
+        if result.exception is not None:
+            with self.lock:
+                if generation != self.generation:
+                    return
+                self.pending.clear()
+                self.fetching = False
+            self._resync()
+            return
+        self._done(batch, generation, dict(zip(wanted, result.value, strict=True)))
+
+    def _done(self, batch: list[tuple[str, bool, int]], generation: int,
+              items: dict[str, Any]) -> None:
+        cut = self.cut
+        changes: list[TreeChange] = []
+        add = changes.append
+        for path, deleted, zxid in batch:
+            item = None if deleted else items.get(path)
+            if item is None or type(item) is int:
+                add(TreeChange(path[cut:] or "/", None, None, zxid))
+            else:
+                stat: Stat = item[1]
+                add(TreeChange(path[cut:] or "/", item[0], stat, max(zxid, stat.modify_id)))
+        with self.lock:
+            if generation != self.generation:
+                return
+            if changes:
+                revision = max(c.revision for c in changes)
+                self.owner._deliver_tree(self.handle, TreeEvent(
+                    path=self.handle.path, changes=changes, revision=revision))
+            if not self.pending:
+                self.fetching = False
+                return
+            batch, self.pending = self.pending, []
+        self._fetch(batch, generation)
+
+    # --- (re)arming ----------------------------------------------------------------------
+
+    def arm(self, resync: bool) -> Any:
+        """Add the persistent recursive watch; report a resync once the server has it."""
+        with self.lock:
+            self.generation += 1
+            self.pending.clear()
+            self.fetching = False
+        result = self.owner._call(AddWatch(self.full))
+        if resync:
+            result.rawlink(lambda r: self._resync() if r.exception is None else None)
+        return result
+
+    def _resync(self) -> None:
+        if self.handle.active:
+            self.owner._deliver_tree(self.handle, TreeEvent(
+                path=self.handle.path, changes=[], revision=self.owner.kazoo.last_zxid or 0,
+                resync=True))
+
+
+class TreeWatches:
+    """The tree watches of one ZooKeeper backend, and the hook into kazoo's connection."""
+
+    def __init__(self, owner: ZooKeeperCoordinator) -> None:
+        self._owner = owner
+        self._trees: dict[WatchHandle, _Tree] = {}
+        self._lock = threading.Lock()
+        self._hooked = False
+
+    def add(self, path: str, callback: Callable[..., Any]) -> WatchHandle:
+        handle = WatchHandle(path, callback, self._remove)
+        tree = _Tree(self._owner, handle)
+        self._hook()
+        with self._lock:
+            self._trees[handle] = tree
+        try:
+            self._owner._wait(tree.arm(resync=False), path)
+        except Exception:
+            self._remove(handle)
+            raise
+        return handle
+
+    def _remove(self, handle: WatchHandle) -> None:
+        # The server keeps the persistent watch until the session ends; its events for a
+        # path no tree covers any more are dropped in _route.
+        with self._lock:
+            self._trees.pop(handle, None)
+
+    def rearm_all(self) -> None:
+        with self._lock:
+            trees = list(self._trees.values())
+        for tree in trees:
+            tree.arm(resync=True)
+
+    def cancel_all(self) -> None:
+        with self._lock:
+            trees, self._trees = list(self._trees.values()), {}
+        for tree in trees:
+            tree.handle.active = False
+
+    def _hook(self) -> None:
+        with self._lock:
+            if self._hooked:
+                return
+            self._hooked = True
+        connection = self._owner.kazoo._connection
+        original = connection._read_watch_event
+
+        def read_watch_event(buffer: bytes, offset: int) -> None:
+            original(buffer, offset)  # kazoo's own watchers first, as before
+            if self._trees:
+                self._route(buffer)
+
+        connection._read_watch_event = read_watch_event
+
+    def _route(self, buffer: bytes) -> None:
+        _, zxid, _, kind, _ = _event_head.unpack_from(buffer, 0)  # zxid: -1 before 3.9
+        if kind not in (CREATED, DELETED, CHANGED):
+            return
+        offset = _event_head.size
+        length = _int.unpack_from(buffer, offset)[0]
+        path = bytes(buffer[offset + 4:offset + 4 + length]).decode()
+        with self._lock:
+            trees = [t for t in self._trees.values() if t.covers(path)]
+        for tree in trees:
+            tree.notified(path, kind == DELETED, max(zxid, 0))
