@@ -31,7 +31,7 @@ from coordinator.codecs import BrokerInfo, TopicAssignment, TopicPartition
 from coordinator.codecs import PartitionState as StoredState
 from coordinator.errors import CoordinatorError
 from coordinator.metadata import ControllerMoved, MetadataClient, RegisteredBroker
-from coordinator.model import ChildrenEvent, DataEvent, SessionState, Stat, Watch
+from coordinator.model import ChildrenEvent, DataEvent, SessionState, Stat, TreeEvent, Watch
 from elections.controller_election import Fence, NotController, stand_for_controller
 from elections.leader import LeaderAndIsr
 from statemachines import events as ev
@@ -121,6 +121,9 @@ class Controller:
         self._stand_requested_at: float | None = None
         self._states_lock = threading.Lock()
         self._states_pending: dict[TopicPartition, tuple[bytes | None, Stat | None]] = {}
+        self._states_resync = False
+        self._states_queued = False
+        self._tp_of_path: dict[str, TopicPartition | None] = {}
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -142,6 +145,7 @@ class Controller:
             layout.CONTROLLER, lambda e: self.events.put(
                 ev.ControllerNodeChanged(data=e.data, stat=e.stat))))
         if self.config.hot_standby:
+            self.watch_partition_states([])
             self._arm_cluster_watches()
         self.events.put(ev.Stand())
 
@@ -344,6 +348,8 @@ class Controller:
                 self.partitions is not None):
             self._resign("session lost", stand_again=False)
         elif state is SessionState.CONNECTED and not self.active:
+            self.watch_partition_states([])  # if arming it failed while disconnected
+            self._wake_states()  # and a re-read it left behind
             self._stand()
 
     def _on_controller_node(self, stat: Stat | None) -> None:
@@ -412,43 +418,79 @@ class Controller:
                 topic=topic, data=e.data, stat=e.stat))))
 
     def watch_partition_states(self, tps: list[TopicPartition]) -> None:
-        """Hot standby: follow each partition's leader and ISR while not active (the active
-        controller writes them itself and hears of leaders' ISR changes by notification)."""
+        """Hot standby: follow every partition's leader and ISR while not active, with one
+        tree watch on the topics (the active controller writes them itself and hears of
+        leaders' ISR changes by notification), and read the states of ``tps``, new to the
+        view, in one bulk read.
+
+        A read that fails for want of a connection leaves a resync behind: the next batch of
+        states (at the latest, the failover) re-reads them all."""
         if not self.config.hot_standby or self.partitions is not None:
             return
-        c, pending = self.coordinator, self._state_watched
-        for tp in tps:
-            self._watch(f"state:{tp.topic}/{tp.partition}", lambda tp=tp: c.watch_data(
-                layout.partition_state(tp.topic, tp.partition),
-                lambda e, tp=tp: pending(tp, e)))
+        try:
+            self._watch("states", lambda: self.coordinator.watch_tree(
+                layout.TOPICS, self._states_changed))
+            if tps:
+                read_partition_states(self.metadata, self.ctx, tps)
+        except CoordinatorError as exc:
+            log.info("controller %d: standby could not follow partition states yet: %s",
+                     self.broker_id, exc)
+            with self._states_lock:
+                self._states_resync = True
 
-    def _state_watched(self, tp: TopicPartition, e: DataEvent) -> None:
-        """Dispatcher thread: keep the partition's latest state in the buffer, and queue one
-        event when the buffer stops being empty."""
+    def _states_changed(self, event: TreeEvent) -> None:
+        """Dispatcher thread: keep each partition's latest state in the buffer (other nodes
+        below the topics are the topic watches' business), and queue one event when the
+        buffer stops being empty."""
+        cache = self._tp_of_path
         with self._states_lock:
-            first = not self._states_pending
-            self._states_pending[tp] = (e.data, e.stat)
-        if first:
+            pending = self._states_pending
+            if event.resync:
+                self._states_resync = True
+            for path, data, stat, _ in event.changes:
+                tp = cache.get(path, _UNPARSED)
+                if tp is _UNPARSED:
+                    tp = cache[path] = _state_tp(path)
+                if tp is not None:
+                    pending[tp] = (data, stat)
+        self._wake_states()
+
+    def _wake_states(self) -> None:
+        """Queue one PartitionStatesPending if there is something to apply and none is queued."""
+        with self._states_lock:
+            wake = not self._states_queued and bool(self._states_pending or self._states_resync)
+            if wake:
+                self._states_queued = True
+        if wake:
             self.events.put(ev.PartitionStatesPending())
 
     def _apply_pending_states(self) -> None:
         with self._states_lock:
             pending, self._states_pending = self._states_pending, {}
+            resync, self._states_resync = self._states_resync, False
+            self._states_queued = False
+        ctx = self.ctx
+        if resync:  # changes may have been missed: read every state the view knows
+            try:
+                read_partition_states(self.metadata, ctx, list(ctx.replicas))
+            except CoordinatorError:
+                with self._states_lock:
+                    self._states_resync = True
+                raise
+        topics_ = ctx.topics
         changed = [tp for tp, (data, stat) in pending.items()
-                   if self._apply_state(tp, data, stat)]
+                   if (data is None or tp.topic in topics_) and self._apply_state(tp, data, stat)]
         if changed and self.active and self.ctx.reassignments:
             moving = [tp for tp in changed if tp in self.ctx.reassignments]
             if moving:
                 reassignment.complete_if_caught_up(self, moving)
 
     def unwatch_partition_states(self) -> None:
-        for key in [k for k in self._watches if k.startswith("state:")]:
-            self._unwatch(key)
+        self._unwatch("states")
 
     def unwatch_topic(self, topic: str, partitions: list[int]) -> None:
+        """Stop following a topic's node (its partition states stop counting with it)."""
         self._unwatch(f"topic:{topic}")
-        for p in partitions:
-            self._unwatch(f"state:{topic}/{p}")
 
     def _apply_view(self, event: ev.ControllerEvent) -> None:
         """Apply a node event to the view only (standby, draining, completing at failover)."""
@@ -516,6 +558,8 @@ class Controller:
             taken = self.events.take(lambda e: isinstance(e, ev.VIEW_EVENTS)
                                      and not isinstance(e, ev.ControllerNodeChanged))
             if not taken:
+                if self._states_resync:  # a re-read left behind by a failed one
+                    self._apply_pending_states()
                 return
             for event in taken:
                 self._apply_view(event)
@@ -526,6 +570,21 @@ class Controller:
             self._arm_children(ev.BrokerIdsChanged(ids=(b,)))
         for t in self.ctx.topics:
             self.watch_topic(t)
+
+
+_UNPARSED: Any = object()
+_STATE_PREFIX = layout.TOPICS + "/"
+
+
+def _state_tp(path: str) -> TopicPartition | None:
+    """The partition whose state node ``path`` is (``/brokers/topics/T/partitions/P/state``),
+    or None for any other node below the topics."""
+    if not path.startswith(_STATE_PREFIX) or not path.endswith("/state"):
+        return None
+    parts = path[len(_STATE_PREFIX):].split("/")
+    if len(parts) != 4 or parts[1] != "partitions" or not parts[2].isdigit():
+        return None
+    return TopicPartition(topic=parts[0], partition=int(parts[2]))
 
 
 def read_partition_states(

@@ -97,3 +97,30 @@ def test_the_standby_applies_many_state_changes_in_one_event(three: Cluster) -> 
         assert standby.ctx.leaders[t] == active_view
         item = three.metadata.partition_states([t])[t]
         assert item is not None and item.version == active_view.partition_epoch
+
+
+def test_the_standby_follows_every_state_with_one_tree_watch(three: Cluster) -> None:
+    standby = three.participants[2].controller
+    assert not standby.active
+    assert "states" in standby._watches
+    assert not [k for k in standby._watches if k.startswith("state:")]
+    three.active().controller.close()  # the active one has no tree watch
+    three.pump()
+    now = three.active().controller
+    assert now.active and "states" not in now._watches
+
+
+def test_a_resync_makes_the_standby_reread_every_state(three: Cluster) -> None:
+    from coordinator.model import TreeEvent
+
+    standby = three.participants[2].controller
+    three.pump()
+    truth = dict(standby.ctx.leaders)
+    for t in list(truth)[:2]:
+        standby.ctx.remove_leader(t)  # as if changes had been missed
+    standby._states_changed(TreeEvent(path="/brokers/topics", changes=[], revision=0,
+                                      resync=True))
+    queued = standby.events.take(lambda e: isinstance(e, ev.PartitionStatesPending))
+    assert len(queued) == 1
+    standby.process(queued[0])
+    assert standby.ctx.leaders == truth
