@@ -9,7 +9,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -197,9 +199,20 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cur = dbapi_connection.cursor()
     cur.execute("PRAGMA foreign_keys=ON")
     cur.execute("PRAGMA busy_timeout=30000")
-    cur.execute("PRAGMA journal_mode")
-    if cur.fetchone()[0].lower() not in ("memory", "wal"):
-        cur.execute("PRAGMA journal_mode=WAL")
+    # Switching a fresh file to WAL needs it to itself, and SQLite answers "database is locked"
+    # at once (no busy wait) when another connection (a scheduler starting beside a CLI call)
+    # is opening it too: try again for a while.
+    deadline = time.monotonic() + 30
+    while True:
+        cur.execute("PRAGMA journal_mode")
+        if cur.fetchone()[0].lower() in ("memory", "wal"):
+            break
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
     cur.close()
 
 
