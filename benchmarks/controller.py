@@ -34,7 +34,11 @@ from coordinator.metadata import MetadataClient  # noqa: E402
 from coordinator.model import Check, Create, SetData  # noqa: E402
 from statemachines.broker import Broker  # noqa: E402
 from statemachines.channel import InProcessNetwork  # noqa: E402
-from statemachines.controller import Controller, ControllerConfig  # noqa: E402
+from statemachines.controller import (  # noqa: E402
+    Controller,
+    ControllerConfig,
+    FailoverTimings,
+)
 
 PER_TOPIC = 1000
 TARGETS = {"a": 1.0, "b": {"memory": 3.0, "zookeeper": 10.0, "etcd": 3.0}, "c": 1.0, "d": 1.0,
@@ -151,6 +155,11 @@ def raw_write_rate(url: str, n: int = 20000) -> float:
     return rate
 
 
+def _steps(f: FailoverTimings) -> str:
+    return (f"elected {f.elected - f.started:.2f}s, view ready {f.view_ready - f.elected:.2f}s, "
+            f"metadata sent {f.metadata_sent - f.view_ready:.2f}s")
+
+
 def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Result) -> Result:
     t0 = time.perf_counter()
     preferred = build_cluster(url, brokers, partitions, rf)
@@ -241,7 +250,8 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     f = b.last_failover
     assert f is not None
     res.times["a"] = f.metadata_sent - f.started
-    res.notes.append(f"(a) until done {f.done - f.started:.2f}s, warm={f.warm}")
+    res.notes.append(f"(a) until done {f.done - f.started:.2f}s, warm={f.warm}; "
+                     f"{_steps(f)}")
     b.events.wait_idle(120)
     res.notes.append(f"(a) CPU until idle: {cpu.since()}")
 
@@ -253,7 +263,8 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     f = cold.last_failover
     assert f is not None
     res.times["b"] = f.metadata_sent - f.started
-    res.notes.append(f"(b) until done {f.done - f.started:.2f}s, warm={f.warm}")
+    res.notes.append(f"(b) until done {f.done - f.started:.2f}s, warm={f.warm}; "
+                     f"{_steps(f)}")
     for ctl in (a, b, cold):
         ctl.close()
     cold.coordinator.close()

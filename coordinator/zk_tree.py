@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 CREATED, DELETED, CHANGED = 1, 2, 3  # ZooKeeper's event types (4, children, is not ours)
 _event_head = struct.Struct("!iqiii")  # reply header (xid, zxid, err), then type and state
 _int = struct.Struct("!i")
+BATCH = 1000  # notifications per bulk read: the request must stay far below jute.maxbuffer
 
 
 class _Tree:
@@ -66,7 +67,7 @@ class _Tree:
             if self.fetching:
                 return
             self.fetching = True
-            batch, self.pending = self.pending, []
+            batch, self.pending = self.pending[:BATCH], self.pending[BATCH:]
             generation = self.generation
         self._fetch(batch, generation)
 
@@ -113,7 +114,7 @@ class _Tree:
             if not self.pending:
                 self.fetching = False
                 return
-            batch, self.pending = self.pending, []
+            batch, self.pending = self.pending[:BATCH], self.pending[BATCH:]
         self._fetch(batch, generation)
 
     # --- (re)arming ----------------------------------------------------------------------

@@ -427,6 +427,9 @@ class Controller:
         states (at the latest, the failover) re-reads them all."""
         if not self.config.hot_standby or self.partitions is not None:
             return
+        if not self.coordinator.capabilities.bulk_tree_watch:
+            self._watch_each_state(tps)
+            return
         try:
             self._watch("states", lambda: self.coordinator.watch_tree(
                 layout.TOPICS, self._states_changed))
@@ -437,6 +440,19 @@ class Controller:
                      self.broker_id, exc)
             with self._states_lock:
                 self._states_resync = True
+
+    def _watch_each_state(self, tps: list[TopicPartition]) -> None:
+        """Where tree watches cost more than watches per node (ZooKeeper for now)."""
+        c, pending = self.coordinator, self._state_watched
+        for tp in tps:
+            self._watch(f"state:{tp.topic}/{tp.partition}", lambda tp=tp: c.watch_data(
+                layout.partition_state(tp.topic, tp.partition),
+                lambda e, tp=tp: pending(tp, e)))
+
+    def _state_watched(self, tp: TopicPartition, e: DataEvent) -> None:
+        with self._states_lock:
+            self._states_pending[tp] = (e.data, e.stat)
+        self._wake_states()
 
     def _states_changed(self, event: TreeEvent) -> None:
         """Dispatcher thread: keep each partition's latest state in the buffer (other nodes
@@ -487,10 +503,14 @@ class Controller:
 
     def unwatch_partition_states(self) -> None:
         self._unwatch("states")
+        for key in [k for k in self._watches if k.startswith("state:")]:
+            self._unwatch(key)
 
     def unwatch_topic(self, topic: str, partitions: list[int]) -> None:
         """Stop following a topic's node (its partition states stop counting with it)."""
         self._unwatch(f"topic:{topic}")
+        for p in partitions:
+            self._unwatch(f"state:{topic}/{p}")
 
     def _apply_view(self, event: ev.ControllerEvent) -> None:
         """Apply a node event to the view only (standby, draining, completing at failover)."""
