@@ -385,19 +385,18 @@ class Coordinator(ABC):
 
         self._dispatcher.submit(run)
 
-    @abstractmethod
     def watch_data(self, path: str, callback: DataCallback) -> Watch:
         """Call ``callback(DataEvent)`` now with the node's state and after every change.
 
         The node need not exist. Survives reconnects and session loss (the backend re-arms it
         and reports the state it finds), until ``cancel()``.
         """
+        return self._arm("data", path, callback)
 
-    @abstractmethod
     def watch_children(self, path: str, callback: ChildrenCallback) -> Watch:
         """Call ``callback(ChildrenEvent)`` now with the children and after every change."""
+        return self._arm("children", path, callback)
 
-    @abstractmethod
     def watch_tree(self, path: str, callback: TreeCallback) -> Watch:
         """Call ``callback(TreeEvent)`` with every create, data change and delete at or below
         ``path`` made after this returns, in store order, in batches.
@@ -407,6 +406,16 @@ class Coordinator(ABC):
         loss it reports a ``resync`` event first, and the consumer re-reads. No initial event:
         read the subtree after arming it. The node need not exist.
         """
+        return self._arm("tree", path, callback)
+
+    def _arm(self, kind: str, path: str, callback: Callable[..., None]) -> Watch:
+        paths.validate(path)
+        self._check_open()
+        return self._add_watch(kind, path, callback)
+
+    @abstractmethod
+    def _add_watch(self, kind: str, path: str, callback: Callable[..., None]) -> Watch:
+        """Arm a persistent watch of ``kind`` ("data", "children" or "tree") on a valid path."""
 
 
 def _settle(future: Future[list[OpResult]]) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -53,16 +53,13 @@ from coordinator.etcd_watch import WatchManager
 from coordinator.model import (
     Capabilities,
     Check,
-    ChildrenCallback,
     Create,
-    DataCallback,
     Delete,
     Op,
     OpResult,
     SessionState,
     SetData,
     Stat,
-    TreeCallback,
     Watch,
 )
 from coordinator.url import CoordinatorURL
@@ -569,20 +566,8 @@ class EtcdCoordinator(Coordinator):
 
     # --- watches -------------------------------------------------------------------------
 
-    def watch_data(self, path: str, callback: DataCallback) -> Watch:
-        paths.validate(path)
-        self._check_open()
-        return self._watches.add("data", path, callback)
-
-    def watch_children(self, path: str, callback: ChildrenCallback) -> Watch:
-        paths.validate(path)
-        self._check_open()
-        return self._watches.add("children", path, callback)
-
-    def watch_tree(self, path: str, callback: TreeCallback) -> Watch:
-        paths.validate(path)
-        self._check_open()
-        return self._watches.add("tree", path, callback)
+    def _add_watch(self, kind: str, path: str, callback: Callable[..., None]) -> Watch:
+        return self._watches.add(kind, path, callback)
 
 
 __all__ = ["EtcdCoordinator", "capabilities_for"]

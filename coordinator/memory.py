@@ -31,16 +31,13 @@ from coordinator.errors import (
 from coordinator.model import (
     Capabilities,
     Check,
-    ChildrenCallback,
     Create,
-    DataCallback,
     Delete,
     Op,
     OpResult,
     SessionState,
     SetData,
     Stat,
-    TreeCallback,
     TreeChange,
     TreeEvent,
     Watch,
@@ -565,28 +562,18 @@ class MemoryCoordinator(Coordinator):
 
     # --- watches -------------------------------------------------------------------------
 
-    def _watch(self, kind: str, path: str, callback: Callable[..., None]) -> Watch:
-        paths.validate(path)
-        self._check_open()
+    def _add_watch(self, kind: str, path: str, callback: Callable[..., None]) -> Watch:
+        if kind == "tree":
+            tree_holder: list[_TreeWatch] = []
+            handle = WatchHandle(path, callback,
+                                 lambda _h: self.store.remove_tree_watch(tree_holder[0]))
+            tw = _TreeWatch(self, handle)
+            tree_holder.append(tw)
+            self.store.add_tree_watch(tw)
+            return handle
         holder: list[_StoreWatch] = []
         handle = WatchHandle(path, callback, lambda _h: self.store.remove_watch(holder[0]))
         watch = _StoreWatch(self, handle, kind)
         holder.append(watch)
         self.store.add_watch(watch)
-        return handle
-
-    def watch_data(self, path: str, callback: DataCallback) -> Watch:
-        return self._watch("data", path, callback)
-
-    def watch_children(self, path: str, callback: ChildrenCallback) -> Watch:
-        return self._watch("children", path, callback)
-
-    def watch_tree(self, path: str, callback: TreeCallback) -> Watch:
-        paths.validate(path)
-        self._check_open()
-        holder: list[_TreeWatch] = []
-        handle = WatchHandle(path, callback, lambda _h: self.store.remove_tree_watch(holder[0]))
-        tw = _TreeWatch(self, handle)
-        holder.append(tw)
-        self.store.add_tree_watch(tw)
         return handle

@@ -15,7 +15,7 @@ import threading
 import time
 import warnings
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -44,15 +44,12 @@ from coordinator.errors import (
 )
 from coordinator.model import (
     Capabilities,
-    ChildrenCallback,
     Create,
-    DataCallback,
     Delete,
     Op,
     OpResult,
     SessionState,
     Stat,
-    TreeCallback,
     Watch,
 )
 from coordinator.url import CoordinatorURL
@@ -502,21 +499,11 @@ class ZooKeeperCoordinator(Coordinator):
 
     # --- watches -------------------------------------------------------------------------
 
-    def watch_data(self, path: str, callback: DataCallback) -> Watch:
-        paths.validate(path)
-        self._check_open()
-        return self._watches.add("data", path, callback)
-
-    def watch_children(self, path: str, callback: ChildrenCallback) -> Watch:
-        paths.validate(path)
-        self._check_open()
-        return self._watches.add("children", path, callback)
-
-    def watch_tree(self, path: str, callback: TreeCallback) -> Watch:
-        """One persistent recursive watch (ZooKeeper 3.6+), see :mod:`coordinator.zk_tree`."""
-        paths.validate(path)
-        self._ready()
-        return self._trees.add(path, callback)
+    def _add_watch(self, kind: str, path: str, callback: Callable[..., None]) -> Watch:
+        if kind == "tree":  # one persistent recursive watch (3.6+), see coordinator.zk_tree
+            self._ready()
+            return self._trees.add(path, callback)
+        return self._watches.add(kind, path, callback)
 
 
 def _read_span(full: list[str], start: int, batch: int) -> int:
