@@ -299,6 +299,7 @@ class PartitionStateMachine:
         shared = None if isinstance(strategy, Mapping) else strategy
         live = ctx.live_ids()
         live_all = ctx.live_or_shutting_down()
+        shutting = ctx.shutting_down
         recipients: dict[TopicPartition, list[int]] = {}
 
         def decide(tp: TopicPartition, current: LeaderAndIsr) -> LeaderAndIsr | str:
@@ -309,7 +310,7 @@ class PartitionStateMachine:
             if choice is None:
                 return f"no eligible leader among {replicas} (isr {current.isr})"
             if cs:
-                recipients[tp] = [r for r in replicas if r in live_all]  # shutting down too
+                recipients[tp] = [r for r in replicas if r in live_all and r not in shutting]
             return apply_election(current, choice, epoch)
 
         elected = self.write_leaders(tps, decide, outcome)

@@ -45,10 +45,9 @@ def on_controlled_shutdown(ctl: Controller, event: ev.ControlledShutdownRequeste
     outcome, written, _ = psm.elect_and_shrink(
         led, ControlledShutdown(shutting_down=frozenset(ctx.shutting_down)), {})
     batch = ctl.new_batch()
-    # Kafka's liveOrShuttingDownReplicas: the old leader hears it too and becomes a follower
-    # before it stops, instead of leading until its process ends.
-    brokers = ctx.brokers
-    recipients = {tp: [r for r in replicas.get(tp, ()) if r in brokers] for tp in written}
+    brokers, shutting = ctx.brokers, ctx.shutting_down
+    recipients = {tp: [r for r in replicas.get(tp, ()) if r in brokers and r not in shutting]
+                  for tp in written}
     record_leader_and_isr(ctx, batch, written, recipients=recipients)
     ctl.send(batch)
     event.reply.set_result(tuple(sorted(ctx.led_by(b))))
