@@ -118,7 +118,11 @@ class Partition:
         isr_store: IsrStore,
         on_isr_change: Callable[[TopicPartition], None],
         high_watermark: int = 0,
+        isr_eligible: Callable[[int], bool] | None = None,
     ) -> None:
+        """``isr_eligible(replica)`` says whether a caught-up follower may join the ISR: not
+        when the controller's metadata no longer counts its broker live (it is shutting down;
+        Kafka's KIP-841 rule). None: every replica may."""
         self.tp = tp
         self.log = log_
         self.broker_id = broker_id
@@ -126,6 +130,7 @@ class Partition:
         self._config = config
         self._isr_store = isr_store
         self._on_isr_change = on_isr_change
+        self._isr_eligible = isr_eligible
         self._lock = threading.RLock()
         self._role = Role.NONE
         self._leader = -1
@@ -382,7 +387,7 @@ class Partition:
             self._last_fetch_ms[replica_id] = now
             if replica_id not in self._isr and can_join_isr(
                 offset, self._hw, self._epoch_start_offset
-            ):
+            ) and (self._isr_eligible is None or self._isr_eligible(replica_id)):
                 self._update_isr(
                     lambda isr: None if replica_id in isr else (*isr, replica_id)
                 )

@@ -162,8 +162,14 @@ class ReplicaManager:
         return Partition(
             tp, log_, broker_id=self.broker_id, clock=self.clock, config=self.config,
             isr_store=self._isr_store, on_isr_change=self._record_isr_change,
-            high_watermark=hw,
+            high_watermark=hw, isr_eligible=self._isr_eligible,
         )
+
+    def _isr_eligible(self, replica: int) -> bool:
+        """A follower may join an ISR while the latest metadata counts its broker live (or
+        before any metadata arrived): a broker in controlled shutdown is left out of it."""
+        live = self._live_brokers
+        return not live or replica in live
 
     def _record_isr_change(self, tp: TopicPartition) -> None:
         self._isr_changes.record(tp, self.clock.now_ms())

@@ -256,7 +256,13 @@ class Controller:
     # --- batches -------------------------------------------------------------------------
 
     def new_batch(self) -> RequestBatch:
-        return RequestBatch(live_brokers=self.ctx.live_brokers.values())
+        """A batch whose UpdateMetadata names the live brokers, not those shutting down (as
+        Kafka's liveBrokerIds): leaders do not take a stopping broker back into an ISR."""
+        ctx = self.ctx
+        shutting = ctx.shutting_down
+        live = (ctx.live_brokers.values() if not shutting
+                else [b for b_id, b in ctx.live_brokers.items() if b_id not in shutting])
+        return RequestBatch(live_brokers=live)
 
     def send(self, batch: RequestBatch) -> None:
         """Build the batch once and send each broker its requests, with this epoch."""

@@ -299,7 +299,6 @@ class PartitionStateMachine:
         shared = None if isinstance(strategy, Mapping) else strategy
         live = ctx.live_ids()
         live_all = ctx.live_or_shutting_down()
-        shutting = ctx.shutting_down
         recipients: dict[TopicPartition, list[int]] = {}
 
         def decide(tp: TopicPartition, current: LeaderAndIsr) -> LeaderAndIsr | str:
@@ -310,7 +309,7 @@ class PartitionStateMachine:
             if choice is None:
                 return f"no eligible leader among {replicas} (isr {current.isr})"
             if cs:
-                recipients[tp] = [r for r in replicas if r in live_all and r not in shutting]
+                recipients[tp] = [r for r in replicas if r in live_all]  # shutting down too
             return apply_election(current, choice, epoch)
 
         elected = self.write_leaders(tps, decide, outcome)

@@ -31,6 +31,11 @@ def on_controlled_shutdown(ctl: Controller, event: ev.ControlledShutdownRequeste
         event.reply.set_exception(StaleBrokerEpoch(b, event.broker_epoch, registered.epoch))
         return
     ctx.shutting_down.add(b)
+    # 0. Every broker learns first that b is no longer live (UpdateMetadata without it), so no
+    #    leader takes b back into an ISR while it follows on its way out (KIP-841's rule).
+    announce = ctl.new_batch()
+    announce.add_update_metadata(None)
+    ctl.send(announce)
     replicas = ctx.replicas
     leaders = ctx.leaders
     hosted = [tp for tp in ctx.replicas_on(b)
@@ -45,9 +50,10 @@ def on_controlled_shutdown(ctl: Controller, event: ev.ControlledShutdownRequeste
     outcome, written, _ = psm.elect_and_shrink(
         led, ControlledShutdown(shutting_down=frozenset(ctx.shutting_down)), {})
     batch = ctl.new_batch()
-    brokers, shutting = ctx.brokers, ctx.shutting_down
-    recipients = {tp: [r for r in replicas.get(tp, ()) if r in brokers and r not in shutting]
-                  for tp in written}
+    # Kafka's liveOrShuttingDownReplicas: the old leader hears it too and becomes a follower
+    # before it stops, instead of leading until its process ends.
+    brokers = ctx.brokers
+    recipients = {tp: [r for r in replicas.get(tp, ()) if r in brokers] for tp in written}
     record_leader_and_isr(ctx, batch, written, recipients=recipients)
     ctl.send(batch)
     event.reply.set_result(tuple(sorted(ctx.led_by(b))))

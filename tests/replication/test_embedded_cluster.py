@@ -195,11 +195,6 @@ def test_controlled_shutdown_moves_leaders_before_the_broker_stops(cluster: Embe
     assert not bg.errors
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the controller's controlled-shutdown election sends LeaderAndIsr to live replicas minus "
-    "the shutting-down broker (statemachines/partition_sm.py); Kafka's "
-    "leaderForControlledShutdown sends it to liveOrShuttingDownReplicas, so the old leader "
-    "becomes a follower before it stops"))
 def test_the_shutting_down_leader_is_told_to_follow(cluster: EmbeddedCluster) -> None:
     tp = cluster.create_topic("logs", partitions=1, replication_factor=3)[0]
     victim = cluster.leader(tp)
