@@ -177,3 +177,33 @@ def test_batcher_announces_a_flapping_isr_at_the_max_delay() -> None:
     assert batcher.take_due(66_000) == [tp1]
     batcher.put_back([tp2])
     assert batcher.pending == {tp2}
+
+
+def _live(cluster: MiniCluster, brokers: tuple[int, ...]) -> None:
+    """The controller's UpdateMetadata: these brokers are live (the others shut down)."""
+    from statemachines.requests import LiveBroker, UpdateMetadataRequest
+
+    request = UpdateMetadataRequest(controller_id=0, controller_epoch=cluster.epoch.epoch,
+                                    broker_epoch=-1, partitions=(),
+                                    live_brokers=tuple(LiveBroker(id=b) for b in brokers))
+    for manager in cluster.brokers.values():
+        manager.handle_update_metadata(request)
+
+
+def test_a_broker_shutting_down_does_not_rejoin_the_isr(cluster: MiniCluster) -> None:
+    """KIP-841's rule: a caught-up follower whose broker the metadata no longer counts live
+    (it is in controlled shutdown) stays out of the ISR, so acks=all need not wait for it."""
+    cluster.produce(n=3, acks=1)
+    cluster.crash(3)
+    cluster.produce(n=2, acks=1)
+    cluster.step()
+    cluster.step()
+    cluster.start(3)
+    _live(cluster, (1, 2))  # broker 3 is on its way out again
+    cluster.step([3])
+    cluster.step([3])
+    cluster.step([3])  # at the leader's log end: caught up, but not live
+    assert isr(cluster) == (1, 2)
+    _live(cluster, (1, 2, 3))  # it came back for good
+    cluster.step([3])
+    assert isr(cluster) == (1, 2, 3)
