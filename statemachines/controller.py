@@ -226,8 +226,6 @@ class Controller:
                 topics.on_topic_node(self, event)
             case ev.PartitionStatesPending():
                 self._apply_pending_states()
-            case ev.PartitionStateChanged():
-                self._on_partition_state(event)
             case ev.IsrChangeNotified():
                 if self.active:
                     isr.on_isr_change_notification(self)
@@ -527,14 +525,8 @@ class Controller:
                 brokers.apply_broker_node(self.ctx, event)
             case ev.TopicNodeChanged():
                 topics.apply_topic_node(self, event)
-            case ev.PartitionStateChanged():
-                self.apply_partition_state(event)
             case ev.PartitionStatesPending():
                 self._apply_pending_states()
-
-    def apply_partition_state(self, event: ev.PartitionStateChanged) -> bool:
-        """Take a newer leader and ISR into the view; whether anything changed."""
-        return self._apply_state(event.tp, event.data, event.stat)
 
     def _apply_state(self, tp: TopicPartition, data: bytes | None, stat: Stat | None) -> bool:
         ctx = self.ctx
@@ -547,11 +539,6 @@ class Controller:
             return False
         ctx.set_leader(tp, decode_leader_and_isr(tp, data, stat.version))
         return True
-
-    def _on_partition_state(self, event: ev.PartitionStateChanged) -> None:
-        changed = self.apply_partition_state(event)
-        if changed and self.active and event.tp in self.ctx.reassignments:
-            reassignment.complete_if_caught_up(self, [event.tp])
 
     # --- loading the view cold -----------------------------------------------------------
 

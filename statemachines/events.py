@@ -27,7 +27,6 @@ __all__ = [
     "ControllerNodeChanged",
     "DeleteTopicsChanged",
     "IsrChangeNotified",
-    "PartitionStateChanged",
     "PartitionStatesPending",
     "PreferredElectionChanged",
     "ReassignmentChanged",
@@ -81,15 +80,6 @@ class TopicNodeChanged:
     """A topic's assignment node: new topic, added partitions, reassignment progress, deletion."""
 
     topic: str
-    data: bytes | None
-    stat: Stat | None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PartitionStateChanged:
-    """A partition's leader-and-ISR node (watched to keep a standby warm)."""
-
-    tp: TopicPartition
     data: bytes | None
     stat: Stat | None
 
@@ -154,7 +144,6 @@ ControllerEvent = (
     | BrokerNodeChanged
     | TopicsChanged
     | TopicNodeChanged
-    | PartitionStateChanged
     | PartitionStatesPending
     | IsrChangeNotified
     | ReassignmentChanged
@@ -166,5 +155,5 @@ ControllerEvent = (
 )
 
 VIEW_EVENTS = (BrokerIdsChanged, BrokerNodeChanged, TopicsChanged, TopicNodeChanged,
-               PartitionStateChanged, PartitionStatesPending, ControllerNodeChanged)
+               PartitionStatesPending, ControllerNodeChanged)
 """Events that only refresh the view of the store: applied even while draining on resignation."""
