@@ -72,6 +72,8 @@ SCAN_MIN = 1024  # siblings read together before a range scan is considered
 SCAN_PAGE = 10_000
 SCAN_PARTS = 4  # concurrent range scans in one bulk read
 SCAN_DENSITY_ALL = 3.0  # keys in the covering range per wanted key, for one scan of it all
+CHILD_PAGE = 65536  # keys per page when a children listing reads a range through
+CHILD_SKIPS = 2  # requests jumping over large subtrees before a listing reads the rest instead
 
 
 def capabilities_for(max_txn_ops: int, max_request_bytes: int) -> Capabilities:
@@ -208,13 +210,17 @@ class EtcdCoordinator(Coordinator):
     def _children_at(self, path: str) -> tuple[list[str] | None, int]:
         """Sorted direct children (None if the node is absent) and the revision read at.
 
-        Keys-only pages of the descendant range; a key below a child ``c`` means c's subtree
-        follows, so the next page starts past it at ``.../c0``: a subtree costs one page.
+        Keys-only pages of the descendant range, all at one revision. A key below a child ``c``
+        means c's subtree follows, so the cursor moves past it (to ``.../c0``). etcd 3.4 counts
+        the whole rest of the range for every limited request, so jumping over a subtree with
+        a new request costs about as much as a fifth of reading the rest: a few such jumps
+        (few children with big subtrees, as below ``/``) beat reading everything, many do not
+        (the topics, each with thousands of partition nodes). After :data:`CHILD_SKIPS` jumps
+        over large rests the listing reads the rest in big pages instead.
         """
         start, end = self._keys.children_range(path)
         cut = len(start)
-        limit = 512
-        first = etcdrpc.RangeRequest(key=start, range_end=end, keys_only=True, limit=limit)
+        first = etcdrpc.RangeRequest(key=start, range_end=end, keys_only=True, limit=512)
         if path == "/":
             resp = self._rpc("Range", first, "children", retry=True)
             revision = resp.header.revision
@@ -230,6 +236,7 @@ class EtcdCoordinator(Coordinator):
             resp = both.responses[1].response_range
         names: list[str] = []
         cursor = start
+        jumps = 0
         while True:
             skipped = False
             for kv in resp.kvs:
@@ -248,7 +255,12 @@ class EtcdCoordinator(Coordinator):
                 break
             if resp.kvs:
                 cursor = max(cursor, resp.kvs[-1].key + b"\x00")
-            limit = 8 if skipped else min(limit * 2, 8192)
+            rest_count = resp.count - len(resp.kvs)
+            if skipped and (rest_count <= CHILD_PAGE // 8 or jumps < CHILD_SKIPS):
+                jumps += rest_count > CHILD_PAGE // 8
+                limit = 8
+            else:
+                limit = CHILD_PAGE
             resp = self._rpc("Range", etcdrpc.RangeRequest(
                 key=cursor, range_end=end, keys_only=True, limit=limit, revision=revision),
                 "children", retry=True)
