@@ -185,7 +185,11 @@ class Coordinator(ABC):
         self.close()
 
     def sync(self, timeout: float = 5.0) -> bool:
-        """Wait until the events queued so far reached their callbacks."""
+        """Wait until the watch events queued so far reached their callbacks.
+
+        On memory (which reports as it writes) and ZooKeeper (which overrides this) that is
+        every change committed before the call. On etcd each watch is its own stream of
+        revisions: a tree watch's :attr:`TreeEvent.revision` tells how far it has come."""
         return self._dispatcher.flush(timeout)
 
     # --- reads ---------------------------------------------------------------------------

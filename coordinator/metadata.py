@@ -100,6 +100,9 @@ class ControllerEpoch:
 
     epoch: int
     version: int
+    revision: int = 0
+    """The store's id of that write (``Stat.modify_id``: zxid, etcd revision): a watch that
+    reports ids has shown every earlier change once it reports this one or a later one."""
 
     def guard(self) -> Check:
         return Check(path=layout.CONTROLLER_EPOCH, version=self.version)
@@ -212,7 +215,7 @@ class MetadataClient:
         except NoNode:
             return None
         return ControllerEpoch(epoch=decode_epoch(layout.CONTROLLER_EPOCH, data),
-                               version=stat.version)
+                               version=stat.version, revision=stat.modify_id)
 
     def register_controller(self, broker_id: int) -> ControllerEpoch:
         """Become controller: one multi creates the ephemeral ``/controller`` and bumps
@@ -248,7 +251,7 @@ class MetadataClient:
             raise ControllerExists(holder[0].broker_id if holder else -1) from exc
         stat = results[1]
         assert isinstance(stat, Stat)
-        return ControllerEpoch(epoch=new_epoch, version=stat.version)
+        return ControllerEpoch(epoch=new_epoch, version=stat.version, revision=stat.modify_id)
 
     def resign_controller(self, epoch: ControllerEpoch) -> None:
         """Delete ``/controller`` if we still hold the epoch (fenced); otherwise do nothing."""

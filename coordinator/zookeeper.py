@@ -57,6 +57,8 @@ from coordinator.zk_protocol import FRAME_BYTES, MultiRead, MultiWrite, OpError,
 from coordinator.zk_tree import TreeWatches
 from coordinator.zk_watch import WatchSet
 
+SYNC_ROUNDS = 3  # read, look again at a vanished node, read it if it came back
+
 #: ZooKeeper's default jute.maxbuffer: a longer request makes the server drop the connection.
 JUTE_MAXBUFFER = 0xFFFFF
 #: Encoded bytes of the ops in one multi: jute.maxbuffer less the frame, with a margin.
@@ -288,6 +290,33 @@ class ZooKeeperCoordinator(Coordinator):
         result = self.kazoo.handler.async_result()
         self.kazoo._call(request, result)
         return result
+
+    def sync(self, timeout: float = 5.0) -> bool:
+        """Wait until every change committed before the call has reached its watches'
+        callbacks (False on timeout or without a connection).
+
+        ZooKeeper sends a session the notifications of a change before any later reply, but a
+        persistent watch here learns the new state by a read that its notification starts on
+        kazoo's watch thread. So: let kazoo's watch thread run what it has (those reads are
+        then sent), then make one round trip (its answer comes after theirs, and its completion
+        after theirs), and repeat for reads that those answers started (a node that vanished
+        is looked at once more); finally the dispatcher delivers what they reported.
+        """
+        deadline = time.monotonic() + timeout
+        handler = self.kazoo.handler
+        for _ in range(SYNC_ROUNDS):
+            watched = threading.Event()
+            handler.callback_queue.put(watched.set)
+            if not watched.wait(max(0.0, deadline - time.monotonic())):
+                return False
+            answered = threading.Event()
+            try:
+                self.kazoo.exists_async("/").rawlink(lambda _r: answered.set())
+            except Exception:  # closed or stopping: nothing more will arrive
+                return False
+            if not answered.wait(max(0.0, deadline - time.monotonic())):
+                return False
+        return self._dispatcher.flush(max(0.0, deadline - time.monotonic()))
 
     # --- reads ---------------------------------------------------------------------------
 

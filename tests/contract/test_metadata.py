@@ -52,7 +52,11 @@ def test_controller_election_bumps_the_epoch_atomically(client: Coordinator, oth
     a, b = MetadataClient(client), MetadataClient(other)
     first = a.register_controller(1)
     assert first.epoch == 1
-    assert client.get("/controller_epoch")[0] == b"1"
+    data, epoch_stat = client.get("/controller_epoch")
+    assert data == b"1"
+    # the election's write id, as every later read and watch reports it
+    assert first.revision == epoch_stat.modify_id > 0
+    assert b.controller_epoch() == first
     info, stat = b.controller()
     assert info.broker_id == 1 and stat.ephemeral_owner == client.session_id
     with pytest.raises(ControllerExists) as lost:

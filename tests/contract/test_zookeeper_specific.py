@@ -170,3 +170,24 @@ def test_a_bad_path_in_a_multi_fails_that_op_as_on_memory(client: Coordinator) -
     assert info.value.index == 1 and isinstance(info.value.cause, InvalidPath)
     results = client.write_many([Create(path="/w1"), SetData(path="/x/./y", data=b"")])
     assert results[0] == "/w1" and isinstance(results[1], InvalidPath)
+
+
+def test_sync_delivers_every_change_committed_before_it(zk: ZooKeeperHarness) -> None:
+    """A persistent watch learns a new state by a read its notification starts; sync waits
+    for those reads (and a second look at a node that vanished), not only for the events
+    already queued."""
+    writer, watcher = zk.connect(), zk.connect()
+    writer.create("/synced", b"0")
+    states: list[DataEvent] = []
+    watcher.watch_data("/synced", states.append)
+    assert watcher.sync()
+    for i in range(1, 150):
+        if i % 25 == 0:
+            writer.delete("/synced")
+            assert watcher.sync()
+            assert states[-1].stat is None, i
+            writer.create("/synced", str(i).encode())
+        else:
+            writer.set("/synced", str(i).encode())
+        assert watcher.sync()
+        assert states[-1].data == str(i).encode(), i
