@@ -250,7 +250,7 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     f = b.last_failover
     assert f is not None
     res.times["a"] = f.metadata_sent - f.started
-    res.notes.append(f"(a) until done {f.done - f.started:.2f}s, warm={f.warm}; "
+    res.notes.append(f"(a) until done {f.done - f.started:.2f}s, warm={f.warm}, exact={f.exact}; "
                      f"{_steps(f)}")
     b.events.wait_idle(120)
     res.notes.append(f"(a) CPU until idle: {cpu.since()}")

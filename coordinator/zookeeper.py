@@ -311,7 +311,7 @@ class ZooKeeperCoordinator(Coordinator):
                 return False
             answered = threading.Event()
             try:
-                self.kazoo.exists_async("/").rawlink(lambda _r: answered.set())
+                self.kazoo.exists_async("/").rawlink(lambda _r, done=answered: done.set())
             except Exception:  # closed or stopping: nothing more will arrive
                 return False
             if not answered.wait(max(0.0, deadline - time.monotonic())):

@@ -69,6 +69,9 @@ class ControllerConfig:
     delete_topic_enable: bool = True
     hot_standby: bool = True
     """Keep the view warm from watches while not active (else read everything on winning)."""
+    view_sync_timeout: float = 5.0
+    """How long a new controller waits for its watches to reach the election's write before
+    it re-reads what they might have missed instead."""
     pause_gc_during_events: bool = True
     """Hold Python's cyclic garbage collector while an event is handled. A mass election
     allocates some 100,000 objects, which would set off full collections over the millions of
@@ -88,6 +91,8 @@ class FailoverTimings:
     metadata_sent: float
     done: float
     warm: bool
+    exact: bool = False
+    """The warm view was known complete up to the election's write (no re-reads needed)."""
 
 
 class Controller:
@@ -123,7 +128,16 @@ class Controller:
         self._states_pending: dict[TopicPartition, tuple[bytes | None, Stat | None]] = {}
         self._states_resync = False
         self._states_queued = False
-        self._tp_of_path: dict[str, TopicPartition | None] = {}
+        self._tp_of_path: dict[str, TopicPartition | str | None] = {}
+        # The standby's tree watch (where the store has one): the topic nodes it reported and
+        # the newest store revision it has shown, which the failover waits on.
+        self._tree_view = False
+        self._tree_revision = 0
+        self._tree_moved = threading.Condition(self._states_lock)
+        self._topics_pending: dict[str, tuple[bytes | None, Stat | None, int]] = {}
+        self.topic_revisions: dict[str, int] = {}
+        """The store revision of each topic node as last applied to the view: older reports
+        (one watch may lag another on etcd) are ignored."""
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -141,12 +155,14 @@ class Controller:
             return
         self._started = True
         self.coordinator.add_listener(self._on_session)
+        if self.config.hot_standby:
+            # Before /controller's watch, which may make this candidate stand: the view's
+            # first reports are then queued ahead of any election it wins.
+            self.watch_partition_states([])
+            self._arm_cluster_watches()
         self._watch("controller", lambda: self.coordinator.watch_data(
             layout.CONTROLLER, lambda e: self.events.put(
                 ev.ControllerNodeChanged(data=e.data, stat=e.stat))))
-        if self.config.hot_standby:
-            self.watch_partition_states([])
-            self._arm_cluster_watches()
         self.events.put(ev.Stand())
 
     def close(self) -> None:
@@ -423,9 +439,13 @@ class Controller:
 
     def watch_partition_states(self, tps: list[TopicPartition]) -> None:
         """Hot standby: follow every partition's leader and ISR while not active, with one
-        tree watch on the topics (the active controller writes them itself and hears of
-        leaders' ISR changes by notification), and read the states of ``tps``, new to the
-        view, in one bulk read.
+        tree watch on the whole store (the active controller writes the states itself and
+        hears of leaders' ISR changes by notification), and read the states of ``tps``, new
+        to the view, in one bulk read.
+
+        The tree watch also reports the topic nodes, and every other write: when it has shown
+        the election's own write, the view is complete up to it (etcd's watches of different
+        keys need not keep pace with each other, one watch's revisions are in order).
 
         A read that fails for want of a connection leaves a resync behind: the next batch of
         states (at the latest, the failover) re-reads them all."""
@@ -436,7 +456,8 @@ class Controller:
             return
         try:
             self._watch("states", lambda: self.coordinator.watch_tree(
-                layout.TOPICS, self._states_changed))
+                "/", self._states_changed))
+            self._tree_view = True
             if tps:
                 read_partition_states(self.metadata, self.ctx, tps)
         except CoordinatorError as exc:
@@ -459,26 +480,37 @@ class Controller:
         self._wake_states()
 
     def _states_changed(self, event: TreeEvent) -> None:
-        """Dispatcher thread: keep each partition's latest state in the buffer (other nodes
-        below the topics are the topic watches' business), and queue one event when the
-        buffer stops being empty."""
+        """Dispatcher thread: keep each partition's latest state and each topic node's in
+        the buffers, note how far the store has been shown, and queue one event when the
+        buffers stop being empty."""
         cache = self._tp_of_path
+        prefix = _STATE_PREFIX
         with self._states_lock:
-            pending = self._states_pending
+            pending, topics_ = self._states_pending, self._topics_pending
             if event.resync:
                 self._states_resync = True
-            for path, data, stat, _ in event.changes:
-                tp = cache.get(path, _UNPARSED)
-                if tp is _UNPARSED:
-                    tp = cache[path] = _state_tp(path)
-                if tp is not None:
-                    pending[tp] = (data, stat)
+            for path, data, stat, revision in event.changes:
+                if not path.startswith(prefix):
+                    continue
+                node = cache.get(path, _UNPARSED)
+                if node is _UNPARSED:
+                    node = cache[path] = _view_node(path)
+                if node is None:
+                    continue
+                if type(node) is str:
+                    topics_[node] = (data, stat, revision)
+                else:
+                    pending[node] = (data, stat)
+            if event.revision > self._tree_revision:
+                self._tree_revision = event.revision
+                self._tree_moved.notify_all()
         self._wake_states()
 
     def _wake_states(self) -> None:
         """Queue one PartitionStatesPending if there is something to apply and none is queued."""
         with self._states_lock:
-            wake = not self._states_queued and bool(self._states_pending or self._states_resync)
+            wake = not self._states_queued and bool(
+                self._states_pending or self._topics_pending or self._states_resync)
             if wake:
                 self._states_queued = True
         if wake:
@@ -487,9 +519,14 @@ class Controller:
     def _apply_pending_states(self) -> None:
         with self._states_lock:
             pending, self._states_pending = self._states_pending, {}
+            nodes, self._topics_pending = self._topics_pending, {}
             resync, self._states_resync = self._states_resync, False
             self._states_queued = False
         ctx = self.ctx
+        if nodes and not self.active:  # the active controller follows topics by their watches
+            for topic, (data, stat, revision) in nodes.items():
+                topics.apply_topic_node(self, ev.TopicNodeChanged(
+                    topic=topic, data=data, stat=stat), revision=revision)
         if resync:  # changes may have been missed: read every state the view knows
             try:
                 read_partition_states(self.metadata, ctx, list(ctx.replicas))
@@ -507,6 +544,7 @@ class Controller:
 
     def unwatch_partition_states(self) -> None:
         self._unwatch("states")
+        self._tree_view = False
         for key in [k for k in self._watches if k.startswith("state:")]:
             self._unwatch(key)
 
@@ -563,19 +601,45 @@ class Controller:
             tps.extend(TopicPartition(topic=t, partition=p) for p in versioned.value.partitions)
         read_partition_states(md, ctx, tps)
 
-    def complete_view(self) -> None:
-        """Make the warm view complete up to now: flush the coordinator's pending watch events
-        and apply every queued view event, until none are left."""
+    def complete_view(self, revision: int = 0) -> bool:
+        """Make the warm view complete up to the store's write ``revision`` (the election's):
+        wait until the tree watch has shown it (where there is one), then flush the
+        coordinator's watch events and apply every queued view event, until none are left.
+
+        True if the view is known complete: the tree watch reached ``revision``, or the
+        coordinator's sync covers every earlier change (ZooKeeper, memory). Otherwise the
+        partition states are re-read, and the caller re-reads what else it needs.
+        """
+        exact = (self._await_tree(revision) if self._tree_view
+                 else not self.coordinator.capabilities.bulk_tree_watch)
+        if not exact:
+            with self._states_lock:
+                self._states_resync = True
         for _ in range(100):
-            self.coordinator.sync()
+            exact = self.coordinator.sync() and exact
             taken = self.events.take(lambda e: isinstance(e, ev.VIEW_EVENTS)
                                      and not isinstance(e, ev.ControllerNodeChanged))
             if not taken:
-                if self._states_resync:  # a re-read left behind by a failed one
+                if self._states_resync:  # a re-read asked for, or left behind by a failed one
                     self._apply_pending_states()
-                return
+                return exact
             for event in taken:
                 self._apply_view(event)
+        return False
+
+    def _await_tree(self, revision: int) -> bool:
+        """Wait until the tree watch has shown the store up to ``revision``."""
+        deadline = time.monotonic() + self.config.view_sync_timeout
+        with self._states_lock:
+            while self._tree_revision < revision:
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._tree_view:
+                    log.warning("controller %d: the tree watch is at revision %d, not %d: "
+                                "re-reading the view", self.broker_id, self._tree_revision,
+                                revision)
+                    return False
+                self._tree_moved.wait(min(left, 0.1))
+        return True
 
     def arm_watches_after_load(self) -> None:
         self._arm_cluster_watches()
@@ -589,13 +653,15 @@ _UNPARSED: Any = object()
 _STATE_PREFIX = layout.TOPICS + "/"
 
 
-def _state_tp(path: str) -> TopicPartition | None:
-    """The partition whose state node ``path`` is (``/brokers/topics/T/partitions/P/state``),
-    or None for any other node below the topics."""
-    if not path.startswith(_STATE_PREFIX) or not path.endswith("/state"):
-        return None
-    parts = path[len(_STATE_PREFIX):].split("/")
-    if len(parts) != 4 or parts[1] != "partitions" or not parts[2].isdigit():
+def _view_node(path: str) -> TopicPartition | str | None:
+    """What node ``path`` below the topics is to the view: the partition of a state node
+    (``/brokers/topics/T/partitions/P/state``), the topic of a topic node, or None."""
+    rest = path[len(_STATE_PREFIX):]
+    if "/" not in rest:
+        return rest or None
+    parts = rest.split("/")
+    if len(parts) != 4 or parts[1] != "partitions" or parts[3] != "state" or not (
+            parts[2].isdigit()):
         return None
     return TopicPartition(topic=parts[0], partition=int(parts[2]))
 

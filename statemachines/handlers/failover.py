@@ -20,22 +20,24 @@ def on_controller_failover(ctl: Controller, started: float, elected: float) -> N
     ctx, md = ctl.ctx, ctl.metadata
     assert ctl.fence is not None
     warm = ctl.config.hot_standby
+    exact = False
     if warm:
-        ctl.complete_view()
+        exact = ctl.complete_view(ctl.fence.epoch.revision)
     else:
         ctl.load_view()
     ctl.partitions = PartitionStateMachine(
         ctx, ctl.fence, md, unclean=ctl.config.unclean_leader_election_enable)
     if warm:
-        # Watches of different nodes need not arrive in store order (etcd watch streams), and
-        # a candidate that wins at once has not heard of everything yet: re-read the few
-        # brokers, the topic list (and in bulk any topic the view lacks), and any partition
-        # the view has no leader for yet.
+        # The brokers come from watches of their own, which on etcd need not have kept pace
+        # with the tree watch: re-read the few of them. A view not known complete up to the
+        # election also re-reads the topic list (and in bulk any topic it lacks) and any
+        # partition it has no leader for yet.
         _reconcile_brokers(ctl)
-        _reconcile_topics(ctl)
-        missing = [tp for tp in ctx.replicas if tp not in ctx.leaders]
-        if missing:
-            ctl.partitions.refresh(missing)
+        if not exact:
+            _reconcile_topics(ctl)
+            missing = [tp for tp in ctx.replicas if tp not in ctx.leaders]
+            if missing:
+                ctl.partitions.refresh(missing)
     view_ready = time.monotonic()
 
     ctl.replicas = ReplicaStateMachine(ctx, ctl.partitions)
@@ -70,7 +72,8 @@ def on_controller_failover(ctl: Controller, started: float, elected: float) -> N
     ctl.start_rebalance_timer()
     ctl.last_failover = FailoverTimings(
         epoch=ctl.fence.epoch.epoch, started=started, elected=elected, view_ready=view_ready,
-        metadata_sent=metadata_sent, done=time.monotonic(), warm=warm)
+        metadata_sent=metadata_sent, done=time.monotonic(), warm=warm,
+        exact=exact)
 
 
 def _reconcile_brokers(ctl: Controller) -> None:

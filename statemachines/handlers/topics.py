@@ -13,12 +13,22 @@ if TYPE_CHECKING:
     from statemachines.controller import Controller
 
 
-def apply_topic_node(ctl: Controller, event: ev.TopicNodeChanged, *, only_new: bool = False
-                     ) -> list[TopicPartition]:
-    """Apply a topic node to the view; returns the partitions new to it."""
+def apply_topic_node(ctl: Controller, event: ev.TopicNodeChanged, *, only_new: bool = False,
+                     revision: int | None = None) -> list[TopicPartition]:
+    """Apply a topic node to the view; returns the partitions new to it.
+
+    ``revision`` is the store's id of the change (a deletion's too), known to tree watches; a
+    node's own stat gives it otherwise. A report older than the last one applied is ignored:
+    watches of different keys need not keep pace with each other (etcd)."""
     from statemachines.controller import decode_assignment
 
     ctx, topic = ctl.ctx, event.topic
+    if revision is None and event.stat is not None:
+        revision = event.stat.modify_id
+    if revision is not None:
+        if revision < ctl.topic_revisions.get(topic, 0):
+            return []
+        ctl.topic_revisions[topic] = revision
     if event.stat is None or event.data is None:
         if topic in ctx.topics and not (ctl.active and topic in ctx.deleting):
             partitions = [tp.partition for tp in ctx.partitions_of(topic)]

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import queue
+import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future
 
 import pytest
 
 from coordinator import layout
-from coordinator.codecs import TopicPartition
+from coordinator.codecs import PartitionState, TopicAssignment, TopicPartition
 from coordinator.errors import CoordinatorError
 from elections import Fence, NotController, stand_for_controller
 from statemachines.controller import ControllerConfig
@@ -181,6 +184,73 @@ def test_hot_failover_reads_no_partition_state(three: Cluster) -> None:
     assert three.participants[3].broker.controller_epoch == 2
 
 
+class LaggingTree:
+    """Holds a client's tree-watch deliveries back by ``lag`` seconds, in order: a watch
+    stream that has not caught up with the store when its client wins the election."""
+
+    def __init__(self, client, lag: float) -> None:  # type: ignore[no-untyped-def]
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        inner = client._deliver_tree
+
+        def later(handle, event) -> None:  # type: ignore[no-untyped-def]
+            self._queue.put((time.monotonic() + lag, handle, event))
+
+        def run() -> None:
+            while (item := self._queue.get()) is not None:
+                due, handle, event = item
+                time.sleep(max(0.0, due - time.monotonic()))
+                inner(handle, event)
+
+        client._deliver_tree = later
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._queue.put(None)
+        self._thread.join(5)
+
+
+def test_hot_failover_waits_until_its_tree_watch_shows_the_election(three: Cluster) -> None:
+    """Changes just before the election reach the standby late; the new controller waits
+    for its tree watch to show its own election write, then has them all without reading
+    a topic list or a partition state."""
+    lagging = {b: LaggingTree(three.participants[b].coordinator, 0.3) for b in (2, 3)}
+    calls: list[str] = []
+    for b in (2, 3):
+        c = three.participants[b].coordinator
+        for name in ("children", "get_many"):
+            def spy(arg, _inner=getattr(c, name), _name=name):  # type: ignore[no-untyped-def]
+                if _name == "children" and arg == layout.TOPICS:
+                    calls.append("list topics")
+                if _name == "get_many" and any(
+                        p.startswith("/brokers/topics/t/") and p.endswith("/state") for p in arg):
+                    calls.append("read states of t")  # (a new topic's are read once, as new)
+                return _inner(arg)
+            setattr(c, name, spy)
+    try:
+        # leader 1 shrinks an ISR, and a topic node appears, right before the controller goes
+        before = three.metadata.partition_states([tp("t", 0)])[tp("t", 0)]
+        assert before is not None
+        shrunk = PartitionState(leader=1, leader_epoch=before.value.leader_epoch, isr=(1, 2),
+                                controller_epoch=before.value.controller_epoch)
+        three.metadata.coordinator.set(layout.partition_state("t", 0), shrunk.encode(),
+                                       before.version)
+        three.metadata.create_topic(TopicAssignment(topic="late", partitions={0: (3, 2)}))
+        three.participants[1].controller.close()
+        three.pump()
+        winner = three.active()
+        ctl = winner.controller
+        assert winner.id in (2, 3) and ctl.last_failover is not None
+        assert ctl.last_failover.warm and ctl.last_failover.exact
+        assert calls == []
+        assert ctl.ctx.leaders[tp("t", 0)].isr == (1, 2)
+        assert tp("late", 0) in ctl.ctx.replicas
+        assert three.state("late", 0).leader == 3
+    finally:
+        for lag in lagging.values():
+            lag.stop()
+
+
 def test_cold_candidate_reads_everything_at_failover(cluster: Cluster) -> None:
     cold = ControllerConfig(hot_standby=False)
     for b in (1, 2, 3):
@@ -207,3 +277,49 @@ def test_failover_sends_leader_and_isr_for_every_partition(three: Cluster) -> No
     told = {TopicPartition(topic=p.topic, partition=p.partition)
             for r in got for p in r.partitions}
     assert told == {tp("t", p) for p in range(3)}
+
+
+def test_a_hot_candidate_that_wins_at_once_starts_from_the_whole_store() -> None:
+    """Arming the view's watches can take a while (etcd lists big subtrees); a candidate must
+    not win before their first reports are queued, or its view would start empty and it
+    would take the existing topics for new ones."""
+    import coordinator
+    from coordinator.metadata import MetadataClient
+    from statemachines.channel import InProcessNetwork
+    from statemachines.controller import Controller
+
+    url = f"memory://slow-arm-{time.monotonic_ns()}"
+    admin = coordinator.connect(url)
+    md = MetadataClient(admin)
+    md.ensure_layout()
+    states = {}
+    for t in ("a", "b"):
+        md.create_topic(TopicAssignment(topic=t, partitions={p: (1, 2) for p in range(4)}))
+        for p in range(4):
+            states[tp(t, p)] = PartitionState(leader=1, leader_epoch=7, isr=(1, 2),
+                                              controller_epoch=0)
+            admin.create(layout.partition_state(t, p), states[tp(t, p)].encode(),
+                         make_parents=True)
+    client = coordinator.connect(url)
+    inner = client.watch_children
+
+    def slow(path, callback):  # type: ignore[no-untyped-def]
+        time.sleep(0.1)
+        return inner(path, callback)
+
+    client.watch_children = slow  # type: ignore[method-assign]
+    ctl = Controller(client, 1, InProcessNetwork().channel(),
+                     config=ControllerConfig(auto_leader_rebalance_enable=False))
+    try:
+        ctl.start()
+        wait_until(lambda: ctl.active and ctl.last_failover is not None, timeout=10)
+        assert ctl.last_failover.exact
+        assert set(ctl.ctx.leaders) == set(states)
+        assert {s.leader_epoch for s in ctl.ctx.leaders.values()} == {7}
+        ctl.events.wait_idle(10)
+        assert set(ctl.ctx.topics) == {"a", "b"}
+        assert md.partition_states([tp("a", 0)])[tp("a", 0)].value.leader_epoch == 7
+    finally:
+        ctl.close()
+        client.close()
+        admin.close()
