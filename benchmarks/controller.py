@@ -179,7 +179,7 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
         s = coordinator.connect(url)
         ctl = Controller(s, cid, network.channel(), config=ControllerConfig(
             hot_standby=hot, auto_leader_rebalance_enable=False))
-        ctl.on_active.append(lambda c: network.register_controller(cid, c))
+        network.register_controller(cid, ctl)
         ctl.start()
         return ctl
 

@@ -128,8 +128,7 @@ class BrokerNode:
         self.replica_manager = rm
         self.controller = Controller(self.coordinator, self.id, self.network.channel(),
                                      config=self._controller_config)
-        self.controller.on_active.append(
-            lambda ctl: self.network.register_controller(self.id, ctl))
+        self.network.register_controller(self.id, self.controller)
         self._handler = _ReplicaHandler(rm)
         self.network.attach(self.id, self._handler)
         rm.start()

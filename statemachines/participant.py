@@ -48,8 +48,10 @@ class Participant:
         self.broker = Broker(broker_id, rack=rack, host=host, port=port)
         self.controller = Controller(self.coordinator, broker_id, self.network.channel(),
                                      config=config, threaded=threaded)
-        self.controller.on_active.append(
-            lambda ctl: self.network.register_controller(broker_id, ctl))
+        # Reachable as this broker's controller endpoint from the start, as a broker's is: a
+        # request reaching it before it is active (or while its failover runs) is refused
+        # with NotController (or waits in its queue), as Kafka's brokers answer.
+        self.network.register_controller(broker_id, self.controller)
         self._started = False
 
     @property

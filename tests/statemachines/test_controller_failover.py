@@ -216,17 +216,24 @@ def test_hot_failover_waits_until_its_tree_watch_shows_the_election(three: Clust
     a topic list or a partition state."""
     lagging = {b: LaggingTree(three.participants[b].coordinator, 0.3) for b in (2, 3)}
     calls: list[str] = []
+
+    def spy(client) -> None:  # type: ignore[no-untyped-def]
+        children, get_many = client.children, client.get_many
+
+        def listing(path):  # type: ignore[no-untyped-def]
+            if path == layout.TOPICS:
+                calls.append("list topics")
+            return children(path)
+
+        def reading(paths):  # type: ignore[no-untyped-def]
+            if any(p.startswith("/brokers/topics/t/") and p.endswith("/state") for p in paths):
+                calls.append("read states of t")  # (a new topic's are read once, as new)
+            return get_many(paths)
+
+        client.children, client.get_many = listing, reading
+
     for b in (2, 3):
-        c = three.participants[b].coordinator
-        for name in ("children", "get_many"):
-            def spy(arg, _inner=getattr(c, name), _name=name):  # type: ignore[no-untyped-def]
-                if _name == "children" and arg == layout.TOPICS:
-                    calls.append("list topics")
-                if _name == "get_many" and any(
-                        p.startswith("/brokers/topics/t/") and p.endswith("/state") for p in arg):
-                    calls.append("read states of t")  # (a new topic's are read once, as new)
-                return _inner(arg)
-            setattr(c, name, spy)
+        spy(three.participants[b].coordinator)
     try:
         # leader 1 shrinks an ISR, and a topic node appears, right before the controller goes
         before = three.metadata.partition_states([tp("t", 0)])[tp("t", 0)]
