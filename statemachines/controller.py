@@ -132,6 +132,7 @@ class Controller:
         # The standby's tree watch (where the store has one): the topic nodes it reported and
         # the newest store revision it has shown, which the failover waits on.
         self._tree_view = False
+        self._standing_by = False  # lost an election: another controller is active
         self._tree_revision = 0
         self._tree_moved = threading.Condition(self._states_lock)
         self._topics_pending: dict[str, tuple[bytes | None, Stat | None, int]] = {}
@@ -317,6 +318,9 @@ class Controller:
         self._stand_requested_at = None
         epoch = stand_for_controller(self.metadata, self.broker_id)
         if epoch is None:
+            if not self._standing_by and not self.coordinator.capabilities.bulk_tree_watch:
+                self._standing_by = True
+                self._watch_each_state(list(self.ctx.replicas))
             return
         elected = time.monotonic()
         self.fence = Fence(self.metadata, epoch)
@@ -452,7 +456,8 @@ class Controller:
         if not self.config.hot_standby or self.partitions is not None:
             return
         if not self.coordinator.capabilities.bulk_tree_watch:
-            self._watch_each_state(tps)
+            if self._standing_by:
+                self._watch_each_state(tps)
             return
         try:
             self._watch("states", lambda: self.coordinator.watch_tree(
@@ -467,7 +472,10 @@ class Controller:
                 self._states_resync = True
 
     def _watch_each_state(self, tps: list[TopicPartition]) -> None:
-        """Where tree watches cost more than watches per node (ZooKeeper for now)."""
+        """Where tree watches cost more than watches per node (ZooKeeper for now), and only
+        once this candidate has lost an election: a watch per node stays on the server until
+        it fires, so a candidate that wins at once would be told of each of its own first
+        writes. It reads the states it lacks when it wins instead."""
         c, pending = self.coordinator, self._state_watched
         for tp in tps:
             self._watch(f"state:{tp.topic}/{tp.partition}", lambda tp=tp: c.watch_data(

@@ -30,14 +30,15 @@ def on_controller_failover(ctl: Controller, started: float, elected: float) -> N
     if warm:
         # The brokers come from watches of their own, which on etcd need not have kept pace
         # with the tree watch: re-read the few of them. A view not known complete up to the
-        # election also re-reads the topic list (and in bulk any topic it lacks) and any
-        # partition it has no leader for yet.
+        # election also re-reads the topic list (and in bulk any topic it lacks).
         _reconcile_brokers(ctl)
         if not exact:
             _reconcile_topics(ctl)
-            missing = [tp for tp in ctx.replicas if tp not in ctx.leaders]
-            if missing:
-                ctl.partitions.refresh(missing)
+        # Partitions whose state the view never followed (a ZooKeeper candidate that won
+        # before it stood by) or that have none yet.
+        missing = [tp for tp in ctx.replicas if tp not in ctx.leaders]
+        if missing:
+            ctl.partitions.refresh(missing)
     view_ready = time.monotonic()
 
     ctl.replicas = ReplicaStateMachine(ctx, ctl.partitions)
