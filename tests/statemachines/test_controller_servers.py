@@ -148,3 +148,50 @@ def test_preferred_election(real: RealCluster) -> None:
     real.admin.elect_preferred([tp("t", 2)])
     wait_until(lambda: real.leader("t", 2) == 3, timeout=20, message="preferred leader back")
     wait_until(lambda: real.metadata.preferred_election() is None, timeout=20)
+
+
+def test_zookeeper_candidates_watch_partition_states_only_while_standing_by(
+    zookeeper_server: Server,
+) -> None:
+    """A ZooKeeper watch stays on the server until it fires: a candidate that wins at once
+    must not leave one per partition behind (each would tell it of its own first write);
+    one that lost keeps its view warm with them."""
+    from kazoo.client import KazooClient
+
+    name = "w" + uuid.uuid4().hex[:12]
+    root = KazooClient(hosts=zookeeper_server.address)
+    root.start(timeout=10)
+    root.ensure_path("/" + name)
+    root.stop()
+    root.close()
+    c = RealCluster(f"zookeeper://{zookeeper_server.address}/{name}")
+    try:
+        # a cluster that ran before: topic t with its states, no controller
+        from coordinator import layout
+        from coordinator.codecs import PartitionState, TopicAssignment
+
+        c.metadata.ensure_layout()
+        c.metadata.create_topic(TopicAssignment(
+            topic="t", partitions={0: (1, 2, 3), 1: (2, 3, 1), 2: (3, 1, 2)}))
+        for p in range(3):
+            state = PartitionState(leader=p + 1, leader_epoch=4, isr=(1, 2, 3),
+                                   controller_epoch=0)
+            c.client.create(layout.partition_state("t", p), state.encode(), make_parents=True)
+        for b in (1, 2, 3):
+            c.add(b)
+        first = c.active()
+        wait_until(lambda: first.controller.last_failover is not None, timeout=20)
+        assert len(first.controller.ctx.leaders) == 3
+        standby = next(p for p in c.participants.values() if p is not first)
+
+        def state_watchers(p: Participant) -> int:
+            kazoo = p.coordinator.kazoo  # type: ignore[attr-defined]
+            return sum(1 for path, ws in list(kazoo._data_watchers.items())
+                       if path.endswith("/state") and ws)
+
+        assert state_watchers(first) == 0
+        wait_until(lambda: state_watchers(standby) == 3, timeout=20,
+                   message="the standby watches t's three states")
+        assert len(standby.controller.ctx.leaders) == 3
+    finally:
+        c.close()
