@@ -255,9 +255,9 @@ class EtcdCoordinator(Coordinator):
                 break
             if resp.kvs:
                 cursor = max(cursor, resp.kvs[-1].key + b"\x00")
-            rest_count = resp.count - len(resp.kvs)
-            if skipped and (rest_count <= CHILD_PAGE // 8 or jumps < CHILD_SKIPS):
-                jumps += rest_count > CHILD_PAGE // 8
+            large = resp.count - len(resp.kvs) > CHILD_PAGE // 8
+            if skipped and (not large or jumps < CHILD_SKIPS):
+                jumps += large
                 limit = 8
             else:
                 limit = CHILD_PAGE

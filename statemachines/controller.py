@@ -131,8 +131,7 @@ class Controller:
         self._tp_of_path: dict[str, TopicPartition | str | None] = {}
         # The standby's tree watch (where the store has one): the topic nodes it reported and
         # the newest store revision it has shown, which the failover waits on.
-        self._tree_view = False
-        self._standing_by = False  # lost an election: another controller is active
+        self._standing_by = False  # has lost an election: watches per state are worth setting
         self._tree_revision = 0
         self._tree_moved = threading.Condition(self._states_lock)
         self._topics_pending: dict[str, tuple[bytes | None, Stat | None, int]] = {}
@@ -462,7 +461,6 @@ class Controller:
         try:
             self._watch("states", lambda: self.coordinator.watch_tree(
                 "/", self._states_changed))
-            self._tree_view = True
             if tps:
                 read_partition_states(self.metadata, self.ctx, tps)
         except CoordinatorError as exc:
@@ -552,7 +550,6 @@ class Controller:
 
     def unwatch_partition_states(self) -> None:
         self._unwatch("states")
-        self._tree_view = False
         for key in [k for k in self._watches if k.startswith("state:")]:
             self._unwatch(key)
 
@@ -609,7 +606,7 @@ class Controller:
             tps.extend(TopicPartition(topic=t, partition=p) for p in versioned.value.partitions)
         read_partition_states(md, ctx, tps)
 
-    def complete_view(self, revision: int = 0) -> bool:
+    def complete_view(self, revision: int) -> bool:
         """Make the warm view complete up to the store's write ``revision`` (the election's):
         wait until the tree watch has shown it (where there is one), then flush the
         coordinator's watch events and apply every queued view event, until none are left.
@@ -618,7 +615,7 @@ class Controller:
         coordinator's sync covers every earlier change (ZooKeeper, memory). Otherwise the
         partition states are re-read, and the caller re-reads what else it needs.
         """
-        exact = (self._await_tree(revision) if self._tree_view
+        exact = (self._await_tree(revision) if "states" in self._watches
                  else not self.coordinator.capabilities.bulk_tree_watch)
         if not exact:
             with self._states_lock:
@@ -641,12 +638,12 @@ class Controller:
         with self._states_lock:
             while self._tree_revision < revision:
                 left = deadline - time.monotonic()
-                if left <= 0 or not self._tree_view:
+                if left <= 0:
                     log.warning("controller %d: the tree watch is at revision %d, not %d: "
                                 "re-reading the view", self.broker_id, self._tree_revision,
                                 revision)
                     return False
-                self._tree_moved.wait(min(left, 0.1))
+                self._tree_moved.wait(left)
         return True
 
     def arm_watches_after_load(self) -> None:

@@ -57,21 +57,25 @@ class RealCluster:
         self.client.close()
 
 
+def _zookeeper_url(server: Server, name: str) -> str:
+    """A URL chrooted at a fresh ``/name`` (a chroot must exist before a session uses it)."""
+    from kazoo.client import KazooClient
+
+    root = KazooClient(hosts=server.address)
+    root.start(timeout=10)
+    root.ensure_path("/" + name)
+    root.stop()
+    root.close()
+    return f"zookeeper://{server.address}/{name}"
+
+
 @pytest.fixture(params=["zookeeper", "etcd"])
 def real(request: pytest.FixtureRequest) -> Iterator[RealCluster]:
     name = "t" + uuid.uuid4().hex[:12]
     if request.param == "zookeeper":
-        server: Server = request.getfixturevalue("zookeeper_server")
-        from kazoo.client import KazooClient
-
-        root = KazooClient(hosts=server.address)
-        root.start(timeout=10)
-        root.ensure_path("/" + name)
-        root.stop()
-        root.close()
-        url = f"zookeeper://{server.address}/{name}"
+        url = _zookeeper_url(request.getfixturevalue("zookeeper_server"), name)
     else:
-        server = request.getfixturevalue("etcd_server")
+        server: Server = request.getfixturevalue("etcd_server")
         url = f"etcd://{server.address}/{name}"
     cluster = RealCluster(url)
     yield cluster
@@ -156,15 +160,7 @@ def test_zookeeper_candidates_watch_partition_states_only_while_standing_by(
     """A ZooKeeper watch stays on the server until it fires: a candidate that wins at once
     must not leave one per partition behind (each would tell it of its own first write);
     one that lost keeps its view warm with them."""
-    from kazoo.client import KazooClient
-
-    name = "w" + uuid.uuid4().hex[:12]
-    root = KazooClient(hosts=zookeeper_server.address)
-    root.start(timeout=10)
-    root.ensure_path("/" + name)
-    root.stop()
-    root.close()
-    c = RealCluster(f"zookeeper://{zookeeper_server.address}/{name}")
+    c = RealCluster(_zookeeper_url(zookeeper_server, "w" + uuid.uuid4().hex[:12]))
     try:
         # a cluster that ran before: topic t with its states, no controller
         from coordinator import layout
