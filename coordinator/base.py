@@ -11,7 +11,7 @@ import queue
 import threading
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -288,34 +288,97 @@ class Coordinator(ABC):
         one bad item never fails the batch. Ops must touch distinct paths: chunks run
         concurrently and a retried chunk runs after later ones.
         """
-        self._check_open()
-        results: list[OpResult | CoordinatorError] = [None] * len(ops)
-        offset = 1 if guard is not None else 0
-        pending: deque[list[int]] = deque(self._chunks(ops, guard))
-        in_flight: deque[tuple[list[int], Future[list[OpResult]]]] = deque()
-        while pending or in_flight:
-            while pending and len(in_flight) < max_in_flight:
-                idxs = pending.popleft()
-                body: list[Op] = [guard] if guard is not None else []
-                body.extend(ops[i] for i in idxs)
-                in_flight.append((idxs, self.multi_async(body)))
-            idxs, future = in_flight.popleft()
-            try:
-                chunk_results = future.result()
-            except MultiFailed as failure:
-                if guard is not None and failure.index == 0:
-                    for _, other in in_flight:  # let them settle; none of them can land
-                        _settle(other)
-                    raise GuardFailed(guard.path, failure.cause) from failure
-                bad = idxs[failure.index - offset]
-                results[bad] = failure.cause
-                rest = [i for i in idxs if i != bad]
-                if rest:
-                    pending.appendleft(rest)
-                continue
-            for i, result in zip(idxs, chunk_results[offset:], strict=True):
-                results[i] = result
+        (results,) = self.write_stream([ops], guard=guard, max_in_flight=max_in_flight)
         return results
+
+    def write_stream(
+        self,
+        batches: Iterable[Sequence[Op]],
+        *,
+        guard: Check | None = None,
+        max_in_flight: int = DEFAULT_IN_FLIGHT,
+    ) -> Iterator[list[OpResult | CoordinatorError]]:
+        """:meth:`write_many` over ops that arrive in batches: yields one result list per batch,
+        in batch order, as soon as that batch's chunks are all answered.
+
+        The next batch is taken from ``batches`` whenever the pipeline has room, while earlier
+        chunks are still in flight, so the work that produces it (deciding the next elections,
+        say) overlaps with the store's. A batch is chunked whole before any of it is sent, so an
+        op too large to send fails its batch before the batch writes anything; that error, or
+        one raised by ``batches``, is raised once every batch sent before it has been answered
+        and yielded. Ops of every batch must touch distinct paths.
+        """
+        self._check_open()
+        source = iter(batches)
+        exhausted = False
+        failure: Exception | None = None  # from producing or chunking a batch
+        opened: deque[_Batch] = deque()  # taken from the source, not yet yielded
+        pending: deque[tuple[_Batch, list[int]]] = deque()
+        in_flight: deque[tuple[_Batch, list[int], Future[list[OpResult]]]] = deque()
+        try:
+            while True:
+                # Answers already in are taken first, so a finished batch is yielded before
+                # the next one is produced.
+                while in_flight and in_flight[0][2].done():
+                    self._settle_chunk(in_flight.popleft(), guard, pending)
+                while opened and opened[0].outstanding == 0:
+                    yield opened.popleft().results
+                while pending and len(in_flight) < max_in_flight:
+                    batch, idxs = pending.popleft()
+                    body: list[Op] = [guard] if guard is not None else []
+                    body.extend(batch.ops[i] for i in idxs)
+                    in_flight.append((batch, idxs, self.multi_async(body)))
+                if len(in_flight) < max_in_flight and not exhausted:
+                    try:
+                        ops = next(source)
+                        chunks = list(self._chunks(ops, guard))
+                    except StopIteration:
+                        exhausted = True
+                        continue
+                    except Exception as exc:  # raised once what was sent is answered
+                        failure, exhausted = exc, True
+                        continue
+                    batch = _Batch(ops)
+                    batch.outstanding = len(chunks)
+                    opened.append(batch)
+                    pending.extend((batch, idxs) for idxs in chunks)
+                    continue
+                if not in_flight:  # all produced, sent, answered and yielded
+                    if failure is not None:
+                        raise failure
+                    return
+                self._settle_chunk(in_flight.popleft(), guard, pending)
+        finally:
+            for _, _, other in in_flight:  # let them settle (after a failed guard none lands)
+                _settle(other)
+
+    @staticmethod
+    def _settle_chunk(
+        chunk: tuple[_Batch, list[int], Future[list[OpResult]]],
+        guard: Check | None,
+        pending: deque[tuple[_Batch, list[int]]],
+    ) -> None:
+        """Take one chunk's answer (waiting for it) into its batch: its results, or the failing
+        op's error and the rest of the chunk queued again; a failed guard raises."""
+        batch, idxs, future = chunk
+        offset = 1 if guard is not None else 0
+        try:
+            chunk_results = future.result()
+        except MultiFailed as failure:
+            if guard is not None and failure.index == 0:
+                raise GuardFailed(guard.path, failure.cause) from failure
+            bad = idxs[failure.index - offset]
+            batch.results[bad] = failure.cause
+            rest = [i for i in idxs if i != bad]
+            if rest:
+                pending.appendleft((batch, rest))
+            else:
+                batch.outstanding -= 1
+            return
+        results = batch.results
+        for i, result in zip(idxs, chunk_results[offset:], strict=True):
+            results[i] = result
+        batch.outstanding -= 1
 
     def _op_size(self, op: Op) -> int:
         """An op's size as the backend's request limit counts it (default: a safe estimate)."""
@@ -420,6 +483,18 @@ class Coordinator(ABC):
     @abstractmethod
     def _add_watch(self, kind: str, path: str, callback: Callable[..., None]) -> Watch:
         """Arm a persistent watch of ``kind`` ("data", "children" or "tree") on a valid path."""
+
+
+class _Batch:
+    """One batch of :meth:`Coordinator.write_stream`: its ops, their results so far, and how
+    many of its chunks are still unanswered."""
+
+    __slots__ = ("ops", "results", "outstanding")
+
+    def __init__(self, ops: Sequence[Op]) -> None:
+        self.ops = ops
+        self.results: list[OpResult | CoordinatorError] = [None] * len(ops)
+        self.outstanding = 0
 
 
 def _settle(future: Future[list[OpResult]]) -> None:

@@ -8,7 +8,7 @@ is a multi (or a chunked series of multis) whose first op checks the version of
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -280,8 +280,16 @@ class MetadataClient:
         self, epoch: ControllerEpoch, ops: Sequence[Op]
     ) -> list[OpResult | CoordinatorError]:
         """Many independent ops in guarded chunks; one result per op (see ``write_many``)."""
+        (results,) = self.fenced_write_stream(epoch, [ops])
+        return results
+
+    def fenced_write_stream(
+        self, epoch: ControllerEpoch, batches: Iterable[Sequence[Op]]
+    ) -> Iterator[list[OpResult | CoordinatorError]]:
+        """Batches of independent ops in guarded chunks, each batch's results as soon as it is
+        done (see ``write_stream``); :class:`ControllerMoved` if the epoch is stale."""
         try:
-            return self.coordinator.write_many(ops, guard=epoch.guard())
+            yield from self.coordinator.write_stream(batches, guard=epoch.guard())
         except GuardFailed as failure:
             raise ControllerMoved(f"controller epoch {epoch.epoch} is stale") from failure
 

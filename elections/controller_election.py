@@ -11,7 +11,7 @@ a zombie stops before it even tries; the epoch check catches whatever slips past
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from coordinator import layout
@@ -123,6 +123,26 @@ class Fence:
 
     def write_many(self, ops: Sequence[Op]) -> list[OpResult | CoordinatorError]:
         return self._run(self.metadata.fenced_write_many, ops)
+
+    def write_stream(
+        self, batches: Iterable[Sequence[Op]]
+    ) -> Iterator[list[OpResult | CoordinatorError]]:
+        """Fenced ``write_stream``: each batch's results as soon as it is written. A stale
+        epoch closes the fence as for any other write; once the fence is closed (a session
+        loss, say) no further batch is sent."""
+
+        def checked() -> Iterator[Sequence[Op]]:
+            for ops in batches:
+                self._check()
+                yield ops
+
+        self._check()
+        try:
+            yield from self.metadata.fenced_write_stream(self.epoch, checked())
+        except ControllerMoved:
+            self.close()
+            raise
+        self.writes += 1
 
     def create_partition_states(
         self, states: Mapping[TopicPartition, PartitionState]

@@ -129,3 +129,83 @@ def test_guarded_write_many_writes_nothing_once_the_guard_moved(
     with pytest.raises(GuardFailed):
         client.write_many([Create(path=f"/data/z{i}") for i in range(300)], guard=guard)
     assert client.children("/data") == ["a"]
+
+
+def test_write_stream_yields_each_batch_in_order_as_write_many_would(client: Coordinator) -> None:
+    client.create("/stream")
+    for i in range(30):
+        client.create(f"/stream/{i}", b"0")
+    limit = client.capabilities.max_multi_ops or 1000
+    batches = [
+        [SetData(path=f"/stream/{i}", data=b"1", version=0) for i in range(0, 10)],
+        [],  # a batch with nothing to write still gets its (empty) answer, in its place
+        [SetData(path=f"/stream/{i}", data=b"1", version=7 if i == 12 else 0)
+         for i in range(10, 20)],
+        [Create(path=f"/stream/new{i:05d}") for i in range(limit + 3)],  # several chunks
+        [SetData(path=f"/stream/{i}", data=b"1", version=0) for i in range(20, 30)],
+    ]
+    answers = list(client.write_stream(batches))
+    assert [len(a) for a in answers] == [len(b) for b in batches]
+    assert all(isinstance(r, Stat) and r.version == 1 for r in answers[0])
+    assert answers[1] == []
+    assert isinstance(answers[2][2], BadVersion)
+    assert all(isinstance(r, Stat) for i, r in enumerate(answers[2]) if i != 2)
+    assert answers[3] == [f"/stream/new{i:05d}" for i in range(limit + 3)]
+    assert all(isinstance(r, Stat) for r in answers[4])
+    assert client.get("/stream/12")[0] == b"0"
+    assert client.get("/stream/29")[0] == b"1"
+
+
+def test_write_stream_takes_batches_lazily(client: Coordinator) -> None:
+    """The source is pulled only as the pipeline has room: the work that produces a batch can
+    overlap the store's, and a consumer that stops early has not had everything produced."""
+    client.create("/lazy")
+    pulled = []
+
+    def batches():  # type: ignore[no-untyped-def]
+        for i in range(100):
+            pulled.append(i)
+            yield [Create(path=f"/lazy/{i}")]
+
+    stream = client.write_stream(batches(), max_in_flight=4)
+    assert next(stream) == ["/lazy/0"]
+    assert len(pulled) <= 4 + 1
+    stream.close()
+    assert len(client.children("/lazy")) <= 4 + 1
+
+
+def test_write_stream_stops_at_a_failed_guard(client: Coordinator, other: Coordinator) -> None:
+    client.create("/epoch", b"0")
+    client.create("/gdata")
+    guard = Check(path="/epoch", version=0)
+    pulled = []
+
+    def batches():  # type: ignore[no-untyped-def]
+        for i in range(50):
+            pulled.append(i)
+            if i == 2:
+                other.set("/epoch", b"1")  # another writer takes over while we produce
+            yield [Create(path=f"/gdata/{i}")]
+
+    got = []
+    with pytest.raises(GuardFailed):
+        for answer in client.write_stream(batches(), guard=guard, max_in_flight=1):
+            got.append(answer)
+    assert got == [["/gdata/0"], ["/gdata/1"]]
+    assert client.children("/gdata") == ["0", "1"]
+    assert len(pulled) < 50
+
+
+def test_write_stream_refuses_a_batch_too_large_to_send_before_it_writes(
+    client: Coordinator,
+) -> None:
+    client.create("/tl")
+    huge = client.capabilities.max_multi_bytes
+    batches = [[Create(path="/tl/a")],
+               [Create(path="/tl/b"), Create(path="/tl/huge", data=b"x" * huge)]]
+    got = []
+    with pytest.raises(RequestTooLarge):
+        for answer in client.write_stream(batches):
+            got.append(answer)
+    assert got == [["/tl/a"]]
+    assert client.children("/tl") == ["a"]
