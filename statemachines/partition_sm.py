@@ -14,7 +14,8 @@ resigns. Everything else is a per-partition result.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections import deque
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from coordinator import layout
@@ -31,7 +32,7 @@ from elections.leader import (
     LeaderAndIsr,
     Offline,
     apply_election,
-    elect,
+    elector,
 )
 from statemachines.context import ControllerContext
 from statemachines.requests import RequestBatch, UpdateMetadataPartition
@@ -50,6 +51,9 @@ __all__ = [
 
 state_change_log = logging.getLogger("partctl.state.change")
 MAX_WRITE_ROUNDS = 5
+WRITE_SLICE = 1000
+"""Partitions decided per slice of a streamed leader write: the next slice is decided while
+the ones before are being written."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -301,11 +305,18 @@ class PartitionStateMachine:
         live_all = ctx.live_or_shutting_down()
         recipients: dict[TopicPartition, list[int]] = {}
 
+        assigned = ctx.replicas
+        shared_elect = None if shared is None else elector(shared)
+        shared_cs = isinstance(shared, ControlledShutdown)
+
         def decide(tp: TopicPartition, current: LeaderAndIsr) -> LeaderAndIsr | str:
-            how = shared if shared is not None else strategy[tp]  # type: ignore[index]
-            replicas = ctx.replicas.get(tp, ())
-            cs = isinstance(how, ControlledShutdown)
-            choice = elect(how, replicas, current.isr, live_all if cs else live)
+            replicas = assigned.get(tp, ())
+            if shared_elect is not None:
+                run, cs = shared_elect, shared_cs
+            else:
+                how = strategy[tp]  # type: ignore[index]
+                run, cs = elector(how), isinstance(how, ControlledShutdown)
+            choice = run(replicas, current.isr, live_all if cs else live)
             if choice is None:
                 return f"no eligible leader among {replicas} (isr {current.isr})"
             if cs:
@@ -345,10 +356,12 @@ class PartitionStateMachine:
         empty: frozenset[int] = frozenset()
         reasons: dict[TopicPartition, str] = {}
 
+        run = elector(strategy)
+
         def decide(tp: TopicPartition, current: LeaderAndIsr) -> LeaderAndIsr | str | None:
             if tp in led_set:
                 replicas = assigned.get(tp, ())
-                choice = elect(strategy, replicas, current.isr, live)
+                choice = run(replicas, current.isr, live)
                 if choice is not None:
                     reasons.pop(tp, None)
                     return apply_election(current, choice, epoch)
@@ -379,8 +392,12 @@ class PartitionStateMachine:
         outcome: ElectionOutcome,
     ) -> list[TopicPartition]:
         """Decide a new leader and ISR for each partition (pure ``decide``: a value to write, a
-        reason for failing, or None for nothing to do), write all decisions in one fenced bulk
-        write, and re-read and decide again for those whose partition epoch moved.
+        reason for failing, or None for nothing to do), write all decisions in one fenced,
+        streamed bulk write, and re-read and decide again for those whose partition epoch moved.
+
+        Decisions are made a slice at a time while the slices before are being written, and a
+        slice's results reach the context as soon as it is written, in order: the partitions
+        first in ``tps`` get their new leaders first.
 
         Returns the partitions written, in order; their new values are in the context and in
         ``outcome.elected``, the failures in ``outcome.failed``.
@@ -394,39 +411,49 @@ class PartitionStateMachine:
         pending = tps
         written: list[TopicPartition] = []
         for _ in range(MAX_WRITE_ROUNDS):
-            decided: list[tuple[TopicPartition, LeaderAndIsr]] = []
-            ops: list[SetData] = []
-            for tp in pending:
-                current = leaders.get(tp)
-                if current is None:
-                    failed[tp] = "no leader and ISR in the store"
-                    continue
-                if current.controller_epoch > epoch:
-                    failed[tp] = f"written by a newer controller epoch {current.controller_epoch}"
-                    continue
-                value = decide(tp, current)
-                if value is None:
-                    continue
-                if isinstance(value, str):
-                    failed[tp] = value
-                    continue
-                decided.append((tp, value))
-                ops.append(SetData(path=path_of(tp.topic, tp.partition),
-                                   data=encode_state(value), version=current.partition_epoch))
-            results = self.fence.write_many(ops) if ops else []
+            decisions: deque[list[tuple[TopicPartition, LeaderAndIsr]]] = deque()
+
+            def slices(pending: list[TopicPartition] = pending,
+                       decisions: deque[list[tuple[TopicPartition, LeaderAndIsr]]] = decisions,
+                       ) -> Iterator[list[SetData]]:
+                for start in range(0, len(pending), WRITE_SLICE):
+                    decided: list[tuple[TopicPartition, LeaderAndIsr]] = []
+                    ops: list[SetData] = []
+                    for tp in pending[start:start + WRITE_SLICE]:
+                        current = leaders.get(tp)
+                        if current is None:
+                            failed[tp] = "no leader and ISR in the store"
+                            continue
+                        if current.controller_epoch > epoch:
+                            failed[tp] = ("written by a newer controller epoch "
+                                          f"{current.controller_epoch}")
+                            continue
+                        value = decide(tp, current)
+                        if value is None:
+                            continue
+                        if isinstance(value, str):
+                            failed[tp] = value
+                            continue
+                        decided.append((tp, value))
+                        ops.append(SetData(path=path_of(tp.topic, tp.partition),
+                                           data=encode_state(value),
+                                           version=current.partition_epoch))
+                    decisions.append(decided)
+                    yield ops
+
             retry: list[TopicPartition] = []
-            for (tp, v), result in zip(decided, results, strict=True):
-                if isinstance(result, Stat):
-                    value = LeaderAndIsr(leader=v.leader, leader_epoch=v.leader_epoch,
-                                         isr=v.isr, controller_epoch=v.controller_epoch,
-                                         partition_epoch=result.version)
-                    set_leader(tp, value)
-                    elected[tp] = value
-                    written.append(tp)
-                elif isinstance(result, BadVersion):
-                    retry.append(tp)
-                elif isinstance(result, CoordinatorError):
-                    failed[tp] = str(result)
+            for results in self.fence.write_stream(slices()):
+                for (tp, v), result in zip(decisions.popleft(), results, strict=True):
+                    if isinstance(result, Stat):
+                        value = LeaderAndIsr(v.leader, v.leader_epoch, v.isr,
+                                             v.controller_epoch, result.version)
+                        set_leader(tp, value)
+                        elected[tp] = value
+                        written.append(tp)
+                    elif isinstance(result, BadVersion):
+                        retry.append(tp)
+                    elif isinstance(result, CoordinatorError):
+                        failed[tp] = str(result)
             if not retry:
                 break
             self.refresh(retry)

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.codecs import CorruptMetadata, PartitionState
+from coordinator import Create, layout
+from coordinator.codecs import CorruptMetadata, PartitionState, TopicPartition
+from coordinator.metadata import ControllerMoved
+from elections.controller_election import NotController
 from elections.leader import LeaderAndIsr
 from statemachines import events as ev
 from statemachines.controller import decode_leader_and_isr
-from statemachines.partition_sm import encode_state, stored
+from statemachines.partition_sm import ElectionOutcome, encode_state, stored
 from statemachines.states import ReplicaState
 from tests.statemachines.conftest import Cluster, tp
 
@@ -124,3 +127,70 @@ def test_a_resync_makes_the_standby_reread_every_state(three: Cluster) -> None:
     assert len(queued) == 1
     standby.process(queued[0])
     assert standby.ctx.leaders == truth
+
+
+def test_a_leader_write_reaches_the_view_slice_by_slice(
+        three: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first slices' new leaders are in the context while later slices are still being
+    decided: a broker loss shows its first new leaders before the last are written."""
+    import statemachines.partition_sm as psm_module
+
+    monkeypatch.setattr(psm_module, "WRITE_SLICE", 1)
+    ctl = three.active().controller
+    psm = ctl.partitions
+    assert psm is not None
+    tps = [tp("t", p) for p in range(3)]
+    before = {t: ctl.ctx.leaders[t].leader_epoch for t in tps}
+    seen_when_deciding: dict[TopicPartition, int] = {}
+
+    def bump(t: TopicPartition, cur: LeaderAndIsr) -> LeaderAndIsr:
+        seen_when_deciding[t] = ctl.ctx.leaders[tps[0]].leader_epoch
+        return cur._replace(leader_epoch=cur.leader_epoch + 1,
+                            controller_epoch=psm.controller_epoch)
+
+    outcome = ElectionOutcome()
+    assert psm.write_leaders(tps, bump, outcome) == tps
+    assert seen_when_deciding[tps[0]] == before[tps[0]]
+    # On the memory store a slice is answered as it is sent: the first partition's new
+    # epoch is in the view before the third partition is decided.
+    assert seen_when_deciding[tps[2]] == before[tps[0]] + 1
+    for t in tps:
+        assert three.state("t", t.partition).leader_epoch == before[t] + 1
+        assert ctl.ctx.leaders[t] == outcome.elected[t]
+
+
+def test_a_fenced_stream_sends_nothing_once_the_fence_is_closed(three: Cluster) -> None:
+    ctl = three.active().controller
+    fence = ctl.fence
+    assert fence is not None
+    three.admin_client.create("/scratch")
+
+    def batches():  # type: ignore[no-untyped-def]
+        yield [Create(path="/scratch/a")]
+        fence.close()  # a session loss, seen between two batches
+        yield [Create(path="/scratch/b")]
+
+    got = []
+    with pytest.raises(NotController):
+        for answer in fence.write_stream(batches()):
+            got.append(answer)
+    assert got == [["/scratch/a"]]
+    assert three.admin_client.children("/scratch") == ["a"]
+
+
+def test_a_fenced_stream_of_a_deposed_controller_lands_nothing_more(three: Cluster) -> None:
+    ctl = three.active().controller
+    fence = ctl.fence
+    assert fence is not None
+    three.admin_client.create("/scratch")
+
+    def batches():  # type: ignore[no-untyped-def]
+        yield [Create(path="/scratch/a")]
+        three.admin_client.set(layout.CONTROLLER_EPOCH, b"99")  # another controller's election
+        for i in range(20):
+            yield [Create(path=f"/scratch/z{i}")]
+
+    with pytest.raises(ControllerMoved):
+        list(fence.write_stream(batches()))
+    assert not fence.is_open
+    assert three.admin_client.children("/scratch") == ["a"]
