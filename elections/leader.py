@@ -12,8 +12,10 @@ that are up *including* the ones shutting down, and names the latter separately.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
+from typing import NamedTuple
 
 __all__ = [
     "NO_LEADER",
@@ -26,6 +28,8 @@ __all__ = [
     "Reassign",
     "apply_election",
     "elect",
+    "elector",
+    "Elector",
     "elect_controlled_shutdown",
     "elect_offline",
     "elect_preferred",
@@ -49,13 +53,15 @@ class Election:
     unclean: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LeaderAndIsr:
+class LeaderAndIsr(NamedTuple):
     """A partition's leader and ISR as stored in its state node.
 
     `partition_epoch` is the version of that node (Kafka's zkVersion). An election does not
     change it: it is the version the conditional write expects, and the store bumps it when
     the write lands.
+
+    A named tuple: the controller holds one per partition and builds two per election, ten
+    thousand at a time in a mass election, several times faster than a frozen dataclass.
     """
 
     leader: int
@@ -190,6 +196,39 @@ class ControlledShutdown:
 ElectionStrategy = Offline | Reassign | Preferred | ControlledShutdown
 
 
+Elector = Callable[[Sequence[int], Iterable[int], Iterable[int]], "Election | None"]
+
+
+def elector(strategy: ElectionStrategy) -> Elector:
+    """The election `strategy` names as a function of (assignment, isr, live), resolved once
+    for a batch of partitions. `Reassign` ignores the assignment: its target travels with it."""
+    match strategy:
+        case Offline(unclean=unclean):
+            return partial(_offline, unclean=unclean)
+        case Reassign(target=target):
+            return partial(_reassign, target)
+        case Preferred():
+            return elect_preferred
+        case ControlledShutdown(shutting_down=shutting_down):
+            return partial(_controlled_shutdown, shutting_down=_as_set(shutting_down))
+    raise TypeError(f"not an election strategy: {strategy!r}")
+
+
+def _offline(assignment: Sequence[int], isr: Iterable[int], live: Iterable[int], *,
+             unclean: bool) -> Election | None:
+    return elect_offline(assignment, isr, live, unclean)
+
+
+def _reassign(target: Sequence[int], assignment: Sequence[int], isr: Iterable[int],
+              live: Iterable[int]) -> Election | None:
+    return elect_reassign(target, isr, live)
+
+
+def _controlled_shutdown(assignment: Sequence[int], isr: Iterable[int], live: Iterable[int],
+                         *, shutting_down: Collection[int]) -> Election | None:
+    return elect_controlled_shutdown(assignment, isr, live, shutting_down)
+
+
 def elect(
     strategy: ElectionStrategy,
     assignment: Sequence[int],
@@ -198,16 +237,7 @@ def elect(
 ) -> Election | None:
     """Run the election `strategy` names. `assignment` is ignored by `Reassign`, whose target
     replicas travel with the strategy."""
-    match strategy:
-        case Offline(unclean=unclean):
-            return elect_offline(assignment, isr, live, unclean)
-        case Reassign(target=target):
-            return elect_reassign(target, isr, live)
-        case Preferred():
-            return elect_preferred(assignment, isr, live)
-        case ControlledShutdown(shutting_down=shutting_down):
-            return elect_controlled_shutdown(assignment, isr, live, shutting_down)
-    raise TypeError(f"not an election strategy: {strategy!r}")
+    return elector(strategy)(assignment, isr, live)
 
 
 def apply_election(
@@ -220,10 +250,5 @@ def apply_election(
     by that epoch, so any change decided by the controller must be visible in it. The
     controller epoch records which controller made the decision.
     """
-    return LeaderAndIsr(
-        leader=election.leader,
-        leader_epoch=current.leader_epoch + 1,
-        isr=tuple(election.isr),
-        controller_epoch=controller_epoch,
-        partition_epoch=current.partition_epoch,
-    )
+    return LeaderAndIsr(election.leader, current.leader_epoch + 1, tuple(election.isr),
+                        controller_epoch, current.partition_epoch)

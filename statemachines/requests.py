@@ -14,7 +14,8 @@ incarnation of itself, e.g. one sent just before it bounced).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from coordinator.codecs import TopicPartition
 from elections.leader import LeaderAndIsr
@@ -61,14 +62,17 @@ class LiveBroker:
     rack: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LeaderAndIsrPartition:
+class LeaderAndIsrPartition(NamedTuple):
     """What one replica's broker must know to lead or follow one partition.
 
     `controller_epoch` is the epoch of the controller that wrote this leader and ISR, which may
     be older than the sending controller's. `partition_epoch` is the version of the partition's
     state node. `is_new` tells the broker the partition was just created, so a missing log is
     expected rather than a sign of a lost disk.
+
+    A named tuple, like the other per-partition values built by the ten thousand in a mass
+    election (``TopicPartition``, ``Stat``): immutable and typed, and built several times faster
+    than a frozen dataclass.
     """
 
     topic: str
@@ -94,9 +98,9 @@ class LeaderAndIsrRequest:
     """The live brokers that lead a partition in this request, so followers can reach them."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class UpdateMetadataPartition:
-    """One partition's metadata as every broker caches it to answer clients."""
+class UpdateMetadataPartition(NamedTuple):
+    """One partition's metadata as every broker caches it to answer clients (a named tuple, as
+    :class:`LeaderAndIsrPartition`)."""
 
     topic: str
     partition: int
@@ -117,17 +121,9 @@ class UpdateMetadataPartition:
         offline_replicas: Iterable[int] = (),
     ) -> UpdateMetadataPartition:
         """The metadata for `tp` from its stored leader and ISR and its assignment."""
-        return cls(
-            topic=tp.topic,
-            partition=tp.partition,
-            controller_epoch=state.controller_epoch,
-            leader=state.leader,
-            leader_epoch=state.leader_epoch,
-            isr=tuple(state.isr),
-            partition_epoch=state.partition_epoch,
-            replicas=tuple(replicas),
-            offline_replicas=tuple(offline_replicas),
-        )
+        return cls(tp.topic, tp.partition, state.controller_epoch, state.leader,
+                   state.leader_epoch, _tuple(state.isr), state.partition_epoch,
+                   _tuple(replicas), _tuple(offline_replicas))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -204,23 +200,19 @@ class RequestBatch:
     ) -> None:
         """Tell `brokers` (the partition's replicas, usually) its leader, ISR and replicas."""
         entry = LeaderAndIsrPartition(
-            topic=tp.topic,
-            partition=tp.partition,
-            controller_epoch=state.controller_epoch,
-            leader=state.leader,
-            leader_epoch=state.leader_epoch,
-            isr=tuple(state.isr),
-            partition_epoch=state.partition_epoch,
-            replicas=tuple(replicas),
-            adding_replicas=tuple(adding),
-            removing_replicas=tuple(removing),
-            is_new=is_new,
-        )
-        for broker in _valid_ids(brokers):
-            per_broker = self._leader_and_isr.setdefault(broker, {})
+            tp.topic, tp.partition, state.controller_epoch, state.leader, state.leader_epoch,
+            _tuple(state.isr), state.partition_epoch, _tuple(replicas), _tuple(adding),
+            _tuple(removing), is_new)
+        by_broker = self._leader_and_isr
+        for broker in brokers:
+            if broker < 0:
+                continue
+            per_broker = by_broker.get(broker)
+            if per_broker is None:
+                per_broker = by_broker[broker] = {}
             previous = per_broker.get(tp)
             if previous is not None and previous.is_new and not is_new:
-                per_broker[tp] = replace(entry, is_new=True)
+                per_broker[tp] = entry._replace(is_new=True)
             else:
                 per_broker[tp] = entry
 
@@ -335,6 +327,10 @@ class RequestBatch:
                 )
             result[broker] = requests
         return result
+
+
+def _tuple(ids: Iterable[int]) -> tuple[int, ...]:
+    return ids if type(ids) is tuple else tuple(ids)
 
 
 def _valid_ids(brokers: Iterable[int]) -> list[int]:

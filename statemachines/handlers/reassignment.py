@@ -21,7 +21,6 @@ return sends it its LeaderAndIsr. A new controller finds moves in progress in th
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from coordinator.codecs import TopicAssignment, TopicPartition
@@ -201,8 +200,8 @@ def _bump_leader_epochs(ctl: Controller, tps: list[TopicPartition], batch) -> No
     assert psm is not None
     epoch = psm.controller_epoch
     written = psm.write_leaders(
-        tps, lambda tp, cur: replace(cur, leader_epoch=cur.leader_epoch + 1,
-                                     controller_epoch=epoch), ElectionOutcome())
+        tps, lambda tp, cur: cur._replace(leader_epoch=cur.leader_epoch + 1,
+                                          controller_epoch=epoch), ElectionOutcome())
     record_leader_and_isr(ctl.ctx, batch, written)
 
 
