@@ -17,13 +17,15 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import multiprocessing
 import os
 import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -101,6 +103,149 @@ def _led_by(ctl: Controller, tp: TopicPartition, broker: int) -> bool:
     return value is not None and value.leader == broker
 
 
+class LocalCandidate:
+    """A controller candidate in this process (the memory coordinator lives in one process)."""
+
+    def __init__(self, url: str, network: InProcessNetwork, cid: int, hot: bool) -> None:
+        self.ctl = _candidate(coordinator.connect(url), network, cid, hot)
+
+    def wait_ready(self, partitions: int) -> None:
+        if self.ctl.config.hot_standby:
+            _wait_loaded(self.ctl, partitions)
+
+    def wait_idle(self) -> None:
+        self.ctl.events.wait_idle(120)
+
+    def failover(self, timeout: float) -> FailoverTimings:
+        ctl = self.ctl
+        wait(lambda: ctl.active and ctl.last_failover is not None, timeout=timeout)
+        assert ctl.last_failover is not None
+        return ctl.last_failover
+
+    def close_session(self) -> None:
+        self.ctl.coordinator.close()
+
+    def cpu(self) -> str:
+        return ""  # counted with this process's threads
+
+    def stop(self) -> None:
+        self.ctl.close()
+        self.ctl.coordinator.close()
+
+
+class RemoteCandidate:
+    """A controller candidate in a process of its own, as in a deployment (every candidate is
+    a broker process): the watch traffic that keeps its view warm (on ZooKeeper, a read per
+    changed partition state) does not then share the measured controller's GIL. Its brokers
+    are recorders attached in that process, so what it sends costs what it costs here."""
+
+    def __init__(self, url: str, cid: int, hot: bool, partitions: int) -> None:
+        mp = multiprocessing.get_context("spawn")
+        self.conn, child = mp.Pipe()
+        self.proc = mp.Process(target=_candidate_process, args=(url, cid, hot, partitions, child),
+                               name=f"candidate-{cid}", daemon=True)
+        self.proc.start()
+        self._cpu_mark = 0.0
+
+    def _expect(self, kind: str, timeout: float) -> Any:
+        if not self.conn.poll(timeout):
+            raise TimeoutError(f"candidate process: no {kind!r} within {timeout:.0f}s")
+        got, value = self.conn.recv()
+        if got == "error":
+            raise RuntimeError(f"candidate process failed: {value}")
+        if got != kind:
+            raise RuntimeError(f"candidate process said {got!r}, expected {kind!r}")
+        return value
+
+    def wait_ready(self, partitions: int) -> None:
+        self._expect("ready", 900)
+
+    def wait_idle(self) -> None:
+        self.conn.send("idle")
+        self._expect("idle", 120)
+
+    def failover(self, timeout: float) -> FailoverTimings:
+        return FailoverTimings(**self._expect("failover", timeout))
+
+    def close_session(self) -> None:
+        self.conn.send("close")
+
+    def _cpu_total(self) -> float:
+        tick = os.sysconf("SC_CLK_TCK")
+        try:
+            with open(f"/proc/{self.proc.pid}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / tick
+
+    def cpu(self) -> str:
+        total = self._cpu_total()
+        used, self._cpu_mark = total - self._cpu_mark, total
+        return f"standby process {used:.2f}s"
+
+    def stop(self) -> None:
+        try:
+            self.conn.send("stop")
+        except OSError:
+            pass
+        self.proc.join(30)
+        if self.proc.is_alive():
+            self.proc.kill()
+
+
+def _candidate(session: coordinator.Coordinator, network: InProcessNetwork, cid: int,
+               hot: bool) -> Controller:
+    ctl = Controller(session, cid, network.channel(), config=ControllerConfig(
+        hot_standby=hot, auto_leader_rebalance_enable=False))
+    network.register_controller(cid, ctl)
+    ctl.start()
+    return ctl
+
+
+def _wait_loaded(ctl: Controller, partitions: int) -> None:
+    wait(lambda: len(ctl.ctx.leaders) >= partitions and ctl.events.pending() == 0, timeout=600)
+    ctl.events.wait_idle(120)
+
+
+def _candidate_process(url: str, cid: int, hot: bool, partitions: int, conn: Any) -> None:
+    """A candidate's process: stands, reports when its view is loaded, answers "idle" and
+    "close" (its session), and reports its failover timings when it becomes active."""
+    logging.basicConfig(level=logging.WARNING)
+    try:
+        session = coordinator.connect(url)
+        network = InProcessNetwork()
+        for b, registered in MetadataClient(session).brokers().items():
+            broker = Broker(b)
+            broker.epoch = registered.epoch
+            network.attach(b, broker)
+        ctl = _candidate(session, network, cid, hot)
+        if hot:
+            _wait_loaded(ctl, partitions)
+        gc.collect()
+        gc.freeze()
+        conn.send(("ready", None))
+        reported = None
+        while True:
+            if conn.poll(0.005):
+                command = conn.recv()
+                if command == "stop":
+                    break
+                if command == "close":
+                    session.close()
+                elif command == "idle":
+                    ctl.events.wait_idle(120)
+                    conn.send(("idle", None))
+            f = ctl.last_failover
+            if f is not None and f is not reported and ctl.active:
+                conn.send(("failover", asdict(f)))
+                reported = f
+        ctl.close()
+        session.close()
+    except Exception as exc:  # the parent reports it as the step's failure
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+
+
 def build_cluster(url: str, brokers: int, partitions: int, rf: int) -> dict[int, list[TopicPartition]]:
     """Topic nodes and partition states via bulk writes. Broker b leads partitions/brokers;
     the last broker's partitions are led by their second replica (for the preferred run)."""
@@ -175,29 +320,35 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
         network.attach(b, broker)
         sessions[b] = (s, broker)
 
-    def controller(cid: int, hot: bool) -> Controller:
-        s = coordinator.connect(url)
-        ctl = Controller(s, cid, network.channel(), config=ControllerConfig(
-            hot_standby=hot, auto_leader_rebalance_enable=False))
-        network.register_controller(cid, ctl)
-        ctl.start()
-        return ctl
+    def candidate(cid: int, hot: bool) -> LocalCandidate | RemoteCandidate:
+        if backend == "memory":
+            return LocalCandidate(url, network, cid, hot)
+        return RemoteCandidate(url, cid, hot, partitions)
 
-    a = controller(101, hot=True)
+    a = _candidate(coordinator.connect(url), network, 101, hot=True)
     wait(lambda: a.active and a.last_failover is not None)
     a.events.wait_idle(120)
-    b = controller(102, hot=True)
-    wait(lambda: len(b.ctx.leaders) >= partitions and b.events.pending() == 0, timeout=600)
-    b.events.wait_idle(120)
+    b = candidate(102, hot=True)
+    b.wait_ready(partitions)
     res.notes.append(f"initial load {a.last_failover.done - a.last_failover.started:.2f}s"
                      if a.last_failover else "")
     # A long-lived controller holds millions of objects that never die; without freezing them
     # every full collection walks them all, in the middle of a mass election.
     gc.collect()
     gc.freeze()
-    cpu = ThreadCPU({"partctl-controller-101": "active", "partctl-controller-102": "standby",
-                     "partctl-controller-103": "cold", "partctl-coordinator": "dispatchers",
-                     "MainThread": "poller"})
+    threads = ThreadCPU({"partctl-controller-101": "active", "partctl-controller-102": "standby",
+                         "partctl-controller-103": "cold", "partctl-coordinator": "dispatchers",
+                         "MainThread": "poller"})
+
+    class cpu:  # noqa: N801 - both processes' CPU between marks
+        @staticmethod
+        def mark() -> None:
+            threads.mark()
+            b.cpu()
+
+        @staticmethod
+        def since() -> str:
+            return ", ".join(x for x in (threads.since(), b.cpu()) if x)
 
     # (e) preferred election of the last broker's partitions
     md = MetadataClient(sessions[1][0])
@@ -210,7 +361,7 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     res.times["e"] = time.perf_counter() - t
     res.counts["e"] = len(target)
     a.events.wait_idle(120)
-    b.events.wait_idle(120)
+    b.wait_idle()
     res.notes.append(f"(e) CPU until both idle: {cpu.since()}")
 
     # (c) uncontrolled loss of broker 1
@@ -223,7 +374,7 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     res.counts["c"] = len(lost)
     a.events.wait_idle(120)
     res.notes.append(f"(c) incl. follower ISR shrinks {time.perf_counter() - t:.2f}s")
-    b.events.wait_idle(120)
+    b.wait_idle()
     res.notes.append(f"(c) CPU until both idle: {cpu.since()}")
 
     # (d) controlled shutdown of broker 2
@@ -240,34 +391,31 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     a.events.wait_idle(120)
     res.notes.append(f"(d) broker {victim} leading {moving}; answered when its leadership had "
                      f"moved; incl. follower ISR shrinks {time.perf_counter() - t:.2f}s")
-    b.events.wait_idle(120)
+    b.wait_idle()
     res.notes.append(f"(d) CPU until both idle: {cpu.since()}")
 
     # (a) hot failover: the active controller's session goes
     cpu.mark()
     a.coordinator.close()
-    wait(lambda: b.active and b.last_failover is not None, timeout=120)
-    f = b.last_failover
-    assert f is not None
+    f = b.failover(timeout=120)
     res.times["a"] = f.metadata_sent - f.started
     res.notes.append(f"(a) until done {f.done - f.started:.2f}s, warm={f.warm}, exact={f.exact}; "
                      f"{_steps(f)}")
-    b.events.wait_idle(120)
+    b.wait_idle()
     res.notes.append(f"(a) CPU until idle: {cpu.since()}")
 
     # (b) cold failover
-    cold = controller(103, hot=False)
+    cold = candidate(103, hot=False)
+    cold.wait_ready(partitions)
     time.sleep(0.2)
-    b.coordinator.close()
-    wait(lambda: cold.active and cold.last_failover is not None, timeout=300)
-    f = cold.last_failover
-    assert f is not None
+    b.close_session()
+    f = cold.failover(timeout=300)
     res.times["b"] = f.metadata_sent - f.started
     res.notes.append(f"(b) until done {f.done - f.started:.2f}s, warm={f.warm}; "
                      f"{_steps(f)}")
-    for ctl in (a, b, cold):
-        ctl.close()
-    cold.coordinator.close()
+    a.close()
+    for c in (b, cold):
+        c.stop()
     for s, _ in sessions.values():
         s.close()
     return res
