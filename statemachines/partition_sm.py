@@ -197,7 +197,8 @@ class PartitionStateMachine:
         return self.ctx.partition_states.get(tp, PartitionState.NON_EXISTENT)
 
     def _split(self, tps: Iterable[TopicPartition], target: PartitionState) -> list[TopicPartition]:
-        split = split_transitions(((tp, self.state(tp)) for tp in tps), target)
+        states, absent = self.ctx.partition_states, PartitionState.NON_EXISTENT
+        split = split_transitions(((tp, states.get(tp, absent)) for tp in tps), target)
         if split.invalid:
             state_change_log.warning("refused %d transitions to %s, e.g. %s",
                                      len(split.invalid), target, split.invalid[0])
@@ -239,8 +240,11 @@ class PartitionStateMachine:
         """Elect leaders: New partitions get their first leader and ISR; Offline and Online ones
         an election by ``strategy`` (default: Offline, unclean as configured)."""
         valid = self._split(tps, PartitionState.ONLINE)
-        fresh = [tp for tp in valid if self.state(tp) is PartitionState.NEW]
-        others = [tp for tp in valid if self.state(tp) is not PartitionState.NEW]
+        states, new = self.ctx.partition_states, PartitionState.NEW
+        fresh: list[TopicPartition] = []
+        others: list[TopicPartition] = []
+        for tp in valid:
+            (fresh if states.get(tp) is new else others).append(tp)
         outcome = ElectionOutcome()
         if fresh:
             self._initialize_leaders(fresh, batch, outcome)

@@ -33,12 +33,13 @@ def run_preferred(ctl: Controller, tps: Iterable[TopicPartition]) -> ElectionOut
     being deleted or reassigned); one pass, one bulk write, one batch."""
     ctx, psm = ctl.ctx, ctl.partitions
     assert psm is not None
+    assigned, leaders, deleting, moving = ctx.replicas, ctx.leaders, ctx.deleting, ctx.reassignments
     eligible = []
     for tp in tps:
-        replicas = ctx.replicas.get(tp)
-        value = ctx.leaders.get(tp)
+        replicas = assigned.get(tp)
+        value = leaders.get(tp)
         if (replicas and value is not None and value.leader != replicas[0]
-                and not ctx.is_deleting(tp) and tp not in ctx.reassignments):
+                and tp.topic not in deleting and tp not in moving):
             eligible.append(tp)
     if not eligible:
         return ElectionOutcome()
