@@ -10,6 +10,10 @@ partitions -> all re-elected and written, (d) controlled shutdown of such a brok
 election of N/10 partitions; plus the raw fenced batched write rate (write_many of SetData with
 a guard) measured in the same run, and the elections/s of (c)-(e) as a ratio of it. Servers are
 started from tests/servers.py unless URLs are given. The cluster is written with bulk writes.
+
+On ZooKeeper and etcd the standby (a) and the cold candidate (b) run in processes of their own,
+as candidates do in a deployment; on the memory coordinator, which lives in one process, they
+run beside the active controller and share its GIL.
 """
 
 from __future__ import annotations
