@@ -288,20 +288,24 @@ def build_cluster(url: str, brokers: int, partitions: int, rf: int) -> dict[int,
     return preferred
 
 
-def raw_write_rate(url: str, n: int = 20000) -> float:
+def raw_write_rate(url: str, n: int = 20000, rounds: int = 3) -> float:
+    """The coordinator's fenced batched write rate: ``write_many`` of ``n`` guarded SetData,
+    the best of ``rounds`` (one round on a busy two-core machine can come out at half)."""
     c = coordinator.connect(url)
     c.ensure_path("/bench-raw")
     c.write_many([Create(path=f"/bench-raw/n{i}", data=b"x" * 64) for i in range(n)])
     guard_stat = c.exists(layout.CONTROLLER_EPOCH)
     assert guard_stat is not None
     guard = Check(path=layout.CONTROLLER_EPOCH, version=guard_stat.version)
-    ops = [SetData(path=f"/bench-raw/n{i}", data=b"y" * 120) for i in range(n)]
-    t0 = time.perf_counter()
-    c.write_many(ops, guard=guard)
-    rate = n / (time.perf_counter() - t0)
+    best = 0.0
+    for _ in range(rounds):
+        ops = [SetData(path=f"/bench-raw/n{i}", data=b"y" * 120) for i in range(n)]
+        t0 = time.perf_counter()
+        c.write_many(ops, guard=guard)
+        best = max(best, n / (time.perf_counter() - t0))
     c.delete("/bench-raw", recursive=True)
     c.close()
-    return rate
+    return best
 
 
 def _steps(f: FailoverTimings) -> str:
@@ -433,7 +437,7 @@ def print_table(results: list[Result]) -> None:
              "c": "(c) broker loss, leaders written", "d": "(d) controlled shutdown",
              "e": "(e) preferred election"}
     for r in results:
-        print(f"{r.backend:<11} {'raw fenced write_many (SetData) ops/s':<40} "
+        print(f"{r.backend:<11} {'raw fenced write_many ops/s (best of 3)':<40} "
               f"{r.write_rate:>8.0f}")
         for key in "abcde":
             if key not in r.times:
