@@ -204,29 +204,19 @@ def elector(strategy: ElectionStrategy) -> Elector:
     for a batch of partitions. `Reassign` ignores the assignment: its target travels with it."""
     match strategy:
         case Offline(unclean=unclean):
-            return partial(_offline, unclean=unclean)
+            return partial(elect_offline, unclean=unclean)
         case Reassign(target=target):
             return partial(_reassign, target)
         case Preferred():
             return elect_preferred
         case ControlledShutdown(shutting_down=shutting_down):
-            return partial(_controlled_shutdown, shutting_down=_as_set(shutting_down))
+            return partial(elect_controlled_shutdown, shutting_down=_as_set(shutting_down))
     raise TypeError(f"not an election strategy: {strategy!r}")
-
-
-def _offline(assignment: Sequence[int], isr: Iterable[int], live: Iterable[int], *,
-             unclean: bool) -> Election | None:
-    return elect_offline(assignment, isr, live, unclean)
 
 
 def _reassign(target: Sequence[int], assignment: Sequence[int], isr: Iterable[int],
               live: Iterable[int]) -> Election | None:
     return elect_reassign(target, isr, live)
-
-
-def _controlled_shutdown(assignment: Sequence[int], isr: Iterable[int], live: Iterable[int],
-                         *, shutting_down: Collection[int]) -> Election | None:
-    return elect_controlled_shutdown(assignment, isr, live, shutting_down)
 
 
 def elect(
