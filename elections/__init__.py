@@ -22,6 +22,7 @@ from elections.leader import (
     elect_offline,
     elect_preferred,
     elect_reassign,
+    elector,
 )
 
 __all__ = [
@@ -44,4 +45,5 @@ __all__ = [
     "elect_offline",
     "elect_preferred",
     "elect_reassign",
+    "elector",
 ]

@@ -17,6 +17,7 @@ from elections import (
     elect_offline,
     elect_preferred,
     elect_reassign,
+    elector,
 )
 
 # Rows: (id, assignment, isr, live, unclean, expected) with expected = (leader, isr, unclean) or None.
@@ -183,3 +184,18 @@ def test_apply_election_bumps_epoch_even_when_leader_is_unchanged():
     assert election == Election(leader=1, isr=[1])
     nxt = apply_election(current, election, controller_epoch=1)
     assert (nxt.leader, nxt.leader_epoch, nxt.isr) == (1, 1, (1,))
+
+
+def test_an_elector_resolved_once_decides_each_partition_of_a_batch_by_its_rule():
+    cases = [([1, 2, 3], [2, 3], [2, 3]), ([3, 1, 2], [1, 3], [1, 2, 3]), ([2, 1], [1], [1])]
+    direct = {
+        Offline(unclean=True): lambda a, i, lv: elect_offline(a, i, lv, unclean=True),
+        Reassign(target=(3, 2)): lambda a, i, lv: elect_reassign((3, 2), i, lv),
+        Preferred(): elect_preferred,
+        ControlledShutdown(shutting_down=frozenset({3})):
+            lambda a, i, lv: elect_controlled_shutdown(a, i, lv, {3}),
+    }
+    for strategy, rule in direct.items():
+        run = elector(strategy)
+        for assignment, isr, live in cases:
+            assert run(assignment, isr, live) == rule(assignment, isr, live)
