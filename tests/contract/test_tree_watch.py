@@ -69,6 +69,9 @@ def test_tree_watch_reports_deep_changes_in_order_with_data(
     client.watch_tree("/tree", seen)
     other.create("/tree/a/b/c", b"c0", make_parents=True)
     other.set("/tree/a/b/c", b"c1")
+    # ZooKeeper reads a node's data after its notification: let the change be read before the
+    # node goes, or the read may find it deleted already (a later state, as noted below)
+    seen.wait_for(lambda ev: len(_changes(ev)) >= 4, message="the change")
     other.create("/tree/x", b"x0")
     other.delete("/tree/a/b/c")
     changes = seen.wait_for(
