@@ -406,47 +406,15 @@ class PartitionStateMachine:
         Returns the partitions written, in order; their new values are in the context and in
         ``outcome.elected``, the failures in ``outcome.failed``.
         """
-        ctx = self.ctx
-        epoch = self.controller_epoch
-        leaders = ctx.leaders
-        set_leader = ctx.set_leader
+        set_leader = self.ctx.set_leader
         elected, failed = outcome.elected, outcome.failed
-        path_of = layout.partition_state
         pending = tps
         written: list[TopicPartition] = []
         for _ in range(MAX_WRITE_ROUNDS):
             decisions: deque[list[tuple[TopicPartition, LeaderAndIsr]]] = deque()
-
-            def slices(pending: list[TopicPartition] = pending,
-                       decisions: deque[list[tuple[TopicPartition, LeaderAndIsr]]] = decisions,
-                       ) -> Iterator[list[SetData]]:
-                for start in range(0, len(pending), WRITE_SLICE):
-                    decided: list[tuple[TopicPartition, LeaderAndIsr]] = []
-                    ops: list[SetData] = []
-                    for tp in pending[start:start + WRITE_SLICE]:
-                        current = leaders.get(tp)
-                        if current is None:
-                            failed[tp] = "no leader and ISR in the store"
-                            continue
-                        if current.controller_epoch > epoch:
-                            failed[tp] = ("written by a newer controller epoch "
-                                          f"{current.controller_epoch}")
-                            continue
-                        value = decide(tp, current)
-                        if value is None:
-                            continue
-                        if isinstance(value, str):
-                            failed[tp] = value
-                            continue
-                        decided.append((tp, value))
-                        ops.append(SetData(path=path_of(tp.topic, tp.partition),
-                                           data=encode_state(value),
-                                           version=current.partition_epoch))
-                    decisions.append(decided)
-                    yield ops
-
             retry: list[TopicPartition] = []
-            for results in self.fence.write_stream(slices()):
+            slices = self._decide_slices(pending, decide, failed, decisions)
+            for results in self.fence.write_stream(slices):
                 for (tp, v), result in zip(decisions.popleft(), results, strict=True):
                     if isinstance(result, Stat):
                         value = LeaderAndIsr(v.leader, v.leader_epoch, v.isr,
@@ -466,6 +434,41 @@ class PartitionStateMachine:
             for tp in pending:
                 failed.setdefault(tp, "partition epoch kept moving")
         return written
+
+    def _decide_slices(
+        self,
+        tps: list[TopicPartition],
+        decide: Callable[[TopicPartition, LeaderAndIsr], LeaderAndIsr | str | None],
+        failed: dict[TopicPartition, str],
+        decisions: deque[list[tuple[TopicPartition, LeaderAndIsr]]],
+    ) -> Iterator[list[SetData]]:
+        """The conditional writes of ``tps``' decisions, a slice at a time (each slice's
+        decisions appended to ``decisions`` as its ops are yielded; failures to ``failed``)."""
+        leaders = self.ctx.leaders
+        epoch = self.controller_epoch
+        path_of = layout.partition_state
+        for start in range(0, len(tps), WRITE_SLICE):
+            decided: list[tuple[TopicPartition, LeaderAndIsr]] = []
+            ops: list[SetData] = []
+            for tp in tps[start:start + WRITE_SLICE]:
+                current = leaders.get(tp)
+                if current is None:
+                    failed[tp] = "no leader and ISR in the store"
+                    continue
+                if current.controller_epoch > epoch:
+                    failed[tp] = f"written by a newer controller epoch {current.controller_epoch}"
+                    continue
+                value = decide(tp, current)
+                if value is None:
+                    continue
+                if isinstance(value, str):
+                    failed[tp] = value
+                    continue
+                decided.append((tp, value))
+                ops.append(SetData(path=path_of(tp.topic, tp.partition), data=encode_state(value),
+                                   version=current.partition_epoch))
+            decisions.append(decided)
+            yield ops
 
     def refresh(self, tps: Iterable[TopicPartition]) -> None:
         """Re-read leader and ISR of ``tps`` in one bulk read into the context."""
