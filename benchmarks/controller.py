@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,8 +65,9 @@ class ThreadCPU:
     """CPU seconds per thread group between marks (Linux /proc; empty elsewhere), to show who
     else held the GIL while a step ran: the standby, the coordinators' dispatchers, the poller."""
 
-    def __init__(self, groups: dict[str, str]) -> None:
+    def __init__(self, groups: dict[str, str], also: Callable[[], str] | None = None) -> None:
         self.groups = groups  # thread-name prefix -> label
+        self.also = also  # another process's CPU since its last call (a candidate's), or ""
         self._last: dict[int, float] = {}
 
     def _sample(self) -> dict[int, tuple[str, float]]:
@@ -84,12 +86,17 @@ class ThreadCPU:
 
     def mark(self) -> None:
         self._last = {tid: cpu for tid, (_, cpu) in self._sample().items()}
+        if self.also is not None:
+            self.also()
 
     def since(self) -> str:
         totals: dict[str, float] = {}
         for tid, (label, cpu) in self._sample().items():
             totals[label] = totals.get(label, 0.0) + cpu - self._last.get(tid, 0.0)
-        return ", ".join(f"{k} {v:.2f}s" for k, v in sorted(totals.items()) if v >= 0.005)
+        parts = [f"{k} {v:.2f}s" for k, v in sorted(totals.items()) if v >= 0.005]
+        if self.also is not None:
+            parts.append(self.also())
+        return ", ".join(p for p in parts if p)
 
 
 def wait(predicate, timeout: float = 120.0, step: float = 0.001) -> None:  # type: ignore[no-untyped-def]
@@ -344,19 +351,9 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     # every full collection walks them all, in the middle of a mass election.
     gc.collect()
     gc.freeze()
-    threads = ThreadCPU({"partctl-controller-101": "active", "partctl-controller-102": "standby",
-                         "partctl-controller-103": "cold", "partctl-coordinator": "dispatchers",
-                         "MainThread": "poller"})
-
-    class cpu:  # noqa: N801 - both processes' CPU between marks
-        @staticmethod
-        def mark() -> None:
-            threads.mark()
-            b.cpu()
-
-        @staticmethod
-        def since() -> str:
-            return ", ".join(x for x in (threads.since(), b.cpu()) if x)
+    cpu = ThreadCPU({"partctl-controller-101": "active", "partctl-controller-102": "standby",
+                     "partctl-controller-103": "cold", "partctl-coordinator": "dispatchers",
+                     "MainThread": "poller"}, also=b.cpu)
 
     # (e) preferred election of the last broker's partitions
     md = MetadataClient(sessions[1][0])
