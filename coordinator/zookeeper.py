@@ -53,6 +53,7 @@ from coordinator.model import (
     Watch,
 )
 from coordinator.url import CoordinatorURL
+from coordinator.zk_io import ReadAheadHandler
 from coordinator.zk_protocol import FRAME_BYTES, MultiRead, MultiWrite, OpError, encoded_op_size
 from coordinator.zk_tree import TreeWatches
 from coordinator.zk_watch import WatchSet
@@ -200,6 +201,7 @@ class ZooKeeperCoordinator(Coordinator):
             "max_tries": -1, "delay": 0.1, "backoff": 2, "max_jitter": 0.2,
             "max_delay": max(0.2, min(2.0, session_timeout / 4)),
         })
+        options.setdefault("handler", ReadAheadHandler())
         client = KazooClient(hosts=hosts, timeout=session_timeout, **options)
         try:
             with warnings.catch_warnings():  # kazoo warns about a missing chroot; we create it

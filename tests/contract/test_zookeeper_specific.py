@@ -191,3 +191,19 @@ def test_sync_delivers_every_change_committed_before_it(zk: ZooKeeperHarness) ->
             writer.set("/synced", str(i).encode())
         assert watcher.sync()
         assert states[-1].data == str(i).encode(), i
+
+
+def test_session_reads_through_the_read_ahead_socket(client: Coordinator) -> None:
+    from coordinator.zk_io import ReadAheadHandler, ReadAheadSocket
+
+    kazoo = client.kazoo  # type: ignore[attr-defined]
+    assert isinstance(kazoo.handler, ReadAheadHandler)
+    assert isinstance(kazoo._connection._socket, ReadAheadSocket)
+    client.write_many([Create(path=f"/ra{i}", data=b"x") for i in range(200)])
+    got = Recorder()
+    watches = [client.watch_data(f"/ra{i}", got) for i in range(200)]
+    got.wait_for(lambda events: len(events) >= 200)
+    client.write_many([SetData(path=f"/ra{i}", data=b"y") for i in range(200)])
+    got.wait_for(lambda events: sum(e.data == b"y" for e in events) == 200)
+    for w in watches:
+        w.cancel()
