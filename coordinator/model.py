@@ -171,6 +171,3 @@ class Capabilities:
     max_multi_ops: int | None
     max_multi_bytes: int
     sequential_digits: int = 10
-    bulk_tree_watch: bool = True
-    """Whether ``watch_tree`` is cheaper than a data watch per node for a large subtree
-    (ZooKeeper's, through kazoo, is not yet: its notifications cost kazoo's threads more)."""

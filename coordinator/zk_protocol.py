@@ -16,6 +16,8 @@ int err)`` each followed by its op's record, closed by ``MultiHeader(-1, true, -
 response an op that failed has ``type == -1`` followed by ``ErrorResponse(int err)``.
 * :class:`AddWatch` (opcode 106, ZooKeeper 3.6+): a persistent (recursive) watch, which kazoo
   2.11 does not expose; its notifications arrive as ordinary watch events with the full path.
+* :class:`RemoveWatches` (opcode 18): removes a session's watches on a path on the server; before
+  ZooKeeper 3.9 only the type "any" removes a persistent watch.
 
 This module imports no kazoo and holds no I/O.
 """
@@ -35,8 +37,9 @@ _END = _header.pack(-1, 1, -1)
 
 OP_CREATE, OP_DELETE, OP_GETDATA, OP_SETDATA, OP_CHECK = 1, 2, 4, 5, 13
 OP_MULTI, OP_MULTI_READ = 14, 22
-OP_ADD_WATCH = 106
+OP_REMOVE_WATCHES, OP_ADD_WATCH = 18, 106
 PERSISTENT, PERSISTENT_RECURSIVE = 0, 1
+WATCHER_ANY = 3  # WatcherType.Any: data, children and (3.6+) persistent watches on the path
 OP_ERROR = -1
 
 # world:anyone with all permissions, as one encoded ACL vector
@@ -236,24 +239,45 @@ class MultiRead:
         return _header.size + 4 + len(path.encode()) + 1
 
 
-class AddWatch:
-    """addWatch (opcode 106): ``AddWatchRequest(ustring path, int mode)``; the answer has no
-    body beyond the reply header (an error there is raised by kazoo's connection)."""
+class _PathAndInt:
+    """A request of a path and an int whose answer has no body beyond the reply header (an
+    error there is raised by kazoo's connection)."""
 
-    type = OP_ADD_WATCH
-    __slots__ = ("path", "mode")
+    type = 0
+    __slots__ = ("path", "value")
 
-    def __init__(self, path: str, mode: int = PERSISTENT_RECURSIVE) -> None:
+    def __init__(self, path: str, value: int) -> None:
         self.path = path
-        self.mode = mode
+        self.value = value
 
     def __repr__(self) -> str:
-        return f"AddWatch({self.path!r}, mode={self.mode})"
+        return f"{type(self).__name__}({self.path!r}, {self.value})"
 
     def serialize(self) -> bytes:
         raw = self.path.encode()
-        return _int.pack(len(raw)) + raw + _int.pack(self.mode)
+        return _int.pack(len(raw)) + raw + _int.pack(self.value)
 
     @staticmethod
     def deserialize(buf: bytes, offset: int) -> bool:
         return True
+
+
+class AddWatch(_PathAndInt):
+    """addWatch (opcode 106): ``AddWatchRequest(ustring path, int mode)``."""
+
+    type = OP_ADD_WATCH
+    __slots__ = ()
+
+    def __init__(self, path: str, mode: int = PERSISTENT_RECURSIVE) -> None:
+        super().__init__(path, mode)
+
+
+class RemoveWatches(_PathAndInt):
+    """removeWatches (opcode 18): ``RemoveWatchesRequest(ustring path, int type)``
+    (NoWatcherError when the session had none there)."""
+
+    type = OP_REMOVE_WATCHES
+    __slots__ = ()
+
+    def __init__(self, path: str, watcher_type: int = WATCHER_ANY) -> None:
+        super().__init__(path, watcher_type)

@@ -13,7 +13,9 @@ before any later reply, so a batch's data is at least as new as its notification
 newer: a change may be reported with a later state of its node, never an older one), and batches
 go to the dispatcher in order.
 
-A persistent watch lives on the connection: kazoo re-registers only its own watches after a
+Cancelling the last tree on a path removes the server's watch (``removeWatches``), so that a
+session that stops following a tree, such as a standby that becomes the active controller, is no
+longer told of every write under it. A persistent watch lives on the connection: kazoo re-registers only its own watches after a
 reconnect, so on every CONNECTED each tree adds its watch again and, once the server has it,
 reports ``resync`` (changes in between are not recoverable). A failed read does the same.
 """
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from coordinator.base import WatchHandle
 from coordinator.model import Stat, TreeChange, TreeEvent
-from coordinator.zk_protocol import AddWatch, MultiRead
+from coordinator.zk_protocol import AddWatch, MultiRead, RemoveWatches
 
 if TYPE_CHECKING:
     from coordinator.zookeeper import ZooKeeperCoordinator
@@ -160,10 +162,17 @@ class TreeWatches:
         return handle
 
     def _remove(self, handle: WatchHandle) -> None:
-        # The server keeps the persistent watch until the session ends; its events for a
-        # path no tree covers any more are dropped in _route.
+        """Forget the tree, and remove its persistent watch from the server unless another
+        tree of this session watches the same path (the server keeps one watch per path).
+        Events already on their way for a path no tree covers any more are dropped in _route."""
         with self._lock:
-            self._trees.pop(handle, None)
+            tree = self._trees.pop(handle, None)
+            if tree is None or any(t.full == tree.full for t in self._trees.values()):
+                return
+        if self._owner.kazoo.connected and not self._owner._closed:
+            # Best effort: without a connection the server-side watch goes with the session, or
+            # stays until it does (its events are dropped here).
+            self._owner._call(RemoveWatches(tree.full))
 
     def rearm_all(self) -> None:
         with self._lock:

@@ -159,7 +159,6 @@ class ZooKeeperCoordinator(Coordinator):
         self.request_timeout = request_timeout
         self.capabilities = Capabilities(
             name="zookeeper", max_multi_ops=None, max_multi_bytes=MULTI_BYTES_LIMIT,
-            bulk_tree_watch=False,
         )
         self._session = (client.client_id or (0, b""))[0]
         self._watches = WatchSet(self)

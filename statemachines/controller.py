@@ -129,9 +129,8 @@ class Controller:
         self._states_resync = False
         self._states_queued = False
         self._tp_of_path: dict[str, TopicPartition | str | None] = {}
-        # The standby's tree watch (where the store has one): the topic nodes it reported and
-        # the newest store revision it has shown, which the failover waits on.
-        self._standing_by = False  # has lost an election: watches per state are worth setting
+        # The standby's tree watch: the topic nodes it reported and the newest store revision
+        # it has shown, which the failover waits on.
         self._tree_revision = 0
         self._tree_moved = threading.Condition(self._states_lock)
         self._topics_pending: dict[str, tuple[bytes | None, Stat | None, int]] = {}
@@ -317,9 +316,6 @@ class Controller:
         self._stand_requested_at = None
         epoch = stand_for_controller(self.metadata, self.broker_id)
         if epoch is None:
-            if not self._standing_by and not self.coordinator.capabilities.bulk_tree_watch:
-                self._standing_by = True
-                self._watch_each_state(list(self.ctx.replicas))
             return
         elected = time.monotonic()
         self.fence = Fence(self.metadata, epoch)
@@ -454,10 +450,6 @@ class Controller:
         states (at the latest, the failover) re-reads them all."""
         if not self.config.hot_standby or self.partitions is not None:
             return
-        if not self.coordinator.capabilities.bulk_tree_watch:
-            if self._standing_by:
-                self._watch_each_state(tps)
-            return
         try:
             self._watch("states", lambda: self.coordinator.watch_tree(
                 "/", self._states_changed))
@@ -468,22 +460,6 @@ class Controller:
                      self.broker_id, exc)
             with self._states_lock:
                 self._states_resync = True
-
-    def _watch_each_state(self, tps: list[TopicPartition]) -> None:
-        """Where tree watches cost more than watches per node (ZooKeeper for now), and only
-        once this candidate has lost an election: a watch per node stays on the server until
-        it fires, so a candidate that wins at once would be told of each of its own first
-        writes. It reads the states it lacks when it wins instead."""
-        c, pending = self.coordinator, self._state_watched
-        for tp in tps:
-            self._watch(f"state:{tp.topic}/{tp.partition}", lambda tp=tp: c.watch_data(
-                layout.partition_state(tp.topic, tp.partition),
-                lambda e, tp=tp: pending(tp, e)))
-
-    def _state_watched(self, tp: TopicPartition, e: DataEvent) -> None:
-        with self._states_lock:
-            self._states_pending[tp] = (e.data, e.stat)
-        self._wake_states()
 
     def _states_changed(self, event: TreeEvent) -> None:
         """Dispatcher thread: keep each partition's latest state and each topic node's in
@@ -549,15 +525,14 @@ class Controller:
                 reassignment.complete_if_caught_up(self, moving)
 
     def unwatch_partition_states(self) -> None:
+        """Stop following the store as a standby (the active controller's own writes and
+        leaders' notifications keep its view; on ZooKeeper this also removes the server's
+        persistent watch, which would otherwise report every write the controller makes)."""
         self._unwatch("states")
-        for key in [k for k in self._watches if k.startswith("state:")]:
-            self._unwatch(key)
 
-    def unwatch_topic(self, topic: str, partitions: list[int]) -> None:
+    def unwatch_topic(self, topic: str) -> None:
         """Stop following a topic's node (its partition states stop counting with it)."""
         self._unwatch(f"topic:{topic}")
-        for p in partitions:
-            self._unwatch(f"state:{topic}/{p}")
 
     def _apply_view(self, event: ev.ControllerEvent) -> None:
         """Apply a node event to the view only (standby, draining, completing at failover)."""
@@ -611,12 +586,10 @@ class Controller:
         wait until the tree watch has shown it (where there is one), then flush the
         coordinator's watch events and apply every queued view event, until none are left.
 
-        True if the view is known complete: the tree watch reached ``revision``, or the
-        coordinator's sync covers every earlier change (ZooKeeper, memory). Otherwise the
-        partition states are re-read, and the caller re-reads what else it needs.
+        True if the view is known complete: the tree watch reached ``revision``. Otherwise
+        the partition states are re-read, and the caller re-reads what else it needs.
         """
-        exact = (self._await_tree(revision) if "states" in self._watches
-                 else not self.coordinator.capabilities.bulk_tree_watch)
+        exact = "states" in self._watches and self._await_tree(revision)
         if not exact:
             with self._states_lock:
                 self._states_resync = True

@@ -81,6 +81,19 @@ def _four_letter(port: int, word: bytes) -> bytes:
         return b"".join(chunks)
 
 
+def zookeeper_watches(server: Server) -> dict[int, set[str]]:
+    """The watches the ZooKeeper server holds, by session id (four-letter word ``wchc``):
+    one-shot and persistent alike, at the absolute paths they were set on."""
+    out: dict[int, set[str]] = {}
+    session: set[str] = set()
+    for line in _four_letter(server.port, b"wchc").decode().splitlines():
+        if line.startswith("0x"):
+            session = out.setdefault(int(line, 16), set())
+        elif line.startswith("\t"):
+            session.add(line.strip())
+    return out
+
+
 def start_zookeeper(timeout: float = 30.0) -> Server:
     java = shutil.which("java")
     missing = [p for p in ZK_CLASSPATH if not os.path.exists(p)]
@@ -100,7 +113,7 @@ def start_zookeeper(timeout: float = 30.0) -> Server:
         "minSessionTimeout=200\n"
         "maxSessionTimeout=60000\n"
         "maxClientCnxns=0\n"
-        "4lw.commands.whitelist=srvr,stat,mntr,ruok\n"
+        "4lw.commands.whitelist=srvr,stat,mntr,ruok,wchc\n"
         "forceSync=no\n"
     )
     log_path = workdir / "zookeeper.log"

@@ -144,8 +144,7 @@ def complete(ctl: Controller, topic: str) -> None:
     ctx, rsm, fence = ctl.ctx, ctl.replicas, ctl.fence
     assert rsm is not None and fence is not None
     rsm.handle(_keys(ctl, topic), _R.NON_EXISTENT, ctl.new_batch())
-    partitions = sorted(tp.partition for tp in ctx.partitions_of(topic))
     fence.complete_topic_deletion(topic)
-    ctl.unwatch_topic(topic, partitions)
+    ctl.unwatch_topic(topic)
     ctx.remove_topic(topic)
     log.info("topic %s deleted", topic)

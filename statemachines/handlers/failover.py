@@ -34,8 +34,7 @@ def on_controller_failover(ctl: Controller, started: float, elected: float) -> N
         _reconcile_brokers(ctl)
         if not exact:
             _reconcile_topics(ctl)
-        # Partitions whose state the view never followed (a ZooKeeper candidate that won
-        # before it stood by) or that have none yet.
+        # Partitions whose state the view lacks (none written yet, or a re-read that failed).
         missing = [tp for tp in ctx.replicas if tp not in ctx.leaders]
         if missing:
             ctl.partitions.refresh(missing)
@@ -90,9 +89,8 @@ def _reconcile_topics(ctl: Controller) -> None:
     ctx = ctl.ctx
     names = set(ctl.metadata.topics())
     for t in [t for t in ctx.topics if t not in names]:
-        partitions = [tp.partition for tp in ctx.partitions_of(t)]
         ctx.remove_topic(t)
-        ctl.unwatch_topic(t, partitions)
+        ctl.unwatch_topic(t)
     missing = [t for t in names if t not in ctx.topics]
     if not missing:
         return

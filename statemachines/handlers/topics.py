@@ -31,9 +31,8 @@ def apply_topic_node(ctl: Controller, event: ev.TopicNodeChanged, *, only_new: b
         ctl.topic_revisions[topic] = revision
     if event.stat is None or event.data is None:
         if topic in ctx.topics and not (ctl.active and topic in ctx.deleting):
-            partitions = [tp.partition for tp in ctx.partitions_of(topic)]
             ctx.remove_topic(topic)
-            ctl.unwatch_topic(topic, partitions)
+            ctl.unwatch_topic(topic)
         return []
     if topic in ctx.topics and event.stat.version <= ctx.topic_versions.get(topic, -1):
         return []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ from coordinator import (
 )
 from tests.contract.conftest import ZooKeeperHarness
 from tests.servers import Server
-from tests.waiting import Recorder
+from tests.waiting import Recorder, wait_until
 
 
 @pytest.fixture
@@ -207,3 +208,29 @@ def test_session_reads_through_the_read_ahead_socket(client: Coordinator) -> Non
     got.wait_for(lambda events: sum(e.data == b"y" for e in events) == 200)
     for w in watches:
         w.cancel()
+
+
+def test_cancelling_a_tree_watch_removes_it_from_the_server(zk: ZooKeeperHarness) -> None:
+    """A session that stops following a tree (a standby that became the controller) must not
+    go on being told of every write under it."""
+    from tests.servers import zookeeper_watches
+
+    client = zk.connect()
+    other = zk.connect()
+    client.create("/tw")
+    full = zk.namespace + "/tw"
+    got: Recorder[Any] = Recorder()
+    first = client.watch_tree("/tw", got)
+    second = client.watch_tree("/tw", got)
+    assert full in zookeeper_watches(zk.server).get(client.session_id, set())
+    first.cancel()  # another tree of the session still watches the path: the watch stays
+    client.sync()
+    assert full in zookeeper_watches(zk.server).get(client.session_id, set())
+    second.cancel()
+    wait_until(lambda: full not in zookeeper_watches(zk.server).get(client.session_id, set()),
+               message="the server to drop the persistent watch")
+    # Another session's watch on the same path is its own.
+    kept: Recorder[Any] = Recorder()
+    other.watch_tree("/tw", kept)
+    client.create("/tw/a", b"1")
+    kept.wait_for(lambda events: any(c.path == "/tw/a" for e in events for c in e.changes))

@@ -154,13 +154,16 @@ def test_preferred_election(real: RealCluster) -> None:
     wait_until(lambda: real.metadata.preferred_election() is None, timeout=20)
 
 
-def test_zookeeper_candidates_watch_partition_states_only_while_standing_by(
+def test_zookeeper_standby_follows_the_tree_and_the_winner_drops_it(
     zookeeper_server: Server,
 ) -> None:
-    """A ZooKeeper watch stays on the server until it fires: a candidate that wins at once
-    must not leave one per partition behind (each would tell it of its own first write);
-    one that lost keeps its view warm with them."""
-    c = RealCluster(_zookeeper_url(zookeeper_server, "w" + uuid.uuid4().hex[:12]))
+    """Candidates follow the store with one persistent recursive watch (batched reads, no
+    re-arming). A persistent watch stays on the server until removed: the winner removes
+    its own, or it would be told of every write it makes as the controller."""
+    from tests.servers import zookeeper_watches
+
+    name = "w" + uuid.uuid4().hex[:12]
+    c = RealCluster(_zookeeper_url(zookeeper_server, name))
     try:
         # a cluster that ran before: topic t with its states, no controller
         from coordinator import layout
@@ -178,16 +181,23 @@ def test_zookeeper_candidates_watch_partition_states_only_while_standing_by(
         first = c.active()
         wait_until(lambda: first.controller.last_failover is not None, timeout=20)
         assert len(first.controller.ctx.leaders) == 3
-        standby = next(p for p in c.participants.values() if p is not first)
+        standbys = [p for p in c.participants.values() if p is not first]
 
-        def state_watchers(p: Participant) -> int:
-            kazoo = p.coordinator.kazoo  # type: ignore[attr-defined]
-            return sum(1 for path, ws in list(kazoo._data_watchers.items())
-                       if path.endswith("/state") and ws)
+        def tree_watched(p: Participant) -> bool:
+            held = zookeeper_watches(zookeeper_server).get(p.coordinator.session_id, set())
+            return "/" + name in held
 
-        assert state_watchers(first) == 0
-        wait_until(lambda: state_watchers(standby) == 3, timeout=20,
-                   message="the standby watches t's three states")
-        assert len(standby.controller.ctx.leaders) == 3
+        wait_until(lambda: not tree_watched(first), timeout=20,
+                   message="the winner to remove its tree watch from the server")
+        assert all(tree_watched(p) for p in standbys)
+        assert all(len(p.controller.ctx.leaders) == 3 for p in standbys)
+        # A leader's ISR change reaches the standbys' views through the tree.
+        tp_state = layout.partition_state("t", 0)
+        _, stat = c.client.get(tp_state)
+        shrunk = PartitionState(leader=1, leader_epoch=4, isr=(1, 2), controller_epoch=1)
+        c.client.set(tp_state, shrunk.encode(), version=stat.version)
+        for p in standbys:
+            wait_until(lambda p=p: tuple(p.controller.ctx.leaders[tp("t", 0)].isr) == (1, 2),
+                       timeout=20, message="the standby's view to follow the ISR change")
     finally:
         c.close()
