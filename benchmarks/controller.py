@@ -47,6 +47,7 @@ from statemachines.controller import (  # noqa: E402
     FailoverTimings,
 )
 
+MARK = "/bench-mark"  # written after each step: see mark() in run()
 PER_TOPIC = 1000
 TARGETS = {"a": 1.0, "b": {"memory": 3.0, "zookeeper": 10.0, "etcd": 3.0}, "c": 1.0, "d": 1.0,
            "e": 1.0}
@@ -124,8 +125,8 @@ class LocalCandidate:
         if self.ctl.config.hot_standby:
             _wait_loaded(self.ctl, partitions)
 
-    def wait_idle(self) -> None:
-        self.ctl.events.wait_idle(120)
+    def wait_idle(self, revision: int) -> None:
+        self.ctl.caught_up(revision, 120)
 
     def failover(self, timeout: float) -> FailoverTimings:
         ctl = self.ctl
@@ -171,8 +172,8 @@ class RemoteCandidate:
     def wait_ready(self, partitions: int) -> None:
         self._expect("ready", 900)
 
-    def wait_idle(self) -> None:
-        self.conn.send("idle")
+    def wait_idle(self, revision: int) -> None:
+        self.conn.send(("idle", revision))
         self._expect("idle", 120)
 
     def failover(self, timeout: float) -> FailoverTimings:
@@ -244,8 +245,8 @@ def _candidate_process(url: str, cid: int, hot: bool, partitions: int, conn: Any
                     break
                 if command == "close":
                     session.close()
-                elif command == "idle":
-                    ctl.events.wait_idle(120)
+                elif command[0] == "idle":
+                    ctl.caught_up(command[1], 120)
                     conn.send(("idle", None))
             f = ctl.last_failover
             if f is not None and f is not reported and ctl.active:
@@ -340,6 +341,13 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
             return LocalCandidate(url, network, cid, hot)
         return RemoteCandidate(url, cid, hot, partitions)
 
+    # A write after a step's own: a standby has caught up when its view has shown it.
+    probe = coordinator.connect(url)
+    probe.create(MARK, b"", make_parents=True)
+
+    def mark() -> int:
+        return probe.set(MARK, b"").modify_id
+
     a = _candidate(coordinator.connect(url), network, 101, hot=True)
     wait(lambda: a.active and a.last_failover is not None)
     a.events.wait_idle(120)
@@ -366,7 +374,7 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     res.times["e"] = time.perf_counter() - t
     res.counts["e"] = len(target)
     a.events.wait_idle(120)
-    b.wait_idle()
+    b.wait_idle(mark())
     res.notes.append(f"(e) CPU until both idle: {cpu.since()}")
 
     # (c) uncontrolled loss of broker 1
@@ -379,7 +387,7 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     res.counts["c"] = len(lost)
     a.events.wait_idle(120)
     res.notes.append(f"(c) incl. follower ISR shrinks {time.perf_counter() - t:.2f}s")
-    b.wait_idle()
+    b.wait_idle(mark())
     res.notes.append(f"(c) CPU until both idle: {cpu.since()}")
 
     # (d) controlled shutdown of broker 2
@@ -396,7 +404,7 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     a.events.wait_idle(120)
     res.notes.append(f"(d) broker {victim} leading {moving}; answered when its leadership had "
                      f"moved; incl. follower ISR shrinks {time.perf_counter() - t:.2f}s")
-    b.wait_idle()
+    b.wait_idle(mark())
     res.notes.append(f"(d) CPU until both idle: {cpu.since()}")
 
     # (a) hot failover: the active controller's session goes
@@ -406,7 +414,7 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     res.times["a"] = f.metadata_sent - f.started
     res.notes.append(f"(a) until done {f.done - f.started:.2f}s, warm={f.warm}, exact={f.exact}; "
                      f"{_steps(f)}")
-    b.wait_idle()
+    b.wait_idle(mark())
     res.notes.append(f"(a) CPU until idle: {cpu.since()}")
 
     # (b) cold failover
@@ -423,6 +431,7 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
         c.stop()
     for s, _ in sessions.values():
         s.close()
+    probe.close()
     return res
 
 

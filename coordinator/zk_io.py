@@ -14,9 +14,9 @@ extension points (``KazooClient(handler=...)``; ``handler.create_connection`` an
   to :data:`CHUNK`) and serves later reads from that, and ``pending()`` tells kazoo there is
   buffered data, so kazoo reads it without waiting (kazoo asks ``pending()`` for TLS sockets, which
   buffer the same way);
-* its ``select`` answers at once, without a system call, for a socket holding buffered data (still
-  polling the others without waiting, so queued requests are sent between replies as kazoo
-  intends), and otherwise waits with a single ``poll``.
+* its ``select`` answers at once, without a system call, for a socket holding buffered data
+  (polling the others without waiting every :data:`POLL_EVERY` packets, so queued requests are
+  still sent between replies as kazoo intends), and otherwise waits with a single ``poll``.
 
 Packets are still read one at a time and in order; only the waiting and copying change.
 """
@@ -30,6 +30,7 @@ from typing import Any
 from kazoo.handlers.threading import SequentialThreadingHandler
 
 CHUNK = 1 << 18  # bytes taken from the kernel per recv when kazoo asks for less
+POLL_EVERY = 8  # buffered packets handled before the other sockets are polled again
 
 _READ = _select.POLLIN | _select.POLLPRI | _select.POLLHUP | _select.POLLERR | _select.POLLNVAL
 _WRITE = _select.POLLOUT | _select.POLLHUP | _select.POLLERR | _select.POLLNVAL
@@ -83,8 +84,21 @@ class ReadAheadHandler(SequentialThreadingHandler):
     def create_connection(self, *args: Any, **kwargs: Any) -> ReadAheadSocket:
         return ReadAheadSocket(super().create_connection(*args, **kwargs))
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._skipped = 0
+
     def select(self, rlist: list[Any], wlist: list[Any], xlist: list[Any],
                timeout: float | None = None) -> tuple[list[Any], list[Any], list[Any]]:
+        # While packets are buffered, look at the other sockets (kazoo's request queue) only
+        # every POLL_EVERY packets: a burst of notifications then costs no system call per
+        # packet, and a request waits for at most that many packets to be handled.
+        if not wlist and len(rlist) > 1 and self._skipped < POLL_EVERY:
+            ready = [obj for obj in rlist if type(obj) is ReadAheadSocket and obj.buffered()]
+            if ready:
+                self._skipped += 1
+                return ready, [], []
+        self._skipped = 0
         return poll_select(rlist, wlist, timeout)
 
 

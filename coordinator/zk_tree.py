@@ -145,6 +145,7 @@ class TreeWatches:
     def __init__(self, owner: ZooKeeperCoordinator) -> None:
         self._owner = owner
         self._trees: dict[WatchHandle, _Tree] = {}
+        self._routes: tuple[_Tree, ...] = ()  # the trees, read on kazoo's thread without a lock
         self._lock = threading.Lock()
         self._hooked = False
 
@@ -154,6 +155,7 @@ class TreeWatches:
         self._hook()
         with self._lock:
             self._trees[handle] = tree
+            self._routes = tuple(self._trees.values())
         try:
             self._owner._wait(tree.arm(resync=False), path)
         except Exception:
@@ -164,9 +166,10 @@ class TreeWatches:
     def _remove(self, handle: WatchHandle) -> None:
         """Forget the tree, and remove its persistent watch from the server unless another
         tree of this session watches the same path (the server keeps one watch per path).
-        Events already on their way for a path no tree covers any more are dropped in _route."""
+        Events already on their way for a path no tree covers any more are dropped as they arrive."""
         with self._lock:
             tree = self._trees.pop(handle, None)
+            self._routes = tuple(self._trees.values())
             if tree is None or any(t.full == tree.full for t in self._trees.values()):
                 return
         if self._owner.kazoo.connected and not self._owner._closed:
@@ -183,6 +186,7 @@ class TreeWatches:
     def cancel_all(self) -> None:
         with self._lock:
             trees, self._trees = list(self._trees.values()), {}
+            self._routes = ()
         for tree in trees:
             tree.handle.active = False
 
@@ -191,24 +195,24 @@ class TreeWatches:
             if self._hooked:
                 return
             self._hooked = True
-        connection = self._owner.kazoo._connection
+        client = self._owner.kazoo
+        connection = client._connection
         original = connection._read_watch_event
 
         def read_watch_event(buffer: bytes, offset: int) -> None:
-            original(buffer, offset)  # kazoo's own watchers first, as before
-            if self._trees:
-                self._route(buffer)
+            _, zxid, _, kind, _ = _event_head.unpack_from(buffer, 0)  # zxid: -1 before 3.9
+            if kind not in (CREATED, DELETED, CHANGED):
+                original(buffer, offset)
+                return
+            start = _event_head.size
+            length = _int.unpack_from(buffer, start)[0]
+            path = bytes(buffer[start + 4:start + 4 + length]).decode()
+            # kazoo's own watchers, as before; its pass is skipped when it holds none here,
+            # which is every event of a tree but the few nodes also watched one-shot.
+            if client._data_watchers.get(path) or client._child_watchers.get(path):
+                original(buffer, offset)
+            for tree in self._routes:
+                if tree.covers(path):
+                    tree.notified(path, kind == DELETED, max(zxid, 0))
 
         connection._read_watch_event = read_watch_event
-
-    def _route(self, buffer: bytes) -> None:
-        _, zxid, _, kind, _ = _event_head.unpack_from(buffer, 0)  # zxid: -1 before 3.9
-        if kind not in (CREATED, DELETED, CHANGED):
-            return
-        offset = _event_head.size
-        length = _int.unpack_from(buffer, offset)[0]
-        path = bytes(buffer[offset + 4:offset + 4 + length]).decode()
-        with self._lock:
-            trees = [t for t in self._trees.values() if t.covers(path)]
-        for tree in trees:
-            tree.notified(path, kind == DELETED, max(zxid, 0))

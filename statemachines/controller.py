@@ -483,10 +483,12 @@ class Controller:
                     topics_[node] = (data, stat, revision)
                 else:
                     pending[node] = (data, stat)
+        self._wake_states()
+        # Only now: whoever waits for this revision then finds its changes queued.
+        with self._states_lock:
             if event.revision > self._tree_revision:
                 self._tree_revision = event.revision
                 self._tree_moved.notify_all()
-        self._wake_states()
 
     def _wake_states(self) -> None:
         """Queue one PartitionStatesPending if there is something to apply and none is queued."""
@@ -604,6 +606,18 @@ class Controller:
             for event in taken:
                 self._apply_view(event)
         return False
+
+    def caught_up(self, revision: int, timeout: float = 10.0) -> bool:
+        """A standby: wait until its view has followed the store up to the write ``revision``
+        (its tree watch has shown it and the view events it queued are applied). The active
+        controller, which keeps its view by its own writes, only waits for its queue."""
+        deadline = time.monotonic() + timeout
+        if not self.active and "states" in self._watches:
+            with self._states_lock:
+                if not self._tree_moved.wait_for(lambda: self._tree_revision >= revision,
+                                                 timeout):
+                    return False
+        return self.events.wait_idle(max(0.0, deadline - time.monotonic()))
 
     def _await_tree(self, revision: int) -> bool:
         """Wait until the tree watch has shown the store up to ``revision``."""

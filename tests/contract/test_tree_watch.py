@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 
-from coordinator import Coordinator, NoNode, TreeChange, TreeEvent
+from coordinator import ChildrenEvent, Coordinator, DataEvent, NoNode, TreeChange, TreeEvent
 from tests.waiting import Recorder, wait_until
 
 
@@ -117,6 +117,35 @@ def test_tree_watch_on_the_root_sees_everything(client: Coordinator, other: Coor
     other.create("/r1/r2", b"2")
     changes = seen.wait_for(lambda ev: len(_changes(ev)) >= 2 and _changes(ev))
     assert [(c.path, c.data) for c in changes] == [("/r1", b"1"), ("/r1/r2", b"2")]
+
+
+def test_tree_watch_and_node_watches_on_the_same_nodes_both_report(
+    client: Coordinator, other: Coordinator
+) -> None:
+    """A session may follow a tree and, inside it, single nodes (a controller's standby view
+    and its watches on brokers and topics): every watch keeps reporting."""
+    other.create("/both")
+    other.create("/both/n", b"0")
+    tree: Recorder[TreeEvent] = Recorder()
+    data: Recorder[DataEvent] = Recorder()
+    kids: Recorder[ChildrenEvent] = Recorder()
+    client.watch_tree("/both", tree)
+    client.watch_data("/both/n", data)
+    client.watch_children("/both", kids)
+    data.wait_count(1)
+    kids.wait_count(1)
+    for i in range(1, 4):
+        other.set("/both/n", str(i).encode())
+        data.wait_for(lambda ev, i=i: ev[-1].data == str(i).encode())
+    other.create("/both/m", b"m")
+    kids.wait_for(lambda ev: "m" in ev[-1].children)
+    other.delete("/both/n")
+    data.wait_for(lambda ev: ev[-1].stat is None)
+    changes = tree.wait_for(lambda ev: (ch := _changes(ev)) and ch[-1].path == "/both/n"
+                            and ch[-1].data is None and ch)
+    # (A ZooKeeper tree reads data after the notification: a change may carry a later state.)
+    assert [c.path for c in changes] == ["/both/n"] * 3 + ["/both/m", "/both/n"]
+    assert changes[3].data == b"m" and changes[-1].data is None
 
 
 def test_tree_watch_batches_a_multi(client: Coordinator, other: Coordinator) -> None:

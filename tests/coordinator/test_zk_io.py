@@ -119,3 +119,23 @@ def test_handler_makes_read_ahead_connections() -> None:
             conn.close()
     finally:
         server.close()
+
+
+def test_handler_polls_the_request_socket_at_least_every_few_buffered_packets(
+        pair: tuple[ReadAheadSocket, socket.socket]) -> None:
+    from coordinator.zk_io import POLL_EVERY
+
+    sock, peer = pair
+    wake_r, wake_w = socket.socketpair()
+    handler = ReadAheadHandler()
+    try:
+        peer.sendall(b"x" * 100)
+        _wait_readable(sock)
+        sock.recv(1)
+        wake_w.send(b"\0")  # a request queued
+        seen = [handler.select([sock, wake_r], [], [], 1.0)[0] for _ in range(POLL_EVERY + 1)]
+        assert all(s == [sock] for s in seen[:POLL_EVERY])
+        assert wake_r in seen[POLL_EVERY] and sock in seen[POLL_EVERY]
+    finally:
+        wake_r.close()
+        wake_w.close()

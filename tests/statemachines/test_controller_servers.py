@@ -195,9 +195,10 @@ def test_zookeeper_standby_follows_the_tree_and_the_winner_drops_it(
         tp_state = layout.partition_state("t", 0)
         _, stat = c.client.get(tp_state)
         shrunk = PartitionState(leader=1, leader_epoch=4, isr=(1, 2), controller_epoch=1)
-        c.client.set(tp_state, shrunk.encode(), version=stat.version)
+        written = c.client.set(tp_state, shrunk.encode(), version=stat.version)
         for p in standbys:
-            wait_until(lambda p=p: tuple(p.controller.ctx.leaders[tp("t", 0)].isr) == (1, 2),
-                       timeout=20, message="the standby's view to follow the ISR change")
+            assert p.controller.caught_up(written.modify_id, timeout=20)
+            assert tuple(p.controller.ctx.leaders[tp("t", 0)].isr) == (1, 2)
+            assert not p.controller.caught_up(written.modify_id + 1_000_000, timeout=0.2)
     finally:
         c.close()
