@@ -35,8 +35,13 @@ def test_decoding_odd_state_nodes_goes_through_the_codec() -> None:
     extra = PartitionState(leader=2, leader_epoch=1, isr=(2, 1), controller_epoch=3,
                            extra={"leader_recovery_state": 0}).encode()
     assert decode_leader_and_isr(tp("t", 0), extra, 1).isr == (2, 1)
-    for bad in (b"not json", b"[]", b'{"leader": "1", "leader_epoch": 0, '
-                b'"controller_epoch": 1, "isr": [1]}'):
+    kafka = (b'{"controller_epoch":4,"leader":2,"version":1,"leader_epoch":9,"isr":[2,3]}')
+    assert decode_leader_and_isr(tp("t", 0), kafka, 5) == LeaderAndIsr(
+        leader=2, leader_epoch=9, isr=(2, 3), controller_epoch=4, partition_epoch=5)
+    assert decode_leader_and_isr(tp("t", 0), b" \n" + kafka + b" ", 5).leader == 2
+    state = encode_state(LeaderAndIsr(leader=1, leader_epoch=0, isr=(1,), controller_epoch=1))
+    for bad in (b"not json", b"[]", b"", state + b"{}", state[:-1], b'{"leader": "1", '
+                b'"leader_epoch": 0, "controller_epoch": 1, "isr": [1]}'):
         with pytest.raises(CorruptMetadata):
             decode_leader_and_isr(tp("t", 0), bad, 1)
 
