@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import threading
 import time
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from operator import attrgetter
 from typing import Any
 
 import grpc
@@ -82,6 +84,8 @@ def capabilities_for(max_txn_ops: int, max_request_bytes: int) -> Capabilities:
     return Capabilities(name="etcd", max_multi_ops=max_txn_ops // 3,
                         max_multi_bytes=max_request_bytes - REQUEST_MARGIN)
 
+
+_kv_key = attrgetter("key")
 
 class EtcdCoordinator(Coordinator):
     """A session on an etcd cluster; see the module docstring."""
@@ -239,15 +243,19 @@ class EtcdCoordinator(Coordinator):
         jumps = 0
         while True:
             skipped = False
-            for kv in resp.kvs:
-                key = kv.key
-                if key < cursor:
+            kvs = resp.kvs
+            i, n = 0, len(kvs)
+            while i < n:
+                key = kvs[i].key
+                if key < cursor:  # inside a subtree being passed over: bisect to its end
+                    i = bisect_left(kvs, cursor, i, n, key=_kv_key)
                     continue
                 rest = key[cut:]
                 slash = rest.find(b"/")
                 if slash < 0:
                     names.append(rest.decode())
                     cursor = key + b"\x00"
+                    i += 1
                 else:  # below a child already listed (its key sorts before its subtree)
                     cursor = start + rest[:slash] + b"0"
                     skipped = True

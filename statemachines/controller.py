@@ -612,26 +612,22 @@ class Controller:
         (its tree watch has shown it and the view events it queued are applied). The active
         controller, which keeps its view by its own writes, only waits for its queue."""
         deadline = time.monotonic() + timeout
-        if not self.active and "states" in self._watches:
-            with self._states_lock:
-                if not self._tree_moved.wait_for(lambda: self._tree_revision >= revision,
-                                                 timeout):
-                    return False
+        if not self.active and "states" in self._watches and not self._tree_reached(
+                revision, timeout):
+            return False
         return self.events.wait_idle(max(0.0, deadline - time.monotonic()))
 
     def _await_tree(self, revision: int) -> bool:
         """Wait until the tree watch has shown the store up to ``revision``."""
-        deadline = time.monotonic() + self.config.view_sync_timeout
+        if self._tree_reached(revision, self.config.view_sync_timeout):
+            return True
+        log.warning("controller %d: the tree watch is at revision %d, not %d: re-reading the "
+                    "view", self.broker_id, self._tree_revision, revision)
+        return False
+
+    def _tree_reached(self, revision: int, timeout: float) -> bool:
         with self._states_lock:
-            while self._tree_revision < revision:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    log.warning("controller %d: the tree watch is at revision %d, not %d: "
-                                "re-reading the view", self.broker_id, self._tree_revision,
-                                revision)
-                    return False
-                self._tree_moved.wait(left)
-        return True
+            return self._tree_moved.wait_for(lambda: self._tree_revision >= revision, timeout)
 
     def arm_watches_after_load(self) -> None:
         self._arm_cluster_watches()
