@@ -260,21 +260,28 @@ class ControllerContext:
 
     def set_replicas(self, tp: TopicPartition, replicas: Iterable[int]) -> None:
         new = tuple(replicas)
-        old = self.replicas.get(tp, ())
-        if new == old and tp in self.replicas:
+        old = self.replicas.get(tp)  # None: new to the context (every partition of a cold load)
+        if old == new:
             return
-        for b in old:
-            if b not in new:
-                self.replica_states.pin((tp, b))
-                on = self._replicas_on.get(b)
-                if on is not None:
-                    on.discard(tp)
+        states, on = self.replica_states, self._replicas_on
+        if old:
+            for b in old:
+                if b not in new:
+                    states.pin((tp, b))
+                    hosted = on.get(b)
+                    if hosted is not None:
+                        hosted.discard(tp)
+        tracking = states.tracking  # (no replica states to keep before a failover's end)
         for b in new:
-            if b not in old:
-                self.replica_states.added((tp, b))
-            self._replicas_on.setdefault(b, set()).add(tp)
+            if tracking and (old is None or b not in old):
+                states.added((tp, b))
+            hosted = on.get(b)
+            if hosted is None:
+                hosted = on[b] = set()
+            hosted.add(tp)
         self.replicas[tp] = new
-        self._partitions_of.setdefault(tp.topic, set()).add(tp)
+        if old is None:
+            self._partitions_of.setdefault(tp.topic, set()).add(tp)
 
     def remove_topic(self, topic: str) -> None:
         self.topics.pop(topic, None)

@@ -670,6 +670,7 @@ def read_partition_states(
             set_leader(tp, decode_leader_and_isr(tp, item[0], item[1].version))
 
 
+_INTS = frozenset({int})
 _scan_json = json.JSONDecoder().scan_once  # (text, index) -> (value, end); StopIteration if none
 
 
@@ -685,7 +686,7 @@ def decode_leader_and_isr(tp: TopicPartition, data: bytes, version: int) -> Lead
         leader, leader_epoch = obj["leader"], obj["leader_epoch"]
         controller_epoch, isr = obj["controller_epoch"], obj["isr"]
         if (type(leader) is int and type(leader_epoch) is int and type(controller_epoch) is int
-                and type(isr) is list and all(type(r) is int for r in isr)):
+                and type(isr) is list and _INTS.issuperset(map(type, isr))):
             return LeaderAndIsr(leader=leader, leader_epoch=leader_epoch, isr=tuple(isr),
                                 controller_epoch=controller_epoch, partition_epoch=version)
     except (ValueError, UnicodeDecodeError, KeyError, TypeError, StopIteration):

@@ -135,6 +135,11 @@ def test_corrupt_partition_state_is_one_clear_error(data: bytes, reason: str) ->
 def test_corrupt_topic_and_admin_nodes() -> None:
     with pytest.raises(CorruptMetadata, match="partition number"):
         TopicAssignment.decode("/t", b'{"version":3,"partitions":{"x":[1]}}', "t")
+    for replicas in (b"[1,true]", b"[1.0]", b'["1"]', b"[[1]]", b"{}", b"1"):
+        with pytest.raises(CorruptMetadata, match="list of integers"):
+            TopicAssignment.decode("/t", b'{"version":3,"partitions":{"0":%s}}' % replicas, "t")
+    assert TopicAssignment.decode("/t", b'{"version":3,"partitions":{"0":[]}}', "t").partitions \
+        == {0: ()}
     with pytest.raises(CorruptMetadata, match="topic name"):
         decode_reassignment("/r", b'{"version":1,"partitions":[{"partition":0,"replicas":[1]}]}')
 
