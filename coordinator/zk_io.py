@@ -1,4 +1,5 @@
-"""Socket I/O for kazoo's connection thread: read ahead, and wait with one ``poll`` call.
+"""Socket I/O for kazoo's connection thread: read ahead, handle buffered packets in bursts,
+and wait with one ``poll`` call.
 
 kazoo's connection loop reads one packet per turn and waits before every read: once for the
 loop, once for the packet's length and once for its body, each wait building, using and closing
@@ -14,24 +15,29 @@ extension points (``KazooClient(handler=...)``; ``handler.create_connection`` an
   to :data:`CHUNK`) and serves later reads from that, and ``pending()`` tells kazoo there is
   buffered data, so kazoo reads it without waiting (kazoo asks ``pending()`` for TLS sockets, which
   buffer the same way);
-* its ``select`` answers at once, without a system call, for a socket holding buffered data
-  (polling the others without waiting every :data:`POLL_EVERY` packets, so queued requests are
-  still sent between replies as kazoo intends), and otherwise waits with a single ``poll``.
+* its ``select`` reports a socket holding buffered data as readable at once (polling the others
+  without waiting, so queued requests are still sent between replies as kazoo intends), and
+  otherwise waits with a single ``poll``.
 
-Packets are still read one at a time and in order; only the waiting and copying change.
+:func:`install_bursts` then lets kazoo's connection take the packets already buffered a burst at a
+time (up to :data:`BURST` per turn of its loop, each whole packet read straight from the buffer),
+where it would go once round its loop, with a wait and a timer, for every one. Packets are still
+read one at a time and in order; only the waiting and copying change.
 """
 
 from __future__ import annotations
 
 import math
 import select as _select
+import struct
 from typing import Any
 
 from kazoo.handlers.threading import SequentialThreadingHandler
 
 CHUNK = 1 << 18  # bytes taken from the kernel per recv when kazoo asks for less
-POLL_EVERY = 8  # buffered packets handled before the other sockets are polled again
+BURST = 8  # buffered packets read per turn of kazoo's loop before it looks at its requests
 
+_int = struct.Struct("!i")
 _READ = _select.POLLIN | _select.POLLPRI | _select.POLLHUP | _select.POLLERR | _select.POLLNVAL
 _WRITE = _select.POLLOUT | _select.POLLHUP | _select.POLLERR | _select.POLLNVAL
 
@@ -48,6 +54,22 @@ class ReadAheadSocket:
 
     def buffered(self) -> int:
         return len(self._buf) - self._pos
+
+    def has_packet(self) -> bool:
+        """Whether a whole length-prefixed packet is buffered."""
+        buf, pos = self._buf, self._pos
+        return len(buf) - pos >= 4 and len(buf) - pos >= 4 + _int.unpack_from(buf, pos)[0]
+
+    def take(self, size: int) -> bytes:
+        """``size`` buffered bytes (the caller knows they are there)."""
+        pos = self._pos
+        end = pos + size
+        data = self._buf[pos:end]
+        if end >= len(self._buf):
+            self._buf, self._pos = b"", 0
+        else:
+            self._pos = end
+        return data
 
     def pending(self) -> int:
         """Bytes readable without waiting: ours, plus a TLS socket's own."""
@@ -84,22 +106,42 @@ class ReadAheadHandler(SequentialThreadingHandler):
     def create_connection(self, *args: Any, **kwargs: Any) -> ReadAheadSocket:
         return ReadAheadSocket(super().create_connection(*args, **kwargs))
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._skipped = 0
-
     def select(self, rlist: list[Any], wlist: list[Any], xlist: list[Any],
                timeout: float | None = None) -> tuple[list[Any], list[Any], list[Any]]:
-        # While packets are buffered, look at the other sockets (kazoo's request queue) only
-        # every POLL_EVERY packets: a burst of notifications then costs no system call per
-        # packet, and a request waits for at most that many packets to be handled.
-        if not wlist and len(rlist) > 1 and self._skipped < POLL_EVERY:
-            ready = [obj for obj in rlist if type(obj) is ReadAheadSocket and obj.buffered()]
-            if ready:
-                self._skipped += 1
-                return ready, [], []
-        self._skipped = 0
         return poll_select(rlist, wlist, timeout)
+
+
+def install_bursts(connection: Any) -> None:
+    """Make kazoo's ``connection`` (a ``ConnectionHandler``) read buffered packets in bursts.
+
+    Its ``_read`` takes bytes already buffered straight from the :class:`ReadAheadSocket`
+    (kazoo's own code, with its wait and error handling, reads the rest), and its
+    ``_read_socket`` (one packet) goes on with the next while a whole one is buffered, up to
+    :data:`BURST`: kazoo's loop then sends queued requests and pings as before.
+    """
+    from kazoo.protocol.connection import CLOSE_RESPONSE
+
+    read, read_socket = connection._read, connection._read_socket
+
+    def read_buffered(length: int, timeout: float) -> bytes:
+        sock = connection._socket
+        if type(sock) is ReadAheadSocket and sock.buffered() >= length:
+            return sock.take(length)
+        data: bytes = read(length, timeout)
+        return data
+
+    def read_burst(read_timeout: float) -> Any:
+        response = read_socket(read_timeout)
+        sock = connection._socket
+        for _ in range(BURST - 1):
+            if (response == CLOSE_RESPONSE or type(sock) is not ReadAheadSocket
+                    or not sock.has_packet()):
+                break
+            response = read_socket(read_timeout)
+        return response
+
+    connection._read = read_buffered
+    connection._read_socket = read_burst
 
 
 def poll_select(rlist: list[Any], wlist: list[Any],

@@ -53,7 +53,7 @@ from coordinator.model import (
     Watch,
 )
 from coordinator.url import CoordinatorURL
-from coordinator.zk_io import ReadAheadHandler
+from coordinator.zk_io import ReadAheadHandler, install_bursts
 from coordinator.zk_protocol import FRAME_BYTES, MultiRead, MultiWrite, OpError, encoded_op_size
 from coordinator.zk_tree import TreeWatches
 from coordinator.zk_watch import WatchSet
@@ -202,6 +202,7 @@ class ZooKeeperCoordinator(Coordinator):
         })
         options.setdefault("handler", ReadAheadHandler())
         client = KazooClient(hosts=hosts, timeout=session_timeout, **options)
+        install_bursts(client._connection)
         try:
             with warnings.catch_warnings():  # kazoo warns about a missing chroot; we create it
                 warnings.simplefilter("ignore")

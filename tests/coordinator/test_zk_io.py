@@ -8,7 +8,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from coordinator.zk_io import CHUNK, ReadAheadHandler, ReadAheadSocket, poll_select
+from coordinator.zk_io import (
+    BURST,
+    CHUNK,
+    ReadAheadHandler,
+    ReadAheadSocket,
+    install_bursts,
+    poll_select,
+)
 
 
 @pytest.fixture
@@ -121,21 +128,69 @@ def test_handler_makes_read_ahead_connections() -> None:
         server.close()
 
 
-def test_handler_polls_the_request_socket_at_least_every_few_buffered_packets(
+class _Connection:
+    """The two methods of kazoo's ConnectionHandler that install_bursts wraps, as kazoo has
+    them: _read waits and reads (here without the wait), _read_socket handles one packet."""
+
+    def __init__(self, sock: ReadAheadSocket) -> None:
+        self._socket = sock
+        self.packets: list[bytes] = []
+        self.slow_reads = 0
+
+    def _read(self, length: int, timeout: float) -> bytes:
+        self.slow_reads += 1
+        out = b""
+        while len(out) < length:
+            _wait_readable(self._socket)
+            out += self._socket.recv(length - len(out))
+        return out
+
+    def _read_socket(self, read_timeout: float) -> int | None:
+        from kazoo.protocol.connection import CLOSE_RESPONSE
+
+        length = int.from_bytes(self._read(4, read_timeout), "big")
+        body = self._read(length, read_timeout)
+        self.packets.append(body)
+        return CLOSE_RESPONSE if body == b"close" else None
+
+
+def _packet(body: bytes) -> bytes:
+    return len(body).to_bytes(4, "big") + body
+
+
+def test_buffered_packets_are_read_in_bursts_straight_from_the_buffer(
         pair: tuple[ReadAheadSocket, socket.socket]) -> None:
-    from coordinator.zk_io import POLL_EVERY
+    sock, peer = pair
+    conn = _Connection(sock)
+    install_bursts(conn)
+    bodies = [b"p%02d" % i for i in range(2 * BURST + 3)]
+    peer.sendall(b"".join(_packet(b) for b in bodies))
+    _wait_readable(sock)
+    conn._read_socket(1.0)
+    assert conn.packets == bodies[:BURST]  # one turn of kazoo's loop: a burst
+    assert conn.slow_reads == 1  # the first length; everything else came from the buffer
+    conn._read_socket(1.0)
+    conn._read_socket(1.0)
+    assert conn.packets == bodies
+    assert sock.buffered() == 0
+
+
+def test_a_burst_stops_at_a_partial_packet_and_at_close(
+        pair: tuple[ReadAheadSocket, socket.socket]) -> None:
+    from kazoo.protocol.connection import CLOSE_RESPONSE
 
     sock, peer = pair
-    wake_r, wake_w = socket.socketpair()
-    handler = ReadAheadHandler()
-    try:
-        peer.sendall(b"x" * 100)
-        _wait_readable(sock)
-        sock.recv(1)
-        wake_w.send(b"\0")  # a request queued
-        seen = [handler.select([sock, wake_r], [], [], 1.0)[0] for _ in range(POLL_EVERY + 1)]
-        assert all(s == [sock] for s in seen[:POLL_EVERY])
-        assert wake_r in seen[POLL_EVERY] and sock in seen[POLL_EVERY]
-    finally:
-        wake_r.close()
-        wake_w.close()
+    conn = _Connection(sock)
+    install_bursts(conn)
+    whole = _packet(b"one") + _packet(b"two")
+    tail = _packet(b"three")
+    peer.sendall(whole + tail[:5])
+    _wait_readable(sock)
+    conn._read_socket(1.0)
+    assert conn.packets == [b"one", b"two"]  # the third is not all here: back to the loop
+    peer.sendall(tail[5:] + _packet(b"close") + _packet(b"after"))
+    # "three" completes through kazoo's own read, which buffers the rest: the burst goes on
+    # to "close" and stops there.
+    assert conn._read_socket(1.0) == CLOSE_RESPONSE
+    assert conn.packets == [b"one", b"two", b"three", b"close"]
+    assert sock.has_packet()  # "after" stays for whoever reads next
