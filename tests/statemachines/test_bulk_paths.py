@@ -198,3 +198,55 @@ def test_a_fenced_stream_of_a_deposed_controller_lands_nothing_more(three: Clust
         list(fence.write_stream(batches()))
     assert not fence.is_open
     assert three.admin_client.children("/scratch") == ["a"]
+
+
+def test_cold_load_from_one_tree_read_matches_the_load_level_by_level() -> None:
+    """etcd and memory load the topics, assignments and states with one ranged read of the
+    topics' subtree; ZooKeeper reads names, then topics, then states. Same view either way,
+    including partitions without a state node and nodes the view does not use."""
+    import dataclasses
+    import uuid
+
+    import coordinator
+    from coordinator.codecs import TopicAssignment
+    from coordinator.metadata import MetadataClient
+    from statemachines.channel import InProcessNetwork
+    from statemachines.controller import Controller
+
+    url = f"memory://tree-load-{uuid.uuid4().hex[:8]}"
+    admin = coordinator.connect(url)
+    md = MetadataClient(admin)
+    md.ensure_layout()
+    for name, parts in (("a", 3), ("b-1", 2), ("c", 1)):
+        md.create_topic(TopicAssignment(
+            topic=name, partitions={p: (p % 3 + 1, (p + 1) % 3 + 1) for p in range(parts)}))
+    for name, p in (("a", 0), ("a", 1), ("b-1", 0), ("b-1", 1), ("c", 0)):  # not a/2
+        admin.create(layout.partition_state(name, p), encode_state(LeaderAndIsr(
+            leader=p + 1, leader_epoch=3, isr=(p + 1,), controller_epoch=1)), make_parents=True)
+    admin.set(layout.partition_state("a", 1), encode_state(LeaderAndIsr(
+        leader=2, leader_epoch=4, isr=(2, 1), controller_epoch=2)))
+    admin.create(layout.partition_state("a", 9), b"{}", make_parents=True)  # not assigned
+    admin.create(layout.topic("c") + "/other", b"x")
+    views = []
+    for ranged in (True, False):
+        session = coordinator.connect(url)
+        session.capabilities = dataclasses.replace(  # type: ignore[misc]
+            session.capabilities, ranged_tree_read=ranged)
+        read_trees: list[str] = []
+        read_tree = session.read_tree
+        session.read_tree = lambda path, read=read_tree, seen=read_trees: (  # type: ignore[method-assign]
+            seen.append(path) or read(path))
+        ctl = Controller(session, 1, InProcessNetwork().channel())
+        ctl.load_view()
+        assert read_trees == ([layout.TOPICS] if ranged else [])
+        ctx = ctl.ctx
+        views.append((dict(ctx.leaders), dict(ctx.replicas), dict(ctx.topics),
+                      dict(ctx.topic_versions)))
+        session.close()
+    assert views[0] == views[1]
+    leaders, replicas, topics, _ = views[0]
+    assert set(topics) == {"a", "b-1", "c"} and len(replicas) == 6
+    assert tp("a", 2) not in leaders and tp("a", 9) not in leaders
+    assert leaders[tp("a", 1)] == LeaderAndIsr(leader=2, leader_epoch=4, isr=(2, 1),
+                                               controller_epoch=2, partition_epoch=1)
+    admin.close()
