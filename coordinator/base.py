@@ -13,7 +13,6 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
-from operator import itemgetter
 from typing import Any
 
 from coordinator import paths
@@ -215,38 +214,6 @@ class Coordinator(ABC):
                 out.append(self.get(path))
             except NoNode:
                 out.append(None)
-        return out
-
-    def read_tree(self, path: str) -> list[tuple[str, bytes, Stat]]:
-        """Every node below ``path`` (not ``path`` itself) as ``(path, data, stat)``, in path
-        order; :class:`NoNode` if ``path`` is absent.
-
-        Where ``capabilities.ranged_tree_read`` the backend reads the subtree as one range at
-        one point in time. This default walks it a level at a time (the level's children, then
-        their nodes with ``get_many``), so a tree changing meanwhile may be seen part old, part
-        new, as a Kafka controller's own reads see it.
-        """
-        out: list[tuple[str, bytes, Stat]] = []
-        level = [path]
-        first = True
-        while level:
-            below: list[str] = []
-            for parent in level:
-                try:
-                    kids = self.children(parent)
-                except NoNode:
-                    if first:
-                        raise
-                    continue  # deleted meanwhile
-                prefix = parent.rstrip("/") + "/"
-                below.extend(prefix + kid for kid in kids)
-            first = False
-            level = []
-            for p, item in zip(below, self.get_many(below), strict=True):
-                if item is not None:
-                    out.append((p, item[0], item[1]))
-                    level.append(p)
-        out.sort(key=itemgetter(0))
         return out
 
     # --- writes --------------------------------------------------------------------------

@@ -82,8 +82,7 @@ def capabilities_for(max_txn_ops: int, max_request_bytes: int) -> Capabilities:
     """Any multi of max_txn_ops // 3 ops fits: an op costs at most three compares (a create:
     key absent, parent present and persistent, or a sequential counter)."""
     return Capabilities(name="etcd", max_multi_ops=max_txn_ops // 3,
-                        max_multi_bytes=max_request_bytes - REQUEST_MARGIN,
-                        ranged_tree_read=True)
+                        max_multi_bytes=max_request_bytes - REQUEST_MARGIN)
 
 
 _kv_key = attrgetter("key")
@@ -274,52 +273,6 @@ class EtcdCoordinator(Coordinator):
                 key=cursor, range_end=end, keys_only=True, limit=limit, revision=revision),
                 "children", retry=True)
         return names, revision
-
-    def read_tree(self, path: str) -> list[tuple[str, bytes, Stat]]:
-        """The subtree below ``path`` at one revision: its key range, paged, each next page
-        asked for before the one in hand is decoded."""
-        paths.validate(path)
-        self._check_open()
-        start, end = self._keys.children_range(path)
-        first = etcdrpc.RangeRequest(key=start, range_end=end, limit=SCAN_PAGE)
-        if path == "/":
-            resp = self._rpc("Range", first, "read_tree", retry=True)
-            revision = resp.header.revision
-        else:
-            txn = etcdrpc.TxnRequest()
-            txn.success.add().request_range.CopyFrom(
-                etcdrpc.RangeRequest(key=self._keys.key(path), keys_only=True))
-            txn.success.add().request_range.CopyFrom(first)
-            both = self._rpc("Txn", txn, "read_tree", retry=True)
-            if not both.responses[0].response_range.kvs:
-                raise NoNode(path)
-            resp = both.responses[1].response_range
-            revision = both.header.revision
-        generation = self._conn.generation
-        to_path = self._keys.path
-        out: list[tuple[str, bytes, Stat]] = []
-        add = out.append
-        while True:
-            kvs = resp.kvs
-            call = None
-            if resp.more and kvs:
-                try:
-                    call = self._conn.kv.Range.future(etcdrpc.RangeRequest(
-                        key=kvs[-1].key + b"\x00", range_end=end, limit=SCAN_PAGE,
-                        revision=revision), self._timeout)
-                except ValueError as exc:
-                    raise ConnectionLoss("read_tree: channel closed during failover") from exc
-            for kv in kvs:
-                add((to_path(kv.key), kv.value,
-                     Stat(kv.version - 1, kv.create_revision, kv.mod_revision, kv.lease)))
-            if call is None:
-                return out
-            try:
-                resp = call.result()
-            except grpc.RpcError as exc:
-                if is_connection_error(exc):
-                    self._conn.failed(generation)
-                raise translate(exc, "read_tree") from exc
 
     def get_many(self, paths_: Sequence[str]) -> list[tuple[bytes, Stat] | None]:
         """Many nodes, read the cheapest way the store allows.

@@ -13,7 +13,6 @@ import itertools
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from operator import itemgetter
 from typing import Any
 
 from coordinator import paths
@@ -45,8 +44,7 @@ from coordinator.model import (
 )
 from coordinator.url import CoordinatorURL
 
-CAPABILITIES = Capabilities(name="memory", max_multi_ops=1000, max_multi_bytes=4 << 20,
-                            ranged_tree_read=True)
+CAPABILITIES = Capabilities(name="memory", max_multi_ops=1000, max_multi_bytes=4 << 20)
 
 
 class _Node:
@@ -503,28 +501,6 @@ class MemoryCoordinator(Coordinator):
                 node = nodes.get(path)
                 out.append(None if node is None else (node.data, node.stat()))
             return out
-
-    def read_tree(self, path: str) -> list[tuple[str, bytes, Stat]]:
-        """The subtree below ``path`` as it is at one moment (read under the store's lock)."""
-        paths.validate(path)
-        with self.store.lock:
-            self._connected()
-            nodes = self.store.nodes
-            node = nodes.get(path)
-            if node is None:
-                raise NoNode(path)
-            out: list[tuple[str, bytes, Stat]] = []
-            stack = [(path.rstrip("/") + "/", node)]
-            while stack:
-                prefix, parent = stack.pop()
-                for name in parent.children:
-                    child_path = prefix + name
-                    child = nodes[child_path]
-                    out.append((child_path, child.data, child.stat()))
-                    if child.children:
-                        stack.append((child_path + "/", child))
-        out.sort(key=itemgetter(0))
-        return out
 
     # --- writes --------------------------------------------------------------------------
 

@@ -171,6 +171,3 @@ class Capabilities:
     max_multi_ops: int | None
     max_multi_bytes: int
     sequential_digits: int = 10
-    ranged_tree_read: bool = False
-    """Whether ``read_tree`` is one ranged read at one point in time (etcd's key range, the
-    memory store) rather than a walk of the tree a level at a time."""

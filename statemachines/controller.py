@@ -20,7 +20,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -29,8 +29,8 @@ from coordinator import layout
 from coordinator.base import Coordinator
 from coordinator.codecs import BrokerInfo, TopicAssignment, TopicPartition
 from coordinator.codecs import PartitionState as StoredState
-from coordinator.errors import CoordinatorError, NoNode
-from coordinator.metadata import ControllerMoved, MetadataClient, RegisteredBroker, Versioned
+from coordinator.errors import CoordinatorError
+from coordinator.metadata import ControllerMoved, MetadataClient, RegisteredBroker
 from coordinator.model import ChildrenEvent, DataEvent, SessionState, Stat, TreeEvent, Watch
 from elections.controller_election import Fence, NotController, stand_for_controller
 from elections.leader import LeaderAndIsr
@@ -572,14 +572,8 @@ class Controller:
                 ctx.remove_broker(b)
         for broker in registered.values():
             ctx.add_broker(broker)
-        # Where the store reads a subtree as one range (etcd, memory), the topics, their
-        # assignments and the partition states come in one read; else topic names, then the
-        # topics' nodes, then the states, each in bulk.
-        states = None
-        if self.coordinator.capabilities.ranged_tree_read:
-            assignments, states = read_topic_tree(md)
-        else:
-            assignments = md.assignments(md.topics())
+        names = md.topics()
+        assignments = md.assignments(names)
         for t in list(ctx.topics):
             if t not in assignments:
                 ctx.remove_topic(t)
@@ -587,10 +581,7 @@ class Controller:
         for t, versioned in assignments.items():
             ctx.set_topic(versioned.value, versioned.version)
             tps.extend(TopicPartition(topic=t, partition=p) for p in versioned.value.partitions)
-        if states is None:
-            read_partition_states(md, ctx, tps)
-        else:
-            apply_partition_states(ctx, tps, [states.get(tp) for tp in tps])
+        read_partition_states(md, ctx, tps)
 
     def complete_view(self, revision: int) -> bool:
         """Make the warm view complete up to the store's write ``revision`` (the election's):
@@ -671,44 +662,12 @@ def read_partition_states(
     view's values)."""
     items = metadata.retry(metadata.coordinator.get_many,
                            [layout.partition_state(tp.topic, tp.partition) for tp in tps])
-    apply_partition_states(ctx, tps, items)
-
-
-def apply_partition_states(
-    ctx: ControllerContext, tps: list[TopicPartition],
-    items: Sequence[tuple[bytes, Stat] | None],
-) -> None:
-    """Put the state nodes read for ``tps`` into the view (a partition without one has no
-    leader and ISR)."""
     set_leader, remove_leader = ctx.set_leader, ctx.remove_leader
     for tp, item in zip(tps, items, strict=True):
         if item is None:
             remove_leader(tp)
         else:
             set_leader(tp, decode_leader_and_isr(tp, item[0], item[1].version))
-
-
-def read_topic_tree(
-    metadata: MetadataClient,
-) -> tuple[dict[str, Versioned[TopicAssignment]], dict[TopicPartition, tuple[bytes, Stat]]]:
-    """Every topic's assignment and every partition state node, from one read of the topics'
-    subtree (``Coordinator.read_tree``)."""
-    try:
-        nodes = metadata.retry(metadata.coordinator.read_tree, layout.TOPICS)
-    except NoNode:
-        return {}, {}
-    assignments: dict[str, Versioned[TopicAssignment]] = {}
-    states: dict[TopicPartition, tuple[bytes, Stat]] = {}
-    for path, data, stat in nodes:
-        node = _view_node(path)
-        if node is None:
-            continue
-        if type(node) is str:
-            assignments[node] = Versioned(value=TopicAssignment.decode(path, data, node),
-                                          version=stat.version)
-        else:
-            states[node] = (data, stat)
-    return assignments, states
 
 
 _INTS = frozenset({int})

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-
-from coordinator import Coordinator, Create, NoNode
+from coordinator import Coordinator, Create
 
 
 def test_bulk_read_of_10000_nodes(client: Coordinator) -> None:
@@ -49,40 +47,3 @@ def test_bulk_read_of_partition_states_with_repeats_and_gaps(client: Coordinator
             assert item is not None and item[0] == path.encode() and item[1].version == 0
         else:
             assert item is None, path
-
-
-def test_read_tree_gives_every_node_below_with_data_and_stat_in_path_order(
-    client: Coordinator,
-) -> None:
-    client.create("/rt")
-    for path, data in [("/rt/b", b"b"), ("/rt/a", b"a"), ("/rt/a/x", b""), ("/rt/a/x/deep", b"d"),
-                       ("/rt/a-1", b"dash"), ("/rt-sibling", b"no"), ("/rt-sibling/k", b"no")]:
-        client.create(path, data)
-    client.set("/rt/a", b"a2")
-    got = client.read_tree("/rt")
-    expected = sorted(["/rt/a", "/rt/a/x", "/rt/a/x/deep", "/rt/a-1", "/rt/b"])
-    assert [p for p, _, _ in got] == expected
-    for path, data, stat in got:
-        assert (data, stat) == client.get(path), path
-    assert client.read_tree("/rt/a/x/deep") == []
-    everything = client.read_tree("/")
-    assert [p for p, _, _ in everything] == sorted(p for p, _, _ in everything)
-    assert {"/rt", "/rt-sibling", "/rt-sibling/k", *expected} <= {p for p, _, _ in everything}
-    with pytest.raises(NoNode):
-        client.read_tree("/absent")
-
-
-def test_read_tree_of_a_wide_tree_reads_it_all(client: Coordinator) -> None:
-    """More nodes than one page of a ranged read (etcd pages by 10,000 keys)."""
-    client.ensure_path("/wide")
-    groups = [f"/wide/g{k}" for k in range(6)]
-    client.write_many([Create(path=g, data=g.encode()) for g in groups])
-    leaves = [f"{g}/n{i:05d}" for g in groups for i in range(2_500)]
-    client.write_many([Create(path=p, data=p[-5:].encode()) for p in leaves])
-    got = client.read_tree("/wide")
-    assert [p for p, _, _ in got] == sorted(groups + leaves)
-    assert all(data == (p.encode() if p in groups else p[-5:].encode()) for p, data, _ in got)
-
-
-def test_ranged_tree_read_is_declared_where_the_store_has_one(client: Coordinator) -> None:
-    assert client.capabilities.ranged_tree_read is (client.capabilities.name != "zookeeper")
