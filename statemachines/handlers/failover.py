@@ -115,10 +115,10 @@ def send_full_metadata(ctl: Controller, brokers_: list[int] | None) -> None:
             continue
         v = leaders[tp]
         offline = tuple(r for r in replicas if r in dead) if dead else ()
+        # (positional: a named tuple built by keyword takes twice as long, 100k times here)
         entries.append((tp, entry(
-            topic=tp.topic, partition=tp.partition, controller_epoch=v.controller_epoch,
-            leader=v.leader, leader_epoch=v.leader_epoch, isr=v.isr,
-            partition_epoch=v.partition_epoch, replicas=replicas, offline_replicas=offline)))
+            tp.topic, tp.partition, v.controller_epoch, v.leader, v.leader_epoch, v.isr,
+            v.partition_epoch, replicas, offline)))
     batch = ctl.new_batch()
     batch.add_update_metadata_entries(brokers_, entries)
     ctl.send(batch)
