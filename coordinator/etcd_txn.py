@@ -127,8 +127,7 @@ class Plan:
                 out.append(payload)
             elif kind == _PREV:
                 prev = responses[payload].response_put.prev_kv
-                out.append(Stat(version=prev.version, create_id=prev.create_revision,
-                                modify_id=revision, ephemeral_owner=prev.lease))
+                out.append(Stat(prev.version, prev.create_revision, revision, prev.lease))
             elif kind == _STAT:
                 version, create, lease = payload
                 out.append(Stat(version=version, create_id=create or revision,

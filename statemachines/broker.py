@@ -83,7 +83,7 @@ class Broker:
         for request in self.received(LeaderAndIsrRequest):
             assert isinstance(request, LeaderAndIsrRequest)
             for p in request.partitions:
-                tp = TopicPartition(topic=p.topic, partition=p.partition)
+                tp = TopicPartition(p.topic, p.partition)
                 old = out.get(tp)
                 if old is None or p.leader_epoch >= old.leader_epoch:
                     out[tp] = p
@@ -97,7 +97,7 @@ class Broker:
         for request in self.received(UpdateMetadataRequest):
             assert isinstance(request, UpdateMetadataRequest)
             for p in request.partitions:
-                out[TopicPartition(topic=p.topic, partition=p.partition)] = p
+                out[TopicPartition(p.topic, p.partition)] = p
         return out
 
     def live_brokers(self) -> list[int]:
@@ -114,7 +114,7 @@ class Broker:
             assert isinstance(request, StopReplicaRequest)
             for p in request.partitions:
                 if deleted is None or p.delete == deleted:
-                    out.add(TopicPartition(topic=p.topic, partition=p.partition))
+                    out.add(TopicPartition(p.topic, p.partition))
         return out
 
 

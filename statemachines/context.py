@@ -250,7 +250,7 @@ class ControllerContext:
         self.topic_versions[topic] = version
         added = []
         for p, replicas in assignment.partitions.items():
-            tp = TopicPartition(topic=topic, partition=p)
+            tp = TopicPartition(topic, p)
             if tp not in self.replicas:
                 added.append(tp)
             elif only_new:

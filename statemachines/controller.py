@@ -580,7 +580,7 @@ class Controller:
         tps: list[TopicPartition] = []
         for t, versioned in assignments.items():
             ctx.set_topic(versioned.value, versioned.version)
-            tps.extend(TopicPartition(topic=t, partition=p) for p in versioned.value.partitions)
+            tps.extend(TopicPartition(t, p) for p in versioned.value.partitions)
         read_partition_states(md, ctx, tps)
 
     def complete_view(self, revision: int) -> bool:
@@ -687,8 +687,7 @@ def decode_leader_and_isr(tp: TopicPartition, data: bytes, version: int) -> Lead
         controller_epoch, isr = obj["controller_epoch"], obj["isr"]
         if (type(leader) is int and type(leader_epoch) is int and type(controller_epoch) is int
                 and type(isr) is list and _INTS.issuperset(map(type, isr))):
-            return LeaderAndIsr(leader=leader, leader_epoch=leader_epoch, isr=tuple(isr),
-                                controller_epoch=controller_epoch, partition_epoch=version)
+            return LeaderAndIsr(leader, leader_epoch, tuple(isr), controller_epoch, version)
     except (ValueError, UnicodeDecodeError, KeyError, TypeError, StopIteration):
         pass
     s = StoredState.decode(layout.partition_state(tp.topic, tp.partition), data)

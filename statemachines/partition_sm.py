@@ -86,9 +86,8 @@ def shrink_isr(current: LeaderAndIsr, leaving: Collection[int], controller_epoch
     if not isr:
         isr = current.isr[:1] if len(current.isr) == 1 else isr
     leader = NO_LEADER if current.leader in leaving else current.leader
-    return LeaderAndIsr(leader=leader, leader_epoch=current.leader_epoch + 1, isr=isr,
-                        controller_epoch=controller_epoch,
-                        partition_epoch=current.partition_epoch)
+    return LeaderAndIsr(leader, current.leader_epoch + 1, isr, controller_epoch,
+                        current.partition_epoch)
 
 
 def encode_state(value: LeaderAndIsr) -> bytes:

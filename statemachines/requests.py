@@ -231,7 +231,7 @@ class RequestBatch:
         else:
             self._metadata_brokers.update(_valid_ids(brokers))
         for p in partitions:
-            self._metadata_partitions[TopicPartition(topic=p.topic, partition=p.partition)] = p
+            self._metadata_partitions[TopicPartition(p.topic, p.partition)] = p
 
     def add_update_metadata_entries(
         self,
