@@ -190,7 +190,9 @@ def test_zookeeper_standby_follows_the_tree_and_the_winner_drops_it(
         wait_until(lambda: not tree_watched(first), timeout=20,
                    message="the winner to remove its tree watch from the server")
         assert all(tree_watched(p) for p in standbys)
-        assert all(len(p.controller.ctx.leaders) == 3 for p in standbys)
+        for p in standbys:  # their first read of t's states may still be on its way
+            wait_until(lambda p=p: len(p.controller.ctx.leaders) == 3, timeout=20,
+                       message="the standby's view to hold t's three states")
         # A leader's ISR change reaches the standbys' views through the tree.
         tp_state = layout.partition_state("t", 0)
         _, stat = c.client.get(tp_state)
