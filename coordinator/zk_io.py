@@ -77,14 +77,9 @@ class ReadAheadSocket:
         return len(self._buf) - self._pos + (inner() if inner is not None else 0)
 
     def recv(self, size: int) -> bytes:
-        buf, pos = self._buf, self._pos
-        if pos < len(buf):
-            end = pos + size
-            if end < len(buf):
-                self._pos = end
-                return buf[pos:end]
-            self._buf, self._pos = b"", 0
-            return buf[pos:] if pos else buf
+        held = len(self._buf) - self._pos
+        if held:
+            return self.take(min(size, held))
         data: bytes = self._sock.recv(max(size, CHUNK))
         if len(data) > size:
             self._buf, self._pos = data, size
