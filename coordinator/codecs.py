@@ -70,10 +70,15 @@ def _int(path: str, obj: Mapping[str, Any], key: str) -> int:
 _INTS = frozenset({int})
 
 
+def is_int_list(value: Any) -> bool:
+    """Whether decoded JSON ``value`` is a list of integers (JSON gives exact ints; a bool is
+    not one). The set of element types is built in C: a topic of thousands of partitions checks
+    its lists in a fraction of a generator's time."""
+    return type(value) is list and _INTS.issuperset(map(type, value))
+
+
 def _int_list(path: str, value: Any, what: str) -> tuple[int, ...]:
-    # JSON gives exact ints; a bool is not one. (The type set is built in C: a topic of
-    # thousands of partitions decodes its lists in a fraction of a generator's time.)
-    if type(value) is not list or not _INTS.issuperset(map(type, value)):
+    if not is_int_list(value):
         raise CorruptMetadata(path, f"{what} must be a list of integers, found {value!r}")
     return tuple(value)
 

@@ -15,7 +15,9 @@ go to the dispatcher in order.
 
 Cancelling the last tree on a path removes the server's watch (``removeWatches``), so that a
 session that stops following a tree, such as a standby that becomes the active controller, is no
-longer told of every write under it. A persistent watch lives on the connection: kazoo re-registers only its own watches after a
+longer told of every write under it.
+
+A persistent watch lives on the connection: kazoo re-registers only its own watches after a
 reconnect, so on every CONNECTED each tree adds its watch again and, once the server has it,
 reports ``resync`` (changes in between are not recoverable). A failed read does the same.
 """

@@ -27,7 +27,7 @@ from typing import Any
 
 from coordinator import layout
 from coordinator.base import Coordinator
-from coordinator.codecs import BrokerInfo, TopicAssignment, TopicPartition
+from coordinator.codecs import BrokerInfo, TopicAssignment, TopicPartition, is_int_list
 from coordinator.codecs import PartitionState as StoredState
 from coordinator.errors import CoordinatorError
 from coordinator.metadata import ControllerMoved, MetadataClient, RegisteredBroker
@@ -670,7 +670,6 @@ def read_partition_states(
             set_leader(tp, decode_leader_and_isr(tp, item[0], item[1].version))
 
 
-_INTS = frozenset({int})
 _scan_json = json.JSONDecoder().scan_once  # (text, index) -> (value, end); StopIteration if none
 
 
@@ -686,7 +685,7 @@ def decode_leader_and_isr(tp: TopicPartition, data: bytes, version: int) -> Lead
         leader, leader_epoch = obj["leader"], obj["leader_epoch"]
         controller_epoch, isr = obj["controller_epoch"], obj["isr"]
         if (type(leader) is int and type(leader_epoch) is int and type(controller_epoch) is int
-                and type(isr) is list and _INTS.issuperset(map(type, isr))):
+                and is_int_list(isr)):
             return LeaderAndIsr(leader, leader_epoch, tuple(isr), controller_epoch, version)
     except (ValueError, UnicodeDecodeError, KeyError, TypeError, StopIteration):
         pass
