@@ -9,7 +9,7 @@ import pytest
 from coordinator import Create, layout
 from coordinator.codecs import CorruptMetadata, PartitionState, TopicPartition
 from coordinator.metadata import ControllerMoved
-from elections.controller_election import NotController
+from elections.controller_election import Fence, NotController
 from elections.leader import LeaderAndIsr
 from statemachines import events as ev
 from statemachines.controller import decode_leader_and_isr
@@ -163,11 +163,16 @@ def test_a_leader_write_reaches_the_view_slice_by_slice(
         assert ctl.ctx.leaders[t] == outcome.elected[t]
 
 
-def test_a_fenced_stream_sends_nothing_once_the_fence_is_closed(three: Cluster) -> None:
-    ctl = three.active().controller
-    fence = ctl.fence
+def _fence_and_scratch(three: Cluster) -> Fence:
+    """The active controller's fence, and an empty /scratch for its streams to write in."""
+    fence = three.active().controller.fence
     assert fence is not None
     three.admin_client.create("/scratch")
+    return fence
+
+
+def test_a_fenced_stream_sends_nothing_once_the_fence_is_closed(three: Cluster) -> None:
+    fence = _fence_and_scratch(three)
 
     def batches():  # type: ignore[no-untyped-def]
         yield [Create(path="/scratch/a")]
@@ -183,10 +188,7 @@ def test_a_fenced_stream_sends_nothing_once_the_fence_is_closed(three: Cluster) 
 
 
 def test_a_fenced_stream_of_a_deposed_controller_lands_nothing_more(three: Cluster) -> None:
-    ctl = three.active().controller
-    fence = ctl.fence
-    assert fence is not None
-    three.admin_client.create("/scratch")
+    fence = _fence_and_scratch(three)
 
     def batches():  # type: ignore[no-untyped-def]
         yield [Create(path="/scratch/a")]
