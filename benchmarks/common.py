@@ -1,4 +1,4 @@
-"""What the data-plane benchmarks share: sizes on the command line and a template batch."""
+"""What the benchmarks share: sizes on the command line, a template batch, CPU from /proc."""
 
 from __future__ import annotations
 
@@ -24,3 +24,14 @@ def make_batch(records: int, record_size: int) -> bytes:
     value = os.urandom(record_size)
     now = int(time.time() * 1000)
     return encode_batch([Record(key=None, value=value, timestamp=now) for _ in range(records)])
+
+
+def cpu_seconds(task: str | int = "self") -> float | None:
+    """User + system CPU seconds of a process or thread from Linux's ``/proc/<task>/stat``
+    (``task``: a pid, ``"self"`` or ``"self/task/<tid>"``); None when it cannot be read."""
+    try:
+        with open(f"/proc/{task}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -13,7 +13,11 @@ started from tests/servers.py unless URLs are given. The cluster is written with
 
 On ZooKeeper and etcd the standby (a) and the cold candidate (b) run in processes of their own,
 as candidates do in a deployment; on the memory coordinator, which lives in one process, they
-run beside the active controller and share its GIL.
+run beside the active controller and share its GIL. In a deployment the standby also has a
+machine of its own; here it shares the cores with the server and the active controller, so
+during (c)-(e) it runs at nice 19 (``--standby-nice``): it still follows every change, and each
+step waits until it has caught up, but it takes the cores only when they are free. It is
+reniced to 0 before it takes over in (a). The per-step CPU lines show what each process used.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import coordinator  # noqa: E402
+from benchmarks.common import cpu_seconds  # noqa: E402
 from coordinator import layout  # noqa: E402
 from coordinator.codecs import PartitionState, TopicAssignment, TopicPartition  # noqa: E402
 from coordinator.metadata import MetadataClient  # noqa: E402
@@ -62,41 +67,53 @@ class Result:
     notes: list[str] = field(default_factory=list)
 
 
+class ProcessCPU:
+    """Another process's CPU seconds since the last call: a candidate's or the server's."""
+
+    def __init__(self, pid: int, label: str) -> None:
+        self.pid, self.label = pid, label
+        self._mark = 0.0
+
+    def __call__(self) -> str:
+        total = cpu_seconds(self.pid)
+        if total is None:
+            return ""
+        used, self._mark = total - self._mark, total
+        return f"{self.label} {used:.2f}s"
+
+
 class ThreadCPU:
     """CPU seconds per thread group between marks (Linux /proc; empty elsewhere), to show who
-    else held the GIL while a step ran: the standby, the coordinators' dispatchers, the poller."""
+    else held the GIL while a step ran: the standby, the coordinators' dispatchers, the poller;
+    and the other processes that shared the cores (a candidate's, the server's)."""
 
-    def __init__(self, groups: dict[str, str], also: Callable[[], str] | None = None) -> None:
+    def __init__(self, groups: dict[str, str], also: list[Callable[[], str]]) -> None:
         self.groups = groups  # thread-name prefix -> label
-        self.also = also  # another process's CPU since its last call (a candidate's), or ""
+        self.also = also  # other processes' CPU since their last call, or ""
         self._last: dict[int, float] = {}
 
     def _sample(self) -> dict[int, tuple[str, float]]:
-        tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         out = {}
         for t in threading.enumerate():
             tid = t.native_id
-            try:
-                with open(f"/proc/self/task/{tid}/stat") as f:
-                    fields = f.read().rpartition(")")[2].split()
-            except OSError:
+            cpu = cpu_seconds(f"self/task/{tid}")
+            if cpu is None:
                 continue
             label = next((v for k, v in self.groups.items() if t.name.startswith(k)), "other")
-            out[tid] = (label, (int(fields[11]) + int(fields[12])) / tick)
+            out[tid] = (label, cpu)
         return out
 
     def mark(self) -> None:
         self._last = {tid: cpu for tid, (_, cpu) in self._sample().items()}
-        if self.also is not None:
-            self.also()
+        for other in self.also:
+            other()
 
     def since(self) -> str:
         totals: dict[str, float] = {}
         for tid, (label, cpu) in self._sample().items():
             totals[label] = totals.get(label, 0.0) + cpu - self._last.get(tid, 0.0)
         parts = [f"{k} {v:.2f}s" for k, v in sorted(totals.items()) if v >= 0.005]
-        if self.also is not None:
-            parts.append(self.also())
+        parts.extend(other() for other in self.also)
         return ", ".join(p for p in parts if p)
 
 
@@ -128,6 +145,10 @@ class LocalCandidate:
     def wait_idle(self, revision: int) -> None:
         self.ctl.caught_up(revision, 120)
 
+    @staticmethod
+    def renice(nice: int) -> str:
+        return "in this process: not reniced"
+
     def failover(self, timeout: float) -> FailoverTimings:
         ctl = self.ctl
         wait(lambda: ctl.active and ctl.last_failover is not None, timeout=timeout)
@@ -137,7 +158,8 @@ class LocalCandidate:
     def close_session(self) -> None:
         self.ctl.coordinator.close()
 
-    def cpu(self) -> str:
+    @staticmethod
+    def cpu() -> str:
         return ""  # counted with this process's threads
 
     def stop(self) -> None:
@@ -151,13 +173,15 @@ class RemoteCandidate:
     changed partition state) does not then share the measured controller's GIL. Its brokers
     are recorders attached in that process, so what it sends costs what it costs here."""
 
-    def __init__(self, url: str, cid: int, hot: bool, partitions: int) -> None:
+    def __init__(self, url: str, cid: int, hot: bool, partitions: int, nice: int = 0) -> None:
         mp = multiprocessing.get_context("spawn")
         self.conn, child = mp.Pipe()
-        self.proc = mp.Process(target=_candidate_process, args=(url, cid, hot, partitions, child),
+        self.proc = mp.Process(target=_candidate_process,
+                               args=(url, cid, hot, partitions, nice, child),
                                name=f"candidate-{cid}", daemon=True)
         self.proc.start()
-        self._cpu_mark = 0.0
+        assert self.proc.pid is not None
+        self.cpu = ProcessCPU(self.proc.pid, "standby process")
 
     def _expect(self, kind: str, timeout: float) -> Any:
         if not self.conn.poll(timeout):
@@ -179,22 +203,13 @@ class RemoteCandidate:
     def failover(self, timeout: float) -> FailoverTimings:
         return FailoverTimings(**self._expect("failover", timeout))
 
+    def renice(self, nice: int) -> str:
+        """Set every thread of the candidate's process to ``nice``; "" or why it could not."""
+        self.conn.send(("nice", nice))
+        return self._expect("niced", 30)
+
     def close_session(self) -> None:
         self.conn.send("close")
-
-    def _cpu_total(self) -> float:
-        tick = os.sysconf("SC_CLK_TCK")
-        try:
-            with open(f"/proc/{self.proc.pid}/stat") as f:
-                fields = f.read().rpartition(")")[2].split()
-        except OSError:
-            return 0.0
-        return (int(fields[11]) + int(fields[12])) / tick
-
-    def cpu(self) -> str:
-        total = self._cpu_total()
-        used, self._cpu_mark = total - self._cpu_mark, total
-        return f"standby process {used:.2f}s"
 
     def stop(self) -> None:
         try:
@@ -220,10 +235,24 @@ def _wait_loaded(ctl: Controller, partitions: int) -> None:
     ctl.events.wait_idle(120)
 
 
-def _candidate_process(url: str, cid: int, hot: bool, partitions: int, conn: Any) -> None:
-    """A candidate's process: stands, reports when its view is loaded, answers "idle" and
-    "close" (its session), and reports its failover timings when it becomes active."""
+def _renice_self(nice: int) -> str:
+    """Every thread of this process to ``nice`` (Linux nice values are per thread); "" when
+    done, else why not (raising priority back needs root or CAP_SYS_NICE)."""
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            os.setpriority(os.PRIO_PROCESS, int(tid), nice)
+    except (OSError, AttributeError) as exc:
+        return f"could not renice to {nice}: {exc}"
+    return ""
+
+
+def _candidate_process(url: str, cid: int, hot: bool, partitions: int, nice: int,
+                       conn: Any) -> None:
+    """A candidate's process: stands, reports when its view is loaded, answers "idle", "nice"
+    and "close" (its session), and reports its failover timings when it becomes active."""
     logging.basicConfig(level=logging.WARNING)
+    if nice:
+        os.nice(nice)  # before any thread starts: they all inherit it
     try:
         session = coordinator.connect(url)
         network = InProcessNetwork()
@@ -248,6 +277,8 @@ def _candidate_process(url: str, cid: int, hot: bool, partitions: int, conn: Any
                 elif command[0] == "idle":
                     ctl.caught_up(command[1], 120)
                     conn.send(("idle", None))
+                elif command[0] == "nice":
+                    conn.send(("niced", _renice_self(command[1])))
             f = ctl.last_failover
             if f is not None and f is not reported and ctl.active:
                 conn.send(("failover", asdict(f)))
@@ -321,7 +352,8 @@ def _steps(f: FailoverTimings) -> str:
             f"metadata sent {f.metadata_sent - f.view_ready:.2f}s")
 
 
-def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Result) -> Result:
+def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Result,
+        server_pid: int | None = None, standby_nice: int = 19) -> Result:
     t0 = time.perf_counter()
     preferred = build_cluster(url, brokers, partitions, rf)
     res.notes.append(f"setup {time.perf_counter() - t0:.1f}s")
@@ -336,10 +368,10 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
         network.attach(b, broker)
         sessions[b] = (s, broker)
 
-    def candidate(cid: int, hot: bool) -> LocalCandidate | RemoteCandidate:
+    def candidate(cid: int, hot: bool, nice: int = 0) -> LocalCandidate | RemoteCandidate:
         if backend == "memory":
             return LocalCandidate(url, network, cid, hot)
-        return RemoteCandidate(url, cid, hot, partitions)
+        return RemoteCandidate(url, cid, hot, partitions, nice)
 
     # A write after a step's own: a standby has caught up when its view has shown it.
     probe = coordinator.connect(url)
@@ -351,7 +383,7 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     a = _candidate(coordinator.connect(url), network, 101, hot=True)
     wait(lambda: a.active and a.last_failover is not None)
     a.events.wait_idle(120)
-    b = candidate(102, hot=True)
+    b = candidate(102, hot=True, nice=standby_nice)
     b.wait_ready(partitions)
     res.notes.append(f"initial load {a.last_failover.done - a.last_failover.started:.2f}s"
                      if a.last_failover else "")
@@ -361,7 +393,8 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     gc.freeze()
     cpu = ThreadCPU({"partctl-controller-101": "active", "partctl-controller-102": "standby",
                      "partctl-controller-103": "cold", "partctl-coordinator": "dispatchers",
-                     "MainThread": "poller"}, also=b.cpu)
+                     "MainThread": "poller"},
+                    also=[b.cpu] + ([ProcessCPU(server_pid, "server")] if server_pid else []))
 
     # (e) preferred election of the last broker's partitions
     md = MetadataClient(sessions[1][0])
@@ -407,7 +440,11 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     b.wait_idle(mark())
     res.notes.append(f"(d) CPU until both idle: {cpu.since()}")
 
-    # (a) hot failover: the active controller's session goes
+    # (a) hot failover: the active controller's session goes. The standby takes over with the
+    # priority a candidate on a machine of its own has.
+    if standby_nice:
+        why = b.renice(0)
+        res.notes.append(f"(a) standby {why}" if why else "(a) standby reniced to 0")
     cpu.mark()
     a.coordinator.close()
     f = b.failover(timeout=120)
@@ -466,6 +503,9 @@ def main() -> None:
     ap.add_argument("--brokers", type=int, default=10)
     ap.add_argument("--partitions", type=int, default=100_000)
     ap.add_argument("--rf", type=int, default=3)
+    ap.add_argument("--standby-nice", type=int, default=19,
+                    help="the standby process's nice value during (c)-(e) (0: compete for the "
+                         "cores as an equal)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     backends = args.backend or ["memory", "zookeeper", "etcd"]
@@ -496,7 +536,9 @@ def main() -> None:
         res = Result(backend=backend)
         results.append(res)
         try:
-            run(backend, url, args.brokers, args.partitions, args.rf, res)
+            run(backend, url, args.brokers, args.partitions, args.rf, res,
+                server_pid=server.process.pid if server is not None else None,
+                standby_nice=args.standby_nice)
         except Exception as exc:  # keep what was measured before the failing step
             res.notes.append(f"stopped: {type(exc).__name__}: {exc}")
             logging.exception("benchmark on %s stopped", backend)

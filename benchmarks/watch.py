@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import os
 import sys
 import threading
 import time
@@ -25,15 +24,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import coordinator  # noqa: E402
+from benchmarks.common import cpu_seconds  # noqa: E402
 from coordinator.model import Create, DataEvent, SetData, TreeEvent  # noqa: E402
 
 ROOT = "/watched"
-
-
-def _process_cpu(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _watcher(url: str, kind: str, nodes: int, conn: Any) -> None:
@@ -88,13 +82,13 @@ def run(backend: str, url: str, kind: str, nodes: int, server_pid: int | None) -
     proc.start()
     if not conn.poll(600) or conn.recv() != "ready":
         raise RuntimeError("the watcher did not get ready")
-    server_cpu = _process_cpu(server_pid) if server_pid else 0.0
+    server_cpu = (cpu_seconds(server_pid) or 0.0) if server_pid else 0.0
     conn.send("go")
     t = time.perf_counter()
     writer.write_many([SetData(path=f"{ROOT}/n{i}", data=b"2") for i in range(nodes)])
     wrote = time.perf_counter() - t
     cpu, wall, seen = conn.recv()
-    server = (f", server CPU {_process_cpu(server_pid) - server_cpu:.2f} s"
+    server = (f", server CPU {(cpu_seconds(server_pid) or 0.0) - server_cpu:.2f} s"
               if server_pid else "")
     proc.join(30)
     writer.delete(ROOT, recursive=True)
