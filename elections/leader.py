@@ -26,7 +26,11 @@ __all__ = [
     "Offline",
     "Preferred",
     "Reassign",
+    "Choice",
+    "Chooser",
+    "apply_choice",
     "apply_election",
+    "chooser",
     "elect",
     "elector",
     "Elector",
@@ -71,10 +75,66 @@ class LeaderAndIsr(NamedTuple):
     partition_epoch: int = 0
 
 
+Choice = tuple[int, tuple[int, ...], bool]
+"""What an election decides, as the controller's mass elections carry it: (leader, new ISR,
+unclean). The public functions below wrap it in an :class:`Election`; a mass election takes it
+as it is, through :func:`chooser` and :func:`apply_choice`, without that object per partition."""
+
+Chooser = Callable[[Sequence[int], tuple[int, ...], Collection[int]], "Choice | None"]
+"""An election as a function of (assignment, ISR as a tuple, live brokers as a set)."""
+
+
 def _as_set(ids: Iterable[int]) -> Collection[int]:
     # Membership tests run once per replica; a list or generator would make them linear (or
     # consume them), so anything that is not already a set or frozenset is copied into one.
     return ids if isinstance(ids, set | frozenset) else frozenset(ids)
+
+
+def _election(choice: Choice | None) -> Election | None:
+    if choice is None:
+        return None
+    return Election(leader=choice[0], isr=list(choice[1]), unclean=choice[2])
+
+
+# The rules, once each. ISRs are short tuples (at most the replication factor), so membership
+# in them is a scan of a few items: cheaper than building a set per partition.
+
+
+def _offline(unclean: bool, assignment: Sequence[int], isr: tuple[int, ...],
+             live: Collection[int]) -> Choice | None:
+    for replica in assignment:
+        if replica in live and replica in isr:
+            return replica, tuple([r for r in isr if r in live]), False
+    if unclean:
+        for replica in assignment:
+            if replica in live:
+                return replica, (replica,), True
+    return None
+
+
+def _reassign(target: Sequence[int], assignment: Sequence[int], isr: tuple[int, ...],
+              live: Collection[int]) -> Choice | None:
+    for replica in target:
+        if replica in live and replica in isr:
+            return replica, isr, False
+    return None
+
+
+def _preferred(assignment: Sequence[int], isr: tuple[int, ...],
+               live: Collection[int]) -> Choice | None:
+    if assignment:
+        preferred = assignment[0]
+        if preferred in live and preferred in isr:
+            return preferred, isr, False
+    return None
+
+
+def _controlled_shutdown(leaving: Collection[int], assignment: Sequence[int],
+                         isr: tuple[int, ...], live: Collection[int]) -> Choice | None:
+    for replica in assignment:
+        if replica in live and replica in isr and replica not in leaving:
+            return replica, tuple([r for r in isr if r not in leaving]), False
+    return None
 
 
 def elect_offline(
@@ -90,17 +150,7 @@ def elect_offline(
     allowed, take the first live assigned replica and restart the ISR with it alone: its log is
     the only one known to be consistent with itself.
     """
-    isr_list = list(isr)
-    isr_set = frozenset(isr_list)
-    live_set = _as_set(live)
-    for replica in assignment:
-        if replica in live_set and replica in isr_set:
-            return Election(leader=replica, isr=[r for r in isr_list if r in live_set])
-    if unclean:
-        for replica in assignment:
-            if replica in live_set:
-                return Election(leader=replica, isr=[replica], unclean=True)
-    return None
+    return _election(_offline(unclean, assignment, tuple(isr), _as_set(live)))
 
 
 def elect_reassign(
@@ -113,13 +163,7 @@ def elect_reassign(
     The ISR is left as is: the replicas leaving the assignment are removed from it later, by
     the reassignment itself.
     """
-    isr_list = list(isr)
-    isr_set = frozenset(isr_list)
-    live_set = _as_set(live)
-    for replica in target_replicas:
-        if replica in live_set and replica in isr_set:
-            return Election(leader=replica, isr=isr_list)
-    return None
+    return _election(_reassign(target_replicas, (), tuple(isr), _as_set(live)))
 
 
 def elect_preferred(
@@ -132,13 +176,7 @@ def elect_preferred(
     Falling back to another replica would defeat the point: a preferred election exists to put
     leadership back where the assignment planned it. The ISR is unchanged.
     """
-    if not assignment:
-        return None
-    preferred = assignment[0]
-    isr_list = list(isr)
-    if preferred in _as_set(live) and preferred in isr_list:
-        return Election(leader=preferred, isr=isr_list)
-    return None
+    return _election(_preferred(assignment, tuple(isr), _as_set(live)))
 
 
 def elect_controlled_shutdown(
@@ -153,14 +191,10 @@ def elect_controlled_shutdown(
     nor stay in the ISR, so the new ISR is the old one minus every one of them. Nothing else is
     dropped from the ISR: a broker that is down entirely is the offline election's concern.
     """
-    isr_list = list(isr)
-    isr_set = frozenset(isr_list)
+    isr_tuple = tuple(isr)
     live_set = _as_set(live)
-    leaving = _as_set(shutting_down)
-    for replica in assignment:
-        if replica in live_set and replica in isr_set and replica not in leaving:
-            return Election(leader=replica, isr=[r for r in isr_list if r not in leaving])
-    return None
+    return _election(_controlled_shutdown(_as_set(shutting_down), assignment, isr_tuple,
+                                          live_set))
 
 
 # The strategies as a closed tagged union, so the controller can carry "which election" as data
@@ -199,24 +233,31 @@ ElectionStrategy = Offline | Reassign | Preferred | ControlledShutdown
 Elector = Callable[[Sequence[int], Iterable[int], Iterable[int]], "Election | None"]
 
 
-def elector(strategy: ElectionStrategy) -> Elector:
-    """The election `strategy` names as a function of (assignment, isr, live), resolved once
-    for a batch of partitions. `Reassign` ignores the assignment: its target travels with it."""
+def chooser(strategy: ElectionStrategy) -> Chooser:
+    """The election `strategy` names as a :data:`Chooser`, resolved once for a batch of
+    partitions (the ISR must be a tuple and the live brokers a set). `Reassign` ignores the
+    assignment: its target travels with it."""
     match strategy:
         case Offline(unclean=unclean):
-            return partial(elect_offline, unclean=unclean)
+            return partial(_offline, unclean)
         case Reassign(target=target):
             return partial(_reassign, target)
         case Preferred():
-            return elect_preferred
+            return _preferred
         case ControlledShutdown(shutting_down=shutting_down):
-            return partial(elect_controlled_shutdown, shutting_down=_as_set(shutting_down))
+            return partial(_controlled_shutdown, _as_set(shutting_down))
     raise TypeError(f"not an election strategy: {strategy!r}")
 
 
-def _reassign(target: Sequence[int], assignment: Sequence[int], isr: Iterable[int],
-              live: Iterable[int]) -> Election | None:
-    return elect_reassign(target, isr, live)
+def elector(strategy: ElectionStrategy) -> Elector:
+    """The election `strategy` names as a function of (assignment, isr, live) giving an
+    :class:`Election`, resolved once for a batch of partitions."""
+    choose = chooser(strategy)
+
+    def run(assignment: Sequence[int], isr: Iterable[int], live: Iterable[int]) -> Election | None:
+        return _election(choose(assignment, tuple(isr), _as_set(live)))
+
+    return run
 
 
 def elect(
@@ -240,5 +281,11 @@ def apply_election(
     by that epoch, so any change decided by the controller must be visible in it. The
     controller epoch records which controller made the decision.
     """
-    return LeaderAndIsr(election.leader, current.leader_epoch + 1, tuple(election.isr),
-                        controller_epoch, current.partition_epoch)
+    return apply_choice(current, (election.leader, tuple(election.isr), election.unclean),
+                        controller_epoch)
+
+
+def apply_choice(current: LeaderAndIsr, choice: Choice, controller_epoch: int) -> LeaderAndIsr:
+    """:func:`apply_election` for a :data:`Choice`."""
+    return LeaderAndIsr(choice[0], current.leader_epoch + 1, choice[1], controller_epoch,
+                        current.partition_epoch)

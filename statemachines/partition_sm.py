@@ -31,8 +31,8 @@ from elections.leader import (
     ElectionStrategy,
     LeaderAndIsr,
     Offline,
-    apply_election,
-    elector,
+    apply_choice,
+    chooser,
 )
 from statemachines.context import ControllerContext
 from statemachines.requests import RequestBatch, UpdateMetadataPartition
@@ -309,7 +309,7 @@ class PartitionStateMachine:
         recipients: dict[TopicPartition, list[int]] = {}
 
         assigned = ctx.replicas
-        shared_elect = None if shared is None else elector(shared)
+        shared_elect = None if shared is None else chooser(shared)
         shared_cs = isinstance(shared, ControlledShutdown)
 
         def decide(tp: TopicPartition, current: LeaderAndIsr) -> LeaderAndIsr | str:
@@ -318,13 +318,13 @@ class PartitionStateMachine:
                 run, cs = shared_elect, shared_cs
             else:
                 how = strategy[tp]  # type: ignore[index]
-                run, cs = elector(how), isinstance(how, ControlledShutdown)
+                run, cs = chooser(how), isinstance(how, ControlledShutdown)
             choice = run(replicas, current.isr, live_all if cs else live)
             if choice is None:
                 return f"no eligible leader among {replicas} (isr {current.isr})"
             if cs:
                 recipients[tp] = [r for r in replicas if r in live_all]  # shutting down too
-            return apply_election(current, choice, epoch)
+            return apply_choice(current, choice, epoch)
 
         elected = self.write_leaders(tps, decide, outcome)
         self._set(elected, PartitionState.ONLINE)
@@ -359,7 +359,7 @@ class PartitionStateMachine:
         empty: frozenset[int] = frozenset()
         reasons: dict[TopicPartition, str] = {}
 
-        run = elector(strategy)
+        run = chooser(strategy)
 
         def decide(tp: TopicPartition, current: LeaderAndIsr) -> LeaderAndIsr | str | None:
             if tp in led_set:
@@ -367,7 +367,7 @@ class PartitionStateMachine:
                 choice = run(replicas, current.isr, live)
                 if choice is not None:
                     reasons.pop(tp, None)
-                    return apply_election(current, choice, epoch)
+                    return apply_choice(current, choice, epoch)
                 reasons[tp] = f"no eligible leader among {replicas} (isr {current.isr})"
                 if not shrink_unelected:
                     return reasons[tp]

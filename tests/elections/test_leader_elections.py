@@ -19,6 +19,7 @@ from elections import (
     elect_reassign,
     elector,
 )
+from elections.leader import apply_choice, chooser
 
 # Rows: (id, assignment, isr, live, unclean, expected) with expected = (leader, isr, unclean) or None.
 OFFLINE = [
@@ -199,3 +200,26 @@ def test_an_elector_resolved_once_decides_each_partition_of_a_batch_by_its_rule(
         run = elector(strategy)
         for assignment, isr, live in cases:
             assert run(assignment, isr, live) == rule(assignment, isr, live)
+
+
+def test_a_chooser_decides_what_the_public_election_decides_for_every_rule_and_row():
+    """The controller's mass elections take (leader, ISR, unclean) from a chooser and apply it
+    with apply_choice; that must be the public function's Election, applied, row for row."""
+    rows = (
+        [(Offline(unclean=u), a, i, lv) for _, a, i, lv, u, _ in OFFLINE]
+        + [(Reassign(target=tuple(t)), [9], i, lv) for _, t, i, lv, _ in REASSIGN]
+        + [(Preferred(), a, i, lv) for _, a, i, lv, _ in PREFERRED]
+        + [(ControlledShutdown(shutting_down=frozenset(sd)), a, i, lv)
+           for _, a, i, lv, sd, _ in CONTROLLED_SHUTDOWN]
+    )
+    assert len(rows) > 20
+    current = LeaderAndIsr(leader=1, leader_epoch=4, isr=(1,), controller_epoch=2,
+                           partition_epoch=9)
+    for strategy, assignment, isr, live in rows:
+        election = elect(strategy, assignment, isr, live)
+        choice = chooser(strategy)(assignment, tuple(isr), frozenset(live))
+        if election is None:
+            assert choice is None, strategy
+            continue
+        assert choice == (election.leader, tuple(election.isr), election.unclean), strategy
+        assert apply_choice(current, choice, 3) == apply_election(current, election, 3)
