@@ -141,26 +141,46 @@ _NONE, _PATH, _PREV, _STAT = 0, 1, 2, 3
 
 
 def direct_plan(ops: Sequence[Op], keys: Keys, lease: int) -> Plan | None:
-    """The transaction for independent ops, or None when the ops need the simulated path."""
+    """The transaction for independent ops, or None when the ops need the simulated path.
+
+    Ops are independent when their paths are distinct and, if any op creates or deletes, no op
+    works on the parent of another (sets and checks of a node and its parent do not interact).
+    Sets, the bulk of a mass election, are built inline: this runs once per op written.
+    """
     seen: set[str] = set()
+    structural = False
     for op in ops:
         path = op.path
-        if path == "/" or path in seen or (type(op) is Create and op.sequential):
+        t = type(op)
+        if path == "/" or path in seen or (t is Create and op.sequential):
             return None
         seen.add(path)
-    for op in ops:
-        if paths.parent(op.path) in seen:
-            return None
+        if t is Create or t is Delete:
+            structural = True
+    if structural:
+        for op in ops:
+            if paths.parent(op.path) in seen:
+                return None
     req = etcdrpc.TxnRequest()
     decode: list[tuple[int, Any]] = []
     parents: set[str] = set()
+    prefix = keys.prefix
+    add_compare = req.compare.add
     success = req.success
+    add_success = success.add
     for op in ops:
         t = type(op)
-        key = keys.key(op.path)
+        key = prefix + op.path.encode()
         if t is SetData:
-            _version_compare(req, key, op.version)
-            put = success.add().request_put
+            c = add_compare()
+            c.key = key
+            c.target = VERSION
+            if op.version == -1:  # exists: version > 0 (set even when 0: a oneof field)
+                c.result = GREATER
+                c.version = 0
+            else:
+                c.version = op.version + 1
+            put = add_success().request_put
             put.key = key
             put.value = op.data
             put.ignore_lease = True
@@ -177,7 +197,7 @@ def direct_plan(ops: Sequence[Op], keys: Keys, lease: int) -> Plan | None:
                 pkey = keys.key(parent)
                 _compare(req, pkey, VERSION, GREATER, 0)
                 _compare(req, pkey, LEASE, EQUAL, 0)
-            put = success.add().request_put
+            put = add_success().request_put
             put.key = key
             put.value = op.data
             if op.ephemeral:
@@ -187,7 +207,7 @@ def direct_plan(ops: Sequence[Op], keys: Keys, lease: int) -> Plan | None:
             _version_compare(req, key, op.version)
             start, end = keys.children_range(op.path)
             _compare(req, start, CREATE, EQUAL, 0, end)
-            success.add().request_delete_range.key = key
+            add_success().request_delete_range.key = key
             decode.append((_NONE, None))
         else:
             raise TypeError(f"not a coordinator op: {op!r}")

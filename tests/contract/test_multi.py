@@ -80,6 +80,28 @@ def test_multi_ops_see_earlier_ops(client: Coordinator) -> None:
     assert client.get("/chain/a")[0] == b"2"
 
 
+def test_multi_sets_and_checks_a_node_and_its_parent_together(client: Coordinator) -> None:
+    """Sets and checks of a node and its child do not interact (etcd sends them as one plain
+    transaction); a failing one still fails the whole multi."""
+    client.create("/fam", b"p")
+    client.create("/fam/kid", b"k")
+    results = client.multi([
+        SetData(path="/fam", data=b"p2", version=0),
+        Check(path="/fam/kid", version=0),
+        SetData(path="/fam/kid", data=b"k2"),
+    ])
+    assert results[0] is not None and results[0].version == 1
+    assert results[2] is not None and results[2].version == 1
+    assert client.get("/fam")[0] == b"p2" and client.get("/fam/kid")[0] == b"k2"
+    with pytest.raises(MultiFailed) as info:
+        client.multi([
+            SetData(path="/fam/kid", data=b"k3", version=1),
+            Check(path="/fam", version=0),
+        ])
+    assert info.value.index == 1 and isinstance(info.value.cause, BadVersion)
+    assert client.get("/fam/kid")[0] == b"k2"
+
+
 def test_write_many_chunks_past_the_backend_limits(client: Coordinator) -> None:
     client.create("/bulk")
     limit = client.capabilities.max_multi_ops or 1000
