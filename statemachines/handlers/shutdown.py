@@ -40,10 +40,8 @@ def on_controlled_shutdown(ctl: Controller, event: ev.ControlledShutdownRequeste
     leaders = ctx.leaders
     hosted = [tp for tp in ctx.replicas_on(b)
               if len(replicas.get(tp, ())) > 1 and not ctx.is_deleting(tp)]
-    hosted.sort()
-    led = [tp for tp in hosted if (value := leaders.get(tp)) is not None and value.leader == b]
-    led_set = set(led)
-    followers = rsm.split([(tp, b) for tp in hosted if tp not in led_set], ReplicaState.OFFLINE)
+    led = sorted(tp for tp in hosted if (value := leaders.get(tp)) is not None
+                 and value.leader == b)
     # 1. Leadership moves off the broker: one write per partition, new leader and ISR minus
     #    every broker shutting down. The broker is answered as soon as that is done and told:
     #    what it still leads is all it needs to know to stop.
@@ -58,7 +56,10 @@ def on_controlled_shutdown(ctl: Controller, event: ev.ControlledShutdownRequeste
     ctl.send(batch)
     event.reply.set_result(tuple(sorted(ctx.led_by(b))))
     # 2. Its follower replicas go Offline (StopReplica, ISR shrink written in one bulk pass),
-    #    in the same event: nothing else runs in between.
+    #    in the same event: nothing else runs in between. (Worked out only now: the broker
+    #    is not kept waiting for it.)
+    led_set = set(led)
+    followers = sorted((tp, b) for tp in hosted if tp not in led_set)
     batch = ctl.new_batch()
     rsm.handle(followers, ReplicaState.OFFLINE, batch)
     ctl.send(batch)
