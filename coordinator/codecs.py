@@ -315,8 +315,8 @@ def encode_partitions(partitions: Iterable[TopicPartition]) -> bytes:
 
 
 def decode_partitions(path: str, data: bytes) -> list[TopicPartition]:
-    return [TopicPartition(topic=e["topic"], partition=e["partition"])
-            for e in _partition_entries(path, data)]
+    tp = TopicPartition  # positional: a request may name every partition of the cluster
+    return [tp(e["topic"], e["partition"]) for e in _partition_entries(path, data)]
 
 
 # --- /cluster/id -------------------------------------------------------------------------------
