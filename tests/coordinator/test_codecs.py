@@ -110,6 +110,17 @@ def test_partition_lists_round_trip() -> None:
     assert same_json(encode_partitions(tps), KAFKA_PARTITIONS)
 
 
+def test_partition_lists_are_the_bytes_json_would_give_sorted_and_deduplicated() -> None:
+    tps = [TopicPartition(topic=t, partition=p)
+           for t in ("b", 'quo"te', "caf\u00e9", "a\\b") for p in (10, 2, 0, 2)]
+    expected = json.dumps({"version": 1, "partitions": [
+        {"topic": tp.topic, "partition": tp.partition} for tp in sorted(set(tps))
+    ]}, separators=(",", ":")).encode()
+    assert encode_partitions(reversed(tps)) == expected
+    assert decode_partitions(layout.PREFERRED_REPLICA_ELECTION, expected) == sorted(set(tps))
+    assert encode_partitions([]) == b'{"version":1,"partitions":[]}'
+
+
 def test_cluster_id_round_trip_and_kafka_uuid_form() -> None:
     assert decode_cluster_id(layout.CLUSTER_ID, KAFKA_CLUSTER_ID) == "Mk3OEYBSD34fcwNTJENDM2Qk"
     assert same_json(encode_cluster_id("Mk3OEYBSD34fcwNTJENDM2Qk"), KAFKA_CLUSTER_ID)
