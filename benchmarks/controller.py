@@ -15,9 +15,9 @@ On ZooKeeper and etcd the standby (a) and the cold candidate (b) run in processe
 as candidates do in a deployment; on the memory coordinator, which lives in one process, they
 run beside the active controller and share its GIL. In a deployment the standby also has a
 machine of its own; here it shares the cores with the server and the active controller, so
-during (c)-(e) it runs at nice 19 (``--standby-nice``): it still follows every change, and each
-step waits until it has caught up, but it takes the cores only when they are free. It is
-reniced to 0 before it takes over in (a). The per-step CPU lines show what each process used.
+during (c)-(e) it runs under SCHED_IDLE (``--standby-priority``): it still follows every
+change, and each step waits until it has caught up, but it takes a core only when nothing else
+wants it. It is back at normal priority before it takes over in (a). The per-step CPU lines show what each process used.
 """
 
 from __future__ import annotations
@@ -189,8 +189,8 @@ class LocalCandidate:
         self.ctl.caught_up(revision, 120)
 
     @staticmethod
-    def renice(nice: int) -> str:
-        return "in this process: not reniced"
+    def set_priority(level: str) -> str:
+        return "in this process: priority unchanged"
 
     def failover(self, timeout: float) -> FailoverTimings:
         ctl = self.ctl
@@ -216,11 +216,12 @@ class RemoteCandidate:
     changed partition state) does not then share the measured controller's GIL. Its brokers
     are recorders attached in that process, so what it sends costs what it costs here."""
 
-    def __init__(self, url: str, cid: int, hot: bool, partitions: int, nice: int = 0) -> None:
+    def __init__(self, url: str, cid: int, hot: bool, partitions: int,
+                 priority: str = "normal") -> None:
         mp = multiprocessing.get_context("spawn")
         self.conn, child = mp.Pipe()
         self.proc = mp.Process(target=_candidate_process,
-                               args=(url, cid, hot, partitions, nice, child),
+                               args=(url, cid, hot, partitions, priority, child),
                                name=f"candidate-{cid}", daemon=True)
         self.proc.start()
         assert self.proc.pid is not None
@@ -246,10 +247,10 @@ class RemoteCandidate:
     def failover(self, timeout: float) -> FailoverTimings:
         return FailoverTimings(**self._expect("failover", timeout))
 
-    def renice(self, nice: int) -> str:
-        """Set every thread of the candidate's process to ``nice``; "" or why it could not."""
-        self.conn.send(("nice", nice))
-        return self._expect("niced", 30)
+    def set_priority(self, level: str) -> str:
+        """Every thread of the candidate's process to ``level``; "" or why it could not."""
+        self.conn.send(("priority", level))
+        return self._expect("priority", 30)
 
     def close_session(self) -> None:
         self.conn.send("close")
@@ -278,24 +279,33 @@ def _wait_loaded(ctl: Controller, partitions: int) -> None:
     ctl.events.wait_idle(120)
 
 
-def _renice_self(nice: int) -> str:
-    """Every thread of this process to ``nice`` (Linux nice values are per thread); "" when
-    done, else why not (raising priority back needs root or CAP_SYS_NICE)."""
+PRIORITIES = ("idle", "low", "normal")
+
+
+def _set_priority(level: str) -> str:
+    """Every thread of this process to ``level`` (Linux scheduling is per thread): "idle" is
+    SCHED_IDLE, which runs only on a core nothing else wants; "low" is nice 19; "normal" is
+    SCHED_OTHER at nice 0. "" when done, else why not (raising priority needs root or
+    CAP_SYS_NICE)."""
     try:
-        for tid in os.listdir("/proc/self/task"):
-            os.setpriority(os.PRIO_PROCESS, int(tid), nice)
+        for tid in map(int, os.listdir("/proc/self/task")):
+            if level == "idle":
+                os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+            else:
+                os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+                os.setpriority(os.PRIO_PROCESS, tid, 19 if level == "low" else 0)
     except (OSError, AttributeError) as exc:
-        return f"could not renice to {nice}: {exc}"
+        return f"could not set priority {level}: {exc}"
     return ""
 
 
-def _candidate_process(url: str, cid: int, hot: bool, partitions: int, nice: int,
+def _candidate_process(url: str, cid: int, hot: bool, partitions: int, priority: str,
                        conn: Any) -> None:
-    """A candidate's process: stands, reports when its view is loaded, answers "idle", "nice"
-    and "close" (its session), and reports its failover timings when it becomes active."""
+    """A candidate's process: stands, reports when its view is loaded, answers "idle",
+    "priority" and "close" (its session), and reports its failover timings when it becomes active."""
     logging.basicConfig(level=logging.WARNING)
-    if nice:
-        os.nice(nice)  # before any thread starts: they all inherit it
+    if priority != "normal":
+        _set_priority(priority)  # before any thread starts: they all inherit it
     try:
         session = coordinator.connect(url)
         network = InProcessNetwork()
@@ -320,8 +330,8 @@ def _candidate_process(url: str, cid: int, hot: bool, partitions: int, nice: int
                 elif command[0] == "idle":
                     ctl.caught_up(command[1], 120)
                     conn.send(("idle", None))
-                elif command[0] == "nice":
-                    conn.send(("niced", _renice_self(command[1])))
+                elif command[0] == "priority":
+                    conn.send(("priority", _set_priority(command[1])))
             f = ctl.last_failover
             if f is not None and f is not reported and ctl.active:
                 conn.send(("failover", asdict(f)))
@@ -410,7 +420,7 @@ def _steps(f: FailoverTimings) -> str:
 
 
 def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Result,
-        server_pid: int | None = None, standby_nice: int = 19) -> Result:
+        server_pid: int | None = None, standby_priority: str = "idle") -> Result:
     t0 = time.perf_counter()
     preferred = build_cluster(url, brokers, partitions, rf)
     res.notes.append(f"setup {time.perf_counter() - t0:.1f}s")
@@ -425,10 +435,11 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
         network.attach(b, broker)
         sessions[b] = (s, broker)
 
-    def candidate(cid: int, hot: bool, nice: int = 0) -> LocalCandidate | RemoteCandidate:
+    def candidate(cid: int, hot: bool,
+                  priority: str = "normal") -> LocalCandidate | RemoteCandidate:
         if backend == "memory":
             return LocalCandidate(url, network, cid, hot)
-        return RemoteCandidate(url, cid, hot, partitions, nice)
+        return RemoteCandidate(url, cid, hot, partitions, priority)
 
     # A write after a step's own: a standby has caught up when its view has shown it.
     probe = coordinator.connect(url)
@@ -440,7 +451,7 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     a = _candidate(coordinator.connect(url), network, 101, hot=True)
     wait(lambda: a.active and a.last_failover is not None)
     a.events.wait_idle(120)
-    b = candidate(102, hot=True, nice=standby_nice)
+    b = candidate(102, hot=True, priority=standby_priority)
     b.wait_ready(partitions)
     warm_up(url)
     b.wait_idle(mark())
@@ -504,9 +515,9 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
 
     # (a) hot failover: the active controller's session goes. The standby takes over with the
     # priority a candidate on a machine of its own has.
-    if standby_nice:
-        why = b.renice(0)
-        res.notes.append(f"(a) standby {why}" if why else "(a) standby reniced to 0")
+    if standby_priority != "normal":
+        why = b.set_priority("normal")
+        res.notes.append(f"(a) standby {why}" if why else "(a) standby back to normal priority")
     cpu.mark()
     a.coordinator.close()
     f = b.failover(timeout=120)
@@ -565,9 +576,9 @@ def main() -> None:
     ap.add_argument("--brokers", type=int, default=10)
     ap.add_argument("--partitions", type=int, default=100_000)
     ap.add_argument("--rf", type=int, default=3)
-    ap.add_argument("--standby-nice", type=int, default=19,
-                    help="the standby process's nice value during (c)-(e) (0: compete for the "
-                         "cores as an equal)")
+    ap.add_argument("--standby-priority", choices=PRIORITIES, default="idle",
+                    help="the standby process's CPU priority during (c)-(e): idle (SCHED_IDLE), "
+                         "low (nice 19) or normal (compete for the cores as an equal)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     backends = args.backend or ["memory", "zookeeper", "etcd"]
@@ -600,7 +611,7 @@ def main() -> None:
         try:
             run(backend, url, args.brokers, args.partitions, args.rf, res,
                 server_pid=server.process.pid if server is not None else None,
-                standby_nice=args.standby_nice)
+                standby_priority=args.standby_priority)
         except Exception as exc:  # keep what was measured before the failing step
             res.notes.append(f"stopped: {type(exc).__name__}: {exc}")
             logging.exception("benchmark on %s stopped", backend)
