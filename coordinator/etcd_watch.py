@@ -180,30 +180,38 @@ class WatchManager:
                 w.rev = kv.mod_revision
                 self._emit(w, (kv.value, stat_of(kv)) if ev.type == PUT else None)
             return
-        key, cut = w.key, len(w.key) + 1
-        slash = w.key + b"/" if not w.root else w.start
-        if w.root:
-            cut = len(slash)
-        revision = 0
+        # The range holds every descendant (a state write under /brokers/topics reaches the
+        # topics' children watch): those are skipped after a look at the key alone. Changes
+        # are reported a revision at a time, as they were made.
+        key, root = w.key, w.root
+        slash = w.start if root else key + b"/"
+        cut = len(slash)
+        kids = w.kids
+        pending = 0  # revision of changes not yet reported
         for ev in events:
             kv = ev.kv
-            if revision and kv.mod_revision != revision:
-                self._emit_children(w)
-            revision = w.rev = kv.mod_revision
             k = kv.key
-            if k == key and not w.root:
+            if k == key and not root:
+                child = None
+            elif k.startswith(slash) and k.find(b"/", cut) < 0:
+                child = k[cut:].decode()
+            else:
+                continue
+            revision = kv.mod_revision
+            if pending and revision != pending:
+                self._emit_children(w)
+            pending = revision
+            if child is None:
                 w.exists = ev.type == PUT
                 if not w.exists:
-                    w.kids.clear()
-            elif k.startswith(slash):
-                rest = k[cut:]
-                if b"/" in rest:
-                    continue
-                if ev.type == PUT:
-                    w.kids.add(rest.decode())
-                else:
-                    w.kids.discard(rest.decode())
-        if revision:
+                    kids.clear()
+            elif ev.type == PUT:
+                kids.add(child)
+            else:
+                kids.discard(child)
+        if events:
+            w.rev = events[-1].kv.mod_revision
+        if pending:
             self._emit_children(w)
 
     # --- the stream ----------------------------------------------------------------------

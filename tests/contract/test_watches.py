@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from coordinator import ChildrenEvent, Coordinator, DataEvent
+from coordinator import ChildrenEvent, Coordinator, Create, DataEvent, Delete, SetData
 from tests.waiting import Recorder
 
 
@@ -60,6 +60,28 @@ def test_children_watch(client: Coordinator, other: Coordinator) -> None:
     seen.wait_for(lambda ev: ev[-1].children is None, message="parent deleted")
     other.create("/kids")
     seen.wait_for(lambda ev: ev[-1].children == [], message="parent recreated")
+
+
+def test_children_watch_among_writes_deeper_down(client: Coordinator, other: Coordinator) -> None:
+    """Writes below the children (on etcd they reach the watch's range) report nothing; a
+    multi that also adds or removes children reports them."""
+    other.create("/deep")
+    other.create("/deep/a")
+    other.create("/deep/a/x", b"0")
+    seen: Recorder[ChildrenEvent] = Recorder()
+    client.watch_children("/deep", seen)
+    assert seen.wait_count(1)[0].children == ["a"]
+    other.multi([SetData(path="/deep/a/x", data=b"1"), Create(path="/deep/b"),
+                 Create(path="/deep/a/y"), Create(path="/deep/c")])
+    seen.wait_for(lambda ev: ev[-1].children == ["a", "b", "c"], message="b and c added")
+    for i in range(20):
+        other.set("/deep/a/x", b"%d" % i)
+    other.multi([SetData(path="/deep/a/y", data=b"z"), Delete(path="/deep/b")])
+    seen.wait_for(lambda ev: ev[-1].children == ["a", "c"], message="b removed")
+    client.sync()
+    reported = [e.children for e in seen.items]
+    assert all(c in (["a"], ["a", "b"], ["a", "b", "c"], ["a", "c"]) for c in reported), reported
+    assert all(x != y for x, y in zip(reported, reported[1:], strict=False)), reported
 
 
 def test_cancelled_watch_stays_quiet(client: Coordinator, other: Coordinator) -> None:
