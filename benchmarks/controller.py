@@ -43,7 +43,7 @@ from benchmarks.common import cpu_seconds  # noqa: E402
 from coordinator import layout  # noqa: E402
 from coordinator.codecs import PartitionState, TopicAssignment, TopicPartition  # noqa: E402
 from coordinator.metadata import MetadataClient  # noqa: E402
-from coordinator.model import Check, Create, SetData  # noqa: E402
+from coordinator.model import Check, Create, Delete, SetData  # noqa: E402
 from elections.leader import NO_LEADER, LeaderAndIsr  # noqa: E402
 from statemachines.broker import Broker  # noqa: E402
 from statemachines.channel import InProcessNetwork  # noqa: E402
@@ -395,7 +395,8 @@ def _guarded_rewrites(url: str, root: str, n: int, rounds: int) -> list[float]:
         t0 = time.perf_counter()
         c.write_many(ops, guard=guard)
         rates.append(n / (time.perf_counter() - t0))
-    c.delete(root, recursive=True)
+    c.write_many([Delete(path=f"{root}/n{i}") for i in range(n)])  # one multi per chunk
+    c.delete(root)
     c.close()
     return rates
 
