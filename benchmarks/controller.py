@@ -17,7 +17,9 @@ run beside the active controller and share its GIL. In a deployment the standby 
 machine of its own; here it shares the cores with the server and the active controller, so
 during (c)-(e) it runs under SCHED_IDLE (``--standby-priority``): it still follows every
 change, and each step waits until it has caught up, but it takes a core only when nothing else
-wants it. It is back at normal priority before it takes over in (a). The per-step CPU lines show what each process used.
+wants it. It is back at normal priority before it takes over in (a). Before anything is
+measured, the server takes guarded writes while the standby follows (a warm-up). The per-step
+CPU lines show what each thread group and process used.
 """
 
 from __future__ import annotations
@@ -302,7 +304,8 @@ def _set_priority(level: str) -> str:
 def _candidate_process(url: str, cid: int, hot: bool, partitions: int, priority: str,
                        conn: Any) -> None:
     """A candidate's process: stands, reports when its view is loaded, answers "idle",
-    "priority" and "close" (its session), and reports its failover timings when it becomes active."""
+    "priority" and "close" (its session), and reports its failover timings when it becomes
+    active."""
     logging.basicConfig(level=logging.WARNING)
     if priority != "normal":
         _set_priority(priority)  # before any thread starts: they all inherit it
