@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from coordinator.codecs import TopicPartition
 from elections.leader import ControlledShutdown
 from statemachines import events as ev
 from statemachines.errors import BrokerNotAvailable, StaleBrokerEpoch
@@ -37,11 +38,13 @@ def on_controlled_shutdown(ctl: Controller, event: ev.ControlledShutdownRequeste
     announce.add_update_metadata(None)
     ctl.send(announce)
     replicas = ctx.replicas
-    leaders = ctx.leaders
-    hosted = [tp for tp in ctx.replicas_on(b)
-              if len(replicas.get(tp, ())) > 1 and not ctx.is_deleting(tp)]
-    led = sorted(tp for tp in hosted if (value := leaders.get(tp)) is not None
-                 and value.leader == b)
+    deleting = ctx.deleting
+
+    def acted_on(tp: TopicPartition) -> bool:  # Kafka's partitionsToActOn
+        assigned = replicas.get(tp, ())
+        return len(assigned) > 1 and b in assigned and tp.topic not in deleting
+
+    led = sorted(tp for tp in ctx.led_by(b) if acted_on(tp))
     # 1. Leadership moves off the broker: one write per partition, new leader and ISR minus
     #    every broker shutting down. The broker is answered as soon as that is done and told:
     #    what it still leads is all it needs to know to stop.
@@ -59,7 +62,7 @@ def on_controlled_shutdown(ctl: Controller, event: ev.ControlledShutdownRequeste
     #    in the same event: nothing else runs in between. (Worked out only now: the broker
     #    is not kept waiting for it.)
     led_set = set(led)
-    followers = sorted((tp, b) for tp in hosted if tp not in led_set)
+    followers = sorted((tp, b) for tp in ctx.replicas_on(b) if tp not in led_set and acted_on(tp))
     batch = ctl.new_batch()
     rsm.handle(followers, ReplicaState.OFFLINE, batch)
     ctl.send(batch)

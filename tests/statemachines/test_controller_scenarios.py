@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 
 import pytest
@@ -295,6 +296,30 @@ def test_controlled_shutdown_answers_with_partitions_it_still_leads(cluster: Clu
     cluster.pump()
     assert future.result(1) == (tp("single", 0),)
     assert cluster.state("double", 0).leader == 1
+
+
+def test_controlled_shutdown_leaves_a_topic_being_deleted_alone(
+    three: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kafka's partitionsToActOn: partitions of a topic queued for deletion are not acted on
+    (not even tried, and refused by the state machine) when a broker shuts down; the other
+    topic's are."""
+    three.admin.create_topic("other", assignment={0: [1, 2]})
+    three.pump()
+    three.kill(3)
+    three.admin.delete_topic("t")  # waits for broker 3: "t" stays, queued for deletion
+    three.pump()
+    ctl = three.active().controller
+    led = (tp("t", 0), tp("t", 2))  # t-2's leader 3 died: 1 took over
+    assert all(ctl.ctx.is_deleting(x) and ctl.ctx.leaders[x].leader == 1 for x in led)
+    before = {x: ctl.ctx.leaders[x] for x in led}
+    caplog.set_level(logging.INFO, logger="partctl.state.change")
+    future = ctl.request_controlled_shutdown(1, three.participants[1].broker.epoch)
+    three.pump()
+    assert future.result(1) == led
+    assert {x: ctl.ctx.leaders[x] for x in led} == before
+    assert not [r for r in caplog.records if "refused" in r.getMessage()]
+    assert three.state("other", 0).leader == 2 and three.state("other", 0).isr == (2,)
 
 
 # --- topic deletion ----------------------------------------------------------------------------
