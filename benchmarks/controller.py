@@ -46,7 +46,7 @@ from coordinator import layout  # noqa: E402
 from coordinator.codecs import PartitionState, TopicAssignment, TopicPartition  # noqa: E402
 from coordinator.metadata import MetadataClient  # noqa: E402
 from coordinator.model import Check, Create, Delete, SetData  # noqa: E402
-from elections.leader import NO_LEADER, LeaderAndIsr  # noqa: E402
+from elections.leader import LeaderAndIsr  # noqa: E402
 from statemachines.broker import Broker  # noqa: E402
 from statemachines.channel import InProcessNetwork  # noqa: E402
 from statemachines.controller import (  # noqa: E402
@@ -135,14 +135,14 @@ def wait(predicate, timeout: float = 120.0, step: float = 0.001) -> None:  # typ
 
 
 class LeadersWritten:
-    """Wait until every partition of ``tps`` has a leader written into ``ctl``'s view that
-    ``done(leader)`` accepts, without polling: a poller wakes every millisecond and takes the
-    GIL from the controller it measures (it cost about 0.05 s of a 0.4 s step). For the length
-    of the step the context's ``set_leader`` is wrapped with a set lookup, which the partition
+    """Wait until every partition of ``tps`` has a leader from ``leaders`` written into
+    ``ctl``'s view, without polling: a poller wakes every millisecond and takes the GIL from
+    the controller it measures (it cost about 0.05 s of a 0.4 s step). For the length of the
+    step the context's ``set_leader`` is wrapped with two set lookups, which the partition
     state machine picks up when it starts its writes."""
 
     def __init__(self, ctl: Controller, tps: Collection[TopicPartition],
-                 done: Callable[[int], bool]) -> None:
+                 leaders: Collection[int]) -> None:
         self.ctx = ctl.ctx
         self.remaining = set(tps)
         self.finished = threading.Event()
@@ -151,9 +151,11 @@ class LeadersWritten:
         inner = ctx.set_leader
         remaining, finished = self.remaining, self.finished
 
+        accept = frozenset(leaders)
+
         def set_leader(tp: TopicPartition, value: LeaderAndIsr) -> None:
             inner(tp, value)
-            if tp in remaining and done(value.leader):
+            if tp in remaining and value.leader in accept:
                 remaining.discard(tp)
                 if not remaining:
                     self.at = time.perf_counter()
@@ -161,7 +163,7 @@ class LeadersWritten:
 
         ctx.set_leader = set_leader  # type: ignore[method-assign]
         remaining.difference_update([tp for tp in tps if (v := ctx.leaders.get(tp)) is not None
-                                     and done(v.leader)])
+                                     and v.leader in accept])
         if not remaining:
             self.at = time.perf_counter()
             finished.set()
@@ -473,7 +475,7 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     # (e) preferred election of the last broker's partitions
     md = MetadataClient(sessions[1][0])
     target = preferred[brokers]
-    written = LeadersWritten(a, target, lambda leader: leader == brokers)
+    written = LeadersWritten(a, target, [brokers])
     cpu.mark()
     t = time.perf_counter()
     md.request_preferred_election(target)
@@ -486,7 +488,7 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
 
     # (c) uncontrolled loss of broker 1
     lost = sorted(a.ctx.led_by(1))
-    written = LeadersWritten(a, lost, lambda leader: leader not in (1, NO_LEADER))
+    written = LeadersWritten(a, lost, range(2, brokers + 1))  # any other broker
     cpu.mark()
     t = time.perf_counter()
     sessions[1][0].close()
