@@ -90,12 +90,21 @@ def shrink_isr(current: LeaderAndIsr, leaving: Collection[int], controller_epoch
                         current.partition_epoch)
 
 
+_ISR_JSON: dict[tuple[int, ...], bytes] = {}  # an ISR's JSON list body; a few hundred distinct
+_ISR_JSON_MAX = 4096
+
+
 def encode_state(value: LeaderAndIsr) -> bytes:
     """The state node's bytes for ``value``: exactly ``stored(value).encode()`` (the metadata
-    codec's JSON), built without the intermediate objects on the mass-election path."""
+    codec's JSON), built without the intermediate objects on the mass-election path. ISRs
+    repeat across partitions, so their text is kept (a bounded cache)."""
+    isr = _ISR_JSON.get(value.isr)
+    if isr is None:
+        if len(_ISR_JSON) >= _ISR_JSON_MAX:
+            _ISR_JSON.clear()
+        isr = _ISR_JSON[value.isr] = ",".join(map(str, value.isr)).encode()
     return b'{"version":1,"leader":%d,"leader_epoch":%d,"controller_epoch":%d,"isr":[%s]}' % (
-        value.leader, value.leader_epoch, value.controller_epoch,
-        ",".join(map(str, value.isr)).encode())
+        value.leader, value.leader_epoch, value.controller_epoch, isr)
 
 
 def record_leader_and_isr(

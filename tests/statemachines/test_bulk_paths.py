@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+import statemachines.partition_sm as psm_module
 from coordinator import Create, layout
 from coordinator.codecs import CorruptMetadata, PartitionState, TopicPartition
 from coordinator.metadata import ControllerMoved
@@ -29,6 +30,19 @@ def test_state_bytes_are_the_codecs(value: LeaderAndIsr) -> None:
     assert back == LeaderAndIsr(leader=value.leader, leader_epoch=value.leader_epoch,
                                 isr=value.isr, controller_epoch=value.controller_epoch,
                                 partition_epoch=7)
+
+
+def test_state_bytes_stay_the_codecs_past_the_isr_cache_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(psm_module, "_ISR_JSON", {})
+    monkeypatch.setattr(psm_module, "_ISR_JSON_MAX", 2)
+    isrs = [(1,), (1, 2), (2, 1), (3, 2, 1), (1, 2), ()]
+    for epoch, isr in enumerate(isrs * 2):
+        value = LeaderAndIsr(leader=isr[0] if isr else -1, leader_epoch=epoch, isr=isr,
+                             controller_epoch=3)
+        assert encode_state(value) == stored(value).encode()
+        assert len(psm_module._ISR_JSON) <= 2
 
 
 def test_decoding_odd_state_nodes_goes_through_the_codec() -> None:
@@ -137,8 +151,6 @@ def test_a_leader_write_reaches_the_view_slice_by_slice(
         three: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     """The first slices' new leaders are in the context while later slices are still being
     decided: a broker loss shows its first new leaders before the last are written."""
-    import statemachines.partition_sm as psm_module
-
     monkeypatch.setattr(psm_module, "WRITE_SLICE", 1)
     ctl = three.active().controller
     psm = ctl.partitions
