@@ -52,7 +52,7 @@ DEFAULT_IN_FLIGHT = 32
 """Chunks a bulk write keeps in flight. A producer that works out each batch while earlier ones
 are written (a mass election) sends in bursts; with room for several batches' chunks the store
 is not left idle while the next batch is decided. (8 held about one batch of a mass election:
-its leader writes took 10-15% longer on etcd; a plain write_many measured the same either way.)"""
+its elections took 5-12% longer on etcd; a plain write_many measured the same either way.)"""
 
 
 class Dispatcher:
