@@ -108,10 +108,7 @@ class ThreadCPU:
         return out
 
     def mark(self) -> None:
-        self._wall = time.perf_counter()
-        self._last = {tid: cpu for tid, (_, cpu) in self._sample().items()}
-        for other in self.also:
-            other()
+        self.since()  # counting starts here
 
     def since(self) -> str:
         """What each used since the last mark or call; the next call counts from here."""

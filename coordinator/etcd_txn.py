@@ -175,7 +175,7 @@ def direct_plan(ops: Sequence[Op], keys: Keys, lease: int) -> Plan | None:
             c = add_compare()
             c.key = key
             c.target = VERSION
-            if op.version == -1:  # exists: version > 0 (set even when 0: a oneof field)
+            if op.version == -1:  # _version_compare, inline: exists (0 set, a oneof field)
                 c.result = GREATER
                 c.version = 0
             else:

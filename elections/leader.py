@@ -191,10 +191,8 @@ def elect_controlled_shutdown(
     nor stay in the ISR, so the new ISR is the old one minus every one of them. Nothing else is
     dropped from the ISR: a broker that is down entirely is the offline election's concern.
     """
-    isr_tuple = tuple(isr)
-    live_set = _as_set(live)
-    return _election(_controlled_shutdown(_as_set(shutting_down), assignment, isr_tuple,
-                                          live_set))
+    return _election(_controlled_shutdown(_as_set(shutting_down), assignment, tuple(isr),
+                                          _as_set(live)))
 
 
 # The strategies as a closed tagged union, so the controller can carry "which election" as data
