@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from coordinator.codecs import TopicPartition
+from coordinator.codecs import TopicPartition, sorted_partitions
 from elections.leader import LeaderAndIsr
 
 __all__ = [
@@ -282,7 +282,7 @@ class RequestBatch:
         if self._metadata_to_all_live:
             metadata_targets.update(self._live)
         metadata_partitions = tuple(
-            self._metadata_partitions[tp] for tp in sorted(self._metadata_partitions)
+            self._metadata_partitions[tp] for tp in sorted_partitions(self._metadata_partitions)
         )
 
         targets = set(self._leader_and_isr) | metadata_targets | set(self._stop_replica)
@@ -294,7 +294,7 @@ class RequestBatch:
             requests: list[BrokerRequest] = []
             lai = self._leader_and_isr.get(broker)
             if lai:
-                parts = tuple(lai[tp] for tp in sorted(lai))
+                parts = tuple(lai[tp] for tp in sorted_partitions(lai))
                 leaders = sorted({p.leader for p in parts if p.leader in self._live})
                 requests.append(
                     LeaderAndIsrRequest(
@@ -322,7 +322,7 @@ class RequestBatch:
                         controller_id=controller_id,
                         controller_epoch=controller_epoch,
                         broker_epoch=epoch,
-                        partitions=tuple(stop[tp] for tp in sorted(stop)),
+                        partitions=tuple(stop[tp] for tp in sorted_partitions(stop)),
                     )
                 )
             result[broker] = requests

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from coordinator.codecs import sorted_partitions
 from statemachines import events as ev
 from statemachines.context import ControllerContext
 from statemachines.states import PartitionState, ReplicaState
@@ -65,7 +66,8 @@ def on_broker_failure(ctl: Controller, ids: list[int]) -> None:
     assert psm is not None and rsm is not None
     for b in ids:
         ctx.remove_broker(b)
-    led = sorted(tp for b in ids for tp in ctx.led_by(b) if not ctx.is_deleting(tp))
+    deleting = ctx.deleting
+    led = sorted_partitions(tp for b in ids for tp in ctx.led_by(b) if tp.topic not in deleting)
     psm.to_offline(led)
     # New leaders first, and told at once (Kafka's onReplicasBecomeOffline); then the failed
     # replicas leave the ISR of the partitions they followed.
@@ -73,13 +75,13 @@ def on_broker_failure(ctl: Controller, ids: list[int]) -> None:
     psm.to_online(led, batch)
     ctl.send(batch)
     batch = ctl.new_batch()
-    keys = [(tp, b) for b in ids for tp in sorted(ctx.replicas_on(b))]
-    deleting = [k for k in keys if ctx.is_deleting(k[0])]
-    rsm.handle([k for k in keys if not ctx.is_deleting(k[0])], ReplicaState.OFFLINE, batch)
-    if deleting:
+    keys = [(tp, b) for b in ids for tp in sorted_partitions(ctx.replicas_on(b))]
+    dropping = [k for k in keys if k[0].topic in deleting]
+    rsm.handle([k for k in keys if k[0].topic not in deleting], ReplicaState.OFFLINE, batch)
+    if dropping:
         from statemachines.handlers import deletion
 
-        deletion.fail_replicas(ctl, deleting, batch)
+        deletion.fail_replicas(ctl, dropping, batch)
     batch.add_update_metadata(None)
     ctl.send(batch)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from coordinator.codecs import TopicPartition
+from coordinator.codecs import TopicPartition, sorted_partitions
 from elections.leader import ControlledShutdown
 from statemachines import events as ev
 from statemachines.errors import BrokerNotAvailable, StaleBrokerEpoch
@@ -44,7 +44,7 @@ def on_controlled_shutdown(ctl: Controller, event: ev.ControlledShutdownRequeste
         assigned = replicas.get(tp, ())
         return len(assigned) > 1 and b in assigned and tp.topic not in deleting
 
-    led = sorted(tp for tp in ctx.led_by(b) if acted_on(tp))
+    led = sorted_partitions(tp for tp in ctx.led_by(b) if acted_on(tp))
     # 1. Leadership moves off the broker: one write per partition, new leader and ISR minus
     #    every broker shutting down. The broker is answered as soon as that is done and told:
     #    what it still leads is all it needs to know to stop.
@@ -57,12 +57,13 @@ def on_controlled_shutdown(ctl: Controller, event: ev.ControlledShutdownRequeste
     recipients = {tp: [r for r in replicas.get(tp, ()) if r in brokers] for tp in written}
     record_leader_and_isr(ctx, batch, written, recipients=recipients)
     ctl.send(batch)
-    event.reply.set_result(tuple(sorted(ctx.led_by(b))))
+    event.reply.set_result(tuple(sorted_partitions(ctx.led_by(b))))
     # 2. Its follower replicas go Offline (StopReplica, ISR shrink written in one bulk pass),
     #    in the same event: nothing else runs in between. (Worked out only now: the broker
     #    is not kept waiting for it.)
     led_set = set(led)
-    followers = sorted((tp, b) for tp in ctx.replicas_on(b) if tp not in led_set and acted_on(tp))
+    followers = [(tp, b) for tp in sorted_partitions(ctx.replicas_on(b))
+                 if tp not in led_set and acted_on(tp)]
     batch = ctl.new_batch()
     rsm.handle(followers, ReplicaState.OFFLINE, batch)
     ctl.send(batch)

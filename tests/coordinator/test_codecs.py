@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import random
 
 import pytest
 
@@ -24,6 +25,7 @@ from coordinator.codecs import (
     encode_partitions,
     encode_reassignment,
     new_kafka_uuid,
+    sorted_partitions,
 )
 
 # As Kafka's ZooKeeper mode writes them (key order as Kafka's Json.encode produced it).
@@ -171,3 +173,18 @@ def test_paths_are_kafkas() -> None:
 def test_illegal_topic_names(name: str) -> None:
     with pytest.raises(ValueError):
         layout.validate_topic(name)
+
+
+def test_sorted_partitions_is_sorted() -> None:
+    """The grouped sort gives exactly sorted()'s order: topic names that are prefixes of each
+    other, that sort differently as text and by length, partitions past 9 (10 < 9 as text),
+    duplicates, any iterable."""
+    rng = random.Random(7)
+    names = ["a", "a-1", "a.1", "a_1", "ab", "b", "B", "topic-10", "topic-9", "é", "z" * 200]
+    tps = [TopicPartition(rng.choice(names), rng.randrange(1200)) for _ in range(5000)]
+    assert sorted_partitions(tps) == sorted(tps)
+    assert sorted_partitions(tp for tp in set(tps)) == sorted(set(tps))
+    assert sorted_partitions({tp: None for tp in tps}) == sorted(set(tps))
+    assert sorted_partitions([]) == []
+    one = [TopicPartition("t", p) for p in (10, 2, 9, 0, 100)]
+    assert sorted_partitions(one) == [TopicPartition("t", p) for p in (0, 2, 9, 10, 100)]
