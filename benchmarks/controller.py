@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/controller.py                       # memory, zookeeper, etcd
     .venv/bin/python benchmarks/controller.py --backend memory --partitions 20000
+    .venv/bin/python benchmarks/controller.py --repeat 3           # medians and ranges
     .venv/bin/python benchmarks/controller.py --backend zookeeper --url zookeeper://h:2181/bench
 
 Per coordinator: (a) hot-standby failover (the standby sees /controller go -> active with
@@ -29,6 +30,7 @@ import gc
 import logging
 import multiprocessing
 import os
+import statistics
 import sys
 import threading
 import time
@@ -561,8 +563,7 @@ def print_table(results: list[Result]) -> None:
         for key in "abcde":
             if key not in r.times:
                 continue
-            target = TARGETS[key]
-            target_s = target[r.backend] if isinstance(target, dict) else target
+            target_s = _target(key, r.backend)
             rate = r.counts.get(key, 0) / r.times[key] if key in r.counts else None
             ratio = f"{rate / r.write_rate:>6.2f}" if rate else ""
             rate_s = f"{rate:>9.0f}" if rate else ""
@@ -572,6 +573,40 @@ def print_table(results: list[Result]) -> None:
             print(f"{'':<11}   {note}")
 
 
+def _target(key: str, backend: str) -> float:
+    target = TARGETS[key]
+    return target[backend] if isinstance(target, dict) else target
+
+
+def print_summary(results: list[Result]) -> None:
+    """Per coordinator and step over the repeated runs: median and range of the time and of
+    the ratio, and in how many runs each target held (this machine moves +-25% from run to
+    run, more than most single changes)."""
+    print()
+    print(f"{'coordinator':<11} {'step':<6} {'runs':>4} {'median':>8} {'range':>15} "
+          f"{'met':>5}   {'ratio median':>12} {'range':>11} {'>=0.5':>6}")
+    for backend in dict.fromkeys(r.backend for r in results):
+        runs = [r for r in results if r.backend == backend]
+        rates = [r.write_rate for r in runs if r.write_rate]
+        if rates:
+            print(f"{backend:<11} {'raw':<6} {len(rates):>4} {statistics.median(rates):>8.0f} "
+                  f"{min(rates):>7.0f}-{max(rates):<7.0f}")
+        for key in "abcde":
+            times = [r.times[key] for r in runs if key in r.times]
+            if not times:
+                continue
+            target = _target(key, backend)
+            line = (f"{'':<11} {f'({key})':<6} {len(times):>4} {statistics.median(times):>7.3f}s "
+                    f"{min(times):>6.3f}-{max(times):<6.3f}s "
+                    f"{sum(t <= target for t in times):>2}/{len(times):<2}")
+            ratios = [r.counts[key] / r.times[key] / r.write_rate for r in runs
+                      if key in r.times and key in r.counts and r.write_rate]
+            if ratios:
+                line += (f"   {statistics.median(ratios):>12.2f} {min(ratios):>5.2f}-"
+                         f"{max(ratios):<5.2f} {sum(x >= 0.5 for x in ratios):>3}/{len(ratios)}")
+            print(line)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", action="append", choices=["memory", "zookeeper", "etcd"])
@@ -579,14 +614,21 @@ def main() -> None:
     ap.add_argument("--brokers", type=int, default=10)
     ap.add_argument("--partitions", type=int, default=100_000)
     ap.add_argument("--rf", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="runs per coordinator, each on a fresh server and cluster; with more "
+                         "than one, a summary gives each step's median and range")
     ap.add_argument("--standby-priority", choices=PRIORITIES, default="idle",
                     help="the standby process's CPU priority during (c)-(e): idle (SCHED_IDLE), "
                          "low (nice 19) or normal (compete for the cores as an equal)")
     args = ap.parse_args()
+    if args.repeat < 1:
+        ap.error("--repeat takes a number of runs, at least 1")
+    if args.url and args.repeat > 1:
+        ap.error("--repeat needs a fresh cluster per run: leave out --url")
     logging.basicConfig(level=logging.WARNING)
     backends = args.backend or ["memory", "zookeeper", "etcd"]
     results = []
-    for backend in backends:
+    for backend in [b for b in backends for _ in range(args.repeat)]:
         server = None
         if args.url:
             url = args.url
@@ -623,6 +665,8 @@ def main() -> None:
             if server is not None:
                 server.stop()
     print_table(results)
+    if args.repeat > 1:
+        print_summary(results)
 
 
 if __name__ == "__main__":
