@@ -35,3 +35,19 @@ def cpu_seconds(task: str | int = "self") -> float | None:
     except OSError:
         return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_cpu() -> tuple[float, float] | None:
+    """The whole machine's busy and stolen CPU seconds so far, summed over its cores (Linux
+    ``/proc/stat``: busy is user, nice, system, irq and softirq time; stolen is the time a
+    virtual machine's cores waited for the host); None when it cannot be read."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu":
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[1:9])
+    tick = os.sysconf("SC_CLK_TCK")
+    return (user + nice + system + irq + softirq) / tick, steal / tick

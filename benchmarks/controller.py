@@ -20,7 +20,12 @@ during (c)-(e) it runs under SCHED_IDLE (``--standby-priority``): it still follo
 change, and each step waits until it has caught up, but it takes a core only when nothing else
 wants it. It is back at normal priority before it takes over in (a). Before anything is
 measured, the server takes guarded writes while the standby follows (a warm-up). The per-step
-CPU lines show what each thread group and process used.
+CPU lines show what each thread group and process used, and the whole machine's CPU per
+election from the step's start to its end (every process: controllers, server, benchmark),
+beside the raw write's: the elections/s the cores allow at that CPU, as a ratio of the raw
+rate, is the most the step could reach here (one core on the memory coordinator, whose parties
+share one GIL). With ``--repeat`` each coordinator runs several times on fresh servers and a
+summary gives each step's median and range.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import coordinator  # noqa: E402
-from benchmarks.common import cpu_seconds  # noqa: E402
+from benchmarks.common import cpu_seconds, machine_cpu  # noqa: E402
 from coordinator import layout  # noqa: E402
 from coordinator.codecs import PartitionState, TopicAssignment, TopicPartition  # noqa: E402
 from coordinator.metadata import MetadataClient  # noqa: E402
@@ -67,6 +72,8 @@ TARGETS = {"a": 1.0, "b": {"memory": 3.0, "zookeeper": 10.0, "etcd": 3.0}, "c": 
 class Result:
     backend: str
     write_rate: float = 0.0
+    write_cpu: float = 0.0  # the machine's CPU seconds per raw write (its best round)
+    step_cpu: dict[str, float] = field(default_factory=dict)  # per election, same measure
     times: dict[str, float] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -85,6 +92,52 @@ class ProcessCPU:
             return ""
         used, self._mark = total - self._mark, total
         return f"{self.label} {used:.2f}s"
+
+
+class MachineCPU:
+    """The whole machine's CPU between a mark and a reading: every process on both cores
+    (controllers, server, benchmark), so a step's CPU per election can be set beside the raw
+    write's, and what the cores allow beside what was reached."""
+
+    def __init__(self) -> None:
+        self._mark: tuple[float, float, float] | None = None
+
+    @staticmethod
+    def read() -> tuple[float, float, float] | None:
+        """The reading now: busy and stolen CPU seconds, and the wall clock."""
+        now = machine_cpu()
+        return None if now is None else (*now, time.perf_counter())
+
+    def mark(self) -> None:
+        self._mark = self.read()
+
+    def since(self, end: tuple[float, float, float] | None = None
+              ) -> tuple[float, float, float] | None:
+        """(busy seconds, stolen seconds, wall seconds) from the mark to ``end`` (a reading
+        taken when the step ended; default now), or None."""
+        end = end or self.read()
+        if end is None or self._mark is None:
+            return None
+        return end[0] - self._mark[0], end[1] - self._mark[1], end[2] - self._mark[2]
+
+
+CORES = os.cpu_count() or 1
+
+
+def usable_cores(backend: str) -> int:
+    """The cores the parties of a step can use together: on the memory coordinator the store,
+    both controllers and the benchmark share one process and its GIL, so one."""
+    return 1 if backend == "memory" else CORES
+
+
+def describe_load(load: tuple[float, float, float] | None, count: int, what: str) -> str:
+    if load is None or count == 0:
+        return ""
+    busy, steal, wall = load
+    return (f"machine {100 * busy / (CORES * wall):.0f}% busy ({CORES} cores), "
+            f"{1e6 * busy / count:.0f} us of CPU per {what}"
+            + (f", {100 * steal / (CORES * wall):.0f}% stolen by the host" if steal >= 0.01
+               else ""))
 
 
 class ThreadCPU:
@@ -146,6 +199,7 @@ class LeadersWritten:
         self.remaining = set(tps)
         self.finished = threading.Event()
         self.at = 0.0
+        self.reading: tuple[float, float, float] | None = None  # the machine's CPU at the end
         ctx = self.ctx
         inner = ctx.set_leader
         remaining, finished = self.remaining, self.finished
@@ -158,6 +212,7 @@ class LeadersWritten:
                 remaining.discard(tp)
                 if not remaining:
                     self.at = time.perf_counter()
+                    self.reading = MachineCPU.read()
                     finished.set()
 
         ctx.set_leader = set_leader  # type: ignore[method-assign]
@@ -384,9 +439,10 @@ def build_cluster(url: str, brokers: int, partitions: int, rf: int) -> dict[int,
     return preferred
 
 
-def _guarded_rewrites(url: str, root: str, n: int, rounds: int) -> list[float]:
+def _guarded_rewrites(url: str, root: str, n: int, rounds: int) -> list[tuple[float, float]]:
     """Create ``n`` scratch nodes under ``root``, rewrite them all ``rounds`` times with one
-    guarded ``write_many`` each, delete them; the writes/s of each round."""
+    guarded ``write_many`` each, delete them; the writes/s of each round, and the machine's CPU
+    seconds per write in it (0 where they cannot be read)."""
     c = coordinator.connect(url)
     c.ensure_path(root)
     c.write_many([Create(path=f"{root}/n{i}", data=b"x" * 64) for i in range(n)])
@@ -396,18 +452,23 @@ def _guarded_rewrites(url: str, root: str, n: int, rounds: int) -> list[float]:
     rates = []
     for _ in range(rounds):
         ops = [SetData(path=f"{root}/n{i}", data=b"y" * 120) for i in range(n)]
+        machine = MachineCPU()
+        machine.mark()
         t0 = time.perf_counter()
         c.write_many(ops, guard=guard)
-        rates.append(n / (time.perf_counter() - t0))
+        rate = n / (time.perf_counter() - t0)
+        load = machine.since()
+        rates.append((rate, load[0] / n if load else 0.0))
     c.write_many([Delete(path=f"{root}/n{i}") for i in range(n)])  # one multi per chunk
     c.delete(root)
     c.close()
     return rates
 
 
-def raw_write_rate(url: str, n: int = 20000, rounds: int = 3) -> float:
+def raw_write_rate(url: str, n: int = 20000, rounds: int = 3) -> tuple[float, float]:
     """The coordinator's fenced batched write rate: ``write_many`` of ``n`` guarded SetData,
-    the best of ``rounds`` (one round on a busy two-core machine can come out at half)."""
+    the best of ``rounds`` (one round on a busy two-core machine can come out at half), and
+    the machine's CPU seconds per write in that round."""
     return max(_guarded_rewrites(url, "/bench-raw", n, rounds))
 
 
@@ -429,7 +490,10 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     t0 = time.perf_counter()
     preferred = build_cluster(url, brokers, partitions, rf)
     res.notes.append(f"setup {time.perf_counter() - t0:.1f}s")
-    res.write_rate = raw_write_rate(url)
+    res.write_rate, res.write_cpu = raw_write_rate(url)
+    if res.write_cpu:
+        res.notes.append(f"raw: {1e6 * res.write_cpu:.0f} us of the machine's CPU per write "
+                         "(client and server, the best round)")
 
     network = InProcessNetwork()
     sessions = {}
@@ -471,16 +535,33 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
                      "MainThread": "benchmark"},
                     also=[b.cpu] + ([ProcessCPU(server_pid, "server")] if server_pid else []))
 
+    machine = MachineCPU()
+
+    def machine_note(key: str, end: tuple[float, float, float] | None) -> None:
+        load = machine.since(end)
+        count = res.counts[key]
+        if load is None or not count:
+            return
+        res.step_cpu[key] = per = load[0] / count
+        cores = usable_cores(backend)
+        allow = (f"; at that CPU {cores} core{'s' if cores > 1 else ''} allow "
+                 f"{cores / per:.0f} elections/s" if per else "")
+        if per and res.write_rate:
+            allow += f" ({cores / per / res.write_rate:.2f} of the raw rate)"
+        res.notes.append(f"({key}) {describe_load(load, count, 'election')}{allow}")
+
     # (e) preferred election of the last broker's partitions
     md = MetadataClient(sessions[1][0])
     target = preferred[brokers]
     written = LeadersWritten(a, target, [brokers])
     cpu.mark()
+    machine.mark()
     t = time.perf_counter()
     md.request_preferred_election(target)
     res.times["e"] = written.wait() - t
     during = cpu.since()
     res.counts["e"] = len(target)
+    machine_note("e", written.reading)
     a.events.wait_idle(120)
     b.wait_idle(mark())
     res.notes.append(f"(e) CPU during the step: {during}; then until both idle: {cpu.since()}")
@@ -489,12 +570,14 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     lost = sorted(a.ctx.led_by(1))
     written = LeadersWritten(a, lost, range(2, brokers + 1))  # any other broker
     cpu.mark()
+    machine.mark()
     t = time.perf_counter()
     sessions[1][0].close()
     res.times["c"] = written.wait() - t
     during = cpu.since()
     assert not a.ctx.led_by(1) and 1 not in a.ctx.brokers
     res.counts["c"] = len(lost)
+    machine_note("c", written.reading)
     a.events.wait_idle(120)
     res.notes.append(f"(c) incl. follower ISR shrinks {time.perf_counter() - t:.2f}s")
     b.wait_idle(mark())
@@ -507,11 +590,16 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     victim = min((x for x in range(2, brokers + 1)), key=lambda x: abs(len(a.ctx.led_by(x)) - share))
     moving = len(a.ctx.led_by(victim))
     cpu.mark()
+    machine.mark()
     t = time.perf_counter()
-    remaining = a.request_controlled_shutdown(victim, sessions[victim][1].epoch or 0).result(120)
+    reply = a.request_controlled_shutdown(victim, sessions[victim][1].epoch or 0)
+    answered: list[tuple[float, float, float] | None] = []
+    reply.add_done_callback(lambda _: answered.append(MachineCPU.read()))
+    remaining = reply.result(120)
     res.times["d"] = time.perf_counter() - t
     during = cpu.since()
     res.counts["d"] = moving - len(remaining)
+    machine_note("d", answered[0] if answered else None)
     a.events.wait_idle(120)
     res.notes.append(f"(d) broker {victim} leading {moving}; answered when its leadership had "
                      f"moved; incl. follower ISR shrinks {time.perf_counter() - t:.2f}s")
@@ -584,13 +672,17 @@ def print_summary(results: list[Result]) -> None:
     run, more than most single changes)."""
     print()
     print(f"{'coordinator':<11} {'step':<6} {'runs':>4} {'median':>8} {'range':>15} "
-          f"{'met':>5}   {'ratio median':>12} {'range':>11} {'>=0.5':>6}")
+          f"{'met':>5}   {'ratio median':>12} {'range':>11} {'>=0.5':>6}   "
+          f"{'CPU us/op':>9} {'cores allow':>11}")
     for backend in dict.fromkeys(r.backend for r in results):
         runs = [r for r in results if r.backend == backend]
         rates = [r.write_rate for r in runs if r.write_rate]
         if rates:
+            cpus = [r.write_cpu for r in runs if r.write_cpu]
+            cpu = f"{1e6 * statistics.median(cpus):>9.0f}" if cpus else ""
             print(f"{backend:<11} {'raw':<6} {len(rates):>4} {statistics.median(rates):>8.0f} "
-                  f"{min(rates):>7.0f}-{max(rates):<7.0f}")
+                  f"{min(rates):>7.0f}-{max(rates):<7.0f} {'':>5}   {'':>12} {'':>11} {'':>6}   "
+                  f"{cpu}")
         for key in "abcde":
             times = [r.times[key] for r in runs if key in r.times]
             if not times:
@@ -603,7 +695,12 @@ def print_summary(results: list[Result]) -> None:
                       if key in r.times and key in r.counts and r.write_rate]
             if ratios:
                 line += (f"   {statistics.median(ratios):>12.2f} {min(ratios):>5.2f}-"
-                         f"{max(ratios):<5.2f} {sum(x >= 0.5 for x in ratios):>3}/{len(ratios)}")
+                         f"{max(ratios):<5.2f} {sum(x >= 0.5 for x in ratios):>3}/{len(ratios):<2}")
+            bounds = [usable_cores(backend) / r.step_cpu[key] / r.write_rate for r in runs
+                      if r.step_cpu.get(key) and r.write_rate]
+            if bounds:
+                cpu = statistics.median(r.step_cpu[key] for r in runs if r.step_cpu.get(key))
+                line += f"   {1e6 * cpu:>9.0f} {statistics.median(bounds):>11.2f}"
             print(line)
 
 
