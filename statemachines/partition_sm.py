@@ -215,8 +215,9 @@ class PartitionStateMachine:
 
     def _split(self, tps: Iterable[TopicPartition], target: PartitionState) -> list[TopicPartition]:
         """The members of ``tps`` that may move to ``target``; the others are refused (logged,
-        state kept). One pass with identity tests when all may move, the common case (an
-        enum's ``__hash__`` is Python code: a set lookup per member cost 5 ms in 10,000)."""
+        state kept). One pass with identity tests when all may move, the common case: the
+        general split (pairs built, an enum's ``__hash__`` in Python per set lookup) took about
+        5 ms for 10,000, this about 2.5 ms."""
         states, absent = self.ctx.partition_states, PartitionState.NON_EXISTENT
         members = tps if type(tps) is list else list(tps)
         allowed = _ALLOWED[target]
