@@ -66,8 +66,7 @@ def on_broker_failure(ctl: Controller, ids: list[int]) -> None:
     assert psm is not None and rsm is not None
     for b in ids:
         ctx.remove_broker(b)
-    deleting = ctx.deleting
-    led = sorted_partitions(tp for b in ids for tp in ctx.led_by(b) if tp.topic not in deleting)
+    led = sorted_partitions(tp for b in ids for tp in ctx.led_by(b) if not ctx.is_deleting(tp))
     psm.to_offline(led)
     # New leaders first, and told at once (Kafka's onReplicasBecomeOffline); then the failed
     # replicas leave the ISR of the partitions they followed.
@@ -76,12 +75,12 @@ def on_broker_failure(ctl: Controller, ids: list[int]) -> None:
     ctl.send(batch)
     batch = ctl.new_batch()
     keys = [(tp, b) for b in ids for tp in sorted_partitions(ctx.replicas_on(b))]
-    dropping = [k for k in keys if k[0].topic in deleting]
-    rsm.handle([k for k in keys if k[0].topic not in deleting], ReplicaState.OFFLINE, batch)
-    if dropping:
+    deleting = [k for k in keys if ctx.is_deleting(k[0])]
+    rsm.handle([k for k in keys if not ctx.is_deleting(k[0])], ReplicaState.OFFLINE, batch)
+    if deleting:
         from statemachines.handlers import deletion
 
-        deletion.fail_replicas(ctl, dropping, batch)
+        deletion.fail_replicas(ctl, deleting, batch)
     batch.add_update_metadata(None)
     ctl.send(batch)
 
