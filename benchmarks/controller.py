@@ -78,6 +78,14 @@ class Result:
     counts: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
+    def allowed_ratio(self, key: str) -> float | None:
+        """The ratio the usable cores allow at step ``key``'s CPU per election: the most the
+        step could reach on this machine."""
+        per = self.step_cpu.get(key)
+        if not per or not self.write_rate:
+            return None
+        return usable_cores(self.backend) / per / self.write_rate
+
 
 class ProcessCPU:
     """Another process's CPU seconds since the last call: a candidate's or the server's."""
@@ -128,16 +136,6 @@ def usable_cores(backend: str) -> int:
     """The cores the parties of a step can use together: on the memory coordinator the store,
     both controllers and the benchmark share one process and its GIL, so one."""
     return 1 if backend == "memory" else CORES
-
-
-def describe_load(load: tuple[float, float, float] | None, count: int, what: str) -> str:
-    if load is None or count == 0:
-        return ""
-    busy, steal, wall = load
-    return (f"machine {100 * busy / (CORES * wall):.0f}% busy ({CORES} cores), "
-            f"{1e6 * busy / count:.0f} us of CPU per {what}"
-            + (f", {100 * steal / (CORES * wall):.0f}% stolen by the host" if steal >= 0.01
-               else ""))
 
 
 class ThreadCPU:
@@ -542,13 +540,18 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
         count = res.counts[key]
         if load is None or not count:
             return
-        res.step_cpu[key] = per = load[0] / count
-        cores = usable_cores(backend)
-        allow = (f"; at that CPU {cores} core{'s' if cores > 1 else ''} allow "
-                 f"{cores / per:.0f} elections/s" if per else "")
-        if per and res.write_rate:
-            allow += f" ({cores / per / res.write_rate:.2f} of the raw rate)"
-        res.notes.append(f"({key}) {describe_load(load, count, 'election')}{allow}")
+        busy, steal, wall = load
+        res.step_cpu[key] = busy / count
+        note = (f"({key}) machine {100 * busy / (CORES * wall):.0f}% busy ({CORES} cores), "
+                f"{1e6 * busy / count:.0f} us of CPU per election")
+        if steal >= 0.01:
+            note += f", {100 * steal / (CORES * wall):.0f}% stolen by the host"
+        allowed = res.allowed_ratio(key)
+        if allowed is not None:
+            cores = usable_cores(backend)
+            note += (f"; at that CPU {cores} core{'s' if cores > 1 else ''} allow "
+                     f"{allowed * res.write_rate:.0f} elections/s ({allowed:.2f} of the raw rate)")
+        res.notes.append(note)
 
     # (e) preferred election of the last broker's partitions
     md = MetadataClient(sessions[1][0])
@@ -696,8 +699,7 @@ def print_summary(results: list[Result]) -> None:
             if ratios:
                 line += (f"   {statistics.median(ratios):>12.2f} {min(ratios):>5.2f}-"
                          f"{max(ratios):<5.2f} {sum(x >= 0.5 for x in ratios):>3}/{len(ratios):<2}")
-            bounds = [usable_cores(backend) / r.step_cpu[key] / r.write_rate for r in runs
-                      if r.step_cpu.get(key) and r.write_rate]
+            bounds = [x for r in runs if (x := r.allowed_ratio(key)) is not None]
             if bounds:
                 cpu = statistics.median(r.step_cpu[key] for r in runs if r.step_cpu.get(key))
                 line += f"   {1e6 * cpu:>9.0f} {statistics.median(bounds):>11.2f}"
