@@ -1,10 +1,13 @@
-"""What the benchmarks share: sizes on the command line, a template batch, CPU from /proc."""
+"""What the benchmarks share: sizes on the command line, a template batch, CPU from /proc, and
+the ZooKeeper and etcd servers they start."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import time
 
+from coordinator import servers
 from replication.records import Record, encode_batch
 
 MIB = 1 << 20
@@ -51,3 +54,21 @@ def machine_cpu() -> tuple[float, float] | None:
     user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[1:9])
     tick = os.sysconf("SC_CLK_TCK")
     return (user + nice + system + irq + softirq) / tick, steal / tick
+
+
+def add_server_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--server-fsync", action="store_true",
+                        help="start ZooKeeper and etcd with fsync on, as deployed servers run "
+                             "(default off: forceSync=no, --unsafe-no-fsync)")
+
+
+def start_server(kind: str, args: argparse.Namespace) -> servers.LocalServer:
+    """A ZooKeeper or etcd server on loopback for the run (coordinator.servers)."""
+    return servers.start_server(kind, fsync=args.server_fsync)  # type: ignore[arg-type]
+
+
+def server_label(args: argparse.Namespace) -> str:
+    """What the figures include about the servers, for the table's header."""
+    how = ("fsync on" if args.server_fsync
+           else "fsync off (ZooKeeper forceSync=no, etcd --unsafe-no-fsync)")
+    return f"ZooKeeper and etcd started on this machine's loopback for the run, {how}"

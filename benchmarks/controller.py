@@ -2,36 +2,44 @@
 
     .venv/bin/python benchmarks/controller.py                       # memory, zookeeper, etcd
     .venv/bin/python benchmarks/controller.py --backend memory --partitions 20000
+    .venv/bin/python benchmarks/controller.py --backend etcd --partitions 5000   # a quick check
     .venv/bin/python benchmarks/controller.py --repeat 3           # medians and ranges
     .venv/bin/python benchmarks/controller.py --backend zookeeper --url zookeeper://h:2181/bench
 
 Per coordinator: (a) hot-standby failover (the standby sees /controller go -> active with
 UpdateMetadata sent), (b) cold failover, (c) uncontrolled loss of a broker leading N/10
-partitions -> all re-elected and written, (d) controlled shutdown of such a broker, (e) preferred
-election of N/10 partitions; plus the raw fenced batched write rate (write_many of SetData with
-a guard) measured in the same run, and the elections/s of (c)-(e) as a ratio of it. Servers are
-started from tests/servers.py unless URLs are given. The cluster is written with bulk writes.
+partitions, (d) controlled shutdown of such a broker, (e) preferred election of N/10
+partitions; and the raw fenced batched write rate (write_many of SetData with a guard) in the
+same run. The cluster is written with bulk writes.
+
+The product runs as it is configured by default (ControllerConfig() but for the auto leader
+rebalance, which would move leaders between steps) and nothing in it is patched: the benchmark
+sets no garbage-collector mode of its own (the controller's pause_gc_during_events, on by
+default, is what users get) and no priorities. Steps (c)-(e) end when every replica's broker
+has been delivered the LeaderAndIsr that names the partition's new leader: the brokers are
+the benchmark's own minimal request handlers on the in-process network (they fence and
+acknowledge as a broker does, and note the time of each LeaderAndIsr), and the benchmark reads
+what they were delivered. (a) and (b) end when the new controller has sent UpdateMetadata (its own
+FailoverTimings).
 
 On ZooKeeper and etcd the standby (a) and the cold candidate (b) run in processes of their own,
-as candidates do in a deployment; on the memory coordinator, which lives in one process, they
-run beside the active controller and share its GIL. In a deployment the standby also has a
-machine of its own; here it shares the cores with the server and the active controller, so
-during (c)-(e) it runs under SCHED_IDLE (``--standby-priority``): it still follows every
-change, and each step waits until it has caught up, but it takes a core only when nothing else
-wants it. It is back at normal priority before it takes over in (a). Before anything is
-measured, the server takes guarded writes while the standby follows (a warm-up). The per-step
-CPU lines show what each thread group and process used, and the whole machine's CPU per
-election from the step's start to its end (every process: controllers, server, benchmark),
-beside the raw write's: the elections/s the cores allow at that CPU, as a ratio of the raw
-rate, is the most the step could reach here (one core on the memory coordinator, whose parties
-share one GIL). With ``--repeat`` each coordinator runs several times on fresh servers and a
-summary gives each step's median and range.
+as candidates do in a deployment, at normal priority; on the memory coordinator, which lives in
+one process, they run beside the active controller and share its GIL. Here they also share the
+machine's cores with the server and the active controller, which a deployment would not.
+
+Figures per step: its time; the elections it made; and the whole machine's CPU seconds per
+election from the step's start to its end (every process: controllers, standby, server,
+benchmark), beside the machine's CPU per raw write. /proc/stat counts in 10 ms ticks, so the
+CPU figures mean something from a few thousand elections up. The per-step CPU notes show what
+each thread group and process used. ZooKeeper and etcd are started here on loopback
+(coordinator.servers) without fsync unless --server-fsync, as the table's header says. With
+--repeat each coordinator runs several times on fresh servers and a summary gives each step's
+median and range.
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
 import logging
 import multiprocessing
 import os
@@ -48,18 +56,37 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import coordinator  # noqa: E402
-from benchmarks.common import cpu_seconds, machine_cpu  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    add_server_options,
+    cpu_seconds,
+    machine_cpu,
+    server_label,
+    start_server,
+)
 from coordinator import layout  # noqa: E402
-from coordinator.codecs import PartitionState, TopicAssignment, TopicPartition  # noqa: E402
+from coordinator.codecs import (  # noqa: E402
+    BrokerInfo,
+    PartitionStateNode,
+    TopicAssignment,
+    TopicPartition,
+)
 from coordinator.metadata import MetadataClient  # noqa: E402
 from coordinator.model import Check, Create, Delete, SetData  # noqa: E402
-from elections.leader import LeaderAndIsr  # noqa: E402
-from statemachines.broker import Broker  # noqa: E402
-from statemachines.channel import InProcessNetwork  # noqa: E402
+from statemachines.channel import (  # noqa: E402
+    STALE_BROKER_EPOCH,
+    STALE_CONTROLLER_EPOCH,
+    BrokerResponse,
+    InProcessNetwork,
+)
 from statemachines.controller import (  # noqa: E402
     Controller,
     ControllerConfig,
     FailoverTimings,
+)
+from statemachines.requests import (  # noqa: E402
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
 )
 
 MARK = "/bench-mark"  # written after each step: see mark() in run()
@@ -78,14 +105,6 @@ class Result:
     counts: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
-    def allowed_ratio(self, key: str) -> float | None:
-        """The ratio the usable cores allow at step ``key``'s CPU per election: the most the
-        step could reach on this machine."""
-        per = self.step_cpu.get(key)
-        if not per or not self.write_rate:
-            return None
-        return usable_cores(self.backend) / per / self.write_rate
-
 
 class ProcessCPU:
     """Another process's CPU seconds since the last call: a candidate's or the server's."""
@@ -103,9 +122,9 @@ class ProcessCPU:
 
 
 class MachineCPU:
-    """The whole machine's CPU between a mark and a reading: every process on both cores
+    """The whole machine's CPU between a mark and a reading: every process on every core
     (controllers, server, benchmark), so a step's CPU per election can be set beside the raw
-    write's, and what the cores allow beside what was reached."""
+    write's."""
 
     def __init__(self) -> None:
         self._mark: tuple[float, float, float] | None = None
@@ -130,12 +149,6 @@ class MachineCPU:
 
 
 CORES = os.cpu_count() or 1
-
-
-def usable_cores(backend: str) -> int:
-    """The cores the parties of a step can use together: on the memory coordinator the store,
-    both controllers and the benchmark share one process and its GIL, so one."""
-    return 1 if backend == "memory" else CORES
 
 
 class ThreadCPU:
@@ -184,51 +197,101 @@ def wait(predicate, timeout: float = 120.0, step: float = 0.001) -> None:  # typ
         time.sleep(step)
 
 
-class LeadersWritten:
-    """Wait until every partition of ``tps`` has a leader from ``leaders`` written into
-    ``ctl``'s view, without polling: a poller wakes every millisecond and takes the GIL from
-    the controller it measures (it cost about 0.05 s of a 0.4 s step). For the length of the
-    step the context's ``set_leader`` is wrapped with two set lookups, which the partition
-    state machine picks up when it starts its writes."""
+Reading = tuple[float, float, float]  # MachineCPU.read()
 
-    def __init__(self, ctl: Controller, tps: Collection[TopicPartition],
-                 leaders: Collection[int]) -> None:
-        self.ctx = ctl.ctx
-        self.remaining = set(tps)
-        self.finished = threading.Event()
-        self.at = 0.0
-        self.reading: tuple[float, float, float] | None = None  # the machine's CPU at the end
-        ctx = self.ctx
-        inner = ctx.set_leader
-        remaining, finished = self.remaining, self.finished
 
-        accept = frozenset(leaders)
+class Delivered:
+    """One broker's side on the in-process network (a ``statemachines.RequestHandler``): it
+    refuses a request of an older controller epoch or for another registration of the broker
+    and acknowledges the rest, as partctl's brokers do, and notes the time and the machine's
+    CPU reading after each LeaderAndIsr it acknowledged. It keeps nothing else (no replicas),
+    so a delivery costs the controller's thread a clock read and an append more than a
+    broker's answer.
 
-        def set_leader(tp: TopicPartition, value: LeaderAndIsr) -> None:
-            inner(tp, value)
-            if tp in remaining and value.leader in accept:
-                remaining.discard(tp)
-                if not remaining:
-                    self.at = time.perf_counter()
-                    self.reading = MachineCPU.read()
-                    finished.set()
+    The benchmark's own rather than a product one: no product handler acknowledges without
+    keeping replicas, and benchmarks never import the tests' recording broker."""
 
-        ctx.set_leader = set_leader  # type: ignore[method-assign]
-        remaining.difference_update([tp for tp in tps if (v := ctx.leaders.get(tp)) is not None
-                                     and v.leader in accept])
-        if not remaining:
-            self.at = time.perf_counter()
-            finished.set()
+    def __init__(self, broker_id: int, epoch: int, arrived: threading.Event) -> None:
+        self.id = broker_id
+        self.epoch = epoch
+        self.controller_epoch = -1
+        self._lock = threading.Lock()  # two controllers may deliver at once during a failover
+        self.leader_and_isr: list[tuple[float, Reading | None, LeaderAndIsrRequest]] = []
+        self.arrived = arrived  # shared by the brokers: set after each delivery
 
-    def wait(self, timeout: float = 120.0) -> float:
-        """The time the last of them was written (perf_counter)."""
-        try:
-            if not self.finished.wait(timeout):
-                raise TimeoutError(f"benchmark step did not finish: {len(self.remaining)} "
-                                   "partitions still without their new leader")
-        finally:
-            del self.ctx.set_leader  # back to the class's method
-        return self.at
+    def _check(self, controller_epoch: int, broker_epoch: int) -> BrokerResponse:
+        with self._lock:
+            if controller_epoch < self.controller_epoch:
+                return BrokerResponse(error=STALE_CONTROLLER_EPOCH)
+            if broker_epoch != self.epoch:
+                return BrokerResponse(error=STALE_BROKER_EPOCH)
+            self.controller_epoch = controller_epoch
+            return BrokerResponse()
+
+    def handle_leader_and_isr(self, request: LeaderAndIsrRequest) -> BrokerResponse:
+        response = self._check(request.controller_epoch, request.broker_epoch)
+        if response.error is None:
+            self.leader_and_isr.append((time.perf_counter(), MachineCPU.read(), request))
+            self.arrived.set()
+        return response
+
+    def handle_update_metadata(self, request: UpdateMetadataRequest) -> BrokerResponse:
+        return self._check(request.controller_epoch, request.broker_epoch)
+
+    def handle_stop_replica(self, request: StopReplicaRequest) -> BrokerResponse:
+        return self._check(request.controller_epoch, request.broker_epoch)
+
+
+class LeaderAndIsrSent:
+    """Made before a step starts; :meth:`wait` returns once each partition of ``tps`` has been
+    delivered, to every replica's broker in ``registered``, a LeaderAndIsr naming a leader
+    from ``leaders``: the time and machine CPU reading of the delivery that completed it.
+
+    The benchmark's thread looks at the deliveries only once every broker still owed one has
+    had a new one (a step usually sends each broker one request), so it does not take the GIL
+    from the controller while the controller is still sending."""
+
+    def __init__(self, delivered: dict[int, Delivered],
+                 replicas: dict[TopicPartition, tuple[int, ...]],
+                 tps: Collection[TopicPartition], leaders: Collection[int],
+                 registered: Collection[int], arrived: threading.Event) -> None:
+        self.delivered = delivered
+        self.arrived = arrived
+        self.accept = frozenset(leaders)
+        live = frozenset(registered)
+        self.owed: dict[int, set[tuple[str, int]]] = {}
+        for tp in tps:
+            for b in replicas[tp]:
+                if b in live:
+                    self.owed.setdefault(b, set()).add((tp.topic, tp.partition))
+        self.seen = {b: len(d.leader_and_isr) for b, d in delivered.items()}
+
+    def wait(self, timeout: float = 120.0) -> tuple[float, Reading | None]:
+        deadline = time.monotonic() + timeout
+        last: tuple[float, Reading | None] = (0.0, None)
+        while True:
+            self.arrived.clear()
+            owed = [b for b, want in self.owed.items() if want]
+            if not owed:
+                return last
+            if all(len(self.delivered[b].leader_and_isr) > self.seen[b] for b in owed):
+                for b in owed:
+                    log, want = self.delivered[b].leader_and_isr, self.owed[b]
+                    new, self.seen[b] = log[self.seen[b]:], len(log)
+                    for at, reading, request in new:
+                        before = len(want)
+                        want.difference_update((p.topic, p.partition) for p in request.partitions
+                                               if p.leader in self.accept)
+                        if len(want) < before and at > last[0]:
+                            last = (at, reading)
+                continue
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(
+                    "benchmark step did not finish: "
+                    f"{sum(len(v) for v in self.owed.values())} partition-replicas still "
+                    "without their new leader's LeaderAndIsr")
+            self.arrived.wait(min(left, 1.0))
 
 
 class LocalCandidate:
@@ -243,10 +306,6 @@ class LocalCandidate:
 
     def wait_idle(self, revision: int) -> None:
         self.ctl.caught_up(revision, 120)
-
-    @staticmethod
-    def set_priority(level: str) -> str:
-        return "in this process: priority unchanged"
 
     def failover(self, timeout: float) -> FailoverTimings:
         ctl = self.ctl
@@ -272,12 +331,11 @@ class RemoteCandidate:
     changed partition state) does not then share the measured controller's GIL. Its brokers
     are recorders attached in that process, so what it sends costs what it costs here."""
 
-    def __init__(self, url: str, cid: int, hot: bool, partitions: int,
-                 priority: str = "normal") -> None:
+    def __init__(self, url: str, cid: int, hot: bool, partitions: int) -> None:
         mp = multiprocessing.get_context("spawn")
         self.conn, child = mp.Pipe()
         self.proc = mp.Process(target=_candidate_process,
-                               args=(url, cid, hot, partitions, priority, child),
+                               args=(url, cid, hot, partitions, child),
                                name=f"candidate-{cid}", daemon=True)
         self.proc.start()
         assert self.proc.pid is not None
@@ -302,11 +360,6 @@ class RemoteCandidate:
 
     def failover(self, timeout: float) -> FailoverTimings:
         return FailoverTimings(**self._expect("failover", timeout))
-
-    def set_priority(self, level: str) -> str:
-        """Every thread of the candidate's process to ``level``; "" or why it could not."""
-        self.conn.send(("priority", level))
-        return self._expect("priority", 30)
 
     def close_session(self) -> None:
         self.conn.send("close")
@@ -335,46 +388,18 @@ def _wait_loaded(ctl: Controller, partitions: int) -> None:
     ctl.events.wait_idle(120)
 
 
-PRIORITIES = ("idle", "low", "normal")
-
-
-def _set_priority(level: str) -> str:
-    """Every thread of this process to ``level`` (Linux scheduling is per thread): "idle" is
-    SCHED_IDLE, which runs only on a core nothing else wants; "low" is nice 19; "normal" is
-    SCHED_OTHER at nice 0. "" when done, else why not (raising priority needs root or
-    CAP_SYS_NICE)."""
-    try:
-        for tid in map(int, os.listdir("/proc/self/task")):
-            if level == "idle":
-                os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
-            else:
-                os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
-                os.setpriority(os.PRIO_PROCESS, tid, 19 if level == "low" else 0)
-    except (OSError, AttributeError) as exc:
-        return f"could not set priority {level}: {exc}"
-    return ""
-
-
-def _candidate_process(url: str, cid: int, hot: bool, partitions: int, priority: str,
-                       conn: Any) -> None:
-    """A candidate's process: stands, reports when its view is loaded, answers "idle",
-    "priority" and "close" (its session), and reports its failover timings when it becomes
-    active."""
+def _candidate_process(url: str, cid: int, hot: bool, partitions: int, conn: Any) -> None:
+    """A candidate's process: stands, reports when its view is loaded, answers "idle" and
+    "close" (its session), and reports its failover timings when it becomes active."""
     logging.basicConfig(level=logging.WARNING)
-    if priority != "normal":
-        _set_priority(priority)  # before any thread starts: they all inherit it
     try:
         session = coordinator.connect(url)
         network = InProcessNetwork()
         for b, registered in MetadataClient(session).brokers().items():
-            broker = Broker(b)
-            broker.epoch = registered.epoch
-            network.attach(b, broker)
+            network.attach(b, Delivered(b, registered.epoch, threading.Event()))
         ctl = _candidate(session, network, cid, hot)
         if hot:
             _wait_loaded(ctl, partitions)
-        gc.collect()
-        gc.freeze()
         conn.send(("ready", None))
         reported = None
         while True:
@@ -387,8 +412,6 @@ def _candidate_process(url: str, cid: int, hot: bool, partitions: int, priority:
                 elif command[0] == "idle":
                     ctl.caught_up(command[1], 120)
                     conn.send(("idle", None))
-                elif command[0] == "priority":
-                    conn.send(("priority", _set_priority(command[1])))
             f = ctl.last_failover
             if f is not None and f is not reported and ctl.active:
                 conn.send(("failover", asdict(f)))
@@ -421,7 +444,8 @@ def build_cluster(url: str, brokers: int, partitions: int, rf: int) -> dict[int,
             assignment[p] = replicas
             preferred[replicas[0]].append(TopicPartition(topic=name, partition=p))
             leader = replicas[1] if replicas[0] == brokers else replicas[0]
-            state = PartitionState(leader=leader, leader_epoch=0, isr=replicas, controller_epoch=0)
+            state = PartitionStateNode(leader=leader, leader_epoch=0, isr=replicas,
+                                       controller_epoch=0)
             creates_mid.append(Create(path=layout.partition(name, p)))
             creates_leaf.append(Create(path=layout.partition_state(name, p), data=state.encode()))
         md.create_topic(TopicAssignment(topic=name, partitions=assignment))
@@ -489,7 +513,7 @@ def _steps(f: FailoverTimings) -> str:
 
 
 def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Result,
-        server_pid: int | None = None, standby_priority: str = "idle") -> Result:
+        server_pid: int | None = None) -> Result:
     t0 = time.perf_counter()
     preferred = build_cluster(url, brokers, partitions, rf)
     res.notes.append(f"setup {time.perf_counter() - t0:.1f}s")
@@ -499,19 +523,20 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
                          "(client and server, the best round)")
 
     network = InProcessNetwork()
+    arrived = threading.Event()
+    delivered: dict[int, Delivered] = {}
     sessions = {}
     for b in range(1, brokers + 1):
         s = coordinator.connect(url)
-        broker = Broker(b, rack=None)
-        broker.epoch = MetadataClient(s).register_broker(broker.info)
-        network.attach(b, broker)
-        sessions[b] = (s, broker)
+        epoch = MetadataClient(s).register_broker(BrokerInfo(id=b, host="127.0.0.1", port=9092))
+        delivered[b] = Delivered(b, epoch, arrived)
+        network.attach(b, delivered[b])
+        sessions[b] = (s, delivered[b])
 
-    def candidate(cid: int, hot: bool,
-                  priority: str = "normal") -> LocalCandidate | RemoteCandidate:
+    def candidate(cid: int, hot: bool) -> LocalCandidate | RemoteCandidate:
         if backend == "memory":
             return LocalCandidate(url, network, cid, hot)
-        return RemoteCandidate(url, cid, hot, partitions, priority)
+        return RemoteCandidate(url, cid, hot, partitions)
 
     # A write after a step's own: a standby has caught up when its view has shown it.
     probe = coordinator.connect(url)
@@ -523,24 +548,25 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     a = _candidate(coordinator.connect(url), network, 101, hot=True)
     wait(lambda: a.active and a.last_failover is not None)
     a.events.wait_idle(120)
-    b = candidate(102, hot=True, priority=standby_priority)
+    b = candidate(102, hot=True)
     b.wait_ready(partitions)
     warm_up(url)
     b.wait_idle(mark())
     res.notes.append(f"initial load {a.last_failover.done - a.last_failover.started:.2f}s"
                      if a.last_failover else "")
-    # A long-lived controller holds millions of objects that never die; without freezing them
-    # every full collection walks them all, in the middle of a mass election.
-    gc.collect()
-    gc.freeze()
     cpu = ThreadCPU({"partctl-controller-101": "active", "partctl-controller-102": "standby",
                      "partctl-controller-103": "cold", "partctl-coordinator": "dispatchers",
                      "MainThread": "benchmark"},
                     also=[b.cpu] + ([ProcessCPU(server_pid, "server")] if server_pid else []))
-
     machine = MachineCPU()
+    replicas = dict(a.ctx.replicas)  # the assignment, which no step changes
 
-    def machine_note(key: str, end: tuple[float, float, float] | None) -> None:
+    registered = set(sessions)  # brokers whose sessions are open
+
+    def sent(tps: Collection[TopicPartition], leaders: Collection[int]) -> LeaderAndIsrSent:
+        return LeaderAndIsrSent(delivered, replicas, tps, leaders, registered, arrived)
+
+    def machine_note(key: str, end: Reading | None) -> None:
         load = machine.since(end)
         count = res.counts[key]
         if load is None or not count:
@@ -548,44 +574,43 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
         busy, steal, wall = load
         res.step_cpu[key] = busy / count
         note = (f"({key}) machine {100 * busy / (CORES * wall):.0f}% busy ({CORES} cores), "
-                f"{1e6 * busy / count:.0f} us of CPU per election")
+                f"{1e6 * busy / count:.0f} us of CPU per election (every process, from the "
+                "step's start to its end)")
         if steal >= 0.01:
             note += f", {100 * steal / (CORES * wall):.0f}% stolen by the host"
-        allowed = res.allowed_ratio(key)
-        if allowed is not None:
-            cores = usable_cores(backend)
-            note += (f"; at that CPU {cores} core{'s' if cores > 1 else ''} allow "
-                     f"{allowed * res.write_rate:.0f} elections/s ({allowed:.2f} of the raw rate)")
         res.notes.append(note)
 
     # (e) preferred election of the last broker's partitions
     md = MetadataClient(sessions[1][0])
     target = preferred[brokers]
-    written = LeadersWritten(a, target, [brokers])
+    step = sent(target, [brokers])
     cpu.mark()
     machine.mark()
     t = time.perf_counter()
     md.request_preferred_election(target)
-    res.times["e"] = written.wait() - t
+    end, reading = step.wait()
+    res.times["e"] = end - t
     during = cpu.since()
     res.counts["e"] = len(target)
-    machine_note("e", written.reading)
+    machine_note("e", reading)
     a.events.wait_idle(120)
     b.wait_idle(mark())
     res.notes.append(f"(e) CPU during the step: {during}; then until both idle: {cpu.since()}")
 
     # (c) uncontrolled loss of broker 1
     lost = sorted(a.ctx.led_by(1))
-    written = LeadersWritten(a, lost, range(2, brokers + 1))  # any other broker
+    registered.discard(1)  # its session goes: nothing is sent to it
+    step = sent(lost, range(2, brokers + 1))  # any other broker leads
     cpu.mark()
     machine.mark()
     t = time.perf_counter()
     sessions[1][0].close()
-    res.times["c"] = written.wait() - t
+    end, reading = step.wait()
+    res.times["c"] = end - t
     during = cpu.since()
     assert not a.ctx.led_by(1) and 1 not in a.ctx.brokers
     res.counts["c"] = len(lost)
-    machine_note("c", written.reading)
+    machine_note("c", reading)
     a.events.wait_idle(120)
     res.notes.append(f"(c) incl. follower ISR shrinks {time.perf_counter() - t:.2f}s")
     b.wait_idle(mark())
@@ -596,29 +621,27 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     # that: it took over broker 1's).
     share = partitions // brokers
     victim = min((x for x in range(2, brokers + 1)), key=lambda x: abs(len(a.ctx.led_by(x)) - share))
-    moving = len(a.ctx.led_by(victim))
+    leading = sorted(a.ctx.led_by(victim))
+    # Kafka's liveOrShuttingDownReplicas: the broker shutting down hears it too.
+    step = sent(leading, [x for x in range(2, brokers + 1) if x != victim])
     cpu.mark()
     machine.mark()
     t = time.perf_counter()
     reply = a.request_controlled_shutdown(victim, sessions[victim][1].epoch or 0)
-    answered: list[tuple[float, float, float] | None] = []
-    reply.add_done_callback(lambda _: answered.append(MachineCPU.read()))
+    end, reading = step.wait()
+    res.times["d"] = end - t
     remaining = reply.result(120)
-    res.times["d"] = time.perf_counter() - t
     during = cpu.since()
-    res.counts["d"] = moving - len(remaining)
-    machine_note("d", answered[0] if answered else None)
+    res.counts["d"] = len(leading) - len(remaining)
+    machine_note("d", reading)
     a.events.wait_idle(120)
-    res.notes.append(f"(d) broker {victim} leading {moving}; answered when its leadership had "
-                     f"moved; incl. follower ISR shrinks {time.perf_counter() - t:.2f}s")
+    res.notes.append(f"(d) broker {victim} leading {len(leading)}; answered "
+                     f"{len(remaining)} still led; incl. follower ISR shrinks "
+                     f"{time.perf_counter() - t:.2f}s")
     b.wait_idle(mark())
     res.notes.append(f"(d) CPU during the step: {during}; then until both idle: {cpu.since()}")
 
-    # (a) hot failover: the active controller's session goes. The standby takes over with the
-    # priority a candidate on a machine of its own has.
-    if standby_priority != "normal":
-        why = b.set_priority("normal")
-        res.notes.append(f"(a) standby {why}" if why else "(a) standby back to normal priority")
+    # (a) hot failover: the active controller's session goes.
     cpu.mark()
     a.coordinator.close()
     f = b.failover(timeout=120)
@@ -646,25 +669,29 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     return res
 
 
-def print_table(results: list[Result]) -> None:
+NAMES = {"a": "(a) hot failover -> UpdateMetadata sent",
+         "b": "(b) cold failover -> UpdateMetadata sent",
+         "c": "(c) broker loss -> LeaderAndIsr sent",
+         "d": "(d) controlled shutdown -> LeaderAndIsr sent",
+         "e": "(e) preferred election -> LeaderAndIsr sent"}
+
+
+def print_table(results: list[Result], header: str) -> None:
     print()
-    print(f"{'coordinator':<11} {'step':<40} {'time':>8} {'target':>7} {'elect/s':>9} "
-          f"{'ratio':>6}")
-    names = {"a": "(a) hot failover -> UpdateMetadata sent", "b": "(b) cold failover",
-             "c": "(c) broker loss, leaders written", "d": "(d) controlled shutdown",
-             "e": "(e) preferred election"}
+    print(header)
+    print(f"{'coordinator':<11} {'step':<44} {'time':>8} {'target':>7} {'elections':>9} "
+          f"{'CPU us/election':>15}")
     for r in results:
-        print(f"{r.backend:<11} {'raw fenced write_many ops/s (best of 3)':<40} "
-              f"{r.write_rate:>8.0f}")
+        cpu = f"{1e6 * r.write_cpu:>15.0f}" if r.write_cpu else ""
+        print(f"{r.backend:<11} {'raw fenced write_many, writes/s (best of 3)':<44} "
+              f"{r.write_rate:>8.0f} {'':>7} {'':>9} {cpu} (per raw write)")
         for key in "abcde":
             if key not in r.times:
                 continue
-            target_s = _target(key, r.backend)
-            rate = r.counts.get(key, 0) / r.times[key] if key in r.counts else None
-            ratio = f"{rate / r.write_rate:>6.2f}" if rate else ""
-            rate_s = f"{rate:>9.0f}" if rate else ""
-            print(f"{'':<11} {names[key]:<40} {r.times[key]:>7.3f}s {target_s:>6.1f}s "
-                  f"{rate_s:>9} {ratio}")
+            count = f"{r.counts[key]:>9}" if key in r.counts else ""
+            per = f"{1e6 * r.step_cpu[key]:>15.0f}" if r.step_cpu.get(key) else ""
+            print(f"{'':<11} {NAMES[key]:<44} {r.times[key]:>7.3f}s "
+                  f"{_target(key, r.backend):>6.1f}s {count:>9} {per}")
         for note in r.notes:
             print(f"{'':<11}   {note}")
 
@@ -675,22 +702,20 @@ def _target(key: str, backend: str) -> float:
 
 
 def print_summary(results: list[Result]) -> None:
-    """Per coordinator and step over the repeated runs: median and range of the time and of
-    the ratio, and in how many runs each target held (this machine moves +-25% from run to
-    run, more than most single changes)."""
+    """Per coordinator and step over the repeated runs: median and range of the time, in how
+    many runs its target held (this machine moves +-25% from run to run, more than most single
+    changes), and the median machine CPU per election (per write for the raw rate)."""
     print()
     print(f"{'coordinator':<11} {'step':<6} {'runs':>4} {'median':>8} {'range':>15} "
-          f"{'met':>5}   {'ratio median':>12} {'range':>11} {'>=0.5':>6}   "
-          f"{'CPU us/op':>9} {'cores allow':>11}")
+          f"{'met':>5}   {'CPU us/op':>9}")
     for backend in dict.fromkeys(r.backend for r in results):
         runs = [r for r in results if r.backend == backend]
         rates = [r.write_rate for r in runs if r.write_rate]
         if rates:
             cpus = [r.write_cpu for r in runs if r.write_cpu]
             cpu = f"{1e6 * statistics.median(cpus):>9.0f}" if cpus else ""
-            print(f"{backend:<11} {'raw':<6} {len(rates):>4} {statistics.median(rates):>8.0f} "
-                  f"{min(rates):>7.0f}-{max(rates):<7.0f} {'':>5}   {'':>12} {'':>11} {'':>6}   "
-                  f"{cpu}")
+            print(f"{backend:<11} {'raw/s':<6} {len(rates):>4} {statistics.median(rates):>8.0f} "
+                  f"{min(rates):>7.0f}-{max(rates):<7.0f} {'':>5}   {cpu}")
         for key in "abcde":
             times = [r.times[key] for r in runs if key in r.times]
             if not times:
@@ -699,38 +724,38 @@ def print_summary(results: list[Result]) -> None:
             line = (f"{'':<11} {f'({key})':<6} {len(times):>4} {statistics.median(times):>7.3f}s "
                     f"{min(times):>6.3f}-{max(times):<6.3f}s "
                     f"{sum(t <= target for t in times):>2}/{len(times):<2}")
-            ratios = [r.counts[key] / r.times[key] / r.write_rate for r in runs
-                      if key in r.times and key in r.counts and r.write_rate]
-            if ratios:
-                line += (f"   {statistics.median(ratios):>12.2f} {min(ratios):>5.2f}-"
-                         f"{max(ratios):<5.2f} {sum(x >= 0.5 for x in ratios):>3}/{len(ratios):<2}")
-            bounds = [x for r in runs if (x := r.allowed_ratio(key)) is not None]
-            if bounds:
-                cpu = statistics.median(r.step_cpu[key] for r in runs if r.step_cpu.get(key))
-                line += f"   {1e6 * cpu:>9.0f} {statistics.median(bounds):>11.2f}"
+            cpus = [r.step_cpu[key] for r in runs if r.step_cpu.get(key)]
+            if cpus:
+                line += f"   {1e6 * statistics.median(cpus):>9.0f}"
             print(line)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--backend", action="append", choices=["memory", "zookeeper", "etcd"])
+    ap.add_argument("--backend", action="append", choices=["memory", "zookeeper", "etcd"],
+                    help="a coordinator to run on (repeat for several; default: all three)")
     ap.add_argument("--url", help="coordinator URL (with --backend of one kind)")
     ap.add_argument("--brokers", type=int, default=10)
-    ap.add_argument("--partitions", type=int, default=100_000)
+    ap.add_argument("--partitions", type=int, default=100_000,
+                    help="partitions in the cluster (default 100,000; e.g. 5000 for a quick run)")
     ap.add_argument("--rf", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=1,
                     help="runs per coordinator, each on a fresh server and cluster; with more "
                          "than one, a summary gives each step's median and range")
-    ap.add_argument("--standby-priority", choices=PRIORITIES, default="idle",
-                    help="the standby process's CPU priority during (c)-(e): idle (SCHED_IDLE), "
-                         "low (nice 19) or normal (compete for the cores as an equal)")
+    add_server_options(ap)
     args = ap.parse_args()
     if args.repeat < 1:
         ap.error("--repeat takes a number of runs, at least 1")
     if args.url and args.repeat > 1:
         ap.error("--repeat needs a fresh cluster per run: leave out --url")
+    if args.url and len(args.backend or []) != 1:
+        ap.error("--url goes with exactly one --backend, the URL's kind")
     logging.basicConfig(level=logging.WARNING)
     backends = args.backend or ["memory", "zookeeper", "etcd"]
+    where = (f"coordinator at {args.url}" if args.url
+             else server_label(args) if set(backends) - {"memory"}
+             else "the memory coordinator, in this process")
+    header = f"{args.brokers} brokers, {args.partitions} partitions, RF {args.rf}; {where}"
     results = []
     for backend in [b for b in backends for _ in range(args.repeat)]:
         server = None
@@ -738,37 +763,30 @@ def main() -> None:
             url = args.url
         elif backend == "memory":
             url = f"memory://bench-{uuid.uuid4().hex[:8]}"
-        elif backend == "zookeeper":
-            from kazoo.client import KazooClient
-
-            from tests.servers import start_zookeeper
-
-            server = start_zookeeper()
-            root = KazooClient(hosts=server.address)
-            root.start(timeout=10)
-            root.ensure_path("/bench")
-            root.stop()
-            root.close()
-            url = f"zookeeper://{server.address}/bench"
         else:
-            from tests.servers import start_etcd
+            server = start_server(backend, args)
+            if backend == "zookeeper":
+                from kazoo.client import KazooClient
 
-            server = start_etcd()
-            url = f"etcd://{server.address}/bench"
+                root = KazooClient(hosts=server.address)
+                root.start(timeout=10)
+                root.ensure_path("/bench")
+                root.stop()
+                root.close()
+            url = server.url("/bench")
         res = Result(backend=backend)
         results.append(res)
         try:
             run(backend, url, args.brokers, args.partitions, args.rf, res,
-                server_pid=server.process.pid if server is not None else None,
-                standby_priority=args.standby_priority)
+                server_pid=server.pid if server is not None else None)
         except Exception as exc:  # keep what was measured before the failing step
             res.notes.append(f"stopped: {type(exc).__name__}: {exc}")
             logging.exception("benchmark on %s stopped", backend)
         finally:
-            print_table(results[-1:])
+            print_table(results[-1:], header)
             if server is not None:
                 server.stop()
-    print_table(results)
+    print_table(results, header)
     if args.repeat > 1:
         print_summary(results)
 

@@ -15,7 +15,8 @@ so neither meets a colder server. Memory has no raw client.
     .venv/bin/python benchmarks/coordinator.py [--backends memory,zookeeper,etcd]
                                                [--nodes 100000] [--rounds 3]
 
-ZooKeeper and etcd are started on loopback in temporary directories unless ``--zookeeper
+ZooKeeper and etcd are started on loopback in temporary directories (coordinator.servers,
+without fsync unless ``--server-fsync``; the output says which) unless ``--zookeeper
 HOST:PORT`` / ``--etcd HOST:PORT`` point at running ones.
 """
 
@@ -33,6 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import coordinator  # noqa: E402
+from benchmarks.common import add_server_options, server_label, start_server  # noqa: E402
 from coordinator import Check, Create, SetData  # noqa: E402
 
 STATE = json.dumps({"version": 1, "leader": 1, "leader_epoch": 0, "controller_epoch": 1,
@@ -282,6 +284,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--zookeeper", help="HOST:PORT of a running ZooKeeper")
     parser.add_argument("--etcd", help="HOST:PORT of a running etcd")
+    add_server_options(parser)
     args = parser.parse_args()
     lines = []
     for backend in args.backends.split(","):
@@ -294,10 +297,7 @@ def main() -> int:
             else:
                 address = getattr(args, backend)
                 if address is None:
-                    from tests import servers as test_servers
-
-                    server = (test_servers.start_zookeeper() if backend == "zookeeper"
-                              else test_servers.start_etcd())
+                    server = start_server(backend, args)
                     address = server.address
                 raw: Side = RawKazoo(address) if backend == "zookeeper" else RawEtcd(address)
                 sides = [Ours(f"{backend}://{address}"), raw]
@@ -319,6 +319,9 @@ def main() -> int:
                 tail = f"{'-':>12} {'-':>6}"
             lines.append(f"{backend:<10} {LABELS[row]:<24} {n:>8,} {best[0][row]:>8.2f}s "
                          f"{ours:>12,.0f} {tail}")
+    started = [b for b in args.backends.split(",") if b != "memory" and not getattr(args, b)]
+    if started:
+        print(f"# {', '.join(started)}: {server_label(args)}")
     print(f"{'backend':<10} {'operation':<24} {'ops':>8} {'best':>9} {'ours ops/s':>12} "
           f"{'raw ops/s':>12} {'ratio':>6}")
     print("\n".join(lines))

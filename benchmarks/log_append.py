@@ -6,7 +6,13 @@
    through ``Log.append_as_leader`` (validate, stamp offset and epoch, write, index) with a
    ``flush()`` every ``--flush-every`` bytes, and the same bytes through raw ``os.write`` with an
    ``os.fsync`` at the same interval, on the same disk. The ratio is the storage layer's cost.
-   Each is run ``--repeat`` times, alternating, and the best run is reported.
+   The log is timed twice: with batches without a producer id (the plain path), and with the
+   batches of one idempotent producer (producer id, epoch and sequences following on), whose
+   every append is checked against the producer state first; both sets are encoded beforehand,
+   each batch in memory of its own, as requests hand them over. The CPU time a batch of each
+   (fsync waits excluded) is printed, and the CPU time of the producer state's check and update
+   alone, which is what an idempotent batch adds. Each is run ``--repeat`` times, alternating,
+   and the best run is reported.
 2. Builds a log of ``--size`` bytes in a child process that dies without closing it (no
    clean-shutdown marker, last batch torn), then times ``Log.open``, which re-checks every batch's
    CRC and rebuilds the indexes. A clean open of the same log is timed for comparison. The page
@@ -22,28 +28,63 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import MIB, make_batch, parse_size  # noqa: E402
+from replication.clients import restamp_producer  # noqa: E402
 from replication.log import Log, LogConfig  # noqa: E402
+from replication.producer_state import ProducerStateManager  # noqa: E402
+from replication.records import validate_batches  # noqa: E402
 
 
-def bench_log(directory: Path, template: bytes, count: int, flush_every: int) -> float:
+def plain_batches(template: bytes, count: int) -> list[bytes]:
+    """``count`` copies of ``template`` (no producer id), each in memory of its own as requests
+    arrive: both variants read the same amount of memory that is not in the cache."""
+    return [bytes(bytearray(template)) for _ in range(count)]
+
+
+def producer_batches(template: bytes, count: int, records: int) -> list[bytes]:
+    """``count`` copies of ``template`` from idempotent producer 1 at epoch 0, each batch's
+    sequence following the last record of the one before."""
+    return [bytes(restamp_producer(template, 1, 0, i * records)) for i in range(count)]
+
+
+def bench_log(directory: Path, batches: Iterable[bytes], flush_every: int
+              ) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (this process's) of the appends and flushes."""
     log = Log.open(directory / "bench-0", config=LogConfig())
     since_flush = 0
+    cpu = time.process_time()
     start = time.perf_counter()
-    for _ in range(count):
-        log.append_as_leader(template, leader_epoch=0)
-        since_flush += len(template)
+    for batch in batches:
+        log.append_as_leader(batch, leader_epoch=0)
+        since_flush += len(batch)
         if since_flush >= flush_every:
             log.flush()
             since_flush = 0
     log.flush()
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     log.close()
-    return elapsed
+    return elapsed, cpu
+
+
+def bench_check(directory: Path, batches: list[bytes], repeat: int) -> float:
+    """CPU seconds a batch of the producer state's check and update alone (best of
+    ``repeat``): what the leader's append adds for an idempotent producer's batch."""
+    facts = [validate_batches(b, from_client=True) for b in batches]
+    best = float("inf")
+    for _ in range(repeat):
+        state = ProducerStateManager(directory, clock=lambda: 0)
+        start = time.process_time()
+        for i, (batch, fact) in enumerate(zip(batches, facts, strict=True)):
+            entry = state.check_client_append(batch, fact, i)
+            assert entry is not None
+            state.apply(entry)  # type: ignore[arg-type]
+        best = min(best, time.process_time() - start)
+    return best / len(batches)
 
 
 def bench_raw(directory: Path, template: bytes, count: int, flush_every: int) -> float:
@@ -112,16 +153,29 @@ def main() -> None:
             f" per batch ({len(template)} B), flush every {args.flush_every / MIB:.0f} MiB,"
             f" in {root}"
         )
-        raws, logs = [], []
-        for _ in range(args.repeat):  # alternate, so both see the same disk and page cache
+        plain = plain_batches(template, count)
+        idempotent = producer_batches(template, count, args.batch_records)
+        raws, logs, idempotents = [], [], []
+        for _ in range(args.repeat):  # alternate, so all see the same disk and page cache
             raws.append(bench_raw(root, template, count, args.flush_every))
             (root / "raw.log").unlink()
-            logs.append(bench_log(root, template, count, args.flush_every))
+            logs.append(bench_log(root, plain, args.flush_every))
             shutil.rmtree(root / "bench-0")
-        raw, logged = min(raws), min(logs)
+            idempotents.append(bench_log(root, idempotent, args.flush_every))
+            shutil.rmtree(root / "bench-0")
+        raw = min(raws)
+        (logged, plain_cpu), (checked, checked_cpu) = min(logs), min(idempotents)
         report("raw write() + fsync()", raw, nbytes, nrecords)
         report("Log.append_as_leader + flush()", logged, nbytes, nrecords)
-        print(f"  log / raw throughput: {raw / logged:.2f}  (best of {args.repeat})")
+        report("  ... idempotent producer", checked, nbytes, nrecords)
+        plain_cpu = min(c for _, c in logs) / count * 1e6
+        checked_cpu = min(c for _, c in idempotents) / count * 1e6
+        print(f"  log / raw throughput: {raw / logged:.2f}; idempotent / plain: "
+              f"{logged / checked:.2f}  (best of {args.repeat})")
+        check = bench_check(root, idempotent, args.repeat * 3) * 1e6
+        print(f"  CPU a batch (append + flush, fsync waits excluded): plain {plain_cpu:.1f} us,"
+              f" idempotent {checked_cpu:.1f} us; the producer state's check and update alone"
+              f" {check:.2f} us")
 
         directory = root / "recover-0"
         subprocess.run(

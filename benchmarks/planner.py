@@ -1,13 +1,16 @@
-"""Planner benchmark: the bench's standard scenarios, planned and scored by the bench's score.py.
+"""Planner benchmark: the standard scenarios, planned, and scored against their lower bounds.
 
     .venv/bin/python benchmarks/planner.py                   # S, M, L with the auto engine
     .venv/bin/python benchmarks/planner.py --engine spark --master 'local[2]' --xl
     .venv/bin/python benchmarks/planner.py --scenarios L --engine local
+    .venv/bin/python benchmarks/planner.py --scenarios S      # a quick check that it runs
 
-Each scenario runs in its own process so peak memory is its own: ru_maxrss of the planner
-process, and the summed peak RSS of its children (the Spark JVM and its Python workers). Time is planning only
-(snapshot already loaded; for Spark it includes starting the session unless --warm).
-Snapshots are generated once into --workdir by gen_cluster.py and reused.
+The scenarios are rebalancer.scenarios.SCENARIOS (S, M, L; XL with --xl), the scores and lower
+bounds rebalancer.scoring's. Each scenario is planned in its own process so peak memory is its
+own: ru_maxrss of the planner process, and the summed peak RSS of its children (the Spark JVM
+and its Python workers). "plan s" is planning only: the snapshot is already loaded; with Spark
+it includes starting the session unless --warm. Snapshots and plans are written to --workdir
+(a snapshot is generated afresh each run: it takes a second even for L).
 """
 
 from __future__ import annotations
@@ -21,16 +24,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-BENCH = REPO.parent / "shared" / "bench"
-SCENARIOS = {
-    "S": "--brokers 6 --new-brokers 2 --racks 3 --topics 50 --partitions 12 --rf 3 --seed 1",
-    "M": "--brokers 60 --racks 6 --topics 400 --total-partitions 20000 --rf 3 --placement random "
-         "--zipf-s 0.5 --rack-violation-frac 0.01 --seed 2",
-    "L": "--brokers 300 --new-brokers 30 --racks 10 --topics 2000 --total-partitions 200000 "
-         "--rf 3 --placement roundrobin --seed 3",
-    "XL": "--brokers 900 --new-brokers 100 --racks 20 --topics 10000 --total-partitions 1000000 "
-          "--rf 3 --placement roundrobin --seed 4",
-}
+sys.path.insert(0, str(REPO))
+
+from rebalancer.scenarios import SCENARIOS, generate  # noqa: E402
+from rebalancer.snapshot import load_snapshot, save_snapshot  # noqa: E402
 
 
 def _descendants_peak_mib() -> int:
@@ -63,22 +60,21 @@ def _descendants_peak_mib() -> int:
 
 
 def run_one(a: argparse.Namespace) -> None:
-    sys.path.insert(0, str(REPO))
     from rebalancer.engines import choose_engine, plan_reassignment
     from rebalancer.plan import render_plan
-    from rebalancer.snapshot import load_snapshot
 
     workdir = Path(a.workdir)
-    snap = load_snapshot(workdir / f"{a.one}.json")
+    snap = load_snapshot(workdir / f"{a.one}.scenario.json")
     engine = choose_engine(len(snap.partitions)) if a.engine == "auto" else a.engine
     spark = None
+    conf = {"spark.driver.memory": a.driver_memory} if a.driver_memory else None
     if engine == "spark" and a.warm:
         from rebalancer.engines.spark import spark_session
-        spark = spark_session(a.master, conf={"spark.driver.memory": a.driver_memory})
+        spark = spark_session(a.master, conf=conf)
     t0 = time.perf_counter()
     if engine == "spark" and spark is None:
         from rebalancer.engines.spark import spark_session
-        spark = spark_session(a.master, conf={"spark.driver.memory": a.driver_memory})
+        spark = spark_session(a.master, conf=conf)
     plan = plan_reassignment(snap, engine=engine, spark=spark, seed=a.seed)
     secs = time.perf_counter() - t0
     children_hwm = _descendants_peak_mib()
@@ -101,7 +97,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--xl", action="store_true", help="also run XL (1M partitions)")
     ap.add_argument("--engine", choices=["auto", "local", "spark"], default="auto")
     ap.add_argument("--master", default="local[2]")
-    ap.add_argument("--driver-memory", default="3g")
+    ap.add_argument("--driver-memory",
+                    help="spark.driver.memory (default: Spark's, as partctl reassign uses it; "
+                         "shown beside the engine when set)")
     ap.add_argument("--warm", action="store_true", help="start Spark before the clock starts")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workdir", default="/tmp/partctl-planner-bench")
@@ -110,40 +108,43 @@ def main(argv: list[str] | None = None) -> None:
     if a.one:
         run_one(a)
         return
-    if not BENCH.exists():
-        raise SystemExit(f"bench scripts not found at {BENCH}")
+    from rebalancer.plan import parse_plan
+    from rebalancer.scoring import lower_bounds, score_plan
+
     workdir = Path(a.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     names = [s for s in a.scenarios.split(",") if s] + (["XL"] if a.xl else [])
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        ap.error(f"unknown scenario(s) {', '.join(unknown)} (known: {', '.join(SCENARIOS)})")
     print("| scenario | engine | plan s | peak RSS MiB (self / children) | replica spread (lb) "
           "| leader spread (lb) | rack viol. | replicas moved / lb | bytes max/mean | valid |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name in names:
-        snap = workdir / f"{name}.json"
-        if not snap.exists():
-            subprocess.run([sys.executable, str(BENCH / "gen_cluster.py"),
-                            *SCENARIOS[name].split(), "--out", str(snap)], check=True)
+        path = workdir / f"{name}.scenario.json"
+        save_snapshot(generate(SCENARIOS[name]), path)
         cmd = [sys.executable, __file__, "--one", name, "--engine", a.engine, "--master",
-               a.master, "--driver-memory", a.driver_memory, "--seed", str(a.seed),
-               "--workdir", str(workdir)] + (["--warm"] if a.warm else [])
+               a.master, "--seed", str(a.seed), "--workdir", str(workdir)]
+        cmd += (["--warm"] if a.warm else []) + (
+            ["--driver-memory", a.driver_memory] if a.driver_memory else [])
         proc = subprocess.run(cmd, check=True, capture_output=True, text=True)
         run = json.loads(proc.stdout.strip().splitlines()[-1])
-        res = json.loads(subprocess.run(
-            [sys.executable, str(BENCH / "score.py"), "--snapshot", str(snap),
-             "--assignment", run["plan"], "--json"],
-            check=True, capture_output=True, text=True).stdout)
-        s, lb = res["score"], res["lower_bounds"]
-        lb_rep = lb["lb_replica_spread_rackaware"]
-        lb_rep = lb["lb_replica_spread"] if lb_rep is None else lb_rep
-        lb_moves = lb["lb_replicas_moved_rackaware_spread"] or lb["lb_replicas_moved"]
-        ratio = s["replicas_moved"] / lb_moves if lb_moves else float("nan")
-        print(f"| {name} | {run['engine']} | {run['seconds']:.1f} | "
+        snap = load_snapshot(path)
+        plan = parse_plan(Path(run["plan"]).read_text(), snap)
+        s, lb = score_plan(snap, plan), lower_bounds(snap)
+        lb_moves = lb.best_replicas_moved
+        ratio = s.replicas_moved / lb_moves if lb_moves else float("nan")
+        byte_balance = s.bytes_per_broker.max_over_mean if s.bytes_per_broker else "-"
+        engine = run["engine"]
+        if engine == "spark":
+            engine += f" {a.master}" + (f", driver {a.driver_memory}" if a.driver_memory else "")
+            engine += ", warm" if a.warm else ""
+        print(f"| {name} | {engine} | {run['seconds']:.1f} | "
               f"{run['rss_self_mib']} / {run['rss_children_mib']} | "
-              f"{s['replicas_per_broker']['spread']} ({lb_rep}) | "
-              f"{s['leaders_per_broker']['spread']} ({lb['lb_leader_spread']}) | "
-              f"{s['rack_violations']} | {s['replicas_moved']} / {lb_moves} = {ratio:.3f} | "
-              f"{s.get('bytes_per_broker', {}).get('max_over_mean', '-')} | "
-              f"{'yes' if s['validity']['valid'] and s['rf_changes'] == 0 else 'NO'} |",
+              f"{s.replicas_per_broker.spread} ({lb.best_replica_spread}) | "
+              f"{s.leaders_per_broker.spread} ({lb.leader_spread}) | "
+              f"{s.rack_violations} | {s.replicas_moved} / {lb_moves} = {ratio:.3f} | "
+              f"{byte_balance} | {'yes' if s.valid and s.rf_changes == 0 else 'NO'} |",
               flush=True)
 
 

@@ -8,7 +8,8 @@
    ``--batch-records`` to the partition leaders, round-robin, with acks=1 and then acks=all
    (a fresh topic each). Followers fetch in the background; each broker fsyncs its logs every
    ``--flush-ms`` (log.flush.interval.ms). Batches are encoded once and re-stamped with the
-   producer id and sequence per send, as a producer's accumulator would hand them over.
+   producer id and sequence per send, as a producer's accumulator would hand them over: the
+   leaders check every one against their producer state (idempotence), as Kafka's do.
 2. In the same run, the same batch bytes appended to one file with ``write()`` and an
    ``fsync()`` every ``--flush-ms``, on the same disk: the raw rate the replicated one is
    measured against (the cluster writes every byte three times, once per replica).

@@ -8,7 +8,8 @@ costs the watcher (and, on ZooKeeper, the server, which answers every re-arming 
 whether a standby keeps up with a mass election on the same machine. One session writes N nodes
 with bulk writes; another, in a process of its own, watches them with one tree watch or with a
 data watch per node, and reports its CPU from the first write until it has seen every change.
-Servers are started from tests/servers.py.
+Servers are started on loopback for the run (coordinator.servers, without fsync unless
+--server-fsync; the output says which).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import coordinator  # noqa: E402
-from benchmarks.common import cpu_seconds  # noqa: E402
+from benchmarks.common import add_server_options, cpu_seconds, server_label, start_server  # noqa: E402
 from coordinator.model import Create, DataEvent, SetData, TreeEvent  # noqa: E402
 
 ROOT = "/watched"
@@ -103,15 +104,14 @@ def main() -> None:
     ap.add_argument("--backend", action="append", choices=["zookeeper", "etcd"])
     ap.add_argument("--kind", action="append", choices=["tree", "data"])
     ap.add_argument("--nodes", type=int, default=20_000)
+    add_server_options(ap)
     args = ap.parse_args()
-    from tests.servers import start_etcd, start_zookeeper
-
+    print(f"# {server_label(args)}", flush=True)
     for backend in args.backend or ["zookeeper", "etcd"]:
-        server = start_zookeeper() if backend == "zookeeper" else start_etcd()
+        server = start_server(backend, args)
         try:
             for kind in args.kind or ["tree", "data"]:
-                url = f"{backend}://{server.address}"
-                print(run(backend, url, kind, args.nodes, server.process.pid), flush=True)
+                print(run(backend, server.url(), kind, args.nodes, server.pid), flush=True)
         finally:
             server.stop()
 

@@ -11,11 +11,12 @@ import base64
 import json
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, TypeVar
 
+from coordinator import layout
 from coordinator.errors import CoordinatorError
 
 
@@ -130,19 +131,27 @@ def decode_epoch(path: str, data: bytes) -> int:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ControllerInfo:
+    """Who holds ``/controller``. Written as Kafka 3.4+ writes it (JSON version 2, with
+    ``kraftControllerEpoch`` -1: a ZooKeeper-mode controller); version 1, as older Kafka wrote
+    it, is read as well (its KRaft epoch reads as -1)."""
+
     broker_id: int
     timestamp: str = field(default_factory=now_ms)
+    kraft_controller_epoch: int = -1
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def encode(self) -> bytes:
-        return _dumps({**self.extra, "version": 1, "brokerid": self.broker_id,
-                       "timestamp": self.timestamp})
+        return _dumps({**self.extra, "version": 2, "brokerid": self.broker_id,
+                       "timestamp": self.timestamp,
+                       "kraftControllerEpoch": self.kraft_controller_epoch})
 
     @classmethod
     def decode(cls, path: str, data: bytes) -> ControllerInfo:
         obj = _loads(path, data)
+        kraft = _int(path, obj, "kraftControllerEpoch") if "kraftControllerEpoch" in obj else -1
         return cls(broker_id=_int(path, obj, "brokerid"), timestamp=str(obj.get("timestamp", "")),
-                   extra=_extra(obj, ("version", "brokerid", "timestamp")))
+                   kraft_controller_epoch=kraft,
+                   extra=_extra(obj, ("version", "brokerid", "timestamp", "kraftControllerEpoch")))
 
 
 # --- /brokers/ids/<id> -------------------------------------------------------------------------
@@ -266,14 +275,88 @@ class TopicAssignment:
 
 
 # --- /brokers/topics/<t>/partitions/<p>/state --------------------------------------------------
+#
+# One codec for the node, with a fast path for the form every controller writes: a controller
+# electing 10,000 leaders encodes and decodes a state node per partition, and a standby
+# decodes every state the active one writes. The fast paths give exactly what the general
+# ones give (tests pin it); anything unusual goes through the general ones, which say what is
+# wrong with it.
+
+
+class StateFields(Protocol):
+    """What a state node holds: :class:`PartitionStateNode` has it, and so has the controller's
+    own per-partition value (``elections.LeaderAndIsr``, a named tuple)."""
+
+    @property
+    def leader(self) -> int: ...
+    @property
+    def leader_epoch(self) -> int: ...
+    @property
+    def isr(self) -> tuple[int, ...]: ...
+    @property
+    def controller_epoch(self) -> int: ...
+
+
+_ISR_JSON: dict[tuple[int, ...], bytes] = {}  # an ISR's JSON list body; a few hundred distinct
+_ISR_JSON_MAX = 4096
+
+
+def encode_partition_state(state: StateFields) -> bytes:
+    """The node's bytes for ``state`` without extra fields: exactly what ``json.dumps`` gives
+    for Kafka's keys, built without the intermediate objects (a mass election's path). ISRs
+    repeat across partitions, so their text is kept (a bounded cache)."""
+    isr = _ISR_JSON.get(state.isr)
+    if isr is None:
+        if len(_ISR_JSON) >= _ISR_JSON_MAX:
+            _ISR_JSON.clear()
+        isr = _ISR_JSON[state.isr] = ",".join(map(str, state.isr)).encode()
+    return b'{"version":1,"leader":%d,"leader_epoch":%d,"controller_epoch":%d,"isr":[%s]}' % (
+        state.leader, state.leader_epoch, state.controller_epoch, isr)
+
+
+_T = TypeVar("_T")
+_scan_json = json.JSONDecoder().scan_once  # (text, index) -> (value, end); StopIteration if none
+
+
+def decode_partition_state(
+    tp: TopicPartition,
+    data: bytes,
+    version: int,
+    make: Callable[[int, int, tuple[int, ...], int, int], _T],
+) -> _T:
+    """The state node of ``tp`` at ``version``, as ``make(leader, leader_epoch, isr,
+    controller_epoch, version)``: positional, so that a named tuple's constructor (the
+    controller's ``LeaderAndIsr``) takes the fields as they come, without an intermediate
+    object per partition. The common, well-formed node is read straight from its JSON;
+    anything else goes through :meth:`PartitionStateNode.decode`, which says what is wrong with
+    it (:class:`CorruptMetadata` naming the path)."""
+    try:
+        text = data.decode()
+        obj, end = _scan_json(text, 0)  # json.loads without its checks: a third of the time
+        if end != len(text):
+            raise ValueError("trailing data")
+        leader, leader_epoch = obj["leader"], obj["leader_epoch"]
+        controller_epoch, isr = obj["controller_epoch"], obj["isr"]
+        if (type(leader) is int and type(leader_epoch) is int and type(controller_epoch) is int
+                and is_int_list(isr)):
+            return make(leader, leader_epoch, tuple(isr), controller_epoch, version)
+    except (ValueError, UnicodeDecodeError, KeyError, TypeError, StopIteration):
+        pass
+    s = PartitionStateNode.decode(layout.partition_state(tp.topic, tp.partition), data)
+    return make(s.leader, s.leader_epoch, s.isr, s.controller_epoch, version)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PartitionState:
-    """Leader, leader epoch, ISR and the controller epoch that wrote them (JSON version 1).
+class PartitionStateNode:
+    """What ``/brokers/topics/<t>/partitions/<p>/state`` holds: leader, leader epoch, ISR and
+    the controller epoch that wrote them (JSON version 1), and any other field the node had
+    (``extra``, written back as read). What the metadata client reads and writes, and what a
+    leader writes when it changes its ISR (``ControllerClient.write_isr``).
 
     ``leader`` is -1 when the partition has none. The node's version (the partition epoch)
-    travels beside it, not inside.
+    travels beside it, not inside (``Versioned``, or the write's expected version). The
+    controller keeps its own per-partition value with the version inside,
+    ``elections.LeaderAndIsr``, a named tuple that is several times cheaper to build.
     """
 
     leader: int
@@ -283,12 +366,14 @@ class PartitionState:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def encode(self) -> bytes:
+        if not self.extra and type(self.isr) is tuple:
+            return encode_partition_state(self)
         return _dumps({**self.extra, "version": 1, "leader": self.leader,
                        "leader_epoch": self.leader_epoch, "controller_epoch": self.controller_epoch,
                        "isr": list(self.isr)})
 
     @classmethod
-    def decode(cls, path: str, data: bytes) -> PartitionState:
+    def decode(cls, path: str, data: bytes) -> PartitionStateNode:
         obj = _loads(path, data)
         return cls(
             leader=_int(path, obj, "leader"),
@@ -350,6 +435,106 @@ def decode_partitions(path: str, data: bytes) -> list[TopicPartition]:
     return [tp(e["topic"], e["partition"]) for e in _partition_entries(path, data)]
 
 
+# --- /admin/reassign_partitions_owner (partctl's own) ------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReassignmentOwner:
+    """The run that executes the moves in ``/admin/reassign_partitions`` (partctl's own node,
+    ephemeral, beside Kafka's): how a refused run names the plan in its way, and how a run tells
+    its own claim from a later one. ``run`` is unique per run; ``plan`` a label (the plan file,
+    the job) and ``digest`` the sha256 of the plan's JSON, so two runs of one plan are told
+    apart from two plans."""
+
+    run: str
+    digest: str
+    partitions: int
+    plan: str = ""
+    host: str = ""
+    pid: int = 0
+    timestamp: str = field(default_factory=now_ms)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        return _dumps({**self.extra, "version": 1, "run": self.run, "plan": self.plan,
+                       "digest": self.digest, "partitions": self.partitions, "host": self.host,
+                       "pid": self.pid, "timestamp": self.timestamp})
+
+    @classmethod
+    def decode(cls, path: str, data: bytes) -> ReassignmentOwner:
+        obj = _loads(path, data)
+        for key in ("run", "digest"):
+            if not isinstance(obj.get(key), str):
+                raise CorruptMetadata(path, f"{key!r} must be a string: {obj.get(key)!r}")
+        return cls(run=obj["run"], digest=obj["digest"],
+                   partitions=_int(path, obj, "partitions"), plan=str(obj.get("plan", "")),
+                   host=str(obj.get("host", "")),
+                   pid=obj["pid"] if isinstance(obj.get("pid"), int) else 0,
+                   timestamp=str(obj.get("timestamp", "")),
+                   extra=_extra(obj, ("version", "run", "plan", "digest", "partitions", "host",
+                                      "pid", "timestamp")))
+
+    def describe(self) -> str:
+        """One line naming the plan and who runs it, for an error message."""
+        name = f"plan {self.plan}" if self.plan else "a plan"
+        since = ""
+        if self.timestamp.isdigit():
+            when = time.gmtime(int(self.timestamp) / 1000)
+            since = f" since {time.strftime('%Y-%m-%d %H:%M:%S', when)} UTC"
+        return (f"{name} (sha256 {self.digest[:12]}, {self.partitions} partition(s)), executed "
+                f"by pid {self.pid} on {self.host or '?'}{since}")
+
+
+# --- /config/<entity type>/<name> --------------------------------------------------------------
+
+
+def encode_entity_config(config: Mapping[str, str]) -> bytes:
+    """A config entity's overrides (``/config/topics/<t>`` and the like), as Kafka writes them:
+    ``{"version":1,"config":{...}}``, values as strings."""
+    return _dumps({"version": 1, "config": {str(k): str(v) for k, v in config.items()}})
+
+
+def decode_entity_config(path: str, data: bytes) -> dict[str, str]:
+    obj = _loads(path, data)
+    config = obj.get("config", {})
+    if not isinstance(config, dict) or not all(isinstance(v, str) for v in config.values()):
+        raise CorruptMetadata(path, f"'config' must be an object of strings: {config!r}")
+    return dict(config)
+
+
+# --- /config/changes/config_change_<seq> ------------------------------------------------------
+
+
+def encode_config_change(entity_path: str) -> bytes:
+    """A config change notification as Kafka writes it (version 2):
+    ``{"version":2,"entity_path":"topics/<t>"}``."""
+    return _dumps({"version": 2, "entity_path": entity_path})
+
+
+def decode_config_change(path: str, data: bytes) -> tuple[str, str]:
+    """The entity a notification names, as (entity type, entity name): version 2's
+    ``entity_path`` (``topics/<t>``; the name may hold more slashes, as
+    ``users/<u>/clients/<c>``) or version 1's ``entity_type`` and ``entity_name``, as
+    Kafka's ZkConfigManager reads them."""
+    obj = _loads(path, data)
+    version = obj.get("version")
+    if version == 2:
+        entity_path = obj.get("entity_path")
+        if not isinstance(entity_path, str) or "/" not in entity_path:
+            raise CorruptMetadata(path, f"'entity_path' must be '<type>/<name>': "
+                                        f"{entity_path!r}")
+        entity_type, _, name = entity_path.partition("/")
+        return entity_type, name
+    if version == 1:
+        entity_type, name = obj.get("entity_type"), obj.get("entity_name")
+        if entity_type not in ("topics", "clients") or not isinstance(name, str):
+            raise CorruptMetadata(path, "version 1 needs 'entity_type' topics or clients and "
+                                        "an 'entity_name'")
+        return entity_type, name
+    raise CorruptMetadata(path, f"unsupported config change version {version!r} "
+                                f"(supported: 1 and 2)")
+
+
 # --- /cluster/id -------------------------------------------------------------------------------
 
 
@@ -363,3 +548,61 @@ def decode_cluster_id(path: str, data: bytes) -> str:
     if not isinstance(value, str):
         raise CorruptMetadata(path, f"'id' must be a string: {value!r}")
     return value
+
+
+# --- /latest_producer_id_block -----------------------------------------------------------------
+
+PRODUCER_ID_BLOCK_SIZE = 1000
+"""Producer ids a broker claims at a time (Kafka's ``ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE``)."""
+
+_MAX_INT64 = (1 << 63) - 1
+
+
+def _id_text(path: str, obj: Mapping[str, Any], key: str) -> int:
+    """A producer id written as a decimal string (Kafka writes these longs as JSON strings)."""
+    value = obj.get(key)
+    if not isinstance(value, str) or not value.isascii() or not value.isdigit():
+        raise CorruptMetadata(path, f"{key!r} must be a decimal string, found {value!r}")
+    number = int(value)
+    if number > _MAX_INT64:
+        raise CorruptMetadata(path, f"{key!r} exceeds a 64-bit id: {value}")
+    return number
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProducerIdBlock:
+    """The producer ids ``block_start`` to ``block_end`` (both included) that broker ``broker``
+    claimed: the content of ``/latest_producer_id_block`` (Kafka's ProducerIdBlockZNode, JSON
+    version 1, the ids as strings). The node holds the latest block any broker claimed, so the
+    next claim starts right after it and no two brokers ever hand out the same id."""
+
+    broker: int
+    block_start: int
+    block_end: int
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.block_start <= self.block_end <= _MAX_INT64:
+            raise ValueError(f"invalid producer id block {self.block_start}..{self.block_end}")
+
+    @property
+    def size(self) -> int:
+        return self.block_end - self.block_start + 1
+
+    @property
+    def next_block_start(self) -> int:
+        """Where the block claimed after this one starts."""
+        return self.block_end + 1
+
+    def encode(self) -> bytes:
+        return _dumps({**self.extra, "version": 1, "broker": self.broker,
+                       "block_start": str(self.block_start), "block_end": str(self.block_end)})
+
+    @classmethod
+    def decode(cls, path: str, data: bytes) -> ProducerIdBlock:
+        obj = _loads(path, data)
+        start, end = _id_text(path, obj, "block_start"), _id_text(path, obj, "block_end")
+        if end < start:
+            raise CorruptMetadata(path, f"block_end {end} is below block_start {start}")
+        return cls(broker=_int(path, obj, "broker"), block_start=start, block_end=end,
+                   extra=_extra(obj, ("version", "broker", "block_start", "block_end")))

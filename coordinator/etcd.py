@@ -41,10 +41,10 @@ from coordinator.etcd_txn import (
     ROOT_STAT,
     Keys,
     NeedKeys,
-    Plan,
     Simulation,
-    Snapshot,
     TxnBudget,
+    TxnPlan,
+    TxnSnapshot,
     absorb,
     direct_plan,
     initial_needs,
@@ -91,6 +91,7 @@ class EtcdCoordinator(Coordinator):
     """A session on an etcd cluster; see the module docstring."""
 
     capabilities = capabilities_for(MAX_TXN_OPS, MAX_REQUEST_BYTES)
+    default_port = 2379
 
     def __init__(self, parsed: CoordinatorURL, *, timeout: float, session_timeout: float,
                  max_txn_ops: int = MAX_TXN_OPS,
@@ -99,6 +100,7 @@ class EtcdCoordinator(Coordinator):
         self.capabilities = capabilities_for(max_txn_ops, max_request_bytes)
         self._keys = Keys(parsed.root)
         self._timeout = timeout
+        self.session_timeout = session_timeout
         self._max_txn_ops = max_txn_ops
         self._max_request_bytes = max_request_bytes
         self._state = SessionState.CONNECTED
@@ -106,8 +108,7 @@ class EtcdCoordinator(Coordinator):
         self._conn = Connection(parsed.hosts, request_timeout=timeout)
         self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="partctl-etcd")
         try:
-            deadline = time.monotonic() + timeout
-            self._conn.connect(deadline)
+            self._conn.connect(timeout)
             self._keeper = LeaseKeeper(self._conn, session_timeout, self._on_session_state)
             try:
                 self._keeper.grant()
@@ -334,22 +335,16 @@ class EtcdCoordinator(Coordinator):
         generation = self._conn.generation
 
         def page(start: bytes, end: bytes) -> Any:
-            try:
+            with self._conn.translating("get_many", generation):
                 return self._conn.kv.Range.future(etcdrpc.RangeRequest(
                     key=start, range_end=end, limit=SCAN_PAGE, revision=revision),
                     self._timeout)
-            except ValueError as exc:
-                raise ConnectionLoss("get_many: channel closed during failover") from exc
 
         in_flight = deque((end, page(start, end)) for start, end in parts)
         while in_flight:
             end, call = in_flight.popleft()
-            try:
+            with self._conn.translating("get_many", generation):
                 resp = call.result()
-            except grpc.RpcError as exc:
-                if is_connection_error(exc):
-                    self._conn.failed(generation)
-                raise translate(exc, "get_many") from exc
             kvs = resp.kvs
             if resp.more and kvs:
                 in_flight.append((end, page(kvs[-1].key + b"\x00", end)))
@@ -367,12 +362,8 @@ class EtcdCoordinator(Coordinator):
         in_flight: list[tuple[list[tuple[int, bytes]], Any, int]] = []
 
         def collect(batch: list[tuple[int, bytes]], call: Any, generation: int) -> None:
-            try:
+            with self._conn.translating("get_many", generation):
                 resp = call.result()
-            except grpc.RpcError as exc:
-                if is_connection_error(exc):
-                    self._conn.failed(generation)
-                raise translate(exc, "get_many") from exc
             for (i, _), r in zip(batch, resp.responses, strict=True):
                 kvs = r.response_range.kvs
                 if kvs:
@@ -386,10 +377,8 @@ class EtcdCoordinator(Coordinator):
             for _, k in batch:
                 add().request_range.key = k
             generation = self._conn.generation
-            try:
+            with self._conn.translating("get_many", generation):
                 call = self._conn.kv.Txn.future(req, self._timeout)
-            except ValueError as exc:
-                raise ConnectionLoss("get_many: channel closed during failover") from exc
             in_flight.append((batch, call, generation))
             if len(in_flight) >= GET_MANY_IN_FLIGHT:
                 collect(*in_flight.pop(0))
@@ -409,7 +398,7 @@ class EtcdCoordinator(Coordinator):
         deadline = time.monotonic() + self._timeout
         limit = len(ops) + 1
         while True:
-            snap = Snapshot()
+            snap = TxnSnapshot()
             need, ranges = initial_needs(ops, self._keys)
             self._read_snapshot(snap, need, ranges, limit)
             while True:
@@ -426,7 +415,7 @@ class EtcdCoordinator(Coordinator):
             if time.monotonic() > deadline:
                 raise OperationTimeout("multi kept conflicting with concurrent writers")
 
-    def _read_snapshot(self, snap: Snapshot, keys: list[bytes],
+    def _read_snapshot(self, snap: TxnSnapshot, keys: list[bytes],
                        ranges: list[tuple[bytes, bytes]], limit: int) -> None:
         step = self._max_txn_ops
         items: list[tuple[bytes, bytes | None]] = [(k, None) for k in keys]
@@ -525,23 +514,27 @@ class EtcdCoordinator(Coordinator):
         call.add_done_callback(lambda c: self._finish(c, plan, ops, future, generation))
         return future
 
-    def _finish(self, call: Any, plan: Plan, ops: list[Op], future: Future[list[OpResult]],
+    def _finish(self, call: Any, plan: TxnPlan, ops: list[Op], future: Future[list[OpResult]],
                 generation: int) -> None:
         try:
-            resp = call.result()
-            if resp.succeeded:
-                future.set_result(plan.results(resp))
-            else:
-                self._executor.submit(self._run_simulated, ops, future)
-        except grpc.RpcError as exc:
-            if is_connection_error(exc):
-                self._conn.failed(generation)
-            error = translate(exc, "multi")
-            error.__cause__ = exc
-            if isinstance(error, SessionExpired):  # new session, then again (nothing applied)
-                self._executor.submit(self._run_simulated, ops, future, True)
-                return
+            with self._conn.translating("multi", generation):
+                resp = call.result()
+        except SessionExpired:  # new session, then again (nothing applied)
+            self._simulate_later(ops, future, whole=True)
+            return
+        except CoordinatorError as error:
             future.set_exception(error)
+            return
+        if resp.succeeded:
+            future.set_result(plan.results(resp))
+        else:
+            self._simulate_later(ops, future)
+
+    def _simulate_later(self, ops: list[Op], future: Future[list[OpResult]],
+                        whole: bool = False) -> None:
+        """:meth:`_run_simulated` on the pool (off gRPC's callback thread)."""
+        try:
+            self._executor.submit(self._run_simulated, ops, future, whole)
         except RuntimeError as exc:  # executor shut down: closed meanwhile
             error = ClosedError(f"coordinator {self.url} is closed")
             error.__cause__ = exc

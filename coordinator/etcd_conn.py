@@ -56,9 +56,16 @@ def translate(exc: BaseException, what: str) -> CoordinatorError:
         ):
             return RequestTooLarge(f"{what}: etcd refused the request: {details}")
         return CoordinatorError(f"{what}: etcd error {code.name}: {details}")
-    if isinstance(exc, ValueError) and "closed channel" in str(exc):
+    if isinstance(exc, ValueError) and _names_a_closed_channel(str(exc)):
         return ConnectionLoss(f"{what}: channel closed during failover")
     return CoordinatorError(f"{what}: unexpected etcd client error: {exc!r}")
+
+
+def _names_a_closed_channel(message: str) -> bool:
+    """gRPC says so in more than one way ("Cannot invoke RPC on closed channel!", "Cannot
+    invoke RPC: Channel closed!"), depending on where in the call the channel was found closed."""
+    lowered = message.lower()
+    return "channel" in lowered and "closed" in lowered
 
 
 def is_connection_error(exc: BaseException) -> bool:
@@ -66,6 +73,29 @@ def is_connection_error(exc: BaseException) -> bool:
         grpc.StatusCode.UNAVAILABLE,
         grpc.StatusCode.CANCELLED,
     )
+
+
+class _Translating:
+    """The context of :meth:`Connection.translating`: a class, not a generator-based context
+    manager, because it wraps every chunk of a bulk write."""
+
+    __slots__ = ("_conn", "_what", "_generation")
+
+    def __init__(self, conn: Connection, what: str, generation: int) -> None:
+        self._conn = conn
+        self._what = what
+        self._generation = generation
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: Any) -> bool:
+        if exc is None or not isinstance(exc, (grpc.RpcError, ValueError)):
+            return False
+        if is_connection_error(exc):
+            self._conn.failed(self._generation)
+        raise translate(exc, self._what) from exc
 
 
 class Connection:
@@ -107,6 +137,25 @@ class Connection:
     def watch_stub(self) -> Any:
         return etcd3.etcdrpc.WatchStub(self._client.channel)
 
+    def translating(self, what: str, generation: int) -> _Translating:
+        """A context for sending or collecting gRPC calls made on the channel of
+        ``generation``: a gRPC error (or the ValueError of a channel closed under the call)
+        leaves it as the coordinator error :func:`translate` makes of it, chained, after a
+        failover to the next host when the connection was to blame.
+
+        Wrap a batch's call, never each op: this is on the bulk read and write paths."""
+        return _Translating(self, what, generation)
+
+    def stream_broke(self, exc: grpc.RpcError, generation: int) -> bool:
+        """A long-lived stream (keep-alive, watch) of ``generation`` ended with ``exc``: fail
+        over when the connection is to blame (unavailable, cancelled, or a deadline passed)
+        and say so; False for an error of the server's, which the caller logs before opening
+        the stream again on the same host."""
+        if is_connection_error(exc) or exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+            self.failed(generation)
+            return True
+        return False
+
     def failed(self, generation: int) -> None:
         """The channel of ``generation`` failed: switch to the next host (once per generation)."""
         with self._lock:
@@ -118,10 +167,12 @@ class Connection:
             self.generation += 1
         _close_quietly(old)
 
-    def connect(self, deadline: float) -> None:
-        """Find a host that answers, in URL order, until ``deadline``; else ConnectionFailed."""
+    def connect(self, timeout: float) -> None:
+        """Find a host that answers, in URL order, within ``timeout`` seconds; else
+        ConnectionFailed (saying the timeout)."""
         from etcd3 import etcdrpc
 
+        deadline = time.monotonic() + timeout
         last: BaseException | None = None
         while True:
             generation = self.generation
@@ -139,7 +190,7 @@ class Connection:
                     time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
         detail = f": {last.details()}" if isinstance(last, grpc.RpcError) else ""
         raise ConnectionFailed(
-            f"could not reach etcd at {self.describe_hosts()} within the connect timeout{detail}"
+            f"could not reach etcd at {self.describe_hosts()} within {timeout:g}s{detail}"
         )
 
     def close(self) -> None:

@@ -17,7 +17,7 @@ import grpc
 from etcd3 import etcdrpc
 
 from coordinator.errors import CoordinatorError
-from coordinator.etcd_conn import Connection, is_connection_error, translate
+from coordinator.etcd_conn import Connection, translate
 from coordinator.model import SessionState
 
 log = logging.getLogger(__name__)
@@ -46,14 +46,9 @@ class LeaseKeeper:
         self._renew_lock = threading.Lock()
 
     def grant(self) -> int:
-        generation = self._conn.generation
-        try:
+        with self._conn.translating("grant session lease", self._conn.generation):
             resp = self._conn.lease.LeaseGrant(etcdrpc.LeaseGrantRequest(TTL=self.ttl),
                                                self._conn.request_timeout)
-        except grpc.RpcError as exc:
-            if is_connection_error(exc):
-                self._conn.failed(generation)
-            raise translate(exc, "grant session lease") from exc
         self.lease_id = resp.ID
         return resp.ID
 
@@ -87,9 +82,7 @@ class LeaseKeeper:
                 if not suspended:
                     suspended = True
                     self._on_state(SessionState.SUSPENDED)
-                if is_connection_error(exc) or exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                    self._conn.failed(generation)
-                else:
+                if not self._conn.stream_broke(exc, generation):
                     log.warning("lease keep-alive failed: %s", translate(exc, "keep-alive"))
             except ValueError:  # the channel was closed under us by a failover
                 pass

@@ -112,7 +112,7 @@ def _version_compare(req: Any, key: bytes, version: int) -> None:
 
 
 @dataclass(slots=True)
-class Plan:
+class TxnPlan:
     """A transaction ready to send and how to turn its response into per-op results."""
 
     request: Any
@@ -140,7 +140,7 @@ class Plan:
 _NONE, _PATH, _PREV, _STAT = 0, 1, 2, 3
 
 
-def direct_plan(ops: Sequence[Op], keys: Keys, lease: int) -> Plan | None:
+def direct_plan(ops: Sequence[Op], keys: Keys, lease: int) -> TxnPlan | None:
     """The transaction for independent ops, or None when the ops need the simulated path.
 
     Ops are independent when their paths are distinct and, if any op creates or deletes, no op
@@ -211,7 +211,7 @@ def direct_plan(ops: Sequence[Op], keys: Keys, lease: int) -> Plan | None:
             decode.append((_NONE, None))
         else:
             raise TypeError(f"not a coordinator op: {op!r}")
-    return Plan(req, decode)
+    return TxnPlan(req, decode)
 
 
 # --- the simulated path --------------------------------------------------------------------
@@ -231,7 +231,7 @@ class _Node:
     lease: int
 
 
-class Snapshot:
+class TxnSnapshot:
     """Keys (and descendant ranges) read at one revision; None marks an absent key."""
 
     def __init__(self) -> None:
@@ -265,7 +265,7 @@ def initial_needs(ops: Sequence[Op], keys: Keys) -> tuple[list[bytes], list[tupl
 class Simulation:
     """Runs ops in order on a snapshot; ``commit_request()`` then builds the guarded txn."""
 
-    def __init__(self, ops: Sequence[Op], keys: Keys, lease: int, snap: Snapshot) -> None:
+    def __init__(self, ops: Sequence[Op], keys: Keys, lease: int, snap: TxnSnapshot) -> None:
         self.keys = keys
         self.snap = snap
         self.lease = lease
@@ -365,7 +365,7 @@ class Simulation:
             return _NONE, None
         return _NONE, None  # Check
 
-    def commit_plan(self) -> Plan:
+    def commit_plan(self) -> TxnPlan:
         """The txn: compares pinning every key and range read, then the net writes."""
         req = etcdrpc.TxnRequest()
         snap = self.snap
@@ -408,7 +408,7 @@ class Simulation:
                     decode.append((_STAT, (orig.version, orig.create_revision, node.lease)))
             else:
                 decode.append((kind, payload))
-        return Plan(req, decode)
+        return TxnPlan(req, decode)
 
 
 def _check_version(path: str, actual: int, expected: int) -> None:
@@ -434,7 +434,7 @@ def snapshot_request(keys: list[bytes], ranges: list[tuple[bytes, bytes]], limit
     return req
 
 
-def absorb(snap: Snapshot, keys: list[bytes], ranges: list[tuple[bytes, bytes]],
+def absorb(snap: TxnSnapshot, keys: list[bytes], ranges: list[tuple[bytes, bytes]],
            response: Any) -> None:
     """Record a snapshot_request response in ``snap``."""
     if not snap.revision:

@@ -27,9 +27,8 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from etcd3 import etcdrpc
 
-from coordinator.base import WatchHandle
+from coordinator.base import WatchHandle, same_state
 from coordinator.errors import CoordinatorError
-from coordinator.etcd_conn import is_connection_error
 from coordinator.etcd_txn import ROOT_STAT, stat_of
 from coordinator.model import Stat, TreeChange, TreeEvent, Watch
 
@@ -118,7 +117,9 @@ class WatchManager:
         A tree watch reads nothing: it starts at the current revision, and when that is read
         again (history compacted) it reports a resync, once it was armed."""
         if w.kind == "tree":
-            _, revision = self._coord._read_key(w.key)
+            # Any key tells the revision; the root's own key is the bare prefix, empty (which
+            # etcd refuses: "key is not provided") when the store has no prefix.
+            _, revision = self._coord._read_key(w.start if w.root else w.key)
             if w.reported:
                 self._coord._deliver_tree(w.handle, TreeEvent(
                     path=w.path, changes=[], revision=revision, resync=True))
@@ -137,7 +138,7 @@ class WatchManager:
             self._emit_children(w)
 
     def _emit(self, w: _Watch, state: Any) -> None:
-        if w.reported and _same(w.kind, w.last, state):
+        if w.reported and same_state(w.kind, w.last, state):
             return
         w.reported = True
         w.last = state
@@ -255,9 +256,7 @@ class WatchManager:
             except grpc.RpcError as exc:
                 if self._stopped:
                     return
-                if is_connection_error(exc) or exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                    self._conn.failed(generation)
-                else:
+                if not self._conn.stream_broke(exc, generation):
                     log.warning("etcd watch stream failed: %s", exc)
             except (ValueError, CoordinatorError) as exc:  # closed channel; failed re-read
                 log.info("etcd watch stream interrupted: %s", exc)
@@ -313,11 +312,3 @@ class WatchManager:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=5)
 
-
-
-def _same(kind: str, a: Any, b: Any) -> bool:
-    if a is None or b is None:
-        return a is b
-    if kind == "data":
-        return a[1] == b[1]
-    return a == b

@@ -12,25 +12,53 @@ TOPICS = "/brokers/topics"
 ADMIN = "/admin"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+REASSIGN_PARTITIONS_OWNER = "/admin/reassign_partitions_owner"
+"""partctl's own, not Kafka's: the ephemeral node of the run that executes the moves in
+``/admin/reassign_partitions`` (see ``codecs.ReassignmentOwner``). Kafka's controller decodes the
+reassignment node strictly (an unknown field makes it ignore the whole request), so who owns it
+is told beside it, in a node no Kafka tool reads."""
+CONTROLLER_NODES = "/partctl/controllers"
+"""partctl's own, not Kafka's: the ephemeral registrations of controller-only candidates
+(``partctl controller start``), one per node id, with the endpoints brokers reach them on (the
+JSON of a broker registration). Brokers register under /brokers/ids; a candidate without a
+data plane is no broker, so Kafka's tools and the controller's broker list must not see it."""
 DELETE_TOPICS = "/admin/delete_topics"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 CLUSTER = "/cluster"
 CLUSTER_ID = "/cluster/id"
+CONSUMERS = "/consumers"
+CONFIG = "/config"
+CONFIG_CHANGES = "/config/changes"
+CONFIG_TOPICS = "/config/topics"
+LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+CONFIG_ENTITY_TYPES = ("topics", "clients", "users", "brokers", "ips")
+"""Kafka's ConfigType.ALL: one node per entity type under /config."""
 
-# Created once (persistent, empty) so that watches and creates below them have a parent.
+# Created (persistent, empty) where missing, as a Kafka broker does at startup (Kafka's
+# ZkData.PersistentZkPaths, in its order), and /cluster, the parent of /cluster/id.
 PERSISTENT_PATHS = (
+    CONSUMERS,
     BROKER_IDS,
     TOPICS,
-    BROKER_SEQID,
+    CONFIG_CHANGES,
     DELETE_TOPICS,
+    BROKER_SEQID,
     ISR_CHANGE_NOTIFICATION,
+    LATEST_PRODUCER_ID_BLOCK,
+    LOG_DIR_EVENT_NOTIFICATION,
+    *(f"{CONFIG}/{entity_type}" for entity_type in CONFIG_ENTITY_TYPES),
     CLUSTER,
 )
 
 
 def broker(broker_id: int) -> str:
     return f"{BROKER_IDS}/{broker_id}"
+
+
+def controller_node(node_id: int) -> str:
+    return f"{CONTROLLER_NODES}/{node_id}"
 
 
 def topic(name: str) -> str:
@@ -49,6 +77,11 @@ def partition_state(name: str, index: int) -> str:
     return f"{TOPICS}/{name}/partitions/{index}/state"
 
 
+def topic_config(name: str) -> str:
+    """A topic's config overrides (Kafka's ConfigEntityZNode for type 'topics')."""
+    return f"{CONFIG_TOPICS}/{name}"
+
+
 def delete_topic(name: str) -> str:
     return f"{DELETE_TOPICS}/{name}"
 
@@ -59,6 +92,16 @@ def isr_change(name: str) -> str:
 
 ISR_CHANGE_SEQUENTIAL = f"{ISR_CHANGE_NOTIFICATION}/{ISR_CHANGE_PREFIX}"
 """Create sequential under this to get isr_change_<10 digits>."""
+
+CONFIG_CHANGE_PREFIX = "config_change_"
+CONFIG_CHANGE_SEQUENTIAL = f"{CONFIG_CHANGES}/{CONFIG_CHANGE_PREFIX}"
+"""Create sequential under this to get config_change_<10 digits> (Kafka's
+ConfigEntityChangeNotificationSequenceZNode)."""
+
+
+def config_entity(entity_type: str, name: str) -> str:
+    """A config entity's node, ``/config/<type>/<name>`` (Kafka's ConfigEntityZNode)."""
+    return f"{CONFIG}/{entity_type}/{name}"
 
 LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 MAX_TOPIC_LENGTH = 249

@@ -15,16 +15,24 @@ from typing import Generic, TypeVar
 from coordinator import layout
 from coordinator.base import Coordinator
 from coordinator.codecs import (
+    PRODUCER_ID_BLOCK_SIZE,
     BrokerInfo,
     ControllerInfo,
-    PartitionState,
+    CorruptMetadata,
+    PartitionStateNode,
+    ProducerIdBlock,
+    ReassignmentOwner,
     TopicAssignment,
     TopicPartition,
     decode_cluster_id,
+    decode_config_change,
+    decode_entity_config,
     decode_epoch,
     decode_partitions,
     decode_reassignment,
     encode_cluster_id,
+    encode_config_change,
+    encode_entity_config,
     encode_epoch,
     encode_partitions,
     encode_reassignment,
@@ -37,8 +45,9 @@ from coordinator.errors import (
     MultiFailed,
     NodeExists,
     NoNode,
+    RequestTooLarge,
 )
-from coordinator.model import Check, Create, Delete, Op, OpResult, SetData, Stat
+from coordinator.model import Check, Create, Delete, Op, OpResult, SetData, Stat, op_size
 from coordinator.retry import Retry
 
 log = logging.getLogger(__name__)
@@ -77,8 +86,21 @@ class UnknownTopic(CoordinatorError):
         super().__init__(f"topic {topic!r} does not exist")
 
 
+class AssignmentTooLarge(RequestTooLarge):
+    """A topic's assignment would not fit in one node of the coordinator."""
+
+
 class RequestInProgress(CoordinatorError):
     """An admin request node already exists: the controller is still working on the last one."""
+
+
+class ReassignmentClaimLost(CoordinatorError):
+    """The owner node of a run executing a reassignment is gone (its session ended): it must
+    claim the node again before writing it."""
+
+
+class ProducerIdsExhausted(CoordinatorError):
+    """The next producer id block would pass the largest 64-bit id (Kafka's fatal error)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -147,7 +169,9 @@ class MetadataClient:
                 self.coordinator.ensure_path(path)
 
     def cluster_id(self) -> str:
-        """The cluster id, created on first use (Kafka's ``/cluster/id``)."""
+        """The cluster id, created on first use (Kafka's ``/cluster/id``: a random UUID in
+        Kafka's text form). An existing id is never replaced: of concurrent first starts, one
+        create wins and every caller returns its id."""
         c = self.coordinator
         try:
             return decode_cluster_id(layout.CLUSTER_ID, self._get(layout.CLUSTER_ID)[0])
@@ -159,6 +183,13 @@ class MetadataClient:
         except NodeExists:
             pass
         return decode_cluster_id(layout.CLUSTER_ID, self._get(layout.CLUSTER_ID)[0])
+
+    def init_broker(self) -> str:
+        """What a Kafka broker does on the coordinator before it registers: create the
+        persistent paths where missing, then read the cluster id (the first broker of a
+        cluster creates it). Returns the cluster id."""
+        self.ensure_layout()
+        return self.cluster_id()
 
     # --- brokers -------------------------------------------------------------------------
 
@@ -301,10 +332,17 @@ class MetadataClient:
         except NoNode:
             return []
 
-    def create_topic(self, assignment: TopicAssignment) -> TopicAssignment:
-        """Write a new topic's assignment (an admin write, like Kafka's tools: not fenced).
+    def create_topic(self, assignment: TopicAssignment,
+                     config: Mapping[str, str] | None = None) -> TopicAssignment:
+        """Write a new topic: its config (``/config/topics/<t>``, ``{"version":1,"config":{}}``
+        without overrides) and its assignment, in one atomic multi. An admin write, like
+        Kafka's tools: not fenced. Kafka writes the config first, then the assignment; here
+        the controller never sees a topic without its config, nor a failed create leave one.
 
         A topic id is generated when missing. The controller creates the partition states.
+        A config node left over from elsewhere is replaced, as Kafka's create does.
+        ValueError for a name Kafka would refuse; :class:`AssignmentTooLarge` when the encoded
+        assignment does not fit in one node of this coordinator (nothing is sent).
         """
         layout.validate_topic(assignment.topic)
         if assignment.topic_id is None:
@@ -312,14 +350,152 @@ class MetadataClient:
                 topic=assignment.topic, partitions=assignment.partitions,
                 topic_id=new_kafka_uuid(), adding=assignment.adding,
                 removing=assignment.removing, extra=assignment.extra)
+        c = self.coordinator
+        topic_path, config_path = layout.topic(assignment.topic), layout.topic_config(
+            assignment.topic)
+        data, config_data = assignment.encode(), encode_entity_config(config or {})
+        self._check_assignment_size(assignment, topic_path, data)
+        for _ in range(5):
+            stale = c.exists(config_path)
+            config_op: Op = (Create(path=config_path, data=config_data) if stale is None
+                             else SetData(path=config_path, data=config_data,
+                                          version=stale.version))
+            try:
+                c.multi([Create(path=topic_path, data=data), config_op])
+                return assignment
+            except MultiFailed as failure:
+                cause = failure.cause
+                if failure.index == 0 and isinstance(cause, NodeExists):
+                    raise TopicExists(assignment.topic) from None
+                if isinstance(cause, NoNode) and (failure.index == 0 or stale is None):
+                    self.ensure_layout()  # a parent is missing
+                elif not isinstance(cause, (NodeExists, NoNode, BadVersion)):
+                    raise cause from None
+                # else: the config node changed meanwhile: look again
+        raise CoordinatorError(f"{config_path} kept changing: try creating the topic again")
+
+    def topic_config(self, topic: str) -> dict[str, str] | None:
+        """A topic's config overrides (``/config/topics/<t>``); None without a config node."""
         try:
-            self.coordinator.create(layout.topic(assignment.topic), assignment.encode())
+            data, _ = self._get(layout.topic_config(topic))
         except NoNode:
-            self.ensure_layout()
-            self.coordinator.create(layout.topic(assignment.topic), assignment.encode())
-        except NodeExists:
-            raise TopicExists(assignment.topic) from None
-        return assignment
+            return None
+        return decode_entity_config(layout.topic_config(topic), data)
+
+    def topic_configs(self, topics: Iterable[str]) -> dict[str, Versioned[dict[str, str]]]:
+        """Config overrides of the given topics, with their node versions, in one bulk read;
+        topics without a config node are left out."""
+        names = list(topics)
+        items = self._get_many([layout.topic_config(t) for t in names])
+        out: dict[str, Versioned[dict[str, str]]] = {}
+        for name, item in zip(names, items, strict=True):
+            if item is not None:
+                data, stat = item
+                out[name] = Versioned(value=decode_entity_config(layout.topic_config(name), data),
+                                      version=stat.version)
+        return out
+
+    def all_topic_configs(self) -> dict[str, dict[str, str]]:
+        """Every topic's config overrides (Kafka's fetchAllEntityConfigs for topics)."""
+        try:
+            names = self._children(layout.CONFIG_TOPICS)
+        except NoNode:
+            return {}
+        return {t: v.value for t, v in self.topic_configs(names).items()}
+
+    def set_topic_config(self, topic: str, config: Mapping[str, str], version: int | None
+                         ) -> str:
+        """Replace a topic's overrides, conditional on the config node's ``version`` (None: the
+        node is created, as Kafka's setOrCreateEntityConfigs does for a topic without one),
+        and announce the change (``/config/changes/config_change_<seq>``,
+        ``{"version":2,"entity_path":"topics/<t>"}``), in one atomic multi that also checks the
+        topic exists. Kafka writes the node and then the notification, so a tool that dies
+        between the two leaves a change no broker hears of until it restarts; here both land or
+        neither does. An admin write, not fenced. Returns the notification's name.
+
+        :class:`UnknownTopic` when the topic is gone; BadVersion when the config node changed
+        (or appeared, or went) since it was read: read again and retry."""
+        layout.validate_topic(topic)
+        config_path = layout.topic_config(topic)
+        data = encode_entity_config(config)
+        ops: list[Op] = [
+            Check(path=layout.topic(topic), version=-1),
+            Create(path=config_path, data=data) if version is None
+            else SetData(path=config_path, data=data, version=version),
+            Create(path=layout.CONFIG_CHANGE_SEQUENTIAL,
+                   data=encode_config_change(f"topics/{topic}"), sequential=True),
+        ]
+        for attempt in range(2):
+            try:
+                results = self.coordinator.multi(ops)
+            except MultiFailed as failure:
+                cause = failure.cause
+                if failure.index == 0 and isinstance(cause, (NoNode, BadVersion)):
+                    raise UnknownTopic(topic) from None
+                if failure.index == 1 and isinstance(cause, (NoNode, NodeExists, BadVersion)):
+                    if isinstance(cause, NoNode) and version is None and attempt == 0:
+                        self.ensure_layout()  # /config/topics is missing
+                        continue
+                    raise BadVersion(config_path) from None
+                if failure.index == 2 and isinstance(cause, NoNode) and attempt == 0:
+                    self.ensure_layout()  # /config/changes is missing
+                    continue
+                raise cause from None
+            created = results[2]
+            assert isinstance(created, str)
+            return created.rsplit("/", 1)[1]
+        raise CoordinatorError(f"{config_path}: the config layout kept missing")
+
+    def config_change_notifications(self) -> list[str]:
+        """Names of the config change notifications, oldest first (by sequence)."""
+        try:
+            names = self._children(layout.CONFIG_CHANGES)
+        except NoNode:
+            return []
+        return sorted(n for n in names if n.startswith(layout.CONFIG_CHANGE_PREFIX))
+
+    def read_config_changes(self, names: Sequence[str]
+                            ) -> list[tuple[str, tuple[str, str] | None]]:
+        """Each notification's entity (type, name), None where it is gone or unreadable."""
+        items = self._get_many([f"{layout.CONFIG_CHANGES}/{n}" for n in names])
+        out: list[tuple[str, tuple[str, str] | None]] = []
+        for name, item in zip(names, items, strict=True):
+            entity = None
+            if item is not None:
+                try:
+                    entity = decode_config_change(f"{layout.CONFIG_CHANGES}/{name}", item[0])
+                except CorruptMetadata as exc:
+                    log.warning("ignoring config change notification: %s", exc)
+            out.append((name, entity))
+        return out
+
+    def delete_config_changes(self, names: Sequence[str]) -> None:
+        """Delete notifications (the purge of expired ones); those already gone are fine."""
+        for name in names:
+            try:
+                self.coordinator.delete(f"{layout.CONFIG_CHANGES}/{name}")
+            except NoNode:
+                pass
+
+    def replace_topic(self, assignment: TopicAssignment, version: int) -> int:
+        """An admin's rewrite of a topic's assignment (partitions added), conditional on the
+        version read, not fenced (as Kafka's tools wrote it); returns the new version.
+        BadVersion when it changed since; :class:`AssignmentTooLarge` as for create_topic."""
+        layout.validate_topic(assignment.topic)
+        path, data = layout.topic(assignment.topic), assignment.encode()
+        self._check_assignment_size(assignment, path, data)
+        return self.coordinator.set(path, data, version).version
+
+    def _check_assignment_size(self, assignment: TopicAssignment, path: str, data: bytes
+                               ) -> None:
+        """A node over the backend's request limit is not refused by it cleanly: ZooKeeper
+        drops the connection (jute.maxbuffer) and the write looks like connection loss."""
+        caps = self.coordinator.capabilities
+        if op_size(Create(path=path, data=data)) > caps.max_multi_bytes:
+            raise AssignmentTooLarge(
+                f"topic {assignment.topic}: the assignment of {len(assignment.partitions):,} "
+                f"partitions is {len(data):,} bytes encoded, more than one {caps.name} node "
+                f"holds ({caps.max_multi_bytes:,} bytes): use fewer partitions or replicas")
 
     def assignments(self, topics: Iterable[str]) -> dict[str, Versioned[TopicAssignment]]:
         """Assignments of the given topics in one bulk read; absent topics are left out."""
@@ -357,23 +533,24 @@ class MetadataClient:
 
     def partition_states(
         self, partitions: Iterable[TopicPartition]
-    ) -> dict[TopicPartition, Versioned[PartitionState] | None]:
+    ) -> dict[TopicPartition, Versioned[PartitionStateNode] | None]:
         """Leader and ISR of each partition, with its partition epoch, in one bulk read."""
         tps = list(partitions)
         items = self._get_many(
             [layout.partition_state(tp.topic, tp.partition) for tp in tps])
-        out: dict[TopicPartition, Versioned[PartitionState] | None] = {}
+        out: dict[TopicPartition, Versioned[PartitionStateNode] | None] = {}
         for tp, item in zip(tps, items, strict=True):
             if item is None:
                 out[tp] = None
             else:
                 data, stat = item
                 path = layout.partition_state(tp.topic, tp.partition)
-                out[tp] = Versioned(value=PartitionState.decode(path, data), version=stat.version)
+                out[tp] = Versioned(value=PartitionStateNode.decode(path, data),
+                                    version=stat.version)
         return out
 
     def create_partition_states(
-        self, epoch: ControllerEpoch, states: Mapping[TopicPartition, PartitionState]
+        self, epoch: ControllerEpoch, states: Mapping[TopicPartition, PartitionStateNode]
     ) -> dict[TopicPartition, int | CoordinatorError]:
         """Create the state nodes (and their parents) of new partitions, fenced.
 
@@ -399,7 +576,7 @@ class MetadataClient:
     def update_partition_states(
         self,
         epoch: ControllerEpoch,
-        updates: Mapping[TopicPartition, tuple[PartitionState, int]],
+        updates: Mapping[TopicPartition, tuple[PartitionStateNode, int]],
     ) -> StateUpdateResult:
         """Conditional writes of leader and ISR (Kafka's updateLeaderAndIsr), fenced.
 
@@ -467,6 +644,84 @@ class MetadataClient:
         except NodeExists:
             raise RequestInProgress("a partition reassignment is already in progress") from None
 
+    # --- admin: who executes the reassignment (partctl's own node) ------------------------
+
+    def reassignment_and_owner(
+        self,
+    ) -> tuple[Versioned[dict[TopicPartition, tuple[int, ...]]] | None,
+               tuple[ReassignmentOwner, Stat] | None]:
+        """The pending moves and the run executing them (with its node's stat: its
+        ``ephemeral_owner`` is that run's session), in one read."""
+        node, owner = self._get_many([layout.REASSIGN_PARTITIONS,
+                                      layout.REASSIGN_PARTITIONS_OWNER])
+        moves = None if node is None else Versioned(
+            value=decode_reassignment(layout.REASSIGN_PARTITIONS, node[0]), version=node[1].version)
+        holder = None if owner is None else (
+            ReassignmentOwner.decode(layout.REASSIGN_PARTITIONS_OWNER, owner[0]), owner[1])
+        return moves, holder
+
+    def claim_reassignment(
+        self, owner: ReassignmentOwner,
+        moves: Mapping[TopicPartition, Iterable[int]] | None = None, *,
+        node_version: int | None = None,
+    ) -> bool:
+        """Become the run that executes the reassignment, in one atomic multi: the ephemeral
+        owner node, with either the reassignment node created with ``moves`` (create-if-absent:
+        of two runs, one wins) or a check that it is still at ``node_version`` (taking over the
+        moves an earlier run of the same plan left). False, with nothing written, when another
+        run, a tool or the controller came first: re-read and decide again."""
+        ops: list[Op] = [Create(path=layout.REASSIGN_PARTITIONS_OWNER, data=owner.encode(),
+                                ephemeral=True)]
+        if moves is not None:
+            ops.append(Create(path=layout.REASSIGN_PARTITIONS, data=encode_reassignment(moves)))
+        else:
+            assert node_version is not None, "taking over needs the node's version"
+            ops.append(Check(path=layout.REASSIGN_PARTITIONS, version=node_version))
+        try:
+            self.coordinator.multi(ops)
+        except MultiFailed as failure:
+            if isinstance(failure.cause, NoNode) and failure.cause.path == layout.ADMIN:
+                self.coordinator.ensure_path(layout.ADMIN)
+                return False
+            if isinstance(failure.cause, (NodeExists, NoNode, BadVersion)):
+                return False
+            raise failure.cause from None
+        return True
+
+    def submit_reassignment(self, moves: Mapping[TopicPartition, Iterable[int]],
+                            node_version: int | None) -> bool:
+        """The claiming run's write of the node: replaced at the version read (created when
+        ``node_version`` is None), only while its owner node is there. False on a conflict
+        (the controller wrote in between, or a tool created the node: re-read and decide
+        again); :class:`ReassignmentClaimLost` when the owner node is gone."""
+        data = encode_reassignment(moves)
+        write: Op = (Create(path=layout.REASSIGN_PARTITIONS, data=data) if node_version is None
+                     else SetData(path=layout.REASSIGN_PARTITIONS, data=data,
+                                  version=node_version))
+        try:
+            self.coordinator.multi([Check(path=layout.REASSIGN_PARTITIONS_OWNER, version=0),
+                                    write])
+        except MultiFailed as failure:
+            if failure.index == 0:
+                raise ReassignmentClaimLost(
+                    f"{layout.REASSIGN_PARTITIONS_OWNER} is gone (the session ended?)"
+                ) from failure
+            if isinstance(failure.cause, (NodeExists, NoNode, BadVersion)):
+                return False
+            raise failure.cause from None
+        return True
+
+    def release_reassignment(self, owner: ReassignmentOwner) -> None:
+        """Delete the owner node if it is still ``owner``'s, of this session."""
+        c = self.coordinator
+        try:
+            data, stat = self._get(layout.REASSIGN_PARTITIONS_OWNER)
+            held = ReassignmentOwner.decode(layout.REASSIGN_PARTITIONS_OWNER, data)
+            if held.run == owner.run and stat.ephemeral_owner == c.session_id:
+                c.delete(layout.REASSIGN_PARTITIONS_OWNER, stat.version)
+        except (NoNode, BadVersion):
+            pass
+
     def update_reassignment(
         self, epoch: ControllerEpoch, moves: Mapping[TopicPartition, Iterable[int]],
         version: int = -1,
@@ -515,6 +770,9 @@ class MetadataClient:
             return []
 
     def request_topic_deletion(self, topic: str) -> None:
+        """ValueError for a name Kafka would refuse: ``a/partitions`` would otherwise find a
+        node and ask the controller to delete topic ``a``."""
+        layout.validate_topic(topic)
         if self.coordinator.exists(layout.topic(topic)) is None:
             raise UnknownTopic(topic)
         try:
@@ -530,7 +788,8 @@ class MetadataClient:
             [layout.partition_state(topic, p) for p in partitions],
             [layout.partition(topic, p) for p in partitions],
             [layout.partitions(topic)],
-            [layout.topic(topic), layout.delete_topic(topic)],
+            # Kafka's order: the topic, its config, then the deletion request.
+            [layout.topic(topic), layout.topic_config(topic), layout.delete_topic(topic)],
         ]
         for paths_ in layers:
             present = [p for p, item in zip(paths_, c.get_many(paths_), strict=True)
@@ -539,3 +798,54 @@ class MetadataClient:
             for result in results:
                 if isinstance(result, CoordinatorError) and not isinstance(result, NoNode):
                     raise result
+
+    # --- producer id blocks ---------------------------------------------------------------
+
+    def producer_id_block(self) -> Versioned[ProducerIdBlock | None] | None:
+        """The latest block of producer ids any broker claimed, with the node's version: a
+        value of None when the node holds no data (the broker start-up creates it empty, as
+        Kafka's does: no block claimed yet), None when the node does not exist at all."""
+        try:
+            data, stat = self._get(layout.LATEST_PRODUCER_ID_BLOCK)
+        except NoNode:
+            return None
+        block = ProducerIdBlock.decode(layout.LATEST_PRODUCER_ID_BLOCK, data) if data else None
+        return Versioned(value=block, version=stat.version)
+
+    def claim_producer_id_block(
+        self, broker_id: int, *, size: int = PRODUCER_ID_BLOCK_SIZE, max_conflicts: int = 100
+    ) -> ProducerIdBlock:
+        """Claim the next ``size`` producer ids for ``broker_id`` (Kafka's
+        ZkProducerIdManager.getNewProducerIdBlock): read ``/latest_producer_id_block``, take
+        the block after the one it holds (from 0 when it holds none), and write it
+        conditionally on the version read; when another broker claimed in between, read and
+        try again. Returns the block, which is this broker's alone.
+
+        A connection lost during the write leaves its outcome unknown; the error goes to the
+        caller, who may claim again: a block written without our knowing is skipped, never
+        handed out twice. :class:`ProducerIdsExhausted` past the largest 64-bit id."""
+        if size < 1:
+            raise ValueError(f"a producer id block holds at least one id: {size}")
+        c, path = self.coordinator, layout.LATEST_PRODUCER_ID_BLOCK
+        for _ in range(max_conflicts):
+            current = self.producer_id_block()
+            start = 0 if current is None or current.value is None else (
+                current.value.next_block_start)
+            if start > (1 << 63) - size:
+                raise ProducerIdsExhausted(
+                    f"{path}: no producer ids left after {start - 1} for a block of {size}")
+            block = ProducerIdBlock(broker=broker_id, block_start=start,
+                                    block_end=start + size - 1)
+            try:
+                if current is None:
+                    c.create(path, block.encode())
+                else:
+                    c.set(path, block.encode(), current.version)
+            except (BadVersion, NodeExists, NoNode):
+                log.debug("broker %d: %s changed while claiming a block; reading it again",
+                          broker_id, path)
+                continue
+            log.info("broker %d claimed producer ids %d..%d", broker_id, block.block_start,
+                     block.block_end)
+            return block
+        raise CoordinatorError(f"{path}: {max_conflicts} conflicting claims in a row")

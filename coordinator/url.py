@@ -1,23 +1,76 @@
-"""Coordinator URLs: ``memory://NAME``, ``zookeeper://h1:p1,h2:p2/chroot``, ``etcd://h:p/prefix``."""
+"""Coordinator URLs: ``memory://NAME``, ``zookeeper://h1:p1,h2:p2/chroot``, ``etcd://h:p/prefix``,
+and the backends their schemes name.
+
+A backend is a :class:`~coordinator.base.Coordinator` subclass registered under its scheme as an
+entry point of the group ``partctl.coordinators`` (tooz's and APScheduler's way), so that another
+distribution can add one::
+
+    [project.entry-points."partctl.coordinators"]
+    mystore = "mypackage.mystore:MyStoreCoordinator"
+
+The class gives ``default_port`` (None: its URL names a store, ``scheme://NAME``, not hosts) and
+``from_url(parsed, **options)``. Its module, and the client library that imports, are loaded
+only when a URL of its scheme is parsed or connected to.
+"""
 
 from __future__ import annotations
 
-import importlib
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any
 
-from coordinator.errors import InvalidURL
+from coordinator.errors import CoordinatorError, InvalidURL
 
 if TYPE_CHECKING:
     from coordinator.base import Coordinator
 
-# scheme -> (module, class, default port); backends are imported lazily, only when used.
-BACKENDS: dict[str, tuple[str, str, int | None]] = {
-    "memory": ("coordinator.memory", "MemoryCoordinator", None),
-    "zookeeper": ("coordinator.zookeeper", "ZooKeeperCoordinator", 2181),
-    "zk": ("coordinator.zookeeper", "ZooKeeperCoordinator", 2181),
-    "etcd": ("coordinator.etcd", "EtcdCoordinator", 2379),
-}
+GROUP = "partctl.coordinators"
+
+
+@functools.cache
+def _registered() -> dict[str, EntryPoint]:
+    """scheme -> entry point, read once from the installed distributions' metadata (the first
+    distribution on sys.path wins a scheme two of them register)."""
+    found: dict[str, EntryPoint] = {}
+    for entry in entry_points(group=GROUP):
+        found.setdefault(entry.name.lower(), entry)
+    return found
+
+
+def schemes() -> list[str]:
+    """The schemes of the registered backends, sorted; none is imported."""
+    return sorted(_registered())
+
+
+def backend(scheme: str) -> type[Coordinator]:
+    """The backend class registered for ``scheme``, imported now if it was not yet.
+
+    :class:`InvalidURL` for a scheme no backend registered, naming those that did."""
+    entry = _registered().get(scheme)
+    if entry is None:
+        raise _unknown_scheme(scheme, "")
+    from coordinator.base import Coordinator
+
+    try:
+        cls = entry.load()
+    except Exception as exc:
+        raise CoordinatorError(f"coordinator backend {scheme!r} ({entry.value}) "
+                               f"could not be loaded: {exc!r}") from exc
+    if not (isinstance(cls, type) and issubclass(cls, Coordinator)
+            and hasattr(cls, "default_port")):
+        raise CoordinatorError(f"coordinator backend {scheme!r} ({entry.value}) is not a "
+                               f"Coordinator subclass with a default_port")
+    return cls
+
+
+def _unknown_scheme(scheme: str, where: str) -> InvalidURL:
+    known = ", ".join(schemes())
+    if not known:  # an environment where partctl's own distribution is not installed
+        return InvalidURL(f"unknown coordinator scheme {redact(scheme)!r}{where}: no backend "
+                          f"is registered under the entry points {GROUP!r}; is partctl "
+                          f"installed (pip install -e .)?")
+    return InvalidURL(f"unknown coordinator scheme {redact(scheme)!r}{where} (known: {known})")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -29,44 +82,86 @@ class CoordinatorURL:
     hosts: tuple[tuple[str, int], ...]
     name: str
     root: str
-    raw: str
+    raw: str = field(repr=False)
+    """The URL as given (credentials are refused, but show :attr:`display`, never this)."""
+
+    @property
+    def display(self) -> str:
+        return redact(self.raw)
+
+
+def redact(url: object) -> str:
+    """``url`` as it may be shown (errors, listings, logs, reprs): credentials become ``***``.
+
+    Everything before the last '@' ahead of the query counts as credentials (a password may hold
+    a '/', so the first '/' does not end them: better to mask too much than to show a secret),
+    and every value of a query or fragment is masked too. A value that is not a string is shown
+    by its type only."""
+    if not isinstance(url, str):
+        return f"<{type(url).__name__}>"
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    cut = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+    main, tail = rest[:cut], rest[cut:]
+    at = main.rfind("@")
+    if at >= 0:
+        main = "***" + main[at:]
+    if tail:
+        query, hash_, _ = tail.partition("#")
+        if query:
+            query = "?" + "&".join(
+                f"{k}=***" if eq else "***"
+                for k, eq, _v in (item.partition("=") for item in query[1:].split("&")))
+        tail = query + ("#***" if hash_ else "")
+    return f"{scheme}{sep}{main}{tail}"
 
 
 def parse(url: str) -> CoordinatorURL:
+    """Parse ``url``; :class:`InvalidURL` says why not, showing the URL redacted (see
+    :func:`redact`). Credentials in the URL are refused: a URL is shown in process lists, job
+    listings and logs, so it is no place for a secret."""
+    shown = redact(url)
     if not isinstance(url, str) or "://" not in url:
-        raise InvalidURL(f"not a coordinator URL (want scheme://...): {url!r}")
+        raise InvalidURL(f"not a coordinator URL (want scheme://...): {shown!r}")
     scheme, rest = url.split("://", 1)
     scheme = scheme.lower()
-    if scheme not in BACKENDS:
-        known = ", ".join(sorted(BACKENDS))
-        raise InvalidURL(f"unknown coordinator scheme {scheme!r} in {url!r} (known: {known})")
-    netloc, _, path = rest.partition("/")
-    root = ("/" + path).rstrip("/") if path else ""
+    if scheme not in _registered():
+        raise _unknown_scheme(scheme, f" in {shown!r}")
     if "?" in rest or "#" in rest:
-        raise InvalidURL(f"query and fragment are not supported in {url!r}")
-    if scheme == "memory":
+        raise InvalidURL(f"query and fragment are not supported in {shown!r}")
+    netloc, _, path = rest.partition("/")
+    if "@" in netloc:
+        raise InvalidURL(f"credentials in a coordinator URL are not supported: {shown!r}")
+    root = ("/" + path).rstrip("/") if path else ""
+
+    def part(text: str) -> str:
+        """A piece of the URL for an error message; none when a '@' in the path may mean a
+        password (one holding a '/') was split off into it."""
+        return f" {text!r}" if "@" not in url else ""
+
+    default_port = backend(scheme).default_port
+    if default_port is None:  # the URL names a store
         if not netloc or "," in netloc or ":" in netloc:
-            raise InvalidURL(f"memory URL needs a store name, memory://NAME: {url!r}")
+            raise InvalidURL(f"{scheme} URL needs a store name, {scheme}://NAME: {shown!r}")
         return CoordinatorURL(scheme=scheme, hosts=(), name=netloc, root=root, raw=url)
-    default_port = BACKENDS[scheme][2]
     hosts = []
     for item in netloc.split(","):
         item = item.strip()
         if not item:
-            raise InvalidURL(f"empty host in {url!r}")
+            raise InvalidURL(f"empty host in {shown!r}")
         host, sep, port_text = item.rpartition(":") if ":" in item else (item, "", "")
         if not sep:
             host, port_text = item, ""
         if host.startswith("[") and host.endswith("]"):
             host = host[1:-1]
         if not host or any(c in host for c in " /@"):
-            raise InvalidURL(f"bad host {item!r} in {url!r}")
+            raise InvalidURL(f"bad host{part(item)} in {shown!r}")
         if port_text:
             if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-                raise InvalidURL(f"bad port {port_text!r} in {url!r}")
+                raise InvalidURL(f"bad port{part(port_text)} in {shown!r}")
             port = int(port_text)
         else:
-            assert default_port is not None
             port = default_port
         hosts.append((host, port))
     if root:
@@ -75,7 +170,7 @@ def parse(url: str) -> CoordinatorURL:
         try:
             validate(root)
         except Exception as exc:
-            raise InvalidURL(f"bad root path {root!r} in {url!r}") from exc
+            raise InvalidURL(f"bad root path{part(root)} in {shown!r}") from exc
     return CoordinatorURL(scheme=scheme, hosts=tuple(hosts), name="", root=root, raw=url)
 
 
@@ -87,6 +182,4 @@ def connect(url: str, **options: Any) -> Coordinator:
     session outlives a lost connection, default 10). Backends take a few more of their own.
     """
     parsed = parse(url)
-    module_name, class_name, _ = BACKENDS[parsed.scheme]
-    cls = getattr(importlib.import_module(module_name), class_name)
-    return cls.from_url(parsed, **options)
+    return backend(parsed.scheme).from_url(parsed, **options)

@@ -19,10 +19,11 @@ extension points (``KazooClient(handler=...)``; ``handler.create_connection`` an
   without waiting, so queued requests are still sent between replies as kazoo intends), and
   otherwise waits with a single ``poll``.
 
-:func:`install_bursts` then lets kazoo's connection take the packets already buffered a burst at a
-time (up to :data:`BURST` per turn of its loop, each whole packet read straight from the buffer),
-where it would go once round its loop, with a wait and a timer, for every one. Packets are still
-read one at a time and in order; only the waiting and copying change.
+:func:`coordinator.kazoo_patches.install_bursts` then lets kazoo's connection take the packets
+already buffered a burst at a time (up to :data:`BURST` per turn of its loop, each whole packet
+read straight from the buffer), where it would go once round its loop, with a wait and a timer,
+for every one. Packets are still read one at a time and in order; only the waiting and copying
+change.
 """
 
 from __future__ import annotations
@@ -104,39 +105,6 @@ class ReadAheadHandler(SequentialThreadingHandler):
     def select(self, rlist: list[Any], wlist: list[Any], xlist: list[Any],
                timeout: float | None = None) -> tuple[list[Any], list[Any], list[Any]]:
         return poll_select(rlist, wlist, timeout)
-
-
-def install_bursts(connection: Any) -> None:
-    """Make kazoo's ``connection`` (a ``ConnectionHandler``) read buffered packets in bursts.
-
-    Its ``_read`` takes bytes already buffered straight from the :class:`ReadAheadSocket`
-    (kazoo's own code, with its wait and error handling, reads the rest), and its
-    ``_read_socket`` (one packet) goes on with the next while a whole one is buffered, up to
-    :data:`BURST`: kazoo's loop then sends queued requests and pings as before.
-    """
-    from kazoo.protocol.connection import CLOSE_RESPONSE
-
-    read, read_socket = connection._read, connection._read_socket
-
-    def read_buffered(length: int, timeout: float) -> bytes:
-        sock = connection._socket
-        if type(sock) is ReadAheadSocket and sock.buffered() >= length:
-            return sock.take(length)
-        data: bytes = read(length, timeout)
-        return data
-
-    def read_burst(read_timeout: float) -> Any:
-        response = read_socket(read_timeout)
-        sock = connection._socket
-        for _ in range(BURST - 1):
-            if (response == CLOSE_RESPONSE or type(sock) is not ReadAheadSocket
-                    or not sock.has_packet()):
-                break
-            response = read_socket(read_timeout)
-        return response
-
-    connection._read = read_buffered
-    connection._read_socket = read_burst
 
 
 def poll_select(rlist: list[Any], wlist: list[Any],

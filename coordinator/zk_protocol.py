@@ -2,7 +2,7 @@
 
 kazoo's connection sends any object with ``type``, ``serialize()`` and ``deserialize(buf, off)``
 (see ``kazoo.protocol.serialization``), so these plug into ``KazooClient._call`` as kazoo's own
-requests do:
+requests do (through :func:`coordinator.kazoo_patches.send`, which says what that relies on):
 
 * :class:`MultiRead` (opcode 22, ZooKeeper 3.6+): a read-only multi of GetData requests, answered
   per op with data and stat or an error code. One round trip and one server pass for thousands of

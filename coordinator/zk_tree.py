@@ -2,9 +2,9 @@
 
 kazoo 2.11 neither sends ``addWatch`` nor knows its notifications: they arrive on its connection
 thread as NodeCreated / NodeDataChanged / NodeDeleted events with the full (chrooted) path, which
-kazoo hands to whatever one-shot watchers it holds for that path. This module wraps the
-connection's ``_read_watch_event`` so that kazoo still does exactly that, and then routes each
-event to the tree watches covering its path.
+kazoo hands to whatever one-shot watchers it holds for that path.
+:func:`coordinator.kazoo_patches.route_node_events` lets kazoo still do exactly that, and then
+this module routes each event to the tree watches covering its path.
 
 Notifications carry no data, so a tree gathers the paths notified and reads them with one
 read-only multi (:class:`~coordinator.zk_protocol.MultiRead`); notifications that arrive while
@@ -25,12 +25,12 @@ reports ``resync`` (changes in between are not recoverable). A failed read does 
 from __future__ import annotations
 
 import logging
-import struct
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from coordinator.base import WatchHandle
+from coordinator.kazoo_patches import route_node_events
 from coordinator.model import Stat, TreeChange, TreeEvent
 from coordinator.zk_protocol import AddWatch, MultiRead, RemoveWatches
 
@@ -39,9 +39,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CREATED, DELETED, CHANGED = 1, 2, 3  # ZooKeeper's event types (4, children, is not ours)
-_event_head = struct.Struct("!iqiii")  # reply header (xid, zxid, err), then type and state
-_int = struct.Struct("!i")
 BATCH = 1000  # notifications per bulk read: the request must stay far below jute.maxbuffer
 
 
@@ -197,24 +194,9 @@ class TreeWatches:
             if self._hooked:
                 return
             self._hooked = True
-        client = self._owner.kazoo
-        connection = client._connection
-        original = connection._read_watch_event
+        route_node_events(self._owner.kazoo, self._route)
 
-        def read_watch_event(buffer: bytes, offset: int) -> None:
-            _, zxid, _, kind, _ = _event_head.unpack_from(buffer, 0)  # zxid: -1 before 3.9
-            if kind not in (CREATED, DELETED, CHANGED):
-                original(buffer, offset)
-                return
-            start = _event_head.size
-            length = _int.unpack_from(buffer, start)[0]
-            path = bytes(buffer[start + 4:start + 4 + length]).decode()
-            # kazoo's own watchers, as before; its pass is skipped when it holds none here,
-            # which is every event of a tree but the few nodes also watched one-shot.
-            if client._data_watchers.get(path) or client._child_watchers.get(path):
-                original(buffer, offset)
-            for tree in self._routes:
-                if tree.covers(path):
-                    tree.notified(path, kind == DELETED, max(zxid, 0))
-
-        connection._read_watch_event = read_watch_event
+    def _route(self, path: str, deleted: bool, zxid: int) -> None:  # kazoo's connection thread
+        for tree in self._routes:
+            if tree.covers(path):
+                tree.notified(path, deleted, zxid)

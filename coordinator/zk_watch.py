@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from kazoo.exceptions import NoNodeError
 
-from coordinator.base import WatchHandle
+from coordinator.base import WatchHandle, same_state
 from coordinator.model import Stat
 
 if TYPE_CHECKING:
@@ -90,18 +90,10 @@ class _Chain:
             self.arm()
 
     def _report(self, state: Any) -> None:
-        if self.last is not _UNSET and _same(self.kind, self.last, state):
+        if self.last is not _UNSET and same_state(self.kind, self.last, state):
             return
         self.last = state
         self.owner._deliver(self.handle, self.kind, state)
-
-
-def _same(kind: str, a: Any, b: Any) -> bool:
-    if a is None or b is None:
-        return a is b
-    if kind == "data":
-        return bool(a[1] == b[1])
-    return bool(a == b)
 
 
 def _stat(zstat: Any) -> Stat:

@@ -1,11 +1,12 @@
 """The ZooKeeper backend, over kazoo: ``zookeeper://h1:2181,h2:2181/chroot`` (alias ``zk://``).
 
 kazoo is imported here, and this module only when a ZooKeeper URL is used. kazoo's exceptions
-are translated once, in :func:`_translate`. kazoo runs three threads of its own (connection,
-completions, watch events); nothing here blocks on them, and every event for the caller goes
-through the base class dispatcher. Bulk reads use ZooKeeper's read-only multi and bulk writes a
-leaner multi codec, both in :mod:`coordinator.zk_protocol`; watches live in
-:mod:`coordinator.zk_watch`.
+are translated once, in :func:`_translate`; what reaches into kazoo's internals is in
+:mod:`coordinator.kazoo_patches`, which also refuses a kazoo it is not tested with. kazoo runs
+three threads of its own (connection, completions, watch events); nothing here blocks on them,
+and every event for the caller goes through the base class dispatcher. Bulk reads use
+ZooKeeper's read-only multi and bulk writes a leaner multi codec, both in
+:mod:`coordinator.zk_protocol`; watches live in :mod:`coordinator.zk_watch`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import struct
 import threading
 import time
-import warnings
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -22,9 +22,9 @@ from typing import Any
 from kazoo import exceptions as kx
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.protocol.states import KazooState
+from kazoo.protocol.states import Callback, KazooState
 
-from coordinator import paths
+from coordinator import kazoo_patches, paths
 from coordinator.base import Coordinator
 from coordinator.errors import (
     BadVersion,
@@ -53,7 +53,7 @@ from coordinator.model import (
     Watch,
 )
 from coordinator.url import CoordinatorURL
-from coordinator.zk_io import ReadAheadHandler, install_bursts
+from coordinator.zk_io import ReadAheadHandler
 from coordinator.zk_protocol import FRAME_BYTES, MultiRead, MultiWrite, OpError, encoded_op_size
 from coordinator.zk_tree import TreeWatches
 from coordinator.zk_watch import WatchSet
@@ -152,6 +152,8 @@ class ZooKeeperCoordinator(Coordinator):
     would queue them until it reconnects), as the memory backend does.
     """
 
+    default_port = 2181
+
     def __init__(self, url: str, client: KazooClient, *, request_timeout: float) -> None:
         super().__init__(url)
         self.kazoo = client
@@ -193,6 +195,7 @@ class ZooKeeperCoordinator(Coordinator):
         ``request_timeout`` bounds each blocking request (default: ``timeout``); other options
         go to KazooClient as they are. A missing chroot is created, as Kafka does.
         """
+        kazoo_patches.check_version()
         hosts = _hosts_string(parsed)
         # kazoo's default reconnect backoff grows to an hour; a session needs a reconnect well
         # within its timeout, so cap the delay to a fraction of it and never give up.
@@ -202,21 +205,23 @@ class ZooKeeperCoordinator(Coordinator):
         })
         options.setdefault("handler", ReadAheadHandler())
         client = KazooClient(hosts=hosts, timeout=session_timeout, **options)
-        install_bursts(client._connection)
+        kazoo_patches.patch_client(client)
+        # Not client.start(timeout): when the wait ends it stops the client in this thread,
+        # which waits for the connection thread, and that one may sit in a read of the
+        # handshake for the whole session timeout (a server that accepts and never answers
+        # held the caller about 11s whatever the timeout). Stop it in the background instead.
         try:
-            with warnings.catch_warnings():  # kazoo warns about a missing chroot; we create it
-                warnings.simplefilter("ignore")
-                client.start(timeout=timeout)
-        except KazooTimeoutError as exc:
-            _stop_quietly(client)
+            connected = client.start_async().wait(timeout=timeout) and client.connected
+        except Exception as exc:
+            _stop_quietly(client, wait=False)
+            raise _translate(exc) from exc
+        if not connected:
+            _stop_quietly(client, wait=False)
             names = ", ".join(f"{h}:{p}" for h, p in parsed.hosts)
             raise ConnectionFailed(
-                f"could not connect to ZooKeeper at {names} within {timeout:g}s"
-            ) from exc
-        except Exception as exc:
-            _stop_quietly(client)
-            raise _translate(exc) from exc
+                f"could not connect to ZooKeeper at {names} within {timeout:g}s")
         coord = cls(parsed.raw, client, request_timeout=request_timeout or timeout)
+        coord.session_timeout = session_timeout
         try:
             coord._ensure_root()
         except BaseException:
@@ -231,9 +236,8 @@ class ZooKeeperCoordinator(Coordinator):
         from kazoo.security import OPEN_ACL_UNSAFE
 
         for path in [*paths.ancestors(self.root), self.root]:
-            result = self.kazoo.handler.async_result()
             # Absolute paths: _call does not prefix the chroot, the client methods would.
-            self.kazoo._call(KazooCreate(path, b"", OPEN_ACL_UNSAFE, 0), result)
+            result = self._call(KazooCreate(path, b"", OPEN_ACL_UNSAFE, 0))
             try:
                 self._wait(result, path)
             except NodeExists:
@@ -289,9 +293,7 @@ class ZooKeeperCoordinator(Coordinator):
 
     def _call(self, request: Any) -> Any:
         """Submit a raw kazoo request object; returns kazoo's async result."""
-        result = self.kazoo.handler.async_result()
-        self.kazoo._call(request, result)
-        return result
+        return kazoo_patches.send(self.kazoo, request)
 
     def sync(self, timeout: float = 5.0) -> bool:
         """Wait until every change committed before the call has reached its watches'
@@ -308,7 +310,7 @@ class ZooKeeperCoordinator(Coordinator):
         handler = self.kazoo.handler
         for _ in range(SYNC_ROUNDS):
             watched = threading.Event()
-            handler.callback_queue.put(watched.set)
+            handler.dispatch_callback(Callback("watch", watched.set, ()))
             if not watched.wait(max(0.0, deadline - time.monotonic())):
                 return False
             answered = threading.Event()
@@ -548,8 +550,9 @@ def _read_span(full: list[str], start: int, batch: int) -> int:
     return end
 
 
-def _stop_quietly(client: KazooClient) -> None:
-    """Stop and close a kazoo client from any state, in a helper thread with a deadline."""
+def _stop_quietly(client: KazooClient, *, wait: bool = True) -> None:
+    """Stop and close a kazoo client from any state, in a helper thread: waited for up to a
+    deadline, or (``wait`` False: a failed connect, whose caller must not wait) not at all."""
 
     def stop() -> None:
         try:
@@ -563,4 +566,5 @@ def _stop_quietly(client: KazooClient) -> None:
 
     worker = threading.Thread(target=stop, name="partctl-kazoo-stop", daemon=True)
     worker.start()
-    worker.join(timeout=15)
+    if wait:
+        worker.join(timeout=15)

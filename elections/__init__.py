@@ -1,11 +1,16 @@
-"""Controller election with epoch fencing and the four partition leader elections (pure)."""
+"""Controller election with epoch fencing; the four partition leader elections and the leader
+imbalance rule (pure)."""
 
 from elections.controller_election import (
-    ControllerStatus,
     Fence,
     NotController,
-    controller_status,
     stand_for_controller,
+)
+from elections.imbalance import (
+    DEFAULT_IMBALANCE_PERCENTAGE,
+    BrokerImbalance,
+    LeaderImbalance,
+    leader_imbalance,
 )
 from elections.leader import (
     NO_LEADER,
@@ -26,16 +31,17 @@ from elections.leader import (
 )
 
 __all__ = [
+    "DEFAULT_IMBALANCE_PERCENTAGE",
     "NO_LEADER",
+    "BrokerImbalance",
     "ControlledShutdown",
-    "ControllerStatus",
     "Fence",
     "NotController",
-    "controller_status",
     "stand_for_controller",
     "Election",
     "ElectionStrategy",
     "LeaderAndIsr",
+    "LeaderImbalance",
     "Offline",
     "Preferred",
     "Reassign",
@@ -46,4 +52,5 @@ __all__ = [
     "elect_preferred",
     "elect_reassign",
     "elector",
+    "leader_imbalance",
 ]

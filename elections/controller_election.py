@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 
 from coordinator import layout
-from coordinator.codecs import PartitionState, TopicAssignment, TopicPartition
+from coordinator.codecs import PartitionStateNode, TopicAssignment, TopicPartition
 from coordinator.errors import CoordinatorError, NoNode
 from coordinator.metadata import (
     ControllerEpoch,
@@ -27,33 +26,14 @@ from coordinator.metadata import (
 from coordinator.model import Delete, Op, OpResult
 
 __all__ = [
-    "ControllerStatus",
     "Fence",
     "NotController",
-    "controller_status",
     "stand_for_controller",
 ]
 
 
 class NotController(CoordinatorError):
     """This controller is not (or no longer) the active one; nothing was written."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ControllerStatus:
-    """Who the controller is and at which epoch; ``broker_id`` None when there is none."""
-
-    broker_id: int | None
-    epoch: int | None
-
-
-def controller_status(metadata: MetadataClient) -> ControllerStatus:
-    holder = metadata.controller()
-    epoch = metadata.controller_epoch()
-    return ControllerStatus(
-        broker_id=holder[0].broker_id if holder is not None else None,
-        epoch=epoch.epoch if epoch is not None else None,
-    )
 
 
 def stand_for_controller(metadata: MetadataClient, broker_id: int) -> ControllerEpoch | None:
@@ -145,12 +125,12 @@ class Fence:
         self.writes += 1
 
     def create_partition_states(
-        self, states: Mapping[TopicPartition, PartitionState]
+        self, states: Mapping[TopicPartition, PartitionStateNode]
     ) -> dict[TopicPartition, int | CoordinatorError]:
         return self._run(self.metadata.create_partition_states, states)
 
     def update_partition_states(
-        self, updates: Mapping[TopicPartition, tuple[PartitionState, int]]
+        self, updates: Mapping[TopicPartition, tuple[PartitionStateNode, int]]
     ) -> StateUpdateResult:
         if not updates:
             return StateUpdateResult()

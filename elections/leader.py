@@ -8,13 +8,18 @@ plain tables. Callers count unclean elections from `Election.unclean`, not from 
 What "live" means is the caller's business. For Offline, Reassign and Preferred elections Kafka
 passes the brokers that are up and not shutting down; for a controlled shutdown it passes brokers
 that are up *including* the ones shutting down, and names the latter separately.
+
+These functions are also the controller's mass elections, run ten thousand times in a row: a
+strategy is resolved once (:func:`elector`), the ISR given as the stored tuple and the live
+brokers as a set pass through unconverted, and the results are named tuples built without
+their Python-level constructor. That is why an :class:`Election` is a tuple and not a
+dataclass.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass, field
-from functools import partial
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import NamedTuple
 
 __all__ = [
@@ -22,43 +27,43 @@ __all__ = [
     "ControlledShutdown",
     "Election",
     "ElectionStrategy",
+    "Elector",
     "LeaderAndIsr",
     "Offline",
     "Preferred",
     "Reassign",
-    "Choice",
-    "Chooser",
-    "apply_choice",
     "apply_election",
-    "chooser",
     "elect",
-    "elector",
-    "Elector",
     "elect_controlled_shutdown",
     "elect_offline",
     "elect_preferred",
     "elect_reassign",
+    "elector",
 ]
 
 NO_LEADER = -1
 """Leader id recorded when a partition has no leader (Kafka's `LeaderAndIsr.NoLeader`)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Election:
+class Election(NamedTuple):
     """The outcome of a successful election: who leads, and the ISR to write with it.
 
     `unclean` is true only when the leader was taken from outside the ISR, which can lose
     committed records; the controller counts and reports those.
+
+    A named tuple (immutable; the ISR a tuple, as in :class:`LeaderAndIsr`): a mass election
+    builds one per partition, and a frozen dataclass took several times longer to build.
     """
 
     leader: int
-    isr: list[int] = field(default_factory=list)
+    isr: tuple[int, ...]
     unclean: bool = False
 
 
 class LeaderAndIsr(NamedTuple):
-    """A partition's leader and ISR as stored in its state node.
+    """A partition's leader and ISR as stored in its state node, with the node's version: the
+    controller's value per partition (the node's content alone, as read and written, is
+    `coordinator.codecs.PartitionStateNode`, the version beside it).
 
     `partition_epoch` is the version of that node (Kafka's zkVersion). An election does not
     change it: it is the version the conditional write expects, and the store bumps it when
@@ -75,66 +80,24 @@ class LeaderAndIsr(NamedTuple):
     partition_epoch: int = 0
 
 
-Choice = tuple[int, tuple[int, ...], bool]
-"""What an election decides, as the controller's mass elections carry it: (leader, new ISR,
-unclean). The public functions below wrap it in an :class:`Election`; a mass election takes it
-as it is, through :func:`chooser` and :func:`apply_choice`, without that object per partition."""
-
-Chooser = Callable[[Sequence[int], tuple[int, ...], Collection[int]], "Choice | None"]
-"""An election as a function of (assignment, ISR as a tuple, live brokers as a set)."""
+_tuple_new = tuple.__new__
+"""Builds a named tuple from a plain one without its generated ``__new__`` (a Python call:
+about a third of the time); the results below are built this way."""
 
 
-def _as_set(ids: Iterable[int]) -> Collection[int]:
+def _as_set(ids: Iterable[int]) -> set[int] | frozenset[int]:
     # Membership tests run once per replica; a list or generator would make them linear (or
     # consume them), so anything that is not already a set or frozenset is copied into one.
-    return ids if isinstance(ids, set | frozenset) else frozenset(ids)
+    # (Exact type tests: a controller's live brokers are a frozenset, checked in one step.)
+    kind = type(ids)
+    if kind is frozenset or kind is set:
+        return ids  # type: ignore[return-value]
+    return frozenset(ids)
 
 
-def _election(choice: Choice | None) -> Election | None:
-    if choice is None:
-        return None
-    return Election(leader=choice[0], isr=list(choice[1]), unclean=choice[2])
-
-
-# The rules, once each. ISRs are short tuples (at most the replication factor), so membership
-# in them is a scan of a few items: cheaper than building a set per partition.
-
-
-def _offline(unclean: bool, assignment: Sequence[int], isr: tuple[int, ...],
-             live: Collection[int]) -> Choice | None:
-    for replica in assignment:
-        if replica in live and replica in isr:
-            return replica, tuple([r for r in isr if r in live]), False
-    if unclean:
-        for replica in assignment:
-            if replica in live:
-                return replica, (replica,), True
-    return None
-
-
-def _reassign(target: Sequence[int], assignment: Sequence[int], isr: tuple[int, ...],
-              live: Collection[int]) -> Choice | None:
-    for replica in target:
-        if replica in live and replica in isr:
-            return replica, isr, False
-    return None
-
-
-def _preferred(assignment: Sequence[int], isr: tuple[int, ...],
-               live: Collection[int]) -> Choice | None:
-    if assignment:
-        preferred = assignment[0]
-        if preferred in live and preferred in isr:
-            return preferred, isr, False
-    return None
-
-
-def _controlled_shutdown(leaving: Collection[int], assignment: Sequence[int],
-                         isr: tuple[int, ...], live: Collection[int]) -> Choice | None:
-    for replica in assignment:
-        if replica in live and replica in isr and replica not in leaving:
-            return replica, tuple([r for r in isr if r not in leaving]), False
-    return None
+# ISRs are short tuples (at most the replication factor), so membership in them is a scan of a
+# few items: cheaper than building a set per partition. Any other iterable is copied into a
+# tuple once (it may be a generator).
 
 
 def elect_offline(
@@ -150,7 +113,18 @@ def elect_offline(
     allowed, take the first live assigned replica and restart the ISR with it alone: its log is
     the only one known to be consistent with itself.
     """
-    return _election(_offline(unclean, assignment, tuple(isr), _as_set(live)))
+    if type(isr) is not tuple:
+        isr = tuple(isr)
+    if type(live) is not frozenset:
+        live = _as_set(live)
+    for replica in assignment:
+        if replica in live and replica in isr:
+            return _tuple_new(Election, (replica, tuple([r for r in isr if r in live]), False))
+    if unclean:
+        for replica in assignment:
+            if replica in live:
+                return _tuple_new(Election, (replica, (replica,), True))
+    return None
 
 
 def elect_reassign(
@@ -163,7 +137,14 @@ def elect_reassign(
     The ISR is left as is: the replicas leaving the assignment are removed from it later, by
     the reassignment itself.
     """
-    return _election(_reassign(target_replicas, (), tuple(isr), _as_set(live)))
+    if type(isr) is not tuple:
+        isr = tuple(isr)
+    if type(live) is not frozenset:
+        live = _as_set(live)
+    for replica in target_replicas:
+        if replica in live and replica in isr:
+            return _tuple_new(Election, (replica, isr, False))
+    return None
 
 
 def elect_preferred(
@@ -176,7 +157,16 @@ def elect_preferred(
     Falling back to another replica would defeat the point: a preferred election exists to put
     leadership back where the assignment planned it. The ISR is unchanged.
     """
-    return _election(_preferred(assignment, tuple(isr), _as_set(live)))
+    if not assignment:
+        return None
+    if type(isr) is not tuple:
+        isr = tuple(isr)
+    if type(live) is not frozenset:
+        live = _as_set(live)
+    preferred = assignment[0]
+    if preferred in live and preferred in isr:
+        return _tuple_new(Election, (preferred, isr, False))
+    return None
 
 
 def elect_controlled_shutdown(
@@ -191,8 +181,17 @@ def elect_controlled_shutdown(
     nor stay in the ISR, so the new ISR is the old one minus every one of them. Nothing else is
     dropped from the ISR: a broker that is down entirely is the offline election's concern.
     """
-    return _election(_controlled_shutdown(_as_set(shutting_down), assignment, tuple(isr),
-                                          _as_set(live)))
+    if type(isr) is not tuple:
+        isr = tuple(isr)
+    if type(live) is not frozenset:
+        live = _as_set(live)
+    if type(shutting_down) is not frozenset:
+        shutting_down = _as_set(shutting_down)
+    for replica in assignment:
+        if replica in live and replica in isr and replica not in shutting_down:
+            return _tuple_new(Election, (
+                replica, tuple([r for r in isr if r not in shutting_down]), False))
+    return None
 
 
 # The strategies as a closed tagged union, so the controller can carry "which election" as data
@@ -229,33 +228,41 @@ ElectionStrategy = Offline | Reassign | Preferred | ControlledShutdown
 
 
 Elector = Callable[[Sequence[int], Iterable[int], Iterable[int]], "Election | None"]
-
-
-def chooser(strategy: ElectionStrategy) -> Chooser:
-    """The election `strategy` names as a :data:`Chooser`, resolved once for a batch of
-    partitions (the ISR must be a tuple and the live brokers a set). `Reassign` ignores the
-    assignment: its target travels with it."""
-    match strategy:
-        case Offline(unclean=unclean):
-            return partial(_offline, unclean)
-        case Reassign(target=target):
-            return partial(_reassign, target)
-        case Preferred():
-            return _preferred
-        case ControlledShutdown(shutting_down=shutting_down):
-            return partial(_controlled_shutdown, _as_set(shutting_down))
-    raise TypeError(f"not an election strategy: {strategy!r}")
+"""An election as a function of (assignment, isr, live)."""
 
 
 def elector(strategy: ElectionStrategy) -> Elector:
-    """The election `strategy` names as a function of (assignment, isr, live) giving an
-    :class:`Election`, resolved once for a batch of partitions."""
-    choose = chooser(strategy)
+    """The election `strategy` names as a function of (assignment, isr, live), resolved once
+    for a batch of partitions: the ``elect_*`` function itself where its arguments are those
+    three (Preferred, and Offline without unclean), else that function with the strategy's
+    own argument bound. `Reassign` ignores the assignment: its target travels with it."""
+    match strategy:
+        case Offline(unclean=False):
+            return elect_offline
+        case Offline():
+            return _unclean_offline
+        case Reassign(target=target):
+            def by_target(assignment: Sequence[int], isr: Iterable[int], live: Iterable[int]
+                          ) -> Election | None:
+                return elect_reassign(target, isr, live)
 
-    def run(assignment: Sequence[int], isr: Iterable[int], live: Iterable[int]) -> Election | None:
-        return _election(choose(assignment, tuple(isr), _as_set(live)))
+            return by_target
+        case Preferred():
+            return elect_preferred
+        case ControlledShutdown(shutting_down=shutting_down):
+            leaving = _as_set(shutting_down)
 
-    return run
+            def away_from(assignment: Sequence[int], isr: Iterable[int], live: Iterable[int]
+                          ) -> Election | None:
+                return elect_controlled_shutdown(assignment, isr, live, leaving)
+
+            return away_from
+    raise TypeError(f"not an election strategy: {strategy!r}")
+
+
+def _unclean_offline(assignment: Sequence[int], isr: Iterable[int], live: Iterable[int]
+                     ) -> Election | None:
+    return elect_offline(assignment, isr, live, True)
 
 
 def elect(
@@ -279,11 +286,5 @@ def apply_election(
     by that epoch, so any change decided by the controller must be visible in it. The
     controller epoch records which controller made the decision.
     """
-    return apply_choice(current, (election.leader, tuple(election.isr), election.unclean),
-                        controller_epoch)
-
-
-def apply_choice(current: LeaderAndIsr, choice: Choice, controller_epoch: int) -> LeaderAndIsr:
-    """:func:`apply_election` for a :data:`Choice`."""
-    return LeaderAndIsr(choice[0], current.leader_epoch + 1, choice[1], controller_epoch,
-                        current.partition_epoch)
+    return _tuple_new(LeaderAndIsr, (election.leader, current.leader_epoch + 1, election.isr,
+                                     controller_epoch, current.partition_epoch))

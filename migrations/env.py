@@ -1,9 +1,8 @@
 """Alembic environment for partctl's SQL store.
 
-The models' metadata is the target; APScheduler's job table, which shares the database, is left
-out of autogenerate (``include_object``). The URL comes from the Config (set by
-``rebalancer.store.migrate``), else from ``$PARTCTL_DB`` / the default SQLite file. A caller may
-hand over an open connection in ``config.attributes["connection"]``.
+The models' metadata is the target: every table partctl keeps, jobs included. The URL comes
+from the Config (set by ``rebalancer.store.migrate``), else from ``$PARTCTL_DB`` / the default
+SQLite file. A caller may hand over an open connection in ``config.attributes["connection"]``.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from typing import Any
 from alembic import context
 from sqlalchemy import create_engine, pool
 
-from rebalancer.store.migrate import VERSION_TABLE, include_object
+from rebalancer.store.migrate import VERSION_TABLE
 from rebalancer.store.models import Base
 from rebalancer.store.urls import resolve_db_url
 
@@ -25,7 +24,6 @@ def _options(dialect_name: str) -> dict[str, Any]:
     return {
         "target_metadata": target_metadata,
         "version_table": VERSION_TABLE,
-        "include_object": include_object,
         "render_as_batch": dialect_name == "sqlite",  # SQLite alters tables by copying them
         "compare_type": True,
     }

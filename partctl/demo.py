@@ -24,9 +24,9 @@ from rich.table import Table
 
 import coordinator
 from coordinator import layout
-from coordinator.codecs import PartitionState, TopicPartition
+from coordinator.admin import controller_status
+from coordinator.codecs import PartitionStateNode, TopicPartition
 from coordinator.metadata import MetadataClient
-from elections.controller_election import controller_status
 from replication import EmbeddedCluster, Producer, check_acknowledged, embedded_replica_config
 
 __all__ = ["DemoOptions", "DemoResult", "run_demo"]
@@ -91,7 +91,7 @@ class _Watcher:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._seen_controller: tuple[int | None, int | None] = (None, None)
-        self._seen: dict[TopicPartition, PartitionState] = {}
+        self._seen: dict[TopicPartition, PartitionStateNode] = {}
         self._tps: list[TopicPartition] = []
         self._watches = [self._client.watch_data(layout.CONTROLLER, self._poke)]
         self._lock = threading.Lock()
@@ -161,7 +161,7 @@ def _ids(ids: tuple[int, ...]) -> str:
     return escape(str(list(ids)))
 
 
-def _change(old: PartitionState | None, new: PartitionState) -> str:
+def _change(old: PartitionStateNode | None, new: PartitionStateNode) -> str:
     isr = _ids(new.isr)
     if old is None:
         return f"leader {new.leader}  leader epoch {new.leader_epoch}  ISR {isr}"

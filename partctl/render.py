@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
+    from coordinator.codecs import TopicPartition
     from rebalancer.execution import (
         CancelReport,
         ExecutionProgress,
@@ -103,11 +104,45 @@ def render_scores(before: Scores, after: Scores) -> str:
     return "\n".join(lines)
 
 
+def render_problems(problems: Sequence[str], limit: int) -> list[str]:
+    """The first ``limit`` problems and, past them, one line counting the rest: a 9 MB plan
+    that is wrong everywhere is 150,000 problems, which nobody reads past the first screen."""
+    if len(problems) <= limit:
+        return list(problems)
+    rest = len(problems) - limit
+    return [*problems[:limit], f"... and {rest:,} more problem{'s' if rest > 1 else ''} "
+                               f"({len(problems):,} in all)"]
+
+
 def render_result(result: ExecutionResult) -> str:
+    """The outcome, and when the run ended before the plan did: what was submitted (the
+    controller carries on), what was never sent, and how to resume or revert."""
     head = (f"Reassignment {'finished' if result.ok else 'stopped'}: {len(result.done)} done, "
             f"{len(result.failed)} failed in {result.elapsed:.1f}s"
             f"{' (timed out)' if result.timed_out else ''}.")
-    return "\n".join([head, *(f"  {tp}: {why}" for tp, why in result.failed.items())])
+    lines = [head]
+    if result.stopped and not result.timed_out:
+        lines.append(f"Stopped: {result.stopped}.")
+    lines += [f"  {tp}: {why}" for tp, why in result.failed.items()]
+    if result.done and not result.ok:
+        lines.append(f"Done: {_tps(result.done)}.")
+    if result.in_flight:
+        lines.append(f"Submitted, still moving (the controller carries on): "
+                     f"{_tps(result.in_flight)}.")
+    if result.not_sent:
+        lines.append(f"Not yet sent: {_tps(result.not_sent)}.")
+    if result.in_flight or result.not_sent:
+        lines.append("To resume, run `partctl reassign execute` again with the same plan file "
+                     "(it takes over the moves still pending); `partctl reassign cancel` "
+                     "reverts them instead; `partctl reassign verify` follows them.")
+    elif not result.ok:
+        lines.append("Check with `partctl reassign verify`; `partctl reassign cancel` reverts "
+                     "the moves still pending.")
+    return "\n".join(lines)
+
+
+def _tps(tps: Sequence[TopicPartition]) -> str:
+    return f"{len(tps)} partition(s): " + ", ".join(str(tp) for tp in tps)
 
 
 def render_verify(report: VerifyReport) -> str:

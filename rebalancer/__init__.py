@@ -1,21 +1,13 @@
-"""Auto leader rebalance, the reassignment planner (local and Spark), scheduled jobs, SQL store.
+"""The reassignment planner (local and Spark), plan execution, scheduled jobs, SQL store.
 
-The leader-imbalance computation is imported eagerly (the controller uses it); the planner and
-the executor load on first use of one of their names, so importing this package stays cheap
-(no numpy, pyspark or pyarrow until a plan is made).
+The planner and the executor load on first use of one of their names, so importing this package
+stays cheap (no numpy, pyspark or pyarrow until a plan is made).
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
-
-from rebalancer.imbalance import (
-    DEFAULT_IMBALANCE_PERCENTAGE,
-    BrokerImbalance,
-    LeaderImbalance,
-    leader_imbalance,
-)
 
 if TYPE_CHECKING:
     from rebalancer.engines import plan_reassignment
@@ -25,8 +17,8 @@ if TYPE_CHECKING:
         ExecutionProgress,
         ExecutionResult,
         MoveState,
+        MoveStatus,
         NoActiveController,
-        PartitionStatus,
         ReassignmentInProgress,
         VerifyReport,
         cancel_reassignment,
@@ -38,13 +30,11 @@ if TYPE_CHECKING:
         verify_plan,
     )
     from rebalancer.plan import (
+        PartitionMove,
         Plan,
         PlanError,
-        Reassignment,
-        Scores,
         parse_plan,
         render_plan,
-        score_plan,
     )
     from rebalancer.planner.goals import (
         AddBrokers,
@@ -55,27 +45,29 @@ if TYPE_CHECKING:
         RepairRacks,
     )
     from rebalancer.planner.model import PlanningError
+    from rebalancer.scoring import LowerBounds, Scores, lower_bounds, score_plan
     from rebalancer.snapshot import (
-        Broker,
         PartitionReplicas,
         Snapshot,
+        SnapshotBroker,
         SnapshotError,
         load_snapshot,
         save_snapshot,
     )
 
 _LAZY: dict[str, str] = {
-    **dict.fromkeys(["Snapshot", "Broker", "PartitionReplicas", "SnapshotError", "load_snapshot",
-                     "save_snapshot"], "rebalancer.snapshot"),
-    **dict.fromkeys(["Plan", "Reassignment", "PlanError", "parse_plan", "render_plan", "Scores",
-                     "score_plan"], "rebalancer.plan"),
+    **dict.fromkeys(["Snapshot", "SnapshotBroker", "PartitionReplicas", "SnapshotError",
+                     "load_snapshot", "save_snapshot"], "rebalancer.snapshot"),
+    **dict.fromkeys(["Plan", "PartitionMove", "PlanError", "parse_plan", "render_plan"],
+                    "rebalancer.plan"),
+    **dict.fromkeys(["Scores", "LowerBounds", "score_plan", "lower_bounds"], "rebalancer.scoring"),
     **dict.fromkeys(["Balance", "AddBrokers", "Decommission", "ChangeReplicationFactor",
                      "RepairRacks", "Goal"], "rebalancer.planner.goals"),
     "PlanningError": "rebalancer.planner.model",
     "plan_reassignment": "rebalancer.engines",
     **dict.fromkeys(["snapshot_from_coordinator", "validate_plan", "execute_plan", "verify_plan",
                      "cancel_reassignment", "scope_snapshot", "parse_topics_to_move",
-                     "ExecutionProgress", "ExecutionResult", "VerifyReport", "PartitionStatus",
+                     "ExecutionProgress", "ExecutionResult", "VerifyReport", "MoveStatus",
                      "MoveState", "CancelReport", "CancelledMove", "ReassignmentInProgress",
                      "NoActiveController"], "rebalancer.execution"),
 }
@@ -95,11 +87,8 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "DEFAULT_IMBALANCE_PERCENTAGE",
     "AddBrokers",
     "Balance",
-    "Broker",
-    "BrokerImbalance",
     "CancelReport",
     "CancelledMove",
     "ChangeReplicationFactor",
@@ -107,25 +96,26 @@ __all__ = [
     "ExecutionProgress",
     "ExecutionResult",
     "Goal",
-    "LeaderImbalance",
+    "LowerBounds",
     "MoveState",
+    "MoveStatus",
     "NoActiveController",
+    "PartitionMove",
     "PartitionReplicas",
-    "PartitionStatus",
     "Plan",
     "PlanError",
     "PlanningError",
-    "Reassignment",
     "ReassignmentInProgress",
     "RepairRacks",
     "Scores",
     "Snapshot",
+    "SnapshotBroker",
     "SnapshotError",
     "VerifyReport",
     "cancel_reassignment",
     "execute_plan",
-    "leader_imbalance",
     "load_snapshot",
+    "lower_bounds",
     "parse_plan",
     "parse_topics_to_move",
     "plan_reassignment",

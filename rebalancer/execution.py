@@ -17,9 +17,12 @@ Talks to the coordinator only (MetadataClient, Kafka's layout): no controller co
 from __future__ import annotations
 
 import enum
-import json
+import hashlib
+import os
+import socket
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -27,9 +30,27 @@ from types import MappingProxyType
 
 from coordinator import layout
 from coordinator.base import Coordinator
-from coordinator.codecs import TopicAssignment, TopicPartition, encode_reassignment
-from coordinator.errors import BadVersion, CoordinatorError, NodeExists, NoNode
-from coordinator.metadata import MetadataClient, RequestInProgress
+from coordinator.codecs import (
+    ReassignmentOwner,
+    TopicAssignment,
+    TopicPartition,
+    encode_reassignment,
+)
+from coordinator.errors import (
+    BadVersion,
+    ConnectionLoss,
+    CoordinatorError,
+    NodeExists,
+    NoNode,
+    SessionExpired,
+)
+from coordinator.metadata import (
+    MetadataClient,
+    ReassignmentClaimLost,
+    RequestInProgress,
+    Versioned,
+)
+from coordinator.retry import NO_RETRY, Retry, RetryFailed
 from rebalancer.live_snapshot import (
     cluster_state,
     metadata_client,
@@ -39,23 +60,27 @@ from rebalancer.live_snapshot import (
     snapshot_from_coordinator,
     target_replicas,
 )
-from rebalancer.plan import Plan, PlanError, parse_plan, render_plan
-from rebalancer.snapshot import Broker, PartitionReplicas, Snapshot
+from rebalancer.plan import Plan, PlanError, load_plan_json, parse_plan, render_plan
+from rebalancer.snapshot import PartitionReplicas, Snapshot, SnapshotBroker
 
 __all__ = [
     "CancelReport",
+    "ClaimRefused",
     "CancelledMove",
     "ExecutionProgress",
     "ExecutionResult",
     "MoveState",
     "NoActiveController",
-    "PartitionStatus",
+    "MoveStatus",
     "ReassignmentInProgress",
     "VerifyReport",
     "cancel_reassignment",
+    "claim_decision",
     "execute_plan",
+    "outage_retry",
     "parse_sizes",
     "parse_topics_to_move",
+    "plan_digest",
     "read_plan",
     "scope_snapshot",
     "snapshot_from_coordinator",
@@ -65,7 +90,15 @@ __all__ = [
 
 
 class ReassignmentInProgress(RequestInProgress):
-    """``/admin/reassign_partitions`` exists: finish, verify or cancel that reassignment first."""
+    """Another reassignment holds ``/admin/reassign_partitions``: finish, verify or cancel it
+    first. ``owner`` is the run executing it (None when none is: the moves were left by a run
+    that ended, or written by another tool); ``pending`` the moves in the node."""
+
+    def __init__(self, message: str, *, owner: ReassignmentOwner | None = None,
+                 pending: Mapping[TopicPartition, tuple[int, ...]] | None = None) -> None:
+        super().__init__(message)
+        self.owner = owner
+        self.pending = MappingProxyType(dict(pending or {}))
 
 
 class NoActiveController(CoordinatorError):
@@ -92,12 +125,18 @@ class ExecutionProgress:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExecutionResult:
     """``done``: partitions at their target (including those already there). ``failed``: the rest,
-    each with why (refused or cancelled; or, after the timeout, still moving or never started)."""
+    each with why (refused or cancelled; or, after the timeout or an outage, still moving or
+    never started). Of those, ``in_flight`` were submitted and left to the controller (verify
+    follows them) and ``not_sent`` were never submitted; ``stopped`` says why the run ended
+    before the plan did (None when it ran to the end)."""
 
     done: tuple[TopicPartition, ...]
     failed: Mapping[TopicPartition, str]
     elapsed: float
     timed_out: bool = False
+    in_flight: tuple[TopicPartition, ...] = ()
+    not_sent: tuple[TopicPartition, ...] = ()
+    stopped: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -111,7 +150,9 @@ class MoveState(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PartitionStatus:
+class MoveStatus:
+    """One plan entry as verify finds it on the cluster: done, in progress or failed."""
+
     partition: TopicPartition
     state: MoveState
     target: tuple[int, ...]
@@ -123,21 +164,21 @@ class PartitionStatus:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VerifyReport:
-    statuses: tuple[PartitionStatus, ...]
+    statuses: tuple[MoveStatus, ...]
 
-    def _in(self, state: MoveState) -> tuple[PartitionStatus, ...]:
+    def _in(self, state: MoveState) -> tuple[MoveStatus, ...]:
         return tuple(s for s in self.statuses if s.state is state)
 
     @property
-    def done(self) -> tuple[PartitionStatus, ...]:
+    def done(self) -> tuple[MoveStatus, ...]:
         return self._in(MoveState.DONE)
 
     @property
-    def in_progress(self) -> tuple[PartitionStatus, ...]:
+    def in_progress(self) -> tuple[MoveStatus, ...]:
         return self._in(MoveState.IN_PROGRESS)
 
     @property
-    def failed(self) -> tuple[PartitionStatus, ...]:
+    def failed(self) -> tuple[MoveStatus, ...]:
         return self._in(MoveState.FAILED)
 
     @property
@@ -180,7 +221,7 @@ def _live_snapshot(brokers: Mapping[int, str | None], topics: Mapping[str, Topic
     """The live cluster as parse_plan needs it (not validated: offline brokers and mixed racks
     do not matter to a plan's validity)."""
     return Snapshot(
-        brokers=tuple(Broker(id=b, rack=r) for b, r in sorted(brokers.items())),
+        brokers=tuple(SnapshotBroker(id=b, rack=r) for b, r in sorted(brokers.items())),
         partitions=tuple(PartitionReplicas(topic=t, partition=p, replicas=target_replicas(a, p))
                          for t, a in sorted(topics.items()) for p in sorted(a.partitions)))
 
@@ -189,9 +230,9 @@ def _rf_problems(text: str | bytes, snap: Snapshot) -> list[str]:
     """A plan may change a topic's replication factor only for all its partitions at once, to
     one count (a topic with mixed RF is a mistake). One line per offending partition."""
     try:
-        doc = json.loads(text)
+        doc = load_plan_json(text)
         entries = [e for e in doc["partitions"] if isinstance(e, dict)]
-    except (ValueError, TypeError, KeyError):
+    except (PlanError, TypeError, KeyError):
         return []  # malformed: parse_plan reports it
     current = {p.key: len(p.replicas) for p in snap.partitions}
     per_topic: dict[str, list[int]] = {}
@@ -218,10 +259,7 @@ def _rf_problems(text: str | bytes, snap: Snapshot) -> list[str]:
 def read_plan(text: str | bytes) -> Plan:
     """A plan file on its own (format, types, duplicates; no cluster): for verify, which must
     report on partitions that may no longer exist. PlanError lists every problem."""
-    try:
-        doc = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise PlanError([f"not valid JSON: {e}"]) from e
+    doc = load_plan_json(text)
     entries = doc.get("partitions") if isinstance(doc, dict) else None
     parts: dict[tuple[str, int], PartitionReplicas] = {}
     for e in entries if isinstance(entries, list) else ():
@@ -232,7 +270,7 @@ def read_plan(text: str | bytes) -> Plan:
             parts.setdefault(key, PartitionReplicas(topic=key[0], partition=key[1],
                                                     replicas=tuple(e["replicas"])))
     ids = {r for p in parts.values() for r in p.replicas}
-    as_is = Snapshot(brokers=tuple(Broker(id=b) for b in sorted(ids)),
+    as_is = Snapshot(brokers=tuple(SnapshotBroker(id=b) for b in sorted(ids)),
                      partitions=tuple(parts.values()))
     return parse_plan(text, as_is, allow_rf_change=True)
 
@@ -273,6 +311,11 @@ def _moves(plan: Plan) -> dict[TopicPartition, tuple[int, ...]]:
     return {TopicPartition(r.topic, r.partition): r.replicas for r in plan.partitions}
 
 
+def plan_digest(plan: Plan) -> str:
+    """The sha256 of a plan's canonical JSON: the same plan gives the same digest."""
+    return hashlib.sha256(render_plan(plan).encode()).hexdigest()
+
+
 def _positions(md: MetadataClient, tps: Iterable[TopicPartition]
                ) -> dict[TopicPartition, tuple[tuple[int, ...], bool] | None]:
     """Per partition: (replicas in the topic node, whether a move is recorded), None if gone."""
@@ -295,7 +338,8 @@ def _require_controller(md: MetadataClient, what: str) -> None:
 def _write_moves(md: MetadataClient, node_version: int | None,
                  moves: Mapping[TopicPartition, Iterable[int]]) -> bool:
     """Create the admin node, or replace its content at the version read; False on a conflict
-    (the controller wrote in between: re-read and decide again)."""
+    (the controller wrote in between: re-read and decide again). For cancel, which needs no
+    claim: it is how a run is stopped."""
     data = encode_reassignment(moves)
     try:
         if node_version is None:
@@ -307,101 +351,291 @@ def _write_moves(md: MetadataClient, node_version: int | None,
     return True
 
 
+def _listed(moves: Mapping[TopicPartition, tuple[int, ...]], limit: int = 5) -> str:
+    shown = [f"{tp} -> {list(t)}" for tp, t in sorted(moves.items())[:limit]]
+    return ", ".join(shown) + (", ..." if len(moves) > limit else "")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClaimRefused:
+    """Why a run may not claim the reassignment node; ``owner`` is the run in its way, if any."""
+
+    reason: str
+    owner: ReassignmentOwner | None = None
+
+
+def claim_decision(own: Mapping[TopicPartition, tuple[int, ...]],
+                   node: Mapping[TopicPartition, tuple[int, ...]] | None,
+                   holder: ReassignmentOwner | None) -> str | ClaimRefused:
+    """Whether a run whose moves are ``own`` may claim ``/admin/reassign_partitions``: "create"
+    (no node, no run), "adopt" (a node holding nothing but moves of ``own``, to the same
+    targets, and no run executing it: what an earlier run of the same plan left), or refused,
+    naming what is in the way: the run executing it (its plan, digest, process) or, with no run,
+    the moves that are not this plan's."""
+    if holder is not None:
+        return ClaimRefused(reason=f"a partition reassignment is already in progress: "
+                                   f"{holder.describe()}; wait for it to finish, or verify or "
+                                   f"cancel it", owner=holder)
+    if node is None:
+        return "create"
+    foreign = {tp: t for tp, t in node.items() if own.get(tp) != t}
+    if foreign:
+        return ClaimRefused(reason=f"a partition reassignment of {len(node)} partition(s) is "
+                                   f"already in progress, with moves that are not this plan's "
+                                   f"({_listed(foreign)}) and no partctl execute running it: "
+                                   f"verify or cancel it first")
+    return "adopt"
+
+
+def outage_retry(coordinator: Coordinator) -> Retry:
+    """The retry policy of an executing run's reads: until twice the session timeout, so an
+    outage shorter than the session (which keeps the run's claim) is ridden out with room for
+    the reconnect, and a longer one too when the run can claim its node again after it."""
+    session = float(getattr(coordinator, "session_timeout", 10.0))
+    return Retry(max_tries=None, delay=0.1, backoff=2.0, max_delay=1.0,
+                 deadline=max(2 * session, 1.0))
+
+
+class _Run:
+    """One execution of a plan: the claim, the window of moves in the node, what left it."""
+
+    def __init__(self, md: MetadataClient, targets: Mapping[TopicPartition, tuple[int, ...]],
+                 owner: ReassignmentOwner, max_concurrent_moves: int) -> None:
+        self.md = md
+        self.targets = targets
+        self.owner = owner
+        self.window = max_concurrent_moves
+        self.done: list[TopicPartition] = []
+        self.pending: deque[TopicPartition] = deque()
+        self.in_flight: dict[TopicPartition, tuple[int, ...]] = {}
+        self.unsure: set[TopicPartition] = set()
+        """Sent by a write whose answer was lost: in the node, or back to pending."""
+        self.failed: dict[TopicPartition, str] = {}
+        self.unsent: list[TopicPartition] = []
+        """Never submitted: execution stopped first."""
+        self.stopped: str | None = None
+        """Why no more moves are submitted (a cancel, another writer, a lost claim)."""
+        self.claimed = False
+        """The owner node is this run's, of this session (as last read)."""
+        self.involved = False
+        """Moves of this run have been in the node (written by it, or taken over)."""
+
+    def start(self, node: Versioned[dict[TopicPartition, tuple[int, ...]]] | None) -> None:
+        now = _positions(self.md, self.targets)
+        adopted = node.value if node is not None else {}
+        self.involved = bool(adopted)
+        for tp in sorted(self.targets):
+            if tp in adopted:
+                self.in_flight[tp] = self.targets[tp]
+            elif now[tp] == (self.targets[tp], False):
+                self.done.append(tp)
+            else:
+                self.pending.append(tp)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.pending or self.in_flight)
+
+    def progress(self) -> ExecutionProgress:
+        return ExecutionProgress(total=len(self.targets), done=len(self.done),
+                                 in_flight=len(self.in_flight), failed=len(self.failed))
+
+    def stop(self, reason: str) -> None:
+        if self.stopped is None:
+            self.stopped = reason
+        while self.pending:
+            tp = self.pending.popleft()
+            self.unsent.append(tp)
+            self.failed[tp] = f"not started: {reason}"
+
+    def step(self, *, submit: bool = True) -> bool:
+        """Read the node, account for what left it, and (``submit``) top it up; False when a
+        write met a conflict and the node must be read again at once."""
+        md = self.md
+        node, holder = md.reassignment_and_owner()
+        entries = node.value if node is not None else {}
+        self.claimed = (holder is not None and holder[0].run == self.owner.run
+                        and holder[1].ephemeral_owner == md.coordinator.session_id)
+        self.involved |= self.claimed or any(tp in entries for tp in self.unsure)
+        left = [tp for tp in self.in_flight if tp not in entries]
+        if left:
+            for tp, pos in _positions(md, left).items():
+                target = self.in_flight.pop(tp)
+                if pos == (target, False):
+                    self.done.append(tp)
+                elif tp in self.unsure:  # the write never landed
+                    self.pending.appendleft(tp)
+                else:
+                    where = "gone" if pos is None else f"at {list(pos[0])}"
+                    self.failed[tp] = (f"dropped before reaching {list(target)} (cancelled, or "
+                                       f"refused by the controller); it is {where}")
+                    self.stop("a pending move was cancelled or refused, so execution stopped")
+        self.unsure.clear()
+        if not self.involved:
+            # Nothing of this run's has been in the node: if it is in another's hands now, the
+            # run lost the race for the claim (between its first look and its first write).
+            decision = claim_decision(self.targets, entries if node is not None else None,
+                                      holder[0] if holder is not None else None)
+            if isinstance(decision, ClaimRefused):
+                raise ReassignmentInProgress(decision.reason, owner=decision.owner,
+                                             pending=entries)
+        for tp in [tp for tp, t in self.in_flight.items() if entries.get(tp, t) != t]:
+            self.failed[tp] = f"cancelled: another tool changed its target to {list(entries[tp])}"
+            del self.in_flight[tp]
+            self.stop("a pending move was cancelled or refused, so execution stopped")
+        foreign = {tp: t for tp, t in entries.items() if tp not in self.in_flight}
+        if foreign:  # never ours to top up: stop writing, follow what we sent
+            who = f" by {holder[0].describe()}" if holder is not None and not self.claimed else ""
+            self.stop(f"another reassignment took {layout.REASSIGN_PARTITIONS}{who} "
+                      f"({_listed(foreign)})")
+        free = self.window - len(entries)
+        if not submit or not self.pending or free <= 0 or self.stopped is not None:
+            return True
+        batch = {tp: self.targets[tp] for tp in list(self.pending)[:free]}
+        if not self.claimed:
+            decision = claim_decision(self.in_flight, entries if node is not None else None,
+                                      holder[0] if holder is not None else None)
+            if isinstance(decision, ClaimRefused):
+                self.stop(f"the claim on {layout.REASSIGN_PARTITIONS} lapsed and could not be "
+                          f"renewed: {decision.reason}")
+                return True
+            if decision == "adopt":
+                assert node is not None
+                return not md.claim_reassignment(self.owner, node_version=node.version)
+            write = lambda: md.claim_reassignment(self.owner, batch)  # noqa: E731
+        else:
+            merged = {**entries, **batch}
+            write = lambda: md.submit_reassignment(  # noqa: E731
+                merged, node.version if node is not None else None)
+        try:
+            written = write()
+            self.involved |= written
+        except ReassignmentClaimLost:
+            return False  # read again: the claim is renewed, or the run stops
+        except (ConnectionLoss, SessionExpired):
+            written, self.unsure = True, set(batch)  # the next read tells
+        if not written:
+            return False
+        for tp in batch:
+            self.pending.remove(tp)
+            self.in_flight[tp] = batch[tp]
+        return True
+
+    def result(self, *, elapsed: float, timed_out: bool, gave_up: str | None,
+               detail: str = "") -> ExecutionResult:
+        """``gave_up``: why the run stopped waiting (an outage), ``detail`` the last error."""
+        in_flight = tuple(sorted(self.in_flight))
+        not_sent = tuple(sorted(self.pending))
+        failed = dict(self.failed)
+        if timed_out or gave_up:
+            why = "the timeout passed" if timed_out else gave_up
+            for tp, target in self.in_flight.items():
+                failed[tp] = (f"still moving to {list(target)} when {why} (the controller "
+                              f"carries on: verify follows it, cancel reverts it)")
+            for tp in self.pending:
+                failed[tp] = f"not started: {why} first" if timed_out else f"not started: {why}"
+        stopped = (f"{gave_up} ({detail})" if gave_up and detail else gave_up
+                   or ("the timeout passed" if timed_out else self.stopped))
+        return ExecutionResult(done=tuple(sorted(self.done)),
+                               failed=MappingProxyType(dict(sorted(failed.items()))),
+                               elapsed=elapsed, timed_out=timed_out, in_flight=in_flight,
+                               not_sent=tuple(sorted((*not_sent, *self.unsent))),
+                               stopped=stopped)
+
+
 def execute_plan(coordinator: Coordinator | MetadataClient, plan: Plan, *,
                  max_concurrent_moves: int = 50, poll_interval: float = 0.5,
                  timeout: float | None = None,
-                 progress: Callable[[ExecutionProgress], None] | None = None) -> ExecutionResult:
+                 progress: Callable[[ExecutionProgress], None] | None = None,
+                 label: str = "", retry: Retry | None = None) -> ExecutionResult:
     """Have the controller carry out ``plan``, at most ``max_concurrent_moves`` partitions at once.
 
-    The plan is validated against the live cluster first (PlanError, nothing written). Refused
-    with ReassignmentInProgress when a reassignment is pending, and NoActiveController when no
-    controller could carry it out. Returns when every partition is done or failed, or when
-    ``timeout`` seconds have passed: moves still in the node are left to the controller (verify
-    follows them, cancel reverts them) and reported failed with the reason, as are moves never
-    submitted. Once a pending move is retargeted or dropped before completing (a cancel, or a
-    refusal), no more moves are submitted.
+    The plan is validated against the live cluster first (PlanError, nothing written). The run
+    then claims ``/admin/reassign_partitions`` atomically: it creates the node with its first
+    moves together with its ephemeral owner node (``label`` names the plan there), so of two
+    runs started together one wins and the other is refused with ReassignmentInProgress naming
+    the plan in its way; moves left in the node by an earlier run of this same plan (a run that
+    timed out, was interrupted or gave up) are taken over, which is how a run is resumed.
+    NoActiveController when no controller could carry the plan out.
+
+    The run tops the node up only with its own moves, only while its claim holds, and stops
+    submitting (following what it sent) when anything else appears in the node: a cancel, a
+    refusal, another writer. A coordinator outage is ridden out for ``retry``'s deadline
+    (default :func:`outage_retry`: twice the session timeout); past it, or when ``timeout``
+    seconds have passed, the run returns: moves still in the node are left to the controller
+    (``in_flight``), moves never sent are ``not_sent``, both reported failed with the reason.
     """
     if max_concurrent_moves < 1:
         raise ValueError(f"max_concurrent_moves must be >= 1, got {max_concurrent_moves}")
     started = time.monotonic()
-    md = metadata_client(coordinator)
-    plan = validate_plan(md, plan)
-    if md.reassignment() is not None:
-        raise ReassignmentInProgress(
-            "a partition reassignment is already in progress: verify or cancel it first")
-    _require_controller(md, "reassignment")
+    base = metadata_client(coordinator)
+    plan = validate_plan(base, plan)
+    md = MetadataClient(base.coordinator, retry=retry or outage_retry(base.coordinator))
     targets = _moves(plan)
-    now = _positions(md, targets)
-    done = [tp for tp in sorted(targets) if now[tp] == (targets[tp], False)]
-    pending = deque(tp for tp in sorted(targets) if tp not in set(done))
-    in_flight: dict[TopicPartition, tuple[int, ...]] = {}
-    failed: dict[TopicPartition, str] = {}
+    owner = ReassignmentOwner(run=uuid.uuid4().hex, digest=plan_digest(plan),
+                              partitions=len(targets), plan=label, host=socket.gethostname(),
+                              pid=os.getpid())
+    node, holder = md.reassignment_and_owner()
+    decision = claim_decision(targets, node.value if node is not None else None,
+                              holder[0] if holder is not None else None)
+    if isinstance(decision, ClaimRefused):
+        raise ReassignmentInProgress(decision.reason, owner=decision.owner,
+                                     pending=node.value if node is not None else {})
+    _require_controller(md, "reassignment")
+    md.coordinator.ensure_path(layout.ADMIN)
+    run = _Run(md, targets, owner, max_concurrent_moves)
+    run.start(node if decision == "adopt" else None)
     wake = threading.Event()
     watch = md.coordinator.watch_data(layout.REASSIGN_PARTITIONS, lambda _event: wake.set())
-    timed_out = False
+    timed_out, gave_up, detail = False, None, ""
+    outage: float | None = None
 
     def report() -> None:
         if progress is not None:
-            progress(ExecutionProgress(total=len(targets), done=len(done),
-                                       in_flight=len(in_flight), failed=len(failed)))
+            progress(run.progress())
 
     try:
-        while pending or in_flight:
+        while run.busy:
             wake.clear()
-            node = md.reassignment()
-            entries = node.value if node is not None else {}
-            left = [tp for tp in in_flight if tp not in entries]
-            halted = False
-            if left:
-                for tp, pos in _positions(md, left).items():
-                    target = in_flight.pop(tp)
-                    if pos == (target, False):
-                        done.append(tp)
-                    else:
-                        where = "gone" if pos is None else f"at {list(pos[0])}"
-                        failed[tp] = (f"dropped before reaching {list(target)} (cancelled, or "
-                                      f"refused by the controller); it is {where}")
-                        halted = True
-            for tp in [tp for tp, t in in_flight.items() if entries.get(tp, t) != t]:
-                failed[tp] = f"cancelled: another tool changed its target to {list(entries[tp])}"
-                del in_flight[tp]
-                halted = True
-            if halted:  # a cancel (or a refusal we could not foresee): submit nothing more
-                while pending:
-                    failed[pending.popleft()] = ("not started: a pending move was cancelled "
-                                                 "or refused, so execution stopped")
-            if timeout is not None and time.monotonic() - started >= timeout:
-                timed_out = True
+            step_started = time.monotonic()
+            expired = timeout is not None and step_started - started >= timeout
+            try:
+                settled = run.step(submit=not expired)
+                outage = None
+            except (ConnectionLoss, SessionExpired) as exc:
+                # reads retry until the policy's deadline: this is an outage that outlasted it
+                # (or a session that ended under a read: the next read renews the claim)
+                outage = step_started if outage is None else outage
+                lasted = time.monotonic() - outage
+                if expired:
+                    timed_out = True
+                    break
+                if isinstance(exc, RetryFailed) or lasted >= (md.retry.deadline or 0):
+                    gave_up = f"the coordinator could not be reached for {lasted:.0f}s"
+                    detail = str(exc)
+                    break
+                wake.wait(poll_interval)
+                continue
+            if expired:
+                timed_out = run.busy
                 break
-            free = max_concurrent_moves - len(entries)
-            if pending and free > 0:
-                batch = [pending[i] for i in range(min(free, len(pending)))]
-                merged = {**entries, **{tp: targets[tp] for tp in batch}}
-                if not _write_moves(md, node.version if node is not None else None, merged):
-                    continue  # the controller wrote in between: re-read at once
-                for tp in batch:
-                    pending.popleft()
-                    in_flight[tp] = targets[tp]
+            if not settled:
+                continue  # a conflict: read again at once
             report()
-            if pending or in_flight:
+            if run.busy:
                 wait = poll_interval
                 if timeout is not None:
                     wait = max(0.0, min(wait, timeout - (time.monotonic() - started)))
                 wake.wait(wait)
     finally:
         watch.cancel()
-    if timed_out:
-        for tp, target in in_flight.items():
-            failed[tp] = (f"still moving to {list(target)} when the timeout passed (the "
-                          f"controller carries on: verify follows it, cancel reverts it)")
-        for tp in pending:
-            failed[tp] = "not started: the timeout passed first"
-        in_flight.clear()
-        pending.clear()
+        try:  # once, without riding out an outage: the node goes with the session anyway
+            MetadataClient(md.coordinator, retry=NO_RETRY).release_reassignment(owner)
+        except CoordinatorError:
+            pass
     report()
-    return ExecutionResult(done=tuple(sorted(done)),
-                           failed=MappingProxyType(dict(sorted(failed.items()))),
-                           elapsed=time.monotonic() - started, timed_out=timed_out)
+    return run.result(elapsed=time.monotonic() - started, timed_out=timed_out, gave_up=gave_up,
+                      detail=detail)
 
 
 # --- verification ------------------------------------------------------------------------------
@@ -419,8 +653,8 @@ def verify_plan(coordinator: Coordinator | MetadataClient, plan: Plan) -> Verify
     for tp, target in sorted(targets.items()):
         a = topics.get(tp.topic)
         if a is None or tp.partition not in a.partitions:
-            out.append(PartitionStatus(partition=tp, state=MoveState.FAILED, target=target,
-                                       reason="the partition does not exist"))
+            out.append(MoveStatus(partition=tp, state=MoveState.FAILED, target=target,
+                                  reason="the partition does not exist"))
             continue
         replicas = tuple(a.partitions[tp.partition])
         moving = bool(a.adding.get(tp.partition) or a.removing.get(tp.partition))
@@ -434,8 +668,8 @@ def verify_plan(coordinator: Coordinator | MetadataClient, plan: Plan) -> Verify
         else:
             state, reason = MoveState.FAILED, (f"replicas are {list(replicas)}, not "
                                                f"{list(target)}, and no move is pending")
-        out.append(PartitionStatus(partition=tp, state=state, target=target, replicas=replicas,
-                                   reason=reason))
+        out.append(MoveStatus(partition=tp, state=state, target=target, replicas=replicas,
+                              reason=reason))
     return VerifyReport(statuses=tuple(out))
 
 

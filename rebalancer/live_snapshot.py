@@ -8,14 +8,14 @@ from ``/brokers/ids``, ordered replicas from ``/brokers/topics/<t>``. Scoping is
 from __future__ import annotations
 
 import datetime as _dt
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from coordinator.base import Coordinator
 from coordinator.codecs import TopicAssignment
 from coordinator.metadata import MetadataClient
-from rebalancer.snapshot import Broker, PartitionReplicas, Snapshot, SnapshotError
+from rebalancer import strict_json
+from rebalancer.snapshot import PartitionReplicas, Snapshot, SnapshotBroker, SnapshotError
 
 __all__ = [
     "cluster_state",
@@ -101,7 +101,8 @@ def snapshot_from_coordinator(
         raise SnapshotError(problems)
     named = sorted({r for r in racks.values() if r is not None})
     placeholder = named[0] if named and None not in racks.values() else None
-    brokers = [Broker(id=b, rack=racks.get(b, placeholder)) for b in sorted({*racks, *offline})]
+    brokers = [SnapshotBroker(id=b, rack=racks.get(b, placeholder))
+               for b in sorted({*racks, *offline})]
     meta: dict[str, Any] = {
         "source": "coordinator",
         "taken_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
@@ -117,15 +118,20 @@ def snapshot_from_coordinator(
     return snap
 
 
+def _strict(text: str | bytes, what: str) -> Any:
+    """Repeated keys and runaway nesting are refused (see ``strict_json``)."""
+    try:
+        return strict_json.loads(text, what=what)
+    except strict_json.InvalidJSON as e:
+        raise SnapshotError(e.problems) from None
+
+
 def parse_topics_to_move(text: str | bytes) -> tuple[str, ...]:
     """Kafka's ``--topics-to-move-json-file``: ``{"version":1,"topics":[{"topic":"t"}, ...]}``.
 
     SnapshotError lists every problem (it scopes the snapshot, so it is the snapshot's error).
     """
-    try:
-        doc = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise SnapshotError([f"topics to move: not valid JSON: {e}"]) from e
+    doc = _strict(text, "topics to move: ")
     if not isinstance(doc, dict) or not isinstance(doc.get("topics"), list):
         raise SnapshotError(['topics to move: want {"version": 1, "topics": [{"topic": "t"}]}'])
     problems: list[str] = []
@@ -149,10 +155,7 @@ def parse_sizes(text: str | bytes) -> dict[tuple[str, int], int]:
     """Partition sizes for a live snapshot, in the snapshot's own partition format:
     ``{"partitions": [{"topic": "t", "partition": 0, "size_bytes": 123}, ...]}`` (a snapshot
     file with sizes serves). SnapshotError lists every problem."""
-    try:
-        doc = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise SnapshotError([f"sizes: not valid JSON: {e}"]) from e
+    doc = _strict(text, "sizes: ")
     entries = doc.get("partitions") if isinstance(doc, dict) else None
     if not isinstance(entries, list):
         raise SnapshotError(['sizes: want {"partitions": [{"topic": "t", "partition": 0, '

@@ -4,20 +4,25 @@ A plan is ``{"version": 1, "partitions": [{"topic", "partition", "replicas"}]}``
 partitions that change; a partition it does not list keeps its replicas. Parsing is strict and
 all or nothing: every problem found is reported, one line each, in a PlanError.
 
-The scores follow the planner bench's ``score.py`` definitions exactly (same rounding), so a plan
-can be judged in-process with the numbers the bench would print.
+A plan's scores (balance, rack violations, movement, validity) are rebalancer.scoring's; the
+names are re-exported here, where callers have always found them.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from coordinator.layout import validate_topic
+from rebalancer import strict_json
+from rebalancer.scoring import ByteBalance, Scores, Spread, score_plan
 from rebalancer.snapshot import Snapshot
+
+__all__ = ["ByteBalance", "PartitionMove", "Plan", "PlanError", "Scores", "Spread",
+           "parse_plan", "render_plan", "score_plan"]
 
 
 class PlanError(ValueError):
@@ -29,7 +34,10 @@ class PlanError(ValueError):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Reassignment:
+class PartitionMove:
+    """One entry of a plan: the replicas ``topic``-``partition`` is to have, the first the
+    preferred leader."""
+
     topic: str
     partition: int
     replicas: tuple[int, ...]
@@ -39,7 +47,7 @@ class Reassignment:
 class Plan:
     """Partitions whose replica list changes, sorted by (topic, partition)."""
 
-    partitions: tuple[Reassignment, ...]
+    partitions: tuple[PartitionMove, ...]
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -62,30 +70,30 @@ def render_plan(plan: Plan, *, indent: int | None = None) -> str:
     return json.dumps(plan.as_dict(), indent=indent, separators=None if indent else (",", ":"))
 
 
-def plan_from_assignment(snap: Snapshot,
-                         new: Mapping[tuple[str, int], Sequence[int]]) -> Plan:
-    """A plan listing exactly the partitions of ``new`` whose replica list differs."""
-    old = {p.key: p.replicas for p in snap.partitions}
-    out = [
-        Reassignment(topic=k[0], partition=k[1], replicas=tuple(v))
-        for k, v in new.items()
-        if tuple(v) != old[k]
-    ]
-    out.sort(key=lambda r: (r.topic, r.partition))
-    return Plan(partitions=tuple(out))
+def _entry_name(path: list[str | int], obj: dict[str, Any]) -> str | None:
+    """A plan entry's topic-partition, to name the entry a repeated key is in."""
+    if len(path) == 2 and path[0] == "partitions" and {"topic", "partition"} <= obj.keys():
+        return f"{obj['topic']}-{obj['partition']}"
+    return None
+
+
+def load_plan_json(text: str | bytes) -> Any:
+    """The plan's JSON document, read strictly (repeated keys, depth); PlanError if it is not."""
+    try:
+        return strict_json.loads(text, describe=_entry_name)
+    except strict_json.InvalidJSON as e:
+        raise PlanError(e.problems) from None
 
 
 def parse_plan(text: str | bytes, snap: Snapshot, *, allow_rf_change: bool = False) -> Plan:
     """Parse Kafka's reassignment JSON against a snapshot; PlanError lists every problem.
 
-    Rejected: malformed JSON or shape, unknown partitions, partitions listed twice, unknown
-    brokers, duplicate replicas, empty replica lists, replicas on brokers being decommissioned,
-    and a replication factor that differs from the snapshot's (unless ``allow_rf_change``).
+    Rejected: malformed JSON or shape, a key given twice in an object, a topic name Kafka
+    would not accept, unknown partitions, partitions listed twice, unknown brokers, duplicate
+    replicas, empty replica lists, replicas on brokers being decommissioned, and a replication
+    factor that differs from the snapshot's (unless ``allow_rf_change``).
     """
-    try:
-        doc = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise PlanError([f"not valid JSON: {e}"]) from e
+    doc = load_plan_json(text)
     problems: list[str] = []
     if not isinstance(doc, dict):
         raise PlanError(["plan must be a JSON object"])
@@ -97,7 +105,7 @@ def parse_plan(text: str | bytes, snap: Snapshot, *, allow_rf_change: bool = Fal
     current = {p.key: p.replicas for p in snap.partitions}
     brokers = set(snap.broker_ids)
     seen: set[tuple[str, int]] = set()
-    out: list[Reassignment] = []
+    out: list[PartitionMove] = []
     for i, e in enumerate(entries):
         if not isinstance(e, dict) or not {"topic", "partition", "replicas"} <= e.keys():
             problems.append(f"partitions[{i}] needs 'topic', 'partition' and 'replicas'")
@@ -108,6 +116,11 @@ def parse_plan(text: str | bytes, snap: Snapshot, *, allow_rf_change: bool = Fal
                 or any(isinstance(r, bool) or not isinstance(r, int) for r in reps)):
             problems.append(f"partitions[{i}]: topic must be a string, partition an integer "
                             "and replicas a list of integers")
+            continue
+        try:
+            validate_topic(topic)
+        except ValueError as e:
+            problems.append(f"partitions[{i}]: {e}")
             continue
         name = f"{topic}-{num}"
         key = (topic, num)
@@ -133,125 +146,8 @@ def parse_plan(text: str | bytes, snap: Snapshot, *, allow_rf_change: bool = Fal
         if not allow_rf_change and len(reps) != len(current[key]):
             problems.append(f"partition {name} changes replication factor "
                             f"{len(current[key])} -> {len(reps)}")
-        out.append(Reassignment(topic=topic, partition=num, replicas=tuple(reps)))
+        out.append(PartitionMove(topic=topic, partition=num, replicas=tuple(reps)))
     if problems:
         raise PlanError(problems)
     out.sort(key=lambda r: (r.topic, r.partition))
     return Plan(partitions=tuple(out))
-
-
-# ---------------------------------------------------------------- scores (score.py semantics)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Spread:
-    max: int
-    min: int
-    mean: float
-    stddev: float
-    spread: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ByteBalance:
-    max_over_mean: float
-    min_over_mean: float
-    cv: float
-    max_gib: float
-    mean_gib: float
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Scores:
-    replicas_per_broker: Spread
-    leaders_per_broker: Spread
-    bytes_per_broker: ByteBalance | None
-    rack_violations: int
-    rf_changes: int
-    partitions_moved: int
-    replicas_moved: int
-    bytes_moved: int | None
-    leader_changes: int
-    order_only_changes: int
-    valid: bool
-
-    @property
-    def bytes_moved_gib(self) -> float | None:
-        return None if self.bytes_moved is None else round(self.bytes_moved / 2**30, 1)
-
-
-def _spread(values: Sequence[int]) -> Spread:
-    n = len(values)
-    if n == 0:
-        return Spread(max=0, min=0, mean=0.0, stddev=0.0, spread=0)
-    mean = sum(values) / n
-    var = sum((v - mean) ** 2 for v in values) / n
-    return Spread(max=max(values), min=min(values), mean=round(mean, 3),
-                  stddev=round(math.sqrt(var), 3), spread=max(values) - min(values))
-
-
-def score_plan(snap: Snapshot, plan: Plan | None = None) -> Scores:
-    """Score the assignment ``plan`` leads to (the snapshot as is when None), as score.py does.
-
-    Brokers counted are all brokers minus those being decommissioned; racks are those of all
-    brokers; a rack violation is a partition spanning fewer than min(RF, #racks) racks.
-    """
-    rack = snap.rack_of
-    active = [b for b in snap.broker_ids if b not in snap.decommission]
-    racks = {r for r in rack.values() if r is not None}
-    has_sizes = snap.has_sizes
-    size = {p.key: (p.size_bytes or 0) for p in snap.partitions}
-    new = (plan or Plan(partitions=())).assignment(snap)
-    rep: Counter[int] = Counter()
-    lead: Counter[int] = Counter()
-    byt: Counter[int] = Counter()
-    viol = 0
-    known = set(rack)
-    valid = True
-    for key, reps in new.items():
-        for b in reps:
-            rep[b] += 1
-            if has_sizes:
-                byt[b] += size[key]
-        if reps:
-            lead[reps[0]] += 1
-        else:
-            valid = False
-        if len(racks) > 1 and len({rack.get(b) for b in reps}) < min(len(reps), len(racks)):
-            viol += 1
-        if (len(set(reps)) != len(reps) or any(b not in known for b in reps)
-                or any(b in snap.decommission for b in reps)):
-            valid = False
-    byte_balance = None
-    if has_sizes:
-        vals = [byt[b] for b in active]
-        mean = sum(vals) / len(vals) if vals else 0
-        sd = math.sqrt(sum((x - mean) ** 2 for x in vals) / len(vals)) if vals else 0
-        byte_balance = ByteBalance(
-            max_over_mean=round(max(vals) / mean, 4) if mean else 0.0,
-            min_over_mean=round(min(vals) / mean, 4) if mean else 0.0,
-            cv=round(sd / mean, 4) if mean else 0.0,
-            max_gib=round(max(vals) / 2**30, 1), mean_gib=round(mean / 2**30, 1),
-        )
-    pm = rm = lc = oc = rfc = 0
-    bm = 0
-    for p in snap.partitions:
-        old, now = p.replicas, new[p.key]
-        if len(now) != len(old):
-            rfc += 1
-        added = set(now) - set(old)
-        if added:
-            pm += 1
-            rm += len(added)
-            bm += size[p.key] * len(added)
-        elif now != old:
-            oc += 1
-        if now and old and now[0] != old[0]:
-            lc += 1
-    return Scores(
-        replicas_per_broker=_spread([rep[b] for b in active]),
-        leaders_per_broker=_spread([lead[b] for b in active]),
-        bytes_per_broker=byte_balance, rack_violations=viol, rf_changes=rfc,
-        partitions_moved=pm, replicas_moved=rm, bytes_moved=bm if has_sizes else None,
-        leader_changes=lc, order_only_changes=oc, valid=valid,
-    )

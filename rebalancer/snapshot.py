@@ -1,24 +1,30 @@
 """Cluster snapshot: brokers, racks, partitions and their replicas, the planner's input.
 
-The JSON format is the planner bench's neutral format (see the bench README)::
+The JSON format (the same as docs/architecture.md shows)::
 
     {"brokers": [{"id": 1, "rack": "r0"}, ...],
      "partitions": [{"topic": "t0", "partition": 0, "replicas": [1, 2, 3], "size_bytes": 123}],
      "decommission": [5], "meta": {"new_brokers": [7, 8], ...}}
 
 The first replica of a list is the preferred leader. Big snapshots also load from and save to
-Parquet (one row per partition, brokers in the file's key-value metadata); pyarrow is imported
-lazily, only there.
+Parquet (one row per partition, brokers in the file's key-value metadata); pyarrow (the
+``spark`` extra) is imported lazily, only there.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from coordinator.layout import validate_topic
+from rebalancer import strict_json
+from rebalancer.extras import import_extra
 
 
 class SnapshotError(ValueError):
@@ -30,7 +36,10 @@ class SnapshotError(ValueError):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Broker:
+class SnapshotBroker:
+    """A broker as a snapshot lists it: its id and rack (None: no rack), all the planner needs
+    to know of it."""
+
     id: int
     rack: str | None = None
 
@@ -51,7 +60,7 @@ class PartitionReplicas:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Snapshot:
-    brokers: tuple[Broker, ...]
+    brokers: tuple[SnapshotBroker, ...]
     partitions: tuple[PartitionReplicas, ...]
     decommission: frozenset[int] = frozenset()
     new_brokers: frozenset[int] = frozenset()
@@ -128,7 +137,7 @@ def snapshot_from_dict(doc: Any, *, validate: bool = True) -> Snapshot:
             problems.append(f"snapshot needs a '{key}' list")
     if problems:
         raise SnapshotError(problems)
-    brokers: list[Broker] = []
+    brokers: list[SnapshotBroker] = []
     for i, b in enumerate(doc["brokers"]):
         if not isinstance(b, dict) or "id" not in b:
             problems.append(f"brokers[{i}] must be an object with an 'id'")
@@ -139,7 +148,7 @@ def snapshot_from_dict(doc: Any, *, validate: bool = True) -> Snapshot:
             problems.append(f"brokers[{i}].rack must be a string or null")
             rack = str(rack)
         if bid is not None:
-            brokers.append(Broker(id=bid, rack=rack))
+            brokers.append(SnapshotBroker(id=bid, rack=rack))
     parts: list[PartitionReplicas] = []
     for i, p in enumerate(doc["partitions"]):
         if not isinstance(p, dict) or not {"topic", "partition", "replicas"} <= p.keys():
@@ -147,6 +156,11 @@ def snapshot_from_dict(doc: Any, *, validate: bool = True) -> Snapshot:
             continue
         if not isinstance(p["topic"], str) or not p["topic"]:
             problems.append(f"partitions[{i}].topic must be a non-empty string")
+            continue
+        try:
+            validate_topic(p["topic"])
+        except ValueError as e:
+            problems.append(f"partitions[{i}]: {e}")
             continue
         num = _int(p["partition"], f"partitions[{i}].partition", problems)
         reps = p["replicas"]
@@ -197,16 +211,20 @@ def snapshot_to_dict(snap: Snapshot) -> dict[str, Any]:
     }
 
 
+def _strict(text: str | bytes, what: str) -> Any:
+    try:
+        return strict_json.loads(text, what=what)
+    except strict_json.InvalidJSON as e:
+        raise SnapshotError(e.problems) from None
+
+
 def load_snapshot(path: str | Path) -> Snapshot:
-    """Load a snapshot from ``.json`` or ``.parquet`` (by suffix)."""
+    """Load a snapshot from ``.json`` or ``.parquet`` (by suffix). SnapshotError lists every
+    problem of the content; OSError (missing, unreadable) is the caller's to report."""
     path = Path(path)
     if path.suffix == ".parquet":
         return read_snapshot_parquet(path)
-    try:
-        doc = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise SnapshotError([f"{path}: not valid JSON: {e}"]) from e
-    return snapshot_from_dict(doc)
+    return snapshot_from_dict(_strict(path.read_bytes(), f"{path}: "))
 
 
 def save_snapshot(snap: Snapshot, path: str | Path) -> None:
@@ -223,8 +241,8 @@ _PARQUET_KEY = b"partctl.snapshot"
 def write_snapshot_parquet(snap: Snapshot, path: str | Path) -> None:
     """One row per partition (topic, partition, replicas list<int32>, size_bytes int64 nullable);
     brokers, decommission and new brokers go in the schema metadata as JSON."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    pa = import_extra("pyarrow", extra="spark", feature="Parquet snapshots")
+    pq = import_extra("pyarrow.parquet", extra="spark", feature="Parquet snapshots")
 
     header = snapshot_to_dict(Snapshot(brokers=snap.brokers, partitions=(),
                                        decommission=snap.decommission,
@@ -241,18 +259,39 @@ def write_snapshot_parquet(snap: Snapshot, path: str | Path) -> None:
     pq.write_table(table, str(path))
 
 
-def read_snapshot_parquet(path: str | Path) -> Snapshot:
-    import pyarrow.parquet as pq
+_PARQUET_COLUMNS = ("topic", "partition", "replicas")
+"""Required; ``size_bytes`` is optional (sizes unknown without it)."""
 
-    table = pq.read_table(str(path))
+
+def read_snapshot_parquet(path: str | Path) -> Snapshot:
+    """SnapshotError for a file that is not Parquet, not a partctl snapshot, or lacks a column;
+    OSError (missing, unreadable) is the caller's to report."""
+    pq = import_extra("pyarrow.parquet", extra="spark", feature="Parquet snapshots")
+    pa = import_extra("pyarrow", extra="spark", feature="Parquet snapshots")
+
+    path = Path(path)
+    if path.is_dir():  # pyarrow would read a directory as a dataset of its files
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    try:
+        table = pq.read_table(str(path))
+    except pa.ArrowException as e:  # ArrowInvalid and friends; FileNotFoundError passes
+        raise SnapshotError([f"{path}: not a Parquet file: {e}"]) from None
     raw = (table.schema.metadata or {}).get(_PARQUET_KEY)
     if raw is None:
         raise SnapshotError([f"{path}: not a partctl snapshot (no {_PARQUET_KEY.decode()} metadata)"])
-    header = json.loads(raw)
+    header = _strict(raw, f"{path}: snapshot metadata: ")
+    if not isinstance(header, dict):
+        raise SnapshotError([f"{path}: snapshot metadata must be a JSON object"])
+    missing = [c for c in _PARQUET_COLUMNS if c not in table.column_names]
+    if missing:
+        raise SnapshotError([f"{path}: no {c!r} column (a snapshot has one row per partition "
+                             f"with columns topic, partition, replicas, size_bytes)"
+                             for c in missing])
     cols = table.to_pydict()
+    sizes = cols.get("size_bytes", [None] * table.num_rows)
     header["partitions"] = [
         {"topic": t, "partition": n, "replicas": r, "size_bytes": s}
-        for t, n, r, s in zip(cols["topic"], cols["partition"], cols["replicas"],
-                              cols["size_bytes"], strict=True)
+        for t, n, r, s in zip(cols["topic"], cols["partition"], cols["replicas"], sizes,
+                              strict=True)
     ]
     return snapshot_from_dict(header)

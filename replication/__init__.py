@@ -12,6 +12,9 @@ On top of it, replication proper: a broker's :class:`ReplicaManager`
 (:mod:`replication.partition`), leads them (produce with acks 0/1/all, HW, ISR in
 :mod:`replication.isr`) or follows them through its :class:`ReplicaFetcher`
 (:mod:`replication.fetcher`), all on an injectable :class:`Clock` (:mod:`replication.clock`).
+Idempotent producers: each log keeps its partition's producer state
+(:mod:`replication.producer_state`), and a broker hands out producer ids from blocks it claims
+in the coordinator (:class:`ProducerIdManager`, :mod:`replication.producer_ids`).
 
 Driven by the real controller: a :class:`BrokerNode` (:mod:`replication.broker_node`) is a
 broker with its registration, controller candidacy and replica manager; an
@@ -60,25 +63,32 @@ from replication.errors import (
     CorruptCheckpointError,
     CorruptIndexError,
     CorruptRecordError,
+    CorruptSnapshotError,
     InvalidEpochError,
+    InvalidProducerEpochError,
+    InvalidRecordError,
     OffsetOutOfRangeError,
     OutOfOrderOffsetError,
+    OutOfOrderSequenceError,
+    ProducerStateError,
     RecordTooLargeError,
     StorageError,
     UnsupportedCompressionError,
 )
 from replication.fetcher import FetchPosition, ReplicaFetcher
 from replication.isr import (
-    CoordinatorIsrStore,
     IsrChangeBatcher,
     IsrStore,
     LocalIsrStore,
     can_join_isr,
+    effective_min_isr,
     high_watermark,
     out_of_sync_replicas,
 )
-from replication.log import AppendInfo, Log, LogConfig, ReadResult
-from replication.partition import Partition, PartitionStatus, ProduceFuture, Role
+from replication.log import AppendInfo, DuplicateAppend, Log, LogConfig, ReadResult
+from replication.partition import Partition, ProduceFuture, ReplicaStatus, Role
+from replication.producer_ids import ProducerIdAndEpoch, ProducerIdManager, ProducerIdsUnavailable
+from replication.producer_state import BatchMetadata, ProducerEntry
 from replication.protocol import (
     ACKS_ALL,
     CONSUMER_REPLICA_ID,
@@ -125,6 +135,7 @@ __all__ = [
     "AppendInfo",
     "AskAgain",
     "BatchHeader",
+    "BatchMetadata",
     "BrokerNode",
     "ClientError",
     "Clock",
@@ -133,11 +144,12 @@ __all__ = [
     "Consumer",
     "ConsumerRead",
     "ControlledShutdownFailed",
-    "CoordinatorIsrStore",
     "CorruptCheckpointError",
     "CorruptIndexError",
     "CorruptRecordError",
+    "CorruptSnapshotError",
     "Delivery",
+    "DuplicateAppend",
     "EmbeddedCluster",
     "EpochAnswer",
     "EpochEndOffset",
@@ -149,6 +161,8 @@ __all__ = [
     "FollowerEpochView",
     "Header",
     "InvalidEpochError",
+    "InvalidProducerEpochError",
+    "InvalidRecordError",
     "IsrChangeBatcher",
     "IsrStore",
     "LeaderEpochCache",
@@ -159,13 +173,18 @@ __all__ = [
     "OffsetCheckpointFile",
     "OffsetOutOfRangeError",
     "OutOfOrderOffsetError",
+    "OutOfOrderSequenceError",
     "Partition",
     "PartitionReport",
-    "PartitionStatus",
     "ProduceError",
     "ProduceFuture",
     "ProduceResult",
     "Producer",
+    "ProducerEntry",
+    "ProducerIdAndEpoch",
+    "ProducerIdManager",
+    "ProducerIdsUnavailable",
+    "ProducerStateError",
     "ReadResult",
     "Record",
     "RecordBatch",
@@ -175,6 +194,7 @@ __all__ = [
     "ReplicaManager",
     "ReplicaReport",
     "ReplicaResponse",
+    "ReplicaStatus",
     "Role",
     "StorageError",
     "SystemClock",
@@ -187,6 +207,7 @@ __all__ = [
     "decide_truncation",
     "decide_without_epochs",
     "decode_batch",
+    "effective_min_isr",
     "embedded_replica_config",
     "encode_batch",
     "first_epoch_to_ask",

@@ -1,12 +1,19 @@
 """A real broker in process: registration, controller candidacy and a replica manager.
 
-:class:`BrokerNode` is what :class:`statemachines.Participant` is with real replicas behind the
-channel: it opens its own coordinator session, registers ``/brokers/ids/<id>`` (the creation id
-of that node is its broker epoch), stands for controller, and attaches its
-:class:`~replication.replica_manager.ReplicaManager` to the in-process network, so that the
-controller's LeaderAndIsr, UpdateMetadata and StopReplica requests reach real logs. Leaders'
-ISR changes go back through the coordinator (the partition state node, then an ISR change
-notification), written by the replica manager with this node's session.
+:class:`BrokerNode` is a :class:`statemachines.Participant` whose broker side is a
+:class:`~replication.replica_manager.ReplicaManager`: the participant opens nothing of its own
+(the node hands it its coordinator session), registers ``/brokers/ids/<id>`` (the creation id
+of that node is its broker epoch), stands for controller and attaches the replica manager's
+handler (:class:`ReplicaRequestHandler`) to its network (in process, or a broker process's
+network one), so that the controller's
+LeaderAndIsr, UpdateMetadata and StopReplica requests reach real logs. Leaders' ISR changes and
+the controlled shutdown go back through the participant's
+:class:`~statemachines.broker_side.ControllerClient`, the interface every embedding application
+uses (docs/embedding.md).
+
+The node also follows the topics' configs (:class:`~replication.config_watcher.TopicConfigWatcher`
+over its session: every topic's at start, then each change notification) and lets the replica
+manager read a new topic's from the store when a LeaderAndIsr creates its first partition here.
 
 A node runs once: :meth:`crash`, :meth:`shutdown` and :meth:`controlled_shutdown` end it, and
 an embedded cluster restarts a broker by building a new node on the same log directory (the
@@ -17,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,19 +33,26 @@ from coordinator.base import Coordinator
 from coordinator.codecs import BrokerInfo, TopicPartition
 from coordinator.errors import CoordinatorError
 from coordinator.metadata import MetadataClient
-from coordinator.model import SessionState
 from elections.controller_election import NotController
 from replication.clock import Clock, SystemClock
 from replication.config import ReplicaConfig
+from replication.config_watcher import TopicConfigWatcher
+from replication.producer_ids import ProducerIdManager
 from replication.protocol import FetchEndpoint, ReplicaResponse
 from replication.replica_manager import ReplicaManager
-from statemachines.channel import BrokerResponse, InProcessNetwork
+from statemachines.broker_side import ControllerClient
+from statemachines.channel import BrokerNetwork, BrokerResponse, RequestHandler
 from statemachines.controller import Controller, ControllerConfig
 from statemachines.errors import BrokerNotAvailable, StaleBrokerEpoch
-from statemachines.participant import request_controlled_shutdown
-from statemachines.requests import BrokerRequest
+from statemachines.participant import Participant
+from statemachines.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 
-__all__ = ["BrokerNode", "ControlledShutdownFailed", "to_broker_response"]
+__all__ = [
+    "BrokerNode",
+    "ControlledShutdownFailed",
+    "ReplicaRequestHandler",
+    "to_broker_response",
+]
 
 log = logging.getLogger(__name__)
 
@@ -55,16 +69,23 @@ def to_broker_response(response: ReplicaResponse) -> BrokerResponse:
     )
 
 
-class _ReplicaHandler:
-    """The channel's broker-side handler: controller requests into the replica manager."""
+class ReplicaRequestHandler:
+    """A replica manager as the controller's channel sees it: a
+    :class:`~statemachines.channel.RequestHandler` answering with error names."""
 
     __slots__ = ("replica_manager",)
 
     def __init__(self, replica_manager: ReplicaManager) -> None:
         self.replica_manager = replica_manager
 
-    def handle(self, request: BrokerRequest) -> BrokerResponse:
-        return to_broker_response(self.replica_manager.handle(request))
+    def handle_leader_and_isr(self, request: LeaderAndIsrRequest) -> BrokerResponse:
+        return to_broker_response(self.replica_manager.handle_leader_and_isr(request))
+
+    def handle_update_metadata(self, request: UpdateMetadataRequest) -> BrokerResponse:
+        return to_broker_response(self.replica_manager.handle_update_metadata(request))
+
+    def handle_stop_replica(self, request: StopReplicaRequest) -> BrokerResponse:
+        return to_broker_response(self.replica_manager.handle_stop_replica(request))
 
 
 class BrokerNode:
@@ -72,6 +93,9 @@ class BrokerNode:
 
     ``transport`` maps broker ids to the endpoints its followers fetch from (a live view the
     cluster keeps); ``network`` carries controller requests and finds the active controller.
+    ``registration`` is the broker node to write (default: this host, port 9092 + id, the
+    rack); ``wrap_handler`` may put a handler of its own in front of the replica manager's (a
+    broker process keeps its metadata cache that way).
     """
 
     def __init__(
@@ -80,94 +104,108 @@ class BrokerNode:
         broker_id: int,
         log_dir: Path | str,
         *,
-        network: InProcessNetwork,
+        network: BrokerNetwork,
         transport: Mapping[int, FetchEndpoint],
         rack: str | None = None,
         replica_config: ReplicaConfig | None = None,
         controller_config: ControllerConfig | None = None,
         clock: Clock | None = None,
         connect_options: Mapping[str, Any] | None = None,
+        registration: BrokerInfo | None = None,
+        wrap_handler: Callable[[RequestHandler], RequestHandler] | None = None,
     ) -> None:
         self.url = url
         self.id = broker_id
         self.log_dir = Path(log_dir)
         self.network = network
-        self.info = BrokerInfo(id=broker_id, host="127.0.0.1", port=9092 + broker_id, rack=rack)
+        self._rack = rack
         self._transport = transport
         self._replica_config = replica_config or ReplicaConfig()
         self._controller_config = controller_config
         self._clock = clock or SystemClock()
         self._connect_options = dict(connect_options or {})
+        self._registration = registration
+        self._wrap_handler = wrap_handler
         self.coordinator: Coordinator | None = None
-        self.metadata: MetadataClient | None = None
+        self.participant: Participant | None = None
         self.replica_manager: ReplicaManager | None = None
-        self.controller: Controller | None = None
-        self._handler: _ReplicaHandler | None = None
-        self.epoch: int | None = None
+        self.producer_ids: ProducerIdManager | None = None
+        """This broker's producer ids for InitProducerId, claimed in blocks on its coordinator
+        session (None before start)."""
         self.recovery_seconds: float | None = None
         """How long opening the logs took (recovery after a crash)."""
         self.recovered_offsets: dict[TopicPartition, int] = {}
         """Each partition's log end offset as opened, before any fetching."""
+        self.config_watcher: TopicConfigWatcher | None = None
+        """Feeds the replica manager the topics' configs (from start to the end)."""
         self._running = False
 
     @property
     def running(self) -> bool:
         return self._running
 
+    @property
+    def metadata(self) -> MetadataClient | None:
+        return self.participant.metadata if self.participant is not None else None
+
+    @property
+    def controller(self) -> Controller | None:
+        """This broker's controller candidate (None before start)."""
+        return self.participant.controller if self.participant is not None else None
+
+    @property
+    def epoch(self) -> int | None:
+        """The broker epoch of the current registration (None before the first)."""
+        return self.participant.broker_epoch if self.participant is not None else None
+
     def start(self) -> BrokerNode:
         """Open the logs (recovering them), register, stand for controller."""
         if self.coordinator is not None:
             raise RuntimeError(f"broker {self.id}: a node starts once; build a new one")
         self.coordinator = coordinator.connect(self.url, **self._connect_options)
-        self.metadata = MetadataClient(self.coordinator)
+        # The node keeps the session (the participant does not close it): a crash or a
+        # shutdown first stops the replica manager, then ends the session.
+        self.participant = Participant(
+            self.coordinator, self.id, handler=self._open_replicas, rack=self._rack,
+            port=9092 + self.id, network=self.network, config=self._controller_config,
+            registration=self._registration)
+        assert self.replica_manager is not None
+        self.producer_ids = ProducerIdManager(MetadataClient(self.coordinator), self.id)
+        # The topics' configs before registration: no LeaderAndIsr reaches a log before its
+        # topic's overrides do.
+        self.config_watcher = TopicConfigWatcher(
+            self.coordinator, self.replica_manager.update_topic_config).start()
+        self.replica_manager.start()
+        self._running = True
+        self.participant.start()  # /cluster/id and the persistent paths, registration, candidacy
+        return self
+
+    def _open_replicas(self, controller: ControllerClient) -> RequestHandler:
+        """The participant's handler factory: open the logs (recovering them)."""
         began = time.monotonic()
-        rm = ReplicaManager(self.id, self.log_dir, self.metadata, self._clock,
-                            self._replica_config, transport=self._transport)
+        assert self.coordinator is not None
+        metadata = MetadataClient(self.coordinator)
+        rm = ReplicaManager(self.id, self.log_dir, controller, self._clock,
+                            self._replica_config, transport=self._transport,
+                            topic_configs=lambda topics: {
+                                t: v.value for t, v in metadata.topic_configs(topics).items()})
         self.recovery_seconds = time.monotonic() - began
         self.recovered_offsets = {tp: p.log.log_end_offset for tp, p in rm.partitions().items()}
         self.replica_manager = rm
-        self.controller = Controller(self.coordinator, self.id, self.network.channel(),
-                                     config=self._controller_config)
-        self.network.register_controller(self.id, self.controller)
-        self._handler = _ReplicaHandler(rm)
-        self.network.attach(self.id, self._handler)
-        rm.start()
-        self._running = True
-        self._register()
-        self.coordinator.add_listener(self._on_session)
-        self.controller.start()
-        return self
-
-    def _register(self) -> None:
-        assert self.metadata is not None and self.replica_manager is not None
-        self.epoch = self.metadata.register_broker(self.info)
-        self.replica_manager.broker_epoch = self.epoch
-
-    def _on_session(self, state: SessionState) -> None:
-        """A new session (after the old one expired) registers again, with a new epoch."""
-        if state is not SessionState.CONNECTED or not self._running:
-            return
-        c = self.coordinator
-        assert c is not None
-        try:
-            stat = c.exists(f"/brokers/ids/{self.id}")
-            if stat is None or stat.ephemeral_owner != c.session_id:
-                self._register()
-        except CoordinatorError:
-            log.exception("broker %d could not register again", self.id)
+        handler = ReplicaRequestHandler(rm)
+        return self._wrap_handler(handler) if self._wrap_handler is not None else handler
 
     # -- ending --------------------------------------------------------------------------------
 
     def _leave(self) -> None:
         """Stop answering the controller and stop standing for it."""
         self._running = False
-        if self._handler is not None:
-            self.network.detach(self.id, self._handler)
-        self.network.unregister_controller(self.id)
-        if self.coordinator is not None:
-            self.coordinator.remove_listener(self._on_session)
-        if self.controller is not None:
-            self.controller.close()
+        if self.producer_ids is not None:
+            self.producer_ids.close()
+        if self.config_watcher is not None:
+            self.config_watcher.close()
+        if self.participant is not None:
+            self.participant.close()
 
     def _close_session(self) -> None:
         if self.coordinator is not None:
@@ -188,9 +226,16 @@ class BrokerNode:
         self._close_session()
 
     def shutdown(self) -> None:
-        """Stop cleanly without asking the controller first (checkpoints, clean logs)."""
+        """Stop cleanly without asking the controller first (checkpoints, clean logs).
+
+        The followers stop fetching first, before the controller candidate resigns, as a
+        Kafka broker stops its replica manager before its controller: a controller elected
+        meanwhile still counts this broker live (its session is open), and a fetch from it
+        then could bring it back into an ISR it is leaving for good."""
         if not self._running:
             return
+        if self.replica_manager is not None:
+            self.replica_manager.fetcher.stop()
         self._leave()
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
@@ -203,14 +248,14 @@ class BrokerNode:
         :class:`ControlledShutdownFailed` (and stops anyway, uncontrolled) after ``timeout``."""
         if not self._running:
             return
-        assert self.metadata is not None and self.epoch is not None
+        participant = self.participant
+        assert participant is not None
         deadline = time.monotonic() + timeout
         remaining: tuple[TopicPartition, ...] = ()
         last_error: Exception | None = None
         while time.monotonic() < deadline:
             try:
-                remaining = request_controlled_shutdown(
-                    self.metadata, self.network, self.id, self.epoch,
+                remaining = participant.controlled_shutdown(
                     max(deadline - time.monotonic(), 0.1))
                 last_error = None
                 if not remaining:

@@ -25,13 +25,17 @@ __all__ = [
     "LEADER_EPOCH_CHECKPOINT_FILE",
     "RECOVERY_POINT_CHECKPOINT_FILE",
     "OffsetCheckpointFile",
+    "PRIVATE_DIRECTORY_MODE",
+    "PRIVATE_FILE_MODE",
     "log_directory_name",
     "parse_log_directory_name",
     "atomic_write",
     "clear_clean_shutdown",
     "fsync_directory",
     "has_clean_shutdown",
+    "make_private_directory",
     "mark_clean_shutdown",
+    "move_aside",
     "parse_checkpoint",
     "parse_int",
     "format_checkpoint",
@@ -42,6 +46,11 @@ HIGH_WATERMARK_CHECKPOINT_FILE = "replication-offset-checkpoint"
 RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+
+PRIVATE_DIRECTORY_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+"""Modes of everything the data plane creates: records and offsets are the users' data, so no
+other account on the machine reads them, whatever the process umask allows."""
 
 
 def log_directory_name(tp: TopicPartition) -> str:
@@ -66,6 +75,21 @@ def _check_topic(topic: str) -> None:
         raise ValueError(f"invalid topic name {topic!r}")
 
 
+def make_private_directory(directory: Path) -> None:
+    """Create ``directory``, and whichever of its parents are missing, owner-only (0700).
+
+    ``Path.mkdir(parents=True)`` would give the parents the umask's default mode. A directory
+    that already exists is left as it is: it was someone's choice.
+    """
+    missing = []
+    current = directory
+    while not current.exists():
+        missing.append(current)
+        current = current.parent
+    for path in reversed(missing):
+        path.mkdir(mode=PRIVATE_DIRECTORY_MODE, exist_ok=True)
+
+
 def fsync_directory(directory: Path) -> None:
     """fsync a directory so that creations, renames and deletions in it are durable."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
@@ -78,7 +102,7 @@ def fsync_directory(directory: Path) -> None:
 def atomic_write(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` so that a crash leaves either the old or the new file."""
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
     try:
         view = memoryview(data)
         while view:
@@ -88,6 +112,18 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.close(fd)
     os.replace(tmp, path)
     fsync_directory(path.parent)
+
+
+def move_aside(path: Path, now_ms: int) -> Path:
+    """Rename a corrupt ``path`` to ``<name>.corrupt-<now_ms>`` (the first free such name) and
+    return the new path: the bytes are kept for whoever investigates, out of the way of the
+    rebuilt file that takes the name."""
+    stamp = now_ms
+    while (target := path.with_name(f"{path.name}.corrupt-{stamp}")).exists():
+        stamp += 1
+    os.replace(path, target)
+    fsync_directory(path.parent)
+    return target
 
 
 def format_checkpoint(lines: Iterable[str]) -> bytes:
@@ -166,7 +202,7 @@ class OffsetCheckpointFile:
 
 def mark_clean_shutdown(directory: Path) -> None:
     """Leave the marker that says everything in ``directory`` was flushed and closed."""
-    (directory / CLEAN_SHUTDOWN_FILE).touch()
+    (directory / CLEAN_SHUTDOWN_FILE).touch(mode=PRIVATE_FILE_MODE)
     fsync_directory(directory)
 
 

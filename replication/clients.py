@@ -13,6 +13,14 @@ offsets it has; a batch not found can never appear later (a later leader comes f
 leader's ISR, whose logs match its committed prefix), so it is re-sent. Every acknowledged
 batch is therefore in the log exactly once.
 
+Sequence numbers are per partition and count records, as Kafka's idempotent producer numbers
+them, so the leaders' producer state (:mod:`replication.producer_state`) checks them too: a
+batch re-sent after all is answered with its original offsets, and one that overtook an
+earlier batch still to be re-sent (OUT_OF_ORDER_SEQUENCE_NUMBER, refused before appending) is
+sent again after it. A batch that fails for good leaves a gap its partition's later batches
+cannot pass (they fail at the delivery timeout): this producer does not bump its epoch the
+way Kafka's does (KIP-360).
+
 The :class:`Consumer` reads whole batches from the leader, below its high watermark only.
 """
 
@@ -35,6 +43,7 @@ import crc32c
 
 from coordinator.codecs import TopicPartition
 from replication.partition import Role
+from replication.producer_state import increment_sequence
 from replication.protocol import ACKS_ALL, ErrorCode, ProduceResult
 from replication.records import (
     ATTRIBUTES_OFFSET,
@@ -66,8 +75,11 @@ _PRODUCER_ID_OFFSET = 43
 _CRC = struct.Struct(">I")
 _FATAL = frozenset({
     ErrorCode.CORRUPT_MESSAGE, ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.INVALID_REQUIRED_ACKS,
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.INVALID_RECORD,
 })
+_RECORDS_COUNT = struct.Struct(">i")
+_RECORDS_COUNT_OFFSET = 57
 _producer_ids = itertools.count(random.randrange(1, 1 << 40) << 16)
 
 
@@ -160,7 +172,8 @@ class Producer:
         """Attempts after the first, over all batches (for reports)."""
         self.recovered = 0
         """Batches found in the log after an ambiguous failure instead of being re-sent."""
-        self._sequence = itertools.count()
+        self._sequences: dict[TopicPartition, int] = {}
+        self._sequence_lock = threading.Lock()
         self._leaders: dict[TopicPartition, ReplicaManager] = {}
         self._slots = threading.BoundedSemaphore(max_in_flight)
         self._outstanding = 0
@@ -177,7 +190,7 @@ class Producer:
              timestamp_ms: int | None = None) -> Future[Delivery]:
         """Send ``values`` as one batch to ``tp``; blocks while ``max_in_flight`` are out."""
         ts = time.time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms
-        sequence = next(self._sequence)
+        sequence = self._take_sequence(tp, len(values))
         data = encode_batch([Record(key=key, value=v, timestamp=ts) for v in values],
                             producer_id=self.producer_id, producer_epoch=0,
                             base_sequence=sequence)
@@ -185,8 +198,16 @@ class Producer:
 
     def send_encoded(self, tp: TopicPartition, batch: bytes | bytearray) -> Future[Delivery]:
         """Send an already encoded v2 batch (re-stamped with this producer's id and sequence)."""
-        sequence = next(self._sequence)
+        count = _RECORDS_COUNT.unpack_from(batch, _RECORDS_COUNT_OFFSET)[0]
+        sequence = self._take_sequence(tp, count)
         return self._submit(tp, restamp_producer(batch, self.producer_id, 0, sequence), sequence)
+
+    def _take_sequence(self, tp: TopicPartition, records: int) -> int:
+        """The first sequence of the next batch of ``records`` records to ``tp``."""
+        with self._sequence_lock:
+            sequence = self._sequences.get(tp, 0)
+            self._sequences[tp] = increment_sequence(sequence, max(records, 1))
+            return sequence
 
     def produce(self, tp: TopicPartition, values: Sequence[bytes], **kwargs: object
                 ) -> Delivery:
@@ -417,9 +438,6 @@ class Consumer:
             if nxt >= hw or nxt == offset:
                 return out
             offset = nxt
-
-    def read_values(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, list[bytes]]:
-        return {tp: [r.value or b"" for r in self.read_all(tp)] for tp in tps}
 
 
 def _decode(data: bytes, from_offset: int) -> list[ConsumedRecord]:

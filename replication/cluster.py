@@ -29,16 +29,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import coordinator
-from coordinator.codecs import PartitionState, TopicPartition
+from coordinator.admin import Admin, controller_status
+from coordinator.codecs import PartitionStateNode, TopicPartition
 from coordinator.metadata import MetadataClient
-from elections.controller_election import controller_status
 from replication.broker_node import BrokerNode
 from replication.clients import Consumer, Producer
 from replication.config import ReplicaConfig
 from replication.partition import Role
 from replication.protocol import ACKS_ALL, FetchEndpoint
 from replication.replica_manager import ReplicaManager
-from statemachines.admin import Admin
 from statemachines.channel import InProcessNetwork
 from statemachines.controller import ControllerConfig
 from statemachines.requests import UpdateMetadataPartition
@@ -118,6 +117,11 @@ class EmbeddedCluster:
 
     ``url`` defaults to a fresh ``memory://`` store; ``root`` (the parent of the brokers' log
     directories, ``broker-<id>``) to a temporary directory removed on :meth:`close`.
+
+    Followers fetch from the running brokers' replica managers unless ``fetch_transport``
+    gives, per broker id, the transport that broker's followers use (a network one: the
+    broker package's clients, which this package cannot import); ``on_node_start`` is called
+    with each broker node once it started (to put a server in front of it, say).
     """
 
     def __init__(
@@ -130,7 +134,11 @@ class EmbeddedCluster:
         controller_config: ControllerConfig | None = None,
         racks: Mapping[int, str] | None = None,
         connect_options: Mapping[str, Any] | None = None,
+        fetch_transport: Callable[[int], Mapping[int, FetchEndpoint]] | None = None,
+        on_node_start: Callable[[BrokerNode], None] | None = None,
     ) -> None:
+        self._fetch_transport = fetch_transport
+        self._on_node_start = on_node_start
         self.broker_ids = tuple(range(1, brokers + 1) if isinstance(brokers, int) else brokers)
         self._own_store = url is None
         self.url = url or f"memory://embedded-{uuid.uuid4().hex[:12]}"
@@ -146,7 +154,7 @@ class EmbeddedCluster:
         self._endpoints = _LiveEndpoints(self.nodes)
         self._client = coordinator.connect(self.url, **self.connect_options)
         self.metadata = MetadataClient(self._client)
-        self.admin = Admin(self._client, self.network)
+        self.admin = Admin(self._client)
         self._started = False
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -164,14 +172,19 @@ class EmbeddedCluster:
         return self.root / f"broker-{broker_id}"
 
     def _start_node(self, broker_id: int) -> BrokerNode:
+        transport = (self._fetch_transport(broker_id) if self._fetch_transport is not None
+                     else self._endpoints)
         node = BrokerNode(
             self.url, broker_id, self.log_dir(broker_id), network=self.network,
-            transport=self._endpoints, rack=self.racks.get(broker_id),
+            transport=transport, rack=self.racks.get(broker_id),
             replica_config=self.replica_config, controller_config=self.controller_config,
             connect_options=self.connect_options,
         )
         self.nodes[broker_id] = node
-        return node.start()
+        node.start()
+        if self._on_node_start is not None:
+            self._on_node_start(node)
+        return node
 
     def close(self) -> None:
         """Stop every broker (controllers first, so nobody reacts), then clean up."""
@@ -245,7 +258,7 @@ class EmbeddedCluster:
         return tuple(self.metadata.assignments([tp.topic])[tp.topic].value.partitions[
             tp.partition])
 
-    def state(self, tp: TopicPartition) -> PartitionState | None:
+    def state(self, tp: TopicPartition) -> PartitionStateNode | None:
         """The stored leader, leader epoch and ISR."""
         item = self.metadata.partition_states([tp])[tp]
         return None if item is None else item.value
@@ -296,14 +309,15 @@ class EmbeddedCluster:
     def create_topic(
         self, name: str, partitions: int = 1, replication_factor: int = 3, *,
         assignment: Mapping[int, Iterable[int]] | None = None, wait: bool = True,
-        timeout: float = 15.0,
+        timeout: float = 15.0, config: Mapping[str, str] | None = None,
     ) -> list[TopicPartition]:
-        """Create a topic; with ``wait``, return once every partition has a working leader
-        with all replicas in sync."""
+        """Create a topic (``config``: its overrides, Kafka's keys); with ``wait``, return once
+        every partition has a working leader with all replicas in sync."""
         if assignment is not None:
-            self.admin.create_topic(name, assignment={p: list(r) for p, r in assignment.items()})
+            self.admin.create_topic(name, assignment={p: list(r) for p, r in assignment.items()},
+                                    config=config)
         else:
-            self.admin.create_topic(name, partitions, replication_factor)
+            self.admin.create_topic(name, partitions, replication_factor, config=config)
         tps = self.partitions(name)
         if wait:
             for tp in tps:
@@ -348,13 +362,13 @@ class EmbeddedCluster:
     def wait_for_leader(
         self, tp: TopicPartition, *, leader: int | None = None, excluding: Iterable[int] = (),
         min_epoch: int = -1, timeout: float = 15.0,
-    ) -> PartitionState:
+    ) -> PartitionStateNode:
         """Until ``tp`` has a leader (``leader`` if given; none of ``excluding``; at a leader
         epoch >= ``min_epoch``) that leads it in its replica manager and that the brokers'
         metadata caches name; returns the stored state."""
         excluded = set(excluding)
 
-        def check() -> PartitionState | None:
+        def check() -> PartitionStateNode | None:
             state = self.state(tp)
             if state is None or state.leader < 0 or state.leader in excluded:
                 return None
@@ -375,12 +389,12 @@ class EmbeddedCluster:
         return self._wait(check, timeout, f"{want} of {tp.topic}-{tp.partition}")
 
     def wait_for_isr(self, tp: TopicPartition, isr: Iterable[int] | None = None, *,
-                     timeout: float = 15.0) -> PartitionState:
+                     timeout: float = 15.0) -> PartitionStateNode:
         """Until the ISR of ``tp`` is ``isr`` (all its replicas by default), as stored, as the
         leader holds it and as the controller told the brokers (so its elections can use it)."""
         want = set(isr) if isr is not None else set(self.replicas(tp))
 
-        def check() -> PartitionState | None:
+        def check() -> PartitionStateNode | None:
             state = self.state(tp)
             if state is None or set(state.isr) != want:
                 return None

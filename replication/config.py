@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from replication.log import LogConfig
+from replication.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 __all__ = ["ReplicaConfig"]
 
@@ -13,9 +14,8 @@ __all__ = ["ReplicaConfig"]
 class ReplicaConfig:
     """Settings of one broker's :class:`~replication.replica_manager.ReplicaManager`.
 
-    ``legacy_hw_truncation`` exists for tests only: followers truncate to their high watermark,
-    the rule KIP-101 replaced, so a test can show its scenario fails without the epoch rule.
-    """
+    ``log`` and ``min_insync_replicas`` are the broker's defaults; a topic's config overrides
+    make a copy of this per topic (``replication.topic_settings``)."""
 
     log: LogConfig = field(default_factory=LogConfig)
     min_insync_replicas: int = 1  # min.insync.replicas
@@ -29,7 +29,9 @@ class ReplicaConfig:
     isr_change_max_delay_ms: int = 60_000  # ...or once changes waited this long
     flush_interval_ms: int | None = None  # log.flush.interval.ms; None leaves it to the OS
     tick_interval_ms: int = 100  # how often the background ticker runs the periodic duties
-    legacy_hw_truncation: bool = False
+    producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS  # producer.id.expiration.ms
+    producer_id_expiration_check_interval_ms: int = 600_000  # producer.id.expiration.check...
+    log_retention_check_interval_ms: int = 300_000  # log.retention.check.interval.ms
 
     def __post_init__(self) -> None:
         if self.min_insync_replicas < 1:
@@ -41,6 +43,9 @@ class ReplicaConfig:
             "high_watermark_checkpoint_interval_ms",
             "isr_change_check_interval_ms",
             "tick_interval_ms",
+            "producer_id_expiration_ms",
+            "producer_id_expiration_check_interval_ms",
+            "log_retention_check_interval_ms",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be positive: {getattr(self, name)}")

@@ -61,23 +61,28 @@ UNDEFINED = EpochEndOffset(epoch=UNDEFINED_EPOCH, end_offset=UNDEFINED_EPOCH_OFF
 def end_offset_for(
     entries: tuple[EpochEntry, ...], requested_epoch: int, log_end_offset: int
 ) -> EpochEndOffset:
-    """OffsetsForLeaderEpoch over ``entries`` (ordered by epoch and start offset).
+    """OffsetsForLeaderEpoch over ``entries`` (ordered by epoch and start offset), answered as
+    Kafka's ``LeaderEpochFileCache.endOffsetFor`` answers it, since consumers validating their
+    position after a leader change (KIP-320) and followers both read it off the wire:
 
     - the latest known epoch ends at the log end offset (it is still being written);
     - an older epoch ends where the first larger known epoch starts, reported against the largest
       known epoch <= the requested one (the requester may not know that one, which is how a
       follower learns to go round again, KIP-279);
-    - an epoch below the first known one, above the latest, or UNDEFINED is UNDEFINED (-1, -1).
-      (Later Kafka versions answer an epoch below the first with the first entry's start offset;
-      here the follower treats UNDEFINED conservatively instead, see ``truncation``.)
+    - an epoch below the first known one ends where the first known one starts, reported
+      against the requested epoch itself: whatever came before is gone from this log (retention
+      moved its start), and the requester should carry on from there;
+    - an epoch above the latest, UNDEFINED, or any epoch of an empty history is UNDEFINED.
     """
     if requested_epoch == UNDEFINED_EPOCH or not entries:
         return UNDEFINED
     latest = entries[-1]
     if requested_epoch == latest.epoch:
         return EpochEndOffset(epoch=latest.epoch, end_offset=log_end_offset)
-    if requested_epoch > latest.epoch or requested_epoch < entries[0].epoch:
+    if requested_epoch > latest.epoch:
         return UNDEFINED
+    if requested_epoch < entries[0].epoch:
+        return EpochEndOffset(epoch=requested_epoch, end_offset=entries[0].start_offset)
     i = bisect_right([e.epoch for e in entries], requested_epoch)  # first epoch > requested
     return EpochEndOffset(epoch=entries[i - 1].epoch, end_offset=entries[i].start_offset)
 
@@ -85,24 +90,23 @@ def end_offset_for(
 def assign_epoch(
     entries: tuple[EpochEntry, ...], epoch: int, start_offset: int
 ) -> tuple[EpochEntry, ...]:
-    """``entries`` with ``epoch`` starting at ``start_offset``.
+    """``entries`` with ``epoch`` starting at ``start_offset``, by Kafka's rule.
 
     The same epoch at the same or a later offset changes nothing (every append of an epoch
-    calls this). A new epoch is appended; if it starts at or below earlier entries' start
-    offsets, those entries (whose records the log no longer has) are removed, as Kafka does. A
-    lower epoch than the latest is refused with :class:`InvalidEpochError`: the history only
-    moves forward, and a stale leader must not rewrite it.
+    calls this). Otherwise the new entry goes last, and every entry it would leave out of order
+    (an epoch at or above it, or a start at or past its start) is removed first: the entries
+    always increase in both epoch and start offset. Whether a lower epoch than the latest may be
+    assigned at all is the caller's decision (a leader refuses it, see
+    :meth:`replication.log.Log.assign_leader_epoch`); the history itself stays consistent
+    either way. A negative epoch or offset is refused with :class:`InvalidEpochError`.
     """
     if epoch < 0 or start_offset < 0:
         raise InvalidEpochError(f"epoch {epoch} at offset {start_offset} is not a valid entry")
     if entries:
         last = entries[-1]
-        if epoch < last.epoch:
-            raise InvalidEpochError(
-                f"epoch {epoch} is older than the latest known epoch {last.epoch}"
-            )
         if epoch == last.epoch and start_offset >= last.start_offset:
             return entries
+    # Entries increase in both fields, so the ones out of order with the new entry are a suffix.
     kept = tuple(e for e in entries if e.epoch < epoch and e.start_offset < start_offset)
     return (*kept, EpochEntry(epoch=epoch, start_offset=start_offset))
 
@@ -110,7 +114,13 @@ def assign_epoch(
 def truncate_entries_from_end(
     entries: tuple[EpochEntry, ...], end_offset: int
 ) -> tuple[EpochEntry, ...]:
-    """Drop entries starting at or after ``end_offset`` (the log was truncated there)."""
+    """Drop entries starting at or after ``end_offset`` (the log was truncated there).
+
+    A negative ``end_offset`` (UNDEFINED_EPOCH_OFFSET, an answer with no offset in it) changes
+    nothing, as in Kafka: it names no place the log was cut.
+    """
+    if end_offset < 0:
+        return entries
     return tuple(e for e in entries if e.start_offset < end_offset)
 
 
@@ -161,11 +171,6 @@ class LeaderEpochCache:
         entries = self._entries
         return entries[-1].epoch if entries else None
 
-    @property
-    def earliest_entry(self) -> EpochEntry | None:
-        entries = self._entries
-        return entries[0] if entries else None
-
     def assign(self, epoch: int, start_offset: int) -> bool:
         """Record that ``epoch`` starts at ``start_offset`` (see :func:`assign_epoch`).
 
@@ -176,6 +181,14 @@ class LeaderEpochCache:
             return False  # the append path's common case, without taking the lock
         with self._lock:
             new = assign_epoch(self._entries, epoch, start_offset)
+            return self._replace(new)
+
+    def assign_all(self, pairs: list[tuple[int, int]]) -> bool:
+        """:meth:`assign` each ``(epoch, start_offset)`` in turn, writing the file once."""
+        with self._lock:
+            new = self._entries
+            for epoch, start_offset in pairs:
+                new = assign_epoch(new, epoch, start_offset)
             return self._replace(new)
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> EpochEndOffset:

@@ -11,9 +11,14 @@ __all__ = [
     "CorruptCheckpointError",
     "CorruptIndexError",
     "CorruptRecordError",
+    "CorruptSnapshotError",
     "InvalidEpochError",
+    "InvalidProducerEpochError",
+    "InvalidRecordError",
     "OffsetOutOfRangeError",
     "OutOfOrderOffsetError",
+    "OutOfOrderSequenceError",
+    "ProducerStateError",
     "RecordTooLargeError",
     "StorageError",
     "UnsupportedCompressionError",
@@ -28,8 +33,9 @@ class CorruptRecordError(StorageError):
     """A record batch failed validation: size, magic, CRC or record layout."""
 
 
-class UnsupportedCompressionError(StorageError):
-    """A batch whose attributes name a compression codec; only uncompressed batches are handled."""
+class UnsupportedCompressionError(CorruptRecordError):
+    """A batch naming a codec Kafka does not have (5 to 7), which no client could have sent, or
+    a compressed batch whose records were asked for (they are stored, never decompressed)."""
 
 
 class RecordTooLargeError(StorageError):
@@ -54,3 +60,27 @@ class CorruptIndexError(StorageError):
 
 class CorruptCheckpointError(StorageError):
     """A checkpoint file that does not parse in Kafka's text format."""
+
+
+class CorruptSnapshotError(StorageError):
+    """A producer state snapshot that does not parse or fails its CRC; rebuilt from the log."""
+
+
+class InvalidRecordError(StorageError):
+    """A produce the broker refuses as a whole (Kafka's INVALID_RECORD): here, an idempotent
+    producer's batch sent together with other batches (a v2 produce holds one batch)."""
+
+
+class ProducerStateError(StorageError):
+    """An idempotent producer's batch that does not continue what the partition holds of that
+    producer: refused before anything is written."""
+
+
+class OutOfOrderSequenceError(ProducerStateError):
+    """A batch whose first sequence does not follow the producer's last one (a gap, or a new
+    epoch not starting at 0): Kafka's OUT_OF_ORDER_SEQUENCE_NUMBER."""
+
+
+class InvalidProducerEpochError(ProducerStateError):
+    """A batch from an older epoch of the producer than the partition has seen (a fenced
+    zombie): Kafka's INVALID_PRODUCER_EPOCH."""

@@ -6,15 +6,25 @@ the OffsetsForLeaderEpoch rounds of :mod:`replication.truncation` (KIP-101 as re
 KIP-279): ask about the latest local epoch; if the leader answers with an epoch this log does
 not have, cut where the largest local epoch below it ends and ask about that one; once the
 epochs match, cut at the smaller of the two end offsets. It then fetches from its log end.
-Never does it truncate to its high watermark (unless a test switches on
-``ReplicaConfig.legacy_hw_truncation`` to show what that rule breaks).
+Never does it truncate to its high watermark. Whenever a leader's answer shows the log no
+longer continues the leader's (a fetched batch does not follow on, or the fetch offset is
+past the leader's end) the partition goes back to the epoch rounds.
 
 :meth:`ReplicaFetcher.run_once` does one round over all partitions, which is what deterministic
-tests drive; :meth:`ReplicaFetcher.start` runs rounds on a background thread, sleeping when a
-round moved nothing until a leader it fetches from appends (or the backoff passes). The leaders
-are reached through ``transport``, a mapping from broker id to a
-:class:`~replication.protocol.FetchEndpoint`: in process, the brokers' replica managers; later,
-network clients with the same two calls.
+tests drive; :meth:`ReplicaFetcher.start` runs rounds on background threads, one per leader
+broker as Kafka's fetcher threads are, each sleeping when a round moved nothing until its
+leader appends (or the backoff passes). The leaders are reached through ``transport``, a
+mapping from broker id to a :class:`~replication.protocol.FetchEndpoint`: in process, the
+brokers' replica managers; between processes, network clients speaking Kafka's Fetch
+(:mod:`broker.fetch_client`), which take a leader's partitions in one request that waits on
+the leader for data (a long poll, so the wait is the request's, not a backoff).
+
+A leader that answers diverging epochs on fetch (Fetch v12+, KIP-595: its endpoint says
+``truncates_on_fetch``) spares the rounds: a new follower fetches from its log end at once,
+sending the epoch of its last batch, and when the leader answers with a diverging epoch it
+truncates by the same decision an OffsetsForLeaderEpoch answer gets, then fetches again (which
+asks again, with the epoch now last). Against an older leader, and whenever an answer shows the
+log diverged otherwise, the rounds run as above.
 """
 
 from __future__ import annotations
@@ -29,7 +39,7 @@ from replication.config import ReplicaConfig
 from replication.epochs import EpochEndOffset
 from replication.errors import StorageError
 from replication.partition import Partition
-from replication.protocol import ErrorCode, FetchEndpoint
+from replication.protocol import ErrorCode, FetchEndpoint, FetchResult, PartitionFetch
 from replication.truncation import (
     AskAgain,
     Truncate,
@@ -55,13 +65,26 @@ class FetchPosition:
 
 
 class _State:
-    __slots__ = ("leader", "leader_epoch", "fetch_offset", "truncating")
+    __slots__ = ("by_epochs", "fetch_offset", "leader", "leader_epoch", "truncating")
 
     def __init__(self, leader: int, leader_epoch: int) -> None:
         self.leader = leader
         self.leader_epoch = leader_epoch
         self.fetch_offset = -1
         self.truncating = True
+        self.by_epochs = False
+        """Truncate by the OffsetsForLeaderEpoch rounds even where the leader would answer a
+        diverging epoch on fetch: its answer already showed the log diverged."""
+
+
+class _Worker:
+    """The background thread fetching from one leader broker, and what wakes it."""
+
+    __slots__ = ("thread", "wake")
+
+    def __init__(self) -> None:
+        self.wake = threading.Event()
+        self.thread: threading.Thread | None = None
 
 
 class ReplicaFetcher:
@@ -80,13 +103,15 @@ class ReplicaFetcher:
         self._config = config
         self._lock = threading.Lock()
         self._states: dict[TopicPartition, _State] = {}
-        self._wake = threading.Event()
+        self._workers: dict[int, _Worker] = {}
         self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._subscribed: dict[int, object] = {}
+        self._started = False
+        self._subscribed: dict[int, tuple[object, Callable[[], None]]] = {}
         self.epoch_requests = 0
         """OffsetsForLeaderEpoch requests sent, for tests and metrics."""
         self.fetch_requests = 0
+        self.diverging_epochs = 0
+        """Fetch answers that carried a diverging epoch (KIP-595), for tests and metrics."""
 
     # -- membership ----------------------------------------------------------------------------
 
@@ -94,11 +119,20 @@ class ReplicaFetcher:
         """Follow ``leader`` at ``leader_epoch``: truncation first, then fetching."""
         with self._lock:
             self._states[tp] = _State(leader, leader_epoch)
-        self._wake.set()
+            worker = self._worker(leader)
+        worker.wake.set()
 
     def remove_partition(self, tp: TopicPartition) -> None:
         with self._lock:
             self._states.pop(tp, None)
+
+    def follow(self, tp: TopicPartition, leader: int, leader_epoch: int) -> None:
+        """The local replica's leader or leader epoch changed: truncate again before fetching
+        from ``leader``, or, with no leader (``leader`` < 0), stop fetching."""
+        if leader < 0:
+            self.remove_partition(tp)
+        else:
+            self.add_partition(tp, leader, leader_epoch)
 
     def positions(self) -> dict[TopicPartition, FetchPosition]:
         with self._lock:
@@ -112,45 +146,117 @@ class ReplicaFetcher:
 
     # -- one round -----------------------------------------------------------------------------
 
-    def run_once(self) -> int:
-        """Truncate what needs it, then fetch once for every partition; returns the bytes
-        appended plus the truncations completed (0: the round changed nothing)."""
+    def run_once(self, leader: int | None = None) -> int:
+        """Truncate what needs it, then fetch once for every partition (of ``leader`` only,
+        if given); returns the bytes appended plus the truncations completed (0: the round
+        changed nothing). Each leader gets one fetch request for all its partitions when its
+        endpoint takes them together (``fetch_partitions``), else one per partition."""
+        return self._run_round(leader)[0]
+
+    def _run_round(self, leader: int | None) -> tuple[int, bool]:
+        """:meth:`run_once`, and whether a leader answered a batched fetch without errors:
+        such a fetch already waited on the leader (a long poll), so no backoff follows it."""
         with self._lock:
-            states = list(self._states.items())
-        progress = 0
+            states = [(tp, s) for tp, s in self._states.items()
+                      if leader is None or s.leader == leader]
+        by_leader: dict[int, list[tuple[TopicPartition, _State]]] = {}
         for tp, state in states:
-            endpoint = self.transport.get(state.leader)
+            by_leader.setdefault(state.leader, []).append((tp, state))
+        progress, polled = 0, False
+        for leader_id, items in by_leader.items():
+            endpoint = self.transport.get(leader_id)
             if endpoint is None:
                 continue
+            if self._started:
+                self._subscribe(leader_id, endpoint)
+            moved, answered = self._round(endpoint, items)
+            progress += moved
+            polled = polled or answered
+        return progress, polled
+
+    def _round(self, endpoint: FetchEndpoint, items: list[tuple[TopicPartition, _State]]
+               ) -> tuple[int, bool]:
+        on_fetch = bool(getattr(endpoint, "truncates_on_fetch", False))
+        progress = 0
+        ready: list[tuple[TopicPartition, _State, Partition]] = []
+        for tp, state in items:
             partition = self._partitions(tp)
             if partition is None:
                 self.remove_partition(tp)
                 continue
-            if self._thread is not None:
-                self._subscribe(state.leader, endpoint)
             if state.truncating:
-                if not self._truncate(tp, state, partition, endpoint):
+                first = on_fetch and not state.by_epochs and self._fetch_first(state, partition)
+                if not first and not self._truncate(tp, state, partition, endpoint):
                     continue
                 progress += 1
-            progress += self._fetch(tp, state, partition, endpoint)
-        return progress
+            ready.append((tp, state, partition))
+        if not ready:
+            return progress, False
+        fetch_partitions = getattr(endpoint, "fetch_partitions", None)
+        if fetch_partitions is None:
+            for tp, state, partition in ready:
+                progress += self._fetch(tp, state, partition, endpoint)
+            return progress, False
+        wanted = []
+        for tp, state, partition in ready:
+            last = self._last_fetched_epoch(partition) if on_fetch else -1
+            wanted.append(PartitionFetch(
+                tp=tp, fetch_offset=state.fetch_offset, leader_epoch=state.leader_epoch,
+                last_fetched_epoch=last, max_bytes=self._config.replica_fetch_max_bytes))
+        self.fetch_requests += 1
+        results = fetch_partitions(self.broker_id, wanted)
+        # A leader that held the request (a long poll) waited already; with no wait at the
+        # leader (replica.fetch.wait.max.ms 0) an empty answer backs off as usual.
+        answered = bool(getattr(endpoint, "long_polls", True))
+        for (tp, state, partition), want in zip(ready, wanted, strict=True):
+            result = results.get(tp)
+            if result is None or result.error != ErrorCode.NONE:
+                answered = False
+            if result is not None:
+                progress += self._handle(tp, state, partition, result, want.last_fetched_epoch)
+        return progress, answered
 
-    def _truncate(
-        self, tp: TopicPartition, state: _State, partition: Partition, endpoint: FetchEndpoint
-    ) -> bool:
-        epoch = state.leader_epoch
-        if self._config.legacy_hw_truncation:
-            leo = partition.truncate_as_follower(partition.high_watermark, epoch)
-        else:
-            decision = self._truncation_rounds(tp, state, partition, endpoint)
-            if decision is None:
-                return False
-            leo = partition.truncate_as_follower(decision.offset, epoch)
+    @staticmethod
+    def _last_fetched_epoch(partition: Partition) -> int:
+        """The epoch of the log's last batch (its latest epoch entry), -1 if none."""
+        asked = first_epoch_to_ask(partition.epoch_view())
+        return -1 if asked is None else asked
+
+    def _fetch_first(self, state: _State, partition: Partition) -> bool:
+        """A new leader that answers diverging epochs on fetch: start fetching at the log end
+        at once (Kafka's truncation on fetch, KIP-595); the first answer says where to cut.
+        False when the log's epochs cannot be checked that way (a log with batches but no
+        epoch history: the rounds decide), or the partition no longer follows this epoch."""
+        view = partition.epoch_view()
+        if not view.entries and view.log_end_offset != view.log_start_offset:
+            return False
+        leo = partition.truncate_as_follower(view.log_end_offset, state.leader_epoch)
         if leo is None:
             return False
         state.fetch_offset = leo
         state.truncating = False
         return True
+
+    def _truncate(
+        self, tp: TopicPartition, state: _State, partition: Partition, endpoint: FetchEndpoint
+    ) -> bool:
+        offset = self._truncation_offset(tp, state, partition, endpoint)
+        if offset is None:
+            return False
+        leo = partition.truncate_as_follower(offset, state.leader_epoch)
+        if leo is None:
+            return False
+        state.fetch_offset = leo
+        state.truncating = False
+        state.by_epochs = False
+        return True
+
+    def _truncation_offset(
+        self, tp: TopicPartition, state: _State, partition: Partition, endpoint: FetchEndpoint
+    ) -> int | None:
+        """Where to cut the log before fetching from a new leader; None to try again later."""
+        decision = self._truncation_rounds(tp, state, partition, endpoint)
+        return None if decision is None else decision.offset
 
     def _truncation_rounds(
         self, tp: TopicPartition, state: _State, partition: Partition, endpoint: FetchEndpoint
@@ -189,83 +295,149 @@ class ReplicaFetcher:
     def _fetch(
         self, tp: TopicPartition, state: _State, partition: Partition, endpoint: FetchEndpoint
     ) -> int:
-        epoch = state.leader_epoch
         self.fetch_requests += 1
-        result = endpoint.fetch(
-            tp, state.fetch_offset, self._config.replica_fetch_max_bytes, self.broker_id, epoch
-        )
+        result = endpoint.fetch(tp, state.fetch_offset, self._config.replica_fetch_max_bytes,
+                                self.broker_id, state.leader_epoch)
+        return self._handle(tp, state, partition, result, -1)
+
+    def _handle(
+        self, tp: TopicPartition, state: _State, partition: Partition, result: FetchResult,
+        last_fetched_epoch: int,
+    ) -> int:
+        """Act on the leader's answer for one partition; returns the progress made."""
+        epoch = state.leader_epoch
         error = result.error
+        if error == ErrorCode.NONE and result.diverging_epoch >= 0:
+            return self._truncate_on_fetch(tp, state, partition, result, last_fetched_epoch)
         if error == ErrorCode.NONE:
             try:
                 leo = partition.append_as_follower(result.records, result.high_watermark, epoch)
             except StorageError as exc:
                 # The fetched batches do not continue this log: it must have diverged.
                 log.warning("%s: follower append at %d failed: %s", tp, state.fetch_offset, exc)
-                if not self._config.legacy_hw_truncation:
-                    state.truncating = True
-                return 0
+                return self._diverged(tp, state, partition, result)
             if leo is None:
                 return 0
             state.fetch_offset = leo
             return len(result.records)
         if error == ErrorCode.OFFSET_OUT_OF_RANGE:
-            if state.fetch_offset < result.log_start_offset:
-                leo = partition.restart_log_as_follower(result.log_start_offset, epoch)
-            elif self._config.legacy_hw_truncation:
-                leo = partition.truncate_as_follower(result.log_end_offset, epoch)
-            else:
-                state.truncating = True
-                return 0
+            if state.fetch_offset >= result.log_start_offset:
+                return self._diverged(tp, state, partition, result)
+            leo = partition.restart_log_as_follower(result.log_start_offset, epoch)
             if leo is not None:
                 state.fetch_offset = leo
                 return 1
         return 0
 
-    # -- background thread ---------------------------------------------------------------------
+    def _truncate_on_fetch(
+        self, tp: TopicPartition, state: _State, partition: Partition, result: FetchResult,
+        asked: int,
+    ) -> int:
+        """The leader answered the last fetched epoch ``asked`` with a diverging epoch: the
+        same decision as for an OffsetsForLeaderEpoch answer (truncation.py). When the answer
+        is an epoch this log never had, cut where the log's largest epoch below it ends; the
+        next fetch sends that epoch and the leader answers again (each round removes an
+        epoch, as the rounds do)."""
+        self.diverging_epochs += 1
+        answer = EpochEndOffset(epoch=result.diverging_epoch,
+                                end_offset=result.diverging_end_offset)
+        try:
+            decision = decide_truncation(partition.epoch_view(), asked, answer)
+        except ValueError:
+            log.warning("%s: leader %d answered a diverging epoch %d to epoch %d", tp,
+                        state.leader, answer.epoch, asked)
+            return self._diverged(tp, state, partition, result)
+        leo = partition.truncate_as_follower(decision.offset, state.leader_epoch)
+        if leo is None:
+            return 0
+        log.info("%s: diverged from leader %d at epoch %d: truncated to %d", tp, state.leader,
+                 answer.epoch, leo)
+        state.fetch_offset = leo
+        return 1
+
+    def _diverged(
+        self, tp: TopicPartition, state: _State, partition: Partition, result: FetchResult
+    ) -> int:
+        """The leader's answer shows this log no longer continues the leader's (``result``:
+        the fetch answer, NONE with batches that do not follow on, or OFFSET_OUT_OF_RANGE past
+        the leader's end): find the divergence again by the epoch rounds. Returns the progress
+        made (none: the next round truncates)."""
+        state.truncating = True
+        state.by_epochs = True
+        return 0
+
+    # -- background threads --------------------------------------------------------------------
+
+    def _worker(self, leader: int) -> _Worker:
+        """The worker of ``leader`` (lock held), its thread started if the fetcher runs."""
+        worker = self._workers.get(leader)
+        if worker is None:
+            worker = self._workers[leader] = _Worker()
+        if self._started and worker.thread is None:
+            worker.thread = threading.Thread(
+                target=self._run, args=(leader, worker),
+                name=f"replica-fetcher-{self.broker_id}-from-{leader}", daemon=True)
+            worker.thread.start()
+        return worker
 
     def _subscribe(self, leader: int, endpoint: FetchEndpoint) -> None:
-        if self._subscribed.get(leader) is endpoint:
+        known = self._subscribed.get(leader)
+        if known is not None and known[0] is endpoint:
             return
+        with self._lock:
+            callback = self._worker(leader).wake.set
         add = getattr(endpoint, "add_append_listener", None)
         if add is not None:
-            add(self._wake.set)
-        self._subscribed[leader] = endpoint
+            add(callback)
+        self._subscribed[leader] = (endpoint, callback)
 
     def wake(self) -> None:
-        """Make the background thread run a round now."""
-        self._wake.set()
+        """Make the background threads run a round now."""
+        with self._lock:
+            workers = list(self._workers.values())
+        for worker in workers:
+            worker.wake.set()
 
     def start(self) -> None:
-        if self._thread is not None:
-            return
-        self._stopping.clear()
-        self._thread = threading.Thread(
-            target=self._run, name=f"replica-fetcher-{self.broker_id}", daemon=True
-        )
-        self._thread.start()
+        """Fetch in the background: one thread per leader broker followed (Kafka's replica
+        fetcher threads, ``num.replica.fetchers`` = 1), so that a slow leader, or a long poll
+        waiting on one, holds up only the partitions it leads."""
+        with self._lock:
+            if self._started:
+                return
+            self._stopping.clear()
+            self._started = True
+            for leader in {s.leader for s in self._states.values()}:
+                self._worker(leader)
 
-    def _run(self) -> None:
+    def _run(self, leader: int, worker: _Worker) -> None:
         backoff = self._config.replica_fetch_backoff_ms / 1000
         while not self._stopping.is_set():
-            self._wake.clear()
+            worker.wake.clear()
             try:
-                moved = self.run_once()
+                moved, polled = self._run_round(leader)
             except Exception:  # a bug must not kill replication silently forever
-                log.exception("replica fetcher of broker %d failed a round", self.broker_id)
-                moved = 0
-            if not moved:
-                self._wake.wait(backoff)
+                log.exception("replica fetcher of broker %d from %d failed a round",
+                              self.broker_id, leader)
+                moved, polled = 0, False
+            if not moved and not polled:
+                worker.wake.wait(backoff)
 
     def stop(self) -> None:
-        thread = self._thread
-        if thread is None:
-            return
-        self._stopping.set()
-        self._wake.set()
-        thread.join()
-        self._thread = None
-        for endpoint in self._subscribed.values():
+        with self._lock:
+            if not self._started:
+                return
+            self._started = False
+            self._stopping.set()
+            workers = list(self._workers.values())
+        for worker in workers:
+            worker.wake.set()
+        for worker in workers:
+            if worker.thread is not None:
+                worker.thread.join()
+                worker.thread = None
+        for endpoint, callback in self._subscribed.values():
             remove = getattr(endpoint, "remove_append_listener", None)
             if remove is not None:
-                remove(self._wake.set)
+                remove(callback)
         self._subscribed.clear()

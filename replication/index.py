@@ -19,6 +19,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 from pathlib import Path
 
+from replication.checkpoints import PRIVATE_FILE_MODE
 from replication.errors import CorruptIndexError
 
 __all__ = ["OffsetIndex", "TimeIndex"]
@@ -37,7 +38,7 @@ class _SparseIndex:
         self._keys = array(self._key_type)
         self._values = array(self._value_type)
         self._synced = 0  # entries known to be on disk, unchanged since
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE_MODE)
         self._file_entries = os.fstat(self._fd).st_size // self._entry.size
 
     def __len__(self) -> int:

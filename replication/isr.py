@@ -3,7 +3,9 @@
 The leader alone changes the ISR between elections. Its decisions are pure functions here:
 
 - the high watermark is the smallest log end offset over the ISR (the leader's included), and
-  a leader never moves it back;
+  a leader never moves it back; while the ISR is smaller than the effective
+  ``min.insync.replicas`` it does not move at all (Kafka since KAFKA-15583), so records that
+  only a minority holds are never committed over the heads of acks=all producers;
 - a follower is out of sync when it is behind the leader's log end and has not been caught up
   for longer than ``replica.lag.time.max.ms`` (a caught-up follower that merely has nothing to
   fetch stays in);
@@ -12,36 +14,38 @@ The leader alone changes the ISR between elections. Its decisions are pure funct
   older leader's that the current one might have overwritten.
 
 A decided ISR is written to the partition state node conditionally on its version (the
-partition epoch): the leader is not the controller, so it is not fenced by the controller epoch,
-only by that version. On a version conflict it re-reads the node; if the leader epoch moved,
-the controller has taken over and the leader stops. Written changes are announced to the
-controller through ISR change notifications, batched: see :class:`IsrChangeBatcher`.
+partition epoch), through the broker's :class:`~statemachines.broker_side.ControllerClient`:
+the leader is not the controller, so it is not fenced by the controller epoch, only by that
+version. On a version conflict it re-reads the node; if the leader epoch moved, the controller
+has taken over and the leader stops. Written changes are announced to the controller through
+ISR change notifications, batched: see :class:`IsrChangeBatcher`.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping
 from typing import Protocol
 
-from coordinator import layout
-from coordinator.codecs import PartitionState, TopicPartition
-from coordinator.errors import BadVersion, CoordinatorError, NoNode
-from coordinator.metadata import MetadataClient
+from coordinator.codecs import PartitionStateNode, TopicPartition
+from statemachines.broker_side import (
+    IsrConflict,
+    IsrWriteFailed,
+    IsrWriteOutcome,
+    IsrWritten,
+)
 
 __all__ = [
-    "CoordinatorIsrStore",
     "IsrChangeBatcher",
     "IsrConflict",
     "IsrStore",
     "IsrWriteFailed",
     "IsrWriteOutcome",
     "IsrWritten",
-    "LeaderIsr",
     "LocalIsrStore",
     "UNKNOWN_OFFSET",
     "can_join_isr",
+    "effective_min_isr",
     "high_watermark",
     "out_of_sync_replicas",
 ]
@@ -53,14 +57,33 @@ UNKNOWN_OFFSET = -1
 # -- pure decisions ---------------------------------------------------------------------------
 
 
+def effective_min_isr(min_insync_replicas: int, replication_factor: int) -> int:
+    """``min.insync.replicas`` capped at the replication factor, as Kafka caps it since
+    KAFKA-15583: a topic configured for more in-sync replicas than it has would otherwise never
+    commit anything, now that the high watermark waits for the minimum."""
+    return min(min_insync_replicas, max(replication_factor, 1))
+
+
 def high_watermark(
-    current: int, leader_leo: int, isr: Iterable[int], leader_id: int, leos: Mapping[int, int]
+    current: int,
+    leader_leo: int,
+    isr: Collection[int],
+    leader_id: int,
+    leos: Mapping[int, int],
+    *,
+    min_isr: int,
 ) -> int:
     """The leader's HW: the minimum log end offset over the ISR, never below ``current``.
 
     A follower whose LEO is unknown (it has not fetched from this leader yet) holds the HW
-    where it is.
+    where it is. An ISR smaller than ``min_isr`` (see :func:`effective_min_isr`) freezes it at
+    ``current``: acks=1 records written meanwhile are held by too few replicas to be committed,
+    and committing them would let them overtake acks=all writes on an election. Once the ISR
+    is back to the minimum, the HW moves on to the smallest LEO of that ISR, taking those
+    records in (every member now holds them).
     """
+    if len(isr) < min_isr:
+        return current
     hw = leader_leo
     for replica in isr:
         if replica != leader_id:
@@ -97,91 +120,14 @@ def can_join_isr(follower_leo: int, high_watermark: int, epoch_start_offset: int
 # -- the conditional write --------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LeaderIsr:
-    """The content of a partition state node."""
-
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    controller_epoch: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class IsrWritten:
-    """The write landed; the node now has version ``partition_epoch``."""
-
-    partition_epoch: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class IsrConflict:
-    """The node's version was not the one expected: here is what it holds now (``None`` if it
-    is gone, e.g. the topic was deleted)."""
-
-    current: LeaderIsr | None
-    partition_epoch: int = -1
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class IsrWriteFailed:
-    """The coordinator could not be reached; the outcome is unknown. Try again later."""
-
-    reason: str
-
-
-IsrWriteOutcome = IsrWritten | IsrConflict | IsrWriteFailed
-
-
 class IsrStore(Protocol):
-    """Where a leader writes the ISR it decided."""
+    """Where a leader writes the ISR it decided: its broker's
+    :class:`~statemachines.broker_side.ControllerClient` (the partition state node, fenced by
+    its version), or a :class:`LocalIsrStore`."""
 
     def write_isr(
-        self, tp: TopicPartition, state: LeaderIsr, expected_partition_epoch: int
+        self, tp: TopicPartition, state: PartitionStateNode, expected_partition_epoch: int
     ) -> IsrWriteOutcome: ...
-
-
-class CoordinatorIsrStore:
-    """ISR writes to the partition state nodes of Kafka's layout, through a metadata client."""
-
-    def __init__(self, metadata: MetadataClient) -> None:
-        self.metadata = metadata
-
-    def write_isr(
-        self, tp: TopicPartition, state: LeaderIsr, expected_partition_epoch: int
-    ) -> IsrWriteOutcome:
-        data = PartitionState(
-            leader=state.leader,
-            leader_epoch=state.leader_epoch,
-            isr=state.isr,
-            controller_epoch=state.controller_epoch,
-        ).encode()
-        path = layout.partition_state(tp.topic, tp.partition)
-        try:
-            stat = self.metadata.coordinator.set(path, data, version=expected_partition_epoch)
-            return IsrWritten(partition_epoch=stat.version)
-        except NoNode:
-            return IsrConflict(current=None)
-        except BadVersion:
-            pass
-        except CoordinatorError as exc:
-            return IsrWriteFailed(reason=f"{type(exc).__name__}: {exc}")
-        try:
-            stored = self.metadata.partition_states([tp])[tp]
-        except CoordinatorError as exc:
-            return IsrWriteFailed(reason=f"{type(exc).__name__}: {exc}")
-        if stored is None:
-            return IsrConflict(current=None)
-        value = stored.value
-        return IsrConflict(
-            current=LeaderIsr(
-                leader=value.leader,
-                leader_epoch=value.leader_epoch,
-                isr=tuple(value.isr),
-                controller_epoch=value.controller_epoch,
-            ),
-            partition_epoch=stored.version,
-        )
 
 
 class LocalIsrStore:
@@ -190,10 +136,10 @@ class LocalIsrStore:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.states: dict[TopicPartition, tuple[LeaderIsr, int]] = {}
+        self.states: dict[TopicPartition, tuple[PartitionStateNode, int]] = {}
 
     def write_isr(
-        self, tp: TopicPartition, state: LeaderIsr, expected_partition_epoch: int
+        self, tp: TopicPartition, state: PartitionStateNode, expected_partition_epoch: int
     ) -> IsrWriteOutcome:
         with self._lock:
             version = expected_partition_epoch + 1

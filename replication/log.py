@@ -9,34 +9,58 @@ forward. Every check runs before the first byte is written: bad input changes no
 Opening a log without the clean-shutdown marker recovers it: every batch from the recovery point
 on is re-checked (size, magic, CRC, increasing offsets), the log is cut at the first that fails,
 later segments are dropped, indexes are rebuilt and the epoch cache is cut to what survived.
+With the marker, each segment is trusted up to its last index entry and the batches past it (the
+only ones an open reads anyway) get the same checks; one that fails sends its segment through the
+same recovery, since a marker says the log was closed whole, not that nothing touched it since.
+A ``leader-epoch-checkpoint`` that does not parse is moved aside (``.corrupt-<ms>``) and the
+epoch cache is rebuilt from the leader epochs in the batch headers of the whole log.
+
+The log also owns its partition's producer state (:mod:`replication.producer_state`): a leader
+append of an idempotent producer's batch is checked against it before anything is written (a
+retry is answered with the original offsets and not written again), follower appends update it
+unchecked, and it is snapshotted at segment rolls and on close, reloaded on open and on
+truncation.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 import time
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from replication.checkpoints import (
     LEADER_EPOCH_CHECKPOINT_FILE,
     clear_clean_shutdown,
     fsync_directory,
     has_clean_shutdown,
+    make_private_directory,
     mark_clean_shutdown,
+    move_aside,
     parse_log_directory_name,
 )
 from replication.epochs import EpochEndOffset, LeaderEpochCache
 from replication.errors import (
+    CorruptCheckpointError,
     InvalidEpochError,
     OffsetOutOfRangeError,
     OutOfOrderOffsetError,
     RecordTooLargeError,
     StorageError,
 )
-from replication.records import BATCH_OVERHEAD, stamp_batch, validate_batches
+from replication.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    Duplicate,
+    ProducerBatch,
+    ProducerEntry,
+    ProducerStateManager,
+)
+from replication.records import stamp_batch, validate_batches
 from replication.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -47,9 +71,14 @@ from replication.segment import (
 )
 from replication.truncation import FollowerEpochView
 
-__all__ = ["AppendInfo", "Log", "LogConfig", "ReadResult"]
+__all__ = ["AppendInfo", "DuplicateAppend", "Log", "LogConfig", "LogSlice", "ReadResult"]
+
+_logger = logging.getLogger(__name__)
 
 _DAY_MS = 24 * 3600 * 1000
+MIN_SEGMENT_BYTES = 14
+"""Kafka's least segment.bytes (a v0 record's overhead): below a batch's size, every append
+is refused as too large, as in Kafka."""
 _STRAY_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
 
 
@@ -61,7 +90,8 @@ def _wall_clock_ms() -> int:
 class LogConfig:
     """Per-log settings, named after Kafka's topic configs, with Kafka's defaults.
 
-    ``retention_ms`` / ``retention_bytes`` of -1 mean unlimited.
+    ``retention_ms`` / ``retention_bytes`` of -1 mean unlimited. A topic's overrides make
+    one of these per topic (``replication.topic_settings``), swapped in by :meth:`Log.reconfigure`.
     """
 
     segment_bytes: int = 1 << 30  # segment.bytes
@@ -69,10 +99,17 @@ class LogConfig:
     retention_ms: int = 7 * _DAY_MS  # retention.ms
     retention_bytes: int = -1  # retention.bytes
     index_interval_bytes: int = 4096  # index.interval.bytes
+    max_message_bytes: int = 1024 * 1024 + 12  # max.message.bytes (a batch, as leader)
+    cleanup_delete: bool = True
+    """``delete`` is in cleanup.policy: retention by time and size applies (Kafka's
+    LogConfig.delete); a compact-only log keeps its segments."""
 
     def __post_init__(self) -> None:
-        if not BATCH_OVERHEAD <= self.segment_bytes <= (1 << 31) - 1:
-            raise ValueError(f"segment_bytes must fit a uint32 position: {self.segment_bytes}")
+        if not MIN_SEGMENT_BYTES <= self.segment_bytes <= (1 << 31) - 1:
+            raise ValueError(f"segment_bytes must be at least {MIN_SEGMENT_BYTES} and fit a "
+                             f"uint32 position: {self.segment_bytes}")
+        if self.max_message_bytes < 0:
+            raise ValueError(f"max_message_bytes must be >= 0: {self.max_message_bytes}")
         if self.segment_ms < 1:
             raise ValueError(f"segment_ms must be positive: {self.segment_ms}")
         if self.retention_ms < -1 or self.retention_bytes < -1:
@@ -83,12 +120,28 @@ class LogConfig:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AppendInfo:
-    """Where an append landed: its first and last offsets, batch count and bytes."""
+    """Where an append landed: its first and last offsets, batch count and bytes.
+
+    ``log_append_time`` is -1: timestamps are the producers' (CreateTime). ``duplicate`` is
+    False: see :class:`DuplicateAppend`. (Both are class attributes, not fields: every append
+    builds one of these, and each field of a frozen dataclass costs its constructor.)"""
 
     first_offset: int
     last_offset: int
     batches: int
     size: int
+    duplicate: ClassVar[bool] = False
+    log_append_time: ClassVar[int] = -1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DuplicateAppend(AppendInfo):
+    """An append that wrote nothing: the batch was an idempotent producer's retry of one the
+    log holds. The offsets are the original batch's, ``log_append_time`` its timestamp (what
+    Kafka answers a duplicate with); ``batches`` and ``size`` are 0."""
+
+    log_append_time: int  # type: ignore[misc]
+    duplicate: ClassVar[bool] = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -105,13 +158,53 @@ class ReadResult:
     next_offset: int
 
 
+class LogSlice:
+    """Bytes of a segment file to send as they are (``os.sendfile``), never read into memory:
+    ``size`` bytes at ``position`` of the file open as ``fd``, starting with the batch whose base
+    offset is ``first_offset``.
+
+    The slice owns ``fd``, a duplicate of the segment's descriptor, so the bytes stay readable
+    if retention deletes the segment meanwhile; :meth:`close` it once sent. A truncation may
+    still shorten the file under it: a sender that gets fewer bytes than ``size`` must give up
+    on the message it was framing."""
+
+    __slots__ = ("fd", "first_offset", "position", "size")
+
+    def __init__(self, fd: int, position: int, size: int, first_offset: int) -> None:
+        self.fd = fd
+        self.position = position
+        self.size = size
+        self.first_offset = first_offset
+
+    def read(self) -> bytes:
+        """The bytes themselves (tests, and senders that cannot use sendfile)."""
+        return os.pread(self.fd, self.size, self.position)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __repr__(self) -> str:
+        return f"LogSlice(fd={self.fd}, position={self.position}, size={self.size})"
+
+
 class Log:
     """The log of one partition, in a directory named ``<topic>-<partition>``.
 
     Thread-safe: one lock serialises appends, reads, truncation and retention.
     """
 
-    def __init__(self, directory: Path, config: LogConfig, clock: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        clock: Callable[[], int],
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ) -> None:
         self.directory = directory
         self.topic_partition = parse_log_directory_name(directory.name)
         self.config = config
@@ -123,7 +216,10 @@ class Log:
         self._recovery_point = 0
         self._dir_dirty = False
         self._closed = False
-        self.leader_epoch_cache = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT_FILE)
+        self._epochs_lost = False
+        self.leader_epoch_cache = self._open_epoch_cache()
+        self._producers = ProducerStateManager(
+            directory, expiration_ms=producer_id_expiration_ms, clock=clock)
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -135,19 +231,54 @@ class Log:
         config: LogConfig | None = None,
         recovery_point: int = 0,
         clock: Callable[[], int] | None = None,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> Log:
         """Open (creating if needed) the log in ``directory``.
 
-        After a clean shutdown, segments are trusted and only indexes that are missing or
-        corrupt are rebuilt. Otherwise every segment from the one holding ``recovery_point``
+        After a clean shutdown, segments are trusted up to their last index entry, the batches
+        past it are checked, and indexes that are missing or corrupt are rebuilt. Otherwise every segment from the one holding ``recovery_point``
         (the offset up to which the log was known flushed; 0 checks all) is recovered.
-        ``clock`` returns milliseconds and drives ``segment.ms`` and retention.
+        ``clock`` returns milliseconds and drives ``segment.ms``, retention and the expiry of
+        idle producers' state after ``producer_id_expiration_ms`` (a broker setting in Kafka,
+        ``producer.id.expiration.ms``).
         """
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        log = cls(directory, config or LogConfig(), clock or _wall_clock_ms)
+        make_private_directory(directory)
+        log = cls(directory, config or LogConfig(), clock or _wall_clock_ms,
+                  producer_id_expiration_ms)
         log._load(recovery_point)
         return log
+
+    def _open_epoch_cache(self) -> LeaderEpochCache:
+        """The epoch cache from its checkpoint. A corrupt checkpoint is moved aside, with one
+        warning, and the cache starts empty, to be rebuilt from the batches once the segments
+        are open: one partition's bad file must not keep a broker's other partitions down, and
+        the log holds every epoch that wrote a batch in it."""
+        path = self.directory / LEADER_EPOCH_CHECKPOINT_FILE
+        try:
+            return LeaderEpochCache(path)
+        except CorruptCheckpointError as exc:
+            moved = move_aside(path, self._clock())
+            _logger.warning(
+                "%s is corrupt (%s); moved to %s, rebuilding the leader epoch cache from the "
+                "batches of the log", path, exc, moved.name,
+            )
+            self._epochs_lost = True
+            return LeaderEpochCache(path)
+
+    def _rebuild_epoch_cache(self) -> None:
+        """Fill the (empty) epoch cache from the leader epochs stamped in every batch header,
+        as recovery does for the batches it checks: an entry where each larger epoch first
+        appears."""
+        found: list[tuple[int, int]] = []
+
+        def on_epoch(epoch: int, base: int) -> None:
+            if not found or epoch > found[-1][0]:
+                found.append((epoch, base))
+
+        for segment in self._segments:
+            segment.scan_epochs(on_epoch)
+        self.leader_epoch_cache.assign_all(found)
 
     def _load(self, recovery_point: int) -> None:
         directory, cfg, now = self.directory, self.config, self._clock()
@@ -165,22 +296,37 @@ class Log:
                 latest[0] = epoch
                 rebuilt_epochs.append((epoch, base))
 
+        producers, recovering = self._producers, False
         for i, base in enumerate(bases):
             if i < first_unchecked:
                 seg, cut = LogSegment.open_existing(
                     directory, base, index_interval_bytes=cfg.index_interval_bytes, now_ms=now
                 )
             else:
+                if not recovering:
+                    # The producer state up to the first segment recovery walks, from the
+                    # snapshots and the trusted segments below it; recovery feeds it the rest
+                    # in the same pass.
+                    self._bases = [s.base_offset for s in self._segments]
+                    producers.start_load(segment_bases=bases, log_start=bases[0], upto=base,
+                                         replay=self._producer_batches)
+                    recovering = True
                 seg, cut = LogSegment.recover_existing(
                     directory,
                     base,
                     index_interval_bytes=cfg.index_interval_bytes,
                     now_ms=now,
                     on_epoch=on_epoch,
+                    on_producer=producers.replay_batch,
                 )
                 seg.flush()
             self._segments.append(seg)
             if cut:
+                _logger.warning(
+                    "%s: cut %d bytes that failed validation off the end of segment %d%s",
+                    directory, cut, base,
+                    f"; dropped {len(bases) - i - 1} later segments" if i + 1 < len(bases) else "",
+                )
                 # Whatever follows a corrupt batch cannot be trusted to continue the log.
                 for later in bases[i + 1 :]:
                     self._delete_files(later)
@@ -193,17 +339,42 @@ class Log:
             )
         self._bases = [s.base_offset for s in self._segments]
         self._leo = self._segments[-1].next_offset
-        if clean:
+        if self._epochs_lost:
+            self._rebuild_epoch_cache()
+        elif clean:
             # An epoch may start at the log end (a leader that has not appended yet), not past it.
             cache.truncate_from_end(self._leo + 1)
         else:
-            for epoch, base in rebuilt_epochs:
-                cache.assign(epoch, base)
+            cache.assign_all(rebuilt_epochs)
             cache.truncate_from_end(self._leo)
         cache.truncate_from_start(self.log_start_offset)
         self._recovery_point = self._leo
+        self._load_producer_state(recovered=recovering)
         fsync_directory(directory)
         clear_clean_shutdown(directory)
+
+    def _load_producer_state(self, *, recovered: bool) -> None:
+        """The producer state at the log end: the latest snapshot at or below it, and the batch
+        headers after it (``recovered``: the recovery walk has built it already, up to the log
+        end it found). When the log had to be replayed past its latest snapshot, the result is
+        snapshotted at the log end (as Kafka does), so the next open need not replay it."""
+        producers = self._producers
+        if recovered:
+            producers.finish_load(self._leo)
+        else:
+            producers.load(segment_bases=self._bases, log_start=self.log_start_offset,
+                           log_end=self._leo, replay=self._producer_batches)
+        snapshots = producers.snapshot_offsets
+        if self._leo > (snapshots[-1] if snapshots else self.log_start_offset):
+            producers.take_snapshot(self._leo, sync=True)
+
+    def _producer_batches(self, start: int, end: int) -> Iterator[ProducerBatch]:
+        """The idempotent batches from offset ``start`` to before ``end``, headers only."""
+        i = max(bisect_right(self._bases, start) - 1, 0)
+        for segment in self._segments[i:]:
+            if segment.base_offset >= end:
+                return
+            yield from segment.producer_batches(start, end)
 
     def _scan_directory(self) -> list[int]:
         """Base offsets of the segments on disk; clears leftovers of interrupted operations."""
@@ -263,9 +434,19 @@ class Log:
         Called on becoming leader, before any append (Kafka's makeLeader does the same), so that
         the leader's latest epoch is never below a follower's and its answers for older epochs
         end exactly where its leadership began.
+
+        Raises :class:`InvalidEpochError` if the log already holds a later epoch. Kafka's cache
+        would take the older epoch and drop the later entries, but the later epoch's batches
+        would stay in the log ahead of the new leader's, and followers, which refuse epochs
+        that go back, could never copy them: refusing the leadership is the visible failure.
         """
         with self._lock:
             self._check_open()
+            latest = self.leader_epoch_cache.latest_epoch
+            if latest is not None and epoch < latest:
+                raise InvalidEpochError(
+                    f"leader epoch {epoch} is older than the log's latest epoch {latest}"
+                )
             self.leader_epoch_cache.assign(epoch, self._leo)
 
     def end_offset_for_epoch(self, epoch: int) -> EpochEndOffset:
@@ -282,6 +463,34 @@ class Log:
                 log_end_offset=self._leo,
             )
 
+    def producer_entry(self, producer_id: int) -> ProducerEntry | None:
+        """What the log knows of idempotent producer ``producer_id`` (None: nothing)."""
+        with self._lock:
+            return self._producers.entry(producer_id)
+
+    def producer_entries(self) -> dict[int, ProducerEntry]:
+        """The producer state: producer id -> entry (a copy)."""
+        with self._lock:
+            return self._producers.entries()
+
+    @property
+    def producer_snapshot_offsets(self) -> tuple[int, ...]:
+        """Offsets of the producer state snapshots on disk."""
+        with self._lock:
+            return self._producers.snapshot_offsets
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        """Forget the producers idle for ``producer.id.expiration.ms`` (by their last batch's
+        timestamp, as Kafka measures it); returns how many."""
+        with self._lock:
+            return self._producers.remove_expired(self._clock() if now_ms is None else now_ms)
+
+    def reconfigure(self, config: LogConfig) -> None:
+        """Take new settings (a topic config change): the next append rolls and the next
+        retention pass deletes by them; segments rolled from now on index at its interval."""
+        with self._lock:
+            self.config = config
+
     def _check_open(self) -> None:
         if self._closed:
             raise StorageError(f"log {self.directory.name} is closed")
@@ -297,8 +506,19 @@ class Log:
         A ``bytearray`` (or writable memoryview) is stamped in place, handing it over to the
         log; ``bytes`` are copied once. Raises :class:`CorruptRecordError` for an invalid batch
         and :class:`InvalidEpochError` for an epoch older than the log's latest.
+
+        An idempotent producer's batch is first checked against the producer state: a retry
+        of a batch the log holds returns that batch's offsets with ``duplicate`` set, writing
+        nothing (a :class:`DuplicateAppend`); :class:`OutOfOrderSequenceError`,
+        :class:`InvalidProducerEpochError` and
+        :class:`InvalidRecordError` refuse it (see :mod:`replication.producer_state`).
         """
         facts = validate_batches(records, from_client=True)
+        limit = self.config.max_message_bytes
+        for fact in facts:
+            if fact[1] > limit:
+                raise RecordTooLargeError(
+                    f"a batch of {fact[1]} bytes exceeds max.message.bytes {limit}")
         if leader_epoch < 0:
             raise InvalidEpochError(f"leader epoch {leader_epoch} is negative")
         if isinstance(records, bytearray) or (
@@ -315,12 +535,24 @@ class Log:
                     f"leader epoch {leader_epoch} is older than the log's latest epoch {latest}"
                 )
             offset = self._leo
+            checked = (
+                self._producers.check_client_append(buf, facts, offset)
+                if len(facts) > 1 or facts[0][6] >= 0 else None  # a producer id: idempotent
+            )
+            if checked is not None and type(checked) is Duplicate:
+                batch = checked.batch
+                return DuplicateAppend(first_offset=batch.first_offset,
+                                       last_offset=batch.last_offset, batches=0, size=0,
+                                       log_append_time=batch.timestamp)
             stamped: list[BatchFacts] = []
-            for pos, size, _base, last_delta, _epoch, max_ts in facts:
+            for pos, size, _base, last_delta, _epoch, max_ts, pid in facts:
                 stamp_batch(buf, pos, offset, leader_epoch)
-                stamped.append((pos, size, offset, last_delta, leader_epoch, max_ts))
+                stamped.append((pos, size, offset, last_delta, leader_epoch, max_ts, pid))
                 offset += last_delta + 1
-            return self._append(memoryview(buf), stamped, [(leader_epoch, self._leo)])
+            info = self._append(memoryview(buf), stamped, [(leader_epoch, self._leo)])
+            if checked is not None:
+                self._producers.apply(checked)  # type: ignore[arg-type]
+            return info
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
         """Append batches fetched from the leader, keeping their offsets and epochs.
@@ -336,7 +568,7 @@ class Log:
             latest = self.leader_epoch_cache.latest_epoch
             latest = -1 if latest is None else latest
             new_epochs: list[tuple[int, int]] = []
-            for _pos, _size, base, last_delta, epoch, _ts in facts:
+            for _pos, _size, base, last_delta, epoch, _ts, _pid in facts:
                 if base < expected:
                     raise OutOfOrderOffsetError(
                         f"batch at offset {base} does not follow offset {expected - 1} "
@@ -351,7 +583,11 @@ class Log:
                         new_epochs.append((epoch, base))
                         latest = epoch
                 expected = base + last_delta + 1
-            return self._append(memoryview(records), facts, new_epochs)
+            producers = self._producers.replicated_entries(records, facts)
+            info = self._append(memoryview(records), facts, new_epochs)
+            if producers is not None:
+                self._producers.apply(producers)
+            return info
 
     def _append(
         self, data: memoryview, facts: list[BatchFacts], epochs: list[tuple[int, int]]
@@ -401,6 +637,9 @@ class Log:
         return self._roll(first_offset, now)
 
     def _roll(self, base_offset: int, now: int) -> LogSegment:
+        # The state of everything below the new segment, so that recovery can start from it
+        # and replay the new segment alone (fsynced by the next flush, as Kafka does).
+        self._producers.take_snapshot(base_offset, sync=False)
         active = self._segments[-1]
         if active.size == 0:
             # An empty active segment is replaced rather than left behind (only an offset
@@ -430,6 +669,18 @@ class Log:
 
     # -- reading -------------------------------------------------------------------------------
 
+    def _read_limit(self, offset: int, upto: int | None) -> int:
+        """Where a read from ``offset`` must stop (the log end, or ``upto`` below it); raises
+        :class:`OffsetOutOfRangeError` below the log start or past the log end. Under the lock."""
+        self._check_open()
+        leo = self._leo
+        if offset < self.log_start_offset or offset > leo:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{self.log_start_offset}, {leo}] of "
+                f"{self.directory.name}"
+            )
+        return leo if upto is None else min(upto, leo)
+
     def read(self, offset: int, max_bytes: int, upto: int | None = None) -> ReadResult:
         """Whole batches from ``offset`` on, at most ``max_bytes`` (but never less than the first
         batch), and none that reaches ``upto`` (e.g. the high watermark, for consumers).
@@ -437,14 +688,7 @@ class Log:
         Raises :class:`OffsetOutOfRangeError` below the log start or past the log end.
         """
         with self._lock:
-            self._check_open()
-            leo = self._leo
-            if offset < self.log_start_offset or offset > leo:
-                raise OffsetOutOfRangeError(
-                    f"offset {offset} is outside [{self.log_start_offset}, {leo}] of "
-                    f"{self.directory.name}"
-                )
-            limit = leo if upto is None else min(upto, leo)
+            limit = self._read_limit(offset, upto)
             if offset >= limit:
                 return ReadResult(records=b"", first_offset=offset, next_offset=offset)
             i = max(bisect_right(self._bases, offset) - 1, 0)
@@ -457,6 +701,31 @@ class Log:
                     return ReadResult(records=data, first_offset=first, next_offset=nxt)
             return ReadResult(records=b"", first_offset=offset, next_offset=offset)
 
+    def read_slice(
+        self, offset: int, max_bytes: int, upto: int | None = None, *, min_one: bool = True
+    ) -> LogSlice | None:
+        """Where a read of ``offset`` would find its bytes, as a :class:`LogSlice` of the segment
+        file, or ``None`` when there is nothing to send. The region is what a Kafka broker hands
+        to ``sendfile``: from the batch holding ``offset``, ``max_bytes`` long (at least the first
+        batch with ``min_one``), never reaching ``upto``, possibly ending inside a batch (see
+        :meth:`LogSegment.extent`). One segment at most, as Kafka reads one.
+
+        Raises :class:`OffsetOutOfRangeError` below the log start or past the log end.
+        """
+        with self._lock:
+            limit = self._read_limit(offset, upto)
+            if offset >= limit:
+                return None
+            i = max(bisect_right(self._bases, offset) - 1, 0)
+            for segment in self._segments[i:]:
+                found = segment.extent(offset, max_bytes, limit, min_one=min_one)
+                if found is not None:
+                    position, size, first = found
+                    if not size:
+                        return None
+                    return LogSlice(segment.duplicate_fd(), position, size, first)
+            return None
+
     def offset_for_timestamp(self, timestamp: int) -> int | None:
         """The first offset of the first batch with a timestamp >= ``timestamp`` (ListOffsets)."""
         with self._lock:
@@ -468,6 +737,16 @@ class Log:
                         return found
             return None
 
+    def max_timestamp(self) -> tuple[int, int] | None:
+        """The largest record timestamp in the log and the last offset of a batch holding it
+        (ListOffsets' MAX_TIMESTAMP, KIP-734); None when no batch carries a timestamp."""
+        with self._lock:
+            self._check_open()
+            best = max(self._segments, key=lambda s: s.max_timestamp)
+            if best.max_timestamp < 0:
+                return None
+            return best.max_timestamp, best.offset_of_max_timestamp
+
     # -- durability ----------------------------------------------------------------------------
 
     def flush(self) -> None:
@@ -478,25 +757,32 @@ class Log:
             i = max(bisect_right(self._bases, self._recovery_point) - 1, 0)
             for segment in self._segments[i:]:
                 segment.flush()
+            self._producers.sync_snapshots()
             if self._dir_dirty:
                 fsync_directory(self.directory)
                 self._dir_dirty = False
             self._recovery_point = self._leo
 
-    def close(self) -> None:
-        """Flush, close every file and leave the clean-shutdown marker.
+    def close(self, *, clean: bool = True) -> None:
+        """Flush, snapshot the producer state at the log end, close every file and leave the
+        clean-shutdown marker.
 
         The marker lives in the partition's directory, so each log's crash state stands alone;
         Kafka keeps one per log directory, and the same helpers serve a log manager there.
+        ``clean=False`` closes as a killed process leaves the log (tests): no snapshot, no
+        marker.
         """
         with self._lock:
             if self._closed:
                 return
             self.flush()
+            if clean:
+                self._producers.take_snapshot(self._leo, sync=True)
             for segment in self._segments:
                 segment.close()
             self._closed = True
-            mark_clean_shutdown(self.directory)
+            if clean:
+                mark_clean_shutdown(self.directory)
 
     def __enter__(self) -> Log:
         return self
@@ -527,7 +813,18 @@ class Log:
             self._leo = self._segments[-1].next_offset
             self.leader_epoch_cache.truncate_from_end(self._leo)
             self._recovery_point = min(self._recovery_point, self._leo)
+            self._reload_producer_state()
             return True
+
+    def _reload_producer_state(self) -> None:
+        """After a truncation: the state of what is left, from the latest snapshot below the new
+        end. The snapshots past the end are deleted durably at once: one resurrected by a
+        power failure would describe batches the log no longer holds."""
+        before = self._producers.snapshot_offsets
+        self._producers.reload(log_start=self.log_start_offset, log_end=self._leo,
+                               replay=self._producer_batches)
+        if self._producers.snapshot_offsets != before:
+            fsync_directory(self.directory)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop everything and restart the log, empty, at ``offset`` (a follower whose log is
@@ -548,6 +845,7 @@ class Log:
             self._bases = [offset]
             self._leo = self._recovery_point = offset
             self.leader_epoch_cache.clear()
+            self._producers.truncate_fully()
             self._dir_dirty = True
 
     def delete_old_segments(
@@ -562,6 +860,8 @@ class Log:
         with self._lock:
             self._check_open()
             cfg = self.config
+            if not cfg.cleanup_delete:
+                return 0
             now = self._clock() if now_ms is None else now_ms
             bound = self._leo if high_watermark is None else min(high_watermark, self._leo)
             candidates = [
@@ -591,6 +891,7 @@ class Log:
                 del self._bases[:count]
                 self._dir_dirty = True
                 self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+                self._producers.delete_snapshots_below(self.log_start_offset)
                 self._recovery_point = max(self._recovery_point, self.log_start_offset)
             return count
 

@@ -24,12 +24,15 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from enum import Enum
 
-from coordinator.codecs import TopicPartition
+from coordinator.codecs import PartitionStateNode, TopicPartition
 from replication.clock import Clock
 from replication.config import ReplicaConfig
 from replication.errors import (
     CorruptRecordError,
+    InvalidProducerEpochError,
+    InvalidRecordError,
     OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
     RecordTooLargeError,
     StorageError,
 )
@@ -38,8 +41,8 @@ from replication.isr import (
     IsrConflict,
     IsrStore,
     IsrWritten,
-    LeaderIsr,
     can_join_isr,
+    effective_min_isr,
     high_watermark,
     out_of_sync_replicas,
 )
@@ -48,7 +51,7 @@ from replication.protocol import ACKS_ALL, ConsumerRead, ErrorCode, FetchResult,
 from replication.truncation import FollowerEpochView
 from statemachines.requests import LeaderAndIsrPartition
 
-__all__ = ["Partition", "PartitionStatus", "ProduceFuture", "Role"]
+__all__ = ["Partition", "ProduceFuture", "ReplicaStatus", "Role"]
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +68,7 @@ class Role(Enum):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PartitionStatus:
+class ReplicaStatus:
     """A consistent snapshot of a partition, for metadata answers and tests."""
 
     tp: TopicPartition
@@ -81,16 +84,15 @@ class PartitionStatus:
 
 
 class _Pending:
-    __slots__ = ("required", "deadline_ms", "future", "base", "last")
+    __slots__ = ("required", "deadline_ms", "future", "result")
 
     def __init__(
-        self, required: int, deadline_ms: int, future: ProduceFuture, base: int, last: int
+        self, required: int, deadline_ms: int, future: ProduceFuture, result: ProduceResult
     ) -> None:
         self.required = required
         self.deadline_ms = deadline_ms
         self.future = future
-        self.base = base
-        self.last = last
+        self.result = result  # the answer once the HW reaches ``required``
 
 
 def _complete(done: _Done) -> None:
@@ -99,8 +101,9 @@ def _complete(done: _Done) -> None:
             future.set_result(result)
 
 
-def _failed(future: ProduceFuture, error: ErrorCode) -> ProduceFuture:
-    future.set_result(ProduceResult(error=error))
+def _failed(future: ProduceFuture, error: ErrorCode, message: str | None = None
+            ) -> ProduceFuture:
+    future.set_result(ProduceResult(error=error, error_message=message))
     return future
 
 
@@ -170,9 +173,9 @@ class Partition:
     def isr(self) -> tuple[int, ...]:
         return self._isr
 
-    def status(self) -> PartitionStatus:
+    def status(self) -> ReplicaStatus:
         with self._lock:
-            return PartitionStatus(
+            return ReplicaStatus(
                 tp=self.tp,
                 role=self._role,
                 leader=self._leader,
@@ -256,6 +259,17 @@ class Partition:
                 done = []
         _complete(done)
 
+    def reconfigure(self, config: ReplicaConfig) -> None:
+        """Take the topic's settings (its config changed): ``min.insync.replicas`` from the
+        next produce on, and the log's. A leader recomputes its HW at once, so lowering the
+        minimum commits what the larger one held back (and completes the produces waiting
+        on it)."""
+        with self._lock:
+            self._config = config
+            self.log.reconfigure(config.log)
+            done = self._advance_hw() if self._role is Role.LEADER else []
+        _complete(done)
+
     def stop(self, error: ErrorCode = ErrorCode.NOT_LEADER_OR_FOLLOWER) -> None:
         """Neither lead nor follow any more (StopReplica, shutdown); waiting produces fail."""
         with self._lock:
@@ -270,14 +284,19 @@ class Partition:
     ) -> ProduceFuture:
         """Append a producer's batches. The future completes at once for acks 0 and 1, and
         for acks=all when the HW passes the last offset (or on error, leadership loss or
-        timeout). With acks=all and too small an ISR nothing is appended."""
+        timeout). With acks=all and too small an ISR nothing is appended.
+
+        An idempotent producer's retry of a batch the log holds is answered with that batch's
+        offsets (for acks=all once they are committed) and not appended again; a batch that
+        does not continue the producer's sequence, or comes from a fenced epoch, is refused
+        (see :mod:`replication.producer_state`)."""
         future: ProduceFuture = Future()
         if acks not in (0, 1, ACKS_ALL):
             return _failed(future, ErrorCode.INVALID_REQUIRED_ACKS)
         with self._lock:
             if self._role is not Role.LEADER:
                 return _failed(future, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            if acks == ACKS_ALL and len(self._isr) < self._config.min_insync_replicas:
+            if acks == ACKS_ALL and len(self._isr) < self._min_isr():
                 return _failed(future, ErrorCode.NOT_ENOUGH_REPLICAS)
             try:
                 info = self.log.append_as_leader(records, self._leader_epoch)
@@ -285,24 +304,40 @@ class Partition:
                 return _failed(future, ErrorCode.CORRUPT_MESSAGE)
             except RecordTooLargeError:
                 return _failed(future, ErrorCode.MESSAGE_TOO_LARGE)
+            except OutOfOrderSequenceError as exc:
+                return _failed(future, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, str(exc))
+            except InvalidProducerEpochError as exc:
+                return _failed(future, ErrorCode.INVALID_PRODUCER_EPOCH, str(exc))
+            except InvalidRecordError as exc:
+                return _failed(future, ErrorCode.INVALID_RECORD, str(exc))
             except StorageError:
                 log.exception("append to %s failed", self.tp)
                 return _failed(future, ErrorCode.KAFKA_STORAGE_ERROR)
-            if acks == ACKS_ALL:
+            result = ProduceResult(
+                error=ErrorCode.NONE, base_offset=info.first_offset,
+                last_offset=info.last_offset, log_append_time=info.log_append_time,
+                log_start_offset=self.log.log_start_offset, duplicate=info.duplicate,
+            )
+            if info.duplicate:
+                log.debug("%s: a retried batch is answered with offsets %d..%d", self.tp,
+                          info.first_offset, info.last_offset)
+            if acks == ACKS_ALL and info.last_offset >= self._hw:
                 deadline = self._clock.now_ms() + timeout_ms
-                self._pending.append(
-                    _Pending(info.last_offset + 1, deadline, future, info.first_offset,
-                             info.last_offset)
-                )
+                self._park(_Pending(info.last_offset + 1, deadline, future, result))
                 done = self._advance_hw()
-            else:
-                result = ProduceResult(
-                    error=ErrorCode.NONE, base_offset=info.first_offset,
-                    last_offset=info.last_offset,
-                )
+            else:  # acks 0 or 1, or a duplicate of a committed batch
                 done = [(future, result), *self._advance_hw()]
         _complete(done)
         return future
+
+    def _park(self, waiting: _Pending) -> None:
+        """Queue an acks=all produce in the order of the offsets it waits for (a duplicate may
+        wait for less than the produces queued before it)."""
+        pending = self._pending
+        i = len(pending)
+        while i and pending[i - 1].required > waiting.required:
+            i -= 1
+        pending.insert(i, waiting)
 
     def expire_produces(self, now_ms: int) -> None:
         """Fail acks=all produces whose timeout passed (their records stay in the log)."""
@@ -322,10 +357,15 @@ class Partition:
         self._pending.clear()
         return done
 
+    def _min_isr(self) -> int:
+        return effective_min_isr(self._config.min_insync_replicas, len(self._replicas))
+
     def _advance_hw(self) -> _Done:
         """Recompute the HW (lock held); returns the produces it completes."""
+        min_isr = self._min_isr()
         new = high_watermark(
-            self._hw, self.log.log_end_offset, self._isr, self.broker_id, self._leos
+            self._hw, self.log.log_end_offset, self._isr, self.broker_id, self._leos,
+            min_isr=min_isr,
         )
         if new == self._hw:
             return []
@@ -333,12 +373,14 @@ class Partition:
         pending = self._pending
         if not pending or pending[0].required > new:
             return []
-        enough = len(self._isr) >= self._config.min_insync_replicas
+        # The HW only moves with enough replicas in sync, so this holds; it is Kafka's check on
+        # completing a waiting produce all the same.
+        enough = len(self._isr) >= min_isr
         done: _Done = []
         while pending and pending[0].required <= new:
             p = pending.popleft()
             if enough:
-                result = ProduceResult(error=ErrorCode.NONE, base_offset=p.base, last_offset=p.last)
+                result = p.result
             else:
                 result = ProduceResult(error=ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
             done.append((p.future, result))
@@ -357,10 +399,22 @@ class Partition:
         return ErrorCode.NONE
 
     def fetch_for_follower(
-        self, replica_id: int, offset: int, max_bytes: int, leader_epoch: int
+        self, replica_id: int, offset: int, max_bytes: int, leader_epoch: int,
+        last_fetched_epoch: int = -1, *, update_state: bool = True,
     ) -> FetchResult:
         """Serve a follower's fetch: its fetch offset is its log end offset, which may move the
-        HW, complete produces and let it into the ISR."""
+        HW, complete produces and let it into the ISR. Without ``update_state`` (a long poll
+        answered later: Kafka's DelayedFetch reads from the purgatory without updating) only
+        the read is done; the follower may be gone by then, and must not rejoin the ISR on
+        the strength of a fetch it made before.
+
+        ``last_fetched_epoch`` (Fetch v12+, KIP-595; -1: not sent) is the epoch of the last
+        batch in the follower's log. When this leader's copy of that epoch (the largest epoch
+        it knows at or below it) is an older epoch or ends before ``offset``, the follower's
+        log has diverged: the answer carries no records but that epoch and its end offset
+        (``diverging_epoch``), where the follower truncates, and the follower's fetch state is
+        left alone (its offset is not a position in this log), as Kafka's fetchRecords does.
+        An epoch this leader knows nothing about is OFFSET_OUT_OF_RANGE."""
         now = self._clock.now_ms()
         with self._lock:
             error = self._check_leader(leader_epoch)
@@ -371,11 +425,29 @@ class Partition:
             log_ = self.log
             leo = log_.log_end_offset
             start = log_.log_start_offset
+            if last_fetched_epoch >= 0:
+                mine = log_.end_offset_for_epoch(last_fetched_epoch)
+                if mine.epoch < 0 or mine.end_offset < 0:
+                    return FetchResult(
+                        error=ErrorCode.OFFSET_OUT_OF_RANGE, high_watermark=self._hw,
+                        log_start_offset=start, log_end_offset=leo,
+                    )
+                if mine.epoch < last_fetched_epoch or mine.end_offset < offset:
+                    return FetchResult(
+                        error=ErrorCode.NONE, high_watermark=self._hw, log_start_offset=start,
+                        log_end_offset=leo, diverging_epoch=mine.epoch,
+                        diverging_end_offset=mine.end_offset,
+                    )
             if offset < start or offset > leo:
                 return FetchResult(
                     error=ErrorCode.OFFSET_OUT_OF_RANGE, high_watermark=self._hw,
                     log_start_offset=start, log_end_offset=leo,
                 )
+            if not update_state:
+                records = log_.read(offset, max_bytes).records if offset < leo else b""
+                return FetchResult(error=ErrorCode.NONE, records=records,
+                                   high_watermark=self._hw, log_start_offset=start,
+                                   log_end_offset=leo)
             if offset >= leo:
                 self._caught_up_ms[replica_id] = now
             elif offset >= self._last_fetch_leader_leo[replica_id]:
@@ -458,7 +530,7 @@ class Partition:
             new = decide(self._isr)
             if new is None or new == self._isr:
                 return False
-            state = LeaderIsr(
+            state = PartitionStateNode(
                 leader=self.broker_id, leader_epoch=self._leader_epoch, isr=new,
                 controller_epoch=self._controller_epoch,
             )

@@ -5,7 +5,8 @@ Responses carry codes rather than raising: one bad partition never fails a batch
 follower decides what to do from the code (retry, truncate, back off).
 
 :class:`FetchEndpoint` is all a follower needs from its leader: Fetch and OffsetsForLeaderEpoch.
-A :class:`~replication.replica_manager.ReplicaManager` is one; a network client can be another.
+A :class:`~replication.replica_manager.ReplicaManager` is one; a network client
+(:mod:`broker.fetch_client`) is another, and it may offer more (see :class:`FetchEndpoint`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from types import MappingProxyType
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from coordinator.codecs import TopicPartition
 
@@ -26,6 +27,7 @@ __all__ = [
     "ErrorCode",
     "FetchEndpoint",
     "FetchResult",
+    "PartitionFetch",
     "ProduceResult",
     "ReplicaResponse",
 ]
@@ -40,6 +42,7 @@ CONSUMER_REPLICA_ID = -1
 class ErrorCode(IntEnum):
     """Kafka's error codes, the ones the data plane answers with."""
 
+    UNKNOWN_SERVER_ERROR = -1
     NONE = 0
     OFFSET_OUT_OF_RANGE = 1
     CORRUPT_MESSAGE = 2
@@ -50,13 +53,17 @@ class ErrorCode(IntEnum):
     REPLICA_NOT_AVAILABLE = 9
     MESSAGE_TOO_LARGE = 10
     STALE_CONTROLLER_EPOCH = 11
+    COORDINATOR_LOAD_IN_PROGRESS = 14
     NOT_ENOUGH_REPLICAS = 19
     NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
     INVALID_REQUIRED_ACKS = 21
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    INVALID_PRODUCER_EPOCH = 47
     KAFKA_STORAGE_ERROR = 56
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
     STALE_BROKER_EPOCH = 77
+    INVALID_RECORD = 87
 
 
 def _frozen_map(
@@ -87,13 +94,28 @@ class ReplicaResponse:
         )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProduceResult:
-    """Where a produced batch landed, or why it did not (offsets are -1 then)."""
+class ProduceResult(NamedTuple):
+    """Where a produced batch landed, or why it did not (offsets are -1 then): what a Produce
+    response carries for the partition.
+
+    ``log_append_time`` is -1 (timestamps are the producers'), except for a ``duplicate``: a
+    retry of an idempotent producer's batch the log already held, answered NONE with the
+    original batch's offsets and its timestamp, as Kafka answers it (nothing was appended).
+    ``log_start_offset`` is the log's start when the batch was appended. ``error_message`` says
+    why an idempotent producer's batch was refused (OUT_OF_ORDER_SEQUENCE_NUMBER,
+    INVALID_PRODUCER_EPOCH, INVALID_RECORD), for the response's error message.
+
+    A named tuple, not a dataclass: every produce builds one, and a frozen dataclass of seven
+    fields takes about twice as long to build (0.95 against 0.4 us), a cost the smallest
+    produces would notice."""
 
     error: ErrorCode
     base_offset: int = -1
     last_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    duplicate: bool = False
+    error_message: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,7 +123,10 @@ class FetchResult:
     """A leader's answer to a fetch: raw batches from the fetch offset, and its offsets.
 
     ``log_start_offset`` and ``log_end_offset`` are filled in on OFFSET_OUT_OF_RANGE too, so a
-    follower can restart its log without another round trip.
+    follower can restart its log without another round trip. ``diverging_epoch`` (>= 0 only
+    when the follower sent its last fetched epoch, KIP-595) says the follower's log diverged
+    from the leader's: the leader's copy of that epoch ends at ``diverging_end_offset``, where
+    the follower truncates (no records come with it).
     """
 
     error: ErrorCode
@@ -109,6 +134,8 @@ class FetchResult:
     high_watermark: int = -1
     log_start_offset: int = -1
     log_end_offset: int = -1
+    diverging_epoch: int = -1
+    diverging_end_offset: int = -1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -132,9 +159,29 @@ class ConsumerRead:
     next_offset: int = -1
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionFetch:
+    """One partition of a follower's batched fetch: where it fetches from, at which leader
+    epoch, the epoch of its last batch (-1: none, or the leader checks nothing) and how much."""
+
+    tp: TopicPartition
+    fetch_offset: int
+    leader_epoch: int
+    last_fetched_epoch: int
+    max_bytes: int
+
+
 @runtime_checkable
 class FetchEndpoint(Protocol):
-    """What a follower calls on its leader's broker."""
+    """What a follower calls on its leader's broker.
+
+    A network endpoint may offer two more things, which the fetcher looks for: a
+    ``truncates_on_fetch`` attribute, true when the leader answers ``last_fetched_epoch``
+    with a diverging epoch (Fetch v12+, KIP-595), so that a new follower fetches at once and
+    truncates on the answer instead of asking OffsetsForLeaderEpoch first; and
+    ``fetch_partitions(replica_id, wanted)``, one request for many partitions (which may wait
+    on the leader for data: a long poll), answering a :class:`FetchResult` per partition.
+    """
 
     def fetch(
         self, tp: TopicPartition, offset: int, max_bytes: int, replica_id: int, leader_epoch: int

@@ -11,6 +11,11 @@ the batch, which leaves ``baseOffset`` and ``partitionLeaderEpoch`` outside it: 
 a leader assign offsets and stamp its epoch by overwriting twelve bytes (:func:`stamp_batch`)
 without touching, or re-checksumming, the records. The append path therefore never looks inside
 a batch; only :func:`decode_batch` walks records.
+
+Batches a producer compressed (gzip, snappy, lz4, zstd: codecs 1 to 4 in the attributes) are
+stored as sent, as Kafka stores them when the topic's compression is the producer's: validation
+reads the header and checks the CRC over the compressed bytes, and nothing here decompresses
+(so :func:`decode_batch` refuses them).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ __all__ = [
     "LOG_APPEND_TIME",
     "LOG_OVERHEAD",
     "MAGIC_V2",
+    "MAX_COMPRESSION_CODEC",
     "NO_PARTITION_LEADER_EPOCH",
     "NO_PRODUCER_ID",
     "BatchHeader",
@@ -61,6 +67,9 @@ ATTRIBUTES_OFFSET = 21
 RECORDS_OFFSET = 61
 
 COMPRESSION_MASK = 0x07
+MAX_COMPRESSION_CODEC = 4
+"""Kafka's codecs: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd; 5 to 7 are not codecs."""
+COMPRESSION_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
@@ -271,14 +280,16 @@ def read_batch_header(data: Buffer, pos: int = 0) -> BatchHeader:
 
 def validate_batches(
     data: Buffer, *, from_client: bool = False
-) -> list[tuple[int, int, int, int, int, int]]:
+) -> list[tuple[int, int, int, int, int, int, int]]:
     """Check that ``data`` is a sequence of whole, valid v2 batches.
 
     Checks per batch: a full header, a length that neither undercuts the header nor runs past the
-    buffer, magic 2, no compression, a non-negative last offset delta, and the CRC. Returns one
+    buffer, magic 2, a known codec (compressed batches are taken as they are: the CRC covers
+    the compressed bytes), a non-negative last offset delta, and the CRC. Returns one
     tuple per batch: ``(position, size, base_offset, last_offset_delta, partition_leader_epoch,
-    max_timestamp)``, the facts the log needs to assign offsets, index and roll, so that the
-    append path parses each header exactly once.
+    max_timestamp, producer_id)``, the facts the log needs to assign offsets, index and roll,
+    and to tell an idempotent producer's batch, so that the append path parses each header
+    exactly once.
 
     ``from_client`` adds the check Kafka makes on produce: a producer's batch holds exactly
     ``lastOffsetDelta + 1`` records (a follower may see fewer, after compaction on the leader).
@@ -309,7 +320,7 @@ def validate_batches(
             last_delta,
             _bts,
             max_ts,
-            _pid,
+            pid,
             _pep,
             _seq,
             count,
@@ -322,10 +333,10 @@ def validate_batches(
             )
         if magic != MAGIC_V2:
             raise CorruptRecordError(f"batch at position {pos} has magic {magic}, expected 2")
-        if attributes & COMPRESSION_MASK:
+        if attributes & COMPRESSION_MASK > MAX_COMPRESSION_CODEC:
             raise UnsupportedCompressionError(
-                f"batch at position {pos} is compressed (codec "
-                f"{attributes & COMPRESSION_MASK}); only uncompressed batches are supported"
+                f"batch at position {pos} names compression codec "
+                f"{attributes & COMPRESSION_MASK}, which is none of Kafka's (0 to 4)"
             )
         if last_delta < 0 or count < 0:
             raise CorruptRecordError(
@@ -341,7 +352,7 @@ def validate_batches(
                 f"batch at position {pos} (base offset {base}) fails its CRC: stored "
                 f"{crc:#010x}, computed {actual:#010x}"
             )
-        out.append((pos, size, base, last_delta, epoch, max_ts))
+        out.append((pos, size, base, last_delta, epoch, max_ts, pid))
         pos += size
     return out
 
@@ -353,11 +364,18 @@ def iter_batches(data: Buffer) -> Iterator[BatchHeader]:
 
 
 def decode_batch(data: Buffer, pos: int = 0) -> RecordBatch:
-    """Decode the single batch at ``pos`` (validated first), records included."""
+    """Decode the single batch at ``pos`` (validated first), records included. A compressed
+    batch raises :class:`UnsupportedCompressionError`: its records are never decompressed here."""
     view = memoryview(data)
     header = read_batch_header(view, pos)
     end = pos + header.size
     validate_batches(view[pos:end])
+    if header.compression:
+        raise UnsupportedCompressionError(
+            f"batch at offset {header.base_offset} is compressed with "
+            f"{COMPRESSION_NAMES[header.compression]}; its records are stored as sent and not "
+            "decoded here"
+        )
     records = tuple(_decode_records(view, pos + RECORDS_OFFSET, end, header))
     return RecordBatch(header=header, records=records)
 

@@ -18,19 +18,19 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from pathlib import Path
 
 from coordinator.codecs import TopicPartition
 from coordinator.errors import CoordinatorError
-from coordinator.metadata import MetadataClient
 from replication.checkpoints import (
     HIGH_WATERMARK_CHECKPOINT_FILE,
     RECOVERY_POINT_CHECKPOINT_FILE,
     OffsetCheckpointFile,
     clear_clean_shutdown,
     log_directory_name,
+    make_private_directory,
     parse_log_directory_name,
 )
 from replication.clock import Clock
@@ -38,9 +38,9 @@ from replication.config import ReplicaConfig
 from replication.crash import cut_unflushed
 from replication.errors import CorruptCheckpointError, InvalidEpochError, StorageError
 from replication.fetcher import ReplicaFetcher
-from replication.isr import CoordinatorIsrStore, IsrChangeBatcher, IsrStore, LocalIsrStore
+from replication.isr import IsrChangeBatcher, IsrStore, LocalIsrStore
 from replication.log import Log
-from replication.partition import Partition, PartitionStatus, ProduceFuture, Role
+from replication.partition import Partition, ProduceFuture, ReplicaStatus, Role
 from replication.protocol import (
     ACKS_ALL,
     ConsumerRead,
@@ -51,10 +51,11 @@ from replication.protocol import (
     ProduceResult,
     ReplicaResponse,
 )
+from replication.topic_settings import topic_replica_config
+from statemachines.broker_side import ControllerClient
 from statemachines.requests import (
     EPOCH_DURING_DELETE,
     NO_EPOCH,
-    BrokerRequest,
     LeaderAndIsrPartition,
     LeaderAndIsrRequest,
     LiveBroker,
@@ -79,33 +80,42 @@ def _done(error: ErrorCode) -> ProduceFuture:
 class ReplicaManager:
     """The replicas of broker ``broker_id``, stored under ``log_dir``.
 
-    ``metadata`` is where leaders write ISR changes and announce them; without one (unit tests)
-    ISR changes stay in memory. ``transport`` maps broker ids to the endpoints followers fetch
-    from; it is read on every round, so it may be a live view that changes as brokers come and
-    go. Thread-safe.
+    ``controller`` is the broker's client of the controller, through which leaders write ISR
+    changes and announce them; without one (unit tests) ISR changes stay in memory.
+    ``transport`` maps broker ids to the endpoints followers fetch from; it is read on every
+    round, so it may be a live view that changes as brokers come and go. ``broker_epoch``, if
+    given, refuses requests for an earlier registration; under a
+    :class:`~statemachines.participant.Participant` (a broker node) the participant does that.
+
+    Per-topic configs: ``config`` holds the broker's defaults; :meth:`update_topic_config`
+    gives a topic's overrides (Kafka's keys), applied to its partitions at once and to those
+    created later. ``topic_configs``, if given, reads the overrides of topics from the store
+    (Kafka's config repository): called, in bulk, for the topics of partitions a LeaderAndIsr
+    creates here, so a topic created with overrides starts with them. Without it (no
+    coordinator) only what :meth:`update_topic_config` gave applies.
+    Thread-safe.
     """
 
     def __init__(
         self,
         broker_id: int,
         log_dir: Path | str,
-        metadata: MetadataClient | None,
+        controller: ControllerClient | None,
         clock: Clock,
         config: ReplicaConfig | None = None,
         *,
         transport: Mapping[int, FetchEndpoint] | None = None,
         broker_epoch: int | None = None,
+        topic_configs: Callable[[Iterable[str]], Mapping[str, Mapping[str, str]]] | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.log_dir = Path(log_dir)
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.metadata = metadata
+        make_private_directory(self.log_dir)
+        self.controller = controller
         self.clock = clock
         self.config = config or ReplicaConfig()
         self.broker_epoch = broker_epoch
-        self._isr_store: IsrStore = (
-            CoordinatorIsrStore(metadata) if metadata is not None else LocalIsrStore()
-        )
+        self._isr_store: IsrStore = controller if controller is not None else LocalIsrStore()
         now = clock.now_ms()
         cfg = self.config
         self._isr_changes = IsrChangeBatcher(
@@ -116,8 +126,14 @@ class ReplicaManager:
         )
         self._lock = threading.RLock()  # serialises control-plane requests
         self._partitions: dict[TopicPartition, Partition] = {}
+        self._topic_configs = topic_configs
+        self._topic_overrides: dict[str, dict[str, str]] = {}
+        self._topic_settings: dict[str, ReplicaConfig] = {}
         self._controller_epoch = -1
         self._metadata_cache: dict[TopicPartition, UpdateMetadataPartition] = {}
+        # Partitions named in LeaderAndIsr requests: like the metadata cache, what this broker
+        # knows to exist in the cluster whether or not it hosts them.
+        self._named_in_leader_and_isr: set[TopicPartition] = set()
         self._live_brokers: dict[int, LiveBroker] = {}
         self._append_listeners: list[Callable[[], None]] = []
         self._hw_checkpoint = OffsetCheckpointFile(self.log_dir / HIGH_WATERMARK_CHECKPOINT_FILE)
@@ -125,6 +141,8 @@ class ReplicaManager:
         self._next_isr_check_ms = now + cfg.replica_lag_time_max_ms // 2
         self._next_hw_checkpoint_ms = now + cfg.high_watermark_checkpoint_interval_ms
         self._next_flush_ms = now + (cfg.flush_interval_ms or 0)
+        self._next_producer_expiration_ms = now + cfg.producer_id_expiration_check_interval_ms
+        self._next_retention_ms = now + cfg.log_retention_check_interval_ms
         self._running = True
         self._ticker: threading.Thread | None = None
         self._ticker_stop = threading.Event()
@@ -153,14 +171,16 @@ class ReplicaManager:
             except ValueError:
                 continue
             log_ = Log.open(
-                directory, config=self.config.log,
+                directory, config=self.config_for(tp.topic).log,
                 recovery_point=recovery_points.get(tp, 0), clock=self.clock.now_ms,
+                producer_id_expiration_ms=self.config.producer_id_expiration_ms,
             )
             self._partitions[tp] = self._new_partition(tp, log_, hws.get(tp, 0))
 
     def _new_partition(self, tp: TopicPartition, log_: Log, hw: int) -> Partition:
         return Partition(
-            tp, log_, broker_id=self.broker_id, clock=self.clock, config=self.config,
+            tp, log_, broker_id=self.broker_id, clock=self.clock,
+            config=self.config_for(tp.topic),
             isr_store=self._isr_store, on_isr_change=self._record_isr_change,
             high_watermark=hw, isr_eligible=self._isr_eligible,
         )
@@ -173,6 +193,58 @@ class ReplicaManager:
 
     def _record_isr_change(self, tp: TopicPartition) -> None:
         self._isr_changes.record(tp, self.clock.now_ms())
+
+    # -- per-topic configs ----------------------------------------------------------------------
+
+    def config_for(self, topic: str) -> ReplicaConfig:
+        """The settings ``topic``'s partitions run on: the broker's, with its overrides."""
+        settings = self._topic_settings.get(topic)
+        return settings if settings is not None else self.config
+
+    def topic_overrides(self, topic: str) -> dict[str, str]:
+        """The overrides last given for ``topic`` (empty: the broker's defaults)."""
+        return dict(self._topic_overrides.get(topic, {}))
+
+    def update_topic_config(self, topic: str, overrides: Mapping[str, str]) -> None:
+        """Run ``topic``'s partitions, here now and created later, on the broker's defaults
+        with ``overrides`` (Kafka's topic config keys, as stored; an empty mapping returns to
+        the defaults). Takes effect at once: ``min.insync.replicas`` on the next produce (and
+        the HW), the log settings on the next append and retention pass. Keys partctl does not
+        apply are kept and ignored; values that do not parse are ignored with a warning."""
+        with self._lock:
+            self._set_topic_config(topic, overrides)
+
+    def _set_topic_config(self, topic: str, overrides: Mapping[str, str]) -> None:
+        old = self._topic_settings.get(topic, self.config)
+        settings = topic_replica_config(self.config, overrides, topic)
+        if overrides:
+            self._topic_overrides[topic] = dict(overrides)
+        else:
+            self._topic_overrides.pop(topic, None)
+        if settings is self.config:
+            self._topic_settings.pop(topic, None)
+        else:
+            self._topic_settings[topic] = settings
+        if settings != old:
+            log.info("broker %d: topic %s runs on %s", self.broker_id, topic,
+                     dict(overrides) or "the broker's defaults")
+            for tp, partition in list(self._partitions.items()):
+                if tp.topic == topic:
+                    partition.reconfigure(settings)
+
+    def _fetch_topic_configs(self, topics: set[str]) -> None:
+        """Read the overrides of ``topics`` from the store (lock held); on a coordinator
+        error keep what is known (the watcher brings changes later)."""
+        if self._topic_configs is None or not topics:
+            return
+        try:
+            found = self._topic_configs(sorted(topics))
+        except CoordinatorError as exc:
+            log.warning("broker %d could not read the configs of %s: %s", self.broker_id,
+                        sorted(topics), exc)
+            return
+        for topic in topics:
+            self._set_topic_config(topic, found.get(topic, {}))
 
     # -- introspection -------------------------------------------------------------------------
 
@@ -200,7 +272,7 @@ class ReplicaManager:
     def partitions(self) -> dict[TopicPartition, Partition]:
         return dict(self._partitions)
 
-    def status(self, tp: TopicPartition) -> PartitionStatus | None:
+    def status(self, tp: TopicPartition) -> ReplicaStatus | None:
         p = self._partitions.get(tp)
         return p.status() if p is not None else None
 
@@ -235,17 +307,6 @@ class ReplicaManager:
         self._controller_epoch = controller_epoch
         return ErrorCode.NONE
 
-    def handle(self, request: BrokerRequest) -> ReplicaResponse:
-        """Dispatch any controller request (what a channel's broker-side handler calls)."""
-        match request:
-            case LeaderAndIsrRequest():
-                return self.handle_leader_and_isr(request)
-            case StopReplicaRequest():
-                return self.handle_stop_replica(request)
-            case UpdateMetadataRequest():
-                return self.handle_update_metadata(request)
-        raise TypeError(f"not a controller request: {request!r}")
-
     def handle_leader_and_isr(self, request: LeaderAndIsrRequest) -> ReplicaResponse:
         """Become leader or follower of each partition in ``request``."""
         with self._lock:
@@ -257,9 +318,14 @@ class ReplicaManager:
                 return ReplicaResponse(error=error)
             for broker in request.live_leaders:
                 self._live_brokers[broker.id] = broker
+            self._fetch_topic_configs({
+                e.topic for e in request.partitions
+                if self.broker_id in e.replicas and TopicPartition(
+                    topic=e.topic, partition=e.partition) not in self._partitions})
             errors = {}
             for entry in request.partitions:
                 tp = TopicPartition(topic=entry.topic, partition=entry.partition)
+                self._named_in_leader_and_isr.add(tp)
                 errors[tp] = self._apply(tp, entry)
             return ReplicaResponse.of(errors)
 
@@ -281,8 +347,9 @@ class ReplicaManager:
         if partition is None:
             try:
                 log_ = Log.open(
-                    self.log_dir / log_directory_name(tp), config=self.config.log,
+                    self.log_dir / log_directory_name(tp), config=self.config_for(tp.topic).log,
                     clock=self.clock.now_ms,
+                    producer_id_expiration_ms=self.config.producer_id_expiration_ms,
                 )
             except (StorageError, OSError, ValueError):
                 log.exception("broker %d cannot open the log of %s", self.broker_id, tp)
@@ -298,14 +365,10 @@ class ReplicaManager:
             log.info("broker %d leads %s at epoch %d, ISR %s", self.broker_id, tp,
                      entry.leader_epoch, entry.isr)
         else:
-            changed = partition.make_follower(entry)
-            if changed and self.config.legacy_hw_truncation:
-                # The pre-KIP-101 rule, for tests only: cut to the HW on becoming follower.
-                partition.truncate_as_follower(partition.high_watermark, entry.leader_epoch)
-            if entry.leader < 0:
+            if partition.make_follower(entry):
+                self.fetcher.follow(tp, entry.leader, entry.leader_epoch)
+            elif entry.leader < 0:
                 self.fetcher.remove_partition(tp)
-            elif changed:
-                self.fetcher.add_partition(tp, entry.leader, entry.leader_epoch)
         return ErrorCode.NONE
 
     def handle_stop_replica(self, request: StopReplicaRequest) -> ReplicaResponse:
@@ -329,6 +392,8 @@ class ReplicaManager:
                 if partition is not None:
                     partition.stop()
                 if entry.delete:
+                    if entry.leader_epoch == EPOCH_DURING_DELETE:  # the topic itself goes
+                        self._named_in_leader_and_isr.discard(tp)
                     errors[tp] = self._delete_partition(tp, partition)
                 else:
                     errors[tp] = ErrorCode.NONE
@@ -359,6 +424,7 @@ class ReplicaManager:
                 tp = TopicPartition(topic=entry.topic, partition=entry.partition)
                 if entry.leader == LEADER_DURING_DELETE:
                     self._metadata_cache.pop(tp, None)
+                    self._named_in_leader_and_isr.discard(tp)
                 else:
                     self._metadata_cache[tp] = entry
             return ReplicaResponse()
@@ -372,11 +438,21 @@ class ReplicaManager:
         acks: int = ACKS_ALL,
         timeout_ms: int | None = None,
     ) -> ProduceFuture:
-        """Append a producer's raw v2 batches to the partition this broker leads.
+        """Append a producer's raw v2 batches to the partition this broker leads: what a
+        Produce request's partition entry turns into (``records`` as the request carries them,
+        ``acks`` and ``timeout_ms`` from the request).
 
-        Returns a future of :class:`ProduceResult`: complete at once for acks 0 and 1; for
-        acks=all, once the HW passes the batches (or with an error on leadership loss or
-        after ``timeout_ms``)."""
+        Returns a future of :class:`ProduceResult`, complete at once for acks 0 and 1 and, for
+        acks=all, once the HW passes the batches (or with an error on leadership loss or after
+        ``timeout_ms``), carrying what the response needs: ``error`` (Kafka's code),
+        ``base_offset``, ``log_append_time``, ``log_start_offset`` and ``error_message``.
+
+        An idempotent producer's batch (producer id >= 0) is checked against the partition's
+        producer state first: a retry of one of the producer's last five batches is answered
+        NONE with the original ``base_offset`` (``duplicate`` set) and not appended again; a
+        gap in its sequence is OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch
+        INVALID_PRODUCER_EPOCH, such a batch sent along with others or without a sequence
+        INVALID_RECORD. Nothing is appended then."""
         if not self._running:
             return _done(ErrorCode.BROKER_NOT_AVAILABLE)
         partition = self._partitions.get(tp)
@@ -390,9 +466,13 @@ class ReplicaManager:
         return future
 
     def fetch(
-        self, tp: TopicPartition, offset: int, max_bytes: int, replica_id: int, leader_epoch: int
+        self, tp: TopicPartition, offset: int, max_bytes: int, replica_id: int, leader_epoch: int,
+        last_fetched_epoch: int = -1, *, update_state: bool = True,
     ) -> FetchResult:
-        """A fetch from a follower (``replica_id`` >= 0) or a consumer (below the HW only)."""
+        """A fetch from a follower (``replica_id`` >= 0: up to the log end, moving its state
+        here unless ``update_state`` is false, answering a diverging epoch against
+        ``last_fetched_epoch``, see :meth:`Partition.fetch_for_follower`) or a consumer (below
+        the HW only)."""
         if not self._running:
             return FetchResult(error=ErrorCode.BROKER_NOT_AVAILABLE)
         partition = self._partitions.get(tp)
@@ -402,16 +482,23 @@ class ReplicaManager:
             read = partition.read_committed(offset, max_bytes)
             return FetchResult(error=read.error, records=read.records,
                                high_watermark=read.high_watermark)
-        return partition.fetch_for_follower(replica_id, offset, max_bytes, leader_epoch)
+        return partition.fetch_for_follower(replica_id, offset, max_bytes, leader_epoch,
+                                            last_fetched_epoch, update_state=update_state)
 
     def offsets_for_leader_epoch(
         self, tp: TopicPartition, epoch: int, current_leader_epoch: int
     ) -> EpochAnswer:
-        """Where this leader's copy of ``epoch`` ends (the largest known epoch <= it)."""
+        """Where this leader's copy of ``epoch`` ends (the largest known epoch <= it).
+
+        A partition not hosted here is NOT_LEADER_OR_FOLLOWER if the broker knows it exists
+        (from UpdateMetadata or LeaderAndIsr), so the asker refreshes its metadata and goes to
+        the leader, and UNKNOWN_TOPIC_OR_PARTITION only if it does not (Kafka's rule)."""
         if not self._running:
             return EpochAnswer(error=ErrorCode.BROKER_NOT_AVAILABLE)
         partition = self._partitions.get(tp)
         if partition is None:
+            if tp in self._metadata_cache or tp in self._named_in_leader_and_isr:
+                return EpochAnswer(error=ErrorCode.NOT_LEADER_OR_FOLLOWER)
             return EpochAnswer(error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         error, answer_epoch, end = partition.end_offset_for_epoch(epoch, current_leader_epoch)
         return EpochAnswer(error=error, epoch=answer_epoch, end_offset=end)
@@ -434,19 +521,37 @@ class ReplicaManager:
     def maybe_propagate_isr_changes(self) -> list[TopicPartition]:
         """Announce the ISR changes that are due (see :class:`IsrChangeBatcher`)."""
         due = self._isr_changes.take_due(self.clock.now_ms())
-        if due and self.metadata is not None:
+        if due and self.controller is not None:
             try:
-                self.metadata.notify_isr_change(due)
+                self.controller.notify_isr_change(due)
             except CoordinatorError as exc:
                 log.warning("broker %d could not announce ISR changes: %s", self.broker_id, exc)
                 self._isr_changes.put_back(due)
                 return []
         return due
 
+    def cleanup_logs(self) -> int:
+        """Apply each log's retention (its topic's ``retention.ms``, ``retention.bytes`` and
+        ``cleanup.policy``), never past the partition's HW (Kafka's LogManager.cleanupLogs);
+        returns the segments deleted."""
+        deleted = 0
+        for tp, p in list(self._partitions.items()):
+            try:
+                deleted += p.log.delete_old_segments(high_watermark=p.high_watermark)
+            except StorageError as exc:
+                log.warning("broker %d: retention of %s failed: %s", self.broker_id, tp, exc)
+        return deleted
+
     def expire_produces(self) -> None:
         now = self.clock.now_ms()
         for p in list(self._partitions.values()):
             p.expire_produces(now)
+
+    def remove_expired_producers(self) -> int:
+        """Forget, in every log, the idempotent producers idle for ``producer.id.expiration.ms``
+        (Kafka's periodic producer expiration check); returns how many."""
+        now = self.clock.now_ms()
+        return sum(p.log.remove_expired_producers(now) for p in list(self._partitions.values()))
 
     def checkpoint_high_watermarks(self) -> None:
         """Write every partition's HW to ``replication-offset-checkpoint``."""
@@ -473,9 +578,15 @@ class ReplicaManager:
             self.maybe_shrink_isr()
         self.maybe_propagate_isr_changes()
         self.expire_produces()
+        if now >= self._next_producer_expiration_ms:
+            self._next_producer_expiration_ms = now + cfg.producer_id_expiration_check_interval_ms
+            self.remove_expired_producers()
         if cfg.flush_interval_ms is not None and now >= self._next_flush_ms:
             self._next_flush_ms = now + cfg.flush_interval_ms
             self.flush_logs()
+        if now >= self._next_retention_ms:
+            self._next_retention_ms = now + cfg.log_retention_check_interval_ms
+            self.cleanup_logs()
         if now >= self._next_hw_checkpoint_ms:
             self._next_hw_checkpoint_ms = now + cfg.high_watermark_checkpoint_interval_ms
             self.checkpoint_high_watermarks()
@@ -534,7 +645,7 @@ class ReplicaManager:
             for p in self._partitions.values():
                 p.stop(ErrorCode.BROKER_NOT_AVAILABLE)
                 flushed = p.log.recovery_point
-                p.log.close()
+                p.log.close(clean=False)
                 clear_clean_shutdown(p.log.directory)
                 if lose_unflushed:
                     cut_unflushed(p.log.directory, flushed, torn_bytes=torn_bytes)

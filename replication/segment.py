@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import crc32c
 
+from replication.checkpoints import PRIVATE_FILE_MODE
 from replication.errors import CorruptIndexError
 from replication.index import OffsetIndex, TimeIndex
+from replication.producer_state import ProducerBatch
 from replication.records import (
     ATTRIBUTES_OFFSET,
     BATCH_OVERHEAD,
     COMPRESSION_MASK,
     LOG_OVERHEAD,
     MAGIC_V2,
+    MAX_COMPRESSION_CODEC,
 )
 
 __all__ = ["LOG_SUFFIX", "INDEX_SUFFIX", "TIME_INDEX_SUFFIX", "LogSegment", "segment_file_name"]
@@ -33,14 +36,47 @@ TIME_INDEX_SUFFIX = ".timeindex"
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
 # baseTimestamp, maxTimestamp: all a scan needs, without the producer fields.
 _SCAN = struct.Struct(">qiibIhiqq")
+# ... and the producer fields (producerId, producerEpoch, baseSequence): what recovery reads.
+_RECOVER = struct.Struct(">qiibIhiqqqhi")
 _PREFIX = struct.Struct(">qi11xi")  # baseOffset, batchLength, lastOffsetDelta
+_EPOCH = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
+# baseOffset, batchLength, attributes, lastOffsetDelta, maxTimestamp, producerId, producerEpoch,
+# baseSequence: what producer state is rebuilt from.
+_PRODUCER = struct.Struct(">qi9xhi8xqqhi")
 _MIN_BATCH_LENGTH = BATCH_OVERHEAD - LOG_OVERHEAD
 _RECOVERY_CHUNK = 8 << 20
+_HEADER_WINDOW = 64 << 10
 MAX_RELATIVE_OFFSET = (1 << 31) - 1
 
 # Per-batch facts handed over by the log's validation: position within the appended buffer,
-# size, base offset, last offset delta, partition leader epoch, max timestamp.
-BatchFacts = tuple[int, int, int, int, int, int]
+# size, base offset, last offset delta, partition leader epoch, max timestamp, producer id.
+BatchFacts = tuple[int, int, int, int, int, int, int]
+
+
+def _batch_ok(
+    view: memoryview,
+    rel: int,
+    size: int,
+    base: int,
+    magic: int,
+    crc: int,
+    attributes: int,
+    last_delta: int,
+    expected: int,
+    limit: int,
+) -> bool:
+    """Whether the whole batch of ``size`` bytes at ``rel`` in ``view``, with these header
+    fields, may continue a segment whose next offset is ``expected`` and whose offsets end at
+    ``limit``: magic 2, a known codec, a non-negative offset span inside the segment's range, and
+    its CRC. The caller has checked that it fits."""
+    return (
+        magic == MAGIC_V2
+        and attributes & COMPRESSION_MASK <= MAX_COMPRESSION_CODEC
+        and last_delta >= 0
+        and expected <= base
+        and base + last_delta <= limit
+        and crc32c.crc32c(view[rel + ATTRIBUTES_OFFSET : rel + size]) == crc
+    )
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -77,7 +113,9 @@ class LogSegment:
     ) -> LogSegment:
         """A new, empty segment (any files left under its name are emptied)."""
         seg = cls(directory, base_offset, index_interval_bytes, now_ms)
-        seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        seg._fd = os.open(
+            seg.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, PRIVATE_FILE_MODE
+        )
         os.ftruncate(seg._fd, 0)
         seg.offset_index = OffsetIndex(seg._index_path(INDEX_SUFFIX), base_offset)
         seg.time_index = TimeIndex(seg._index_path(TIME_INDEX_SUFFIX), base_offset)
@@ -90,9 +128,11 @@ class LogSegment:
         cls, directory: Path, base_offset: int, *, index_interval_bytes: int, now_ms: int
     ) -> tuple[LogSegment, int]:
         """Open a segment written before and trusted to be whole (a clean shutdown, or below the
-        recovery point). Its indexes are checked and rebuilt from the log if missing or corrupt.
+        recovery point). Its indexes are checked, and so is every batch past the last index
+        entry (see :meth:`_load_tail`); if either fails, the segment is recovered, which rebuilds
+        the indexes and cuts the log at the first bad batch.
 
-        Returns the segment and the bytes cut off its end if a rebuild found a bad batch.
+        Returns the segment and the bytes cut off its end.
         """
         seg = cls(directory, base_offset, index_interval_bytes, now_ms)
         seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_APPEND)
@@ -128,6 +168,7 @@ class LogSegment:
         index_interval_bytes: int,
         now_ms: int,
         on_epoch: Callable[[int, int], None] | None = None,
+        on_producer: Callable[[ProducerBatch], None] | None = None,
     ) -> tuple[LogSegment, int]:
         """Open a segment that may end in a torn or corrupt write (no clean shutdown, above the
         recovery point) and recover it; returns the segment and the bytes cut off its end."""
@@ -135,7 +176,7 @@ class LogSegment:
         seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_APPEND)
         seg.offset_index = OffsetIndex(seg._index_path(INDEX_SUFFIX), base_offset)
         seg.time_index = TimeIndex(seg._index_path(TIME_INDEX_SUFFIX), base_offset)
-        return seg, seg.recover(on_epoch)
+        return seg, seg.recover(on_epoch, on_producer)
 
     def _index_path(self, suffix: str) -> Path:
         return self.directory / segment_file_name(self.base_offset, suffix)
@@ -145,10 +186,18 @@ class LogSegment:
             self.first_batch_timestamp = _SCAN.unpack(os.pread(self._fd, _SCAN.size, 0))[8]
 
     def _load_tail(self) -> None:
-        """Find the next offset by scanning headers from the last index entry to the end.
+        """Find the next offset by checking every batch from the last index entry to the end.
+
+        The clean-shutdown marker only says the file was closed whole; the disk, or someone with
+        an editor, may have changed it since. So each batch in this region is checked exactly as
+        recovery checks it (fits in the file, magic 2, a known codec, CRC, offsets increasing
+        and within the segment's relative range), and any failure raises
+        :class:`CorruptIndexError`, which sends the segment through :meth:`recover`. Only the
+        region past the last index entry is read, which is what keeps a clean open fast: what
+        lies below that entry was indexed as it was written.
 
         The last entry must name the batch found at its position; anything else means the index
-        does not belong to this log and is treated as corrupt.
+        does not belong to this log and is treated as corrupt as well.
         """
         last = self.offset_index.last_entry()
         pos = 0
@@ -164,18 +213,32 @@ class LogSegment:
                     f"at {base + last_delta}"
                 )
         tail = memoryview(os.pread(self._fd, self.size - pos, pos))
+        end = len(tail)
+        expected = self.base_offset
+        limit = self.base_offset + MAX_RELATIVE_OFFSET
         rel = 0
-        while rel < len(tail):
-            if len(tail) - rel < _SCAN.size:
+        while rel < end:
+            if end - rel < BATCH_OVERHEAD:
                 raise CorruptIndexError(f"{self.log_path.name}: torn batch at {pos + rel}")
-            base, length, *_mid, last_delta, _bts, max_ts = _SCAN.unpack_from(tail, rel)
-            if length < _MIN_BATCH_LENGTH:
-                raise CorruptIndexError(f"{self.log_path.name}: bad batch at {pos + rel}")
+            base, length, _epoch, magic, crc, attributes, last_delta, _bts, max_ts = (
+                _SCAN.unpack_from(tail, rel))
+            size = length + LOG_OVERHEAD
+            if length < _MIN_BATCH_LENGTH or rel + size > end:
+                raise CorruptIndexError(
+                    f"{self.log_path.name}: batch at {pos + rel} of length {length} does not fit "
+                    f"the {end - rel} bytes left"
+                )
+            if not _batch_ok(tail, rel, size, base, magic, crc, attributes, last_delta, expected,
+                             limit):
+                raise CorruptIndexError(
+                    f"{self.log_path.name}: batch at {pos + rel} (base offset {base}) fails its "
+                    "checks"
+                )
             if max_ts > self.max_timestamp:
                 self.max_timestamp, self.offset_of_max_timestamp = max_ts, base + last_delta
-            self.next_offset = base + last_delta + 1
-            rel += length + LOG_OVERHEAD
-        self._bytes_since_index = len(tail)
+            expected = self.next_offset = base + last_delta + 1
+            rel += size
+        self._bytes_since_index = end
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -193,7 +256,7 @@ class LogSegment:
             os.ftruncate(self._fd, start)
             raise
         interval = self.index_interval_bytes
-        for pos, size, base, last_delta, _epoch, max_ts in batches:
+        for pos, size, base, last_delta, _epoch, max_ts, _pid in batches:
             last_offset = base + last_delta
             if max_ts > self.max_timestamp:
                 self.max_timestamp, self.offset_of_max_timestamp = max_ts, last_offset
@@ -289,6 +352,75 @@ class LogSegment:
             next_offset = base + last_delta + 1
         return (buf if cut == n else buf[:cut]), first_base, next_offset
 
+    def extent(
+        self, offset: int, max_bytes: int, upto: int, *, min_one: bool = True
+    ) -> tuple[int, int, int] | None:
+        """Where the bytes a read of ``offset`` would send lie in the ``.log`` file, without
+        reading them: ``(position, size, first_offset)``, or ``None`` if no batch here ends at or
+        after ``offset``.
+
+        The region starts at the batch holding ``offset`` and stops before the first batch that
+        reaches ``upto``; within that it is ``max_bytes`` long, or, with ``min_one``, at least
+        the whole first batch (KIP-74). Unlike :meth:`read` it may end inside a batch, as a
+        Kafka broker's file slice does: clients drop a partial last batch and fetch it again.
+        ``size`` is 0 if the first batch reaches ``upto``.
+        """
+        found = self._find(offset)
+        if found is None:
+            return None
+        start, first_size, first_base, first_last = found
+        if first_last >= upto:
+            return start, 0, first_base
+        end = self.size
+        if upto < self.next_offset:
+            bound = self._find(upto)
+            if bound is not None:
+                end = bound[0]
+        wanted = max(max_bytes, first_size) if min_one else max(max_bytes, 0)
+        return start, min(end - start, wanted), first_base
+
+    def duplicate_fd(self) -> int:
+        """A new descriptor of the ``.log`` file: it stays valid after the segment is closed,
+        deleted or rolled, so bytes located by :meth:`extent` can be sent later."""
+        return os.dup(self._fd)
+
+    def scan_epochs(self, on_epoch: Callable[[int, int], None]) -> None:
+        """Call ``on_epoch(epoch, base_offset)`` for each batch carrying a leader epoch, in log
+        order, from the batch headers alone: what a lost epoch cache is rebuilt from."""
+        fd, end, unpack = self._fd, self.size, _EPOCH.unpack
+        pos = 0
+        while pos + _EPOCH.size <= end:
+            base, length, epoch = unpack(os.pread(fd, _EPOCH.size, pos))
+            if length < _MIN_BATCH_LENGTH:
+                break  # not a batch; the segment was checked on open, so never in practice
+            if epoch >= 0:
+                on_epoch(epoch, base)
+            pos += length + LOG_OVERHEAD
+
+    def producer_batches(self, start: int, end: int) -> Iterator[ProducerBatch]:
+        """The batches carrying a producer id from the one holding ``start`` to before ``end``,
+        in log order, from their headers alone: what producer state is rebuilt from.
+
+        Headers are read through a window of the file (one read serves the many headers of
+        small batches; a large batch costs one read of the window, not of the batch)."""
+        found = self._find(start)
+        if found is None:
+            return
+        fd, size, unpack, need = self._fd, self.size, _PRODUCER.unpack_from, _PRODUCER.size
+        pos = found[0]
+        window_start, window = pos, b""
+        while pos + need <= size:
+            rel = pos - window_start
+            if rel + need > len(window):
+                window_start, rel = pos, 0
+                window = os.pread(fd, min(_HEADER_WINDOW, size - pos), pos)
+            base, length, attributes, last_delta, max_ts, pid, epoch, seq = unpack(window, rel)
+            if base >= end or length < _MIN_BATCH_LENGTH:
+                return
+            if pid >= 0:
+                yield ProducerBatch(base, last_delta, max_ts, pid, epoch, seq, attributes)
+            pos += length + LOG_OVERHEAD
+
     def offset_for_timestamp(self, timestamp: int) -> int | None:
         """Base offset of the first batch whose max timestamp is >= ``timestamp``, if any."""
         pos = self.offset_index.lookup(self.time_index.lookup(timestamp))
@@ -338,12 +470,18 @@ class LogSegment:
                 self.max_timestamp, self.offset_of_max_timestamp = max_ts, base + last_delta
             rel += length + LOG_OVERHEAD
 
-    def recover(self, on_epoch: Callable[[int, int], None] | None = None) -> int:
+    def recover(
+        self,
+        on_epoch: Callable[[int, int], None] | None = None,
+        on_producer: Callable[[ProducerBatch], None] | None = None,
+    ) -> int:
         """Walk every batch, checking size, magic, CRC and increasing offsets; cut the file at
         the first batch that fails; rebuild both indexes. Returns the number of bytes cut.
 
         ``on_epoch(epoch, base_offset)`` is called for each batch so the log can rebuild its
-        leader epoch cache from what survived.
+        leader epoch cache from what survived, and ``on_producer`` with each batch of an
+        idempotent producer that survived, so that it can rebuild its producer state in the
+        same pass (as Kafka's recovery does).
         """
         self.offset_index.reset()
         self.time_index.reset()
@@ -352,7 +490,7 @@ class LogSegment:
         self.first_batch_timestamp = None
         fd = self._fd
         file_size = os.fstat(fd).st_size
-        unpack, crc_of = _SCAN.unpack_from, crc32c.crc32c
+        unpack = _RECOVER.unpack_from
         interval = self.index_interval_bytes
         base_limit = self.base_offset + MAX_RELATIVE_OFFSET
         pos, next_offset = 0, self.base_offset
@@ -362,9 +500,8 @@ class LogSegment:
             if rel + BATCH_OVERHEAD > len(view):
                 window_start, rel = pos, 0
                 view = memoryview(os.pread(fd, min(_RECOVERY_CHUNK, file_size - pos), pos))
-            base, length, epoch, magic, crc, attributes, last_delta, _bts, max_ts = unpack(
-                view, rel
-            )
+            (base, length, epoch, magic, crc, attributes, last_delta, _bts, max_ts, pid,
+             producer_epoch, sequence) = unpack(view, rel)
             size = length + LOG_OVERHEAD
             if length < _MIN_BATCH_LENGTH or pos + size > file_size:
                 break  # torn: the length runs past the end of the file
@@ -373,14 +510,8 @@ class LogSegment:
                 view = memoryview(
                     os.pread(fd, min(max(_RECOVERY_CHUNK, size), file_size - pos), pos)
                 )
-            if (
-                magic != MAGIC_V2
-                or attributes & COMPRESSION_MASK
-                or last_delta < 0
-                or base < next_offset
-                or base + last_delta > base_limit
-                or crc_of(view[rel + ATTRIBUTES_OFFSET : rel + size]) != crc
-            ):
+            if not _batch_ok(view, rel, size, base, magic, crc, attributes, last_delta,
+                             next_offset, base_limit):
                 break
             last_offset = base + last_delta
             if max_ts > self.max_timestamp:
@@ -394,6 +525,9 @@ class LogSegment:
                 self.first_batch_timestamp = max_ts
             if on_epoch is not None and epoch >= 0:
                 on_epoch(epoch, base)
+            if on_producer is not None and pid >= 0:
+                on_producer(ProducerBatch(base, last_delta, max_ts, pid, producer_epoch, sequence,
+                                          attributes))
             next_offset = last_offset + 1
             pos += size
         truncated = file_size - pos

@@ -24,10 +24,13 @@ The rounds protocol (KIP-101 as refined by KIP-279)::
   unknown to the leader, so the follower cuts its log where its largest epoch below L ends (the
   start of its next epoch) and asks again about that epoch. Each round removes at least one
   follower epoch, so the rounds end.
-- The leader knows no epoch <= the asked one (UNDEFINED): all of the follower's epoch-stamped
-  records are from epochs the leader does not have; truncate to where the follower's first epoch
-  starts. If that lies below the leader's log start, the next fetch is out of range and the
-  follower restarts its log at the leader's log start.
+- The asked epoch is older than every epoch the leader still has (retention removed them): the
+  leader answers, as Kafka does, with the asked epoch ending where its own first epoch starts,
+  which is its log start (the epoch history is cut with the log). That reads as the first case:
+  the follower keeps its copy of the epoch up to there, and if its next fetch falls below the
+  leader's log start, it is out of range and the follower restarts its log there.
+- The leader knows no epoch at all (UNDEFINED): no follower record can be shown to match, so
+  truncate to where the follower's first epoch starts.
 
 No HW appears anywhere here on purpose. Nothing here does I/O; a fetcher thread drives the loop.
 """
@@ -110,12 +113,12 @@ def decide_truncation(
         raise ValueError(
             f"leader answered epoch {answer.epoch} to a request for epoch {asked_epoch}"
         )
-    mine = end_offset_for(entries, answer.epoch, leo)
-    if mine.undefined:
+    if not entries or answer.epoch < entries[0].epoch:
         # The follower knows no epoch <= the leader's: its own epochs are all unknown to the
         # leader, so nothing from its first epoch on can be kept.
         first_start = entries[0].start_offset if entries else leo
         return Truncate(offset=min(answer.end_offset, first_start, leo))
+    mine = end_offset_for(entries, answer.epoch, leo)
     if mine.epoch != answer.epoch:
         return AskAgain(offset=min(mine.end_offset, leo), epoch=mine.epoch)
     return Truncate(offset=min(answer.end_offset, mine.end_offset, leo))

@@ -1,46 +1,55 @@
 """Partition and replica state machines and the controller that drives them."""
 
-from statemachines.admin import Admin, InvalidRequest, PartitionDescription, TopicDescription
-from statemachines.broker import Broker, change_isr
+from statemachines.broker_side import (
+    ControllerClient,
+    IsrConflict,
+    IsrWriteFailed,
+    IsrWriteOutcome,
+    IsrWritten,
+)
 from statemachines.channel import (
     BrokerChannel,
     BrokerResponse,
     InProcessChannel,
     InProcessNetwork,
+    RequestHandler,
 )
-from statemachines.context import ControllerContext, Reassignment
-from statemachines.controller import Controller, ControllerConfig, FailoverTimings
+from statemachines.config import ControllerConfig, StandBackoff
+from statemachines.context import ControllerContext, OngoingReassignment
+from statemachines.controller import Controller, FailoverTimings
 from statemachines.errors import BrokerNotAvailable, NotController, StaleBrokerEpoch
 from statemachines.event_manager import EventManager
-from statemachines.participant import Participant
+from statemachines.participant import HandlerFactory, Participant
 from statemachines.partition_sm import ElectionOutcome, PartitionStateMachine
 from statemachines.replica_sm import ReplicaStateMachine
 from statemachines.states import PartitionState, ReplicaState
 
 __all__ = [
-    "Admin",
-    "Broker",
     "BrokerChannel",
     "BrokerNotAvailable",
     "BrokerResponse",
     "Controller",
+    "ControllerClient",
     "ControllerConfig",
     "ControllerContext",
     "ElectionOutcome",
     "EventManager",
     "FailoverTimings",
+    "HandlerFactory",
     "InProcessChannel",
     "InProcessNetwork",
-    "InvalidRequest",
+    "IsrConflict",
+    "IsrWriteFailed",
+    "IsrWriteOutcome",
+    "IsrWritten",
     "NotController",
+    "OngoingReassignment",
     "Participant",
-    "PartitionDescription",
     "PartitionState",
     "PartitionStateMachine",
-    "Reassignment",
     "ReplicaState",
     "ReplicaStateMachine",
+    "RequestHandler",
     "StaleBrokerEpoch",
-    "TopicDescription",
-    "change_isr",
+    "StandBackoff",
 ]

@@ -22,15 +22,17 @@ from elections.leader import LeaderAndIsr
 from statemachines.requests import Endpoint, LiveBroker
 from statemachines.states import PartitionState, ReplicaState
 
-__all__ = ["ControllerContext", "Reassignment", "ReplicaKey", "ReplicaStates", "live_broker_of"]
+__all__ = ["ControllerContext", "OngoingReassignment", "ReplicaKey", "ReplicaStates",
+           "live_broker_of"]
 
 ReplicaKey = tuple[TopicPartition, int]
 """One replica: a partition on a broker."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Reassignment:
-    """A reassignment in progress: where the partition goes and where it was."""
+class OngoingReassignment:
+    """A reassignment in progress, as the controller keeps it (Kafka's ReplicaAssignment with
+    its adding and removing replicas): where the partition goes and where it was."""
 
     target: tuple[int, ...]
     original: tuple[int, ...]
@@ -101,10 +103,6 @@ class ReplicaStates:
             self._explicit.pop(key, None)
         else:
             self._explicit[key] = state
-
-    def set_many(self, keys: Iterable[ReplicaKey], state: ReplicaState) -> None:
-        for key in keys:
-            self[key] = state
 
     def pin(self, key: ReplicaKey) -> None:
         """Store the derived state of ``key``: its replica is about to leave the assignment."""
@@ -191,7 +189,7 @@ class ControllerContext:
         """Partitions in state New or Offline: the ones a broker joining may bring online."""
         self.replica_states = ReplicaStates(self)
         self.shutting_down: set[int] = set()
-        self.reassignments: dict[TopicPartition, Reassignment] = {}
+        self.reassignments: dict[TopicPartition, OngoingReassignment] = {}
         self.deleting: set[str] = set()
         self.deletion_ineligible: set[str] = set()
 
@@ -337,8 +335,3 @@ class ControllerContext:
             return False
         explicit = self.replica_states.explicit()
         return not explicit or explicit.get((tp, broker_id)) is not ReplicaState.OFFLINE
-
-    def partition_replicas_for_requests(self, tp: TopicPartition) -> tuple[int, ...]:
-        """The replicas to name in requests: the full set while reassigning."""
-        moving = self.reassignments.get(tp)
-        return moving.replicas if moving is not None else self.replicas.get(tp, ())

@@ -71,9 +71,6 @@ class EventManager:
         with self._cond:
             return len(self._queue)
 
-    def on_event_thread(self) -> bool:
-        return self._thread is None or threading.current_thread() is self._thread
-
     def run_pending(self, limit: int = 1_000_000) -> int:
         """Process queued events on the calling thread, until none are left (unthreaded use)."""
         if self._thread is not None:

@@ -33,6 +33,7 @@ __all__ = [
     "ReplicaDeletionFinished",
     "SessionChanged",
     "Stand",
+    "TopicConfigChanged",
     "TopicNodeChanged",
     "TopicsChanged",
 ]
@@ -112,6 +113,13 @@ class DeleteTopicsChanged:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class TopicConfigChanged:
+    """A config change notification named this topic (``/config/changes``)."""
+
+    topic: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AutoRebalanceTick:
     """The leader-imbalance timer fired."""
 
@@ -136,6 +144,18 @@ class ControlledShutdownRequested:
     reply: Future[Any] = field(default_factory=Future, compare=False)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaderElectionRequested:
+    """An admin's request for preferred (or, ``unclean``, offline out-of-sync) elections of
+    ``partitions`` (Kafka's ReplicaLeaderElection with AdminClientTriggered); ``reply`` gets
+    the result per partition
+    (:class:`~statemachines.handlers.elect_leaders.AdminElectionResult`)."""
+
+    partitions: tuple[TopicPartition, ...]
+    unclean: bool = False
+    reply: Future[Any] = field(default_factory=Future, compare=False)
+
+
 ControllerEvent = (
     Stand
     | SessionChanged
@@ -149,9 +169,11 @@ ControllerEvent = (
     | ReassignmentChanged
     | PreferredElectionChanged
     | DeleteTopicsChanged
+    | TopicConfigChanged
     | AutoRebalanceTick
     | ReplicaDeletionFinished
     | ControlledShutdownRequested
+    | LeaderElectionRequested
 )
 
 VIEW_EVENTS = (BrokerIdsChanged, BrokerNodeChanged, TopicsChanged, TopicNodeChanged,

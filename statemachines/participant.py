@@ -1,51 +1,97 @@
 """A participant: one coordinator session, one broker id, registered and standing for controller.
 
-The embedded entry point: ``Participant("memory://demo", 1).start()`` registers broker 1 (its
-ephemeral node; a new broker epoch after each session loss), attaches its broker to the
-in-process network and runs a controller candidate.
+The embedded entry point. The application passes its broker side, a factory that builds its
+:class:`~statemachines.channel.RequestHandler` from the :class:`ControllerClient` the
+participant gives it (a class taking the client will do)::
+
+    participant = Participant("memory://demo", 1, handler=MyBroker).start()
+
+``start`` registers broker 1 (its ephemeral node; a new broker epoch after each session loss),
+attaches the handler to its network (in process by default) and runs a controller candidate.
+The handler then receives the controller's LeaderAndIsr, UpdateMetadata and StopReplica
+requests, and through the client the application reports ISR changes and asks for a controlled
+shutdown.
+docs/embedding.md walks through an example.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import coordinator
 from coordinator.base import Coordinator
-from coordinator.codecs import TopicPartition
+from coordinator.codecs import BrokerInfo, TopicPartition
 from coordinator.metadata import MetadataClient
 from coordinator.model import SessionState
-from elections.controller_election import NotController, controller_status
-from statemachines.broker import Broker
-from statemachines.channel import InProcessNetwork
+from statemachines.broker_side import ControllerClient
+from statemachines.channel import (
+    STALE_BROKER_EPOCH,
+    STALE_CONTROLLER_EPOCH,
+    BrokerNetwork,
+    BrokerResponse,
+    InProcessNetwork,
+    RequestHandler,
+)
 from statemachines.controller import Controller, ControllerConfig
+from statemachines.requests import (
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Participant", "request_controlled_shutdown"]
+__all__ = ["HandlerFactory", "Participant"]
+
+HandlerFactory = Callable[[ControllerClient], RequestHandler]
+"""Builds a broker's request handler, given the client it calls the controller with."""
 
 
 class Participant:
+    """Broker ``broker_id`` of the cluster on ``url``: its registration, its candidacy for
+    controller, and the application's ``handler`` answering the controller's requests.
+
+    ``url`` may be an open coordinator instead, which the participant then uses but does not
+    close. ``rack``, ``host`` and ``port`` go into the registration, as Kafka's broker
+    registration has them; ``registration`` replaces them with a whole
+    :class:`~coordinator.codecs.BrokerInfo` (a broker process registers its advertised
+    listeners, as Kafka's brokers do). ``network`` is where the handler is attached and
+    the controller reachable (default: a new :class:`~statemachines.channel.InProcessNetwork`;
+    a broker process passes its network one, ``broker.controller_channel``).
+    """
+
     def __init__(
         self,
         url: str | Coordinator,
         broker_id: int,
         *,
+        handler: HandlerFactory,
         rack: str | None = None,
         host: str = "127.0.0.1",
         port: int = 9092,
-        network: InProcessNetwork | None = None,
+        network: BrokerNetwork | None = None,
         config: ControllerConfig | None = None,
         threaded: bool = True,
         connect_options: Mapping[str, Any] | None = None,
+        registration: BrokerInfo | None = None,
     ) -> None:
+        if registration is not None and registration.id != broker_id:
+            raise ValueError(f"registration of broker {registration.id} given to broker "
+                             f"{broker_id}")
         self.coordinator = (coordinator.connect(url, **dict(connect_options or {}))
                             if isinstance(url, str) else url)
         self._owns_coordinator = isinstance(url, str)
         self.metadata = MetadataClient(self.coordinator)
-        self.network = network or InProcessNetwork()
-        self.broker = Broker(broker_id, rack=rack, host=host, port=port)
+        self.network: BrokerNetwork = network or InProcessNetwork()
+        self.info = registration or BrokerInfo(id=broker_id, host=host, port=port, rack=rack)
+        self._broker_epoch: int | None = None
+        self.controller_client = ControllerClient(self.metadata, self.network, broker_id,
+                                                  lambda: self._broker_epoch)
+        self.handler: RequestHandler = handler(self.controller_client)
+        self._fenced = _Fenced(self.handler, lambda: self._broker_epoch)
         self.controller = Controller(self.coordinator, broker_id, self.network.channel(),
                                      config=config, threaded=threaded)
         # Reachable as this broker's controller endpoint from the start, as a broker's is: a
@@ -53,22 +99,30 @@ class Participant:
         # with NotController (or waits in its queue), as Kafka's brokers answer.
         self.network.register_controller(broker_id, self.controller)
         self._started = False
+        self.cluster_id: str | None = None
+        """Read (or, by the cluster's first broker, created) at start, as a Kafka broker does."""
 
     @property
     def id(self) -> int:
-        return self.broker.id
+        return self.info.id
+
+    @property
+    def broker_epoch(self) -> int | None:
+        """The epoch of the current registration (None before the first)."""
+        return self._broker_epoch
 
     def start(self) -> Participant:
         self._started = True
-        self.network.attach(self.id, self.broker)
+        self.network.attach(self.id, self._fenced)
+        self.cluster_id = self.metadata.init_broker()
         self.register()
         self.coordinator.add_listener(self._on_session)
         self.controller.start()
         return self
 
     def register(self) -> int:
-        self.broker.epoch = self.metadata.register_broker(self.broker.info)
-        return self.broker.epoch
+        self._broker_epoch = self.metadata.register_broker(self.info)
+        return self._broker_epoch
 
     def _on_session(self, state: SessionState) -> None:
         if state is SessionState.CONNECTED and self._started:
@@ -81,27 +135,53 @@ class Participant:
 
     def controlled_shutdown(self, timeout: float = 30.0) -> tuple[TopicPartition, ...]:
         """Ask the active controller to move everything off this broker; returns what it still
-        leads (empty when it may stop at once)."""
-        assert self.broker.epoch is not None
-        return request_controlled_shutdown(self.metadata, self.network, self.id,
-                                           self.broker.epoch, timeout)
+        leads (empty when it may stop at once). See :meth:`ControllerClient.controlled_shutdown`."""
+        return self.controller_client.controlled_shutdown(timeout)
 
     def close(self) -> None:
+        """Stop answering the controller, stop standing for it, and close the session if the
+        participant opened it."""
         self._started = False
+        self.network.detach(self.id, self._fenced)
+        self.network.unregister_controller(self.id)
         self.coordinator.remove_listener(self._on_session)
         self.controller.close()
-        self.network.unregister_controller(self.id)
-        self.network.detach(self.id, self.broker)
         if self._owns_coordinator:
             self.coordinator.close()
 
 
-def request_controlled_shutdown(
-    metadata: MetadataClient, network: InProcessNetwork, broker_id: int, broker_epoch: int,
-    timeout: float = 30.0,
-) -> tuple[TopicPartition, ...]:
-    status = controller_status(metadata)
-    ctl = network.controller(status.broker_id) if status.broker_id is not None else None
-    if not isinstance(ctl, Controller):
-        raise NotController("no active controller reachable in this process")
-    return tuple(ctl.request_controlled_shutdown(broker_id, broker_epoch).result(timeout))
+class _Fenced:
+    """What the participant attaches to the network for its handler: it refuses, as a Kafka
+    broker does, a request from a controller older than the newest it has heard from
+    (``STALE_CONTROLLER_EPOCH``) and one meant for an earlier registration of this broker
+    (``STALE_BROKER_EPOCH``), and passes the rest on."""
+
+    __slots__ = ("_broker_epoch", "_controller_epoch", "_handler", "_lock")
+
+    def __init__(self, handler: RequestHandler, broker_epoch: Callable[[], int | None]) -> None:
+        self._handler = handler
+        self._broker_epoch = broker_epoch
+        self._controller_epoch = -1
+        self._lock = threading.Lock()
+
+    def _refusal(self, controller_epoch: int, broker_epoch: int) -> BrokerResponse | None:
+        with self._lock:
+            if controller_epoch < self._controller_epoch:
+                return BrokerResponse(error=STALE_CONTROLLER_EPOCH)
+            current = self._broker_epoch()
+            if current is not None and 0 <= broker_epoch < current:
+                return BrokerResponse(error=STALE_BROKER_EPOCH)
+            self._controller_epoch = controller_epoch
+            return None
+
+    def handle_leader_and_isr(self, request: LeaderAndIsrRequest) -> BrokerResponse:
+        refused = self._refusal(request.controller_epoch, request.broker_epoch)
+        return refused or self._handler.handle_leader_and_isr(request)
+
+    def handle_update_metadata(self, request: UpdateMetadataRequest) -> BrokerResponse:
+        refused = self._refusal(request.controller_epoch, request.broker_epoch)
+        return refused or self._handler.handle_update_metadata(request)
+
+    def handle_stop_replica(self, request: StopReplicaRequest) -> BrokerResponse:
+        refused = self._refusal(request.controller_epoch, request.broker_epoch)
+        return refused or self._handler.handle_stop_replica(request)

@@ -15,15 +15,20 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from coordinator import layout
-from coordinator.codecs import PartitionState as StoredState
-from coordinator.codecs import TopicPartition, sorted_partitions
+from coordinator.codecs import (
+    PartitionStateNode,
+    TopicPartition,
+    encode_partition_state,
+    sorted_partitions,
+)
 from coordinator.errors import BadVersion, CoordinatorError, NodeExists
 from coordinator.metadata import MetadataClient
 from coordinator.model import SetData, Stat
+from coordinator.topic_config import TOPIC_CONFIG_KEYS, InvalidConfig, parse_value
 from elections.controller_election import Fence
 from elections.leader import (
     NO_LEADER,
@@ -31,10 +36,11 @@ from elections.leader import (
     ElectionStrategy,
     LeaderAndIsr,
     Offline,
-    apply_choice,
-    chooser,
+    apply_election,
+    elector,
 )
 from statemachines.context import ControllerContext
+from statemachines.reads import read_partition_states
 from statemachines.requests import RequestBatch, UpdateMetadataPartition
 from statemachines.states import (
     PartitionState,
@@ -45,9 +51,7 @@ from statemachines.states import (
 
 __all__ = [
     "ElectionOutcome",
-    "tp_key",
     "PartitionStateMachine",
-    "encode_state",
     "record_leader_and_isr",
     "shrink_isr",
     "state_change_log",
@@ -55,6 +59,8 @@ __all__ = [
 ]
 
 state_change_log = logging.getLogger("partctl.state.change")
+log = logging.getLogger(__name__)
+UNCLEAN_KEY = "unclean.leader.election.enable"
 MAX_WRITE_ROUNDS = 5
 WRITE_SLICE = 1000
 """Partitions decided per slice of a streamed leader write: the next slice is decided while
@@ -69,28 +75,32 @@ class ElectionOutcome:
     failed: dict[TopicPartition, str] = field(default_factory=dict)
 
 
-def tp_key(tp: TopicPartition) -> tuple[str, int]:
-    return (tp.topic, tp.partition)
+def stored(value: LeaderAndIsr) -> PartitionStateNode:
+    return PartitionStateNode(leader=value.leader, leader_epoch=value.leader_epoch,
+                              isr=value.isr, controller_epoch=value.controller_epoch)
 
 
-def stored(value: LeaderAndIsr) -> StoredState:
-    return StoredState(leader=value.leader, leader_epoch=value.leader_epoch, isr=value.isr,
-                       controller_epoch=value.controller_epoch)
-
-
-def shrink_isr(current: LeaderAndIsr, leaving: Collection[int], controller_epoch: int
+def shrink_isr(current: LeaderAndIsr, leaving: Iterable[int], controller_epoch: int
                ) -> LeaderAndIsr | None:
     """Leader and ISR without the ``leaving`` replicas (pure); None when nothing changes.
 
-    A leaving leader leaves the partition leaderless. The last ISR member is kept, so the ISR
-    never becomes empty and still names who has all committed records.
+    Kafka's ``removeReplicasFromIsr``, one replica at a time in the order given: a replica
+    leaves the ISR unless it is its last member, so the ISR never becomes empty and still
+    names who has every committed record (removing [2, 3] from [2, 3] leaves [3]). A leaving
+    leader leaves the partition leaderless. All of it is one write (one leader epoch bump),
+    where Kafka writes once per replica.
     """
-    if current.leader not in leaving and not any(r in leaving for r in current.isr):
+    leader, isr = current.leader, current.isr
+    changed = False
+    for r in leaving:
+        if r == leader:
+            leader, changed = NO_LEADER, True
+        if r in isr:
+            changed = True
+            if len(isr) > 1:
+                isr = tuple(m for m in isr if m != r)
+    if not changed:
         return None
-    isr = tuple(r for r in current.isr if r not in leaving)
-    if not isr:
-        isr = current.isr[:1] if len(current.isr) == 1 else isr
-    leader = NO_LEADER if current.leader in leaving else current.leader
     return LeaderAndIsr(leader, current.leader_epoch + 1, isr, controller_epoch,
                         current.partition_epoch)
 
@@ -98,23 +108,6 @@ def shrink_isr(current: LeaderAndIsr, leaving: Collection[int], controller_epoch
 _ALLOWED: dict[PartitionState, tuple[PartitionState, ...]] = {
     target: tuple(valid_previous_states(target)) for target in PartitionState}
 """Each target's legal predecessors as a tuple: membership by identity, no enum hashing."""
-
-_ISR_JSON: dict[tuple[int, ...], bytes] = {}  # an ISR's JSON list body; a few hundred distinct
-_ISR_JSON_MAX = 4096
-
-
-def encode_state(value: LeaderAndIsr) -> bytes:
-    """The state node's bytes for ``value``: exactly ``stored(value).encode()`` (the metadata
-    codec's JSON), built without the intermediate objects on the mass-election path. ISRs
-    repeat across partitions, so their text is kept (a bounded cache)."""
-    isr = _ISR_JSON.get(value.isr)
-    if isr is None:
-        if len(_ISR_JSON) >= _ISR_JSON_MAX:
-            _ISR_JSON.clear()
-        isr = _ISR_JSON[value.isr] = ",".join(map(str, value.isr)).encode()
-    return b'{"version":1,"leader":%d,"leader_epoch":%d,"controller_epoch":%d,"isr":[%s]}' % (
-        value.leader, value.leader_epoch, value.controller_epoch, isr)
-
 
 def record_leader_and_isr(
     ctx: ControllerContext,
@@ -276,7 +269,10 @@ class PartitionStateMachine:
         if fresh:
             self._initialize_leaders(fresh, batch, outcome)
         if others:
-            self._elect(others, batch, strategy or Offline(unclean=self.unclean), outcome)
+            if strategy is None or strategy == Offline(unclean=False):
+                self._elect_offline(others, batch, outcome)
+            else:
+                self._elect(others, batch, strategy, outcome)
         if outcome.failed:
             state_change_log.info("no leader for %d partitions, e.g. %s: %s",
                                   len(outcome.failed), *next(iter(outcome.failed.items())))
@@ -320,7 +316,45 @@ class PartitionStateMachine:
             offline = [tp for tp in existing if tp in ctx.leaders and tp not in led]
             self._set(offline, PartitionState.OFFLINE)
             if offline:
-                self._elect(offline, batch, Offline(unclean=self.unclean), outcome)
+                self._elect_offline(offline, batch, outcome)
+
+    def _elect_offline(
+        self, tps: list[TopicPartition], batch: RequestBatch, outcome: ElectionOutcome
+    ) -> None:
+        """Kafka's offline election with each topic's ``unclean.leader.election.enable``:
+        clean first; the partitions left without a leader (no live replica in the ISR) are
+        elected again out of sync where their topic allows it, read from its config node at
+        that moment (the override, else the controller's default), as Kafka's controller reads
+        the configs of exactly those partitions' topics. No read when every partition found a
+        clean leader."""
+        self._elect(tps, batch, Offline(unclean=False), outcome)
+        failed = [tp for tp in tps if tp in outcome.failed]
+        if not failed:
+            return
+        allowed = self.unclean_topics({tp.topic for tp in failed})
+        retry = [tp for tp in failed if tp.topic in allowed]
+        if retry:
+            for tp in retry:
+                del outcome.failed[tp]
+            self._elect(retry, batch, Offline(unclean=True), outcome)
+
+    def unclean_topics(self, topics: Iterable[str]) -> set[str]:
+        """The topics among ``topics`` whose offline partitions may elect out of sync now:
+        their ``unclean.leader.election.enable`` override, else this controller's default."""
+        configs = self.metadata.topic_configs(topics)
+        out = set()
+        for topic in topics:
+            node = configs.get(topic)
+            raw = node.value.get(UNCLEAN_KEY) if node is not None else None
+            allowed = self.unclean
+            if raw is not None:
+                try:
+                    allowed = bool(parse_value(TOPIC_CONFIG_KEYS[UNCLEAN_KEY], raw))
+                except InvalidConfig:
+                    log.warning("topic %s: ignoring %s=%r", topic, UNCLEAN_KEY, raw)
+            if allowed:
+                out.add(topic)
+        return out
 
     def _elect(
         self,
@@ -337,7 +371,7 @@ class PartitionStateMachine:
         recipients: dict[TopicPartition, list[int]] = {}
 
         assigned = ctx.replicas
-        shared_elect = None if shared is None else chooser(shared)
+        shared_elect = None if shared is None else elector(shared)
         shared_cs = isinstance(shared, ControlledShutdown)
 
         def decide(tp: TopicPartition, current: LeaderAndIsr) -> LeaderAndIsr | str:
@@ -346,75 +380,52 @@ class PartitionStateMachine:
                 run, cs = shared_elect, shared_cs
             else:
                 how = strategy[tp]  # type: ignore[index]
-                run, cs = chooser(how), isinstance(how, ControlledShutdown)
-            choice = run(replicas, current.isr, live_all if cs else live)
-            if choice is None:
+                run, cs = elector(how), isinstance(how, ControlledShutdown)
+            election = run(replicas, current.isr, live_all if cs else live)
+            if election is None:
                 return f"no eligible leader among {replicas} (isr {current.isr})"
             if cs:
                 recipients[tp] = [r for r in replicas if r in live_all]  # shutting down too
-            return apply_choice(current, choice, epoch)
+            return apply_election(current, election, epoch)
 
         elected = self.write_leaders(tps, decide, outcome)
         self._set(elected, PartitionState.ONLINE)
         record_leader_and_isr(ctx, batch, elected, recipients=recipients)
 
-    def elect_and_shrink(
-        self,
-        led: Iterable[TopicPartition],
-        strategy: ElectionStrategy,
-        leaving: Mapping[TopicPartition, Collection[int]],
-        *,
-        shrink_unelected: bool = False,
-    ) -> tuple[ElectionOutcome, list[TopicPartition], set[TopicPartition]]:
-        """Elect ``led`` by ``strategy`` and take ``leaving`` replicas out of the ISR of the
-        other partitions (their replicas going Offline), in one pass and one bulk write: each
-        partition is written once, the elections first. A partition of ``led`` that cannot
-        elect keeps its state, or with ``shrink_unelected`` has its ``leaving`` replicas (a
-        dead leader among them) written out of leader and ISR.
+    def elect_unrecorded(
+        self, tps: Iterable[TopicPartition], strategy: ElectionStrategy
+    ) -> tuple[ElectionOutcome, list[TopicPartition]]:
+        """Elect ``tps`` by ``strategy`` in one pass and one bulk write, as :meth:`to_online`
+        does for partitions that have led before, but record nothing in a batch: the caller
+        knows who must hear of it (a controlled shutdown tells the broker leaving too). A
+        partition that cannot elect keeps its state; elected ones go Online.
 
-        Elected partitions go Online; nothing is recorded in a batch (the caller knows who
-        must hear of it). Returns the elections, every partition written (in write order) and
-        the other partitions whose ISR could not be written.
-        """
+        Returns the elections and the partitions written, in write order."""
         ctx = self.ctx
         epoch = self.controller_epoch
-        candidates = self._split(led, PartitionState.ONLINE)
-        led_set = set(candidates)
-        followers = [tp for tp in leaving if tp not in led_set]
+        candidates = self._split(tps, PartitionState.ONLINE)
         cs = isinstance(strategy, ControlledShutdown)
         live = ctx.live_or_shutting_down() if cs else ctx.live_ids()
         assigned = ctx.replicas
-        empty: frozenset[int] = frozenset()
-        reasons: dict[TopicPartition, str] = {}
+        run = elector(strategy)
 
-        run = chooser(strategy)
+        def decide(tp: TopicPartition, current: LeaderAndIsr) -> LeaderAndIsr | str:
+            replicas = assigned.get(tp, ())
+            election = run(replicas, current.isr, live)
+            if election is None:
+                return f"no eligible leader among {replicas} (isr {current.isr})"
+            return apply_election(current, election, epoch)
 
-        def decide(tp: TopicPartition, current: LeaderAndIsr) -> LeaderAndIsr | str | None:
-            if tp in led_set:
-                replicas = assigned.get(tp, ())
-                choice = run(replicas, current.isr, live)
-                if choice is not None:
-                    reasons.pop(tp, None)
-                    return apply_choice(current, choice, epoch)
-                reasons[tp] = f"no eligible leader among {replicas} (isr {current.isr})"
-                if not shrink_unelected:
-                    return reasons[tp]
-            return shrink_isr(current, leaving.get(tp, empty), epoch)
-
-        combined = ElectionOutcome()
-        written = self.write_leaders(candidates + followers, decide, combined)
-        outcome = ElectionOutcome()
-        for tp in written:
-            if tp in led_set and tp not in reasons:
-                outcome.elected[tp] = combined.elected[tp]
-        for tp in candidates:
-            if tp not in outcome.elected:
-                outcome.failed[tp] = combined.failed.get(tp) or reasons.get(tp, "not written")
-        self._set(list(outcome.elected), PartitionState.ONLINE)
+        written_ = ElectionOutcome()
+        written = self.write_leaders(candidates, decide, written_)
+        elected, failed = written_.elected, written_.failed
+        outcome = ElectionOutcome(elected=elected, failed={
+            tp: failed.get(tp, "not written") for tp in candidates if tp not in elected})
+        self._set(written, PartitionState.ONLINE)
         if outcome.failed:
             state_change_log.info("no leader for %d partitions, e.g. %s: %s",
                                   len(outcome.failed), *next(iter(outcome.failed.items())))
-        return outcome, written, {tp for tp in combined.failed if tp not in led_set}
+        return outcome, written
 
     def write_leaders(
         self,
@@ -492,23 +503,11 @@ class PartitionStateMachine:
                     failed[tp] = value
                     continue
                 decided.append((tp, value))
-                ops.append(SetData(path=path_of(tp.topic, tp.partition), data=encode_state(value),
+                ops.append(SetData(path=path_of(tp.topic, tp.partition), data=encode_partition_state(value),
                                    version=current.partition_epoch))
             decisions.append(decided)
             yield ops
 
     def refresh(self, tps: Iterable[TopicPartition]) -> None:
         """Re-read leader and ISR of ``tps`` in one bulk read into the context."""
-        from statemachines.controller import read_partition_states
-
         read_partition_states(self.metadata, self.ctx, list(tps))
-
-    def offline_leaderless(self, tps: Iterable[TopicPartition]) -> list[TopicPartition]:
-        """Of ``tps``, those whose leader is gone or none: to take Offline then Online."""
-        ctx = self.ctx
-        out = []
-        for tp in tps:
-            value = ctx.leaders.get(tp)
-            if value is None or value.leader == NO_LEADER or value.leader not in ctx.brokers:
-                out.append(tp)
-        return out

@@ -4,7 +4,7 @@ deletion states and NonExistent, for one replica = one partition on one broker.
 Like the partition machine: split each batch against the legal-predecessor table, refuse and log
 the illegal members, act on the rest, record broker requests in the caller's batch. Taking
 replicas Offline shrinks their partitions' ISRs in one fenced bulk write (with re-read and retry
-for moved partition epochs).
+for moved partition epochs), one replica after another as Kafka does: never to an empty ISR.
 """
 
 from __future__ import annotations
@@ -47,30 +47,8 @@ class ReplicaStateMachine:
                         explicit[(tp, b)] = ineligible
         ctx.replica_states.start_tracking(explicit)
 
-    def split(self, keys: Iterable[ReplicaKey], target: ReplicaState) -> list[ReplicaKey]:
-        """The members of ``keys`` that may move to ``target``; the others are logged."""
-        split = split_transitions(((k, self.state(k)) for k in keys), target)
-        if split.invalid:
-            state_change_log.warning("refused %d replica transitions to %s, e.g. %s",
-                                     len(split.invalid), target, split.invalid[0])
-        return list(split.valid)
-
-    def mark_offline(self, keys: Iterable[ReplicaKey], batch: RequestBatch) -> None:
-        """Record ``keys`` (already split) as Offline whose ISR shrink was written elsewhere
-        (one bulk pass with an election): StopReplica to their brokers if registered."""
-        states, brokers = self.ctx.replica_states, self.ctx.brokers
-        offline = ReplicaState.OFFLINE
-        for key in keys:
-            tp, b = key
-            if b in brokers:
-                batch.add_stop_replica([b], tp, delete=False)
-            states[key] = offline
-
     def state(self, key: ReplicaKey) -> ReplicaState:
         return self.ctx.replica_states.get(key, ReplicaState.NON_EXISTENT)
-
-    def replicas_in(self, keys: Iterable[ReplicaKey], state: ReplicaState) -> list[ReplicaKey]:
-        return [k for k in keys if self.state(k) is state]
 
     def handle(
         self, keys: Iterable[ReplicaKey], target: ReplicaState, batch: RequestBatch
@@ -115,11 +93,11 @@ class ReplicaStateMachine:
 
     def _take_offline(self, keys: list[ReplicaKey], batch: RequestBatch) -> list[ReplicaKey]:
         ctx = self.ctx
-        leaving: dict[TopicPartition, set[int]] = {}
+        leaving: dict[TopicPartition, list[int]] = {}  # in the order given: see shrink_isr
         for tp, b in keys:
             if b in ctx.brokers:
                 batch.add_stop_replica([b], tp, delete=False)
-            leaving.setdefault(tp, set()).add(b)
+            leaving.setdefault(tp, []).append(b)
         with_leader = [tp for tp in leaving if tp in ctx.leaders and not ctx.is_deleting(tp)]
         epoch = self.partitions.controller_epoch
         outcome = ElectionOutcome()

@@ -13,8 +13,9 @@ incarnation of itself, e.g. one sent just before it bounced).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import NamedTuple
 
 from coordinator.codecs import TopicPartition, sorted_partitions
@@ -38,6 +39,8 @@ __all__ = [
 
 NO_EPOCH = -1
 """Leader epoch sent in a StopReplica when the controller does not know the partition's epoch."""
+
+_NO_IDS: Mapping[str, str] = MappingProxyType({})
 
 EPOCH_DURING_DELETE = -2
 """Leader epoch sent in a StopReplica that deletes the partition: it overrides any epoch check."""
@@ -96,6 +99,8 @@ class LeaderAndIsrRequest:
     partitions: tuple[LeaderAndIsrPartition, ...]
     live_leaders: tuple[LiveBroker, ...] = ()
     """The live brokers that lead a partition in this request, so followers can reach them."""
+    topic_ids: Mapping[str, str] = field(default_factory=lambda: _NO_IDS)
+    """The ids (Kafka's text form) of the request's topics that have one (KIP-516)."""
 
 
 class UpdateMetadataPartition(NamedTuple):
@@ -133,6 +138,8 @@ class UpdateMetadataRequest:
     broker_epoch: int
     partitions: tuple[UpdateMetadataPartition, ...]
     live_brokers: tuple[LiveBroker, ...]
+    topic_ids: Mapping[str, str] = field(default_factory=lambda: _NO_IDS)
+    """The ids (Kafka's text form) of the request's topics that have one (KIP-516)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -162,16 +169,22 @@ class RequestBatch:
     Recording is cheap and merges as it goes: a later LeaderAndIsr for the same broker and
     partition replaces the earlier one (the latest decision wins) but stays `is_new` if either
     was; a StopReplica stays a delete if either was. UpdateMetadata works as in Kafka: one set
-    of partition states for the whole batch, sent to every broker that was named (or to every
-    live broker, when asked with `brokers=None`), together with the live broker list.
+    of partition states for the whole batch, sent to every broker that was named (or, when
+    asked with `brokers=None`, to every registered broker, those in controlled shutdown too:
+    Kafka's liveOrShuttingDownBrokerIds), together with the live broker list. That list
+    leaves out the brokers in `shutting_down` (a leader takes no broker into its ISR that the
+    latest metadata does not list live); LeaderAndIsr still finds every leader's endpoints.
 
     Broker ids below zero (Kafka's "no leader") are ignored. Brokers with no epoch in `build`
     are not registered any more and get nothing: a request to them could only be refused.
     Use one batch per transition.
     """
 
-    def __init__(self, *, live_brokers: Iterable[LiveBroker] = ()) -> None:
+    def __init__(
+        self, *, live_brokers: Iterable[LiveBroker] = (), shutting_down: Iterable[int] = ()
+    ) -> None:
         self._live: dict[int, LiveBroker] = {b.id: b for b in live_brokers}
+        self._shutting_down = frozenset(shutting_down)
         self._leader_and_isr: dict[int, dict[TopicPartition, LeaderAndIsrPartition]] = {}
         self._stop_replica: dict[int, dict[TopicPartition, StopReplicaPartition]] = {}
         self._metadata_brokers: set[int] = set()
@@ -221,7 +234,7 @@ class RequestBatch:
         brokers: Iterable[int] | None,
         partitions: Iterable[UpdateMetadataPartition] = (),
     ) -> None:
-        """Send the batch's metadata to `brokers`, or to every live broker if None.
+        """Send the batch's metadata to `brokers`, or to every registered broker if None.
 
         With no partitions this still sends the live broker list, which is how brokers learn
         of a broker joining or leaving.
@@ -274,16 +287,28 @@ class RequestBatch:
         controller_id: int,
         controller_epoch: int,
         broker_epochs: Mapping[int, int],
+        topic_id: Callable[[str], str | None] | None = None,
     ) -> dict[int, list[BrokerRequest]]:
         """One list per broker: its LeaderAndIsr, then UpdateMetadata, then StopReplica (each
-        at most once, each only if recorded), in the order Kafka sends them."""
-        live_brokers = tuple(self._live[b] for b in sorted(self._live))
+        at most once, each only if recorded), in the order Kafka sends them. ``topic_id``
+        gives a topic's id, which LeaderAndIsr and UpdateMetadata then carry."""
+
+        def ids_of(parts: Iterable[LeaderAndIsrPartition | UpdateMetadataPartition]
+                   ) -> Mapping[str, str]:
+            if topic_id is None:
+                return _NO_IDS
+            found = {t: i for t in {p.topic for p in parts} if (i := topic_id(t))}
+            return MappingProxyType(found) if found else _NO_IDS
+
+        shutting = self._shutting_down
+        live_brokers = tuple(self._live[b] for b in sorted(self._live) if b not in shutting)
         metadata_targets = set(self._metadata_brokers)
         if self._metadata_to_all_live:
             metadata_targets.update(self._live)
         metadata_partitions = tuple(
             self._metadata_partitions[tp] for tp in sorted_partitions(self._metadata_partitions)
         )
+        metadata_ids = ids_of(metadata_partitions) if metadata_targets else _NO_IDS
 
         targets = set(self._leader_and_isr) | metadata_targets | set(self._stop_replica)
         result: dict[int, list[BrokerRequest]] = {}
@@ -303,6 +328,7 @@ class RequestBatch:
                         broker_epoch=epoch,
                         partitions=parts,
                         live_leaders=tuple(self._live[b] for b in leaders),
+                        topic_ids=ids_of(parts),
                     )
                 )
             if broker in metadata_targets:
@@ -313,6 +339,7 @@ class RequestBatch:
                         broker_epoch=epoch,
                         partitions=metadata_partitions,
                         live_brokers=live_brokers,
+                        topic_ids=metadata_ids,
                     )
                 )
             stop = self._stop_replica.get(broker)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from rebalancer.plan import Plan, Reassignment
+from rebalancer.plan import PartitionMove, Plan
 from rebalancer.planner.goals import (
     AddBrokers,
     Balance,
@@ -87,5 +87,5 @@ def snapshot_rows(snap: Snapshot) -> list[Row]:
 
 
 def plan_of(changed: Sequence[Row]) -> Plan:
-    return Plan(partitions=tuple(Reassignment(topic=t, partition=n, replicas=tuple(r))
+    return Plan(partitions=tuple(PartitionMove(topic=t, partition=n, replicas=tuple(r))
                                  for t, n, r, _ in changed))

@@ -21,6 +21,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from rebalancer.extras import import_extra
 from rebalancer.planner.merge import merge_results
 from rebalancer.planner.model import Cluster, Row, ShardQuota, ShardResult, ShardStats
 from rebalancer.planner.quotas import shard_quotas
@@ -33,12 +34,11 @@ _SOLVE_SCHEMA = "shard int, topic string, partition int, replicas array<int>, si
 def spark_session(master: str = "local[*]", *, app_name: str = "partctl-planner",
                   conf: dict[str, str] | None = None) -> Any:
     """A SparkSession set up for the planner (loopback, no UI, the running Python on workers)."""
+    sql = import_extra("pyspark.sql", extra="spark", feature="the Spark engine")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    builder = (SparkSession.builder.master(master).appName(app_name)
+    builder = (sql.SparkSession.builder.master(master).appName(app_name)
                .config("spark.driver.bindAddress", "127.0.0.1")
                .config("spark.ui.enabled", "false")
                .config("spark.sql.execution.arrow.pyspark.enabled", "true"))

@@ -1,11 +1,13 @@
 """Scheduled jobs: rebalances and preferred-leader elections on APScheduler 3, persisted in SQL.
 
-Jobs live in APScheduler's ``SQLAlchemyJobStore`` in the store's database and name their
-function by a stable import string (``JOB_FUNCTIONS``); their runs are recorded in the store.
+Jobs are rows of the store's ``partctl_jobs`` table, plain data checked whenever read (kind, the
+function's stable import string from ``JOB_FUNCTIONS``, the schedule and the arguments as JSON);
+nothing is pickled. Their runs are recorded in the store.
 """
 
+from rebalancer.jobs.jobstore import JOB_DEFAULTS, SqlJobStore
 from rebalancer.jobs.scheduler import (
-    DurableJobStore,
+    JobBroken,
     JobInfo,
     JobNotFound,
     add_job,
@@ -16,6 +18,7 @@ from rebalancer.jobs.scheduler import (
     run_job_now,
     run_scheduler,
 )
+from rebalancer.jobs.spec import ARGUMENTS, JobSpec, JobSpecError
 from rebalancer.jobs.tasks import (
     ENGINES,
     GOALS,
@@ -29,32 +32,47 @@ from rebalancer.jobs.tasks import (
     run_rebalance,
 )
 from rebalancer.jobs.triggers import (
+    MAX_DURATION,
+    MIN_INTERVAL,
+    Cron,
+    Every,
+    Schedule,
     TriggerError,
-    describe_trigger,
+    describe_schedule,
     format_duration,
-    make_trigger,
+    make_schedule,
     parse_duration,
 )
 
 __all__ = [
+    "ARGUMENTS",
     "ENGINES",
     "GOALS",
+    "JOB_DEFAULTS",
     "JOB_FUNCTIONS",
+    "MAX_DURATION",
+    "MIN_INTERVAL",
     "PREFERRED_ELECTION",
     "REBALANCE",
     "STOP",
-    "DurableJobStore",
+    "Cron",
+    "Every",
+    "JobBroken",
     "JobInfo",
     "JobNotFound",
+    "JobSpec",
+    "JobSpecError",
     "RunSummary",
+    "Schedule",
+    "SqlJobStore",
     "TriggerError",
     "add_job",
-    "describe_trigger",
+    "describe_schedule",
     "format_duration",
     "goals_for",
     "list_jobs",
+    "make_schedule",
     "make_scheduler",
-    "make_trigger",
     "parse_duration",
     "reap_stale_runs",
     "remove_job",

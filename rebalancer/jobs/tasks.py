@@ -1,7 +1,8 @@
 """The scheduled jobs themselves: a rebalance and a preferred-leader election.
 
-APScheduler stores each job with a stable import string (``JOB_FUNCTIONS``) and plain JSON-able
-keyword arguments, never a pickled callable, so a refactor cannot silently orphan a stored job.
+A stored job names its function by a stable import string (``JOB_FUNCTIONS``) and holds plain
+JSON keyword arguments, never a pickled callable, so a refactor cannot silently orphan a stored
+job (and a stored job cannot name any other function: ``rebalancer.jobs.spec``).
 Every run is recorded in the store's ``partctl_job_runs`` table: a failure (an unreachable
 coordinator, a bad plan, a cluster that moved) becomes a failed run with one line saying why; it
 never escapes into the scheduler. ``STOP`` is set by ``partctl scheduler run`` on SIGTERM: a
@@ -19,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from rebalancer.jobs.errors import JobSpecError
 from rebalancer.store import RunOutcome, Store, scores_json, snapshot_digest
 
 if TYPE_CHECKING:
@@ -36,7 +38,7 @@ JOB_FUNCTIONS: Mapping[str, str] = {
     REBALANCE: "rebalancer.jobs:run_rebalance",
     PREFERRED_ELECTION: "rebalancer.jobs:run_preferred_election",
 }
-"""Job kind -> the import string APScheduler stores. Never rename these targets."""
+"""Job kind -> the import string stored with each job. Never rename these targets."""
 
 GOALS = ("balance", "add-brokers", "decommission", "repair-racks")
 ENGINES = ("local", "spark", "auto")
@@ -94,18 +96,42 @@ def one_line(exc: BaseException) -> str:
     return f"{name}: {first}" if first else name
 
 
+_current = threading.local()
+"""The heartbeat of the run this thread is carrying out (checkpoints consult it)."""
+
+
 def _checkpoint() -> None:
     if STOP.is_set():
         raise Interrupted("the scheduler is stopping")
+    heartbeat = getattr(_current, "heartbeat", None)
+    if heartbeat is not None and heartbeat.lost.is_set():
+        raise Interrupted(f"stopped: this run lost the job's lock ({heartbeat.reason})")
+
+
+def _wait(seconds: float, why: str) -> None:
+    """Sleep at a checkpoint: wakes up (Interrupted) when the scheduler stops."""
+    if STOP.wait(seconds):
+        raise Interrupted(f"the scheduler is stopping; {why}")
+    _checkpoint()
 
 
 def _record(kind: str, job_id: str, db: str | None,
             body: Callable[[Store, int], _Result]) -> RunSummary:
+    """Take the job's lock by recording its run (RunConflict, and nothing recorded, when
+    another run holds it: rebalancer.jobs.lock), run ``body`` with a heartbeat, record the
+    outcome."""
+    from rebalancer.jobs.lock import Heartbeat, is_gone
+
     store = Store.open(db)
     try:
-        run = store.start_run(job_id, kind, runner=runner_id())
+        run = store.claim_run(job_id, kind, runner=runner_id(), is_gone=is_gone)
         try:
-            result = body(store, run.id)
+            with Heartbeat(store, run.id) as heartbeat:
+                _current.heartbeat = heartbeat
+                try:
+                    result = body(store, run.id)
+                finally:
+                    _current.heartbeat = None
         except Interrupted as exc:
             result = _Result(outcome=RunOutcome.INTERRUPTED, summary="interrupted",
                              error=str(exc))
@@ -141,7 +167,7 @@ def _imbalance(coord: Coordinator, percentage: float) -> tuple[MetadataClient, A
     controller's own timer sets them aside."""
     from coordinator.codecs import TopicPartition
     from coordinator.metadata import MetadataClient
-    from rebalancer.imbalance import leader_imbalance
+    from elections.imbalance import leader_imbalance
 
     md = MetadataClient(coord)
     assignments = md.assignments(md.topics())
@@ -187,8 +213,7 @@ def run_preferred_election(*, job_id: str, coordinator: str, db: str | None = No
     """
 
     def body(store: Store, run_id: int) -> _Result:
-        from elections.controller_election import controller_status
-        from statemachines.admin import Admin
+        from coordinator.admin import Admin, controller_status
 
         coord = _connect(coordinator, connect_timeout)
         try:
@@ -215,9 +240,7 @@ def run_preferred_election(*, job_id: str, coordinator: str, db: str | None = No
                 if time.monotonic() >= deadline:
                     raise JobFailed(f"requested {len(requested)} preferred election(s) but the "
                                     f"controller had not carried them out after {wait:g}s")
-                if STOP.wait(0.1):
-                    raise Interrupted(f"the scheduler is stopping; {len(requested)} "
-                                      "election(s) requested")
+                _wait(0.1, f"{len(requested)} election(s) requested")
             _, after = _imbalance(coord, percentage)
             return _Result(outcome=RunOutcome.SUCCEEDED,
                            summary=f"{len(requested)} preferred election(s) requested",
@@ -243,9 +266,9 @@ def goals_for(goal: str, brokers: Sequence[int] = ()) -> tuple[Goal, ...]:
             return (AddBrokers(brokers=frozenset(brokers)),)
         case "decommission":
             if not brokers:
-                raise ValueError("goal decommission needs the brokers to drain")
+                raise JobSpecError("goal decommission needs the brokers to drain")
             return (Decommission(brokers=frozenset(brokers)),)
-    raise ValueError(f"unknown goal {goal!r} (expected one of {', '.join(GOALS)})")
+    raise JobSpecError(f"unknown goal {goal!r} (expected one of {', '.join(GOALS)})")
 
 
 _STORE_STATUS = {"done": "done", "in progress": "in_progress", "failed": "failed"}
@@ -339,7 +362,8 @@ def run_rebalance(*, job_id: str, coordinator: str, db: str | None = None,
             try:
                 result = execution.execute_plan(
                     coord, plan, max_concurrent_moves=max_concurrent_moves,
-                    poll_interval=poll_interval, timeout=timeout, progress=recorder)
+                    poll_interval=poll_interval, timeout=timeout, progress=recorder,
+                    label=f"job {job_id} (plan {record.id})")
             except (Interrupted, KeyboardInterrupt) as exc:
                 who = "the user" if isinstance(exc, KeyboardInterrupt) else "the scheduler"
                 _record_verify(store, ex.id, execution.verify_plan(coord, plan), final=False)

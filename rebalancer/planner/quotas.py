@@ -4,8 +4,8 @@ Balance mode: the replicas to hold (R) are spread as evenly as the racks allow. 
 rack-awareness one rack holds at most ``rack_cap`` replicas (one per partition when RF <= #racks)
 and so at least ``R - (#racks - 1) * rack_cap``; racks whose even share falls outside those bounds
 are clamped (water-filling) and the rest share what is left evenly. The ``+1`` slots go to the
-brokers holding most replicas now, which is what minimises movement (the bench's lower bound
-does the same). Leaders: ``#partitions`` spread evenly, ``+1`` to the brokers leading most now.
+brokers holding most replicas now, which is what minimises movement (rebalancer.scoring's lower
+bound does the same). Leaders: ``#partitions`` spread evenly, ``+1`` to the brokers leading most now.
 
 Minimal mode: nobody sheds; the replicas still to place raise the least-loaded brokers first.
 

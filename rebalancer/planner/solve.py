@@ -8,7 +8,7 @@ A shard is a set of partitions (rows) with its own quotas (see quotas.py). Solvi
 2. shed: a broker above its shard quota gives up exactly its surplus; with sizes known it gives
    up the replicas whose total brings its bytes closest to its byte target (a window in its
    sizes sorted), else a seeded pseudo-random choice. Nothing else moves: the moves are the
-   surplus plus the holes, which is the bench's lower bound when quotas are met;
+   surplus plus the holes, which is rebalancer.scoring's lower bound when quotas are met;
 3. fill: holes, biggest first, go to the rack with the largest remaining deficit that the
    partition does not use yet, then to the broker of that rack furthest below its byte target
    per missing replica (or with the largest deficit). A hole no rack can take is placed by a

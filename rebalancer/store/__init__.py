@@ -1,4 +1,5 @@
-"""partctl's SQL store: plans, executions with per-partition progress, and job runs.
+"""partctl's SQL store: scheduled jobs, plans, executions with per-partition progress, and job
+runs.
 
 SQLAlchemy 2 models; Alembic migrations (``migrations/``) own the tables; ``Store.open(url)``
 upgrades the schema on first use. SQLite by default at ``$PARTCTL_HOME/partctl.db``
@@ -8,12 +9,15 @@ upgrades the schema on first use. SQLite by default at ``$PARTCTL_HOME/partctl.d
 from rebalancer.store.repository import (
     ExecutionRecord,
     ExecutionStatus,
+    JobExists,
     JobRun,
+    MoveProgress,
     PartitionProgress,
-    PartitionStatus,
     PlanRecord,
+    RunConflict,
     RunOutcome,
     Store,
+    StoredJob,
     StoreError,
     canonical_json,
     create_store_engine,
@@ -34,14 +38,17 @@ __all__ = [
     "ENV_HOME",
     "ExecutionRecord",
     "ExecutionStatus",
+    "JobExists",
     "JobRun",
+    "MoveProgress",
     "PartitionProgress",
-    "PartitionStatus",
     "PlanRecord",
+    "RunConflict",
     "RunOutcome",
     "Store",
     "StoreError",
     "StoreURLError",
+    "StoredJob",
     "canonical_json",
     "create_store_engine",
     "default_db_path",

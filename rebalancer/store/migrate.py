@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib.util
 import threading
 from pathlib import Path
-from typing import Any
 
 from alembic import command
 from alembic.config import Config
@@ -17,8 +16,6 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
-
-from rebalancer.store.scheduler_tables import is_scheduler_table
 
 
 def _migrations_dir() -> Path:
@@ -33,16 +30,6 @@ MIGRATIONS_DIR = _migrations_dir()
 VERSION_TABLE = "partctl_alembic_version"
 
 _lock = threading.Lock()
-
-
-def include_object(obj: Any, name: str | None, type_: str, reflected: bool,
-                   compare_to: Any) -> bool:
-    """Alembic's filter: leave APScheduler's job table (and what hangs off it) to APScheduler,
-    so autogenerate neither drops it nor reports it as a difference."""
-    if type_ == "table" and name is not None and is_scheduler_table(name):
-        return False
-    table = getattr(obj, "table", None)
-    return not (table is not None and is_scheduler_table(getattr(table, "name", "")))
 
 
 def alembic_config(url: str, connection: Connection | None = None) -> Config:

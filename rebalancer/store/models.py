@@ -8,9 +8,9 @@ Four tables, all prefixed ``partctl_`` so the store can share a team database:
 - ``partctl_execution_partitions``: per-partition progress of an execution.
 - ``partctl_job_runs``: one row per run of a scheduled job, with its outcome and the cluster's
   scores before and after.
-
-APScheduler keeps its own ``apscheduler_jobs`` table in the same database; it is not modelled
-here and the migrations leave it alone.
+- ``partctl_jobs``: the scheduled jobs themselves, as plain data (kind, the function's import
+  string, the schedule and the arguments as JSON text); ``rebalancer.jobs`` checks every row it
+  reads and never runs one that does not pass.
 """
 
 from __future__ import annotations
@@ -18,7 +18,18 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, ForeignKey, Integer, MetaData, String, Text
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    text,
+)
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
@@ -114,8 +125,18 @@ class ExecutionPartitionRow(Base):
     execution: Mapped[ExecutionRow] = relationship(back_populates="partitions")
 
 
+RUNNING_RUN_INDEX = "uq_partctl_job_runs_running_job_id"
+"""At most one run of a job is 'running': the lock that keeps a job from running twice at once
+(from `jobs run-now` and from schedulers alike), in the database itself."""
+
+
 class JobRunRow(Base):
     __tablename__ = "partctl_job_runs"
+    __table_args__ = (
+        Index(RUNNING_RUN_INDEX, "job_id", unique=True,
+              sqlite_where=text("outcome = 'running'"),
+              postgresql_where=text("outcome = 'running'")),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     job_id: Mapped[str] = mapped_column(String(191), index=True)
@@ -133,3 +154,26 @@ class JobRunRow(Base):
         ForeignKey("partctl_executions.id", ondelete="SET NULL"))
     runner: Mapped[str | None] = mapped_column(String(255))
     """host:pid of the process running the job, to tell a crashed run from a live one."""
+    heartbeat_at: Mapped[datetime | None]
+    """When the running process last said it is alive (the database's clock): a run whose
+    heartbeat is older than the lease is taken for dead, wherever its process ran."""
+
+
+class JobRow(Base):
+    """A scheduled job. Columns that hold JSON are Text, parsed by the reader row by row, so
+    that one damaged row is reported as broken instead of failing every read."""
+
+    __tablename__ = "partctl_jobs"
+
+    id: Mapped[str] = mapped_column(String(191), primary_key=True)
+    kind: Mapped[str | None] = mapped_column(String(32))
+    func_ref: Mapped[str | None] = mapped_column(String(255))
+    """The job function's stable import string (rebalancer.jobs.JOB_FUNCTIONS[kind])."""
+    schedule: Mapped[str | None] = mapped_column(Text)
+    """JSON: {"cron": "0 3 * * *", "timezone": "Europe/Paris"} or {"every": 300, "start": ISO}."""
+    arguments: Mapped[str | None] = mapped_column(Text)
+    """JSON object of the job function's keyword arguments; never the store's URL."""
+    next_run_time: Mapped[float | None] = mapped_column(Float, index=True)
+    """Seconds since the epoch (UTC), as APScheduler keeps it; None: not scheduled."""
+    problem: Mapped[str | None] = mapped_column(Text)
+    """Why the job can never run as stored (a job carried over from APScheduler's pickles)."""

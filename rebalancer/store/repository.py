@@ -9,26 +9,38 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, event, select, update
+from sqlalchemy import (
+    column,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    select,
+    table,
+    update,
+)
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import NoSuchModuleError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, NoSuchModuleError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload, sessionmaker
 
 from rebalancer.store import migrate
 from rebalancer.store.models import (
     ExecutionPartitionRow,
     ExecutionRow,
+    JobRow,
     JobRunRow,
     PlanRow,
     utcnow,
@@ -40,6 +52,21 @@ class StoreError(RuntimeError):
     """The store cannot be opened or used: one line saying why."""
 
 
+class JobExists(StoreError):
+    """A job with that id is already stored."""
+
+
+class RunConflict(StoreError):
+    """The job is running already (its run holds the job's lock): nothing was started."""
+
+    def __init__(self, holder: JobRun) -> None:
+        started = holder.started_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+        super().__init__(f"job {holder.job_id} is already running: run {holder.id} on "
+                         f"{holder.runner or 'an unknown process'}, started {started} UTC; "
+                         f"not started again")
+        self.holder = holder
+
+
 class ExecutionStatus(StrEnum):
     RUNNING = "running"
     DONE = "done"
@@ -48,7 +75,9 @@ class ExecutionStatus(StrEnum):
     CANCELLED = "cancelled"
 
 
-class PartitionStatus(StrEnum):
+class MoveProgress(StrEnum):
+    """Where one partition's move of an execution stands, as the store records it."""
+
     PENDING = "pending"
     IN_PROGRESS = "in_progress"
     DONE = "done"
@@ -81,7 +110,7 @@ class PartitionProgress:
     topic: str
     partition: int
     target_replicas: tuple[int, ...]
-    status: PartitionStatus
+    status: MoveProgress
     updated_at: datetime
     reason: str | None = None
 
@@ -113,6 +142,27 @@ class JobRun:
     plan_id: int | None
     execution_id: int | None
     runner: str | None
+    heartbeat_at: datetime | None = None
+    """When the running process last said it is alive, by the database's clock."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredJob:
+    """A row of ``partctl_jobs`` exactly as read: nothing in it is trusted yet. The fields are
+    whatever the database returned (a damaged or crafted row may hold anything, even in a typed
+    column on SQLite); ``rebalancer.jobs`` checks them before a job is listed as runnable, and
+    never runs one that fails."""
+
+    id: Any
+    kind: Any
+    func_ref: Any
+    schedule: Any
+    """The schedule's JSON text."""
+    arguments: Any
+    """The arguments' JSON text."""
+    next_run_time: Any
+    """Seconds since the epoch (UTC), or None."""
+    problem: Any
 
 
 def canonical_json(doc: Any) -> str:
@@ -148,7 +198,7 @@ def _execution_record(row: ExecutionRow) -> ExecutionRecord:
         error=row.error,
         partitions=tuple(PartitionProgress(topic=p.topic, partition=p.partition,
                                            target_replicas=tuple(p.target_replicas),
-                                           status=PartitionStatus(p.status),
+                                           status=MoveProgress(p.status),
                                            updated_at=p.updated_at, reason=p.reason)
                          for p in row.partitions))
 
@@ -158,7 +208,7 @@ def _run_record(row: JobRunRow) -> JobRun:
                   ended_at=row.ended_at, outcome=RunOutcome(row.outcome), error=row.error,
                   scores_before=row.scores_before, scores_after=row.scores_after,
                   details=row.details, plan_id=row.plan_id, execution_id=row.execution_id,
-                  runner=row.runner)
+                  runner=row.runner, heartbeat_at=row.heartbeat_at)
 
 
 def create_store_engine(url: str) -> Engine:
@@ -171,7 +221,7 @@ def create_store_engine(url: str) -> Engine:
     if backend == "sqlite":
         db = parsed.database
         if db and db != ":memory:" and not db.startswith("file:"):
-            Path(db).parent.mkdir(parents=True, exist_ok=True)
+            create_private_file(Path(db))
         options["connect_args"] = {"timeout": 30, "check_same_thread": False}
     else:
         options["pool_pre_ping"] = True
@@ -185,6 +235,38 @@ def create_store_engine(url: str) -> Engine:
     if backend == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
     return engine
+
+
+def create_private_file(path: Path) -> None:
+    """Create the SQLite file (and any missing directory above it) readable by its owner only:
+    0700 directories, as the XDG base directory spec asks, and a 0600 file, created before
+    SQLite opens it because SQLite gives its -wal, -shm and -journal files the database file's
+    mode. An existing file or directory keeps its mode. One line (StoreError) when it cannot
+    be done: a path under a regular file, a directory that is not writable."""
+    missing = []
+    parent = path.parent
+    while not parent.exists():
+        missing.append(parent)
+        if parent.parent == parent:
+            break
+        parent = parent.parent
+    try:
+        for directory in reversed(missing):
+            try:
+                os.mkdir(directory, 0o700)
+            except FileExistsError:
+                continue  # made at the same moment by another process
+            os.chmod(directory, 0o700)  # whatever the umask
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+    except FileExistsError:
+        if not path.is_file():
+            raise StoreError(f"cannot create the store at {path}: it exists and is not a "
+                             f"file") from None
+    except OSError as exc:
+        where = exc.filename or path
+        raise StoreError(f"cannot create the store at {path}: {where}: "
+                         f"{exc.strerror or exc}") from None
 
 
 def _default_postgres_driver() -> str:
@@ -216,6 +298,14 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cur.close()
 
 
+def _sql_error(url: str, exc: SQLAlchemyError) -> StoreError:
+    """A database error met opening or migrating the store, as one line without the password."""
+    if isinstance(exc, OperationalError):
+        return StoreError(f"cannot open the store at {display_url(url)}: "
+                          f"{_first_line(exc.orig or exc)}")
+    return StoreError(f"store {display_url(url)}: {_first_line(exc)}")
+
+
 _upgraded: set[str] = set()
 _upgraded_lock = threading.Lock()
 
@@ -228,10 +318,12 @@ class Store:
         self._sessions = sessionmaker(engine, expire_on_commit=False)
 
     @classmethod
-    def open(cls, url: str | None = None, *, upgrade: bool = True) -> Store:
+    def open(cls, url: str | None = None, *, upgrade: bool = True,
+             create: bool = False) -> Store:
         """Open the store at ``url`` (default: $PARTCTL_DB, else the SQLite file), upgrading
-        its schema to the newest migration unless ``upgrade`` is False."""
-        resolved = resolve_db_url(url)
+        its schema to the newest migration unless ``upgrade`` is False. A bare path must name
+        an existing SQLite file unless ``create`` is set (see resolve_db_url)."""
+        resolved = resolve_db_url(url, create=create)
         engine = create_store_engine(resolved)
         store = cls(engine)
         if upgrade:
@@ -276,11 +368,8 @@ class Store:
             return migrate.current_revision(self.engine)
         except FileNotFoundError as exc:
             raise StoreError(str(exc)) from None
-        except OperationalError as exc:
-            raise StoreError(f"cannot open the store at {display_url(key)}: "
-                             f"{_first_line(exc.orig or exc)}") from None
         except SQLAlchemyError as exc:
-            raise StoreError(f"store {display_url(key)}: {_first_line(exc)}") from None
+            raise _sql_error(key, exc) from None
         except Exception as exc:
             if type(exc).__name__ == "CommandError":  # alembic: e.g. an unknown revision
                 raise StoreError(f"store {display_url(key)}: {exc} (is the database newer "
@@ -301,7 +390,13 @@ class Store:
         return migrate.current_revision(self.engine)
 
     def revision(self) -> str | None:
-        return migrate.current_revision(self.engine)
+        """The database's migration revision, None when it has none yet. The first call to
+        reach the database: one that cannot be reached (a server that refuses) is a
+        StoreError, as when upgrading."""
+        try:
+            return migrate.current_revision(self.engine)
+        except SQLAlchemyError as exc:
+            raise _sql_error(self.url, exc) from None
 
     # --- sessions --------------------------------------------------------------------------
 
@@ -357,7 +452,7 @@ class Store:
                                max_concurrent_moves=max_concurrent_moves, error=None)
             row.partitions = [
                 ExecutionPartitionRow(topic=t, partition=p, target_replicas=list(r),
-                                      status=PartitionStatus.PENDING.value, reason=None,
+                                      status=MoveProgress.PENDING.value, reason=None,
                                       updated_at=now)
                 for t, p, r in targets]
             s.add(row)
@@ -365,7 +460,7 @@ class Store:
             return _execution_record(row)
 
     def set_partition_status(self, execution_id: int,
-                             statuses: Mapping[tuple[str, int], PartitionStatus | str], *,
+                             statuses: Mapping[tuple[str, int], MoveProgress | str], *,
                              reasons: Mapping[tuple[str, int], str] | None = None) -> int:
         """Update progress rows whose status (or failure reason) changed; returns how many
         changed. Keys are (topic, partition); keys not in the execution are ignored."""
@@ -382,8 +477,8 @@ class Store:
                 new = statuses.get(key)
                 if new is None:
                     continue
-                status = PartitionStatus(new).value
-                reason = reasons.get(key) if status == PartitionStatus.FAILED.value else None
+                status = MoveProgress(new).value
+                reason = reasons.get(key) if status == MoveProgress.FAILED.value else None
                 if row.status != status or row.reason != reason:
                     row.status, row.reason, row.updated_at = status, reason, now
                     changed += 1
@@ -419,15 +514,59 @@ class Store:
 
     # --- job runs --------------------------------------------------------------------------
 
-    def start_run(self, job_id: str, kind: str, *, runner: str | None = None) -> JobRun:
-        row = JobRunRow(job_id=job_id, kind=kind, started_at=utcnow(), ended_at=None,
-                        outcome=RunOutcome.RUNNING.value, error=None, scores_before=None,
-                        scores_after=None, details=None, plan_id=None, execution_id=None,
-                        runner=runner)
+    def now(self) -> datetime:
+        """The database's clock (UTC): heartbeats are written and judged by it, so processes
+        on hosts whose clocks differ agree on how old a heartbeat is."""
         with self._session() as s:
-            s.add(row)
-            s.flush()
-            return _run_record(row)
+            return _aware(s.execute(select(func.now())).scalar_one())
+
+    def start_run(self, job_id: str, kind: str, *, runner: str | None = None) -> JobRun:
+        """Record a run of ``job_id`` as running: RunConflict if one is running already."""
+        return self.claim_run(job_id, kind, runner=runner, is_gone=lambda _run, _now: None)
+
+    def claim_run(self, job_id: str, kind: str, *, runner: str | None,
+                  is_gone: Callable[[JobRun, datetime], str | None]) -> JobRun:
+        """Take the job's lock by recording a run of it as running, or RunConflict naming the
+        run that holds it. A run still recorded as running whose process ``is_gone`` (it
+        returns why, given the run and the database's time) is first closed as interrupted,
+        with its execution; the one-running-run-per-job index settles two claims at once."""
+        for _ in range(5):
+            holder: JobRun | None = None
+            try:
+                with self._session() as s:
+                    now = _aware(s.execute(select(func.now())).scalar_one())
+                    running = s.scalars(select(JobRunRow).where(
+                        JobRunRow.job_id == job_id,
+                        JobRunRow.outcome == RunOutcome.RUNNING.value)).all()
+                    for row in running:
+                        why = is_gone(_run_record(row), now)
+                        if why is None:
+                            holder = _run_record(row)
+                            break
+                        self._interrupt(s, [row.id], why)
+                    if holder is None:
+                        row = JobRunRow(job_id=job_id, kind=kind, started_at=utcnow(),
+                                        ended_at=None, outcome=RunOutcome.RUNNING.value,
+                                        error=None, scores_before=None, scores_after=None,
+                                        details=None, plan_id=None, execution_id=None,
+                                        runner=runner, heartbeat_at=func.now())
+                        s.add(row)
+                        s.flush()
+                        s.refresh(row)
+                        return _run_record(row)
+            except IntegrityError:
+                continue  # another process took it between our read and our write: look again
+            raise RunConflict(holder)
+        raise StoreError(f"could not start a run of job {job_id}: its lock kept changing hands")
+
+    def beat(self, run_id: int) -> bool:
+        """Record that the run's process is alive; False when the run is no longer running
+        (another process closed it, taking its process for dead)."""
+        with self._session() as s:
+            result = s.execute(update(JobRunRow).where(
+                JobRunRow.id == run_id, JobRunRow.outcome == RunOutcome.RUNNING.value
+            ).values(heartbeat_at=func.now()))
+            return bool(getattr(result, "rowcount", 0))
 
     def update_run(self, run_id: int, **fields: Any) -> JobRun:
         """Set fields of a run in progress (plan_id, execution_id, scores_before, details)."""
@@ -477,17 +616,112 @@ class Store:
         with self._session() as s:
             return [_run_record(r) for r in s.scalars(q)]
 
+    # --- jobs ------------------------------------------------------------------------------
+    #
+    # Read with Core selects of plain columns and no type processing beyond the driver's, so a
+    # damaged value in one row cannot make a whole read fail: it reaches the checker as is.
+
+    def add_job(self, *, job_id: str, kind: str, func_ref: str, schedule: Mapping[str, Any],
+                arguments: Mapping[str, Any], next_run_time: float | None) -> None:
+        """Store a new job; JobExists if the id is taken."""
+        try:
+            with self._session() as s:
+                s.execute(insert(JobRow).values(
+                    id=job_id, kind=kind, func_ref=func_ref, schedule=canonical_json(schedule),
+                    arguments=canonical_json(arguments), next_run_time=next_run_time,
+                    problem=None))
+        except IntegrityError:
+            raise JobExists(f"a job with id {job_id!r} already exists") from None
+
+    def update_job(self, job_id: str, *, kind: str, func_ref: str,
+                   schedule: Mapping[str, Any], arguments: Mapping[str, Any],
+                   next_run_time: float | None) -> bool:
+        """Replace a job's contents; False if there is no such job."""
+        with self._session() as s:
+            result = s.execute(update(JobRow).where(JobRow.id == job_id).values(
+                kind=kind, func_ref=func_ref, schedule=canonical_json(schedule),
+                arguments=canonical_json(arguments), next_run_time=next_run_time,
+                problem=None))
+            return bool(getattr(result, "rowcount", 0))
+
+    def get_job(self, job_id: str) -> StoredJob | None:
+        with self._session() as s:
+            row = s.execute(select(*_JOB_COLUMNS).where(_RAW_JOBS.c.id == job_id)).first()
+            return None if row is None else _stored_job(row)
+
+    def jobs(self, *, due_by: float | None = None, scheduled: bool = False
+             ) -> list[StoredJob]:
+        """Every job; with ``scheduled``, those with a next run time, soonest first; with
+        ``due_by`` (seconds since the epoch), those due by then, soonest first."""
+        raw = _RAW_JOBS.c
+        q = select(*_JOB_COLUMNS)
+        if due_by is not None:
+            q = q.where(raw.next_run_time <= due_by)
+        if scheduled or due_by is not None:
+            q = q.where(raw.next_run_time.is_not(None)).order_by(raw.next_run_time, raw.id)
+        else:
+            q = q.order_by(raw.id)
+        with self._session() as s:
+            return [_stored_job(row) for row in s.execute(q)]
+
+    def remove_job(self, job_id: str) -> bool:
+        """Delete a job (its runs stay); False if there is no such job."""
+        with self._session() as s:
+            result = s.execute(delete(JobRow).where(JobRow.id == job_id))
+            return bool(getattr(result, "rowcount", 0))
+
+    def remove_all_jobs(self) -> int:
+        with self._session() as s:
+            return int(getattr(s.execute(delete(JobRow)), "rowcount", 0) or 0)
+
     def interrupt_runs(self, run_ids: Iterable[int], error: str) -> int:
-        """Mark runs still recorded as running as interrupted (their process is gone)."""
+        """Mark runs still recorded as running as interrupted (their process is gone), and the
+        executions they were carrying out; returns how many runs changed."""
         ids = list(run_ids)
         if not ids:
             return 0
         with self._session() as s:
-            result = s.execute(
-                update(JobRunRow)
-                .where(JobRunRow.id.in_(ids), JobRunRow.outcome == RunOutcome.RUNNING.value)
-                .values(outcome=RunOutcome.INTERRUPTED.value, error=error, ended_at=utcnow()))
-            return int(getattr(result, "rowcount", 0) or 0)
+            return self._interrupt(s, ids, error)
+
+    @staticmethod
+    def _interrupt(s: Session, run_ids: list[int], error: str) -> int:
+        now = utcnow()
+        rows = s.scalars(select(JobRunRow).where(
+            JobRunRow.id.in_(run_ids), JobRunRow.outcome == RunOutcome.RUNNING.value)).all()
+        for row in rows:
+            row.outcome, row.error, row.ended_at = RunOutcome.INTERRUPTED.value, error, now
+        executions = [row.execution_id for row in rows if row.execution_id is not None]
+        if executions:
+            s.execute(update(ExecutionRow).where(
+                ExecutionRow.id.in_(executions),
+                ExecutionRow.status == ExecutionStatus.RUNNING.value,
+            ).values(status=ExecutionStatus.INTERRUPTED.value, finished_at=now,
+                     error=f"{error}; moves already submitted continue in the controller "
+                           f"(`partctl reassign verify` follows them); partition progress is "
+                           f"as last recorded"))
+        s.flush()
+        return len(rows)
+
+
+_RAW_JOBS = table("partctl_jobs", *(column(name) for name in (
+    "id", "kind", "func_ref", "schedule", "arguments", "next_run_time", "problem")))
+"""partctl_jobs without column types, so values come back as the driver gives them (a typed
+Float column would turn a damaged value into an error for the whole read)."""
+_JOB_COLUMNS = tuple(_RAW_JOBS.c)
+
+
+def _stored_job(row: Any) -> StoredJob:
+    return StoredJob(id=row.id, kind=row.kind, func_ref=row.func_ref, schedule=row.schedule,
+                     arguments=row.arguments, next_run_time=row.next_run_time,
+                     problem=row.problem)
+
+
+def _aware(value: Any) -> datetime:
+    """A time read from the database as UTC-aware (SQLite returns its CURRENT_TIMESTAMP as text
+    or a naive datetime, in UTC)."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def _first_line(exc: BaseException | object) -> str:

@@ -11,15 +11,12 @@ A topic with a reassignment in progress waits for it.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from statemachines import events as ev
 from statemachines.context import ReplicaKey
 from statemachines.requests import RequestBatch, UpdateMetadataPartition
+from statemachines.services import ControllerServices
 from statemachines.states import ReplicaState
-
-if TYPE_CHECKING:
-    from statemachines.controller import Controller
 
 log = logging.getLogger(__name__)
 
@@ -29,11 +26,10 @@ LEADER_DURING_DELETE = -2
 _R = ReplicaState
 
 
-def on_delete_topics_request(ctl: Controller) -> None:
-    ctx, fence = ctl.ctx, ctl.fence
-    assert fence is not None
-    for topic in ctl.metadata.topics_to_delete():
-        if topic not in ctx.topics or not ctl.config.delete_topic_enable:
+def on_delete_topics_request(svc: ControllerServices) -> None:
+    ctx, fence = svc.ctx, svc.fence
+    for topic in svc.metadata.topics_to_delete():
+        if topic not in ctx.topics or not svc.config.delete_topic_enable:
             if topic not in ctx.topics:
                 log.info("deletion of unknown topic %s ignored", topic)
             else:
@@ -42,37 +38,36 @@ def on_delete_topics_request(ctl: Controller) -> None:
         elif topic not in ctx.deleting:
             log.info("deleting topic %s", topic)
             ctx.deleting.add(topic)
-    resume(ctl)
+    resume(svc)
 
 
-def resume(ctl: Controller) -> None:
-    ctx = ctl.ctx
+def resume(svc: ControllerServices) -> None:
+    ctx = svc.ctx
     for topic in sorted(ctx.deleting):
         tps = ctx.partitions_of(topic)
         if any(tp in ctx.reassignments for tp in tps):
             ctx.deletion_ineligible.add(topic)
             continue
-        if _all_deleted(ctl, topic):
-            complete(ctl, topic)
+        if _all_deleted(svc, topic):
+            complete(svc, topic)
         else:
-            start(ctl, topic)
+            start(svc, topic)
 
 
-def _keys(ctl: Controller, topic: str) -> list[ReplicaKey]:
-    ctx = ctl.ctx
+def _keys(svc: ControllerServices, topic: str) -> list[ReplicaKey]:
+    ctx = svc.ctx
     return [(tp, b) for tp in ctx.partitions_of(topic) for b in ctx.replicas.get(tp, ())]
 
 
-def _all_deleted(ctl: Controller, topic: str) -> bool:
-    states = ctl.ctx.replica_states
-    return all(states.get(k) is _R.DELETION_SUCCESSFUL for k in _keys(ctl, topic))
+def _all_deleted(svc: ControllerServices, topic: str) -> bool:
+    states = svc.ctx.replica_states
+    return all(states.get(k) is _R.DELETION_SUCCESSFUL for k in _keys(svc, topic))
 
 
-def start(ctl: Controller, topic: str) -> None:
+def start(svc: ControllerServices, topic: str) -> None:
     """Start (or retry) deleting the replicas that are neither started nor done."""
-    ctx, psm, rsm = ctl.ctx, ctl.partitions, ctl.replicas
-    assert psm is not None and rsm is not None
-    batch = ctl.new_batch()
+    ctx, psm, rsm = svc.ctx, svc.partitions, svc.replicas
+    batch = svc.new_batch()
     tps = sorted(ctx.partitions_of(topic))
     still = [tp for tp in tps if tp in ctx.partition_states]
     if still:
@@ -89,31 +84,29 @@ def start(ctl: Controller, topic: str) -> None:
         batch.add_update_metadata(None, metadata)
         psm.to_offline(still)
         psm.to_non_existent(still)
-    todo = [k for k in _keys(ctl, topic)
+    todo = [k for k in _keys(svc, topic)
             if rsm.state(k) not in (_R.DELETION_STARTED, _R.DELETION_SUCCESSFUL)]
     dead = [k for k in todo if k[1] not in ctx.brokers]
     live = [k for k in todo if k[1] in ctx.brokers]
-    fail_replicas(ctl, dead, batch)
+    fail_replicas(svc, dead, batch)
     rsm.handle(live, _R.OFFLINE, batch)
     rsm.handle(live, _R.DELETION_STARTED, batch)
     if not dead:
         ctx.deletion_ineligible.discard(topic)
-    ctl.send(batch)
+    svc.send(batch)
 
 
-def fail_replicas(ctl: Controller, keys: list[ReplicaKey], batch: RequestBatch) -> None:
+def fail_replicas(svc: ControllerServices, keys: list[ReplicaKey], batch: RequestBatch) -> None:
     """Replicas of topics being deleted that cannot be deleted now (their broker is down)."""
-    rsm = ctl.replicas
-    assert rsm is not None
+    rsm = svc.replicas
     keys = [k for k in keys if rsm.state(k) is not _R.DELETION_INELIGIBLE]
     rsm.handle([k for k in keys if rsm.state(k) in (_R.ONLINE, _R.NEW)], _R.OFFLINE, batch)
     rsm.handle(keys, _R.DELETION_INELIGIBLE, batch)
-    ctl.ctx.deletion_ineligible.update(tp.topic for tp, _ in keys)
+    svc.ctx.deletion_ineligible.update(tp.topic for tp, _ in keys)
 
 
-def on_replica_deletion_finished(ctl: Controller, event: ev.ReplicaDeletionFinished) -> None:
-    ctx, rsm = ctl.ctx, ctl.replicas
-    assert rsm is not None
+def on_replica_deletion_finished(svc: ControllerServices, event: ev.ReplicaDeletionFinished) -> None:
+    ctx, rsm = svc.ctx, svc.replicas
     b = event.broker_id
     # Only deletions the controller waits for (topic deletion) are still DeletionStarted; a
     # reassignment takes its removed replicas to NonExistent at once, as Kafka's does, and the
@@ -121,30 +114,29 @@ def on_replica_deletion_finished(ctl: Controller, event: ev.ReplicaDeletionFinis
     waiting = _R.DELETION_STARTED
     deleted = [(tp, b) for tp in event.deleted if rsm.state((tp, b)) is waiting]
     failed = [(tp, b) for tp in event.failed if rsm.state((tp, b)) is waiting]
-    batch = ctl.new_batch()
+    batch = svc.new_batch()
     rsm.handle(deleted, _R.DELETION_SUCCESSFUL, batch)
     if failed:
-        fail_replicas(ctl, failed, batch)
-    ctl.send(batch)
+        fail_replicas(svc, failed, batch)
+    svc.send(batch)
     topics = {tp.topic for tp in (*event.deleted, *event.failed)} & ctx.deleting
     for topic in sorted(topics):
-        if _all_deleted(ctl, topic):
-            complete(ctl, topic)
+        if _all_deleted(svc, topic):
+            complete(svc, topic)
 
 
-def on_brokers_started(ctl: Controller, ids: list[int]) -> None:
+def on_brokers_started(svc: ControllerServices, ids: list[int]) -> None:
     back = set(ids)
-    ctx = ctl.ctx
+    ctx = svc.ctx
     if any(b in back for t in ctx.deleting for tp in ctx.partitions_of(t)
            for b in ctx.replicas.get(tp, ())):
-        resume(ctl)
+        resume(svc)
 
 
-def complete(ctl: Controller, topic: str) -> None:
-    ctx, rsm, fence = ctl.ctx, ctl.replicas, ctl.fence
-    assert rsm is not None and fence is not None
-    rsm.handle(_keys(ctl, topic), _R.NON_EXISTENT, ctl.new_batch())
+def complete(svc: ControllerServices, topic: str) -> None:
+    ctx, rsm, fence = svc.ctx, svc.replicas, svc.fence
+    rsm.handle(_keys(svc, topic), _R.NON_EXISTENT, svc.new_batch())
     fence.complete_topic_deletion(topic)
-    ctl.unwatch_topic(topic)
+    svc.unwatch_topic(topic)
     ctx.remove_topic(topic)
     log.info("topic %s deleted", topic)

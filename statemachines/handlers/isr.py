@@ -4,17 +4,13 @@ delete the processed notifications."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from statemachines.handlers import reassignment
 from statemachines.requests import UpdateMetadataPartition
-
-if TYPE_CHECKING:
-    from statemachines.controller import Controller
+from statemachines.services import ControllerServices
 
 
-def on_isr_change_notification(ctl: Controller) -> None:
-    md, ctx, psm, fence = ctl.metadata, ctl.ctx, ctl.partitions, ctl.fence
-    assert psm is not None and fence is not None
+def on_isr_change_notification(svc: ControllerServices) -> None:
+    md, ctx, psm, fence = svc.metadata, svc.ctx, svc.partitions, svc.fence
     names = md.isr_change_notifications()
     if not names:
         return
@@ -22,14 +18,12 @@ def on_isr_change_notification(ctl: Controller) -> None:
     tps = [tp for tp in sorted(changed) if tp in ctx.replicas]
     if tps:
         psm.refresh(tps)
-        batch = ctl.new_batch()
+        batch = svc.new_batch()
         live = ctx.brokers
         batch.add_update_metadata(None, [
             UpdateMetadataPartition.of(tp, ctx.leaders[tp], ctx.replicas[tp],
                                        [r for r in ctx.replicas[tp] if r not in live])
             for tp in tps if tp in ctx.leaders])
-        ctl.send(batch)
-        from statemachines.handlers import reassignment
-
-        reassignment.complete_if_caught_up(ctl, tps)
+        svc.send(batch)
+        reassignment.complete_if_caught_up(svc, tps)
     fence.delete_isr_change_notifications(names)

@@ -5,34 +5,29 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from coordinator.codecs import TopicPartition
 from elections.leader import Preferred
 from statemachines.partition_sm import ElectionOutcome
-
-if TYPE_CHECKING:
-    from statemachines.controller import Controller
+from statemachines.services import ControllerServices
 
 log = logging.getLogger(__name__)
 
 
-def on_preferred_election_request(ctl: Controller) -> None:
-    requested = ctl.metadata.preferred_election()
+def on_preferred_election_request(svc: ControllerServices) -> None:
+    requested = svc.metadata.preferred_election()
     if requested is None:
         return
-    outcome = run_preferred(ctl, requested)
+    outcome = run_preferred(svc, requested)
     log.info("preferred election: %d of %d requested partitions moved, %d could not",
              len(outcome.elected), len(requested), len(outcome.failed))
-    assert ctl.fence is not None
-    ctl.fence.delete_preferred_election()
+    svc.fence.delete_preferred_election()
 
 
-def run_preferred(ctl: Controller, tps: Iterable[TopicPartition]) -> ElectionOutcome:
+def run_preferred(svc: ControllerServices, tps: Iterable[TopicPartition]) -> ElectionOutcome:
     """Preferred elections for those of ``tps`` not led by their preferred replica (and not
     being deleted or reassigned); one pass, one bulk write, one batch."""
-    ctx, psm = ctl.ctx, ctl.partitions
-    assert psm is not None
+    ctx, psm = svc.ctx, svc.partitions
     assigned, leaders, deleting, moving = ctx.replicas, ctx.leaders, ctx.deleting, ctx.reassignments
     eligible = []
     for tp in tps:
@@ -43,7 +38,7 @@ def run_preferred(ctl: Controller, tps: Iterable[TopicPartition]) -> ElectionOut
             eligible.append(tp)
     if not eligible:
         return ElectionOutcome()
-    batch = ctl.new_batch()
+    batch = svc.new_batch()
     outcome = psm.to_online(eligible, batch, Preferred())
-    ctl.send(batch)
+    svc.send(batch)
     return outcome

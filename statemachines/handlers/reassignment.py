@@ -21,24 +21,23 @@ return sends it its LeaderAndIsr. A new controller finds moves in progress in th
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from coordinator.codecs import TopicAssignment, TopicPartition
 from coordinator.errors import BadVersion
 from elections.leader import Reassign
-from statemachines.context import Reassignment
+from statemachines.context import OngoingReassignment
+from statemachines.handlers import topics
 from statemachines.partition_sm import ElectionOutcome, record_leader_and_isr
+from statemachines.requests import RequestBatch
+from statemachines.services import ControllerServices
 from statemachines.states import ReplicaState
-
-if TYPE_CHECKING:
-    from statemachines.controller import Controller
 
 log = logging.getLogger(__name__)
 
 
-def load_in_progress(ctl: Controller) -> None:
+def load_in_progress(svc: ControllerServices) -> None:
     """At failover: moves recorded in topic nodes, then requests in the admin node."""
-    ctx = ctl.ctx
+    ctx = svc.ctx
     for topic, a in ctx.topics.items():
         for p in set(a.adding) | set(a.removing):
             rs = a.partitions.get(p)
@@ -46,23 +45,24 @@ def load_in_progress(ctl: Controller) -> None:
                 continue
             adding, removing = set(a.adding.get(p, ())), set(a.removing.get(p, ()))
             tp = TopicPartition(topic=topic, partition=p)
-            ctx.reassignments[tp] = Reassignment(
+            ctx.reassignments[tp] = OngoingReassignment(
                 target=tuple(r for r in rs if r not in removing),
                 original=tuple(r for r in rs if r not in adding))
-    node = ctl.metadata.reassignment()
+    node = svc.metadata.reassignment()
     if node is not None:
         for tp, target in node.value.items():
-            if tp not in ctx.reassignments and invalid_reason(ctl, tp, target) is None \
+            if tp not in ctx.reassignments and invalid_reason(svc, tp, target) is None \
                     and ctx.replicas[tp] != target:
-                ctx.reassignments[tp] = Reassignment(target=target, original=ctx.replicas[tp])
+                ctx.reassignments[tp] = OngoingReassignment(target=target,
+                                                            original=ctx.replicas[tp])
 
 
-def resume(ctl: Controller) -> None:
-    progress(ctl, sorted(ctl.ctx.reassignments))
+def resume(svc: ControllerServices) -> None:
+    progress(svc, sorted(svc.ctx.reassignments))
 
 
-def invalid_reason(ctl: Controller, tp: TopicPartition, target: tuple[int, ...]) -> str | None:
-    ctx = ctl.ctx
+def invalid_reason(svc: ControllerServices, tp: TopicPartition, target: tuple[int, ...]) -> str | None:
+    ctx = svc.ctx
     if tp not in ctx.replicas:
         return "unknown partition"
     if ctx.is_deleting(tp):
@@ -76,14 +76,14 @@ def invalid_reason(ctl: Controller, tp: TopicPartition, target: tuple[int, ...])
     return None
 
 
-def on_reassignment_request(ctl: Controller) -> None:
-    ctx = ctl.ctx
-    node = ctl.metadata.reassignment()
+def on_reassignment_request(svc: ControllerServices) -> None:
+    ctx = svc.ctx
+    node = svc.metadata.reassignment()
     if node is None:
         return
     started, dropped, unneeded = [], [], []
     for tp, target in node.value.items():
-        reason = invalid_reason(ctl, tp, target)
+        reason = invalid_reason(svc, tp, target)
         if reason is not None:
             log.warning("reassignment of %s to %s refused: %s", tp, target, reason)
             dropped.append(tp)
@@ -95,79 +95,76 @@ def on_reassignment_request(ctl: Controller) -> None:
             dropped.append(tp)
             continue
         original = existing.original if existing is not None else ctx.replicas[tp]
-        moving = Reassignment(target=target, original=original)
+        moving = OngoingReassignment(target=target, original=original)
         if existing is not None:  # a new target (a cancel: the original): stop what it drops
             unneeded += [(tp, b) for b in existing.replicas if b not in moving.replicas]
         ctx.reassignments[tp] = moving
         started.append(tp)
-    _stop_replicas(ctl, unneeded)
-    progress(ctl, started)
-    remove_from_request(ctl, dropped)
+    _stop_replicas(svc, unneeded)
+    progress(svc, started)
+    remove_from_request(svc, dropped)
 
 
-def _stop_replicas(ctl: Controller, keys: list[tuple[TopicPartition, int]]) -> None:
+def _stop_replicas(svc: ControllerServices, keys: list[tuple[TopicPartition, int]]) -> None:
     """Kafka's U-step: replicas an earlier target added that the new one does not keep go
     Offline (ISR shrink, StopReplica) and are deleted."""
     if not keys:
         return
-    rsm = ctl.replicas
-    assert rsm is not None
-    batch = ctl.new_batch()
+    rsm = svc.replicas
+    batch = svc.new_batch()
     for target in (ReplicaState.OFFLINE, ReplicaState.DELETION_STARTED,
                    ReplicaState.DELETION_SUCCESSFUL, ReplicaState.NON_EXISTENT):
         keys = rsm.handle(keys, target, batch)
-    ctl.send(batch)
+    svc.send(batch)
 
 
-def caught_up(ctl: Controller, tp: TopicPartition) -> bool:
-    moving = ctl.ctx.reassignments.get(tp)
-    value = ctl.ctx.leaders.get(tp)
+def caught_up(svc: ControllerServices, tp: TopicPartition) -> bool:
+    moving = svc.ctx.reassignments.get(tp)
+    value = svc.ctx.leaders.get(tp)
     return moving is not None and value is not None and set(moving.target) <= set(value.isr)
 
 
-def progress(ctl: Controller, tps: list[TopicPartition]) -> None:
+def progress(svc: ControllerServices, tps: list[TopicPartition]) -> None:
     if not tps:
         return
-    done = [tp for tp in tps if caught_up(ctl, tp)]
-    waiting = [tp for tp in tps if not caught_up(ctl, tp)]
+    done = [tp for tp in tps if caught_up(svc, tp)]
+    waiting = [tp for tp in tps if not caught_up(svc, tp)]
     if waiting:
-        start_moving(ctl, waiting)
+        start_moving(svc, waiting)
     if done:
-        complete(ctl, done)
+        complete(svc, done)
 
 
-def complete_if_caught_up(ctl: Controller, tps: list[TopicPartition]) -> None:
-    done = [tp for tp in tps if tp in ctl.ctx.reassignments and caught_up(ctl, tp)]
+def complete_if_caught_up(svc: ControllerServices, tps: list[TopicPartition]) -> None:
+    done = [tp for tp in tps if tp in svc.ctx.reassignments and caught_up(svc, tp)]
     if done:
-        complete(ctl, done)
+        complete(svc, done)
 
 
-def on_brokers_started(ctl: Controller, ids: list[int]) -> None:
+def on_brokers_started(svc: ControllerServices, ids: list[int]) -> None:
     back = set(ids)
-    progress(ctl, sorted(tp for tp, r in ctl.ctx.reassignments.items()
+    progress(svc, sorted(tp for tp, r in svc.ctx.reassignments.items()
                          if back.intersection(r.target)))
 
 
-def start_moving(ctl: Controller, tps: list[TopicPartition]) -> None:
+def start_moving(svc: ControllerServices, tps: list[TopicPartition]) -> None:
     """Phase A."""
-    ctx, psm, rsm = ctl.ctx, ctl.partitions, ctl.replicas
-    assert psm is not None and rsm is not None
+    ctx, rsm = svc.ctx, svc.replicas
     for tp in tps:
         ctx.set_replicas(tp, ctx.reassignments[tp].replicas)
-    write_assignments(ctl, tps)
-    batch = ctl.new_batch()
-    _bump_leader_epochs(ctl, [tp for tp in tps if tp in ctx.leaders], batch)
+    write_assignments(svc, tps)
+    batch = svc.new_batch()
+    _bump_leader_epochs(svc, [tp for tp in tps if tp in ctx.leaders], batch)
     adding = [(tp, b) for tp in tps for b in ctx.reassignments[tp].adding]
     rsm.handle([k for k in adding if rsm.state(k) is ReplicaState.NON_EXISTENT],
                ReplicaState.NEW, batch)
-    ctl.send(batch)
+    svc.send(batch)
 
 
-def complete(ctl: Controller, tps: list[TopicPartition]) -> None:
+def complete(svc: ControllerServices, tps: list[TopicPartition]) -> None:
     """Phase B."""
-    ctx, psm, rsm = ctl.ctx, ctl.partitions, ctl.replicas
-    assert psm is not None and rsm is not None
-    batch = ctl.new_batch()
+    ctx, psm, rsm = svc.ctx, svc.partitions, svc.replicas
+    batch = svc.new_batch()
     moves = {tp: ctx.reassignments[tp] for tp in tps}
     rsm.handle([(tp, b) for tp, r in moves.items() for b in r.adding], ReplicaState.ONLINE,
                batch)
@@ -180,7 +177,7 @@ def complete(ctl: Controller, tps: list[TopicPartition]) -> None:
     for tp in outcome.failed:  # stays in phase A until a target replica can lead
         ctx.set_replicas(tp, moves[tp].replicas)
     elected = set(outcome.elected)
-    _bump_leader_epochs(ctl, [tp for tp in tps if tp not in elect], batch)
+    _bump_leader_epochs(svc, [tp for tp in tps if tp not in elect], batch)
     finished = [tp for tp in tps if tp not in elect or tp in elected]
     removing = [(tp, b) for tp in finished for b in moves[tp].removing]
     for target in (ReplicaState.OFFLINE, ReplicaState.DELETION_STARTED,
@@ -188,27 +185,26 @@ def complete(ctl: Controller, tps: list[TopicPartition]) -> None:
         removing = rsm.handle(removing, target, batch)
     for tp in finished:
         del ctx.reassignments[tp]
-    write_assignments(ctl, finished)
-    ctl.send(batch)
-    remove_from_request(ctl, finished)
+    write_assignments(svc, finished)
+    svc.send(batch)
+    remove_from_request(svc, finished)
     if finished:
         log.info("reassignment of %d partitions completed", len(finished))
 
 
-def _bump_leader_epochs(ctl: Controller, tps: list[TopicPartition], batch) -> None:  # type: ignore[no-untyped-def]
-    psm = ctl.partitions
-    assert psm is not None
+def _bump_leader_epochs(svc: ControllerServices, tps: list[TopicPartition], batch: RequestBatch
+                        ) -> None:
+    psm = svc.partitions
     epoch = psm.controller_epoch
     written = psm.write_leaders(
         tps, lambda tp, cur: cur._replace(leader_epoch=cur.leader_epoch + 1,
                                           controller_epoch=epoch), ElectionOutcome())
-    record_leader_and_isr(ctl.ctx, batch, written)
+    record_leader_and_isr(svc.ctx, batch, written)
 
 
-def write_assignments(ctl: Controller, tps: list[TopicPartition]) -> None:
+def write_assignments(svc: ControllerServices, tps: list[TopicPartition]) -> None:
     """Write the topic nodes of ``tps`` as the context has them (replicas, adding, removing)."""
-    ctx, fence = ctl.ctx, ctl.fence
-    assert fence is not None
+    ctx, fence = svc.ctx, svc.fence
     by_topic: dict[str, list[TopicPartition]] = {}
     for tp in tps:
         by_topic.setdefault(tp.topic, []).append(tp)
@@ -230,41 +226,38 @@ def write_assignments(ctl: Controller, tps: list[TopicPartition]) -> None:
             try:
                 version = fence.set_assignment(new, ctx.topic_versions[topic])
             except BadVersion:
-                _reread_topic(ctl, topic)
+                _reread_topic(svc, topic)
                 continue
             ctx.topics[topic] = new
             ctx.topic_versions[topic] = version
             break
 
 
-def _reread_topic(ctl: Controller, topic: str) -> None:
-    """The topic node moved (partitions added by an admin): take them in, then write again."""
-    from statemachines.handlers.topics import on_new_partitions
-
-    current = ctl.metadata.assignments([topic]).get(topic)
+def _reread_topic(svc: ControllerServices, topic: str) -> None:
+    """The topic node moved (partitions added by an admin): take them in, then write again.
+    (Their states are the active controller's to write: nothing to follow.)"""
+    current = svc.metadata.assignments([topic]).get(topic)
     if current is None:
         return
-    added = ctl.ctx.set_topic(current.value, current.version, only_new=True)
+    added = svc.ctx.set_topic(current.value, current.version, only_new=True)
     if added:
-        ctl.watch_partition_states(added)
-        on_new_partitions(ctl, added)
+        topics.on_new_partitions(svc, added)
 
 
-def remove_from_request(ctl: Controller, tps: list[TopicPartition]) -> None:
+def remove_from_request(svc: ControllerServices, tps: list[TopicPartition]) -> None:
     """Take finished or refused partitions out of /admin/reassign_partitions."""
     if not tps:
         return
     gone = set(tps)
     for _ in range(5):  # an admin tool may add moves to the node meanwhile: re-read and retry
-        node = ctl.metadata.reassignment()
+        node = svc.metadata.reassignment()
         if node is None:
             return
         remaining = {tp: t for tp, t in node.value.items() if tp not in gone}
         if len(remaining) == len(node.value):
             return
-        assert ctl.fence is not None
         try:
-            ctl.fence.update_reassignment(remaining, node.version)
+            svc.fence.update_reassignment(remaining, node.version)
             return
         except BadVersion:
             continue

@@ -7,22 +7,17 @@ event sees the broker half shut down."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from coordinator.codecs import TopicPartition, sorted_partitions
 from elections.leader import ControlledShutdown
 from statemachines import events as ev
 from statemachines.errors import BrokerNotAvailable, StaleBrokerEpoch
 from statemachines.partition_sm import record_leader_and_isr
+from statemachines.services import ControllerServices
 from statemachines.states import ReplicaState
 
-if TYPE_CHECKING:
-    from statemachines.controller import Controller
 
-
-def on_controlled_shutdown(ctl: Controller, event: ev.ControlledShutdownRequested) -> None:
-    ctx, psm, rsm = ctl.ctx, ctl.partitions, ctl.replicas
-    assert psm is not None and rsm is not None
+def on_controlled_shutdown(svc: ControllerServices, event: ev.ControlledShutdownRequested) -> None:
+    ctx, psm, rsm = svc.ctx, svc.partitions, svc.replicas
     b = event.broker_id
     registered = ctx.brokers.get(b)
     if registered is None:
@@ -32,11 +27,12 @@ def on_controlled_shutdown(ctl: Controller, event: ev.ControlledShutdownRequeste
         event.reply.set_exception(StaleBrokerEpoch(b, event.broker_epoch, registered.epoch))
         return
     ctx.shutting_down.add(b)
-    # 0. Every broker learns first that b is no longer live (UpdateMetadata without it), so no
-    #    leader takes b back into an ISR while it follows on its way out (KIP-841's rule).
-    announce = ctl.new_batch()
+    # 0. Every broker (b too, as every UpdateMetadata) learns first that b is no longer live
+    #    (the live list leaves it out), so no leader takes b back into an ISR while it follows
+    #    on its way out (KIP-841's rule; Kafka's ZooKeeper controller refuses such an ISR).
+    announce = svc.new_batch()
     announce.add_update_metadata(None)
-    ctl.send(announce)
+    svc.send(announce)
     replicas = ctx.replicas
     deleting = ctx.deleting
 
@@ -48,15 +44,15 @@ def on_controlled_shutdown(ctl: Controller, event: ev.ControlledShutdownRequeste
     # 1. Leadership moves off the broker: one write per partition, new leader and ISR minus
     #    every broker shutting down. The broker is answered as soon as that is done and told:
     #    what it still leads is all it needs to know to stop.
-    outcome, written, _ = psm.elect_and_shrink(
-        led, ControlledShutdown(shutting_down=frozenset(ctx.shutting_down)), {})
-    batch = ctl.new_batch()
+    _, written = psm.elect_unrecorded(
+        led, ControlledShutdown(shutting_down=frozenset(ctx.shutting_down)))
+    batch = svc.new_batch()
     # Kafka's liveOrShuttingDownReplicas: the old leader hears it too and becomes a follower
     # before it stops, instead of leading until its process ends.
     brokers = ctx.brokers
     recipients = {tp: [r for r in replicas.get(tp, ()) if r in brokers] for tp in written}
     record_leader_and_isr(ctx, batch, written, recipients=recipients)
-    ctl.send(batch)
+    svc.send(batch)
     event.reply.set_result(tuple(sorted_partitions(ctx.led_by(b))))
     # 2. Its follower replicas go Offline (StopReplica, ISR shrink written in one bulk pass),
     #    in the same event: nothing else runs in between. (Worked out only now: the broker
@@ -64,6 +60,6 @@ def on_controlled_shutdown(ctl: Controller, event: ev.ControlledShutdownRequeste
     led_set = set(led)
     followers = [(tp, b) for tp in sorted_partitions(ctx.replicas_on(b))
                  if tp not in led_set and acted_on(tp)]
-    batch = ctl.new_batch()
+    batch = svc.new_batch()
     rsm.handle(followers, ReplicaState.OFFLINE, batch)
-    ctl.send(batch)
+    svc.send(batch)

@@ -16,9 +16,9 @@ import coordinator
 from coordinator.codecs import TopicPartition
 from coordinator.metadata import MetadataClient
 from partctl.cli import main
-from statemachines.broker import change_isr
 from statemachines.channel import InProcessNetwork
 from statemachines.participant import Participant
+from tests.recording_broker import RecordingBroker, change_isr
 from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,8 +39,8 @@ class LiveCluster:
         self.participants = {b: self.start(b) for b in (1, 2, 3)}
 
     def start(self, broker_id: int) -> Participant:
-        return Participant(self.url, broker_id, rack=f"r{broker_id % 2}",
-                           network=self.network).start()
+        return Participant(self.url, broker_id, handler=RecordingBroker,
+                           rack=f"r{broker_id % 2}", network=self.network).start()
 
     def close(self) -> None:
         for p in self.participants.values():
@@ -168,7 +168,8 @@ def test_the_installed_command_against_real_zookeeper(zookeeper_server) -> None:
     chroot = f"/cli{uuid.uuid4().hex[:8]}"
     url = f"zookeeper://{zookeeper_server.address}{chroot}"
     network = InProcessNetwork()
-    participants = [Participant(url, b, network=network).start() for b in (1, 2, 3)]
+    participants = [Participant(url, b, handler=RecordingBroker, network=network).start()
+                    for b in (1, 2, 3)]
     try:
         md = MetadataClient(participants[0].coordinator)
         wait_until(lambda: md.controller() is not None, timeout=15)

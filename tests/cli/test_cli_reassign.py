@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -21,16 +22,17 @@ from pathlib import Path
 import pytest
 
 import coordinator
+from coordinator.admin import Admin
 from coordinator.codecs import TopicPartition
 from coordinator.metadata import MetadataClient
 from partctl.cli import main
 from partctl.render import ProgressDisplay
 from rebalancer.execution import ExecutionProgress
 from rebalancer.snapshot import load_snapshot
-from statemachines import Admin
-from statemachines.broker import change_isr
 from statemachines.channel import InProcessNetwork
 from statemachines.participant import Participant
+from tests.proxy import TcpProxy
+from tests.recording_broker import RecordingBroker, change_isr
 from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,7 +82,8 @@ class Live:
     def __init__(self, url: str, brokers: tuple[int, ...] = (1, 2, 3, 4)) -> None:
         self.url = url
         self.network = InProcessNetwork()
-        self.participants = [Participant(url, b, rack=f"r{b % 2}", network=self.network).start()
+        self.participants = [Participant(url, b, handler=RecordingBroker, rack=f"r{b % 2}",
+                                         network=self.network).start()
                              for b in brokers]
         self.client = coordinator.connect(url)
         self.md = MetadataClient(self.client)
@@ -296,8 +299,9 @@ def test_execute_refuses_while_in_progress_then_cancel_reverts(live: Live, tmp_p
     code, out, err = run("reassign", "execute", "--coordinator", live.url,
                          "--reassignment-json-file", str(plan))
     assert code == 1 and out == ""
-    assert err == ("partctl: error: a partition reassignment is already in progress: verify "
-                   "or cancel it first\n")
+    assert err == ("partctl: error: a partition reassignment of 2 partition(s) is already in "
+                   "progress, with moves that are not this plan's (t-1 -> [2, 1]) and no partctl "
+                   "execute running it: verify or cancel it first\n")
 
     code, out, err = run("reassign", "verify", "--coordinator", live.url,
                          "--reassignment-json-file", str(plan))
@@ -397,4 +401,65 @@ def test_the_installed_command_against_real_zookeeper(zookeeper_server, tmp_path
         assert done.stdout.startswith(f"audit-0: reverted to {list(before)}")
         assert cluster.replicas("audit")[0] == before and cluster.md.reassignment() is None
     finally:
+        cluster.close()
+
+
+@pytest.mark.parametrize("backend", ["zookeeper", "etcd"])
+def test_execute_gives_up_on_a_long_outage_with_a_summary_and_execute_again_resumes(
+        backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """The executor's connection (through a proxy) is cut with its first move submitted and not
+    restored: past twice its session timeout it stops, says what was submitted, what was done
+    and what was never sent, and how to resume; run again, it finishes the plan."""
+    server = request.getfixturevalue(f"{backend}_server")
+    root = f"/t{uuid.uuid4().hex[:10]}"
+    cluster = Live(f"{backend}://{server.address}{root}")
+    proxy = TcpProxy(server.host, server.port)
+    try:
+        cluster.create("t", {0: [1, 2], 1: [2, 1], 2: [1, 2]})
+        cluster.followers.running.clear()
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": "t", "partition": p, "replicas": [3, 4]} for p in range(3)]}))
+        via = f"{backend}://{proxy.address}{root}"
+        argv = ["reassign", "execute", "--coordinator", via, "--reassignment-json-file",
+                str(plan), "--max-concurrent-moves", "1", "--session-timeout", "1",
+                "--poll-interval", "0.05", "--status-every", "60"]
+
+        def cut_once_submitted() -> None:
+            wait_until(lambda: cluster.md.reassignment() is not None, timeout=30,
+                       message="the first move submitted")
+            proxy.hold()
+            cluster.followers.running.set()  # the cluster carries on without the executor
+
+        cutter = threading.Thread(target=cut_once_submitted)
+        cutter.start()
+        code, out, err = run(*argv)
+        cutter.join(30)
+        assert code == 1 and err == "", (out, err)
+        lines = out.splitlines()
+        assert lines[0] == "Executing a reassignment of 3 partition(s), at most 1 at a time."
+        assert lines[2].startswith("Reassignment stopped: 0 done, 3 failed in ")
+        assert re.fullmatch(r"Stopped: the coordinator could not be reached for \d+s \(.+\)\.",
+                            lines[3])
+        assert re.fullmatch(r"  t-0: still moving to \[3, 4\] when the coordinator could not be "
+                            r"reached for \d+s \(the controller carries on: verify follows it, "
+                            r"cancel reverts it\)", lines[4])
+        assert re.fullmatch(r"  t-1: not started: the coordinator could not be reached for \d+s",
+                            lines[5])
+        assert lines[-3:] == [
+            "Submitted, still moving (the controller carries on): 1 partition(s): t-0.",
+            "Not yet sent: 2 partition(s): t-1, t-2.",
+            "To resume, run `partctl reassign execute` again with the same plan file (it takes "
+            "over the moves still pending); `partctl reassign cancel` reverts them instead; "
+            "`partctl reassign verify` follows them."]
+        assert "Traceback" not in out
+        proxy.release()
+        wait_until(lambda: cluster.client.exists("/admin/reassign_partitions_owner") is None,
+                   timeout=30, message="the stopped run's session gone")
+        code, out, err = run(*argv)
+        assert code == 0, (out, err)
+        assert out.splitlines()[-1].startswith("Reassignment finished: 3 done, 0 failed")
+        assert all(cluster.replicas("t")[p] == (3, 4) for p in range(3))
+    finally:
+        proxy.close()
         cluster.close()

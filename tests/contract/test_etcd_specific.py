@@ -286,3 +286,62 @@ def test_get_many_pages_a_dense_sibling_range(etcd: EtcdHarness) -> None:
 def test_unknown_option_is_refused(etcd: EtcdHarness) -> None:
     with pytest.raises(TypeError):
         coordinator.connect(etcd.url(), nonsense=1)
+
+
+def test_bulk_reads_and_writes_cut_off_fail_with_connection_loss_and_the_grpc_cause(
+        etcd: EtcdHarness) -> None:
+    """Bulk calls go out a batch at a time and their gRPC errors are translated at that
+    boundary (Connection.translating): the caller gets ConnectionLoss, worth retrying, with
+    the gRPC error chained, and the client keeps working once the server is back."""
+    import grpc
+
+    c = etcd.connect(proxied=True)
+    c.ensure_path("/cut")
+    proxy = etcd.proxies[id(c)]
+    proxy.hold()
+    try:
+        with pytest.raises(coordinator.ConnectionLoss) as read:
+            c.get_many([f"/cut/{i}" for i in range(10)])
+        with pytest.raises(coordinator.ConnectionLoss) as write:
+            c.write_many([Create(path=f"/cut/{i}") for i in range(10)])
+    finally:
+        proxy.release()
+    assert isinstance(read.value.__cause__, grpc.RpcError)
+    assert isinstance(write.value.__cause__, grpc.RpcError)
+    wait_until(lambda: _bulk_works(c), timeout=20)
+    assert c.get_many(["/cut/0", "/cut/9"]) == [c.get("/cut/0"), c.get("/cut/9")]
+
+
+def _bulk_works(c: Coordinator) -> bool:
+    try:
+        c.write_many([Create(path=f"/cut/{i}") for i in range(10)])
+        return True
+    except coordinator.ConnectionLoss:
+        return False
+
+
+@pytest.mark.parametrize("message", ["Cannot invoke RPC on closed channel!",
+                                     "Cannot invoke RPC: Channel closed!"])
+def test_a_channel_closed_under_a_call_is_a_connection_loss(message: str) -> None:
+    """gRPC words a closed channel two ways, depending on where the call found it closed
+    (the second came from a bulk read whose channel a failover had just replaced)."""
+    from coordinator.etcd_conn import translate
+
+    assert isinstance(translate(ValueError(message), "get_many"), coordinator.ConnectionLoss)
+    assert not isinstance(translate(ValueError("bad key"), "get_many"), coordinator.ConnectionLoss)
+
+
+def test_tree_watch_on_the_root_of_a_store_without_a_prefix(etcd_server: Server) -> None:
+    # The root's key is the bare prefix, empty here: arming must not read an empty key
+    # (etcd refuses it), as a hot-standby controller on an unprefixed etcd does.
+    c = coordinator.connect(f"etcd://{etcd_server.host}:{etcd_server.port}")
+    path = f"/tree-root-{time.monotonic_ns()}"
+    try:
+        seen: Recorder[Any] = Recorder()
+        c.watch_tree("/", seen)
+        c.create(path, b"x")
+        seen.wait_for(lambda events: any(ch.path == path for ev in events for ch in ev.changes),
+                      message="the root's tree watch reporting the create")
+    finally:
+        c.delete(path)
+        c.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import time
 
 import pytest
@@ -15,6 +16,8 @@ from coordinator import (
     InvalidURL,
     SessionState,
 )
+from partctl.cli import main
+from tests.proxy import SilentServer
 from tests.waiting import Recorder, wait_until
 
 
@@ -94,6 +97,36 @@ def test_unreachable_server_fails_fast_with_one_error(network_backend) -> None: 
     assert time.monotonic() - start < 8
     assert isinstance(info.value, CoordinatorError)
     assert "127.0.0.1" in str(info.value)
+
+
+@pytest.mark.parametrize("timeout", [1.0, 3.0])
+def test_a_server_that_never_answers_fails_within_the_timeout(network_backend, timeout: float
+                                                              ) -> None:  # noqa: ANN001
+    """A listener that accepts and never answers: the error comes at the connect timeout (a
+    generous bound, as a behaviour check) and names it."""
+    silent = SilentServer()
+    try:
+        start = time.monotonic()
+        with pytest.raises(ConnectionFailed) as info:
+            coordinator.connect(f"{network_backend.name}://{silent.address}/x", timeout=timeout)
+        assert time.monotonic() - start < timeout + 3
+        assert f"within {timeout:g}s" in str(info.value) and silent.address in str(info.value)
+    finally:
+        silent.close()
+
+
+def test_the_cli_honours_its_connect_timeout(network_backend) -> None:  # noqa: ANN001
+    silent = SilentServer()
+    try:
+        out, err = io.StringIO(), io.StringIO()
+        start = time.monotonic()
+        code = main(["controller", "status", "--timeout", "2", "--coordinator",
+                     f"{network_backend.name}://{silent.address}"], out=out, err=err)
+        assert time.monotonic() - start < 2 + 3
+        assert code == 1 and err.getvalue().startswith("partctl: error: could not ")
+        assert "within 2s" in err.getvalue() and err.getvalue().count("\n") == 1
+    finally:
+        silent.close()
 
 
 def test_failover_to_the_next_host(network_backend) -> None:  # noqa: ANN001

@@ -5,23 +5,31 @@ from __future__ import annotations
 import base64
 import json
 import random
+from typing import NamedTuple
 
 import pytest
 
 from coordinator import layout
 from coordinator.codecs import (
+    PRODUCER_ID_BLOCK_SIZE,
     BrokerInfo,
     ControllerInfo,
     CorruptMetadata,
-    PartitionState,
+    PartitionStateNode,
+    ProducerIdBlock,
+    ReassignmentOwner,
     TopicAssignment,
     TopicPartition,
     decode_cluster_id,
+    decode_entity_config,
     decode_epoch,
+    decode_partition_state,
     decode_partitions,
     decode_reassignment,
     encode_cluster_id,
+    encode_entity_config,
     encode_epoch,
+    encode_partition_state,
     encode_partitions,
     encode_reassignment,
     new_kafka_uuid,
@@ -32,7 +40,11 @@ from coordinator.codecs import (
 KAFKA_BROKER = (b'{"features":{},"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},'
                 b'"endpoints":["PLAINTEXT://kafka-1.example:9092"],"jmx_port":-1,"port":9092,'
                 b'"host":"kafka-1.example","version":5,"timestamp":"1700000000123","rack":"r1"}')
-KAFKA_CONTROLLER = b'{"version":1,"brokerid":2,"timestamp":"1700000000456"}'
+KAFKA_CONTROLLER_V1 = b'{"version":1,"brokerid":2,"timestamp":"1700000000456"}'  # before 3.4
+# Kafka 3.4+ (ZkData.scala's ControllerZNode.encode, field order included).
+KAFKA_CONTROLLER = (b'{"version":2,"brokerid":2,"timestamp":"1700000000456",'
+                    b'"kraftControllerEpoch":-1}')
+KAFKA_TOPIC_CONFIG = b'{"version":1,"config":{}}'
 KAFKA_TOPIC = (b'{"partitions":{"0":[1,2,3],"1":[2,3,1],"10":[3,1,2]},'
                b'"topic_id":"sPbm9OXcQQaPzQ6lTsfQ6w","adding_replicas":{"1":[4]},'
                b'"removing_replicas":{"1":[1]},"version":3}')
@@ -67,8 +79,31 @@ def test_broker_without_rack_has_no_rack_key() -> None:
 def test_controller_round_trip() -> None:
     info = ControllerInfo.decode("/controller", KAFKA_CONTROLLER)
     assert info.broker_id == 2 and info.timestamp == "1700000000456"
-    assert same_json(info.encode(), KAFKA_CONTROLLER)
+    assert info.kraft_controller_epoch == -1 and not info.extra
+    assert info.encode() == KAFKA_CONTROLLER  # byte for byte, Kafka's field order
     assert isinstance(json.loads(ControllerInfo(broker_id=1).encode())["timestamp"], str)
+
+
+def test_controller_is_written_as_version_2_and_version_1_is_still_read() -> None:
+    assert ControllerInfo(broker_id=2, timestamp="1700000000456").encode() == KAFKA_CONTROLLER
+    old = ControllerInfo.decode("/controller", KAFKA_CONTROLLER_V1)
+    assert (old.broker_id, old.timestamp, old.kraft_controller_epoch) == (2, "1700000000456", -1)
+    assert old.encode() == KAFKA_CONTROLLER  # rewritten in the current form
+    migrating = ControllerInfo.decode(
+        "/controller", b'{"version":2,"brokerid":3000,"timestamp":"1","kraftControllerEpoch":7}')
+    assert (migrating.broker_id, migrating.kraft_controller_epoch) == (3000, 7)
+    with pytest.raises(CorruptMetadata, match="kraftControllerEpoch"):
+        ControllerInfo.decode("/controller", b'{"brokerid":1,"kraftControllerEpoch":"x"}')
+
+
+def test_topic_config_is_kafkas_config_entity() -> None:
+    assert encode_entity_config({}) == KAFKA_TOPIC_CONFIG
+    assert decode_entity_config("/config/topics/t", KAFKA_TOPIC_CONFIG) == {}
+    data = encode_entity_config({"retention.ms": "1000"})
+    assert data == b'{"version":1,"config":{"retention.ms":"1000"}}'
+    assert decode_entity_config("/config/topics/t", data) == {"retention.ms": "1000"}
+    with pytest.raises(CorruptMetadata, match="/config/topics/t"):
+        decode_entity_config("/config/topics/t", b'{"version":1,"config":{"a":1}}')
 
 
 def test_controller_epoch_is_a_plain_integer() -> None:
@@ -87,16 +122,87 @@ def test_topic_assignment_round_trip() -> None:
 
 
 def test_partition_state_round_trip_and_unknown_fields_kept() -> None:
-    state = PartitionState.decode("/s", KAFKA_STATE)
+    state = PartitionStateNode.decode("/s", KAFKA_STATE)
     assert (state.leader, state.leader_epoch, state.controller_epoch, state.isr) == (2, 12, 7, (2, 3, 1))
     assert same_json(state.encode(), KAFKA_STATE)
     newer = json.loads(KAFKA_STATE)
     newer["leader_recovery_state"] = 1
-    again = PartitionState.decode("/s", json.dumps(newer).encode())
+    again = PartitionStateNode.decode("/s", json.dumps(newer).encode())
     assert json.loads(again.encode()) == newer
-    no_leader = PartitionState(leader=-1, leader_epoch=3, isr=(), controller_epoch=1)
+    no_leader = PartitionStateNode(leader=-1, leader_epoch=3, isr=(), controller_epoch=1)
     assert json.loads(no_leader.encode()) == {"version": 1, "leader": -1, "leader_epoch": 3,
                                               "controller_epoch": 1, "isr": []}
+
+
+class Held(NamedTuple):
+    """A controller's own per-partition value (as elections.LeaderAndIsr): the fast paths
+    take and give the fields positionally."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    partition_epoch: int = 0
+
+
+def _json_state(leader: int, leader_epoch: int, isr: tuple[int, ...], epoch: int) -> bytes:
+    return json.dumps({"version": 1, "leader": leader, "leader_epoch": leader_epoch,
+                       "controller_epoch": epoch, "isr": list(isr)},
+                      separators=(",", ":")).encode()
+
+
+@pytest.mark.parametrize("fields", [(1, 0, (1, 2, 3), 1), (-1, 17, (3,), 12), (1002, 3, (), 2)])
+def test_partition_state_bytes_are_what_json_gives_and_decode_back(
+    fields: tuple[int, int, tuple[int, ...], int],
+) -> None:
+    leader, leader_epoch, isr, epoch = fields
+    want = _json_state(*fields)
+    state = PartitionStateNode(leader=leader, leader_epoch=leader_epoch, isr=isr,
+                               controller_epoch=epoch)
+    assert encode_partition_state(state) == want
+    assert state.encode() == want
+    assert encode_partition_state(Held(leader, leader_epoch, isr, epoch)) == want
+    back = decode_partition_state(TopicPartition("t", 0), want, 7, Held)
+    assert back == Held(leader, leader_epoch, isr, epoch, 7) and type(back.isr) is tuple
+
+
+def test_partition_state_bytes_stay_json_past_the_isr_cache_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import coordinator.codecs as codecs
+
+    monkeypatch.setattr(codecs, "_ISR_JSON", {})
+    monkeypatch.setattr(codecs, "_ISR_JSON_MAX", 2)
+    isrs = [(1,), (1, 2), (2, 1), (3, 2, 1), (1, 2), ()]
+    for epoch, isr in enumerate(isrs * 2):
+        leader = isr[0] if isr else -1
+        assert encode_partition_state(Held(leader, epoch, isr, 3)) == _json_state(
+            leader, epoch, isr, 3)
+        assert len(codecs._ISR_JSON) <= 2
+
+
+def test_partition_state_with_extra_fields_or_a_list_isr_encodes_as_json_does() -> None:
+    extra = PartitionStateNode(leader=2, leader_epoch=1, isr=(2, 1), controller_epoch=3,
+                               extra={"leader_recovery_state": 0})
+    assert json.loads(extra.encode()) == {"leader_recovery_state": 0, "version": 1, "leader": 2,
+                                          "leader_epoch": 1, "controller_epoch": 3, "isr": [2, 1]}
+    listed = PartitionStateNode(leader=2, leader_epoch=1, isr=[2, 1], controller_epoch=3)  # type: ignore[arg-type]
+    assert listed.encode() == _json_state(2, 1, (2, 1), 3)
+
+
+def test_odd_partition_state_nodes_decode_through_the_checked_path() -> None:
+    tp0 = TopicPartition("t", 0)
+    extra = PartitionStateNode(leader=2, leader_epoch=1, isr=(2, 1), controller_epoch=3,
+                               extra={"leader_recovery_state": 0}).encode()
+    assert decode_partition_state(tp0, extra, 1, Held).isr == (2, 1)
+    assert decode_partition_state(tp0, KAFKA_STATE, 5, Held) == Held(2, 12, (2, 3, 1), 7, 5)
+    assert decode_partition_state(tp0, b" \n" + KAFKA_STATE + b" ", 5, Held).leader == 2
+    state = _json_state(1, 0, (1,), 1)
+    for bad in (b"not json", b"[]", b"", state + b"{}", state[:-1], b'{"leader": "1", '
+                b'"leader_epoch": 0, "controller_epoch": 1, "isr": [1]}', b"\xff"):
+        with pytest.raises(CorruptMetadata) as info:
+            decode_partition_state(tp0, bad, 1, Held)
+        assert layout.partition_state("t", 0) in str(info.value)
 
 
 def test_reassignment_round_trip() -> None:
@@ -125,7 +231,7 @@ def test_partition_lists_are_the_bytes_json_would_give_sorted_and_deduplicated()
 
 def test_cluster_id_round_trip_and_kafka_uuid_form() -> None:
     assert decode_cluster_id(layout.CLUSTER_ID, KAFKA_CLUSTER_ID) == "Mk3OEYBSD34fcwNTJENDM2Qk"
-    assert same_json(encode_cluster_id("Mk3OEYBSD34fcwNTJENDM2Qk"), KAFKA_CLUSTER_ID)
+    assert encode_cluster_id("Mk3OEYBSD34fcwNTJENDM2Qk") == KAFKA_CLUSTER_ID  # byte for byte
     new = new_kafka_uuid()
     assert len(new) == 22 and "=" not in new
     assert len(base64.urlsafe_b64decode(new + "==")) == 16
@@ -140,7 +246,7 @@ def test_cluster_id_round_trip_and_kafka_uuid_form() -> None:
 ])
 def test_corrupt_partition_state_is_one_clear_error(data: bytes, reason: str) -> None:
     with pytest.raises(CorruptMetadata) as info:
-        PartitionState.decode("/brokers/topics/t/partitions/0/state", data)
+        PartitionStateNode.decode("/brokers/topics/t/partitions/0/state", data)
     assert "/brokers/topics/t/partitions/0/state" in str(info.value)
     assert reason in str(info.value)
 
@@ -167,6 +273,16 @@ def test_paths_are_kafkas() -> None:
         "/controller", "/controller_epoch", "/cluster/id")
     assert layout.REASSIGN_PARTITIONS == "/admin/reassign_partitions"
     assert layout.PREFERRED_REPLICA_ELECTION == "/admin/preferred_replica_election"
+    assert layout.topic_config("t") == "/config/topics/t"
+
+
+def test_persistent_paths_are_those_a_kafka_broker_creates() -> None:
+    # Kafka 3.9's ZkData.PersistentZkPaths, in its order (ConfigType.ALL last), and /cluster
+    assert layout.PERSISTENT_PATHS == (
+        "/consumers", "/brokers/ids", "/brokers/topics", "/config/changes",
+        "/admin/delete_topics", "/brokers/seqid", "/isr_change_notification",
+        "/latest_producer_id_block", "/log_dir_event_notification", "/config/topics",
+        "/config/clients", "/config/users", "/config/brokers", "/config/ips", "/cluster")
 
 
 @pytest.mark.parametrize("name", ["", ".", "..", "a/b", "x" * 250, "sp ace", "ü"])
@@ -188,3 +304,51 @@ def test_sorted_partitions_is_sorted() -> None:
     assert sorted_partitions([]) == []
     one = [TopicPartition("t", p) for p in (10, 2, 9, 0, 100)]
     assert sorted_partitions(one) == [TopicPartition("t", p) for p in (0, 2, 9, 10, 100)]
+
+
+def test_the_reassignment_owner_node_round_trips() -> None:
+    owner = ReassignmentOwner(run="9f" * 16, digest="ab" * 32, partitions=8, plan="plan.json",
+                              host="ops1", pid=4242, timestamp="1700000000000")
+    data = owner.encode()
+    assert json.loads(data) == {"version": 1, "run": "9f" * 16, "plan": "plan.json",
+                                "digest": "ab" * 32, "partitions": 8, "host": "ops1",
+                                "pid": 4242, "timestamp": "1700000000000"}
+    assert ReassignmentOwner.decode(layout.REASSIGN_PARTITIONS_OWNER, data) == owner
+    assert owner.describe() == ("plan plan.json (sha256 abababababab, 8 partition(s)), executed "
+                                "by pid 4242 on ops1 since 2023-11-14 22:13:20 UTC")
+    with pytest.raises(CorruptMetadata, match="'run' must be a string"):
+        ReassignmentOwner.decode(layout.REASSIGN_PARTITIONS_OWNER, b'{"digest":"x"}')
+
+
+# As Kafka 3.9's ProducerIdBlockZNode.generateProducerIdBlockJson writes it (Jackson, in the
+# order of the map it is given; the ids are strings).
+KAFKA_PRODUCER_ID_BLOCK = b'{"version":1,"broker":2,"block_start":"1000","block_end":"1999"}'
+
+
+def test_the_producer_id_block_is_kafkas_json() -> None:
+    path = layout.LATEST_PRODUCER_ID_BLOCK
+    block = ProducerIdBlock.decode(path, KAFKA_PRODUCER_ID_BLOCK)
+    assert (block.broker, block.block_start, block.block_end) == (2, 1000, 1999)
+    assert (block.size, block.next_block_start) == (PRODUCER_ID_BLOCK_SIZE, 2000)
+    assert block.encode() == KAFKA_PRODUCER_ID_BLOCK
+    # the largest ids survive as strings (a JSON number would lose them in many readers)
+    top = ProducerIdBlock(broker=1, block_start=(1 << 63) - 1000, block_end=(1 << 63) - 1)
+    assert json.loads(top.encode())["block_end"] == "9223372036854775807"
+    assert ProducerIdBlock.decode(path, top.encode()) == top
+    # a field a later version may add is kept
+    extra = ProducerIdBlock.decode(path, KAFKA_PRODUCER_ID_BLOCK[:-1] + b',"x":1}')
+    assert json.loads(extra.encode())["x"] == 1
+
+
+@pytest.mark.parametrize("data", [
+    b'{"version":1,"broker":2,"block_start":1000,"block_end":"1999"}',  # a number
+    b'{"version":1,"broker":2,"block_start":"-1","block_end":"1999"}',
+    b'{"version":1,"broker":2,"block_start":"2000","block_end":"1999"}',
+    b'{"version":1,"broker":2,"block_start":"0","block_end":"9223372036854775808"}',
+    b'{"version":1,"broker":"2","block_start":"0","block_end":"999"}',
+    b'{"version":1,"block_start":"0","block_end":"999"}',
+    b"not json",
+])
+def test_a_malformed_producer_id_block_is_corrupt_metadata(data: bytes) -> None:
+    with pytest.raises(CorruptMetadata, match="latest_producer_id_block"):
+        ProducerIdBlock.decode(layout.LATEST_PRODUCER_ID_BLOCK, data)

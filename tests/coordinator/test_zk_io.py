@@ -1,30 +1,14 @@
-"""kazoo's connection I/O: read-ahead sockets and the one-poll select (coordinator.zk_io)."""
+"""kazoo's connection I/O: read-ahead sockets and the one-poll select (coordinator.zk_io).
+(The burst reads that patch kazoo's connection are in test_kazoo_patches.)"""
 
 from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Iterator
 
 import pytest
 
-from coordinator.zk_io import (
-    BURST,
-    CHUNK,
-    ReadAheadHandler,
-    ReadAheadSocket,
-    install_bursts,
-    poll_select,
-)
-
-
-@pytest.fixture
-def pair() -> Iterator[tuple[ReadAheadSocket, socket.socket]]:
-    a, b = socket.socketpair()
-    a.setblocking(False)
-    yield ReadAheadSocket(a), b
-    a.close()
-    b.close()
+from coordinator.zk_io import CHUNK, ReadAheadHandler, ReadAheadSocket, poll_select
 
 
 def _wait_readable(sock: ReadAheadSocket) -> None:
@@ -126,71 +110,3 @@ def test_handler_makes_read_ahead_connections() -> None:
             conn.close()
     finally:
         server.close()
-
-
-class _Connection:
-    """The two methods of kazoo's ConnectionHandler that install_bursts wraps, as kazoo has
-    them: _read waits and reads (here without the wait), _read_socket handles one packet."""
-
-    def __init__(self, sock: ReadAheadSocket) -> None:
-        self._socket = sock
-        self.packets: list[bytes] = []
-        self.slow_reads = 0
-
-    def _read(self, length: int, timeout: float) -> bytes:
-        self.slow_reads += 1
-        out = b""
-        while len(out) < length:
-            _wait_readable(self._socket)
-            out += self._socket.recv(length - len(out))
-        return out
-
-    def _read_socket(self, read_timeout: float) -> int | None:
-        from kazoo.protocol.connection import CLOSE_RESPONSE
-
-        length = int.from_bytes(self._read(4, read_timeout), "big")
-        body = self._read(length, read_timeout)
-        self.packets.append(body)
-        return CLOSE_RESPONSE if body == b"close" else None
-
-
-def _packet(body: bytes) -> bytes:
-    return len(body).to_bytes(4, "big") + body
-
-
-def test_buffered_packets_are_read_in_bursts_straight_from_the_buffer(
-        pair: tuple[ReadAheadSocket, socket.socket]) -> None:
-    sock, peer = pair
-    conn = _Connection(sock)
-    install_bursts(conn)
-    bodies = [b"p%02d" % i for i in range(2 * BURST + 3)]
-    peer.sendall(b"".join(_packet(b) for b in bodies))
-    _wait_readable(sock)
-    conn._read_socket(1.0)
-    assert conn.packets == bodies[:BURST]  # one turn of kazoo's loop: a burst
-    assert conn.slow_reads == 1  # the first length; everything else came from the buffer
-    conn._read_socket(1.0)
-    conn._read_socket(1.0)
-    assert conn.packets == bodies
-    assert sock.buffered() == 0
-
-
-def test_a_burst_stops_at_a_partial_packet_and_at_close(
-        pair: tuple[ReadAheadSocket, socket.socket]) -> None:
-    from kazoo.protocol.connection import CLOSE_RESPONSE
-
-    sock, peer = pair
-    conn = _Connection(sock)
-    install_bursts(conn)
-    whole = _packet(b"one") + _packet(b"two")
-    tail = _packet(b"three")
-    peer.sendall(whole + tail[:5])
-    _wait_readable(sock)
-    conn._read_socket(1.0)
-    assert conn.packets == [b"one", b"two"]  # the third is not all here: back to the loop
-    peer.sendall(tail[5:] + _packet(b"close") + _packet(b"after"))
-    # "three" completes through kazoo's own read, which buffers the rest: the burst goes on
-    # to "close" and stops there.
-    assert conn._read_socket(1.0) == CLOSE_RESPONSE
-    assert conn.packets == [b"one", b"two", b"three", b"close"]
-    assert sock.has_packet()  # "after" stays for whoever reads next

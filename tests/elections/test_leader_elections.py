@@ -19,7 +19,6 @@ from elections import (
     elect_reassign,
     elector,
 )
-from elections.leader import apply_choice, chooser
 
 # Rows: (id, assignment, isr, live, unclean, expected) with expected = (leader, isr, unclean) or None.
 OFFLINE = [
@@ -48,7 +47,7 @@ def _expected(row: tuple[int, list[int], bool] | None) -> Election | None:
     if row is None:
         return None
     leader, isr, unclean = row
-    return Election(leader=leader, isr=isr, unclean=unclean)
+    return Election(leader=leader, isr=tuple(isr), unclean=unclean)
 
 
 @pytest.mark.parametrize(
@@ -86,7 +85,7 @@ REASSIGN = [
     ids=[row[0] for row in REASSIGN],
 )
 def test_reassign_election_follows_kafka_rules(target, isr, live, leader):
-    expected = None if leader is None else Election(leader=leader, isr=list(isr))
+    expected = None if leader is None else Election(leader=leader, isr=tuple(isr))
     assert elect_reassign(target, isr, live) == expected
     # The strategy carries the target; the assignment argument is not consulted.
     assert elect(Reassign(target=tuple(target)), [99], isr, live) == expected
@@ -111,7 +110,7 @@ PREFERRED = [
     ids=[row[0] for row in PREFERRED],
 )
 def test_preferred_election_follows_kafka_rules(assignment, isr, live, leader):
-    expected = None if leader is None else Election(leader=leader, isr=list(isr))
+    expected = None if leader is None else Election(leader=leader, isr=tuple(isr))
     assert elect_preferred(assignment, isr, live) == expected
     assert elect(Preferred(), assignment, isr, live) == expected
 
@@ -141,23 +140,25 @@ CONTROLLED_SHUTDOWN = [
 def test_controlled_shutdown_election_follows_kafka_rules(
     assignment, isr, live, shutting_down, expected
 ):
-    want = None if expected is None else Election(leader=expected[0], isr=expected[1])
+    want = None if expected is None else Election(leader=expected[0], isr=tuple(expected[1]))
     assert elect_controlled_shutdown(assignment, isr, live, shutting_down) == want
     strategy = ControlledShutdown(shutting_down=frozenset(shutting_down))
     assert elect(strategy, assignment, isr, live) == want
 
 
 def test_generators_are_accepted_once_each():
-    assert elect_offline([1, 2], iter([2, 1]), iter([2])) == Election(leader=2, isr=[2])
+    assert elect_offline([1, 2], iter([2, 1]), iter([2])) == Election(leader=2, isr=(2,))
     assert elect_controlled_shutdown([1, 2], iter([1, 2]), iter([1, 2]), iter([1])) == Election(
-        leader=2, isr=[2]
+        leader=2, isr=(2,)
     )
+    assert elect_preferred([1, 2], iter([2, 1]), iter([1])) == Election(leader=1, isr=(2, 1))
+    assert elect_reassign([2], iter([1, 2]), iter([2])) == Election(leader=2, isr=(1, 2))
 
 
-def test_election_isr_is_a_list_and_election_is_frozen():
+def test_election_isr_is_a_tuple_and_election_is_immutable():
     result = elect_offline([1, 2], {1, 2}, {1, 2})
     assert result is not None
-    assert isinstance(result.isr, list)
+    assert isinstance(result.isr, tuple)
     with pytest.raises(AttributeError):
         result.leader = 2  # type: ignore[misc]
 
@@ -182,7 +183,7 @@ def test_apply_election_bumps_leader_epoch_and_sets_controller_epoch():
 def test_apply_election_bumps_epoch_even_when_leader_is_unchanged():
     current = LeaderAndIsr(leader=1, leader_epoch=0, isr=(1, 2), controller_epoch=1)
     election = elect_controlled_shutdown([1, 2], current.isr, {1, 2}, {2})
-    assert election == Election(leader=1, isr=[1])
+    assert election == Election(leader=1, isr=(1,))
     nxt = apply_election(current, election, controller_epoch=1)
     assert (nxt.leader, nxt.leader_epoch, nxt.isr) == (1, 1, (1,))
 
@@ -202,9 +203,10 @@ def test_an_elector_resolved_once_decides_each_partition_of_a_batch_by_its_rule(
             assert run(assignment, isr, live) == rule(assignment, isr, live)
 
 
-def test_a_chooser_decides_what_the_public_election_decides_for_every_rule_and_row():
-    """The controller's mass elections take (leader, ISR, unclean) from a chooser and apply it
-    with apply_choice; that must be the public function's Election, applied, row for row."""
+def test_the_controllers_inputs_give_what_any_iterables_give_for_every_rule_and_row():
+    """The controller's mass elections run the same functions through an elector, with the
+    stored ISR tuple and a frozenset of live brokers (passed through as they are): row for
+    row, the Election, and its application, are what lists and sets give."""
     rows = (
         [(Offline(unclean=u), a, i, lv) for _, a, i, lv, u, _ in OFFLINE]
         + [(Reassign(target=tuple(t)), [9], i, lv) for _, t, i, lv, _ in REASSIGN]
@@ -216,10 +218,17 @@ def test_a_chooser_decides_what_the_public_election_decides_for_every_rule_and_r
     current = LeaderAndIsr(leader=1, leader_epoch=4, isr=(1,), controller_epoch=2,
                            partition_epoch=9)
     for strategy, assignment, isr, live in rows:
-        election = elect(strategy, assignment, isr, live)
-        choice = chooser(strategy)(assignment, tuple(isr), frozenset(live))
-        if election is None:
-            assert choice is None, strategy
-            continue
-        assert choice == (election.leader, tuple(election.isr), election.unclean), strategy
-        assert apply_choice(current, choice, 3) == apply_election(current, election, 3)
+        expected = elect(strategy, assignment, list(isr), list(live))
+        got = elector(strategy)(tuple(assignment), tuple(isr), frozenset(live))
+        assert got == expected, strategy
+        if got is not None:
+            assert type(got.isr) is tuple
+            applied = apply_election(current, got, 3)
+            assert applied == LeaderAndIsr(got.leader, 5, got.isr, 3, 9)
+            assert type(applied) is LeaderAndIsr
+
+
+def test_an_elector_is_the_public_function_itself_where_the_strategy_adds_nothing():
+    """One set of rules: what the controller runs for a batch is the public function."""
+    assert elector(Preferred()) is elect_preferred
+    assert elector(Offline()) is elect_offline

@@ -1,7 +1,7 @@
 """Executing plans through a live controller: snapshot, validate, execute in batches, verify,
 cancel. A memory cluster of participants (recording brokers) carries the moves out; a
 ``Followers`` thread plays the data plane: once the controller adds replicas, the partition's
-leader puts them in the ISR (statemachines.broker.change_isr), as a caught-up follower would.
+leader puts them in the ISR (tests.recording_broker.change_isr), as a caught-up follower would.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import pytest
 
 import coordinator
 from coordinator import layout
+from coordinator.admin import Admin
 from coordinator.codecs import TopicPartition
 from coordinator.metadata import MetadataClient
 from rebalancer import (
@@ -22,9 +23,9 @@ from rebalancer import (
     ExecutionProgress,
     MoveState,
     NoActiveController,
+    PartitionMove,
     Plan,
     PlanError,
-    Reassignment,
     ReassignmentInProgress,
     SnapshotError,
     cancel_reassignment,
@@ -37,11 +38,10 @@ from rebalancer import (
     verify_plan,
 )
 from rebalancer.execution import parse_topics_to_move, scope_snapshot
-from statemachines import Admin
-from statemachines.broker import change_isr
 from statemachines.channel import InProcessNetwork
 from statemachines.participant import Participant
 from statemachines.requests import StopReplicaRequest
+from tests.recording_broker import RecordingBroker, change_isr
 from tests.waiting import wait_until
 
 
@@ -92,15 +92,17 @@ class Followers(threading.Thread):
 
 
 class Live:
-    def __init__(self, brokers: tuple[int, ...] = (1, 2, 3, 4), delay: float = 0.0) -> None:
-        self.url = f"memory://exec-{uuid.uuid4().hex[:10]}"
+    def __init__(self, brokers: tuple[int, ...] = (1, 2, 3, 4), delay: float = 0.0,
+                 url: str | None = None) -> None:
+        self.url = url or f"memory://exec-{uuid.uuid4().hex[:10]}"
         self.network = InProcessNetwork()
-        self.participants = {b: Participant(self.url, b, rack=f"r{b % 2}",
-                                            network=self.network).start() for b in brokers}
+        self.participants = {b: Participant(self.url, b, handler=RecordingBroker,
+                                            rack=f"r{b % 2}", network=self.network).start()
+                             for b in brokers}
         self.client = coordinator.connect(self.url)
         self.md = MetadataClient(self.client)
         self.admin = Admin(self.client)
-        wait_until(lambda: self.md.controller() is not None, timeout=10)
+        wait_until(lambda: self.md.controller() is not None, timeout=15)
         self.followers = Followers(self.url, delay)
         self.followers.start()
 
@@ -108,7 +110,7 @@ class Live:
         self.admin.create_topic(topic, assignment=assignment)
         keys = [tp(topic, p) for p in assignment]
         wait_until(lambda: all(s is not None for s in self.md.partition_states(keys).values()),
-                   timeout=10, message=f"{topic} online")
+                   timeout=15, message=f"{topic} online")
 
     def replicas(self, topic: str) -> dict[int, tuple[int, ...]]:
         return dict(self.md.assignments([topic])[topic].value.partitions)
@@ -128,8 +130,9 @@ def live() -> Iterator[Live]:
 
 
 def plan_of(moves: dict[TopicPartition, list[int]]) -> Plan:
-    return Plan(partitions=tuple(Reassignment(topic=k.topic, partition=k.partition,
-                                              replicas=tuple(v)) for k, v in sorted(moves.items())))
+    return Plan(partitions=tuple(PartitionMove(topic=k.topic, partition=k.partition,
+                                               replicas=tuple(v))
+                                 for k, v in sorted(moves.items())))
 
 
 # --- snapshot ----------------------------------------------------------------------------------
@@ -346,7 +349,7 @@ def test_cancel_reverts_pending_moves_and_stops_the_added_replicas(live: Live) -
                message="two moves started")
     assert live.replicas("t")[0] == (3, 4, 1, 2)
     for p in live.participants.values():
-        p.broker.clear()
+        p.handler.clear()
 
     report = cancel_reassignment(live.client, wait=10)
     assert [(m.partition, m.target, m.original, m.reverted) for m in report.moves] == [
@@ -362,7 +365,7 @@ def test_cancel_reverts_pending_moves_and_stops_the_added_replicas(live: Live) -
 
     def stopped(broker: int) -> set[TopicPartition]:
         return {tp(s.topic, s.partition)
-                for r in live.participants[broker].broker.received(StopReplicaRequest)
+                for r in live.participants[broker].handler.received(StopReplicaRequest)
                 for s in r.partitions if s.delete}
 
     # the replicas the moves had added are stopped and deleted; the original ones are kept

@@ -3,34 +3,34 @@ live embedded clusters (memory coordinator + participants with recording brokers
 
 Recording brokers do not replicate, so an added replica never joins the ISR by itself: the
 ``CatchUp`` thread plays the data plane and, as a partition leader does for a caught-up follower,
-puts the replicas the controller is adding into the ISR (statemachines.broker.change_isr).
+puts the replicas the controller is adding into the ISR (tests.recording_broker.change_isr).
 """
 
 from __future__ import annotations
 
+import inspect
 import json
-import pickle
 import threading
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from apscheduler.util import ref_to_obj
-from sqlalchemy import create_engine, select
+from sqlalchemy import create_engine, text
 
 import coordinator
+from coordinator.admin import Admin
 from coordinator.codecs import TopicPartition
 from coordinator.metadata import MetadataClient
 from rebalancer import jobs
-from rebalancer.jobs import tasks
-from rebalancer.jobs.scheduler import DurableJobStore
-from rebalancer.store import ExecutionStatus, PartitionStatus, RunOutcome, Store
-from statemachines.admin import Admin
-from statemachines.broker import change_isr
+from rebalancer.jobs import tasks, triggers
+from rebalancer.store import ExecutionStatus, MoveProgress, RunOutcome, Store
 from statemachines.channel import InProcessNetwork
 from statemachines.participant import Participant
+from tests.recording_broker import RecordingBroker, change_isr
 from tests.waiting import wait_until
 
 UNREACHABLE = "zookeeper://127.0.0.1:1/nothing"
@@ -39,6 +39,40 @@ UNREACHABLE = "zookeeper://127.0.0.1:1/nothing"
 @pytest.fixture
 def db(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'jobs.db'}"
+
+
+@pytest.fixture
+def fast(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Intervals under a minute (the product's floor), for tests that watch runs repeat."""
+    monkeypatch.setattr(triggers, "MIN_INTERVAL", 0.5)
+
+
+def every(text: str, *, now: bool = False) -> jobs.Schedule:
+    """An interval schedule; with ``now``, its first run is due at once."""
+    return jobs.make_schedule(every=text, first_run=datetime.now(UTC) if now else None)
+
+
+def cron(expression: str, timezone: str | None = "UTC") -> jobs.Schedule:
+    return jobs.make_schedule(cron=expression, timezone=timezone)
+
+
+def rows(url: str) -> list[dict]:
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(text(
+                "SELECT * FROM partctl_jobs ORDER BY id"))]
+    finally:
+        engine.dispose()
+
+
+def execute(url: str, sql: str, **params: object) -> None:
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(sql), params)
+    finally:
+        engine.dispose()
 
 
 class CatchUp(threading.Thread):
@@ -83,7 +117,7 @@ class Cluster:
         self.catch_up.start()
 
     def start(self, broker: int) -> Participant:
-        return Participant(self.url, broker, rack=f"r{broker % 2}",
+        return Participant(self.url, broker, handler=RecordingBroker, rack=f"r{broker % 2}",
                            network=self.network).start()
 
     def create(self, topic: str, assignment: dict[int, list[int]]) -> None:
@@ -140,39 +174,62 @@ def test_every_registered_job_function_resolves() -> None:
         assert ref_to_obj(ref) is expected[kind]
 
 
-def test_stored_jobs_name_their_function_by_import_string_with_json_kwargs(db: str) -> None:
-    nightly = jobs.add_job(db, kind="rebalance", trigger=jobs.make_trigger(cron="0 3 * * *"),
-                           kwargs={"coordinator": "memory://x", "goal": "balance",
-                                   "max_concurrent_moves": 10, "dry_run": True},
+def test_the_checked_arguments_are_exactly_the_job_functions_keywords() -> None:
+    for kind, ref in jobs.JOB_FUNCTIONS.items():
+        params = inspect.signature(ref_to_obj(ref)).parameters
+        assert set(jobs.ARGUMENTS[kind]) == set(params) - {"job_id", "db"}, kind
+        assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params.values())
+
+
+def test_stored_jobs_are_plain_rows_with_the_import_string_and_json(db: str) -> None:
+    nightly = jobs.add_job(db, kind="rebalance", schedule=cron("0 3 * * *"),
+                           arguments={"coordinator": "memory://x", "goal": "balance",
+                                      "max_concurrent_moves": 10, "dry_run": True},
                            job_id="nightly")
-    leaders = jobs.add_job(db, kind="preferred-election",
-                           trigger=jobs.make_trigger(every="5m"),
-                           kwargs={"coordinator": "memory://x"})
+    leaders = jobs.add_job(db, kind="preferred-election", schedule=every("5m"),
+                           arguments={"coordinator": "memory://x"})
     assert nightly.schedule == "cron 0 3 * * *" and leaders.schedule == "every 5m"
     assert leaders.id.startswith("preferred-election-")
-    engine = create_engine(db)
-    with engine.connect() as conn:
-        rows = conn.execute(select(DurableJobStore(engine=engine).jobs_t)).all()
-    engine.dispose()
-    assert len(rows) == 2
-    for row in rows:
-        state = pickle.loads(row.job_state)
-        assert state["func"] in jobs.JOB_FUNCTIONS.values()  # text, not a pickled callable
-        assert callable(ref_to_obj(state["func"]))
-        assert json.loads(json.dumps(state["kwargs"])) == state["kwargs"]
-        assert state["kwargs"]["job_id"] == row.id and state["kwargs"]["db"] == db
+    stored = rows(db)
+    assert [r["id"] for r in stored] == sorted(["nightly", leaders.id])
+    for row in stored:
+        assert row["func_ref"] == jobs.JOB_FUNCTIONS[row["kind"]]
+        assert callable(ref_to_obj(row["func_ref"]))
+        arguments = json.loads(row["arguments"])
+        assert arguments["coordinator"] == "memory://x"
+        assert "db" not in arguments and "job_id" not in arguments  # given at run time
+        assert isinstance(json.loads(row["schedule"]), dict)
+        assert isinstance(row["next_run_time"], float) and row["problem"] is None
+    by_id = {r["id"]: r for r in stored}
+    assert json.loads(by_id["nightly"]["schedule"]) == {"cron": "0 3 * * *", "timezone": "UTC"}
+    assert json.loads(by_id[leaders.id]["schedule"])["every"] == 300
     assert [j.id for j in jobs.list_jobs(db)] == sorted(["nightly", leaders.id])
-    with pytest.raises(ValueError, match="already exists"):
-        jobs.add_job(db, kind="rebalance", trigger=jobs.make_trigger(every="1h"),
-                     kwargs={"coordinator": "memory://x"}, job_id="nightly")
-    with pytest.raises(ValueError, match="unknown job kind"):
-        jobs.add_job(db, kind="reboot", trigger=jobs.make_trigger(every="1h"), kwargs={})
-    with pytest.raises(ValueError, match="bad job id"):
-        jobs.add_job(db, kind="rebalance", trigger=jobs.make_trigger(every="1h"),
-                     kwargs={}, job_id="no spaces")
-    with pytest.raises(ValueError, match="plain JSON"):
-        jobs.add_job(db, kind="rebalance", trigger=jobs.make_trigger(every="1h"),
-                     kwargs={"coordinator": object()})
+    with pytest.raises(jobs.JobSpecError, match="already exists"):
+        jobs.add_job(db, kind="rebalance", schedule=every("1h"),
+                     arguments={"coordinator": "memory://x"}, job_id="nightly")
+    for kind, arguments, job_id, message in [
+            ("reboot", {}, None, "unknown job kind"),
+            ("rebalance", {"coordinator": "memory://x"}, "no spaces", "bad job id"),
+            ("rebalance", {"coordinator": "memory://x", "db": "sqlite://"}, None,
+             "given when the job runs"),
+            ("rebalance", {"coordinator": "memory://x", "command": "rm"}, None,
+             "unknown argument 'command'"),
+            ("rebalance", {}, None, "coordinator is missing"),
+            ("rebalance", {"coordinator": "nosuch://x"}, None, "unknown coordinator scheme"),
+            ("rebalance", {"coordinator": "memory://x", "max_concurrent_moves": True}, None,
+             "whole number"),
+            ("rebalance", {"coordinator": "memory://x", "max_concurrent_moves": 0}, None,
+             "at least 1"),
+            ("rebalance", {"coordinator": "memory://x", "goal": "decommission"}, None,
+             "needs the brokers"),
+            ("preferred-election", {"coordinator": "memory://x", "percentage": 101}, None,
+             "at most 100"),
+            ("preferred-election", {"coordinator": "memory://x", "wait": float("nan")}, None,
+             "must be a number")]:
+        with pytest.raises(ValueError, match=message) as info:
+            jobs.add_job(db, kind=kind, schedule=every("1h"), arguments=arguments,
+                         job_id=job_id)
+        assert "\n" not in str(info.value)
     jobs.remove_job(db, "nightly")
     assert [j.id for j in jobs.list_jobs(db)] == [leaders.id]
     with pytest.raises(jobs.JobNotFound):
@@ -186,7 +243,7 @@ def test_durations(text: str, seconds: float) -> None:
     assert jobs.parse_duration(jobs.format_duration(seconds)) == seconds
 
 
-@pytest.mark.parametrize("text", ["", "5", "5x", "m5", "0s", "-5m", "5m 3"])
+@pytest.mark.parametrize("text", ["", "5", "5x", "m5", "0s", "-5m", "5m 3", "999999999999d"])
 def test_bad_durations(text: str) -> None:
     with pytest.raises(jobs.TriggerError, match="bad duration") as info:
         jobs.parse_duration(text)
@@ -198,10 +255,74 @@ def test_bad_schedules_are_one_line_errors() -> None:
                             ({"cron": "61 * * * *"}, "bad cron expression"),
                             ({}, "exactly one schedule"),
                             ({"cron": "* * * * *", "every": "5m"}, "exactly one schedule"),
-                            ({"every": "5m", "timezone": "Mars/Olympus"}, "unknown time zone")]:
+                            ({"cron": "0 3 * * *", "timezone": "Mars/Olympus"},
+                             "unknown time zone"),
+                            ({"every": "5m", "timezone": "UTC"}, "--timezone goes with --cron"),
+                            ({"cron": "0 3 * * 8"}, "bad day of week '8'"),
+                            ({"cron": "0 3 * * 5-1"}, "runs backwards")]:
         with pytest.raises(jobs.TriggerError, match=message) as info:
-            jobs.make_trigger(**kwargs)
+            jobs.make_schedule(**kwargs)
         assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(("every_text", "message"), [
+    ("0.0001s", "not between 1m and 365d"), ("59s", "not between 1m and 365d"),
+    ("999999999999d", "at most 365d"), ("366d", "at most 365d")])
+def test_an_interval_is_between_a_minute_and_a_year(every_text: str, message: str) -> None:
+    """0.0001s ran 128 times (and stored 128 plans) in 10 s; 999999999999d overflowed."""
+    with pytest.raises(jobs.TriggerError, match=message) as info:
+        jobs.make_schedule(every=every_text)
+    assert "\n" not in str(info.value)
+    assert every("1m").seconds == jobs.MIN_INTERVAL == 60
+    assert every("365d").seconds == jobs.MAX_DURATION
+
+
+@pytest.mark.parametrize("expression", ["0 3 31 2 *", "0 3 30 2 *", "0 0 31 4,6,9,11 *"])
+def test_a_cron_that_never_fires_is_refused(expression: str) -> None:
+    with pytest.raises(jobs.TriggerError, match="never fires") as info:
+        jobs.make_schedule(cron=expression, timezone="UTC")
+    assert "\n" not in str(info.value)
+    leap = cron("0 3 29 2 *")  # once in four years is still a schedule
+    assert triggers.first_run_time(leap).day == 29
+
+
+@pytest.mark.parametrize(("field", "days"), [
+    ("0", {"Sun"}), ("7", {"Sun"}), ("sun", {"Sun"}), ("1-5", {"Mon", "Tue", "Wed", "Thu", "Fri"}),
+    ("5-7", {"Fri", "Sat", "Sun"}), ("0-6", {"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"}),
+    ("*/2", {"Sun", "Tue", "Thu", "Sat"}), ("1,3", {"Mon", "Wed"}), ("SAT", {"Sat"})])
+def test_day_of_week_is_crontabs_with_sunday_as_0_or_7(field: str, days: set[str]) -> None:
+    """APScheduler 3 counts weekdays from Monday: "0 3 * * 0" ran on Mondays."""
+    schedule = cron(f"0 3 * * {field}")
+    trigger = triggers.to_trigger(schedule)
+    fired, when = set(), datetime(2026, 1, 1, tzinfo=UTC)
+    for _ in range(14):
+        when = trigger.get_next_fire_time(None, when + timedelta(seconds=1))
+        fired.add(when.strftime("%a"))
+    assert fired == days
+
+
+def test_a_day_of_month_with_a_day_of_week_is_refused() -> None:
+    """Crontab runs on either, APScheduler only on days that match both: a silent change."""
+    with pytest.raises(jobs.TriggerError, match="not both"):
+        jobs.make_schedule(cron="0 3 1 * 1", timezone="UTC")
+    assert cron("0 3 1 * *") and cron("0 3 * * 1") and cron("0 3 */2 * 1")
+
+
+def test_schedules_round_trip_through_json_and_are_checked_when_read() -> None:
+    for schedule in (cron("0 3 * * 1-5", "Europe/Paris"), every("1h30m"), cron("*/5 * * * *")):
+        doc = json.loads(json.dumps(triggers.schedule_to_json(schedule)))
+        assert triggers.schedule_from_json(doc) == schedule
+        assert triggers.schedule_of(triggers.to_trigger(schedule)) == schedule
+    for doc, message in [({"every": 0.0001, "start": "2026-01-01T00:00:00+00:00"},
+                          "not between"),
+                         ({"every": 60, "start": "2026-01-01T00:00:00"}, "no time zone"),
+                         ({"cron": "0 3 31 2 *", "timezone": "UTC"}, "never fires"),
+                         ({"cron": "0 3 * * *", "timezone": "Nowhere/Land"}, "unknown time zone"),
+                         ({"cron": "0 3 * * *"}, "not a schedule"),
+                         ({"every": True, "start": "x"}, "not a schedule"),
+                         (["0 3 * * *"], "not a schedule")]:
+        with pytest.raises(jobs.TriggerError, match=message):
+            triggers.schedule_from_json(doc)
 
 
 def test_goals() -> None:
@@ -211,40 +332,33 @@ def test_goals() -> None:
     assert jobs.goals_for("repair-racks") == (RepairRacks(),)
     assert jobs.goals_for("add-brokers", [4]) == (AddBrokers(brokers=frozenset({4})),)
     assert jobs.goals_for("decommission", [2]) == (Decommission(brokers=frozenset({2})),)
-    with pytest.raises(ValueError, match="needs the brokers"):
+    with pytest.raises(jobs.JobSpecError, match="needs the brokers"):
         jobs.goals_for("decommission")
-    with pytest.raises(ValueError, match="unknown goal"):
+    with pytest.raises(jobs.JobSpecError, match="unknown goal"):
         jobs.goals_for("tidy")
 
 
 def test_a_job_whose_function_is_gone_is_kept_reported_and_skipped(db: str) -> None:
     """Not APScheduler's default: its store deletes a job it cannot unpickle."""
-    job = jobs.add_job(db, kind="preferred-election", trigger=jobs.make_trigger(every="1s"),
-                       kwargs={"coordinator": UNREACHABLE, "connect_timeout": 0.5},
+    job = jobs.add_job(db, kind="preferred-election", schedule=every("1m", now=True),
+                       arguments={"coordinator": UNREACHABLE, "connect_timeout": 0.5},
                        job_id="orphan")
-    engine = create_engine(db)
-    table = DurableJobStore(engine=engine).jobs_t
-    with engine.begin() as conn:
-        state = pickle.loads(conn.execute(select(table.c.job_state)).scalar_one())
-        state["func"] = "rebalancer.jobs:renamed_long_ago"
-        conn.execute(table.update().values(job_state=pickle.dumps(state), next_run_time=0))
+    execute(db, "UPDATE partctl_jobs SET func_ref = 'rebalancer.jobs:renamed_long_ago', "
+                "next_run_time = 0")
     listed = jobs.list_jobs(db)
     assert [(j.id, j.func_ref) for j in listed] == [("orphan", "rebalancer.jobs:renamed_long_ago")]
     assert "renamed_long_ago" in (listed[0].broken or "")
-    with pytest.raises(ValueError, match="cannot be restored"):
+    with pytest.raises(jobs.JobBroken, match="broken and cannot run"):
         jobs.run_job_now(db, "orphan")
     stop = threading.Event()
-    started = time.monotonic()
     runner = threading.Thread(target=jobs.run_scheduler, args=(db,),
                               kwargs={"stop": stop, "poll_interval": 0.1})
     runner.start()
-    time.sleep(1.0)  # due since 1970: a store that did not skip it would run or spin on it
+    time.sleep(1.0)  # due since 1970: a store that did not skip it would run it
     stop.set()
     runner.join(10)
-    assert not runner.is_alive() and time.monotonic() - started < 5
-    with engine.connect() as conn:
-        assert conn.execute(select(table.c.id)).scalars().all() == ["orphan"]
-    engine.dispose()
+    assert not runner.is_alive()
+    assert [r["id"] for r in rows(db)] == ["orphan"]
     with Store.open(db) as store:
         assert store.runs() == []
     jobs.remove_job(db, job.id)
@@ -268,16 +382,16 @@ def test_an_unreachable_coordinator_is_a_failed_run_with_one_clear_line(db: str)
     assert bad.outcome is RunOutcome.FAILED and "unknown coordinator scheme" in bad.error
 
 
-def test_the_scheduler_runs_a_preferred_election_on_a_live_cluster(cluster: Cluster,
-                                                                   db: str) -> None:
+def test_the_scheduler_runs_a_preferred_election_on_a_live_cluster(cluster: Cluster, db: str,
+                                                                   fast: None) -> None:
     make_imbalance(cluster)
     stop = threading.Event()
     runner = threading.Thread(target=jobs.run_scheduler, args=(db,),
                               kwargs={"stop": stop, "poll_interval": 0.2})
     runner.start()
     try:
-        job = jobs.add_job(db, kind="preferred-election", trigger=jobs.make_trigger(every="1s"),
-                           kwargs={"coordinator": cluster.url, "wait": 10})
+        job = jobs.add_job(db, kind="preferred-election", schedule=every("1s", now=True),
+                           arguments={"coordinator": cluster.url, "wait": 10})
         store = Store.open(db)
 
         def outcomes() -> list[RunOutcome]:
@@ -316,12 +430,12 @@ def test_a_preferred_election_with_no_controller_writes_nothing(db: str) -> None
             md.register_broker(BrokerInfo(id=b, host="h", port=1, rack=None))
         Admin(c).create_topic("t", assignment={0: [1, 2], 1: [1, 2]})
         from coordinator import layout
-        from coordinator.codecs import PartitionState
+        from coordinator.codecs import PartitionStateNode
 
         for p in (0, 1):  # led by 2, the non-preferred replica; nobody is controller
             c.create(layout.partition_state("t", p),
-                     PartitionState(leader=2, leader_epoch=1, isr=(1, 2),
-                                    controller_epoch=1).encode(), make_parents=True)
+                     PartitionStateNode(leader=2, leader_epoch=1, isr=(1, 2),
+                                        controller_epoch=1).encode(), make_parents=True)
         summary = jobs.run_preferred_election(job_id="p", coordinator=url, db=db)
         assert summary.outcome is RunOutcome.FAILED
         assert summary.error == "no controller is active to carry out the election"
@@ -356,7 +470,7 @@ def test_a_rebalance_job_plans_executes_verifies_and_records(db: str) -> None:
         assert plan.snapshot_digest == dry_plan.snapshot_digest  # same cluster, same digest
         assert plan.options["max_concurrent_moves"] == 2 and plan.options["engine"] == "local"
         assert ex.status is ExecutionStatus.DONE and ex.max_concurrent_moves == 2
-        assert all(p.status is PartitionStatus.DONE for p in ex.partitions)
+        assert all(p.status is MoveProgress.DONE for p in ex.partitions)
         for p in ex.partitions:
             assert after[p.partition] == p.target_replicas
         assert run.scores_before["replicas_per_broker"]["min"] == 0
@@ -393,8 +507,8 @@ def test_a_stopping_scheduler_interrupts_a_running_rebalance(db: str) -> None:
     assert run.outcome is RunOutcome.INTERRUPTED and run.ended_at is not None
     assert ex.status is ExecutionStatus.INTERRUPTED and "continue" in ex.error
     statuses = [p.status for p in ex.partitions]
-    assert statuses.count(PartitionStatus.IN_PROGRESS) == 1  # one move at a time
-    assert set(statuses) <= {PartitionStatus.IN_PROGRESS, PartitionStatus.PENDING}
+    assert statuses.count(MoveProgress.IN_PROGRESS) == 1  # one move at a time
+    assert set(statuses) <= {MoveProgress.IN_PROGRESS, MoveProgress.PENDING}
 
 
 def test_runs_left_running_by_a_dead_process_are_marked_interrupted(db: str) -> None:
@@ -405,26 +519,113 @@ def test_runs_left_running_by_a_dead_process_are_marked_interrupted(db: str) -> 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)
     with Store.open(db) as store:
-        gone = store.start_run("j", "rebalance", runner=f"{socket.gethostname()}:"
+        gone = store.start_run("a", "rebalance", runner=f"{socket.gethostname()}:"
                                                         f"{dead.stdout.strip()}")
-        alive = store.start_run("j", "rebalance", runner=tasks.runner_id())
-        elsewhere = store.start_run("j", "rebalance", runner="another-host:1")
-        assert jobs.reap_stale_runs(store) == 1
+        plan = store.add_plan(snapshot_digest="0" * 64, goal="balance", options={}, scores={},
+                              plan={"version": 1, "partitions": [
+                                  {"topic": "t", "partition": 0, "replicas": [1, 2]}]})
+        ex = store.start_execution(plan.id, max_concurrent_moves=1)
+        store.update_run(gone.id, execution_id=ex.id)
+        alive = store.start_run("b", "rebalance", runner=tasks.runner_id())
+        elsewhere = store.start_run("c", "rebalance", runner="another-host:1")
+        silent = store.start_run("d", "rebalance", runner="another-host:2")
+        execute(db, "UPDATE partctl_job_runs SET heartbeat_at = '2000-01-01 00:00:00' "
+                    "WHERE id = :id", id=silent.id)
+        assert jobs.reap_stale_runs(store) == 2
         assert store.get_run(gone.id).outcome is RunOutcome.INTERRUPTED
+        assert "exited before it finished" in store.get_run(gone.id).error
+        assert store.get_execution(ex.id).status is ExecutionStatus.INTERRUPTED
+        assert store.get_run(silent.id).outcome is RunOutcome.INTERRUPTED
+        assert "gave no sign of life" in store.get_run(silent.id).error
         assert store.get_run(alive.id).outcome is RunOutcome.RUNNING
         assert store.get_run(elsewhere.id).outcome is RunOutcome.RUNNING
 
 
+def test_a_run_holder_is_gone_when_its_process_is_or_its_heartbeat_is_old() -> None:
+    from rebalancer.jobs.lock import holder_gone
+    from rebalancer.store import JobRun
+
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+    def run(runner: str | None, heartbeat_age: float | None) -> JobRun:
+        beat = None if heartbeat_age is None else now - timedelta(seconds=heartbeat_age)
+        return JobRun(id=1, job_id="j", kind="rebalance", started_at=now - timedelta(hours=1),
+                      ended_at=None, outcome=RunOutcome.RUNNING, error=None,
+                      scores_before=None, scores_after=None, details=None, plan_id=None,
+                      execution_id=None, runner=runner, heartbeat_at=beat)
+
+    def gone(r: JobRun) -> str | None:
+        return holder_gone(r, now, host="here", alive=lambda pid: pid == 7, lease=60)
+
+    assert gone(run("here:7", 1)) is None  # alive and beating
+    assert "exited" in gone(run("here:8", 1))  # its pid is gone from this host
+    assert gone(run("there:8", 59)) is None  # another host: only the heartbeat tells
+    assert "no sign of life for 61s" in gone(run("there:8", 61))
+    assert "no sign of life" in gone(run("here:7", 61))  # a pid reused, or a hung process
+    assert "no sign of life for 3600s" in gone(run(None, None))  # no heartbeat: since start
+
+
+def test_a_run_that_lost_its_lock_stops_at_its_next_checkpoint(db: str) -> None:
+    from rebalancer.jobs.lock import Heartbeat
+
+    with Store.open(db) as store:
+        run = store.start_run("j", "rebalance", runner=tasks.runner_id())
+        with Heartbeat(store, run.id, every=0.02) as heartbeat:
+            first = store.get_run(run.id).heartbeat_at
+            execute(db, "UPDATE partctl_job_runs SET heartbeat_at = NULL WHERE id = :id",
+                    id=run.id)
+            wait_until(lambda: store.get_run(run.id).heartbeat_at is not None, timeout=10,
+                       message="a heartbeat")
+            assert first is not None and not heartbeat.lost.is_set()
+            store.interrupt_runs([run.id], "taken for dead")  # what another claimant does
+            wait_until(heartbeat.lost.is_set, timeout=10, message="the lock lost")
+            assert "another process closed this run" in heartbeat.reason
+            tasks._current.heartbeat = heartbeat
+            try:
+                with pytest.raises(tasks.Interrupted, match="lost the job's lock"):
+                    tasks._checkpoint()
+            finally:
+                tasks._current.heartbeat = None
+
+
+def test_the_scheduler_skips_a_job_another_process_is_running(
+        db: str, fast: None, caplog: pytest.LogCaptureFixture) -> None:
+    """Its due run is not started and records nothing; once the other run ends, it runs."""
+    jobs.add_job(db, kind="preferred-election", schedule=every("1s", now=True),
+                 arguments={"coordinator": UNREACHABLE, "connect_timeout": 0.2}, job_id="held")
+    store = Store.open(db)
+    holder = store.start_run("held", "preferred-election", runner=tasks.runner_id())
+    stop = threading.Event()
+    runner = threading.Thread(target=jobs.run_scheduler, args=(db,),
+                              kwargs={"stop": stop, "poll_interval": 0.1})
+    caplog.set_level("WARNING")
+    runner.start()
+    try:
+        wait_until(lambda: any("held not run: job held is already running: run "
+                               f"{holder.id} on {tasks.runner_id()}" in r.getMessage()
+                               for r in caplog.records), timeout=10, message="a skipped run")
+        assert [r.id for r in store.runs(job_id="held")] == [holder.id]
+        store.finish_run(holder.id, "succeeded")
+        wait_until(lambda: len(store.runs(job_id="held")) > 1, timeout=10,
+                   message="a run once the lock is free")
+    finally:
+        stop.set()
+        runner.join(10)
+        store.close()
+    assert not runner.is_alive()
+    assert [r.getMessage() for r in caplog.records if r.exc_info] == []  # no traceback
+
+
 @pytest.mark.postgres
-def test_jobs_and_their_runs_in_postgresql() -> None:
-    """APScheduler's table and the store's tables side by side in one PostgreSQL database."""
+def test_jobs_and_their_runs_in_postgresql(fast: None) -> None:
+    """Jobs and their runs side by side in one PostgreSQL database."""
     from sqlalchemy import inspect
 
     from tests.rebalancer.test_store import postgres_database
 
     with postgres_database() as url:
-        job = jobs.add_job(url, kind="preferred-election", trigger=jobs.make_trigger(every="1s"),
-                           kwargs={"coordinator": UNREACHABLE, "connect_timeout": 0.5},
+        job = jobs.add_job(url, kind="preferred-election", schedule=every("1s", now=True),
+                           arguments={"coordinator": UNREACHABLE, "connect_timeout": 0.5},
                            job_id="pg")
         assert [j.id for j in jobs.list_jobs(url)] == ["pg"]
         assert jobs.run_job_now(url, job.id).outcome is RunOutcome.FAILED
@@ -441,6 +642,7 @@ def test_jobs_and_their_runs_in_postgresql() -> None:
             runs = store.runs(job_id="pg", limit=None)
             assert all(r.outcome is RunOutcome.FAILED and r.ended_at for r in runs)
             tables = set(inspect(store.engine).get_table_names())
-        assert {"apscheduler_jobs", "partctl_job_runs", "partctl_alembic_version"} <= tables
+        assert {"partctl_jobs", "partctl_job_runs", "partctl_alembic_version"} <= tables
+        assert "apscheduler_jobs" not in tables
         jobs.remove_job(url, "pg")
         assert jobs.list_jobs(url) == []

@@ -5,15 +5,21 @@ preferred-election job hands leadership back after a crash; no acknowledged mess
 from __future__ import annotations
 
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from coordinator.codecs import TopicPartition
 from rebalancer import jobs
+from rebalancer.jobs import triggers
 from rebalancer.store import RunOutcome, Store
 from replication import EmbeddedCluster, check_acknowledged
 from tests.waiting import wait_until
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
 
 
 def produce(cluster: EmbeddedCluster, tps: list[TopicPartition], n: int,
@@ -30,7 +36,9 @@ def produce(cluster: EmbeddedCluster, tps: list[TopicPartition], n: int,
 
 
 def test_scheduled_rebalance_and_preferred_election_with_real_replicas(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(triggers, "MIN_INTERVAL", 0.5)  # runs every second, below the floor
     db = f"sqlite:///{tmp_path / 'jobs.db'}"
     with EmbeddedCluster(brokers=4) as cluster:
         assignment = {0: [1, 2], 1: [2, 3], 2: [3, 1], 3: [1, 2]}  # broker 4 holds nothing
@@ -38,10 +46,10 @@ def test_scheduled_rebalance_and_preferred_election_with_real_replicas(
         acked: dict[TopicPartition, dict[int, bytes]] = {tp: {} for tp in tps}
         produce(cluster, tps, 50, acked)
 
-        rebalance = jobs.add_job(db, kind="rebalance", trigger=jobs.make_trigger(every="1h"),
-                                 kwargs={"coordinator": cluster.url, "goal": "balance",
-                                         "max_concurrent_moves": 2, "timeout": 60,
-                                         "poll_interval": 0.1})
+        rebalance = jobs.add_job(db, kind="rebalance", schedule=jobs.make_schedule(every="1h"),
+                                 arguments={"coordinator": cluster.url, "goal": "balance",
+                                            "max_concurrent_moves": 2, "timeout": 60,
+                                            "poll_interval": 0.1})
         summary = jobs.run_job_now(db, rebalance.id)
         assert summary.outcome is RunOutcome.SUCCEEDED, summary
         hosted = {b: sum(b in cluster.replicas(tp) for tp in tps) for b in (1, 2, 3, 4)}
@@ -63,8 +71,8 @@ def test_scheduled_rebalance_and_preferred_election_with_real_replicas(
 
         # the scheduler's preferred-election job gives broker 1 its leadership back
         election = jobs.add_job(db, kind="preferred-election",
-                                trigger=jobs.make_trigger(every="1s"),
-                                kwargs={"coordinator": cluster.url, "wait": 10})
+                                schedule=jobs.make_schedule(every="1s", first_run=now()),
+                                arguments={"coordinator": cluster.url, "wait": 10})
         stop = threading.Event()
         runner = threading.Thread(target=jobs.run_scheduler, args=(db,),
                                   kwargs={"stop": stop, "poll_interval": 0.2})

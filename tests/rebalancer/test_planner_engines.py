@@ -32,7 +32,7 @@ def test_auto_engine_threshold():
 
 
 def test_shard_quotas_add_up_to_global_quotas(generated):
-    _, snap = generated["skewed"]
+    snap = generated["skewed"]
     cluster = build_cluster(snap, shard_size=200)
     rows = snapshot_rows(snap)
     groups: dict[int, list] = {}
@@ -51,7 +51,7 @@ def test_shard_quotas_add_up_to_global_quotas(generated):
 
 
 def test_merge_resolves_shards_with_residuals_together(generated):
-    _, snap = generated["decom"]
+    snap = generated["decom"]
     cluster = build_cluster(snap, shard_size=400)
     rows = snapshot_rows(snap)
     groups: dict[int, list] = {}
@@ -95,7 +95,7 @@ CASES = [
 @pytest.mark.spark
 @pytest.mark.parametrize(("name", "goals", "shard_size"), CASES)
 def test_spark_and_local_give_the_same_plan(spark, generated, name, goals, shard_size):
-    _, snap = generated[name]
+    snap = generated[name]
     local = plan_reassignment(snap, goals, engine="local", seed=7, shard_size=shard_size)
     remote = plan_reassignment(snap, goals, engine="spark", spark=spark, seed=7,
                                shard_size=shard_size)
@@ -119,7 +119,7 @@ def test_spark_engine_runs_one_task_per_shard_group(spark, generated):
     """The solve is a groupBy(shard).applyInPandas: executors see only their shard's rows."""
     from rebalancer.engines.spark import plan_rows_spark
 
-    _, snap = generated["skewed"]
+    snap = generated["skewed"]
     cluster = build_cluster(snap, shard_size=300)
     assert plan_rows_spark(spark, snapshot_rows(snap), cluster) == plan_rows_local(
         snapshot_rows(snap), cluster)

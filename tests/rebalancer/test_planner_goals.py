@@ -7,7 +7,6 @@ from collections import Counter
 import pytest
 
 from rebalancer.engines import plan_reassignment
-from rebalancer.plan import score_plan
 from rebalancer.planner import (
     AddBrokers,
     Balance,
@@ -16,6 +15,7 @@ from rebalancer.planner import (
     PlanningError,
     RepairRacks,
 )
+from rebalancer.scoring import lower_bounds, score_plan
 from tests.rebalancer.conftest import make_snapshot
 
 SIX = {1: "a", 2: "b", 3: "c", 4: "a", 5: "b", 6: "c"}
@@ -206,19 +206,14 @@ def test_impossible_goals_are_refused_one_line_per_problem(goals, problems):
 
 
 @pytest.mark.parametrize("name", ["small-even", "skewed", "decom", "uneven-racks"])
-def test_generated_snapshots_reach_the_bench_lower_bounds(name, generated, bench_score, tmp_path):
-    from rebalancer.plan import render_plan
-
-    path, snap = generated[name]
+def test_generated_snapshots_reach_the_lower_bounds(name, generated):
+    snap = generated[name]
     plan = plan_reassignment(snap, engine="local", shard_size=500)
-    (tmp_path / "p.json").write_text(render_plan(plan))
-    res = bench_score(path, tmp_path / "p.json")
-    s, lb = res["score"], res["lower_bounds"]
-    assert s["validity"]["valid"] and s["rf_changes"] == 0 and s["rack_violations"] == 0
-    lb_spread = lb["lb_replica_spread_rackaware"]
-    assert s["replicas_per_broker"]["spread"] <= max(1, lb_spread if lb_spread is not None else 1)
-    assert s["leaders_per_broker"]["spread"] <= 1
-    lb_moves = lb["lb_replicas_moved_rackaware_spread"] or lb["lb_replicas_moved"]
-    # uneven racks with RF 2 and all the deficit in one rack: a few holes cannot reach that
-    # rack and cost one extra move each (68 vs 64); the others meet the 1.05 target
-    assert s["replicas_moved"] <= (1.1 if name == "uneven-racks" else 1.05) * lb_moves
+    s, lb = score_plan(snap, plan), lower_bounds(snap)
+    assert s.valid and s.rf_changes == 0 and s.rack_violations == 0
+    assert s.replicas_per_broker.spread <= max(1, lb.best_replica_spread)
+    assert s.leaders_per_broker.spread <= 1
+    # uneven racks with RF 2 and all the deficit in one rack: holes that cannot reach that rack
+    # cost one extra move each (68 moves for a bound of 64 on another draw of this cluster;
+    # this one meets its bound); the others meet the 1.05 target
+    assert s.replicas_moved <= (1.1 if name == "uneven-racks" else 1.05) * lb.best_replicas_moved

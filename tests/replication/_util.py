@@ -25,3 +25,14 @@ def reference_crc32c(data: bytes) -> int:
         for _ in range(8):
             crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
     return crc ^ 0xFFFFFFFF
+
+
+def idempotent_batch(
+    seq: int, n: int = 1, *, pid: int = 7, epoch: int = 0, timestamp: int = 1_000,
+    tag: str = "v",
+) -> bytes:
+    """A batch of ``n`` records from idempotent producer ``pid`` at ``epoch``, sequences from
+    ``seq``."""
+    records = [Record(key=None, value=f"{tag}{seq}-{i}".encode(), timestamp=timestamp)
+               for i in range(n)]
+    return encode_batch(records, producer_id=pid, producer_epoch=epoch, base_sequence=seq)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,8 +20,13 @@ from replication import (
     check_acknowledged,
     embedded_replica_config,
 )
+from replication.broker_node import ReplicaRequestHandler
 from replication.checkpoints import CLEAN_SHUTDOWN_FILE, log_directory_name
+from statemachines.channel import BrokerResponse
+from statemachines.requests import LeaderAndIsrPartition, LeaderAndIsrRequest
+from tests.replication.loopback import NETWORK, TRANSPORTS, LoopbackServers
 from tests.replication.test_replica_manager_cluster import batch_signature
+from tests.waiting import wait_until
 
 
 class Background:
@@ -69,11 +75,26 @@ class Background:
             return sum(len(a) for a in self.acked.values())
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[EmbeddedCluster]:
-    with EmbeddedCluster(3, root=tmp_path,
-                         replica_config=embedded_replica_config(min_insync_replicas=2)) as c:
-        yield c
+@pytest.fixture(params=TRANSPORTS)
+def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[EmbeddedCluster]:
+    """Three brokers; followers fetch from the leaders' replica managers, or over Kafka's
+    protocol from servers in front of them (long polls of 200 ms, fetcher threads per leader),
+    the controller's requests in process either way."""
+    servers = LoopbackServers() if request.param == NETWORK else None
+    options: dict[str, Any] = {}
+    if servers is not None:
+        options = {
+            "fetch_transport": lambda b: servers.transport(b, max_wait_ms=200),
+            "on_node_start": lambda node: servers.serve(node.id, node.replica_manager),
+        }
+    try:
+        with EmbeddedCluster(3, root=tmp_path,
+                             replica_config=embedded_replica_config(min_insync_replicas=2),
+                             **options) as c:
+            yield c
+    finally:
+        if servers is not None:
+            servers.close()
 
 
 def wait_for_more(bg: Background, n: int, cluster: EmbeddedCluster) -> None:
@@ -201,3 +222,32 @@ def test_the_shutting_down_leader_is_told_to_follow(cluster: EmbeddedCluster) ->
     _, roles_at_stop = watch_stop(cluster, victim)
     cluster.controlled_shutdown(victim)
     assert roles_at_stop[tp] is Role.FOLLOWER
+
+
+def test_a_request_for_an_earlier_registration_never_reaches_the_replica_manager(
+        cluster: EmbeddedCluster) -> None:
+    """A broker node is a Participant whose handler is its replica manager: the participant's
+    fence refuses a request meant for an earlier registration of the broker (one sent just
+    before it bounced), so the replicas never act on it."""
+    tp = cluster.create_topic("fenced", partitions=1, replication_factor=3)[0]
+    state = cluster.wait_for_leader(tp)
+    follower = next(b for b in cluster.replicas(tp) if b != state.leader)
+    node = cluster.node(follower)
+    assert node.participant is not None and node.epoch is not None
+    assert isinstance(node.participant.handler, ReplicaRequestHandler)
+    assert node.participant.handler.replica_manager is node.replica_manager
+    rm = cluster.replica_manager(follower)
+    assert rm is not None
+    wait_until(lambda: (status := rm.status(tp)) is not None and status.role is Role.FOLLOWER
+               and status.leader_epoch == state.leader_epoch, message="the follower to follow")
+    take_over = LeaderAndIsrPartition(
+        tp.topic, tp.partition, state.controller_epoch, follower, state.leader_epoch + 1,
+        (follower,), rm.status(tp).partition_epoch + 1, tuple(cluster.replicas(tp)))
+    request = LeaderAndIsrRequest(
+        controller_id=-1, controller_epoch=cluster.admin.controller_status().epoch,
+        broker_epoch=node.epoch - 1, partitions=(take_over,))
+    answers: list[BrokerResponse] = []
+    cluster.network.channel().send(follower, [request], lambda _b, _r, a: answers.append(a))
+    assert answers == [BrokerResponse(error="STALE_BROKER_EPOCH")]
+    status = rm.status(tp)
+    assert status.role is Role.FOLLOWER and status.leader_epoch == state.leader_epoch

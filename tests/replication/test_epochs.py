@@ -45,14 +45,26 @@ def test_malformed_checkpoint_is_a_typed_error(tmp_path: Path, content: bytes) -
         LeaderEpochCache(tmp_path / "leader-epoch-checkpoint")
 
 
-def test_assign_refuses_an_older_epoch_and_changes_nothing(tmp_path: Path) -> None:
+def test_an_older_epoch_replaces_the_entries_it_would_leave_out_of_order(tmp_path: Path) -> None:
+    # Kafka's LeaderEpochFileCache.assign: no refusal, the non-monotonic suffix goes.
     cache = LeaderEpochCache(tmp_path / "leader-epoch-checkpoint")
     cache.assign(2, 0)
     cache.assign(5, 10)
+    assert cache.assign(4, 20)
+    assert cache.entries == entries((2, 0), (4, 20))
+    assert LeaderEpochCache(tmp_path / "leader-epoch-checkpoint").entries == cache.entries
+    cache.assign(1, 30)  # below every epoch: the whole history goes
+    assert cache.entries == entries((1, 30))
+
+
+def test_negative_epochs_and_offsets_are_refused(tmp_path: Path) -> None:
+    cache = LeaderEpochCache(tmp_path / "leader-epoch-checkpoint")
+    cache.assign(2, 0)
     before = (tmp_path / "leader-epoch-checkpoint").read_bytes()
-    with pytest.raises(InvalidEpochError):
-        cache.assign(4, 20)
-    assert cache.entries == entries((2, 0), (5, 10))
+    for epoch, offset in [(-1, 5), (3, -1)]:
+        with pytest.raises(InvalidEpochError):
+            cache.assign(epoch, offset)
+    assert cache.entries == entries((2, 0))
     assert (tmp_path / "leader-epoch-checkpoint").read_bytes() == before
 
 
@@ -80,7 +92,7 @@ HISTORY = entries((1, 0), (2, 10), (5, 30))
         (1, (1, 10)),
         (3, (2, 30)),  # unknown epoch between: largest known below it, next start
         (4, (2, 30)),
-        (0, (-1, -1)),  # below the first known epoch
+        (0, (0, 0)),  # below the first known epoch: it ends where the first one starts
         (6, (-1, -1)),  # above the latest
         (-1, (-1, -1)),  # UNDEFINED asked
     ],
@@ -95,6 +107,15 @@ def test_offsets_for_leader_epoch_on_an_empty_history() -> None:
     assert end_offset_for((), 0, 10).undefined
 
 
+def test_an_epoch_below_the_first_known_ends_where_the_first_known_starts() -> None:
+    # Kafka answers (requested epoch, start of the first entry): earlier epochs were removed
+    # with the log's start, and the requester carries on from there.
+    trimmed = entries((4, 120), (6, 300))
+    assert end_offset_for(trimmed, 1, 400) == EpochEndOffset(epoch=1, end_offset=120)
+    assert end_offset_for(trimmed, 3, 400) == EpochEndOffset(epoch=3, end_offset=120)
+    assert end_offset_for(trimmed, 5, 400) == EpochEndOffset(epoch=4, end_offset=300)
+
+
 def test_truncate_from_end_drops_entries_at_or_after_the_offset(tmp_path: Path) -> None:
     cache = LeaderEpochCache(tmp_path / "leader-epoch-checkpoint")
     for e in HISTORY:
@@ -105,6 +126,17 @@ def test_truncate_from_end_drops_entries_at_or_after_the_offset(tmp_path: Path) 
     assert cache.entries == entries((1, 0), (2, 10))
     assert cache.end_offset_for(2, 25) == EpochEndOffset(epoch=2, end_offset=25)
     assert LeaderEpochCache(tmp_path / "leader-epoch-checkpoint").entries == cache.entries
+
+
+def test_truncate_from_end_with_an_undefined_offset_changes_nothing(tmp_path: Path) -> None:
+    cache = LeaderEpochCache(tmp_path / "leader-epoch-checkpoint")
+    for e in HISTORY:
+        cache.assign(e.epoch, e.start_offset)
+    assert not cache.truncate_from_end(-1)
+    assert cache.entries == HISTORY
+    assert LeaderEpochCache(tmp_path / "leader-epoch-checkpoint").entries == HISTORY
+    assert cache.truncate_from_end(0)  # offset 0 is a real cut: everything goes
+    assert cache.entries == ()
 
 
 def test_truncate_from_start_keeps_the_epoch_owning_the_new_start(tmp_path: Path) -> None:

@@ -1,9 +1,10 @@
 """The failures of truncating to the high watermark, and the leader-epoch rule that fixes them.
 
 Every scenario runs twice: with the leader-epoch rule (KIP-101 as refined by KIP-279), where it
-must end well, and with ``legacy_hw_truncation`` (followers cut their log to their HW on becoming
-follower, the old rule), where it must end badly: an acknowledged record lost, or replicas that
-disagree for good. The second run is what shows each scenario actually tests the rule.
+must end well, and with the old rule (followers cut their log to their HW on becoming follower:
+the test double :class:`~tests.replication.hw_rule.HwRuleReplicaManager`), where it must end
+badly: an acknowledged record lost, or replicas that disagree for good. The second run is what
+shows each scenario actually tests the rule.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from replication.config import ReplicaConfig
 from replication.protocol import ACKS_ALL, ErrorCode
+from replication.replica_manager import ReplicaManager
 
+from .hw_rule import HwRuleReplicaManager
+from .loopback import IN_PROCESS, NETWORK
 from .test_replica_manager_cluster import (
     TP,
     MiniCluster,
@@ -23,9 +26,16 @@ from .test_replica_manager_cluster import (
     values_by_offset,
 )
 
-EPOCH_RULE = ReplicaConfig()
-HW_RULE = ReplicaConfig(legacy_hw_truncation=True)
-RULES = [pytest.param(EPOCH_RULE, id="epoch-rule"), pytest.param(HW_RULE, id="hw-rule")]
+EPOCH_RULE = ReplicaManager
+HW_RULE = HwRuleReplicaManager
+RULES = [
+    pytest.param(EPOCH_RULE, IN_PROCESS, id="epoch-rule"),
+    pytest.param(EPOCH_RULE, NETWORK, id="epoch-rule-network"),
+    pytest.param(HW_RULE, IN_PROCESS, id="hw-rule"),
+]
+"""The epoch rule runs over both transports (over the network, a new follower truncates on the
+diverging epoch its fetch is answered with, KIP-595, where the leader's fetches reach it; the
+rounds run when the scenario loses fetch answers); the old rule, a test double, in process."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,8 +58,9 @@ def outcome(cluster: MiniCluster, *acked: dict[int, bytes]) -> Outcome:
     )
 
 
-def check(config: ReplicaConfig, result: Outcome, *, legacy_fails: tuple[str, ...]) -> None:
-    if config.legacy_hw_truncation:
+def check(rule: type[ReplicaManager], result: Outcome, *, legacy_fails: tuple[str, ...]
+          ) -> None:
+    if rule is HW_RULE:
         assert not all(getattr(result, name) for name in legacy_fails), result
     else:
         assert result == Outcome(acked_survived=True, converged=True)
@@ -69,13 +80,13 @@ def answer_lost(cluster: MiniCluster, follower: int, offset: int) -> None:
     assert result.error == ErrorCode.NONE
 
 
-@pytest.mark.parametrize("config", RULES)
+@pytest.mark.parametrize(("rule", "transport"), RULES)
 def test_scenario_1_a_restarted_follower_keeps_what_the_leader_committed(
-    tmp_path: Path, config: ReplicaConfig
+    tmp_path: Path, rule: type[ReplicaManager], transport: str
 ) -> None:
     """A commits m1 once B has it, but B restarts before it learns the new HW; B comes back
     and the leader dies before B fetches again. B is elected: m1 must be there."""
-    cluster = MiniCluster(tmp_path, (1, 2), config=config)
+    cluster = MiniCluster(tmp_path, (1, 2), manager=rule, transport=transport)
     try:
         cluster.create(replicas=(1, 2))
         future, values = cluster.produce(n=1, acks=ACKS_ALL)
@@ -90,18 +101,18 @@ def test_scenario_1_a_restarted_follower_keeps_what_the_leader_committed(
         assert cluster.leader() == 2
         cluster.lost_fetches.clear()
         cluster.start(1)
-        check(config, outcome(cluster, m1), legacy_fails=("acked_survived",))
+        check(rule, outcome(cluster, m1), legacy_fails=("acked_survived",))
     finally:
         cluster.shutdown()
 
 
-@pytest.mark.parametrize("config", RULES)
+@pytest.mark.parametrize(("rule", "transport"), RULES)
 def test_scenario_2_replicas_converge_after_both_crash(
-    tmp_path: Path, config: ReplicaConfig
+    tmp_path: Path, rule: type[ReplicaManager], transport: str
 ) -> None:
     """A and B both hold m1, m2 (committed); power fails; B had not flushed m2. B comes back
     first, is elected, takes m3 at offset 1. A comes back: it must drop m2 and take m3."""
-    cluster = MiniCluster(tmp_path, (1, 2), config=config)
+    cluster = MiniCluster(tmp_path, (1, 2), manager=rule, transport=transport)
     try:
         cluster.create(replicas=(1, 2))
         f1, v1 = cluster.produce(n=1, acks=ACKS_ALL)
@@ -123,21 +134,21 @@ def test_scenario_2_replicas_converge_after_both_crash(
         assert list(m3) == [1]
         cluster.start(1)
         result = outcome(cluster, m1, m3)
-        check(config, result, legacy_fails=("converged", "acked_survived"))
-        if not config.legacy_hw_truncation:
+        check(rule, result, legacy_fails=("converged", "acked_survived"))
+        if rule is EPOCH_RULE:
             assert values_by_offset(cluster.log(1)) == {**m1, **m3}
     finally:
         cluster.shutdown()
 
 
-@pytest.mark.parametrize("config", RULES)
+@pytest.mark.parametrize(("rule", "transport"), RULES)
 def test_kip279_fast_failover_across_three_epochs_with_multi_record_batches(
-    tmp_path: Path, config: ReplicaConfig
+    tmp_path: Path, rule: type[ReplicaManager], transport: str
 ) -> None:
     """Epoch 0 (A): a1 (3 records) committed, a2 (2) reaches B only; C never learns the HW.
     A dies; epoch 1 (B): b1 (2 records) reaches nobody; B dies before C fetches; epoch 2 (C):
     c2 (3 records). A and B return. Everyone must end with a1 + c2."""
-    cluster = MiniCluster(tmp_path, (1, 2, 3), config=config)
+    cluster = MiniCluster(tmp_path, (1, 2, 3), manager=rule, transport=transport)
     try:
         cluster.create(replicas=(1, 2, 3))
         fa1, va1 = cluster.produce(n=3, acks=ACKS_ALL)
@@ -161,8 +172,8 @@ def test_kip279_fast_failover_across_three_epochs_with_multi_record_batches(
         cluster.start(1)
         cluster.start(2)
         result = outcome(cluster, a1, c2)
-        check(config, result, legacy_fails=("acked_survived", "converged"))
-        if not config.legacy_hw_truncation:
+        check(rule, result, legacy_fails=("acked_survived", "converged"))
+        if rule is EPOCH_RULE:
             epochs = [e for _b, _l, e, _c in batch_signature(cluster.log(1))]
             assert epochs == [0, 2]
     finally:
@@ -179,15 +190,15 @@ def alternate_leaders(cluster: MiniCluster, leaders: list[int]) -> None:
         assert future.result(timeout=0).error == ErrorCode.NONE
 
 
-@pytest.mark.parametrize("config", RULES)
+@pytest.mark.parametrize(("rule", "transport"), RULES)
 def test_a_follower_with_several_unknown_epochs_truncates_in_rounds(
-    tmp_path: Path, config: ReplicaConfig
+    tmp_path: Path, rule: type[ReplicaManager], transport: str
 ) -> None:
     """P (3 records) is committed at epoch 0, but B never learned it. Leadership then
     alternates B, A, B, A, B, A before anyone fetches: B holds epochs 0, 1, 3, 5 and A
     0, 2, 4, 6. B must ask three times (5 -> A says 4; 3 -> 2; 1 -> 0) and keep exactly P; A
     dies right after; B is elected and P must be there."""
-    cluster = MiniCluster(tmp_path, (1, 2), config=config)
+    cluster = MiniCluster(tmp_path, (1, 2), manager=rule, transport=transport)
     try:
         cluster.create(replicas=(1, 2))
         future, values = cluster.produce(n=3, acks=ACKS_ALL)
@@ -195,13 +206,13 @@ def test_a_follower_with_several_unknown_epochs_truncates_in_rounds(
         answer_lost(cluster, 2, 3)
         p = acked(future, values)
         alternate_leaders(cluster, [2, 1, 2, 1, 2, 1])
-        if not config.legacy_hw_truncation:  # (the old rule cut both at every change)
+        if rule is EPOCH_RULE:  # (the old rule cut both at every change)
             assert [e.epoch for e in cluster.log(1).leader_epoch_cache.entries] == [0, 2, 4, 6]
             assert [e.epoch for e in cluster.log(2).leader_epoch_cache.entries] == [0, 1, 3, 5]
         fetcher = cluster.brokers[2].fetcher
         asked_before = fetcher.epoch_requests
         cluster.step([2])  # the rounds (fetches still lost)
-        if not config.legacy_hw_truncation:
+        if rule is EPOCH_RULE:
             assert fetcher.epoch_requests - asked_before == 3
             assert cluster.log(2).log_end_offset == 3
             assert [e.epoch for e in cluster.log(2).leader_epoch_cache.entries] == [0]
@@ -209,18 +220,18 @@ def test_a_follower_with_several_unknown_epochs_truncates_in_rounds(
         assert cluster.leader() == 2
         cluster.lost_fetches.clear()
         cluster.start(1)
-        check(config, outcome(cluster, p), legacy_fails=("acked_survived",))
+        check(rule, outcome(cluster, p), legacy_fails=("acked_survived",))
     finally:
         cluster.shutdown()
 
 
-@pytest.mark.parametrize("config", RULES)
+@pytest.mark.parametrize(("rule", "transport"), RULES)
 def test_a_leader_reelected_at_a_new_epoch_makes_followers_truncate_again(
-    tmp_path: Path, config: ReplicaConfig
+    tmp_path: Path, rule: type[ReplicaManager], transport: str
 ) -> None:
     """m1 is committed by B's fetch whose answer is lost. The controller re-elects A at a new
     epoch: B goes through truncation again, which must keep m1; A dies; B is elected."""
-    cluster = MiniCluster(tmp_path, (1, 2), config=config)
+    cluster = MiniCluster(tmp_path, (1, 2), manager=rule, transport=transport)
     try:
         cluster.create(replicas=(1, 2))
         cluster.settle()
@@ -235,12 +246,12 @@ def test_a_leader_reelected_at_a_new_epoch_makes_followers_truncate_again(
         assert fetcher.positions()[TP].truncating
         cluster.step([2])
         assert not fetcher.positions()[TP].truncating
-        if not config.legacy_hw_truncation:
+        if rule is EPOCH_RULE:
             assert fetcher.epoch_requests - asked_before == 1
         cluster.crash(1)
         assert cluster.leader() == 2
         cluster.lost_fetches.clear()
         cluster.start(1)
-        check(config, outcome(cluster, m1), legacy_fails=("acked_survived",))
+        check(rule, outcome(cluster, m1), legacy_fails=("acked_survived",))
     finally:
         cluster.shutdown()

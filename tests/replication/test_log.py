@@ -95,6 +95,17 @@ def test_leader_append_with_an_older_epoch_is_refused(tmp_path: Path) -> None:
     assert log.log_end_offset == 1
 
 
+def test_becoming_leader_in_an_older_epoch_than_the_log_holds_is_refused(tmp_path: Path) -> None:
+    # The epoch cache alone would take it (Kafka's rule) and drop epoch 5's entry, leaving its
+    # batches ahead of epoch 4's, which no follower could copy; the log refuses instead.
+    log = open_log(tmp_path)
+    log.append_as_leader(batch(), leader_epoch=5)
+    before = log.leader_epoch_cache.entries
+    with pytest.raises(InvalidEpochError):
+        log.assign_leader_epoch(4)
+    assert log.leader_epoch_cache.entries == before
+
+
 def test_follower_append_keeps_offsets_and_epochs_and_checks_order(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     log.append_as_follower(batch(2, base=0, epoch=1) + batch(3, base=2, epoch=3))

@@ -7,7 +7,12 @@ from pathlib import Path
 import pytest
 
 from replication.config import ReplicaConfig
-from replication.isr import can_join_isr, high_watermark, out_of_sync_replicas
+from replication.isr import (
+    can_join_isr,
+    effective_min_isr,
+    high_watermark,
+    out_of_sync_replicas,
+)
 from replication.protocol import ACKS_ALL, ErrorCode
 from replication.records import iter_batches
 
@@ -35,10 +40,25 @@ def follower_fetch(cluster: MiniCluster, follower: int, offset: int):
 
 
 def test_high_watermark_is_the_minimum_leo_over_the_isr_and_never_goes_back() -> None:
-    assert high_watermark(0, 10, (1, 2, 3), 1, {2: 7, 3: 9}) == 7
-    assert high_watermark(8, 10, (1, 2, 3), 1, {2: 7, 3: 9}) == 8  # never back
-    assert high_watermark(0, 10, (1, 2), 1, {2: -1, 3: 0}) == 0  # unknown LEO holds it
-    assert high_watermark(0, 10, (1,), 1, {2: 3}) == 10  # followers outside the ISR don't count
+    assert high_watermark(0, 10, (1, 2, 3), 1, {2: 7, 3: 9}, min_isr=1) == 7
+    assert high_watermark(8, 10, (1, 2, 3), 1, {2: 7, 3: 9}, min_isr=1) == 8  # never back
+    assert high_watermark(0, 10, (1, 2), 1, {2: -1, 3: 0}, min_isr=1) == 0  # unknown LEO holds it
+    # Followers outside the ISR don't count.
+    assert high_watermark(0, 10, (1,), 1, {2: 3}, min_isr=1) == 10
+
+
+def test_high_watermark_is_frozen_while_the_isr_is_below_the_minimum() -> None:
+    assert high_watermark(4, 10, (1,), 1, {2: 10}, min_isr=2) == 4
+    assert high_watermark(4, 10, (1, 2), 1, {2: 8, 3: 10}, min_isr=3) == 4
+    # Back to the minimum: the HW takes in what the ISR now holds.
+    assert high_watermark(4, 10, (1, 2), 1, {2: 8}, min_isr=2) == 8
+
+
+def test_min_isr_is_capped_at_the_replication_factor() -> None:
+    assert effective_min_isr(2, 3) == 2
+    assert effective_min_isr(3, 2) == 2
+    assert effective_min_isr(2, 1) == 1
+    assert effective_min_isr(2, 0) == 1
 
 
 def test_out_of_sync_needs_both_lagging_and_stale() -> None:
@@ -93,7 +113,7 @@ def test_acks_all_below_min_isr_fails_before_appending(cluster: MiniCluster) -> 
     assert one.result(timeout=0).error == ErrorCode.NONE
 
 
-def test_isr_shrinking_below_min_isr_answers_waiting_produces_with_an_error(
+def test_isr_shrinking_below_min_isr_holds_the_hw_and_waiting_produces(
     cluster: MiniCluster,
 ) -> None:
     cluster.settle()
@@ -102,9 +122,50 @@ def test_isr_shrinking_below_min_isr_answers_waiting_produces_with_an_error(
     follower_fetch(cluster, 3, 0)
     cluster.clock.advance(10_001)
     assert cluster.leader_manager().maybe_shrink_isr() == [TP]
-    # ISR is now {1}: the HW passes the batch, but only one replica has it.
+    # ISR is now {1}: only one replica has the batch, so the HW stays and the produce waits
+    # (Kafka since KAFKA-15583; it used to pass the batch and answer
+    # NOT_ENOUGH_REPLICAS_AFTER_APPEND).
     assert cluster.state()[0].isr == (1,)
-    assert future.result(timeout=0).error == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    assert cluster.leader_manager().status(TP).high_watermark == 0
+    assert not future.done()
+    # A follower catches up and rejoins: the batch is on two replicas, committed, answered.
+    follower_fetch(cluster, 2, 1)
+    assert cluster.state()[0].isr == (1, 2)
+    assert cluster.leader_manager().status(TP).high_watermark == 1
+    assert future.result(timeout=0).error == ErrorCode.NONE
+
+
+def test_acks_one_below_min_isr_does_not_move_the_hw(cluster: MiniCluster) -> None:
+    cluster.produce(n=2, acks=1)
+    cluster.settle()
+    leader = cluster.leader_manager()
+    assert leader.status(TP).high_watermark == 2
+    cluster.crash(2)
+    cluster.crash(3)
+    assert cluster.state()[0].isr == (1,)
+    one, _ = cluster.produce(n=3, acks=1)
+    assert one.result(timeout=0).error == ErrorCode.NONE
+    assert leader.status(TP).high_watermark == 2  # only the leader has offsets 2..4
+    assert leader.read(TP, 2, 1 << 20).records == b""  # so no consumer sees them
+    cluster.start(2)
+    cluster.settle()
+    assert cluster.state()[0].isr == (1, 2)
+    assert leader.status(TP).high_watermark == 5
+    assert cluster.brokers[2].status(TP).high_watermark == 5
+
+
+def test_min_isr_above_the_replication_factor_counts_as_the_replication_factor(
+    tmp_path: Path,
+) -> None:
+    cluster = MiniCluster(tmp_path, (1,), config=CONFIG)  # min.insync.replicas 2, RF 1
+    try:
+        cluster.create(replicas=(1,))
+        everyone, _ = cluster.produce(n=2, acks=ACKS_ALL)
+        assert everyone.result(timeout=0).error == ErrorCode.NONE
+        cluster.produce(n=1, acks=1)
+        assert cluster.leader_manager().status(TP).high_watermark == 3
+    finally:
+        cluster.shutdown()
 
 
 def test_acks_all_times_out_and_leadership_loss_fails_waiting_produces(

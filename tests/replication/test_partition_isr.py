@@ -7,19 +7,22 @@ from pathlib import Path
 import pytest
 
 from coordinator import layout
-from coordinator.codecs import PartitionState, TopicPartition
+from coordinator.codecs import PartitionStateNode, TopicPartition
 from replication.config import ReplicaConfig
 from replication.isr import IsrChangeBatcher
 
+from .loopback import TRANSPORTS
 from .test_replica_manager_cluster import TP, MiniCluster
 
 LAG = 10_000
 CONFIG = ReplicaConfig(min_insync_replicas=2, replica_lag_time_max_ms=LAG)
 
 
-@pytest.fixture
-def cluster(tmp_path: Path):
-    c = MiniCluster(tmp_path, config=CONFIG)
+@pytest.fixture(params=TRANSPORTS)
+def cluster(tmp_path: Path, request: pytest.FixtureRequest):
+    """A partition on three brokers, settled; followers fetch in process or over the network
+    (the leader's ISR and HW follow the fetches either way)."""
+    c = MiniCluster(tmp_path, config=CONFIG, transport=request.param)
     c.create()
     c.settle()
     yield c
@@ -92,8 +95,28 @@ def test_a_follower_rejoins_when_it_reaches_the_hw(cluster: MiniCluster) -> None
     assert cluster.brokers[1].status(TP).partition_epoch == cluster.state()[1]
 
 
-def test_a_new_follower_joins_only_from_the_leaders_epoch_start(tmp_path: Path) -> None:
-    cluster = MiniCluster(tmp_path, config=CONFIG)
+def test_a_read_that_does_not_update_state_brings_no_one_back(cluster: MiniCluster) -> None:
+    """A parked long poll answered later reads without updating the follower's state (Kafka's
+    DelayedFetch): a fetch at the leader's log end from a replica out of the ISR then neither
+    brings it back nor moves the HW; the same fetch recorded does both."""
+    cluster.produce(n=3, acks=1)
+    cluster.crash(3)
+    cluster.produce(n=2, acks=1)
+    cluster.step()
+    leader = cluster.leader_manager()
+    epoch = leader.status(TP).leader_epoch
+    leo = leader.status(TP).log_end_offset
+    read = leader.fetch(TP, leo, 1 << 20, 3, epoch, update_state=False)
+    assert read.error.name == "NONE"
+    assert isr(cluster) == (1, 2)
+    leader.fetch(TP, leo, 1 << 20, 3, epoch)
+    assert isr(cluster) == (1, 2, 3)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_new_follower_joins_only_from_the_leaders_epoch_start(tmp_path: Path, transport: str
+                                                                ) -> None:
+    cluster = MiniCluster(tmp_path, config=CONFIG, transport=transport)
     try:
         cluster.create()
         cluster.produce(n=3, acks=1)
@@ -117,7 +140,7 @@ def test_isr_write_stops_when_the_controller_moved_the_epoch(cluster: MiniCluste
     cluster.produce(acks=1)
     state, version = cluster.state()
     # The controller decided something (epoch 1) that has not reached the leader yet.
-    bumped = PartitionState(leader=1, leader_epoch=1, isr=(1, 2, 3), controller_epoch=1)
+    bumped = PartitionStateNode(leader=1, leader_epoch=1, isr=(1, 2, 3), controller_epoch=1)
     cluster.coordinator.set(layout.partition_state("t", 0), bumped.encode(), version=version)
     cluster.clock.advance(LAG + 1)
     assert leader.maybe_shrink_isr() == []

@@ -32,7 +32,10 @@ from replication.config import ReplicaConfig
 from replication.log import Log
 from replication.protocol import ACKS_ALL, ErrorCode
 from replication.records import decode_batch, validate_batches
+from replication.replica_manager import ReplicaManager
 
+from .hw_rule import HwRuleReplicaManager
+from .loopback import IN_PROCESS, NETWORK
 from .test_replica_manager_cluster import TP, MiniCluster, batch_signature, values_by_offset
 
 RUNS = 80
@@ -48,12 +51,14 @@ ACTIONS = {
 
 
 class Run:
-    def __init__(self, root: Path, seed: int, counts: Counter,
-                 config: ReplicaConfig = CONFIG) -> None:
+    def __init__(self, root: Path, seed: int, counts: Counter, *,
+                 manager: type[ReplicaManager] = ReplicaManager,
+                 transport: str = IN_PROCESS) -> None:
         self.rng = random.Random(seed)
         self.seed = seed
         self.counts = counts
-        self.cluster = MiniCluster(root / f"run-{seed}", BROKERS, config=config)
+        self.cluster = MiniCluster(root / f"run-{seed}", BROKERS, config=CONFIG,
+                                   manager=manager, transport=transport)
         self.cluster.create(replicas=BROKERS)
         self.pending: list = []
         self.acked: dict[int, bytes] = {}
@@ -238,10 +243,21 @@ def test_random_faults_lose_no_acknowledged_write_and_replicas_converge(root: Pa
     assert counts["acked"] > 0 and counts["consumer reads"] > 0
 
 
+NETWORK_RUNS = 10
+
+
+def test_random_faults_over_the_network_transport(root: Path) -> None:
+    """A few seeds of the same loop with followers fetching over Kafka's protocol (loopback
+    servers in front of the replica managers): the same checks hold."""
+    counts: Counter = Counter()
+    for seed in range(NETWORK_RUNS):
+        Run(root, seed, counts, transport=NETWORK).go()
+    assert counts["runs"] == NETWORK_RUNS
+    assert counts["crashes"] > 0 and counts["acked"] > 0
+
+
 def test_the_random_loop_catches_the_old_truncation_rule(root: Path) -> None:
     """The same loop with followers truncating to their HW (seed 0 hits it): shows the checks
     above can fail."""
-    legacy = ReplicaConfig(min_insync_replicas=2, replica_lag_time_max_ms=10_000,
-                           request_timeout_ms=60_000, legacy_hw_truncation=True)
     with pytest.raises(AssertionError, match="seed 0: two acknowledged writes at offset 6"):
-        Run(root, 0, Counter(), legacy).go()
+        Run(root, 0, Counter(), manager=HwRuleReplicaManager).go()

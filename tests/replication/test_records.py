@@ -150,20 +150,24 @@ def test_length_below_header_is_corrupt() -> None:
         validate_batches(data)
 
 
-def test_compressed_batch_is_rejected_clearly() -> None:
+@pytest.mark.parametrize("codec", [5, 6, 7])
+def test_a_codec_kafka_does_not_have_is_rejected_clearly(codec: int) -> None:
     data = bytearray(batch())
-    struct.pack_into(">h", data, ATTRIBUTES_OFFSET, 1)  # gzip
+    struct.pack_into(">h", data, ATTRIBUTES_OFFSET, codec)
     struct.pack_into(">I", data, CRC_OFFSET, crc32c.crc32c(bytes(data[ATTRIBUTES_OFFSET:])))
-    with pytest.raises(UnsupportedCompressionError, match="compressed"):
+    with pytest.raises(UnsupportedCompressionError, match=f"codec {codec}"):
+        validate_batches(data)
+    with pytest.raises(CorruptRecordError):  # a produce answers CORRUPT_MESSAGE
         validate_batches(data)
 
 
 def test_validate_reports_every_batch_in_a_buffer() -> None:
     data = batch(2, timestamp=5) + batch(3, timestamp=9)
     facts = validate_batches(data)
-    assert [(pos, last_delta, max_ts) for pos, _s, _b, last_delta, _e, max_ts in facts] == [
-        (0, 1, 5),
-        (len(batch(2, timestamp=5)), 2, 9),
+    assert [(pos, last_delta, max_ts, pid) for pos, _s, _b, last_delta, _e, max_ts, pid
+            in facts] == [
+        (0, 1, 5, -1),
+        (len(batch(2, timestamp=5)), 2, 9, -1),
     ]
 
 

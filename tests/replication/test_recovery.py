@@ -1,9 +1,12 @@
 """Crash recovery: torn and corrupt batches, missing and corrupt indexes, the marker."""
 
 import os
+import random
 import shutil
 import struct
 from pathlib import Path
+
+import pytest
 
 from replication.log import Log, LogConfig
 from replication.records import validate_batches
@@ -149,10 +152,14 @@ def test_unclean_open_above_the_recovery_point_only_checks_later_segments(
     point = log.recovery_point
     bases = log.segment_base_offsets
     d = crash(log)
-    # Damage the first segment: below the recovery point it is trusted, not re-checked.
+    # Damage the first segment's first batch: below the recovery point, and below the segment's
+    # last index entry, it is trusted, not re-checked (only the tail past that entry is).
     first = segment_files(d)[0]
+    last_indexed = struct.unpack(">II", segment_files(d, ".index")[0].read_bytes()[-8:])[1]
     data = bytearray(first.read_bytes())
-    data[-3] ^= 0xFF
+    _pos, size, *_ = validate_batches(data)[0]
+    assert size <= last_indexed
+    data[size - 3] ^= 0xFF
     first.write_bytes(bytes(data))
     recovered = Log.open(d, config=CONFIG, recovery_point=point)
     assert recovered.log_end_offset == 80
@@ -187,3 +194,98 @@ def test_an_empty_log_closes_and_reopens_without_index_entries(tmp_path: Path) -
     reopened.close()
     assert Log.open(d, config=CONFIG).log_end_offset == 1
     assert (d / f"{0:020d}.timeindex").stat().st_size == 0
+
+
+# -- the clean-shutdown marker is a hint: the tail it skips recovery for is still checked --------
+
+
+def closed_log(directory: Path) -> tuple[list, Path, int]:
+    """A cleanly closed log of 40 batches in epochs 1 and 2: its appends, its last segment file
+    and that file's size."""
+    log, infos = fill(directory, epochs=(1, 2))
+    log.close()
+    last = segment_files(directory)[-1]
+    return infos, last, last.stat().st_size
+
+
+def test_clean_shutdown_with_a_torn_last_batch_cuts_it_off(tmp_path: Path) -> None:
+    d = tmp_path / "t-0"
+    infos, last, size = closed_log(d)
+    os.truncate(last, size - 37)
+    reopened = Log.open(d, config=CONFIG)
+    assert reopened.log_end_offset == infos[-2].last_offset + 1 == 78
+    assert last.stat().st_size == size - infos[-1].size
+    # Every offset below the end reads back as whole, valid batches.
+    data = reopened.read(76, 1 << 20)
+    assert data.next_offset == 78 and len(validate_batches(data.records)) == 1
+    assert reopened.append_as_leader(batch(1), leader_epoch=2).first_offset == 78
+
+
+def test_clean_shutdown_with_garbage_appended_keeps_the_log_end(tmp_path: Path) -> None:
+    d = tmp_path / "t-0"
+    _, last, size = closed_log(d)
+    with open(last, "ab") as f:
+        f.write(random.Random(14).randbytes(300))
+    reopened = Log.open(d, config=CONFIG)
+    assert reopened.log_end_offset == 80
+    assert last.stat().st_size == size
+    assert reopened.leader_epoch_cache.entries[-1].start_offset < 80
+
+
+def _flip_crc(data: bytearray, pos: int, size: int) -> None:
+    data[pos + size - 1] ^= 0xFF
+
+
+def _bad_magic(data: bytearray, pos: int, size: int) -> None:
+    data[pos + 16] = 1
+
+
+def _repeat_offsets(data: bytearray, pos: int, size: int) -> None:
+    data += data[pos : pos + size]  # a whole, valid batch, but its offsets go back
+
+
+@pytest.mark.parametrize("damage", [_flip_crc, _bad_magic, _repeat_offsets])
+def test_clean_shutdown_with_a_bad_last_batch_cuts_it_off(tmp_path: Path, damage) -> None:
+    d = tmp_path / "t-0"
+    infos, last, size = closed_log(d)
+    data = bytearray(last.read_bytes())
+    pos, batch_size, base, *_ = validate_batches(data)[-1]
+    assert base == infos[-1].first_offset
+    damage(data, pos, batch_size)
+    last.write_bytes(bytes(data))
+    reopened = Log.open(d, config=CONFIG)
+    if damage is _repeat_offsets:
+        assert (reopened.log_end_offset, last.stat().st_size) == (80, size)
+    else:
+        assert (reopened.log_end_offset, last.stat().st_size) == (base, pos)
+    assert validate_batches(reopened.read(base - 2, 1 << 20).records)
+
+
+# -- a corrupt leader-epoch-checkpoint is moved aside and rebuilt from the batches -------------
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["clean", "crashed"])
+def test_corrupt_epoch_checkpoint_is_moved_aside_and_rebuilt_from_the_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, clean: bool
+) -> None:
+    d = tmp_path / "t-0"
+    log, _ = fill(d, epochs=(1, 2, 3))
+    expected = log.leader_epoch_cache.entries
+    assert len(expected) == 3
+    log.flush()
+    point = log.recovery_point
+    if clean:
+        log.close()
+    else:
+        d = crash(log)
+    checkpoint = d / "leader-epoch-checkpoint"
+    checkpoint.write_bytes(b"0\n2\n3 10\n2 20\n")  # out of order
+    with caplog.at_level("WARNING", logger="replication.log"):
+        reopened = Log.open(d, config=CONFIG, recovery_point=point, clock=lambda: 1234)
+    assert reopened.leader_epoch_cache.entries == expected
+    assert reopened.log_end_offset == 80
+    assert (d / "leader-epoch-checkpoint.corrupt-1234").read_bytes() == b"0\n2\n3 10\n2 20\n"
+    assert checkpoint.read_bytes() == b"0\n3\n" + b"".join(
+        f"{e.epoch} {e.start_offset}\n".encode() for e in expected)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and str(checkpoint) in warnings[0]

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import os
+import random
 import time
 from pathlib import Path
 
 import pytest
 
 from coordinator.codecs import TopicPartition
-from replication.checkpoints import HIGH_WATERMARK_CHECKPOINT_FILE, OffsetCheckpointFile
+from replication.checkpoints import (
+    HIGH_WATERMARK_CHECKPOINT_FILE,
+    RECOVERY_POINT_CHECKPOINT_FILE,
+    OffsetCheckpointFile,
+)
 from replication.clock import ManualClock, SystemClock
 from replication.config import ReplicaConfig
 from replication.log import LogConfig
 from replication.partition import Role
-from replication.protocol import ACKS_ALL, ErrorCode
+from replication.protocol import ACKS_ALL, EpochAnswer, ErrorCode
 from replication.replica_manager import ReplicaManager
 from statemachines.requests import (
     EPOCH_DURING_DELETE,
@@ -26,7 +32,13 @@ from statemachines.requests import (
     UpdateMetadataRequest,
 )
 
-from .test_replica_manager_cluster import TP, MiniCluster, make_batch, values_by_offset
+from .test_replica_manager_cluster import (
+    TP,
+    MiniCluster,
+    batch_signature,
+    make_batch,
+    values_by_offset,
+)
 
 TP1 = TopicPartition(topic="t", partition=1)
 
@@ -128,15 +140,6 @@ def test_stop_replica_stops_and_deletes(rm: ReplicaManager) -> None:
         ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
 
-def test_handle_dispatches_any_controller_request(rm: ReplicaManager) -> None:
-    assert rm.handle(lai(entry())).ok and rm.status(TP).role is Role.LEADER
-    stop = StopReplicaRequest(controller_id=0, controller_epoch=1, broker_epoch=-1,
-                              partitions=(StopReplicaPartition(topic="t", partition=0),))
-    assert rm.handle(stop).ok and rm.status(TP).role is Role.NONE
-    with pytest.raises(TypeError):
-        rm.handle(object())  # type: ignore[arg-type]
-
-
 def test_update_metadata_is_remembered(rm: ReplicaManager) -> None:
     part = UpdateMetadataPartition(topic="t", partition=0, controller_epoch=1, leader=2,
                                    leader_epoch=3, isr=(2, 1), partition_epoch=4,
@@ -146,6 +149,42 @@ def test_update_metadata_is_remembered(rm: ReplicaManager) -> None:
                                     live_brokers=(LiveBroker(id=1), LiveBroker(id=2)))
     assert rm.handle_update_metadata(request).ok
     assert rm.metadata_for(TP) == part and set(rm.live_brokers) == {1, 2}
+
+
+def _metadata(tp: TopicPartition, leader: int) -> UpdateMetadataRequest:
+    part = UpdateMetadataPartition(topic=tp.topic, partition=tp.partition, controller_epoch=1,
+                                   leader=leader, leader_epoch=0, isr=(2, 3),
+                                   partition_epoch=0, replicas=(2, 3))
+    return UpdateMetadataRequest(controller_id=0, controller_epoch=1, broker_epoch=-1,
+                                 partitions=(part,), live_brokers=(LiveBroker(id=1),))
+
+
+def test_offsets_for_leader_epoch_of_a_partition_hosted_elsewhere(rm: ReplicaManager) -> None:
+    # Kafka: NOT_LEADER_OR_FOLLOWER when the broker's metadata has the partition (the asker
+    # should look for the leader), UNKNOWN_TOPIC_OR_PARTITION only when it does not.
+    assert rm.offsets_for_leader_epoch(TP, 0, 0).error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert rm.handle_update_metadata(_metadata(TP, leader=2)).ok
+    assert rm.offsets_for_leader_epoch(TP, 0, 0).error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert rm.handle_update_metadata(_metadata(TP, leader=-2)).ok  # the topic is being deleted
+    assert rm.offsets_for_leader_epoch(TP, 0, 0).error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    # Named in a LeaderAndIsr for other brokers: known to exist, not hosted.
+    refused = rm.handle_leader_and_isr(lai(entry(TP1, leader=2, isr=(2, 3), replicas=(2, 3))))
+    assert refused.partitions[TP1] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert rm.offsets_for_leader_epoch(TP1, 0, 0).error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_offsets_for_leader_epoch_after_the_replica_moved_away(rm: ReplicaManager) -> None:
+    rm.handle_leader_and_isr(lai(entry(epoch=2), entry(TP1)))
+    moved = StopReplicaRequest(controller_id=0, controller_epoch=1, broker_epoch=-1, partitions=(
+        StopReplicaPartition(topic="t", partition=0, delete=True, leader_epoch=3),
+        StopReplicaPartition(topic="t", partition=1, delete=True,
+                             leader_epoch=EPOCH_DURING_DELETE),
+    ))
+    assert rm.handle_stop_replica(moved).ok
+    assert rm.partition(TP) is None and rm.partition(TP1) is None
+    # TP was reassigned away (it still exists); TP1's topic was deleted.
+    assert rm.offsets_for_leader_epoch(TP, 2, 2).error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert rm.offsets_for_leader_epoch(TP1, 0, 0).error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
 def test_high_watermarks_are_checkpointed_and_restored(tmp_path: Path) -> None:
@@ -164,6 +203,57 @@ def test_high_watermarks_are_checkpointed_and_restored(tmp_path: Path) -> None:
     again = ReplicaManager(1, tmp_path, None, clock, ReplicaConfig())
     try:
         assert again.status(TP).high_watermark == 5 and again.status(TP).role is Role.NONE
+    finally:
+        again.shutdown()
+
+
+def test_a_corrupt_epoch_checkpoint_keeps_no_partition_down(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = ManualClock()
+    manager = ReplicaManager(1, tmp_path, None, clock, ReplicaConfig())
+    manager.handle_leader_and_isr(lai(entry(replicas=(1,)), entry(TP1, replicas=(1,))))
+    manager.produce(TP, make_batch(3)[0], acks=1)
+    manager.handle_leader_and_isr(lai(entry(replicas=(1,), epoch=2)))
+    manager.produce(TP, make_batch(2)[0], acks=1)
+    manager.produce(TP1, make_batch(1)[0], acks=1)
+    expected = manager.partition(TP).log.leader_epoch_cache.entries
+    assert [(e.epoch, e.start_offset) for e in expected] == [(0, 0), (2, 3)]
+    manager.shutdown()
+    checkpoint = tmp_path / "t-0" / "leader-epoch-checkpoint"
+    checkpoint.write_bytes(b"0\n2\n0 0\n")  # the count does not match
+    with caplog.at_level("WARNING"):
+        again = ReplicaManager(1, tmp_path, None, clock, ReplicaConfig())
+    try:
+        assert again.status(TP).log_end_offset == 5 and again.status(TP1).log_end_offset == 1
+        assert again.partition(TP).log.leader_epoch_cache.entries == expected
+        assert [p.read_bytes() for p in checkpoint.parent.glob("leader-epoch-checkpoint.*")] == [
+            b"0\n2\n0 0\n"]
+        warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        assert len(warnings) == 1 and str(checkpoint) in warnings[0]
+        assert again.handle_leader_and_isr(lai(entry(replicas=(1,), epoch=3))).ok
+        assert again.produce(TP, make_batch(1)[0], acks=1).result().error == ErrorCode.NONE
+    finally:
+        again.shutdown()
+
+
+def test_corrupt_high_watermark_and_recovery_point_checkpoints_are_ignored(
+    tmp_path: Path,
+) -> None:
+    """Those two already fail soft: ignored with a warning (every HW starts at the log start,
+    every log is recovered from its start) and replaced by the next checkpoint."""
+    clock = ManualClock()
+    manager = ReplicaManager(1, tmp_path, None, clock, ReplicaConfig())
+    manager.handle_leader_and_isr(lai(entry(replicas=(1,))))
+    manager.produce(TP, make_batch(3)[0], acks=1)
+    manager.shutdown()
+    for name in (HIGH_WATERMARK_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE):
+        (tmp_path / name).write_bytes(b"0\n1\nt zero 3\n")
+    again = ReplicaManager(1, tmp_path, None, clock, ReplicaConfig())
+    try:
+        assert again.status(TP).log_end_offset == 3 and again.status(TP).high_watermark == 0
+        again.checkpoint_high_watermarks()
+        assert OffsetCheckpointFile(tmp_path / HIGH_WATERMARK_CHECKPOINT_FILE).read() == {TP: 0}
     finally:
         again.shutdown()
 
@@ -336,3 +426,64 @@ def test_the_transport_can_be_wired_after_construction(tmp_path: Path) -> None:
     finally:
         leader.shutdown()
         follower.shutdown()
+
+
+@pytest.mark.parametrize("damage", ["torn", "garbage"])
+def test_a_follower_whose_log_tail_was_damaged_after_a_clean_shutdown_catches_up(
+    tmp_path: Path, damage: str
+) -> None:
+    cluster = MiniCluster(tmp_path)
+    try:
+        cluster.create()
+        for _ in range(5):
+            cluster.produce(n=2, acks=1)
+        cluster.settle()
+        cluster.brokers.pop(3).shutdown()  # clean: the marker is written
+        segment = sorted((tmp_path / "broker-3" / "t-0").glob("*.log"))[-1]
+        if damage == "torn":
+            os.truncate(segment, segment.stat().st_size - 37)
+        else:
+            with open(segment, "ab") as f:
+                f.write(random.Random(14).randbytes(300))
+        cluster.start(3)
+        assert cluster.log(3).log_end_offset == (8 if damage == "torn" else 10)
+        cluster.produce(n=2, acks=1)
+        cluster.settle()
+        assert batch_signature(cluster.log(3)) == batch_signature(cluster.log(1))
+        assert cluster.brokers[3].status(TP).high_watermark == 12
+    finally:
+        cluster.shutdown()
+
+
+def test_a_follower_whose_epochs_the_leader_deleted_restarts_at_the_leaders_log_start(
+    tmp_path: Path,
+) -> None:
+    """The follower's whole log is from epoch 0; by the time it returns, retention removed
+    epoch 0 from the leader. The leader answers OffsetsForLeaderEpoch(0) as Kafka does, with
+    epoch 0 ending at its own first epoch's start (its log start); the follower keeps its log,
+    fetches below the leader's start, is told it is out of range and restarts there."""
+    config = ReplicaConfig(log=LogConfig(segment_bytes=600, retention_bytes=300))
+    cluster = MiniCluster(tmp_path, (1, 2), config=config)
+    try:
+        cluster.create(replicas=(1, 2))
+        for _ in range(3):
+            cluster.produce(n=2, acks=1)
+        cluster.settle()
+        cluster.crash(2)  # out of the ISR: epoch 1
+        for _ in range(12):
+            cluster.produce(n=2, acks=1)
+        leader_log = cluster.log(1)
+        assert leader_log.delete_old_segments(high_watermark=30) > 0
+        start = leader_log.log_start_offset
+        assert [e.epoch for e in leader_log.leader_epoch_cache.entries] == [1]
+        assert cluster.brokers[1].offsets_for_leader_epoch(TP, 0, 1) == EpochAnswer(
+            error=ErrorCode.NONE, epoch=0, end_offset=start)
+        cluster.start(2)
+        cluster.settle()
+        follower_log = cluster.log(2)
+        assert follower_log.log_start_offset == start
+        assert batch_signature(follower_log) == batch_signature(leader_log)
+        assert follower_log.leader_epoch_cache.entries == leader_log.leader_epoch_cache.entries
+        assert cluster.state()[0].isr == (1, 2)
+    finally:
+        cluster.shutdown()

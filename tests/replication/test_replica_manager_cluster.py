@@ -16,8 +16,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from pathlib import Path
 
+import pytest
+
 import coordinator
-from coordinator.codecs import PartitionState, TopicAssignment, TopicPartition
+from coordinator.codecs import PartitionStateNode, TopicAssignment, TopicPartition
 from coordinator.metadata import MetadataClient
 from elections.leader import NO_LEADER, elect_offline
 from replication.clock import Clock, ManualClock
@@ -26,7 +28,11 @@ from replication.log import Log
 from replication.protocol import ACKS_ALL, EpochAnswer, ErrorCode, FetchEndpoint, FetchResult
 from replication.records import Record, decode_batch, encode_batch, iter_batches, validate_batches
 from replication.replica_manager import ReplicaManager
+from statemachines.broker_side import ControllerClient
+from statemachines.channel import InProcessNetwork
 from statemachines.requests import LeaderAndIsrPartition, LeaderAndIsrRequest
+
+from .loopback import IN_PROCESS, NETWORK, TRANSPORTS, LoopbackServers
 
 TP = TopicPartition(topic="t", partition=0)
 _values = itertools.count()
@@ -82,15 +88,20 @@ class _NoFetch:
 
 
 class _Links(Mapping):
-    """What one broker's fetcher can reach: the live brokers, minus links cut by the test."""
+    """What one broker's fetcher can reach: the live brokers, minus links cut by the test.
+    Over the network transport, the leaders' servers through the follower's network client."""
 
     def __init__(self, cluster: MiniCluster, follower: int) -> None:
         self._cluster = cluster
         self._follower = follower
+        self._network = (cluster.servers.transport(follower)
+                         if cluster.servers is not None else None)
 
     def __getitem__(self, leader: int) -> FetchEndpoint:
         cluster = self._cluster
         endpoint = cluster.brokers[leader]
+        if self._network is not None:
+            endpoint = self._network[leader]
         if (self._follower, leader) in cluster.lost_fetches:
             return _NoFetch(endpoint)
         return endpoint
@@ -103,7 +114,13 @@ class _Links(Mapping):
 
 
 class MiniCluster:
-    """Replica managers for ``broker_ids`` under ``root``, one controller played by the test."""
+    """Replica managers for ``broker_ids`` under ``root``, one controller played by the test.
+
+    ``manager`` builds each broker's replica manager (a test double may change its rules).
+    ``transport`` is how followers reach leaders: ``"in-process"`` (the leader's replica
+    manager) or ``"network"`` (each replica manager behind a Kafka server on a loopback port,
+    followers fetching with Kafka's Fetch; fetches do not wait on the leader, so that a round
+    stays one step)."""
 
     def __init__(
         self,
@@ -112,8 +129,14 @@ class MiniCluster:
         *,
         config: ReplicaConfig | None = None,
         clock: Clock | None = None,
+        manager: type[ReplicaManager] = ReplicaManager,
+        transport: str = IN_PROCESS,
     ) -> None:
+        if transport not in TRANSPORTS:
+            raise ValueError(f"transport {transport!r}: one of {TRANSPORTS}")
         self.root = root
+        self.manager = manager
+        self.servers = LoopbackServers() if transport == NETWORK else None
         self.clock: ManualClock = clock or ManualClock()  # type: ignore[assignment]
         self.config = config or ReplicaConfig()
         self.configs: dict[int, ReplicaConfig] = {}
@@ -130,7 +153,7 @@ class MiniCluster:
 
     # -- partition state, as the controller keeps it ------------------------------------------
 
-    def state(self, tp: TopicPartition = TP) -> tuple[PartitionState, int]:
+    def state(self, tp: TopicPartition = TP) -> tuple[PartitionStateNode, int]:
         stored = self.metadata.partition_states([tp])[tp]
         assert stored is not None
         return stored.value, stored.version
@@ -148,13 +171,13 @@ class MiniCluster:
             self.metadata.create_topic(
                 TopicAssignment(topic=tp.topic, partitions={tp.partition: replicas}))
         live = [r for r in replicas if r in self.brokers]
-        state = PartitionState(leader=live[0], leader_epoch=0, isr=tuple(live),
-                               controller_epoch=self.epoch.epoch)
+        state = PartitionStateNode(leader=live[0], leader_epoch=0, isr=tuple(live),
+                                   controller_epoch=self.epoch.epoch)
         result = self.metadata.create_partition_states(self.epoch, {tp: state})
         assert result[tp] == 0, result
         self.send(tp, live)
 
-    def write(self, tp: TopicPartition, decide) -> PartitionState:
+    def write(self, tp: TopicPartition, decide) -> PartitionStateNode:
         """Conditionally write ``decide(current state)``, re-reading on conflicts (the leader
         may be changing the ISR at the same time)."""
         for _ in range(10):
@@ -192,16 +215,16 @@ class MiniCluster:
         if prefer is not None:
             assignment = (prefer, *[r for r in assignment if r != prefer])
 
-        def decide(current: PartitionState) -> PartitionState:
+        def decide(current: PartitionStateNode) -> PartitionStateNode:
             election = elect_offline(assignment, current.isr, self.brokers)
             if election is None:
                 # Kafka's controller then drops the dead leader from the ISR, but never the
                 # last member: the partition waits for it.
-                return PartitionState(leader=NO_LEADER, leader_epoch=current.leader_epoch + 1,
-                                      isr=_without(current.isr, current.leader),
-                                      controller_epoch=self.epoch.epoch)
-            return PartitionState(leader=election.leader, leader_epoch=current.leader_epoch + 1,
-                                  isr=tuple(election.isr), controller_epoch=self.epoch.epoch)
+                return PartitionStateNode(leader=NO_LEADER, leader_epoch=current.leader_epoch + 1,
+                                          isr=_without(current.isr, current.leader),
+                                          controller_epoch=self.epoch.epoch)
+            return PartitionStateNode(leader=election.leader, leader_epoch=current.leader_epoch + 1,
+                                      isr=tuple(election.isr), controller_epoch=self.epoch.epoch)
 
         new = self.write(tp, decide)
         self.send(tp, self.assignments[tp])
@@ -209,7 +232,7 @@ class MiniCluster:
 
     def remove_from_isr(self, tp: TopicPartition, broker: int) -> None:
         """The controller's reaction to a dead follower: out of the ISR, epoch bumped."""
-        self.write(tp, lambda s: PartitionState(
+        self.write(tp, lambda s: PartitionStateNode(
             leader=s.leader, leader_epoch=s.leader_epoch + 1,
             isr=_without(s.isr, broker), controller_epoch=self.epoch.epoch))
         self.send(tp, self.assignments[tp])
@@ -221,9 +244,14 @@ class MiniCluster:
         that has none, as the controller does on broker start-up."""
         cfg = config or self.configs.get(broker) or self.config
         self.configs[broker] = cfg
-        rm = ReplicaManager(broker, self.root / f"broker-{broker}", self.metadata, self.clock,
-                            cfg, transport=_Links(self, broker))
+        # ISR changes reach the store as a broker's would; no controller runs to ask anything
+        # else (the test plays it), so its network has no controller in it.
+        client = ControllerClient(self.metadata, InProcessNetwork(), broker, lambda: None)
+        rm = self.manager(broker, self.root / f"broker-{broker}", client, self.clock, cfg,
+                          transport=_Links(self, broker))
         self.brokers[broker] = rm
+        if self.servers is not None:
+            self.servers.serve(broker, rm)
         for tp, replicas in self.assignments.items():
             if broker in replicas:
                 if self.leader(tp) == NO_LEADER:
@@ -244,6 +272,8 @@ class MiniCluster:
         by one, in the order given."""
         ids = list(brokers)
         for broker in ids:
+            if self.servers is not None:
+                self.servers.stop(broker)
             self.brokers.pop(broker).crash(lose_unflushed=lose_unflushed)
         if not notice:
             return
@@ -257,6 +287,8 @@ class MiniCluster:
                         self.remove_from_isr(tp, broker)
 
     def shutdown(self) -> None:
+        if self.servers is not None:
+            self.servers.close()
         for rm in list(self.brokers.values()):
             rm.shutdown()
         self.brokers.clear()
@@ -296,8 +328,9 @@ def _without(isr: tuple[int, ...], broker: int) -> tuple[int, ...]:
 # -- tests of the harness itself ---------------------------------------------------------------
 
 
-def test_a_created_partition_replicates_and_commits(tmp_path: Path) -> None:
-    cluster = MiniCluster(tmp_path)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_created_partition_replicates_and_commits(tmp_path: Path, transport: str) -> None:
+    cluster = MiniCluster(tmp_path, transport=transport)
     try:
         cluster.create()
         future, values = cluster.produce(n=3)

@@ -123,11 +123,22 @@ def test_follower_behind_leader_keeps_everything() -> None:
     assert offset == 7
 
 
-def test_undefined_answer_drops_everything_from_the_first_epoch_on() -> None:
-    # The leader's history starts at epoch 7 (older segments deleted); the follower's data is all
-    # from epochs the leader does not have.
+def test_an_epoch_the_leader_no_longer_has_keeps_the_follower_below_the_leaders_start() -> None:
+    # The leader's history starts at epoch 7 (older segments deleted, its log starts at 500);
+    # the follower's data is all from epochs 3 and 4. Kafka's leader answers (4, 500): the
+    # follower keeps its log, and its fetch at 200, below the leader's start, is out of range,
+    # so it restarts there (see the fetcher and the MiniCluster scenario).
     follower = view(((3, 100), (4, 150)), leo=200, start=90)
     answer = end_offset_for(entries((7, 500)), 4, 900)
+    assert answer == EpochEndOffset(epoch=4, end_offset=500)
+    assert decide_truncation(follower, 4, answer) == Truncate(offset=200)
+
+
+def test_undefined_answer_drops_everything_from_the_first_epoch_on() -> None:
+    # A leader without any epoch history answers UNDEFINED: nothing of the follower's can be
+    # shown to match.
+    follower = view(((3, 100), (4, 150)), leo=200, start=90)
+    answer = end_offset_for((), 4, 900)
     assert answer.undefined
     assert decide_truncation(follower, 4, answer) == Truncate(offset=100)
 

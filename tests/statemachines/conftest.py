@@ -9,12 +9,13 @@ from collections.abc import Iterator
 import pytest
 
 import coordinator
+from coordinator.admin import Admin
 from coordinator.codecs import TopicPartition
 from coordinator.metadata import MetadataClient
-from statemachines.admin import Admin
 from statemachines.channel import InProcessNetwork
 from statemachines.controller import ControllerConfig
 from statemachines.participant import Participant
+from tests.recording_broker import RecordingBroker
 
 
 def tp(topic: str, partition: int) -> TopicPartition:
@@ -31,13 +32,14 @@ class Cluster:
         self.participants: dict[int, Participant] = {}
         self.retired: list[Participant] = []
         self.admin_client = coordinator.connect(self.url)
-        self.admin = Admin(self.admin_client, self.network)
+        self.admin = Admin(self.admin_client)
         self.metadata = MetadataClient(self.admin_client)
 
     def add(self, broker_id: int, *, rack: str | None = None,
             config: ControllerConfig | None = None) -> Participant:
-        p = Participant(self.url, broker_id, rack=rack, network=self.network,
-                        config=config or self.config, threaded=self.threaded)
+        p = Participant(self.url, broker_id, handler=RecordingBroker, rack=rack,
+                        network=self.network, config=config or self.config,
+                        threaded=self.threaded)
         self.participants[broker_id] = p
         p.start()
         self.pump()

@@ -1,6 +1,6 @@
 """The controller's bulk paths keep Kafka's behaviour: two bulk writes in a controlled shutdown
-(leaders, then followers), state bytes identical to the metadata codec's, replica states derived from the view,
-and a standby that applies many watched states in one event."""
+(leaders, then followers), replica states derived from the view, and a standby that applies
+many watched states in one event. (The state node's bytes: tests/coordinator/test_codecs.py.)"""
 
 from __future__ import annotations
 
@@ -8,56 +8,14 @@ import pytest
 
 import statemachines.partition_sm as psm_module
 from coordinator import Create, layout
-from coordinator.codecs import CorruptMetadata, PartitionState, TopicPartition
+from coordinator.codecs import TopicPartition
 from coordinator.metadata import ControllerMoved
 from elections.controller_election import Fence, NotController
 from elections.leader import LeaderAndIsr
 from statemachines import events as ev
-from statemachines.controller import decode_leader_and_isr
-from statemachines.partition_sm import ElectionOutcome, encode_state, stored
+from statemachines.partition_sm import ElectionOutcome, shrink_isr
 from statemachines.states import ReplicaState
 from tests.statemachines.conftest import Cluster, tp
-
-
-@pytest.mark.parametrize("value", [
-    LeaderAndIsr(leader=1, leader_epoch=0, isr=(1, 2, 3), controller_epoch=1),
-    LeaderAndIsr(leader=-1, leader_epoch=17, isr=(3,), controller_epoch=12),
-    LeaderAndIsr(leader=1002, leader_epoch=3, isr=(), controller_epoch=2),
-])
-def test_state_bytes_are_the_codecs(value: LeaderAndIsr) -> None:
-    assert encode_state(value) == stored(value).encode()
-    back = decode_leader_and_isr(tp("t", 0), encode_state(value), 7)
-    assert back == LeaderAndIsr(leader=value.leader, leader_epoch=value.leader_epoch,
-                                isr=value.isr, controller_epoch=value.controller_epoch,
-                                partition_epoch=7)
-
-
-def test_state_bytes_stay_the_codecs_past_the_isr_cache_bound(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(psm_module, "_ISR_JSON", {})
-    monkeypatch.setattr(psm_module, "_ISR_JSON_MAX", 2)
-    isrs = [(1,), (1, 2), (2, 1), (3, 2, 1), (1, 2), ()]
-    for epoch, isr in enumerate(isrs * 2):
-        value = LeaderAndIsr(leader=isr[0] if isr else -1, leader_epoch=epoch, isr=isr,
-                             controller_epoch=3)
-        assert encode_state(value) == stored(value).encode()
-        assert len(psm_module._ISR_JSON) <= 2
-
-
-def test_decoding_odd_state_nodes_goes_through_the_codec() -> None:
-    extra = PartitionState(leader=2, leader_epoch=1, isr=(2, 1), controller_epoch=3,
-                           extra={"leader_recovery_state": 0}).encode()
-    assert decode_leader_and_isr(tp("t", 0), extra, 1).isr == (2, 1)
-    kafka = (b'{"controller_epoch":4,"leader":2,"version":1,"leader_epoch":9,"isr":[2,3]}')
-    assert decode_leader_and_isr(tp("t", 0), kafka, 5) == LeaderAndIsr(
-        leader=2, leader_epoch=9, isr=(2, 3), controller_epoch=4, partition_epoch=5)
-    assert decode_leader_and_isr(tp("t", 0), b" \n" + kafka + b" ", 5).leader == 2
-    state = encode_state(LeaderAndIsr(leader=1, leader_epoch=0, isr=(1,), controller_epoch=1))
-    for bad in (b"not json", b"[]", b"", state + b"{}", state[:-1], b'{"leader": "1", '
-                b'"leader_epoch": 0, "controller_epoch": 1, "isr": [1]}'):
-        with pytest.raises(CorruptMetadata):
-            decode_leader_and_isr(tp("t", 0), bad, 1)
 
 
 def test_controlled_shutdown_moves_leaders_then_shrinks_followers_in_two_bulk_writes(
@@ -65,7 +23,7 @@ def test_controlled_shutdown_moves_leaders_then_shrinks_followers_in_two_bulk_wr
     ctl = three.active().controller
     assert ctl.fence is not None
     writes = ctl.fence.writes
-    future = ctl.request_controlled_shutdown(2, three.participants[2].broker.epoch)
+    future = ctl.request_controlled_shutdown(2, three.participants[2].broker_epoch)
     three.pump()
     assert future.result(1) == ()
     assert ctl.fence.writes == writes + 2
@@ -124,11 +82,11 @@ def test_the_standby_applies_many_state_changes_in_one_event(three: Cluster) -> 
 def test_the_standby_follows_every_state_with_one_tree_watch(three: Cluster) -> None:
     standby = three.participants[2].controller
     assert not standby.active
-    assert "states" in standby._watches
+    assert standby.view.following
     three.active().controller.close()  # the active one has no tree watch
     three.pump()
     now = three.active().controller
-    assert now.active and "states" not in now._watches
+    assert now.active and not now.view.following
 
 
 def test_a_resync_makes_the_standby_reread_every_state(three: Cluster) -> None:
@@ -139,8 +97,8 @@ def test_a_resync_makes_the_standby_reread_every_state(three: Cluster) -> None:
     truth = dict(standby.ctx.leaders)
     for t in list(truth)[:2]:
         standby.ctx.remove_leader(t)  # as if changes had been missed
-    standby._states_changed(TreeEvent(path="/brokers/topics", changes=[], revision=0,
-                                      resync=True))
+    standby.view.on_tree_event(TreeEvent(path="/brokers/topics", changes=[], revision=0,
+                                         resync=True))
     queued = standby.events.take(lambda e: isinstance(e, ev.PartitionStatesPending))
     assert len(queued) == 1
     standby.process(queued[0])
@@ -212,3 +170,24 @@ def test_a_fenced_stream_of_a_deposed_controller_lands_nothing_more(three: Clust
         list(fence.write_stream(batches()))
     assert not fence.is_open
     assert three.admin_client.children("/scratch") == ["a"]
+
+
+@pytest.mark.parametrize(("leader", "isr", "leaving", "expected"), [
+    (2, (2, 3), [2, 3, 4], (-1, (3,))),  # the last member stays, whoever it is
+    (2, (2, 3), [3, 2], (-1, (2,))),  # one at a time, in the order given
+    (1, (1, 2, 3), [2], (1, (1, 3))),
+    (1, (1,), [1], (-1, (1,))),  # a sole leader leaves the lead, not the ISR
+    (1, (1, 2), [4], None),
+    (1, (1, 2), [], None),
+])
+def test_replicas_leave_the_isr_one_at_a_time_and_never_empty_it(
+    leader: int, isr: tuple[int, ...], leaving: list[int], expected: tuple | None  # type: ignore[type-arg]
+) -> None:
+    current = LeaderAndIsr(leader=leader, leader_epoch=4, isr=isr, controller_epoch=1,
+                           partition_epoch=9)
+    got = shrink_isr(current, leaving, 2)
+    if expected is None:
+        assert got is None
+    else:
+        assert got == LeaderAndIsr(leader=expected[0], leader_epoch=5, isr=expected[1],
+                                   controller_epoch=2, partition_epoch=9)

@@ -10,12 +10,13 @@ from concurrent.futures import Future
 
 import pytest
 
-from coordinator import layout
-from coordinator.codecs import PartitionState, TopicAssignment, TopicPartition
+from coordinator import Delete, layout
+from coordinator.codecs import PartitionStateNode, TopicAssignment, TopicPartition
 from coordinator.errors import CoordinatorError
 from elections import Fence, NotController, stand_for_controller
 from statemachines.controller import ControllerConfig
 from statemachines.requests import UpdateMetadataRequest
+from tests.recording_broker import change_isr
 from tests.statemachines.conftest import Cluster, tp
 from tests.waiting import wait_until
 
@@ -75,7 +76,7 @@ def test_zombie_after_session_expiry_writes_nothing_and_resigns(live: Cluster) -
     wait_until(lambda: live.state("t", 2).leader in (1, 2)
                and live.state("t", 2).controller_epoch == 2)
     before = [live.state("t", p) for p in range(3)]
-    pending = ctl1.request_controlled_shutdown(1, p1.broker.epoch or 0)
+    pending = ctl1.request_controlled_shutdown(1, p1.broker_epoch or 0)
     ctl1.events.resume()
     wait_until(lambda: ctl1.resignations >= 1 and ctl1.events.pending() == 0)
     p1.coordinator.sync()
@@ -99,7 +100,7 @@ def test_zombie_deposed_by_another_candidate_is_refused_by_the_epoch_check(live:
     live.participants.pop(3).close()  # queued first: the zombie will try to act on it
     spy.armed = True
     p1.coordinator.sync()
-    pending = ctl1.request_controlled_shutdown(1, p1.broker.epoch or 0)
+    pending = ctl1.request_controlled_shutdown(1, p1.broker_epoch or 0)
     live.admin_client.delete(layout.CONTROLLER)  # an operator forces a new election
     _wait_active(live, 2)
     wait_until(lambda: live.state("t", 2).controller_epoch == 2)
@@ -140,7 +141,7 @@ def test_controller_session_loss_moves_control_to_a_standby(three: Cluster) -> N
     three.pump()
     assert three.active().controller.epoch == 2
     assert three.participants[1].controller.resignations == 1
-    b3 = three.participants[3].broker
+    b3 = three.participants[3].handler
     assert b3.controller_epoch == 2
     assert b3.received(UpdateMetadataRequest)[-1].controller_epoch == 2
 
@@ -181,7 +182,7 @@ def test_hot_failover_reads_no_partition_state(three: Cluster) -> None:
     assert timings is not None and timings.warm
     assert sum(reads) == 0
     assert three.state("t", 0).leader == 2
-    assert three.participants[3].broker.controller_epoch == 2
+    assert three.participants[3].handler.controller_epoch == 2
 
 
 class LaggingTree:
@@ -238,8 +239,8 @@ def test_hot_failover_waits_until_its_tree_watch_shows_the_election(three: Clust
         # leader 1 shrinks an ISR, and a topic node appears, right before the controller goes
         before = three.metadata.partition_states([tp("t", 0)])[tp("t", 0)]
         assert before is not None
-        shrunk = PartitionState(leader=1, leader_epoch=before.value.leader_epoch, isr=(1, 2),
-                                controller_epoch=before.value.controller_epoch)
+        shrunk = PartitionStateNode(leader=1, leader_epoch=before.value.leader_epoch, isr=(1, 2),
+                                    controller_epoch=before.value.controller_epoch)
         three.metadata.coordinator.set(layout.partition_state("t", 0), shrunk.encode(),
                                        before.version)
         three.metadata.create_topic(TopicAssignment(topic="late", partitions={0: (3, 2)}))
@@ -278,9 +279,9 @@ def test_cold_candidate_reads_everything_at_failover(cluster: Cluster) -> None:
 def test_failover_sends_leader_and_isr_for_every_partition(three: Cluster) -> None:
     from statemachines.requests import LeaderAndIsrRequest
 
-    three.participants[3].broker.clear()
+    three.participants[3].handler.clear()
     three.kill(1)
-    got = three.participants[3].broker.received(LeaderAndIsrRequest)
+    got = three.participants[3].handler.received(LeaderAndIsrRequest)
     told = {TopicPartition(topic=p.topic, partition=p.partition)
             for r in got for p in r.partitions}
     assert told == {tp("t", p) for p in range(3)}
@@ -303,8 +304,8 @@ def test_a_hot_candidate_that_wins_at_once_starts_from_the_whole_store() -> None
     for t in ("a", "b"):
         md.create_topic(TopicAssignment(topic=t, partitions={p: (1, 2) for p in range(4)}))
         for p in range(4):
-            states[tp(t, p)] = PartitionState(leader=1, leader_epoch=7, isr=(1, 2),
-                                              controller_epoch=0)
+            states[tp(t, p)] = PartitionStateNode(leader=1, leader_epoch=7, isr=(1, 2),
+                                                  controller_epoch=0)
             admin.create(layout.partition_state(t, p), states[tp(t, p)].encode(),
                          make_parents=True)
     client = coordinator.connect(url)
@@ -330,3 +331,132 @@ def test_a_hot_candidate_that_wins_at_once_starts_from_the_whole_store() -> None
         ctl.close()
         client.close()
         admin.close()
+
+
+def test_failover_leaves_the_replicas_on_dead_brokers_offline(three: Cluster) -> None:
+    """Issue 14 #8. Kafka's ReplicaStateMachine.startup puts replicas on dead brokers in
+    OfflineReplica, and the partition machine's startup elects the never-led partitions
+    without touching replica states. Here n-0 was never led (its replicas 4 and 5 were never
+    up); broker 4 registers just as controller 1 dies, so controller 2 elects 4 at failover:
+    replica 5 must stay Offline (it was moved Online with the partition)."""
+    from coordinator.codecs import BrokerInfo
+    from statemachines.states import PartitionState, ReplicaState
+
+    three.metadata.create_topic(TopicAssignment(topic="n", partitions={0: (4, 5)}))
+    three.pump()
+    n0 = tp("n", 0)
+    assert three.active().controller.ctx.partition_states[n0] is PartitionState.NEW
+    three.metadata.register_broker(BrokerInfo(id=4, host="127.0.0.1", port=9094))
+    three.kill(1)  # before it hears of broker 4
+    ctl = three.active().controller
+    assert ctl.broker_id == 2
+    assert (three.state("n", 0).leader, three.state("n", 0).isr) == (4, (4,))
+    assert ctl.ctx.replica_states[(n0, 4)] is ReplicaState.ONLINE
+    assert ctl.ctx.replica_states[(n0, 5)] is ReplicaState.OFFLINE
+    assert ctl.ctx.replica_states[(tp("t", 0), 1)] is ReplicaState.OFFLINE
+
+
+# --- an unexpected error in a handler ----------------------------------------------------------
+
+
+def _fail_isr_handler_of(monkeypatch: pytest.MonkeyPatch, broker_id: int,
+                         corrupt=None) -> list[int]:  # type: ignore[no-untyped-def]
+    """A bug in controller ``broker_id``'s ISR change handler (the failover runs it too, so
+    it strikes again at each of its failovers while a notification is pending), which may
+    ``corrupt`` the controller's view first. Returns the epochs it failed at."""
+    from statemachines.handlers import isr
+
+    real = isr.on_isr_change_notification
+    failed: list[int] = []
+
+    def handler(svc):  # type: ignore[no-untyped-def]
+        if svc.broker_id == broker_id:
+            failed.append(svc.epoch)
+            if corrupt is not None:
+                corrupt(svc)
+            raise RuntimeError("injected bug")
+        return real(svc)
+
+    monkeypatch.setattr(isr, "on_isr_change_notification", handler)
+    return failed
+
+
+def test_an_unexpected_error_in_a_handler_makes_the_controller_resign(
+    three: Cluster, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 14 #11: the controller logs the error with the event, resigns (its fence closes,
+    it gives up /controller and writes nothing more) and another candidate wins, rebuilding
+    its view from the store; the resigned one holds back meanwhile."""
+    p1 = three.participants[1]
+    failed = _fail_isr_handler_of(monkeypatch, 1)
+    spy = WriteSpy(p1.coordinator)
+    spy.armed = True
+    writes = p1.controller.fence.writes  # type: ignore[union-attr]
+    assert change_isr(three.participants[2].metadata, tp("t", 1), [2, 3])  # its leader: 2
+    three.pump()
+    assert failed == [1]
+    assert "unexpected error processing IsrChangeNotified()" in caplog.text
+    ctl1 = p1.controller
+    assert not ctl1.active and ctl1.error_resignations == 1
+    assert ctl1.fence is not None and not ctl1.fence.is_open
+    assert ctl1.fence.writes == writes
+    # All it wrote after the failure: giving up /controller (checked against its epoch).
+    assert [[op for op in ops if op.path != layout.CONTROLLER_EPOCH] for ops in spy.landed] \
+        == [[Delete(path=layout.CONTROLLER)]]
+    assert ctl1.stand_held_until is not None
+    new = three.active()
+    assert new.id != 1 and new.controller.epoch == 2
+    assert new.controller.ctx.leaders[tp("t", 1)].isr == (2, 3)
+    assert three.metadata.isr_change_notifications() == []
+    for b in (1, 3):
+        assert three.participants[b].handler.metadata()[tp("t", 1)].isr == (2, 3)
+    store = three.metadata.partition_states([tp("t", p) for p in range(3)])
+    assert {k: (v.value.leader, v.value.isr) for k, v in store.items()} == {
+        k: (v.leader, v.isr) for k, v in new.controller.ctx.leaders.items()}
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_bug_that_strikes_again_cannot_make_a_lone_candidate_resign_in_a_loop(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lone candidate stands again only once its hold is over, and each resignation in a
+    row doubles the hold (up to its cap): however often it is asked to stand meanwhile. When
+    it wins again it reads its view whole from the store: the bug had left it wrong."""
+    from statemachines import events as ev
+    from statemachines.controller import StandBackoff
+
+    clock = _Clock()
+    config = ControllerConfig(error_backoff=StandBackoff(base=1.0, cap=4.0, clock=clock))
+    ctl = cluster.add(1, config=config).controller
+    cluster.admin.create_topic("s", assignment={0: [1]})
+    cluster.pump()
+    failed = _fail_isr_handler_of(
+        monkeypatch, 1, lambda svc: svc.ctx.set_replicas(tp("s", 0), (1, 7)))
+    assert change_isr(cluster.participants[1].metadata, tp("s", 0), [1])
+    holds = []
+    for _ in range(4):
+        cluster.pump()
+        assert not ctl.active
+        assert ctl.stand_held_until is not None
+        holds.append(ctl.stand_held_until - clock.now)
+        for _ in range(50):  # asked to stand, again and again, while held
+            ctl.events.put(ev.Stand())
+            cluster.pump()
+        assert not ctl.active
+        clock.now = ctl.stand_held_until
+        ctl.events.put(ev.Stand())  # what the hold's timer does (threaded controllers)
+    assert holds == [1.0, 2.0, 4.0, 4.0]
+    assert failed == [1, 2, 3, 4]
+    assert ctl.error_resignations == 4
+    monkeypatch.undo()  # the bug is fixed: the next term holds
+    cluster.pump()
+    assert ctl.active and ctl.epoch == 5
+    assert cluster.metadata.isr_change_notifications() == []
+    assert ctl.ctx.replicas[tp("s", 0)] == (1,)

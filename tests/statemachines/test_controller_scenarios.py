@@ -8,11 +8,17 @@ import random
 import pytest
 
 from coordinator import layout
-from coordinator.codecs import TopicPartition
-from statemachines import ReplicaState, StaleBrokerEpoch, change_isr
+from coordinator.codecs import BrokerInfo, TopicPartition, encode_reassignment
+from statemachines import BrokerResponse, ReplicaState, StaleBrokerEpoch
 from statemachines import events as ev
-from statemachines.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
+from statemachines.requests import (
+    BrokerRequest,
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
 from statemachines.states import PartitionState
+from tests.recording_broker import change_isr
 from tests.statemachines.conftest import Cluster, tp
 
 # --- brokers -----------------------------------------------------------------------------------
@@ -29,10 +35,10 @@ def test_new_topic_gets_leaders_and_isr_written_and_sent(three: Cluster) -> None
         s = three.state("t", p)
         assert (s.leader, s.leader_epoch, s.controller_epoch) == (leader, 0, 1)
         assert set(s.isr) == {1, 2, 3}
-    assert three.participants[2].broker.leads() == {tp("t", 1)}
-    lai = three.participants[3].broker.received(LeaderAndIsrRequest)[-1]
+    assert three.participants[2].handler.leads() == {tp("t", 1)}
+    lai = three.participants[3].handler.received(LeaderAndIsrRequest)[-1]
     assert lai.controller_epoch == 1
-    assert lai.broker_epoch == three.participants[3].broker.epoch
+    assert lai.broker_epoch == three.participants[3].broker_epoch
     assert all(p.is_new for p in lai.partitions)
 
 
@@ -42,9 +48,9 @@ def test_broker_loss_elects_new_leaders_and_shrinks_follower_isrs(three: Cluster
     assert s1.leader == 3 and s1.isr == (3, 1) and s1.leader_epoch == 1
     assert s0.leader == 1 and 2 not in s0.isr and s0.leader_epoch == 1
     assert s2.leader == 3 and 2 not in s2.isr
-    meta = three.participants[1].broker.metadata()
+    meta = three.participants[1].handler.metadata()
     assert meta[tp("t", 1)].leader == 3
-    assert three.participants[1].broker.live_brokers() == [1, 3]
+    assert three.participants[1].handler.live_brokers() == [1, 3]
 
 
 def test_losing_every_isr_member_leaves_partition_offline_until_one_returns(
@@ -62,7 +68,7 @@ def test_losing_every_isr_member_leaves_partition_offline_until_one_returns(
 
 
 def test_bounce_is_leave_then_join_with_the_new_broker_epoch(three: Cluster) -> None:
-    b2 = three.participants[2].broker
+    b2 = three.participants[2].handler
     old_epoch = b2.epoch
     three.bounce(2)
     assert b2.epoch != old_epoch
@@ -76,20 +82,37 @@ def test_bounce_is_leave_then_join_with_the_new_broker_epoch(three: Cluster) -> 
     assert ctl.ctx.replica_states[(tp("t", 1), 2)] is ReplicaState.ONLINE
 
 
-def test_requests_for_an_old_broker_epoch_are_refused_by_the_broker(three: Cluster) -> None:
-    b3 = three.participants[3].broker
+def _deliver(c: Cluster, broker: int, request: BrokerRequest) -> BrokerResponse:
+    answers: list[BrokerResponse] = []
+    c.network.channel().send(broker, [request], lambda _b, _r, answer: answers.append(answer))
+    return answers[0]
+
+
+def test_requests_for_an_old_broker_epoch_are_refused_by_the_participant(three: Cluster
+                                                                        ) -> None:
+    """The participant fences its handler: a request meant for an earlier registration of the
+    broker is answered STALE_BROKER_EPOCH and never reaches the handler."""
+    b3 = three.participants[3].handler
     stale = b3.received(UpdateMetadataRequest)[-1]
-    b3.epoch = (b3.epoch or 0) + 1000
-    assert b3.handle(stale).error == "STALE_BROKER_EPOCH"
+    three.bounce(3)
+    assert stale.broker_epoch < three.participants[3].broker_epoch
+    seen = len(b3.received())
+    assert _deliver(three, 3, stale).error == "STALE_BROKER_EPOCH"
+    assert len(b3.received()) == seen and b3.rejected() == []
+    assert b3.handle(stale).error == "STALE_BROKER_EPOCH"  # the double fences on its own too
 
 
-def test_broker_refuses_requests_from_an_older_controller_epoch(three: Cluster) -> None:
+def test_requests_from_an_older_controller_epoch_are_refused_by_the_participant(
+        three: Cluster) -> None:
     three.kill(1)  # controller moves to 2 at epoch 2
-    b3 = three.participants[3].broker
+    b3 = three.participants[3].handler
     assert b3.controller_epoch == 2
     from dataclasses import replace
 
     old = replace(b3.received(UpdateMetadataRequest)[-1], controller_epoch=1)
+    seen = len(b3.received())
+    assert _deliver(three, 3, old).error == "STALE_CONTROLLER_EPOCH"
+    assert len(b3.received()) == seen and b3.rejected() == []
     assert b3.handle(old).error == "STALE_CONTROLLER_EPOCH"
 
 
@@ -129,7 +152,7 @@ def test_isr_change_notification_updates_metadata_and_is_deleted(three: Cluster)
     three.pump()
     ctl = three.active().controller
     assert ctl.ctx.leaders[tp("t", 0)].isr == (1, 2)
-    assert three.participants[3].broker.metadata()[tp("t", 0)].isr == (1, 2)
+    assert three.participants[3].handler.metadata()[tp("t", 0)].isr == (1, 2)
     assert three.metadata.isr_change_notifications() == []
 
 
@@ -154,7 +177,7 @@ def test_reassignment_follows_kafkas_procedure(cluster: Cluster) -> None:
     assert a.partitions[0] == (3, 4, 1, 2)
     assert a.adding[0] == (3, 4) and a.removing[0] == (1, 2)
     assert cluster.state("m", 0).leader_epoch == 1
-    assert tp("m", 0) in cluster.participants[4].broker.leader_and_isr()
+    assert tp("m", 0) in cluster.participants[4].handler.leader_and_isr()
     assert cluster.admin.reassignments_in_progress() == {tp("m", 0): (3, 4)}
     # phase B once the ISR covers the target
     _catch_up(cluster, tp("m", 0), [1, 2, 3, 4])
@@ -164,7 +187,7 @@ def test_reassignment_follows_kafkas_procedure(cluster: Cluster) -> None:
     assert s.leader == 3 and set(s.isr) == {3, 4}
     assert cluster.admin.reassignments_in_progress() == {}
     assert cluster.metadata.reassignment() is None
-    assert tp("m", 0) in cluster.participants[1].broker.stopped(deleted=True)
+    assert tp("m", 0) in cluster.participants[1].handler.stopped(deleted=True)
     ctx = cluster.active().controller.ctx
     assert (tp("m", 0), 1) not in ctx.replica_states
     assert ctx.replicas[tp("m", 0)] == (3, 4)
@@ -181,7 +204,7 @@ def test_reassignment_to_an_offline_broker_waits_until_it_returns(cluster: Clust
     assert cluster.metadata.assignments(["m"])["m"].value.partitions[0] == (1, 4, 2)
     assert cluster.admin.reassignments_in_progress()  # waiting
     back = cluster.add(4)
-    assert tp("m", 0) in back.broker.leader_and_isr()
+    assert tp("m", 0) in back.handler.leader_and_isr()
     _catch_up(cluster, tp("m", 0), [1, 2, 4])
     assert cluster.metadata.assignments(["m"])["m"].value.partitions[0] == (1, 4)
     assert set(cluster.state("m", 0).isr) == {1, 4}
@@ -205,6 +228,30 @@ def test_reassignment_is_resumed_by_a_new_controller(cluster: Cluster) -> None:
     assert a.partitions == {0: (3, 4), 1: (2, 3)}
     assert cluster.state("m", 0).leader in (3, 4)
     assert cluster.metadata.reassignment() is None
+
+
+def test_a_reassignment_cancelled_after_its_leader_died_never_empties_the_isr(
+        cluster: Cluster) -> None:
+    """Issue 14 #6, on the public path: topic on [1], reassigned to [2, 3, 4] (the ISR grows
+    to [1, 2, 3]), broker 1 dies (leader 2, ISR [2, 3]), and the request is rewritten back to
+    [1]. Replicas 2, 3 and 4 go Offline; Kafka takes them out of the ISR one at a time and
+    keeps the last member: leader -1, ISR [3] (it was written as leader -1, ISR [])."""
+    for b in (1, 2, 3, 4, 5):
+        cluster.add(b)  # 5: the controller stays put when 1 dies
+    cluster.admin.create_topic("m", assignment={0: [1]})
+    cluster.pump()
+    cluster.admin.reassign({tp("m", 0): [2, 3, 4]})
+    cluster.pump()
+    _catch_up(cluster, tp("m", 0), [1, 2, 3])
+    assert cluster.metadata.assignments(["m"])["m"].value.partitions[0] == (2, 3, 4, 1)
+    cluster.kill(1)
+    s = cluster.state("m", 0)
+    assert (s.leader, s.isr) == (2, (2, 3))
+    cluster.admin_client.set(layout.REASSIGN_PARTITIONS, encode_reassignment({tp("m", 0): [1]}))
+    cluster.pump()
+    s = cluster.state("m", 0)
+    assert (s.leader, s.isr) == (-1, (3,))
+    assert cluster.metadata.assignments(["m"])["m"].value.partitions[0] == (1,)
 
 
 def test_invalid_reassignment_entries_are_dropped(three: Cluster) -> None:
@@ -246,13 +293,13 @@ def test_preferred_election_node_is_deleted_even_when_it_cannot_happen(cluster: 
 @pytest.mark.parametrize("leaving", [1, 2, 3])
 def test_controlled_shutdown_of_each_broker_in_turn(three: Cluster, leaving: int) -> None:
     p = three.participants[leaving]
-    future = three.active().controller.request_controlled_shutdown(leaving, p.broker.epoch)
+    future = three.active().controller.request_controlled_shutdown(leaving, p.broker_epoch)
     three.pump()
     assert future.result(1) == ()
     for part in range(3):
         s = three.state("t", part)
         assert s.leader != leaving and leaving not in s.isr
-    stopped = p.broker.stopped(deleted=False)
+    stopped = p.handler.stopped(deleted=False)
     assert stopped == {tp("t", x) for x in range(3)} - {tp("t", (leaving - 1))}
     ctl = three.active().controller
     assert leaving in ctl.ctx.shutting_down
@@ -276,13 +323,73 @@ def test_controlled_shutdown_through_the_network_api(three: Cluster) -> None:
 
 def test_controlled_shutdown_with_a_stale_broker_epoch_is_refused(three: Cluster) -> None:
     p = three.participants[2]
-    stale = p.broker.epoch
+    stale = p.broker_epoch
     three.bounce(2)
     future = three.active().controller.request_controlled_shutdown(2, stale)
     three.pump()
     with pytest.raises(StaleBrokerEpoch):
         future.result(1)
     assert 2 not in three.active().controller.ctx.shutting_down
+
+
+def _shut_down_3(three: Cluster):  # type: ignore[no-untyped-def]
+    b3 = three.participants[3].handler
+    future = three.active().controller.request_controlled_shutdown(3, b3.epoch)
+    three.pump()
+    assert future.result(1) == ()
+    return b3
+
+
+def test_a_broker_in_controlled_shutdown_hears_of_its_own_leaders_moving(three: Cluster) -> None:
+    """Kafka sends the metadata of a LeaderAndIsr change to liveOrShuttingDownBrokerIds: the
+    broker shutting down too, which lists it no longer live."""
+    b3 = _shut_down_3(three)
+    meta = b3.metadata()[tp("t", 2)]
+    assert meta.leader == 1 and 3 not in meta.isr
+    assert 3 not in b3.live_brokers()
+
+
+def _isr_change(c: Cluster) -> None:
+    assert change_isr(c.participants[1].metadata, tp("t", 0), [1])
+
+
+def _broker_update(c: Cluster) -> None:
+    info = BrokerInfo(id=2, host="127.0.0.1", port=9093)
+    c.admin_client.set(layout.broker(2), info.encode())
+
+
+@pytest.mark.parametrize(("trigger", "heard"), [
+    (_isr_change, lambda m, live: m[tp("t", 0)].isr == (1,)),
+    (lambda c: c.admin.create_topic("n", assignment={0: [1, 2]}),
+     lambda m, live: tp("n", 0) in m),
+    (lambda c: c.kill(2), lambda m, live: live == [1]),
+    (lambda c: c.add(4), lambda m, live: live == [1, 2, 4]),
+    (_broker_update, lambda m, live: True),
+    (lambda c: c.admin.delete_topic("t"), lambda m, live: m[tp("t", 0)].leader == -2),
+], ids=["isr-change", "new-topic", "broker-failure", "broker-startup", "broker-update",
+        "topic-deletion"])
+def test_a_broker_in_controlled_shutdown_still_gets_every_metadata_update(
+        three: Cluster, trigger, heard) -> None:  # type: ignore[no-untyped-def]
+    """Every UpdateMetadata path of Kafka's controller goes to liveOrShuttingDownBrokerIds."""
+    b3 = _shut_down_3(three)
+    b3.clear()
+    trigger(three)
+    three.pump()
+    assert b3.received(UpdateMetadataRequest), "no UpdateMetadata reached broker 3"
+    assert heard(b3.metadata(), b3.live_brokers())
+
+
+def test_a_new_broker_gets_the_full_metadata_and_the_others_the_news(three: Cluster) -> None:
+    """Kafka's onBrokerStartup: the brokers already there get UpdateMetadata with no partition
+    (the new live broker list), the new one a single UpdateMetadata with every partition."""
+    for p in three.participants.values():
+        p.handler.clear()
+    four = three.add(4)
+    updates = four.handler.received(UpdateMetadataRequest)
+    assert len(updates) == 1 and len(updates[0].partitions) == 3
+    for b in (1, 2, 3):
+        assert [len(r.partitions) for r in
+                three.participants[b].handler.received(UpdateMetadataRequest)] == [0]
 
 
 def test_controlled_shutdown_answers_with_partitions_it_still_leads(cluster: Cluster) -> None:
@@ -292,7 +399,7 @@ def test_controlled_shutdown_answers_with_partitions_it_still_leads(cluster: Clu
     cluster.admin.create_topic("double", assignment={0: [2, 1]})
     cluster.pump()
     future = cluster.active().controller.request_controlled_shutdown(
-        2, cluster.participants[2].broker.epoch)
+        2, cluster.participants[2].broker_epoch)
     cluster.pump()
     assert future.result(1) == (tp("single", 0),)
     assert cluster.state("double", 0).leader == 1
@@ -314,7 +421,7 @@ def test_controlled_shutdown_leaves_a_topic_being_deleted_alone(
     assert all(ctl.ctx.is_deleting(x) and ctl.ctx.leaders[x].leader == 1 for x in led)
     before = {x: ctl.ctx.leaders[x] for x in led}
     caplog.set_level(logging.INFO, logger="partctl.state.change")
-    future = ctl.request_controlled_shutdown(1, three.participants[1].broker.epoch)
+    future = ctl.request_controlled_shutdown(1, three.participants[1].broker_epoch)
     three.pump()
     assert future.result(1) == led
     assert {x: ctl.ctx.leaders[x] for x in led} == before
@@ -330,7 +437,7 @@ def test_topic_deletion(three: Cluster) -> None:
     three.pump()
     assert "t" not in three.admin.list_topics()
     assert three.metadata.topics_to_delete() == []
-    assert three.participants[2].broker.stopped(deleted=True) == {tp("t", p) for p in range(3)}
+    assert three.participants[2].handler.stopped(deleted=True) == {tp("t", p) for p in range(3)}
     assert three.admin_client.exists(layout.partitions("t")) is None
     ctx = three.active().controller.ctx
     assert not ctx.replica_states and not ctx.partition_states and "t" not in ctx.topics
@@ -347,7 +454,7 @@ def test_topic_deletion_with_a_broker_down_resumes_when_it_returns(three: Cluste
     assert "t" in three.admin.list_topics()
     back = three.add(3)
     assert "t" not in three.admin.list_topics()
-    assert back.broker.stopped(deleted=True) == {tp("t", p) for p in range(3)}
+    assert back.handler.stopped(deleted=True) == {tp("t", p) for p in range(3)}
     assert three.metadata.topics_to_delete() == []
 
 
@@ -368,7 +475,7 @@ def test_auto_rebalance_after_a_broker_returns(three: Cluster) -> None:
     ctl.process(ev.AutoRebalanceTick())
     three.pump()
     assert three.state("t", 1).leader == 2
-    assert three.participants[2].broker.leads() == {tp("t", 1)}
+    assert three.participants[2].handler.leads() == {tp("t", 1)}
 
 
 def test_auto_rebalance_leaves_balanced_clusters_alone(three: Cluster) -> None:
@@ -399,6 +506,6 @@ def test_auto_rebalance_timer_fires_on_its_interval() -> None:
 
 def test_stop_replica_requests_carry_epochs(three: Cluster) -> None:
     three.kill(2)
-    b1 = three.participants[1].broker
+    b1 = three.participants[1].handler
     assert all(r.controller_epoch == 1 and r.broker_epoch == b1.epoch
                for r in b1.received(StopReplicaRequest) + b1.received(UpdateMetadataRequest))

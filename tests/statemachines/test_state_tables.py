@@ -227,6 +227,20 @@ def test_update_metadata_to_all_live_brokers_without_partitions():
         assert [b.id for b in request.live_brokers] == [1, 2, 3]
 
 
+def test_brokers_shutting_down_get_every_update_but_are_not_listed_live():
+    """Kafka's liveOrShuttingDownBrokerIds are the recipients; the live list leaves out the
+    brokers in controlled shutdown; a leader shutting down is still reachable."""
+    batch = RequestBatch(live_brokers=LIVE, shutting_down=[3])
+    batch.add_leader_and_isr([1, 2], T0, _state(3), [3, 1, 2])
+    batch.add_update_metadata(None)
+    built = batch.build(1, 1, EPOCHS)
+    assert sorted(built) == [1, 2, 3]
+    for broker, requests in built.items():
+        (update,) = [r for r in requests if isinstance(r, UpdateMetadataRequest)]
+        assert [b.id for b in update.live_brokers] == [1, 2], broker
+    assert [b.id for b in built[1][0].live_leaders] == [3]
+
+
 def test_unregistered_and_negative_brokers_get_nothing():
     batch = RequestBatch(live_brokers=LIVE)
     batch.add_leader_and_isr([-1, 1, 4], T0, _state(1), [1, 4])

@@ -1,0 +1,387 @@
+"""Three broker processes under Kafka's own client (librdkafka, through confluent-kafka); prints
+numbers.
+
+    .venv/bin/python benchmarks/network.py [--messages 200000] [--partitions 6]
+                                           [--rate 10000] [--seconds 10]
+
+A ZooKeeper started for the run on this machine's loopback, three ``partctl broker start``
+processes (launched by :mod:`broker.cluster`, as ``partctl cluster up`` launches them) with
+their logs in a temporary directory (flushed by the OS: Kafka's default), joined only by
+Kafka's protocol: the controller's requests and the followers' fetches go over loopback.
+Topics have ``--partitions`` partitions at replication factor 3 with min.insync.replicas 2.
+
+1. Produce: one confluent-kafka producer, acks=all and enable.idempotence, linger.ms 5, sends
+   ``--messages`` values of 1 KiB (random bytes, no key, no compression) round-robin over the
+   partitions; from the first ``produce()`` to the end of ``flush()``.
+2. Consume: one confluent-kafka consumer (assign() from the beginning, no group) reads that
+   topic back, timed from ``assign()`` to the last message, and from the first message to the
+   last (librdkafka takes about half a second to start: it queries the start offsets on a
+   500 ms timer while it connects to the partitions' leaders). Then once more with the
+   client's ``fetch.queue.backoff.ms`` at 10 instead of librdkafka's 1,000: by default
+   librdkafka stops fetching a partition for a second once its local queue passes its
+   threshold, which a Python loop slower than the fetches makes it do; the second run shows
+   what the brokers serve when the client keeps asking.
+3. Embedded: the same number of 1 KiB records with acks=all through the embedded cluster
+   (three brokers in this process on the memory coordinator, RF 3, min ISR 2, its pipelined
+   idempotent producer, batches of ``--embedded-batch`` records): what the network costs.
+4. Raw loopback: the same bytes over one TCP connection on 127.0.0.1 in 1 MiB ``sendall()``
+   calls, read by a thread: the ceiling of one connection from Python on this machine.
+5. Latency: acks=all (idempotent), linger.ms 0, ``--rate`` messages a second for
+   ``--seconds`` to a one-partition topic, after one message delivered first (the producer's
+   start-up: metadata, InitProducerId, connections); each message's time from ``produce()``
+   to its delivery callback (the producer's poll loop adds up to 1 ms); p50, p99 and max.
+6. Memory: a topic of 1,000 partitions (RF 3: every broker holds 1,000 replicas, a third of
+   them as leader), then 100 idle client connections to each broker (each has sent
+   ApiVersions); every broker's resident set size (VmRSS), after the cluster settles.
+
+MB/s counts value bytes only (10^6 bytes per MB). "brokers CPU" is the three broker processes'
+user + system time during the phase (from /proc); the two cores are shared with the client,
+the ZooKeeper server and (for the embedded row) the whole embedded cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import struct
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import (  # noqa: E402
+    add_server_options,
+    cpu_seconds,
+    make_batch,
+    server_label,
+    start_server,
+)
+
+VALUE_SIZE = 1024
+BROKERS = 3
+
+
+def start_brokers(directory: Path, url: str) -> list:
+    from broker.cluster import BrokerStartError, launch_broker
+
+    brokers = [launch_broker(directory / f"broker-{b}", b, url,
+                             extra="controlled.shutdown.retry.backoff.ms=200\n")
+               for b in range(1, BROKERS + 1)]
+    try:
+        for broker in brokers:
+            broker.wait_serving(90)
+    except BrokerStartError as exc:
+        for broker in brokers:
+            broker.kill()
+        raise SystemExit(f"broker {exc.broker_id} did not start: {exc.reason}") from None
+    return brokers
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 3, config={"min.insync.replicas": "2"})],
+                        operation_timeout=60)[name].result(90)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        md = admin.list_topics(name, timeout=10).topics.get(name)
+        if md is not None and md.error is None and len(md.partitions) == partitions and all(
+                p.leader >= 0 and len(p.isrs) == 3 for p in md.partitions.values()):
+            return
+        time.sleep(0.1)
+    raise SystemExit(f"topic {name}: no leaders or ISRs not full after 120 s")
+
+
+class BrokersCpu:
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+        self.start = self._now()
+
+    def _now(self) -> float:
+        return sum(cpu_seconds(pid) or 0.0 for pid in self.pids)
+
+    def used(self) -> float:
+        return self._now() - self.start
+
+
+def produce(bootstrap: str, topic: str, count: int, partitions: int) -> float:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 5,
+                         "queue.buffering.max.messages": 1_000_000})
+    value = os.urandom(VALUE_SIZE)
+    failed = []
+
+    def delivered(err: object, _msg: object) -> None:
+        if err is not None:
+            failed.append(err)
+
+    start = time.perf_counter()
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(topic, value=value, partition=i % partitions,
+                                 on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        if i % 1000 == 0:
+            producer.poll(0)
+    left = producer.flush(300)
+    elapsed = time.perf_counter() - start
+    if left or failed:
+        raise SystemExit(f"produce failed: {left} undelivered, errors {failed[:3]}")
+    return elapsed
+
+
+def consume(bootstrap: str, topic: str, count: int, partitions: int,
+            **settings: object) -> tuple[float, float]:
+    """(seconds from assign() to the last message, seconds from the first message to the
+    last); ``settings`` are the consumer's (librdkafka's names with '_' for '.')."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench",
+                         "enable.auto.commit": False, "fetch.max.bytes": 50 * 1024 * 1024,
+                         **{k.replace("_", "."): v for k, v in settings.items()}})
+    start = time.perf_counter()
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    got = 0
+    first = None
+    deadline = time.monotonic() + 300
+    while got < count and time.monotonic() < deadline:
+        for msg in consumer.consume(1_000, 0.1):
+            if msg.error() is None:
+                got += 1
+        if got and first is None:
+            first = time.perf_counter()
+    end = time.perf_counter()
+    consumer.close()
+    if got < count or first is None:
+        raise SystemExit(f"consumed {got} of {count}")
+    return end - start, end - first
+
+
+def embedded(count: int, partitions: int, batch: int) -> tuple[float, float]:
+    """(seconds, CPU seconds of this process) for ``count`` 1 KiB records with acks=all on
+    the embedded cluster, after a warm-up."""
+    from replication import EmbeddedCluster, embedded_replica_config
+    from replication.protocol import ACKS_ALL
+
+    template = make_batch(batch, VALUE_SIZE)
+    batches = max(count // batch, 1)
+    with EmbeddedCluster(3, replica_config=embedded_replica_config(min_insync_replicas=2)
+                         ) as cluster:
+        tps = cluster.create_topic("embedded", partitions, 3)
+        producer = cluster.producer(acks=ACKS_ALL, max_in_flight=64)
+        for f in [producer.send_encoded(tps[i % partitions], template) for i in range(64)]:
+            f.result()
+        cpu = cpu_seconds() or 0.0
+        start = time.perf_counter()
+        futures = [producer.send_encoded(tps[i % partitions], template) for i in range(batches)]
+        for f in futures:
+            f.result()
+        elapsed = time.perf_counter() - start
+        used = (cpu_seconds() or 0.0) - cpu
+        producer.close()
+    return elapsed * count / (batches * batch), used
+
+
+def raw_loopback(total: int) -> float:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    received = [0]
+
+    def receive() -> None:
+        conn, _ = listener.accept()
+        buf = bytearray(1 << 20)
+        view = memoryview(buf)
+        while True:
+            n = conn.recv_into(view)
+            if not n:
+                break
+            received[0] += n
+        conn.close()
+
+    reader = threading.Thread(target=receive)
+    reader.start()
+    chunk = os.urandom(1 << 20)
+    with socket.create_connection(listener.getsockname()) as sender:
+        start = time.perf_counter()
+        sent = 0
+        while sent < total:
+            piece = chunk[:min(len(chunk), total - sent)]
+            sender.sendall(piece)
+            sent += len(piece)
+    reader.join()
+    elapsed = time.perf_counter() - start
+    listener.close()
+    assert received[0] == total
+    return elapsed
+
+
+def latency(bootstrap: str, topic: str, rate: int, seconds: float) -> list[float]:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 0})
+    value = os.urandom(VALUE_SIZE)
+    samples: list[float] = []
+
+    def on_delivery(sent: float):  # noqa: ANN202
+        def delivered(err: object, _msg: object) -> None:
+            if err is None:
+                samples.append(time.perf_counter() - sent)
+        return delivered
+
+    # The producer's start (metadata, InitProducerId, the connection to the leader) comes
+    # first: a steady rate is measured, not the backlog of the first second.
+    producer.produce(topic, value=value)
+    if producer.flush(60):
+        raise SystemExit("latency run: the warm-up message was not delivered")
+    count = int(rate * seconds)
+    start = time.perf_counter()
+    for i in range(count):
+        due = start + i / rate
+        while (now := time.perf_counter()) < due:
+            producer.poll(min(0.001, due - now))
+        producer.produce(topic, value=value, on_delivery=on_delivery(time.perf_counter()))
+        producer.poll(0)
+    producer.flush(60)
+    return sorted(samples)
+
+
+def rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def idle_connections(ports: list[int], per_broker: int) -> list[socket.socket]:
+    """``per_broker`` connections to each port, each having sent ApiVersions v0 and read the
+    answer: clients that connected and then went quiet."""
+    sockets = []
+    for port in ports:
+        for i in range(per_broker):
+            s = socket.create_connection(("127.0.0.1", port))
+            body = struct.pack(">hhih", 18, 0, i, 5) + b"bench"
+            s.sendall(struct.pack(">i", len(body)) + body)
+            sockets.append(s)
+    for s in sockets:
+        size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+        s.recv(size, socket.MSG_WAITALL)
+    return sockets
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--embedded-batch", type=int, default=64,
+                        help="records per batch of the embedded producer")
+    parser.add_argument("--rate", type=int, default=10_000, help="latency run, messages/s")
+    parser.add_argument("--seconds", type=float, default=10.0, help="latency run length")
+    parser.add_argument("--memory-partitions", type=int, default=1_000)
+    parser.add_argument("--idle-connections", type=int, default=100, help="per broker")
+    add_server_options(parser)
+    args = parser.parse_args()
+    try:
+        import confluent_kafka
+    except ImportError:
+        raise SystemExit("needs confluent-kafka: pip install -e '.[test]'") from None
+
+    zk = start_server("zookeeper", args)
+    directory = Path(tempfile.mkdtemp(prefix="partctl-network-"))
+    brokers = []
+    mb = args.messages * VALUE_SIZE / 1e6
+    try:
+        brokers = start_brokers(directory, zk.url("/bench"))
+        pids = [b.pid for b in brokers]
+        bootstrap = ",".join(b.bootstrap for b in brokers)
+        print(f"3 brokers up ({bootstrap}); producing", flush=True)
+        create_topic(bootstrap, "bench-produce", args.partitions)
+        cpu = BrokersCpu(pids)
+        produced = produce(bootstrap, "bench-produce", args.messages, args.partitions)
+        produce_cpu = cpu.used()
+        print("consuming", flush=True)
+        cpu = BrokersCpu(pids)
+        client = cpu_seconds() or 0.0
+        consumed, streaming = consume(bootstrap, "bench-produce", args.messages,
+                                      args.partitions)
+        consume_cpu = cpu.used()
+        consumer_cpu = (cpu_seconds() or 0.0) - client
+        tuned, tuned_streaming = consume(bootstrap, "bench-produce", args.messages,
+                                         args.partitions, fetch_queue_backoff_ms=10)
+        print(f"latency run: {args.rate}/s for {args.seconds:g}s", flush=True)
+        create_topic(bootstrap, "bench-latency", 1)
+        cpu = BrokersCpu(pids)
+        samples = latency(bootstrap, "bench-latency", args.rate, args.seconds)
+        latency_cpu = cpu.used()
+        print(f"memory: {args.memory_partitions} partitions, {args.idle_connections} idle "
+              "connections per broker", flush=True)
+        create_topic(bootstrap, "bench-memory", args.memory_partitions)
+        idle = idle_connections([b.port for b in brokers], args.idle_connections)
+        time.sleep(5)
+        rss = [rss_mib(pid) for pid in pids]
+        for s in idle:
+            s.close()
+    finally:
+        for broker in brokers:
+            broker.signal(15)
+        for broker in brokers:
+            try:
+                broker.wait(120)
+            except Exception:  # noqa: BLE001 - whatever happened, nothing is left running
+                broker.kill()
+        zk.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+    print("embedded cluster and raw loopback", flush=True)
+    embedded_s, embedded_cpu = embedded(args.messages, args.partitions, args.embedded_batch)
+    raw = raw_loopback(args.messages * VALUE_SIZE)
+
+    print(f"\n3 partctl broker processes, confluent-kafka {confluent_kafka.version()[0]} "
+          f"(librdkafka {confluent_kafka.libversion()[0]}), {args.messages} x 1 KiB values, "
+          f"{args.partitions} partitions, RF 3, min ISR 2")
+    print(server_label(args))
+    print(f"{'phase':46} {'seconds':>8} {'MB/s':>8} {'msgs/s':>9} {'CPU s':>7}")
+    rows = [("produce acks=all, idempotent (network)", produced, produce_cpu, "brokers"),
+            ("consume (assign, from the beginning)", consumed, consume_cpu, "brokers"),
+            ("  the same, from its first message", streaming, None, ""),
+            ("consume, client's fetch.queue.backoff.ms=10", tuned, None, ""),
+            ("  the same, from its first message", tuned_streaming, None, ""),
+            ("produce acks=all (embedded, in process)", embedded_s, embedded_cpu, "process"),
+            ("raw loopback socket, one connection", raw, None, "")]
+    for name, took, used, whose in rows:
+        cpu_text = f"{used:7.2f} {whose}" if used is not None else f"{'-':>7}"
+        print(f"{name:46} {took:8.2f} {mb / took:8.1f} {args.messages / took:9.0f} {cpu_text}")
+    print(f"network produce / embedded produce: {embedded_s / produced:.2f} (target >= 0.5)")
+    print(f"consume / network produce:          {produced / consumed:.2f} (target >= 1.0); "
+          f"from the first message {produced / streaming:.2f}")
+    print(f"consume / raw loopback:             {raw / consumed:.2f} (target >= 0.25); from the "
+          f"first message {raw / streaming:.2f}; with fetch.queue.backoff.ms=10 "
+          f"{raw / tuned:.2f}, from its first message {raw / tuned_streaming:.2f}; the "
+          f"consumer (librdkafka and this Python loop) used {consumer_cpu:.2f} s of CPU in "
+          f"{consumed:.2f} s, the brokers {consume_cpu:.2f} s")
+    if samples:
+        p50 = samples[len(samples) // 2] * 1000
+        p99 = samples[min(len(samples) - 1, int(len(samples) * 0.99))] * 1000
+        print(f"produce latency, acks=all, linger.ms 0, {args.rate}/s "
+              f"({args.rate * VALUE_SIZE / 1e6:.1f} MB/s) for {args.seconds:g}s: p50 {p50:.2f} ms,"
+              f" p99 {p99:.2f} ms (target <= 20), max {samples[-1] * 1000:.1f} ms "
+              f"({len(samples)} delivered, brokers CPU {latency_cpu:.2f} s)")
+    print(f"broker RSS with {args.memory_partitions} partitions (RF 3) and "
+          f"{args.idle_connections} idle connections each: "
+          + ", ".join(f"{r:.0f}" for r in rss) + " MiB (target <= 300)")
+
+
+if __name__ == "__main__":
+    main()

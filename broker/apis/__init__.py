@@ -1,0 +1,207 @@
+"""The Kafka APIs a broker serves: one module per API group, a registry keyed by api key.
+
+Like Kafka's ``KafkaApis``, the server dispatches a parsed request by its api key; unlike it,
+each group of APIs lives in its own module (:mod:`.versions`, :mod:`.metadata`,
+:mod:`.produce`, :mod:`.fetch`, :mod:`.offsets`) and the registry says, per API, the versions
+this broker handles: what ApiVersions advertises, exactly, and what the server accepts. A
+request outside them is refused the way Kafka refuses it (see :mod:`broker.server`).
+
+A handler takes the :class:`RequestContext` and the parsed request (a kio object) and returns
+the response (a kio object of the request's version), an awaitable of one when it must wait
+(acks=all, a long-poll fetch, topic creation), :data:`NO_RESPONSE` (acks=0) or
+:data:`CLOSE_CONNECTION`. It runs on the event loop: what it calls must not block.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from broker.config import BrokerConfig
+from broker.controller_channel import KafkaNetwork
+from broker.metadata_cache import MetadataCache
+from broker.purgatory import Purgatory
+from coordinator.admin import Admin
+from replication.log import LogSlice
+from replication.producer_ids import ProducerIdManager
+from replication.replica_manager import ReplicaManager
+from statemachines.controller import Controller
+
+__all__ = [
+    "CLOSE_CONNECTION",
+    "NO_RESPONSE",
+    "Api",
+    "ApiRegistry",
+    "BrokerServices",
+    "ControllerNodeServices",
+    "Handler",
+    "RequestContext",
+    "TopicCreator",
+    "controller_registry",
+    "default_registry",
+]
+
+
+class _Marker:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+NO_RESPONSE = _Marker("NO_RESPONSE")
+"""The request gets no response (a produce with acks=0)."""
+
+CLOSE_CONNECTION = _Marker("CLOSE_CONNECTION")
+"""Close the connection once earlier responses are out (Kafka's answer to a failed acks=0
+produce: the client learns of the failure by the closed connection)."""
+
+
+class TopicCreator(Protocol):
+    """Creates a topic through the admin path (blocking: the caller runs it off the loop)."""
+
+    def __call__(self, name: str, partitions: int, replication_factor: int) -> None: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerServices:
+    """What the handlers work with: this broker's identity and settings, its replica manager
+    (called directly from the loop: its calls do not block), the metadata cache, the purgatory,
+    the cluster id, and the admin path that creates topics."""
+
+    broker_id: int
+    config: BrokerConfig
+    replica_manager: ReplicaManager
+    metadata: MetadataCache
+    purgatory: Purgatory
+    loop: asyncio.AbstractEventLoop
+    cluster_id: str | None
+    create_topic: TopicCreator | None = None
+    registry: ApiRegistry | None = None
+    admin: Admin | None = None
+    """The admin path on the broker's coordinator session (what Kafka's ZooKeeper-mode brokers
+    did through AdminZkClient); blocking, so called off the loop. None: the admin APIs answer
+    that the cluster cannot be reached."""
+    controller: Callable[[], Controller | None] | None = None
+    """This broker's controller candidate, for what Kafka hands the active controller as an
+    event (ElectLeaders); None when there is none."""
+    producer_ids: ProducerIdManager | None = None
+    """Where InitProducerId takes producer ids from (claimed in blocks on the session)."""
+    network: KafkaNetwork | None = None
+    """Where the controller's requests are handed to this broker's participant (keys 4 to 6);
+    None: they are answered BROKER_NOT_AVAILABLE."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ControllerNodeServices:
+    """What a controller-only process serves with (``partctl controller start``): ApiVersions
+    and ControlledShutdown, answered by its controller candidate."""
+
+    broker_id: int
+    """The candidate's id (``node.id``)."""
+    loop: asyncio.AbstractEventLoop
+    registry: ApiRegistry
+    controller: Callable[[], Controller | None]
+
+
+class RequestContext:
+    """One request as a handler sees it. ``slices`` collects the log slices its response
+    carries, which the server closes once the response is sent or dropped. ``broker`` is a
+    controller-only process's :class:`ControllerNodeServices` only for the APIs of
+    :func:`controller_registry`."""
+
+    __slots__ = ("api_key", "api_version", "broker", "client_id", "correlation_id", "listener",
+                 "slices")
+
+    def __init__(self, broker: BrokerServices | ControllerNodeServices, *, api_key: int, api_version: int,
+                 correlation_id: int, client_id: str | None, listener: str) -> None:
+        self.broker = broker
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+        self.listener = listener
+        self.slices: list[LogSlice] = []
+
+    def close_slices(self) -> None:
+        for s in self.slices:
+            s.close()
+        self.slices.clear()
+
+
+Handler = Callable[[RequestContext, Any], Any]
+"""(context, request) -> response | Awaitable[response] | NO_RESPONSE | CLOSE_CONNECTION."""
+
+Response = Any | Awaitable[Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Api:
+    """One API: its key, its name, the versions handled, and the handler."""
+
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+    handle: Handler
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+class ApiRegistry(Mapping[int, Api]):
+    """The APIs by key; iterating gives them in key order, as ApiVersions lists them."""
+
+    def __init__(self, apis: list[Api]) -> None:
+        by_key = {api.key: api for api in apis}
+        if len(by_key) != len(apis):
+            raise ValueError("two APIs with one key")
+        self._apis = dict(sorted(by_key.items()))
+
+    def __getitem__(self, key: int) -> Api:
+        return self._apis[key]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._apis)
+
+    def __len__(self) -> int:
+        return len(self._apis)
+
+    def supports(self, key: int, version: int) -> bool:
+        api = self._apis.get(key)
+        return api is not None and api.supports(version)
+
+
+def default_registry() -> ApiRegistry:
+    """Every API this broker serves, with the versions it handles."""
+    from broker.apis import (
+        cluster,
+        configs,
+        controller_requests,
+        elections,
+        fetch,
+        metadata,
+        offsets,
+        produce,
+        producers,
+        reassignments,
+        topics,
+        versions,
+    )
+
+    return ApiRegistry([*produce.APIS, *fetch.APIS, *offsets.APIS, *metadata.APIS,
+                        *versions.APIS, *producers.APIS, *topics.APIS, *configs.APIS,
+                        *cluster.APIS, *elections.APIS, *reassignments.APIS,
+                        *controller_requests.APIS])
+
+
+def controller_registry() -> ApiRegistry:
+    """What a controller-only process serves: ApiVersions and ControlledShutdown."""
+    from broker.apis import controller_requests, versions
+
+    return ApiRegistry([*versions.APIS, *controller_requests.CONTROLLER_APIS])

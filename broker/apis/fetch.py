@@ -1,0 +1,397 @@
+"""Fetch (key 1), for consumers: committed records sent from the segment files, long polls parked.
+
+A consumer reads up to the high watermark; read_committed reads the same (no transactions, so
+the last stable offset is the HW). Per partition, in request order, the read is at most the
+partition's ``partition_max_bytes`` and what is left of the request's ``max_bytes``; the first
+partition that has data returns at least its first batch whole even if it is larger (KIP-74),
+later ones may end inside a batch, as Kafka's file slices do. Per partition: the current leader
+epoch is checked first (FENCED_LEADER_EPOCH below ours, UNKNOWN_LEADER_EPOCH above), then
+leadership (NOT_LEADER_OR_FOLLOWER, or UNKNOWN_TOPIC_OR_PARTITION when the metadata does not know
+the partition), then the offset (OFFSET_OUT_OF_RANGE outside the log start and log end).
+
+The records are :class:`~replication.log.LogSlice` values: kio encodes the response around them
+and the server sends them with ``sendfile`` (see :mod:`broker.wire`).
+
+When less than ``min_bytes`` is readable and nothing failed, the fetch is parked in the
+purgatory (Kafka's DelayedFetch) watching its partitions: an append or a leadership change wakes
+it and it completes as soon as ``min_bytes`` are there, or after ``max_wait_ms`` with whatever
+there is. Fetch sessions (KIP-227) are not kept: every response says session 0, which tells the
+client to send full fetches; an incremental fetch (an epoch other than 0 and -1) is answered
+FETCH_SESSION_ID_NOT_FOUND, as for a session the broker evicted.
+
+A follower's fetch (replica id >= 0, from version 15 in ``replica_state``) is served by the data
+plane (:meth:`~replication.replica_manager.ReplicaManager.fetch`, what in-process followers
+call): after the same epoch and leadership checks, the leader reads up to its log end rather
+than the HW, records the follower's fetch offset as its log end offset (which may bring it into
+the ISR and move the HW, completing acks=all produces, and waking consumer fetches parked on
+the partition), and from version 12 answers the follower's ``last_fetched_epoch`` with a
+``diverging_epoch`` when the follower's log diverged (Kafka's rule: this leader's copy of that
+epoch is an older epoch, or ends before the fetch offset; KIP-595). A follower fetch with too
+little to read is parked like a consumer's, woken by appends (not by the HW, which followers
+learn with their next fetch).
+
+From version 13 topics are named by id (KIP-516), in the request and in the response: an id is
+resolved through the metadata cache's topic ids (:mod:`broker.apis.topic_ids`, which reads the
+ids of topics it has none for yet), and one it cannot resolve answers UNKNOWN_TOPIC_ID for its
+partitions. Version 15 carries the replica id in ``replica_state``. From version 16 a partition
+answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names the current leader and its epoch,
+and the response the leaders' endpoints on the request's listener (KIP-951), so the client
+moves without asking for metadata first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.apis import Api, RequestContext
+from broker.apis.topic_ids import ensure_topic_ids
+from broker.metadata_cache import MetadataSnapshot
+from broker.wire import build, response_module
+from coordinator.codecs import TopicPartition
+from replication.errors import OffsetOutOfRangeError, StorageError
+from replication.log import LogSlice
+from replication.partition import Partition, Role
+
+__all__ = ["APIS", "API_KEY", "PartitionRead", "check_epoch", "leader_partition"]
+
+API_KEY = 1
+READ_COMMITTED = 1
+FIRST_VERSION_WITH_IDS = 13
+FIRST_VERSION_WITH_LEADERS = 16
+_LEADER_MOVED = (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch)
+_FULL_EPOCHS = (0, -1)  # a full fetch: start (0) or no (-1) session
+
+
+def check_epoch(current_leader_epoch: int, leader_epoch: int) -> ErrorCode:
+    """Kafka's check of a client's current leader epoch (-1: the client does not know it)."""
+    if current_leader_epoch < 0 or current_leader_epoch == leader_epoch:
+        return ErrorCode.none
+    if current_leader_epoch < leader_epoch:
+        return ErrorCode.fenced_leader_epoch
+    return ErrorCode.unknown_leader_epoch
+
+
+@dataclass(slots=True, kw_only=True)
+class PartitionRead:
+    """One partition's part of a fetch response: records as a slice of a segment file
+    (consumers) or as bytes (followers, read by the data plane); ``diverging`` the epoch and
+    end offset a follower must truncate to."""
+
+    index: int
+    error: ErrorCode
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    records: LogSlice | bytes | None = None
+    diverging: tuple[int, int] | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.records) if self.records is not None else 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Wanted:
+    tp: TopicPartition
+    offset: int
+    max_bytes: int
+    leader_epoch: int
+    topic_id: uuid.UUID | None = None
+    unknown_id: bool = False
+    """Named by an id the metadata cache cannot resolve (the topic name is empty)."""
+    last_fetched_epoch: int = -1
+
+
+def leader_partition(ctx: RequestContext, tp: TopicPartition, leader_epoch: int
+            ) -> tuple[Partition | None, ErrorCode]:
+    partition = ctx.broker.replica_manager.partition(tp)
+    if partition is None:
+        known = ctx.broker.metadata.snapshot.contains(tp)
+        return None, (ErrorCode.not_leader_or_follower if known
+                      else ErrorCode.unknown_topic_or_partition)
+    status = partition.status()
+    error = check_epoch(leader_epoch, status.leader_epoch)
+    if error is ErrorCode.none and status.role is not Role.LEADER:
+        error = ErrorCode.not_leader_or_follower
+    return partition, error
+
+
+def _read_one(ctx: RequestContext, want: _Wanted, limit: int, min_one: bool) -> PartitionRead:
+    if want.unknown_id:
+        return PartitionRead(index=want.tp.partition, error=ErrorCode.unknown_topic_id)
+    partition, error = leader_partition(ctx, want.tp, want.leader_epoch)
+    if partition is None or error is not ErrorCode.none:
+        return PartitionRead(index=want.tp.partition, error=error)
+    status = partition.status()
+    hw, start = status.high_watermark, status.log_start_offset
+    if want.offset < start or want.offset > status.log_end_offset:
+        return PartitionRead(index=want.tp.partition, error=ErrorCode.offset_out_of_range)
+    try:
+        records = partition.log.read_slice(want.offset, min(want.max_bytes, limit), hw,
+                                           min_one=min_one)
+    except OffsetOutOfRangeError:  # the log moved under us (retention, truncation)
+        return PartitionRead(index=want.tp.partition, error=ErrorCode.offset_out_of_range)
+    except StorageError:
+        return PartitionRead(index=want.tp.partition, error=ErrorCode.kafka_storage_error)
+    return PartitionRead(index=want.tp.partition, error=ErrorCode.none, high_watermark=hw,
+                         log_start_offset=start, records=records)
+
+
+def _read_all(ctx: RequestContext, wanted: list[_Wanted], max_bytes: int
+              ) -> list[PartitionRead]:
+    """Kafka's readFromLog: partitions in order, the request's byte budget shared, the first
+    non-empty one at least one batch."""
+    left, min_one = max_bytes, True
+    reads = []
+    for want in wanted:
+        read = _read_one(ctx, want, left, min_one)
+        if read.size:
+            min_one = False
+            left = max(0, left - read.size)
+        reads.append(read)
+    return reads
+
+
+def _close(reads: list[PartitionRead]) -> None:
+    for read in reads:
+        if isinstance(read.records, LogSlice):
+            read.records.close()
+        read.records = None
+
+
+def _wanted(request: Any, names: Mapping[uuid.UUID, str] | None = None) -> list[_Wanted]:
+    """The partitions asked for, in order; ``names`` resolves topic ids (version 13+)."""
+    out = []
+    for topic in request.topics:
+        topic_id = getattr(topic, "topic_id", None) if names is not None else None
+        name = topic.topic if names is None else names.get(topic_id, "")  # type: ignore[arg-type]
+        for p in topic.partitions:
+            out.append(_Wanted(TopicPartition(name, p.partition), p.fetch_offset,
+                               p.partition_max_bytes, getattr(p, "current_leader_epoch", -1),
+                               topic_id, names is not None and not name,
+                               getattr(p, "last_fetched_epoch", -1)))
+    return out
+
+
+def _replica_id(request: Any) -> int:
+    """The fetching replica: -1 for a consumer (in ``replica_state`` from version 15)."""
+    state = getattr(request, "replica_state", None)
+    return state.replica_id if state is not None else request.replica_id
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    if version >= 7 and request.session_epoch not in _FULL_EPOCHS:
+        return _error_response(ctx, ErrorCode.fetch_session_id_not_found)
+    if version < FIRST_VERSION_WITH_IDS:
+        return _handle(ctx, request, _wanted(request))
+    names = ctx.broker.metadata.snapshot.topic_names
+    if any(t.topic_id not in names for t in request.topics):
+        return _resolving(ctx, request)
+    return _handle(ctx, request, _wanted(request, names))
+
+
+async def _resolving(ctx: RequestContext, request: Any) -> Any:
+    """Ids the cache has no name for yet: read the ids of the topics it holds, then fetch."""
+    snap = await ensure_topic_ids(ctx.broker)
+    result = _handle(ctx, request, _wanted(request, snap.topic_names))
+    return await result if inspect.isawaitable(result) else result
+
+
+def _handle(ctx: RequestContext, request: Any, wanted: list[_Wanted]) -> Any:
+    version = ctx.api_version
+    max_bytes = request.max_bytes if version >= 3 else 0x7FFFFFFF
+    replica_id = _replica_id(request)
+    if replica_id >= 0:
+        return _follower_fetch(ctx, request, wanted, replica_id, max_bytes)
+    reads = _read_all(ctx, wanted, max_bytes)
+    max_wait = request.max_wait / timedelta(seconds=1)
+    if (max_wait <= 0 or not wanted or sum(r.size for r in reads) >= request.min_bytes
+            or any(r.error is not ErrorCode.none for r in reads)):
+        return _response(ctx, request, wanted, reads)
+    _close(reads)
+    return _park(ctx, request, wanted, max_bytes, max_wait)
+
+
+# -- followers ---------------------------------------------------------------------------------
+
+
+def _follower_read(ctx: RequestContext, want: _Wanted, replica_id: int, limit: int,
+                   update: bool) -> PartitionRead:
+    index = want.tp.partition
+    if want.unknown_id:
+        return PartitionRead(index=index, error=ErrorCode.unknown_topic_id)
+    partition, error = leader_partition(ctx, want.tp, want.leader_epoch)
+    if partition is None or error is not ErrorCode.none:
+        return PartitionRead(index=index, error=error)
+    hw_before = partition.high_watermark
+    result = ctx.broker.replica_manager.fetch(want.tp, want.offset, limit, replica_id,
+                                              want.leader_epoch, want.last_fetched_epoch,
+                                              update_state=update)
+    if result.high_watermark > hw_before:
+        ctx.broker.purgatory.wake(want.tp)  # consumers parked on the HW may now read
+    read = PartitionRead(index=index, error=ErrorCode(int(result.error)),
+                         high_watermark=result.high_watermark,
+                         log_start_offset=result.log_start_offset,
+                         records=result.records or None)
+    if result.diverging_epoch >= 0:
+        read.diverging = (result.diverging_epoch, result.diverging_end_offset)
+    return read
+
+
+def _follower_reads(ctx: RequestContext, wanted: list[_Wanted], replica_id: int,
+                    max_bytes: int, *, update: bool = True) -> list[PartitionRead]:
+    """Every partition asked, in order, the request's byte budget shared (a partition read
+    once the budget is spent still returns its first batch: the follower's position moves
+    on every partition it asks about, as Kafka's does). A parked fetch completing reads
+    without ``update``: its fetch was recorded when it arrived, as Kafka's DelayedFetch does
+    (the follower may have stopped since, and must not rejoin an ISR by it)."""
+    left = max_bytes
+    reads = []
+    for want in wanted:
+        read = _follower_read(ctx, want, replica_id, max(1, min(want.max_bytes, left)), update)
+        left -= read.size
+        reads.append(read)
+    return reads
+
+
+def _follower_fetch(ctx: RequestContext, request: Any, wanted: list[_Wanted], replica_id: int,
+                    max_bytes: int) -> Any:
+    reads = _follower_reads(ctx, wanted, replica_id, max_bytes)
+    max_wait = request.max_wait / timedelta(seconds=1)
+    if (max_wait <= 0 or not wanted or sum(r.size for r in reads) >= request.min_bytes
+            or any(r.error is not ErrorCode.none or r.diverging for r in reads)):
+        return _response(ctx, request, wanted, reads)
+    answer: asyncio.Future = ctx.broker.loop.create_future()
+
+    def complete() -> None:
+        if not answer.done():
+            answer.set_result(_response(ctx, request, wanted, _follower_reads(
+                ctx, wanted, replica_id, max_bytes, update=False)))
+
+    ctx.broker.purgatory.park(
+        {w.tp for w in wanted}, max_wait,
+        lambda: answer.done() or _readable(ctx, wanted, request.min_bytes, follower=True),
+        complete)
+    return answer
+
+
+# -- long polls --------------------------------------------------------------------------------
+
+
+def _readable(ctx: RequestContext, wanted: list[_Wanted], min_bytes: int, *,
+              follower: bool = False) -> bool:
+    """Kafka's DelayedFetch.tryComplete: enough bytes readable (below the HWs for a consumer,
+    below the log ends for a ``follower``), or a partition whose state changed (leadership,
+    epoch, offset out of range), which the fetcher must hear of now."""
+    total = 0
+    for want in wanted:
+        if want.unknown_id:
+            return True
+        partition, error = leader_partition(ctx, want.tp, want.leader_epoch)
+        if partition is None or error is not ErrorCode.none:
+            return True
+        status = partition.status()
+        if want.offset < status.log_start_offset or want.offset > status.log_end_offset:
+            return True
+        bound = status.log_end_offset if follower else status.high_watermark
+        if bound <= want.offset:
+            continue
+        if min_bytes <= 1:
+            return True
+        try:
+            records = partition.log.read_slice(want.offset, want.max_bytes, bound)
+        except StorageError:
+            return True
+        if records is not None:
+            total += records.size
+            records.close()
+        if total >= min_bytes:
+            return True
+    return False
+
+
+def _park(ctx: RequestContext, request: Any, wanted: list[_Wanted], max_bytes: int,
+          max_wait: float) -> asyncio.Future:
+    answer: asyncio.Future = ctx.broker.loop.create_future()
+
+    def complete() -> None:
+        if not answer.done():
+            answer.set_result(_response(ctx, request, wanted, _read_all(ctx, wanted, max_bytes)))
+
+    ctx.broker.purgatory.park(
+        {w.tp for w in wanted}, max_wait,
+        lambda: answer.done() or _readable(ctx, wanted, request.min_bytes), complete)
+    return answer
+
+
+def _error_response(ctx: RequestContext, error: ErrorCode) -> Any:
+    module = response_module(API_KEY, ctx.api_version)
+    return build(module.FetchResponse, throttle_time=timedelta(0), error_code=error,
+                 session_id=0, responses=())
+
+
+def _response(ctx: RequestContext, request: Any, wanted: list[_Wanted],
+              reads: list[PartitionRead]) -> Any:
+    version = ctx.api_version
+    module = response_module(API_KEY, version)
+    committed = request.isolation_level == READ_COMMITTED if version >= 4 else False
+    leaders = version >= FIRST_VERSION_WITH_LEADERS
+    snap = ctx.broker.metadata.snapshot
+    endpoints: dict[int, Any] = {}
+    topics: list[tuple[str, uuid.UUID | None, list[Any]]] = []
+    for want, read in zip(wanted, reads, strict=True):
+        records: LogSlice | bytes = b""
+        if read.records is not None:
+            if isinstance(read.records, LogSlice):
+                ctx.slices.append(read.records)
+            records = read.records
+        current: dict[str, Any] = {}
+        if leaders and read.error in _LEADER_MOVED:
+            current = _current_leader(ctx, module, snap, want.tp, endpoints)
+        if read.diverging is not None:
+            current["diverging_epoch"] = build(module.EpochEndOffset, epoch=read.diverging[0],
+                                               end_offset=read.diverging[1])
+        data = build(module.PartitionData, partition_index=read.index, error_code=read.error,
+                     high_watermark=read.high_watermark, last_stable_offset=read.high_watermark,
+                     log_start_offset=read.log_start_offset,
+                     aborted_transactions=() if committed else None,
+                     preferred_read_replica=-1, records=records, **current)
+        if topics and (topics[-1][0], topics[-1][1]) == (want.tp.topic, want.topic_id):
+            topics[-1][2].append(data)
+        else:
+            topics.append((want.tp.topic, want.topic_id, [data]))
+    return build(module.FetchResponse, throttle_time=timedelta(0), error_code=ErrorCode.none,
+                 session_id=0, responses=tuple(
+                     build(module.FetchableTopicResponse, topic=name, topic_id=topic_id,
+                           partitions=tuple(parts))
+                     for name, topic_id, parts in topics),
+                 node_endpoints=tuple(endpoints[b] for b in sorted(endpoints)))
+
+
+def _current_leader(ctx: RequestContext, module: Any, snap: MetadataSnapshot,
+                    tp: TopicPartition, endpoints: dict[int, Any]) -> dict[str, Any]:
+    """KIP-951: the partition's leader and epoch as the cache has them, and the leader's
+    endpoint on the request's listener (nothing when there is no reachable leader)."""
+    state = snap.partition(tp)
+    if state is None or state.leader < 0:
+        return {}
+    broker = snap.brokers.get(state.leader)
+    endpoint = next((e for e in broker.endpoints if e.listener == ctx.listener),
+                    None) if broker is not None else None
+    if endpoint is None:
+        return {}
+    endpoints[state.leader] = build(module.NodeEndpoint, node_id=state.leader,
+                                    host=endpoint.host, port=endpoint.port, rack=broker.rack)
+    return {"current_leader": build(module.LeaderIdAndEpoch, leader_id=state.leader,
+                                    leader_epoch=state.leader_epoch)}
+
+
+APIS = [Api(key=API_KEY, name="Fetch", min_version=4, max_version=16, handle=handle)]

@@ -1,0 +1,169 @@
+"""Produce (key 0): batches appended by the data plane as sent, acks 0, 1 and all.
+
+Each partition's records pass through as bytes. Before the data plane sees them they get
+Kafka's request checks: exactly one v2 batch (INVALID_RECORD otherwise; CORRUPT_MESSAGE when it
+is cut short), zstd only from version 7 (UNSUPPORTED_COMPRESSION_TYPE), at most
+``message.max.bytes`` (MESSAGE_TOO_LARGE) and at most ``log.segment.bytes``
+(RECORD_LIST_TOO_LARGE). The data plane then checks the CRC (CORRUPT_MESSAGE), leadership
+(NOT_LEADER_OR_FOLLOWER, or UNKNOWN_TOPIC_OR_PARTITION when the metadata does not know the
+partition either), ``min.insync.replicas`` for acks=all (NOT_ENOUGH_REPLICAS), assigns offsets
+and appends.
+
+acks 0 and 1 are answered from the append; acks=all waits, parked in the partition, until the
+high watermark passes the batch or the request's timeout (REQUEST_TIMED_OUT): the partition
+completes its future on whichever thread moves the HW or runs the ticker, and the completion is
+carried onto the event loop with ``call_soon_threadsafe``. An acks=0 request gets no response,
+unless a partition failed: then the connection is closed, as Kafka closes it. Every append
+wakes the fetches parked on its partition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import Future
+from datetime import timedelta
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.apis import CLOSE_CONNECTION, NO_RESPONSE, Api, RequestContext
+from broker.wire import build, error_code, response_module
+from coordinator.codecs import TopicPartition
+from replication.protocol import ErrorCode as DataErrorCode
+from replication.protocol import ProduceResult
+from replication.records import (
+    ATTRIBUTES_OFFSET,
+    BATCH_OVERHEAD,
+    COMPRESSION_MASK,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAGIC_V2,
+)
+
+__all__ = ["APIS", "API_KEY", "check_records"]
+
+API_KEY = 0
+ZSTD = 4
+FIRST_ZSTD_VERSION = 7
+
+_Outcome = ErrorCode | Future
+
+
+def check_records(records: bytes | None, version: int, max_message_bytes: int,
+                  segment_bytes: int) -> ErrorCode:
+    """Kafka's checks of a produce request's records before they reach the log."""
+    if not records:
+        return ErrorCode.invalid_record
+    size = len(records)
+    if size < BATCH_OVERHEAD:
+        return ErrorCode.corrupt_message
+    batch_size = int.from_bytes(records[8:12], "big", signed=True) + LOG_OVERHEAD
+    if batch_size > size or batch_size < BATCH_OVERHEAD:
+        return ErrorCode.corrupt_message
+    if batch_size < size or records[MAGIC_OFFSET] != MAGIC_V2:
+        return ErrorCode.invalid_record  # one v2 batch per partition from version 3 on
+    codec = records[ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK
+    if codec == ZSTD and version < FIRST_ZSTD_VERSION:
+        return ErrorCode.unsupported_compression_type
+    if size > max_message_bytes:
+        return ErrorCode.message_too_large
+    if size > segment_bytes:
+        return ErrorCode.record_list_too_large
+    return ErrorCode.none
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    rm = broker.replica_manager
+    snap = broker.metadata.snapshot
+    config = broker.config
+    acks = request.acks
+    timeout_ms = int(request.timeout / timedelta(milliseconds=1))
+    outcomes: list[tuple[str, list[tuple[int, _Outcome]]]] = []
+    for topic in request.topic_data:
+        partitions: list[tuple[int, _Outcome]] = []
+        outcomes.append((topic.name, partitions))
+        for data in topic.partition_data:
+            tp = TopicPartition(topic.name, data.index)
+            if acks not in (0, 1, -1):
+                partitions.append((data.index, ErrorCode.invalid_required_acks))
+                continue
+            partition = rm.partition(tp)
+            if partition is None:
+                partitions.append((data.index, ErrorCode.not_leader_or_follower
+                                   if snap.contains(tp) else ErrorCode.unknown_topic_or_partition))
+                continue
+            problem = check_records(data.records, ctx.api_version, config.message_max_bytes,
+                                    config.log_segment_bytes)
+            if problem is not ErrorCode.none:
+                partitions.append((data.index, problem))
+                continue
+            future = rm.produce(tp, data.records, acks, timeout_ms)
+            broker.purgatory.wake(tp)
+            partitions.append((data.index, future))
+    if acks == 0:
+        failed = any(_error(o) is not ErrorCode.none for _t, ps in outcomes for _i, o in ps
+                     if not isinstance(o, Future) or o.done())
+        return CLOSE_CONNECTION if failed else NO_RESPONSE
+    waiting = [o for _t, ps in outcomes for _i, o in ps
+               if isinstance(o, Future) and not o.done()]
+    if not waiting:
+        return _response(ctx, outcomes)
+    return _when_done(ctx, outcomes, waiting)
+
+
+def _when_done(ctx: RequestContext, outcomes: list[tuple[str, list[tuple[int, _Outcome]]]],
+               waiting: list[Future]) -> asyncio.Future:
+    """A loop future answered once every waiting append is complete (HW passed, timed out,
+    or failed), whichever thread completes them."""
+    loop = ctx.broker.loop
+    answer: asyncio.Future = loop.create_future()
+    left = [len(waiting)]
+
+    def one_done() -> None:
+        left[0] -= 1
+        if left[0] == 0 and not answer.done():
+            answer.set_result(_response(ctx, outcomes))
+
+    def on_done(_future: Future) -> None:
+        try:
+            loop.call_soon_threadsafe(one_done)
+        except RuntimeError:  # the loop is closed: the connection is gone
+            pass
+
+    for future in waiting:
+        future.add_done_callback(on_done)
+    return answer
+
+
+def _error(outcome: _Outcome) -> ErrorCode:
+    if isinstance(outcome, Future):
+        return error_code(outcome.result().error)
+    return outcome
+
+
+def _response(ctx: RequestContext, outcomes: list[tuple[str, list[tuple[int, _Outcome]]]]
+              ) -> Any:
+    module = response_module(API_KEY, ctx.api_version)
+    rm = ctx.broker.replica_manager
+    topics = []
+    for name, partitions in outcomes:
+        answers = []
+        for index, outcome in partitions:
+            base, log_start, error = -1, -1, _error(outcome)
+            if isinstance(outcome, Future):
+                result: ProduceResult = outcome.result()
+                if result.error == DataErrorCode.NONE:
+                    base = result.base_offset
+                    partition = rm.partition(TopicPartition(name, index))
+                    log_start = partition.log.log_start_offset if partition is not None else -1
+            answers.append(build(module.PartitionProduceResponse, index=index, error_code=error,
+                                 base_offset=base, log_append_time=None,
+                                 log_start_offset=log_start, record_errors=(),
+                                 error_message=None))
+        topics.append(build(module.TopicProduceResponse, name=name,
+                            partition_responses=tuple(answers)))
+    return build(module.ProduceResponse, responses=tuple(topics), throttle_time=timedelta(0))
+
+
+APIS = [Api(key=API_KEY, name="Produce", min_version=3, max_version=11, handle=handle)]

@@ -1,0 +1,581 @@
+"""``server.properties``: Kafka's broker settings, their defaults, and what they map onto.
+
+A broker is configured the way a Kafka broker is, with Kafka's key names and defaults, so a
+``server.properties`` written for Kafka's ZooKeeper mode starts a partctl broker. The keys that
+apply are typed and checked here (:class:`BrokerConfig`), then mapped onto the settings the
+library already has: the replica manager's :class:`~replication.ReplicaConfig` (with the log's
+:class:`~replication.LogConfig`) and the controller's
+:class:`~statemachines.config.ControllerConfig`.
+
+Reading is all or nothing: the first bad value (a type, a range, a malformed listener) is one
+:class:`ConfigError` naming the key and the line; an unknown key, or one that is accepted but
+does not apply to a partctl broker, is one warning each (:attr:`LoadedConfig.warnings`).
+``zookeeper.connect`` takes Kafka's ``host:port,host:port/chroot``; ``partctl.coordinator``
+takes any coordinator URL (etcd included) instead.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from broker.properties import PropertiesError, Property, parse_properties
+from coordinator.errors import InvalidURL
+from coordinator.url import parse as parse_url
+from replication.config import ReplicaConfig
+from replication.log import LogConfig
+from replication.records import BATCH_OVERHEAD
+from statemachines.config import ControllerConfig
+
+__all__ = [
+    "CONTROLLER_KEYS",
+    "DEFAULT_SECURITY_PROTOCOL_MAP",
+    "BrokerConfig",
+    "ConfigError",
+    "Listener",
+    "LoadedConfig",
+    "key_type",
+    "load_config",
+    "parse_config",
+    "parse_controller_config",
+]
+
+SUPPORTED_PROTOCOLS = frozenset({"PLAINTEXT"})
+KNOWN_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
+DEFAULT_SECURITY_PROTOCOL_MAP: Mapping[str, str] = MappingProxyType(
+    {p: p for p in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")})
+
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+_HOUR_MS = 3_600_000
+_HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-%._:")
+
+
+class ConfigError(ValueError):
+    """A ``server.properties`` the broker cannot start with; the message names the key."""
+
+
+# --- value types ------------------------------------------------------------------------------
+
+
+def _integer(bounds: tuple[int, int], kind: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            raise ValueError(f"not a number of type {kind}") from None
+        if not bounds[0] <= value <= bounds[1]:
+            raise ValueError(f"out of range for type {kind}")
+        return value
+    return parse
+
+
+def _boolean(text: str) -> bool:
+    lowered = text.lower()
+    if lowered == "true":
+        return True
+    if lowered == "false":
+        return False
+    raise ValueError("expected true or false")
+
+
+def _string(text: str) -> str:
+    return text
+
+
+def _list(text: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in text.split(",")) if text else ()
+
+
+_INT = _integer(_INT32, "INT")
+_LONG = _integer(_INT64, "LONG")
+
+
+@dataclass(frozen=True, slots=True)
+class _Key:
+    parse: Callable[[str], Any]
+    at_least: int | None = None
+    applies: bool = True
+    """False: accepted (Kafka has it) but nothing here uses it; setting it warns."""
+
+
+_KEYS: dict[str, _Key] = {
+    "broker.id": _Key(_INT, at_least=0),
+    "listeners": _Key(_list),
+    "advertised.listeners": _Key(_list),
+    "listener.security.protocol.map": _Key(_list),
+    "inter.broker.listener.name": _Key(_string),
+    "security.inter.broker.protocol": _Key(_string),
+    "log.dirs": _Key(_list),
+    "log.dir": _Key(_string),
+    "zookeeper.connect": _Key(_string),
+    "partctl.coordinator": _Key(_string),
+    "partctl.controller.candidate": _Key(_boolean),
+    "zookeeper.session.timeout.ms": _Key(_INT, at_least=1),
+    "zookeeper.connection.timeout.ms": _Key(_INT, at_least=1),
+    "broker.rack": _Key(_string),
+    "num.partitions": _Key(_INT, at_least=1),
+    "default.replication.factor": _Key(_INT, at_least=1),
+    "min.insync.replicas": _Key(_INT, at_least=1),
+    "unclean.leader.election.enable": _Key(_boolean),
+    "auto.create.topics.enable": _Key(_boolean),
+    "auto.leader.rebalance.enable": _Key(_boolean),
+    "delete.topic.enable": _Key(_boolean),
+    "leader.imbalance.check.interval.seconds": _Key(_LONG, at_least=1),
+    "leader.imbalance.per.broker.percentage": _Key(_INT, at_least=0),
+    "replica.lag.time.max.ms": _Key(_LONG, at_least=1),
+    "log.segment.bytes": _Key(_INT, at_least=BATCH_OVERHEAD),
+    "log.retention.hours": _Key(_INT, at_least=-1),
+    "log.retention.minutes": _Key(_INT, at_least=-1),
+    "log.retention.ms": _Key(_LONG, at_least=-1),
+    "log.retention.bytes": _Key(_LONG, at_least=-1),
+    "log.flush.interval.ms": _Key(_LONG, at_least=1),
+    "log.flush.interval.messages": _Key(_LONG, at_least=1, applies=False),
+    "socket.request.max.bytes": _Key(_INT, at_least=1),
+    "controlled.shutdown.enable": _Key(_boolean),
+    "controlled.shutdown.max.retries": _Key(_INT, at_least=0),
+    "controlled.shutdown.retry.backoff.ms": _Key(_LONG, at_least=0),
+    "message.max.bytes": _Key(_INT, at_least=0),
+    "replica.fetch.max.bytes": _Key(_INT, at_least=1),
+    "replica.fetch.wait.max.ms": _Key(_INT, at_least=0),
+    "replica.fetch.backoff.ms": _Key(_INT, at_least=0),
+    "num.network.threads": _Key(_INT, at_least=1, applies=False),
+    "num.io.threads": _Key(_INT, at_least=1, applies=False),
+}
+"""Every key read here. Kafka's defaults are the field defaults of :class:`BrokerConfig`."""
+
+def key_type(key: str) -> str | None:
+    """The Kafka ConfigDef type of a key read here (BOOLEAN, STRING, INT, LONG, LIST), None
+    for one it does not read."""
+    spec = _KEYS.get(key)
+    if spec is None:
+        return None
+    return {_INT: "INT", _LONG: "LONG", _boolean: "BOOLEAN", _string: "STRING",
+            _list: "LIST"}.get(spec.parse)
+
+
+_NOT_APPLIED = {
+    "log.flush.interval.messages": "logs are flushed by time (log.flush.interval.ms) only",
+    "num.network.threads": "one event loop serves every connection",
+    "num.io.threads": "requests are handled on the event loop",
+}
+
+
+# --- listeners --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Listener:
+    """One ``NAME://host:port`` of ``listeners`` or ``advertised.listeners``. An empty host
+    binds every interface (and is advertised as this machine's name); port 0 binds a free port
+    (and is advertised as the port bound)."""
+
+    name: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+    @property
+    def connection_string(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
+
+def _parse_listener(text: str, key: str, protocols: Mapping[str, str]) -> Listener:
+    name, sep, address = text.partition("://")
+    host, colon, port_text = address.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if (not sep or not name or not colon or not port_text.lstrip("-").isdigit()
+            or any(c not in _HOST_CHARS for c in host)):
+        raise ConfigError(f"{key}: cannot parse {text!r} as a listener (want NAME://host:port)")
+    port = int(port_text)
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"{key}: port {port} of {text!r} is out of range")
+    name = name.upper()
+    if name not in protocols:
+        raise ConfigError(f"{key}: no security protocol is defined for listener {name} "
+                          "(listener.security.protocol.map)")
+    protocol = protocols[name]
+    if protocol not in SUPPORTED_PROTOCOLS:
+        raise ConfigError(f"{key}: listener {name} uses security protocol {protocol}: "
+                          f"not supported yet (only PLAINTEXT)")
+    return Listener(name=name, host=host, port=port, security_protocol=protocol)
+
+
+def _listeners(texts: tuple[str, ...], key: str, protocols: Mapping[str, str]
+               ) -> tuple[Listener, ...]:
+    if not texts or not any(texts):
+        raise ConfigError(f"{key}: no listener given")
+    out = tuple(_parse_listener(t, key, protocols) for t in texts)
+    names = [listener.name for listener in out]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{key}: each listener must have a different name: {', '.join(texts)}")
+    ports = [listener.port for listener in out if listener.port]
+    if len(set(ports)) != len(ports):
+        raise ConfigError(f"{key}: each listener must have a different port: {', '.join(texts)}")
+    return out
+
+
+def _protocol_map(items: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, protocol = item.partition(":")
+        name, protocol = name.strip().upper(), protocol.strip().upper()
+        if not sep or not name or not protocol:
+            raise ConfigError(f"listener.security.protocol.map: cannot parse {item!r} "
+                              "(want LISTENER:PROTOCOL,...)")
+        if protocol not in KNOWN_PROTOCOLS:
+            raise ConfigError(f"listener.security.protocol.map: unknown security protocol "
+                              f"{protocol!r} for listener {name}")
+        out[name] = protocol
+    return out
+
+
+# --- the configuration ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerConfig:
+    """A broker's settings, Kafka's names in snake case, Kafka's defaults."""
+
+    broker_id: int
+    coordinator_url: str
+    """``zookeeper.connect`` as a ``zookeeper://`` URL, or ``partctl.coordinator``."""
+    listeners: tuple[Listener, ...] = (Listener(name="PLAINTEXT", host="", port=9092),)
+    advertised_listeners: tuple[Listener, ...] = ()
+    """As configured; empty means the listeners (see :meth:`advertised`)."""
+    security_protocol_map: Mapping[str, str] = field(
+        default_factory=lambda: DEFAULT_SECURITY_PROTOCOL_MAP)
+    inter_broker_listener_name: str = "PLAINTEXT"
+    log_dir: Path = Path("/tmp/kafka-logs")
+    session_timeout_ms: int = 18_000
+    connection_timeout_ms: int | None = None
+    """``zookeeper.connection.timeout.ms``; None: the session timeout, as Kafka."""
+    rack: str | None = None
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    min_insync_replicas: int = 1
+    unclean_leader_election_enable: bool = False
+    auto_create_topics_enable: bool = True
+    auto_leader_rebalance_enable: bool = True
+    delete_topic_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+    leader_imbalance_per_broker_percentage: int = 10
+    replica_lag_time_max_ms: int = 30_000
+    log_segment_bytes: int = 1 << 30
+    log_retention_ms: int = 168 * _HOUR_MS
+    """Resolved from ``log.retention.ms``, else ``.minutes``, else ``.hours``; -1: unlimited."""
+    log_retention_bytes: int = -1
+    log_flush_interval_ms: int | None = None
+    """None: leave flushing to the OS (Kafka's default of Long.MAX_VALUE)."""
+    socket_request_max_bytes: int = 100 * 1024 * 1024
+    controlled_shutdown_enable: bool = True
+    controlled_shutdown_max_retries: int = 3
+    controlled_shutdown_retry_backoff_ms: int = 5_000
+    message_max_bytes: int = 1024 * 1024 + 12
+    replica_fetch_max_bytes: int = 1024 * 1024
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_backoff_ms: int = 1_000
+    """How long a follower's fetcher waits after a failed fetch (Kafka's default)."""
+    controller_candidate: bool = True
+    """``partctl.controller.candidate``: stand for controller (false: leave the role to the
+    other brokers or to dedicated ``partctl controller start`` processes)."""
+    request_timeout_ms: int = 30_000
+    """How long a controlled-shutdown attempt waits for the controller (Kafka's
+    controller.socket.timeout.ms)."""
+    extra: Mapping[str, str] = field(default_factory=dict)
+    """Keys accepted but not applied, as given."""
+    properties: Mapping[str, str] = field(default_factory=dict, compare=False)
+    """Every key read here that server.properties sets, with its value as written (trimmed):
+    the broker's static config, as DescribeConfigs shows it (where the settings came from,
+    not a setting: left out of comparisons)."""
+
+    def applied_properties(self) -> dict[str, str]:
+        """The keys of :attr:`properties` this broker applies: what topic configs default to
+        (a key accepted but not applied must not be shown as a topic's default)."""
+        return {k: v for k, v in self.properties.items() if k not in self.extra}
+
+    def listener(self, name: str) -> Listener:
+        for listener in self.listeners:
+            if listener.name == name:
+                return listener
+        raise KeyError(name)
+
+    def advertised(self, bound_ports: Mapping[str, int] | None = None) -> tuple[Listener, ...]:
+        """The endpoints to register: ``advertised.listeners`` (else ``listeners``), with a
+        port of 0 replaced by the port its listener bound and an empty host by this machine's
+        name, as Kafka registers them."""
+        ports = bound_ports or {}
+        out = []
+        for listener in self.advertised_listeners or self.listeners:
+            port = listener.port or ports.get(listener.name, 0)
+            host = listener.host or socket.getfqdn()
+            out.append(Listener(name=listener.name, host=host, port=port,
+                                security_protocol=listener.security_protocol))
+        return tuple(out)
+
+    @property
+    def connect_timeout_seconds(self) -> float:
+        ms = self.connection_timeout_ms or self.session_timeout_ms
+        return ms / 1000
+
+    def log_config(self) -> LogConfig:
+        return LogConfig(segment_bytes=self.log_segment_bytes, retention_ms=self.log_retention_ms,
+                         retention_bytes=self.log_retention_bytes)
+
+    def replica_config(self) -> ReplicaConfig:
+        return ReplicaConfig(
+            log=self.log_config(),
+            min_insync_replicas=self.min_insync_replicas,
+            replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+            replica_fetch_max_bytes=self.replica_fetch_max_bytes,
+            replica_fetch_backoff_ms=self.replica_fetch_backoff_ms,
+            flush_interval_ms=self.log_flush_interval_ms,
+        )
+
+    def controller_config(self) -> ControllerConfig:
+        return ControllerConfig(
+            leader_imbalance_check_interval_seconds=float(
+                self.leader_imbalance_check_interval_seconds),
+            leader_imbalance_per_broker_percentage=float(
+                self.leader_imbalance_per_broker_percentage),
+            auto_leader_rebalance_enable=self.auto_leader_rebalance_enable,
+            unclean_leader_election_enable=self.unclean_leader_election_enable,
+            delete_topic_enable=self.delete_topic_enable,
+            candidate=self.controller_candidate,
+            hot_standby=self.controller_candidate,  # a view kept warm for nothing otherwise
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadedConfig:
+    """A parsed configuration and the warnings to show once each (unknown or unused keys)."""
+
+    config: BrokerConfig
+    warnings: tuple[str, ...] = ()
+
+
+def _zookeeper_url(connect: str) -> str:
+    """Kafka's ``host:port,host:port/chroot`` as a ``zookeeper://`` URL."""
+    text = connect.strip()
+    if not text:
+        raise ConfigError("zookeeper.connect: empty")
+    if "://" in text:
+        raise ConfigError(f"zookeeper.connect: want host:port,host:port/chroot, not a URL "
+                          f"({text!r}); a coordinator URL goes in partctl.coordinator")
+    return f"zookeeper://{text}"
+
+
+def _check_url(url: str, key: str) -> str:
+    try:
+        parse_url(url)
+    except InvalidURL as exc:
+        raise ConfigError(f"{key}: {exc}") from None
+    return url
+
+
+def parse_config(data: str | bytes, *, source: str = "server.properties") -> LoadedConfig:
+    """Read a ``server.properties`` text. Raises :class:`ConfigError` on the first bad value."""
+    return _parse(data, source, controller_only=False)
+
+
+CONTROLLER_KEYS = frozenset({
+    "broker.id", "listeners", "advertised.listeners", "listener.security.protocol.map",
+    "inter.broker.listener.name", "security.inter.broker.protocol", "zookeeper.connect",
+    "partctl.coordinator", "zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms",
+    "unclean.leader.election.enable", "auto.leader.rebalance.enable", "delete.topic.enable",
+    "leader.imbalance.check.interval.seconds", "leader.imbalance.per.broker.percentage",
+    "socket.request.max.bytes",
+})
+"""The keys a controller-only process applies (``node.id`` is read as ``broker.id``)."""
+
+
+def parse_controller_config(data: str | bytes, *, source: str = "controller.properties"
+                            ) -> LoadedConfig:
+    """Read the ``controller.properties`` of ``partctl controller start``: a broker's keys
+    where they apply to a controller candidate without a data plane (:data:`CONTROLLER_KEYS`;
+    the others warn and are ignored), the candidacy id in ``node.id`` (or ``broker.id``), and
+    ``listeners`` (default ``PLAINTEXT://:9093``) where brokers ask it for their controlled
+    shutdown: they look for the listener named as their ``inter.broker.listener.name``, which
+    is also the brokers' listener this controller sends its requests to."""
+    return _parse(data, source, controller_only=True)
+
+
+def _parse(data: str | bytes, source: str, *, controller_only: bool) -> LoadedConfig:
+    try:
+        entries = parse_properties(data)
+    except PropertiesError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+    warnings: list[str] = []
+    values: dict[str, Any] = {}
+    lines: dict[str, int] = {}
+    raw: dict[str, str] = {}
+    for entry in entries:
+        key = entry.key
+        if controller_only and key in ("node.id", "broker.id"):
+            if "broker.id" in values:
+                raise ConfigError(f"{source} line {entry.line}: give node.id or broker.id, "
+                                  "not both")
+            key = "broker.id"
+            entry = Property(key=key, value=entry.value, line=entry.line)
+        spec = _KEYS.get(key)
+        if spec is None:
+            warnings.append(f"{source} line {entry.line}: unknown key {key!r} (ignored)")
+            continue
+        if controller_only and key not in CONTROLLER_KEYS:
+            warnings.append(f"{source} line {entry.line}: {key} is ignored: it does not apply "
+                            "to a controller-only process")
+            continue
+        values[key] = _typed(entry, spec, source)
+        lines[key] = entry.line
+        raw[key] = entry.value
+    for key in values:
+        if not _KEYS[key].applies:
+            warnings.append(f"{source} line {lines[key]}: {key} is ignored: {_NOT_APPLIED[key]}")
+    if controller_only:
+        if "broker.id" not in values:
+            raise ConfigError(f"{source}: node.id is not set (the controller's candidacy id)")
+        return LoadedConfig(config=_build(values, raw, source, default_port=9093),
+                            warnings=tuple(warnings))
+    return LoadedConfig(config=_build(values, raw, source), warnings=tuple(warnings))
+
+
+def _typed(entry: Property, spec: _Key, source: str) -> Any:
+    text = entry.value.strip()
+    try:
+        value = spec.parse(text)
+    except ValueError as exc:
+        raise ConfigError(f"{source} line {entry.line}: invalid value {text!r} for "
+                          f"{entry.key}: {exc}") from None
+    if spec.at_least is not None and value < spec.at_least:
+        raise ConfigError(f"{source} line {entry.line}: invalid value {text!r} for "
+                          f"{entry.key}: must be at least {spec.at_least}")
+    return value
+
+
+def _build(values: dict[str, Any], raw: dict[str, str], source: str, *,
+           default_port: int = 9092) -> BrokerConfig:
+    def get(key: str, default: Any = None) -> Any:
+        return values.get(key, default)
+
+    if "broker.id" not in values:
+        raise ConfigError(f"{source}: broker.id is not set (automatic broker ids are not "
+                          "supported)")
+    zk, other = get("zookeeper.connect"), get("partctl.coordinator")
+    if zk is not None and other is not None:
+        raise ConfigError(f"{source}: give zookeeper.connect or partctl.coordinator, not both")
+    if zk is None and other is None:
+        raise ConfigError(f"{source}: no coordinator: set zookeeper.connect (host:port/chroot) "
+                          "or partctl.coordinator (a coordinator URL)")
+    url = (_check_url(_zookeeper_url(zk), "zookeeper.connect") if zk is not None
+           else _check_url(other.strip(), "partctl.coordinator"))
+
+    protocols = dict(DEFAULT_SECURITY_PROTOCOL_MAP)
+    if "listener.security.protocol.map" in values:
+        protocols = _protocol_map(values["listener.security.protocol.map"])
+    listeners = _listeners(get("listeners", (f"PLAINTEXT://:{default_port}",)), "listeners",
+                           protocols)
+    advertised: tuple[Listener, ...] = ()
+    if "advertised.listeners" in values:
+        advertised = _listeners(values["advertised.listeners"], "advertised.listeners",
+                                protocols)
+        for listener in advertised:
+            if listener.host in ("0.0.0.0", "::"):
+                raise ConfigError(f"advertised.listeners: {listener.connection_string} uses "
+                                  "the non-routable meta-address")
+    effective = advertised or listeners
+    inter = get("inter.broker.listener.name")
+    if inter is not None and "security.inter.broker.protocol" in values:
+        raise ConfigError("give inter.broker.listener.name or security.inter.broker.protocol, "
+                          "not both")
+    if inter is None:
+        protocol = get("security.inter.broker.protocol", "PLAINTEXT").strip().upper()
+        if protocol not in SUPPORTED_PROTOCOLS:
+            raise ConfigError(f"security.inter.broker.protocol: {protocol}: not supported yet "
+                              "(only PLAINTEXT)")
+        inter = protocol
+    inter = inter.strip().upper()
+    if inter not in {listener.name for listener in effective}:
+        raise ConfigError(f"inter.broker.listener.name: {inter} is not one of the advertised "
+                          f"listeners ({', '.join(x.name for x in effective)})")
+
+    dirs = get("log.dirs")
+    if dirs is not None:
+        dirs = tuple(d for d in dirs if d)
+        if len(dirs) != 1:
+            raise ConfigError(f"log.dirs: exactly one log directory is supported, got "
+                              f"{len(dirs)}: {raw['log.dirs']!r}")
+        log_dir = dirs[0]
+    else:
+        log_dir = get("log.dir", "/tmp/kafka-logs").strip()
+    if not log_dir:
+        raise ConfigError("log.dir: empty")
+
+    if "log.retention.ms" in values:
+        retention_ms = values["log.retention.ms"]
+    elif "log.retention.minutes" in values:
+        minutes = values["log.retention.minutes"]
+        retention_ms = -1 if minutes < 0 else minutes * 60_000
+    else:
+        hours = get("log.retention.hours", 168)
+        retention_ms = -1 if hours < 0 else hours * _HOUR_MS
+
+    lag = get("replica.lag.time.max.ms", 30_000)
+    wait = get("replica.fetch.wait.max.ms", 500)
+    if wait >= lag:
+        raise ConfigError(f"replica.fetch.wait.max.ms ({wait}) must be less than "
+                          f"replica.lag.time.max.ms ({lag}), or followers drop out of the ISR")
+    rack = get("broker.rack")
+    return BrokerConfig(
+        broker_id=values["broker.id"],
+        coordinator_url=url,
+        listeners=listeners,
+        advertised_listeners=advertised,
+        security_protocol_map=MappingProxyType(protocols),
+        inter_broker_listener_name=inter,
+        log_dir=Path(log_dir).expanduser(),
+        session_timeout_ms=get("zookeeper.session.timeout.ms", 18_000),
+        connection_timeout_ms=get("zookeeper.connection.timeout.ms"),
+        rack=rack.strip() or None if rack is not None else None,
+        num_partitions=get("num.partitions", 1),
+        default_replication_factor=get("default.replication.factor", 1),
+        min_insync_replicas=get("min.insync.replicas", 1),
+        unclean_leader_election_enable=get("unclean.leader.election.enable", False),
+        auto_create_topics_enable=get("auto.create.topics.enable", True),
+        auto_leader_rebalance_enable=get("auto.leader.rebalance.enable", True),
+        delete_topic_enable=get("delete.topic.enable", True),
+        leader_imbalance_check_interval_seconds=get(
+            "leader.imbalance.check.interval.seconds", 300),
+        leader_imbalance_per_broker_percentage=get("leader.imbalance.per.broker.percentage", 10),
+        replica_lag_time_max_ms=lag,
+        log_segment_bytes=get("log.segment.bytes", 1 << 30),
+        log_retention_ms=retention_ms,
+        log_retention_bytes=get("log.retention.bytes", -1),
+        log_flush_interval_ms=get("log.flush.interval.ms"),
+        socket_request_max_bytes=get("socket.request.max.bytes", 100 * 1024 * 1024),
+        controlled_shutdown_enable=get("controlled.shutdown.enable", True),
+        controller_candidate=get("partctl.controller.candidate", True),
+        controlled_shutdown_max_retries=get("controlled.shutdown.max.retries", 3),
+        controlled_shutdown_retry_backoff_ms=get("controlled.shutdown.retry.backoff.ms", 5_000),
+        message_max_bytes=get("message.max.bytes", 1024 * 1024 + 12),
+        replica_fetch_max_bytes=get("replica.fetch.max.bytes", 1024 * 1024),
+        replica_fetch_wait_max_ms=wait,
+        replica_fetch_backoff_ms=get("replica.fetch.backoff.ms", 1_000),
+        extra={k: raw[k] for k in values if not _KEYS[k].applies},
+        properties={k: raw[k].strip() for k in values},
+    )
+
+
+def load_config(path: str | Path, *, controller_only: bool = False) -> LoadedConfig:
+    """Read ``path`` (a broker's ``server.properties``, or with ``controller_only`` a
+    ``controller.properties``); a file that cannot be read is a :class:`ConfigError` too."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return _parse(data, str(path), controller_only=controller_only)

@@ -1,0 +1,312 @@
+"""Followers fetching from leaders over Kafka's protocol: the network fetch endpoint.
+
+A follower's :class:`~replication.fetcher.ReplicaFetcher` reaches each leader through a
+:class:`~replication.protocol.FetchEndpoint`. In process that is the leader's replica manager;
+between broker processes it is :class:`NetworkFetchEndpoint`, a client of the leader broker's
+Kafka listener (:class:`~broker.client.KafkaConnection`), as Kafka's ReplicaFetcherThread is a
+client of its leader:
+
+- Fetch with ``replica_id`` = this broker's id (a follower fetch: the leader reads up to its log
+  end, moves this follower's fetch state, and may grow its ISR and HW), one request for all the
+  partitions the follower has on that leader, waiting on the leader up to ``max_wait_ms`` for
+  ``min_bytes`` (``replica.fetch.wait.max.ms``, ``replica.fetch.min.bytes``), each partition
+  with its fetch offset, the follower's current leader epoch and, from version 12, the epoch of
+  its last batch (``last_fetched_epoch``), which the leader answers with a diverging epoch
+  when the logs diverged (KIP-595): the endpoint then says ``truncates_on_fetch`` and the
+  fetcher skips the OffsetsForLeaderEpoch rounds a new follower otherwise goes through.
+- OffsetsForLeaderEpoch (key 23) with ``replica_id`` = this broker's id, for those rounds:
+  against a leader whose Fetch stops below version 12, and when a fetch answer shows the log
+  diverged in another way.
+
+Versions are the highest both sides serve, as ApiVersions tells on each new connection; Fetch
+stops at 12 here (from 13 topics are named by id, which a follower would have to learn first).
+Records come back as the leader's raw batches and go to the follower's log as they are
+(:meth:`~replication.partition.Partition.append_as_follower` checks them and builds the
+producer state). A failed connection is answered BROKER_NOT_AVAILABLE for every partition
+asked: the fetcher backs off and the next call connects again.
+
+:class:`NetworkTransport` is the live mapping a broker hands its replica manager: broker id ->
+endpoint, the address read on every lookup (from the controller's requests: LeaderAndIsr's
+live leaders, UpdateMetadata's live brokers) on ``inter.broker.listener.name``, so brokers that
+come, go or move are followed; a broker it has no address for is absent.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+from kio.index import load_request_schema
+
+from broker.client import BrokerUnreachable, KafkaConnection
+from broker.config import BrokerConfig
+from broker.wire import build
+from coordinator.codecs import TopicPartition
+from replication.protocol import EpochAnswer, ErrorCode, FetchEndpoint, FetchResult, PartitionFetch
+from statemachines.requests import LiveBroker
+
+__all__ = [
+    "FETCH",
+    "FIRST_FETCH_WITH_LAST_EPOCH",
+    "OFFSET_FOR_LEADER_EPOCH",
+    "NetworkFetchEndpoint",
+    "NetworkTransport",
+    "broker_fetch_transport",
+    "live_broker_addresses",
+]
+
+log = logging.getLogger(__name__)
+
+FETCH = 1
+OFFSET_FOR_LEADER_EPOCH = 23
+FETCH_VERSIONS = (4, 12)
+"""What this client sends: 4 (Kafka's records v2, log start offsets) up to 12 (the last with
+topic names)."""
+FIRST_FETCH_WITH_LAST_EPOCH = 12
+EPOCH_VERSIONS = (0, 4)
+FIRST_EPOCH_WITH_REPLICA_ID = 3
+
+
+def _code(value: int) -> ErrorCode:
+    try:
+        return ErrorCode(int(value))
+    except ValueError:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+class NetworkFetchEndpoint:
+    """Fetch and OffsetsForLeaderEpoch sent to leader ``leader_id`` at ``host``:``port`` on
+    behalf of follower ``replica_id``."""
+
+    def __init__(self, leader_id: int, host: str, port: int, *, replica_id: int,
+                 max_wait_ms: int = 500, min_bytes: int = 1,
+                 response_max_bytes: int = 10 * 1024 * 1024, request_timeout_ms: int = 30_000,
+                 client_id: str | None = None) -> None:
+        self.leader_id = leader_id
+        self.address = (host, port)
+        self.replica_id = replica_id
+        self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
+        self.response_max_bytes = response_max_bytes
+        self._timeout = request_timeout_ms / 1000
+        self.connection = KafkaConnection(
+            host, port, client_id=client_id or f"broker-{replica_id}-fetcher-{leader_id}",
+            timeout=self._timeout)
+
+    def __repr__(self) -> str:
+        return f"NetworkFetchEndpoint(leader={self.leader_id}, {self.address[0]}:{self.address[1]})"
+
+    def close(self) -> None:
+        self.connection.close()
+
+    # -- versions ------------------------------------------------------------------------------
+
+    def fetch_version(self) -> int | None:
+        """The Fetch version to send (None: the leader serves none this client speaks)."""
+        return self.connection.version(FETCH, *FETCH_VERSIONS)
+
+    @property
+    def long_polls(self) -> bool:
+        """Whether the leader holds a fetch until it has records (``replica.fetch.wait.max.ms``
+        above 0): then an empty answer has waited already, and the next fetch goes at once."""
+        return self.max_wait_ms > 0
+
+    @property
+    def truncates_on_fetch(self) -> bool:
+        """Whether the leader answers ``last_fetched_epoch`` with a diverging epoch (its Fetch
+        reaches version 12). False while it cannot be reached: the fetcher then falls back to
+        the OffsetsForLeaderEpoch rounds, which wait for it as well."""
+        try:
+            version = self.fetch_version()
+        except BrokerUnreachable:
+            return False
+        return version is not None and version >= FIRST_FETCH_WITH_LAST_EPOCH
+
+    # -- Fetch ---------------------------------------------------------------------------------
+
+    def fetch(self, tp: TopicPartition, offset: int, max_bytes: int, replica_id: int,
+              leader_epoch: int) -> FetchResult:
+        """One partition, without waiting on the leader (the protocol's single fetch)."""
+        wanted = [PartitionFetch(tp=tp, fetch_offset=offset, leader_epoch=leader_epoch,
+                                 last_fetched_epoch=-1, max_bytes=max_bytes)]
+        return self.fetch_partitions(replica_id, wanted, max_wait_ms=0)[tp]
+
+    def fetch_partitions(self, replica_id: int, wanted: Sequence[PartitionFetch], *,
+                         max_wait_ms: int | None = None) -> dict[TopicPartition, FetchResult]:
+        """One Fetch request for ``wanted``; a :class:`FetchResult` for each (an error code
+        for those the leader did not answer)."""
+        wait = self.max_wait_ms if max_wait_ms is None else max_wait_ms
+        try:
+            version = self.fetch_version()
+            if version is None:
+                log.warning("leader %d at %s:%d serves no Fetch version in %d..%d",
+                            self.leader_id, *self.address, *FETCH_VERSIONS)
+                return self._all(wanted, ErrorCode.BROKER_NOT_AVAILABLE)
+            request = self._fetch_request(version, replica_id, wanted, wait)
+            response = self.connection.call(request, self._timeout + wait / 1000)
+        except BrokerUnreachable as exc:
+            log.debug("fetch from leader %d failed: %s", self.leader_id, exc)
+            return self._all(wanted, ErrorCode.BROKER_NOT_AVAILABLE)
+        if response.error_code:
+            log.warning("leader %d answered Fetch with error %d", self.leader_id,
+                        int(response.error_code))
+            return self._all(wanted, _code(response.error_code))
+        results: dict[TopicPartition, FetchResult] = {}
+        for topic in response.responses:
+            for p in topic.partitions:
+                results[TopicPartition(topic.topic, p.partition_index)] = self._result(p)
+        for want in wanted:
+            results.setdefault(want.tp, FetchResult(error=ErrorCode.UNKNOWN_SERVER_ERROR))
+        return results
+
+    def _fetch_request(self, version: int, replica_id: int, wanted: Sequence[PartitionFetch],
+                       wait_ms: int) -> Any:
+        cls = load_request_schema(FETCH, version)
+        module = _module_of(cls)
+        topics: list[tuple[str, list[Any]]] = []
+        for want in wanted:
+            part = build(module.FetchPartition, partition=want.tp.partition,
+                         current_leader_epoch=want.leader_epoch, fetch_offset=want.fetch_offset,
+                         last_fetched_epoch=want.last_fetched_epoch, log_start_offset=-1,
+                         partition_max_bytes=want.max_bytes)
+            if topics and topics[-1][0] == want.tp.topic:
+                topics[-1][1].append(part)
+            else:
+                topics.append((want.tp.topic, [part]))
+        return build(cls, replica_id=replica_id, max_wait=timedelta(milliseconds=wait_ms),
+                     min_bytes=self.min_bytes, max_bytes=self.response_max_bytes,
+                     isolation_level=0, session_id=0, session_epoch=-1,
+                     topics=tuple(build(module.FetchTopic, topic=name, partitions=tuple(parts))
+                                  for name, parts in topics),
+                     forgotten_topics_data=(), rack_id="")
+
+    @staticmethod
+    def _result(p: Any) -> FetchResult:
+        diverging = getattr(p, "diverging_epoch", None)
+        epoch, end = (-1, -1) if diverging is None else (diverging.epoch, diverging.end_offset)
+        return FetchResult(
+            error=_code(p.error_code), records=bytes(p.records or b""),
+            high_watermark=p.high_watermark, log_start_offset=p.log_start_offset,
+            # Kafka's Fetch carries no log end offset; an out-of-range answer is followed by
+            # the epoch rounds, which need none.
+            log_end_offset=-1, diverging_epoch=epoch, diverging_end_offset=end)
+
+    @staticmethod
+    def _all(wanted: Iterable[PartitionFetch], error: ErrorCode
+             ) -> dict[TopicPartition, FetchResult]:
+        return {w.tp: FetchResult(error=error) for w in wanted}
+
+    # -- OffsetsForLeaderEpoch -----------------------------------------------------------------
+
+    def offsets_for_leader_epoch(self, tp: TopicPartition, epoch: int,
+                                 current_leader_epoch: int) -> EpochAnswer:
+        try:
+            version = self.connection.version(OFFSET_FOR_LEADER_EPOCH, *EPOCH_VERSIONS)
+            if version is None:
+                return EpochAnswer(error=ErrorCode.BROKER_NOT_AVAILABLE)
+            cls = load_request_schema(OFFSET_FOR_LEADER_EPOCH, version)
+            module = _module_of(cls)
+            request = build(cls, replica_id=self.replica_id, topics=(build(
+                module.OffsetForLeaderTopic, topic=tp.topic, partitions=(build(
+                    module.OffsetForLeaderPartition, partition=tp.partition,
+                    current_leader_epoch=current_leader_epoch, leader_epoch=epoch),)),))
+            response = self.connection.call(request)
+        except BrokerUnreachable as exc:
+            log.debug("OffsetsForLeaderEpoch to leader %d failed: %s", self.leader_id, exc)
+            return EpochAnswer(error=ErrorCode.BROKER_NOT_AVAILABLE)
+        for topic in response.topics:
+            for p in topic.partitions:
+                if topic.topic == tp.topic and p.partition == tp.partition:
+                    return EpochAnswer(error=_code(p.error_code), epoch=p.leader_epoch,
+                                       end_offset=p.end_offset)
+        return EpochAnswer(error=ErrorCode.UNKNOWN_SERVER_ERROR)
+
+
+def _module_of(cls: type) -> Any:
+    return sys.modules[cls.__module__]
+
+
+def live_broker_addresses(
+    sources: Sequence[Callable[[], Mapping[int, LiveBroker]]], listener: str,
+) -> Callable[[int], tuple[str, int] | None]:
+    """Broker id -> (host, port) of its ``listener`` endpoint, from the first of ``sources``
+    (each a live view of broker registrations as the controller sent them) that knows it."""
+
+    def address(broker_id: int) -> tuple[str, int] | None:
+        for source in sources:
+            broker = source().get(broker_id)
+            if broker is None:
+                continue
+            for endpoint in broker.endpoints:
+                if endpoint.listener == listener:
+                    return endpoint.host, endpoint.port
+        return None
+
+    return address
+
+
+class NetworkTransport(Mapping[int, FetchEndpoint]):
+    """Broker id -> :class:`NetworkFetchEndpoint`, over the brokers ``addresses`` knows.
+
+    The address is looked up on every access: an endpoint whose broker moved is closed and a
+    new one made, and a broker with no address is absent (the fetcher skips its partitions
+    until it has one). ``settings`` go to each endpoint (``max_wait_ms``, ``min_bytes``,
+    ``response_max_bytes``, ``request_timeout_ms``)."""
+
+    def __init__(self, replica_id: int, addresses: Callable[[int], tuple[str, int] | None],
+                 **settings: Any) -> None:
+        self.replica_id = replica_id
+        self._addresses = addresses
+        self._settings = settings
+        self._endpoints: dict[int, NetworkFetchEndpoint] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def __getitem__(self, broker_id: int) -> NetworkFetchEndpoint:
+        if broker_id == self.replica_id:
+            raise KeyError(broker_id)
+        address = self._addresses(broker_id)
+        with self._lock:
+            endpoint = self._endpoints.get(broker_id)
+            if address is None or self._closed:
+                raise KeyError(broker_id)
+            if endpoint is not None and endpoint.address == address:
+                return endpoint
+            if endpoint is not None:
+                endpoint.close()
+            endpoint = self._endpoints[broker_id] = NetworkFetchEndpoint(
+                broker_id, *address, replica_id=self.replica_id, **self._settings)
+            return endpoint
+
+    def __iter__(self) -> Iterator[int]:
+        with self._lock:
+            return iter(list(self._endpoints))
+
+    def __len__(self) -> int:
+        return len(self._endpoints)
+
+    def close(self) -> None:
+        """Close every connection (the broker is stopping); later lookups find nothing."""
+        with self._lock:
+            self._closed = True
+            endpoints = list(self._endpoints.values())
+            self._endpoints.clear()
+        for endpoint in endpoints:
+            endpoint.close()
+
+
+def broker_fetch_transport(config: BrokerConfig,
+                           live: Sequence[Callable[[], Mapping[int, LiveBroker]]],
+                           ) -> NetworkTransport:
+    """A broker's transport: its followers reach each leader's ``inter.broker.listener.name``
+    endpoint, found in ``live`` (views of the live brokers, first match wins), waiting on the
+    leader up to ``replica.fetch.wait.max.ms``, each request bounded by
+    ``request.timeout.ms``."""
+    addresses = live_broker_addresses(live, config.inter_broker_listener_name)
+    return NetworkTransport(config.broker_id, addresses,
+                            max_wait_ms=config.replica_fetch_wait_max_ms,
+                            request_timeout_ms=config.request_timeout_ms)

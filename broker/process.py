@@ -1,0 +1,377 @@
+"""``partctl broker start``: one broker as a process, from start to exit status.
+
+Start-up follows a Kafka broker's: read ``server.properties``; bind the listeners (a port of 0
+gets a free one, registered as bound); connect to the coordinator, open the logs (recovering
+them) and register ``/brokers/ids/<id>`` with Kafka's JSON, the advertised listeners as its
+endpoints, then stand for controller (a :class:`~replication.BrokerNode`, whose replica manager
+answers the controller through a :class:`~broker.metadata_cache.ObservingHandler` that keeps
+the broker's metadata cache, and whose followers fetch from their leaders over Kafka's protocol,
+:mod:`broker.fetch_client`); then serve. The controller, in this process or another, reaches
+the broker over its listeners with Kafka's protocol, and this broker's controller reaches the
+others the same way (:class:`~broker.controller_channel.KafkaNetwork`): the controller's
+requests are served as soon as the listeners accept, clients' once the first metadata is in.
+When it serves clients, one line on stderr says so::
+
+    partctl broker 1: serving PLAINTEXT://127.0.0.1:9092 on zookeeper://127.0.0.1:2181/kafka
+
+Stopping: SIGTERM asks the controller (ControlledShutdown to its endpoint) to move this
+broker's leaderships away (a controlled shutdown, ``controlled.shutdown.max.retries`` attempts ``controlled.shutdown.retry.backoff.ms``
+apart; partitions no other broker holds a replica of cannot move and do not hold it back), while
+clients are still served; then the listeners close and the logs are closed cleanly
+(checkpoints, clean-shutdown markers). A second SIGTERM, or SIGINT at any time, skips what is
+left of the controlled shutdown and stops at once (still closing the logs cleanly); one more
+signal after that exits on the spot.
+
+Exit status:
+
+==== =========================================================================================
+0    stopped on SIGTERM (the controlled shutdown done, or given up after its retries: logged)
+1    a configuration or start-up error (bad ``server.properties``, coordinator unreachable,
+     listener address taken, log directory unusable), or a fatal error while serving: one
+     ``partctl: error:`` line
+2    a usage error on the command line (argparse)
+130  stopped at once by SIGINT
+143  stopped at once by a second SIGTERM
+==== =========================================================================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TextIO
+
+from kio.schema.errors import ErrorCode
+
+from broker.apis import BrokerServices, default_registry
+from broker.config import BrokerConfig, ConfigError, Listener, load_config
+from broker.controller_channel import CONTROLLER_API_KEYS, KafkaNetwork
+from broker.fetch_client import NetworkTransport, broker_fetch_transport
+from broker.metadata_cache import MetadataCache, ObservingHandler
+from broker.purgatory import Purgatory
+from broker.server import KafkaServer
+from coordinator.admin import Admin, InvalidRequest
+from coordinator.codecs import BrokerInfo, TopicPartition
+from coordinator.errors import CoordinatorError
+from coordinator.metadata import MetadataClient, TopicExists
+from coordinator.url import redact
+from elections.controller_election import NotController
+from replication.broker_node import BrokerNode
+from replication.errors import StorageError
+from statemachines.channel import RequestHandler
+from statemachines.errors import BrokerNotAvailable, StaleBrokerEpoch
+from statemachines.requests import LiveBroker
+
+__all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "SIGNAL_EXIT_BASE", "BrokerProcess",
+           "registration", "run", "run_process", "setup_logging"]
+
+log = logging.getLogger("partctl.broker")
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+SIGNAL_EXIT_BASE = 128
+
+
+def registration(config: BrokerConfig, bound_ports: dict[str, int]) -> BrokerInfo:
+    """The broker's ``/brokers/ids/<id>`` node as Kafka 3.9 writes it (version 5): the
+    advertised endpoints, their security protocols, the rack, no features (a ZooKeeper-mode
+    broker registers none); ``host`` and ``port`` from the first PLAINTEXT endpoint, for old
+    clients, or empty and -1 without one."""
+    advertised = config.advertised(bound_ports)
+    plaintext = next((e for e in advertised if e.security_protocol == "PLAINTEXT"), None)
+    return BrokerInfo(
+        id=config.broker_id,
+        host=plaintext.host if plaintext is not None else "",
+        port=plaintext.port if plaintext is not None else -1,
+        rack=config.rack,
+        endpoints=tuple(e.connection_string for e in advertised),
+        security_protocol_map={e.name: e.security_protocol for e in advertised},
+        features={},
+    )
+
+
+def _listening(listener: Listener, port: int) -> str:
+    return Listener(name=listener.name, host=listener.host, port=port).connection_string
+
+
+class BrokerProcess:
+    """One run of a broker: :meth:`main` returns the exit status."""
+
+    def __init__(self, config: BrokerConfig, *, err: TextIO) -> None:
+        self.config = config
+        self.err = err
+        self.metadata = MetadataCache()
+        self.node: BrokerNode | None = None
+        self.server: KafkaServer | None = None
+        self._stop: asyncio.Future[int] | None = None
+        self._at_once: asyncio.Event | None = None
+        self._signals: list[int] = []
+        self._final = False
+
+    def _error(self, message: str) -> int:
+        print(f"partctl: error: broker {self.config.broker_id}: {message}", file=self.err,
+              flush=True)
+        return EXIT_ERROR
+
+    # -- signals -------------------------------------------------------------------------------
+
+    def _on_signal(self, signum: int) -> None:
+        self._signals.append(signum)
+        first = len(self._signals) == 1
+        if self._final:
+            os._exit(SIGNAL_EXIT_BASE + signum)  # third time: no more waiting
+        name = signal.Signals(signum).name
+        assert self._stop is not None and self._at_once is not None
+        if first and signum == signal.SIGTERM:
+            log.info("SIGTERM: shutting down (a second SIGTERM or SIGINT stops at once)")
+        else:
+            log.info("%s: stopping at once", name)
+            self._at_once.set()
+        if not self._stop.done():
+            self._stop.set_result(signum)
+
+    def _exit_status(self) -> int:
+        if self._at_once is not None and self._at_once.is_set():
+            later = [s for s in self._signals if s == signal.SIGINT] or self._signals[1:]
+            return SIGNAL_EXIT_BASE + (later[0] if later else self._signals[0])
+        return EXIT_OK
+
+    # -- topic creation (auto.create.topics.enable) ----------------------------------------------
+
+    def _create_topic(self, name: str, partitions: int, replication_factor: int) -> ErrorCode:
+        """Create ``name`` as an admin would (runs off the loop). The Metadata answer for a topic
+        just created is LEADER_NOT_AVAILABLE: its leaders are elected next."""
+        node = self.node
+        assert node is not None and node.coordinator is not None
+        try:
+            brokers = MetadataClient(node.coordinator).broker_ids()
+            if replication_factor > len(brokers):
+                log.info("not creating topic %s: replication factor %d larger than the %d "
+                         "broker(s) registered", name, replication_factor, len(brokers))
+                return ErrorCode.invalid_replication_factor
+            Admin(node.coordinator).create_topic(name, partitions, replication_factor)
+            log.info("created topic %s (%d partitions, replication factor %d) on a client's "
+                     "request", name, partitions, replication_factor)
+        except TopicExists:
+            pass
+        except InvalidRequest as exc:
+            log.info("not creating topic %s: %s", name, exc)
+            return ErrorCode.invalid_request
+        except (CoordinatorError, ValueError) as exc:
+            log.warning("creating topic %s failed: %s", name, exc)
+            return ErrorCode.unknown_server_error
+        return ErrorCode.leader_not_available
+
+    # -- controlled shutdown -----------------------------------------------------------------------
+
+    def _still_led(self, remaining: tuple[TopicPartition, ...]) -> list[TopicPartition]:
+        """The partitions the controller could still move: those with a replica on another
+        broker (Kafka's controller leaves the others alone, and retrying cannot change that)."""
+        node = self.node
+        assert node is not None and node.replica_manager is not None
+        movable = []
+        for tp in remaining:
+            status = node.replica_manager.status(tp)
+            if status is None or any(r != self.config.broker_id for r in status.replicas):
+                movable.append(tp)
+        return movable
+
+    async def _controlled_shutdown(self) -> None:
+        node = self.node
+        assert node is not None and node.participant is not None and self._at_once is not None
+        participant = node.participant
+        loop = asyncio.get_running_loop()
+        timeout = self.config.request_timeout_ms / 1000
+        attempts = self.config.controlled_shutdown_max_retries
+        backoff = self.config.controlled_shutdown_retry_backoff_ms / 1000
+        for attempt in range(1, attempts + 1):
+            try:
+                asking = loop.run_in_executor(None, participant.controlled_shutdown, timeout)
+                interrupted = asyncio.ensure_future(self._at_once.wait())
+                done, _ = await asyncio.wait({asking, interrupted},
+                                             return_when=asyncio.FIRST_COMPLETED)
+                interrupted.cancel()
+                if asking not in done:
+                    return
+                movable = self._still_led(asking.result())
+                if not movable:
+                    log.info("controlled shutdown succeeded")
+                    return
+                log.info("controlled shutdown attempt %d/%d: %d partition(s) still led here",
+                         attempt, attempts, len(movable))
+            except (NotController, BrokerNotAvailable, StaleBrokerEpoch, CoordinatorError,
+                    TimeoutError) as exc:
+                log.info("controlled shutdown attempt %d/%d failed: %s", attempt, attempts, exc)
+            if attempt < attempts:
+                try:
+                    await asyncio.wait_for(self._at_once.wait(), backoff)
+                    return
+                except TimeoutError:
+                    pass
+        log.warning("controlled shutdown did not complete after %d attempt(s): stopping "
+                    "anyway; the leaders here go offline until the controller moves them",
+                    attempts)
+
+    # -- the run ---------------------------------------------------------------------------------
+
+    async def _await_first_metadata(self) -> None:
+        """Wait (at most ``request.timeout.ms``, or until stopped) for the controller's first
+        UpdateMetadata to list this broker before clients are served.
+
+        Until then the metadata cache knows no broker and no controller, and a client that
+        connects in that window is told an empty cluster: librdkafka's admin client then waits
+        for a controller it does not look up again for many seconds. Kafka's own brokers come
+        up the same way (KRaft brokers wait for the metadata log to catch up); a broker that
+        hears from no controller in time serves anyway, with a warning."""
+        assert self._stop is not None
+        deadline = time.monotonic() + self.config.request_timeout_ms / 1000
+        me = self.config.broker_id
+        while me not in self.metadata.snapshot.brokers and not self._stop.done():
+            if time.monotonic() >= deadline:
+                log.warning("no metadata from a controller after %d ms: serving anyway; "
+                            "clients see no brokers until the controller is heard from",
+                            self.config.request_timeout_ms)
+                return
+            await asyncio.sleep(0.01)
+
+    def _fetch_transport(self) -> NetworkTransport:
+        """How this broker's followers reach their leaders: Kafka's Fetch to each leader's
+        ``inter.broker.listener.name`` endpoint, found (on every lookup, so brokers may come,
+        go and move) in the live brokers the controller's requests named: LeaderAndIsr's live
+        leaders as the replica manager keeps them, then the metadata cache."""
+
+        def from_replica_manager() -> Mapping[int, LiveBroker]:
+            node = self.node
+            rm = node.replica_manager if node is not None else None
+            return rm.live_brokers if rm is not None else {}
+
+        return broker_fetch_transport(
+            self.config, [from_replica_manager, lambda: self.metadata.snapshot.brokers])
+
+    async def main(self) -> int:
+        config = self.config
+        loop = asyncio.get_running_loop()
+        self._stop = loop.create_future()
+        self._at_once = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._on_signal, sig)
+        registry = default_registry()
+        purgatory = Purgatory(loop)
+        server = self.server = KafkaServer(config.listeners, registry,
+                                           max_request_bytes=config.socket_request_max_bytes)
+        try:
+            ports = await server.bind()
+        except OSError as exc:
+            return self._error(f"cannot listen on "
+                               f"{', '.join(x.connection_string for x in config.listeners)}: "
+                               f"{exc.strerror or exc}")
+
+        def wrap(handler: RequestHandler) -> RequestHandler:
+            return ObservingHandler(handler, self.metadata, purgatory.wake_threadsafe)
+
+        # The controller's requests and controlled shutdown over Kafka's protocol, on the
+        # inter-broker listener (broker/controller_channel.py).
+        network = KafkaNetwork(node_id=config.broker_id,
+                               listener=config.inter_broker_listener_name,
+                               request_timeout=config.request_timeout_ms / 1000)
+        transport = self._fetch_transport()
+        node = self.node = BrokerNode(
+            config.coordinator_url, config.broker_id, config.log_dir,
+            network=network, transport=transport, rack=config.rack,
+            replica_config=config.replica_config(),
+            controller_config=config.controller_config(),
+            connect_options={"timeout": config.connect_timeout_seconds,
+                             "session_timeout": config.session_timeout_ms / 1000},
+            registration=registration(config, ports), wrap_handler=wrap)
+        try:
+            await loop.run_in_executor(None, node.start)
+        except CoordinatorError as exc:
+            await server.close()
+            transport.close()
+            node.shutdown()
+            network.close()
+            return self._error(f"coordinator {redact(config.coordinator_url)}: {exc}")
+        except (StorageError, OSError) as exc:
+            await server.close()
+            transport.close()
+            node.shutdown()
+            network.close()
+            return self._error(f"log directory {config.log_dir}: {exc}")
+        assert node.replica_manager is not None and node.participant is not None
+        assert node.coordinator is not None
+        server.services = BrokerServices(
+            broker_id=config.broker_id, config=config, replica_manager=node.replica_manager,
+            metadata=self.metadata, purgatory=purgatory, loop=loop,
+            cluster_id=node.participant.cluster_id, create_topic=self._create_topic,
+            registry=registry, admin=Admin(node.coordinator), controller=lambda: node.controller,
+            producer_ids=node.producer_ids, network=network)
+        # The controller reaches this broker over the listeners too: they serve its requests
+        # (and ApiVersions) at once, everything else once its first metadata is in.
+        server.gate, server.ungated = asyncio.Event(), CONTROLLER_API_KEYS
+        await server.start_serving()
+        await self._await_first_metadata()
+        server.gate.set()
+        if not self._stop.done():
+            serving = ", ".join(_listening(x, ports[x.name]) for x in config.listeners)
+            print(f"partctl broker {config.broker_id}: serving {serving} on "
+                  f"{redact(config.coordinator_url)}", file=self.err, flush=True)
+        await self._stop
+        if not self._at_once.is_set() and config.controlled_shutdown_enable:
+            await self._controlled_shutdown()
+        self._final = True
+        purgatory.complete_all()
+        await server.close()
+        transport.close()  # fetches waiting on leaders end now, so the fetchers stop at once
+        await loop.run_in_executor(None, node.shutdown)
+        network.close()
+        log.info("stopped")
+        return self._exit_status()
+
+
+def setup_logging(err: TextIO) -> None:
+    """Log lines (INFO and up) to ``err``, for a process of its own."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    handler = logging.StreamHandler(err)
+    handler.setFormatter(logging.Formatter("[%(asctime)s] %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    for noisy in ("kazoo", "asyncio"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def run_process(config_path: str, err: TextIO | None, *, role: str,
+                main: Callable[[BrokerConfig, TextIO], Awaitable[int]],
+                controller_only: bool = False) -> int:
+    """Load ``config_path`` (one line and exit 1 if it is bad), log to ``err``, then run
+    ``main`` (a broker's or a controller's) until it is stopped; its exit status. An unexpected
+    error is one line naming the ``role`` (the traceback goes to the debug log)."""
+    err = err or sys.stderr
+    try:
+        loaded = load_config(config_path, controller_only=controller_only)
+    except ConfigError as exc:
+        print(f"partctl: error: {exc}", file=err, flush=True)
+        return EXIT_ERROR
+    setup_logging(err)
+    for warning in loaded.warnings:
+        log.warning("%s", warning)
+    try:
+        return asyncio.run(main(loaded.config, err))
+    except Exception as exc:  # a bug: one line for the user, the traceback in the log
+        log.debug("the %s failed", role, exc_info=True)
+        print(f"partctl: error: {role} {loaded.config.broker_id} failed: "
+              f"{type(exc).__name__}: {exc}", file=err, flush=True)
+        return EXIT_ERROR
+
+
+def run(config_path: str, *, err: TextIO | None = None) -> int:
+    """Run the broker configured by ``config_path`` until it is stopped; the exit status."""
+    return run_process(config_path, err, role="broker",
+                       main=lambda config, out: BrokerProcess(config, err=out).main())

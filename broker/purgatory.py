@@ -1,0 +1,129 @@
+"""Requests that must wait, parked until their condition holds or their time is up.
+
+Kafka parks a fetch that found too little (``DelayedFetch``) in a purgatory watched by the
+partitions it reads: an append or a high watermark move on one of them makes it check again,
+and a timer completes it with whatever there is when ``max_wait_ms`` runs out. Nothing waits on
+a thread. This is that purgatory on the broker's event loop: every method but
+:meth:`Purgatory.wake_threadsafe` runs on the loop, where the appends of the produce path
+happen, so waking is a dictionary lookup; threads of the data plane (the replica manager's
+ticker, the controller's requests) wake it through the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Hashable, Iterable
+
+__all__ = ["Delayed", "Purgatory"]
+
+log = logging.getLogger(__name__)
+
+ALL = object()
+"""Wakes every parked operation (leadership or metadata changed)."""
+
+
+class Delayed:
+    """One parked operation. ``check()`` says whether it can complete now; ``complete()``
+    answers it, exactly once, on a successful check or at the deadline."""
+
+    __slots__ = ("_check", "_complete", "_timer", "done", "keys")
+
+    def __init__(self, keys: tuple[Hashable, ...], check: Callable[[], bool],
+                 complete: Callable[[], None]) -> None:
+        self.keys = keys
+        self._check = check
+        self._complete = complete
+        self._timer: asyncio.TimerHandle | None = None
+        self.done = False
+
+
+class Purgatory:
+    """Operations watched by keys (topic partitions), completed when woken and able to, or
+    when their timeout fires."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._watchers: dict[Hashable, set[Delayed]] = {}
+        self._pending_wakes: set[object] = set()
+        self._wake_lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len({op for ops in self._watchers.values() for op in ops})
+
+    def park(self, keys: Iterable[Hashable], timeout: float, check: Callable[[], bool],
+             complete: Callable[[], None]) -> Delayed:
+        """Watch ``keys`` for ``op``; it completes by ``timeout`` seconds at the latest. The
+        caller has checked once already (Kafka's tryCompleteElseWatch)."""
+        op = Delayed(tuple(keys), check, complete)
+        for key in op.keys:
+            self._watchers.setdefault(key, set()).add(op)
+        op._timer = self._loop.call_later(max(timeout, 0.0), self._expire, op)
+        return op
+
+    def _finish(self, op: Delayed) -> None:
+        if op.done:
+            return
+        op.done = True
+        if op._timer is not None:
+            op._timer.cancel()
+        for key in op.keys:
+            watchers = self._watchers.get(key)
+            if watchers is not None:
+                watchers.discard(op)
+                if not watchers:
+                    del self._watchers[key]
+        try:
+            op._complete()
+        except Exception:
+            log.exception("completing a parked request failed")
+
+    def _expire(self, op: Delayed) -> None:
+        self._finish(op)
+
+    def _try(self, op: Delayed) -> None:
+        if op.done:
+            return
+        try:
+            ready = op._check()
+        except Exception:
+            log.exception("checking a parked request failed; answering it now")
+            ready = True
+        if ready:
+            self._finish(op)
+
+    def wake(self, key: Hashable) -> None:
+        """Something changed for ``key``: parked operations watching it check again."""
+        for op in list(self._watchers.get(key, ())):
+            self._try(op)
+
+    def wake_all(self) -> None:
+        for op in list({op for ops in self._watchers.values() for op in ops}):
+            self._try(op)
+
+    def wake_threadsafe(self, key: Hashable = ALL) -> None:
+        """:meth:`wake` (or, without a key, :meth:`wake_all`) from any thread; wakes of one key
+        that arrive before the loop gets to them are taken together."""
+        with self._wake_lock:
+            first = not self._pending_wakes
+            self._pending_wakes.add(key)
+        if first:
+            try:
+                self._loop.call_soon_threadsafe(self._drain_wakes)
+            except RuntimeError:  # the loop is closed: nothing is parked any more
+                pass
+
+    def _drain_wakes(self) -> None:
+        with self._wake_lock:
+            keys, self._pending_wakes = self._pending_wakes, set()
+        if ALL in keys:
+            self.wake_all()
+            return
+        for key in keys:
+            self.wake(key)
+
+    def complete_all(self) -> None:
+        """Answer every parked operation now (the broker is stopping)."""
+        for op in list({op for ops in self._watchers.values() for op in ops}):
+            self._finish(op)

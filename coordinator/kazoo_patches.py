@@ -1,0 +1,151 @@
+"""Every place the ZooKeeper backend reaches into kazoo's private internals, and the version of
+kazoo they are known to hold for.
+
+kazoo gives no promise about these: a release may rename or reshape any of them and the backend
+would break, silently or not. So they live here, each with what it relies on and why it exists,
+and :func:`check_version` refuses, at connect time, any kazoo but :data:`SUPPORTED` (the one the
+suite runs on; pyproject.toml pins the same). Upgrading kazoo means reading kazoo's
+``client.py`` and ``protocol/connection.py`` against this list, running the suite, and moving
+the pin and :data:`SUPPORTED` together.
+
+The patches:
+
+* :func:`send` -- requests kazoo does not have, through ``KazooClient._call(request,
+  async_result)``. Relies on the shape kazoo's ``ConnectionHandler`` expects of a request (``type``
+  (the opcode), ``serialize()``, ``deserialize(buffer, offset)``), on a reply's error code being
+  raised as ``kazoo.exceptions.EXCEPTIONS[code]``, and on kazoo passing the str items of an
+  opcode-14 answer through ``Transaction.unchroot``. Why: ZooKeeper's read-only multi (opcode 22)
+  and ``addWatch`` / ``removeWatches`` (106, 18), which kazoo 2.11 lacks, a multi codec without
+  kazoo's per-op objects (:mod:`coordinator.zk_protocol`; the bulk-write path runs 100,000 ops
+  through it), and creating the chroot by its absolute path. No figure for these is recorded in
+  git log (83f27e8 brought them with the backend).
+* :func:`install_bursts` -- wraps ``ConnectionHandler._read`` and ``._read_socket`` and reads
+  ``._socket`` and ``kazoo.protocol.connection.CLOSE_RESPONSE`` (the connection is
+  ``KazooClient._connection``), so that packets already in the read-ahead buffer are taken a
+  burst at a time. Gain (73781af): a tree watch's 30,000 notifications cost 0.35 s of CPU, was
+  0.6 s.
+* :func:`route_node_events` -- wraps ``ConnectionHandler._read_watch_event(buffer, offset)``,
+  decodes the watch event itself (reply header, then type, state and path) and reads
+  ``KazooClient._data_watchers`` and ``._child_watchers`` (path -> set of one-shot watchers,
+  replaced whole when a session's watches are reset). Why: kazoo 2.11 knows nothing of persistent
+  recursive watches; their notifications reach it as ordinary events, which it would hand only to
+  its one-shot watchers of that path. The tree watches of :mod:`coordinator.zk_tree` are fed from
+  here: one watch for a standby's whole store instead of a data watch per partition state, which
+  cost the server and the standby about 0.2 ms of CPU per change, 30,000 changes in a mass
+  election (27af756). kazoo's own pass is skipped for a path it holds no watcher of, which is
+  every event of a tree but a few (495f5b6; no separate figure recorded).
+
+Relied on without patching: :class:`coordinator.zk_io.ReadAheadHandler` subclasses kazoo's
+``SequentialThreadingHandler`` through its public handler interface (``create_connection``,
+``select``), but its read-ahead works only because ``ConnectionHandler._read`` reads without
+waiting when the socket's ``pending()`` is above 0 (kazoo's TLS path). Gain (b664a54): a
+watcher's CPU for 20,000 data notifications 7.6 s -> 2.1 s.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.protocol.connection import CLOSE_RESPONSE
+
+from coordinator.errors import CoordinatorError
+from coordinator.zk_io import BURST, ReadAheadSocket
+
+SUPPORTED = "2.11.0"
+"""The kazoo these patches are tested with; pyproject.toml pins ``kazoo==`` this."""
+
+CREATED, DELETED, CHANGED = 1, 2, 3  # ZooKeeper's event types (4, children, is not ours)
+_event_head = struct.Struct("!iqiii")  # reply header (xid, zxid, err), then type and state
+_int = struct.Struct("!i")
+
+
+def installed_version() -> str:
+    """The version of the kazoo distribution installed ("unknown" without its metadata)."""
+    try:
+        return version("kazoo")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def check_version() -> None:
+    """Refuse a kazoo other than :data:`SUPPORTED`: one line saying both."""
+    installed = installed_version()
+    if installed != SUPPORTED:
+        raise CoordinatorError(
+            f"kazoo {installed} is installed, but partctl's ZooKeeper backend patches kazoo's "
+            f"internals and supports kazoo {SUPPORTED} only: pip install 'kazoo=={SUPPORTED}'")
+
+
+def patch_client(client: KazooClient) -> None:
+    """The patches every client of the backend gets, before it starts (tree watches add
+    :func:`route_node_events` when the first is armed)."""
+    install_bursts(client._connection)
+
+
+def send(client: KazooClient, request: Any) -> Any:
+    """Queue a request object (see :mod:`coordinator.zk_protocol`) on the client's
+    connection, as kazoo's own methods do; returns kazoo's async result for it."""
+    result = client.handler.async_result()
+    client._call(request, result)
+    return result
+
+
+def install_bursts(connection: Any) -> None:
+    """Make kazoo's ``connection`` (a ``ConnectionHandler``) read buffered packets in bursts.
+
+    Its ``_read`` takes bytes already buffered straight from the :class:`ReadAheadSocket`
+    (kazoo's own code, with its wait and error handling, reads the rest), and its
+    ``_read_socket`` (one packet) goes on with the next while a whole one is buffered, up to
+    :data:`~coordinator.zk_io.BURST`: kazoo's loop then sends queued requests and pings as
+    before.
+    """
+    read, read_socket = connection._read, connection._read_socket
+
+    def read_buffered(length: int, timeout: float) -> bytes:
+        sock = connection._socket
+        if type(sock) is ReadAheadSocket and sock.buffered() >= length:
+            return sock.take(length)
+        data: bytes = read(length, timeout)
+        return data
+
+    def read_burst(read_timeout: float) -> Any:
+        response = read_socket(read_timeout)
+        sock = connection._socket
+        for _ in range(BURST - 1):
+            if (response == CLOSE_RESPONSE or type(sock) is not ReadAheadSocket
+                    or not sock.has_packet()):
+                break
+            response = read_socket(read_timeout)
+        return response
+
+    connection._read = read_buffered
+    connection._read_socket = read_burst
+
+
+def route_node_events(client: KazooClient, route: Callable[[str, bool, int], None]) -> None:
+    """Call ``route(path, deleted, zxid)``, on kazoo's connection thread, for every node
+    created, changed or deleted that the session is told of (``path`` with the chroot, as
+    the server sends it; ``zxid`` 0 from a server before 3.9), after kazoo's own one-shot
+    watchers of that path, if any, had it as before."""
+    connection = client._connection
+    original = connection._read_watch_event
+
+    def read_watch_event(buffer: bytes, offset: int) -> None:
+        _, zxid, _, kind, _ = _event_head.unpack_from(buffer, 0)  # zxid: -1 before 3.9
+        if kind not in (CREATED, DELETED, CHANGED):
+            original(buffer, offset)
+            return
+        start = _event_head.size
+        length = _int.unpack_from(buffer, start)[0]
+        path = bytes(buffer[start + 4:start + 4 + length]).decode()
+        # kazoo's own watchers, as before; its pass is skipped when it holds none here,
+        # which is every event of a tree but the few nodes also watched one-shot.
+        if client._data_watchers.get(path) or client._child_watchers.get(path):
+            original(buffer, offset)
+        route(path, kind == DELETED, max(zxid, 0))
+
+    connection._read_watch_event = read_watch_event

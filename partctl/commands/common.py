@@ -1,0 +1,140 @@
+"""What several command groups share: option value types, the coordinator a command connects to,
+the files it reads, and the ``--db`` option.
+
+Connections are opened for a ``with`` block (``with connect(args) as client``, ``with
+admin(args) as a``), so they are closed on every path out of a command: its result, a user
+error, a bug, Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from partctl.errors import UserError
+
+if TYPE_CHECKING:
+    from coordinator.admin import Admin
+    from coordinator.base import Coordinator
+
+ENV_COORDINATOR = "PARTCTL_COORDINATOR"
+
+
+# --- option values -------------------------------------------------------------------------------
+
+
+def finite(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+def seconds(text: str) -> float:
+    """A positive, finite number of seconds (float() alone takes -1, nan and inf)."""
+    value = finite(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    return value
+
+
+def seconds_or_zero(text: str) -> float:
+    value = finite(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {text}")
+    return value
+
+
+def count(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
+
+
+def id_list(text: str | None, option: str) -> list[int]:
+    if not text:
+        return []
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"bad {option} {text!r}: want broker ids like 1,2,3") from None
+
+
+# --- the coordinator -----------------------------------------------------------------------------
+
+
+def coordinator_url(args: argparse.Namespace) -> str:
+    url = args.coordinator or os.environ.get(ENV_COORDINATOR)
+    if not url:
+        raise UserError(f"no coordinator: pass --coordinator URL or set {ENV_COORDINATOR}")
+    return url
+
+
+def connect(args: argparse.Namespace) -> Coordinator:
+    """A session on the command's coordinator, for a ``with`` block: ``--connect-timeout``
+    where the command has one (``reassign execute``, whose ``--timeout`` is the execution's),
+    else ``--timeout``; ``--session-timeout`` where the command has one."""
+    import coordinator
+
+    timeout = getattr(args, "connect_timeout", None) or args.timeout
+    options = {"session_timeout": args.session_timeout} if "session_timeout" in args else {}
+    return coordinator.connect(coordinator_url(args), timeout=timeout, **options)
+
+
+@contextmanager
+def admin(args: argparse.Namespace) -> Iterator[Admin]:
+    """The admin API over a session on the command's coordinator, closed with the block."""
+    from coordinator.admin import Admin
+
+    with connect(args) as client:
+        yield Admin(client)
+
+
+# --- files ---------------------------------------------------------------------------------------
+
+
+def read_text(path: str, what: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as exc:
+        raise UserError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"cannot read {what} {path}: not UTF-8 text ({exc.reason} at byte "
+                        f"{exc.start})") from None
+
+
+def sizes(args: argparse.Namespace) -> dict[tuple[str, int], int] | None:
+    """The partition sizes of ``--sizes FILE``, None without it."""
+    from rebalancer.execution import parse_sizes
+
+    return parse_sizes(read_text(args.sizes, "--sizes file")) if args.sizes else None
+
+
+# --- the SQL store -------------------------------------------------------------------------------
+
+
+def database_options() -> argparse.ArgumentParser:
+    """``--db``, a parent parser of the commands that use the SQL store."""
+    from rebalancer.store.urls import DB_FILENAME, ENV_DB, ENV_HOME
+
+    database = argparse.ArgumentParser(add_help=False)
+    database.add_argument("--db", metavar="URL",
+                          help=f"any SQLAlchemy URL (default: ${ENV_DB}, else SQLite at "
+                               f"${ENV_HOME}/{DB_FILENAME}, ~/.local/share/partctl/{DB_FILENAME})")
+    return database

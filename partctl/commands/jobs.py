@@ -1,0 +1,214 @@
+"""``partctl jobs add | list | remove | run-now | history``: scheduled rebalances and preferred
+elections, stored in the SQL store (rebalancer.jobs); ``partctl scheduler run`` runs them."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime
+from typing import TextIO
+
+from partctl.commands.common import coordinator_url, database_options, seconds
+from partctl.errors import UserError
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    database = database_options()
+    jobs = sub.add_parser("jobs", help="scheduled rebalances and preferred elections")
+    jsub = jobs.add_subparsers(dest="action", metavar="ACTION", required=True)
+    add = jsub.add_parser("add", help="schedule a job")
+    ksub = add.add_subparsers(dest="kind", metavar="KIND", required=True)
+    schedule = argparse.ArgumentParser(add_help=False)
+    when = schedule.add_mutually_exclusive_group(required=True)
+    when.add_argument("--cron", metavar='"M H DOM MON DOW"',
+                      help='crontab fields, e.g. "0 3 * * *" (day of week 0 or 7: Sunday)')
+    when.add_argument("--every", metavar="DURATION",
+                      help="an interval of 1m to 365d: 5m, 1h, 1h30m (first run one interval "
+                           "from now)")
+    schedule.add_argument("--timezone", metavar="TZ",
+                          help="time zone of --cron (default: this host's local zone, kept with "
+                                   "the job)")
+    schedule.add_argument("--id", metavar="ID", help="the job's id (default: generated)")
+    parents = [common, database, schedule]
+    rb = ksub.add_parser("rebalance", parents=parents,
+                         help="snapshot, plan, execute within limits, verify, record")
+    rb.add_argument("--goal", choices=("balance", "add-brokers", "decommission",
+                                       "repair-racks"), default="balance")
+    rb.add_argument("--brokers", metavar="1,2",
+                    help="the brokers to add or to decommission (those goals)")
+    rb.add_argument("--max-concurrent-moves", type=int, default=50, metavar="N",
+                    help="partitions moving at once (default 50)")
+    rb.add_argument("--dry-run", action="store_true", help="record the plan, move nothing")
+    rb.add_argument("--engine", choices=("local", "spark", "auto"), default="local")
+    rb.add_argument("--spark-master", default="local[*]", metavar="URL")
+    rb.add_argument("--seed", type=int, default=0)
+    rb.add_argument("--execution-timeout", type=seconds, default=None, metavar="S",
+                    help="give up waiting after S seconds (moves carry on; default: none)")
+    rb.set_defaults(func=cmd_add)
+    pe = ksub.add_parser("preferred-election", parents=parents,
+                         help="preferred elections where leadership drifted")
+    pe.add_argument("--imbalance-percentage", type=float, default=10.0, metavar="P",
+                    help="a broker is imbalanced past P%% of its partitions led elsewhere "
+                         "(Kafka's leader.imbalance.per.broker.percentage; default 10)")
+    pe.add_argument("--wait", default="30s", metavar="DURATION",
+                    help="how long to wait for the controller to elect (default 30s)")
+    pe.set_defaults(func=cmd_add)
+    jsub.add_parser("list", parents=[database], help="the stored jobs"
+                    ).set_defaults(func=cmd_list)
+    rm = jsub.add_parser("remove", parents=[database], help="delete a job (history stays)")
+    rm.add_argument("job_id", metavar="ID")
+    rm.set_defaults(func=cmd_remove)
+    now = jsub.add_parser("run-now", parents=[database],
+                          help="run a job once, here, in the foreground (schedule unchanged)")
+    now.add_argument("job_id", metavar="ID")
+    now.set_defaults(func=cmd_run_now)
+    hist = jsub.add_parser("history", parents=[database], help="recorded runs, newest first")
+    hist.add_argument("--job", metavar="ID", help="only this job's runs")
+    hist.add_argument("--limit", type=int, default=20, metavar="N", help="(default 20)")
+    hist.set_defaults(func=cmd_history)
+
+
+def _job_kwargs(args: argparse.Namespace) -> dict:
+    import coordinator
+
+    url = coordinator_url(args)
+    coordinator.parse(url)  # a malformed URL is refused now, not at 3 a.m.
+    kwargs: dict = {"coordinator": url, "connect_timeout": args.timeout}
+    if args.kind == "rebalance":
+        from rebalancer.jobs import goals_for
+
+        try:
+            brokers = [int(b) for b in args.brokers.split(",")] if args.brokers else []
+        except ValueError:
+            raise UserError(f"bad --brokers {args.brokers!r}: want e.g. 4,5") from None
+        goals_for(args.goal, brokers)  # the goal and its brokers make sense
+        if args.max_concurrent_moves < 1:
+            raise UserError("--max-concurrent-moves must be at least 1")
+        kwargs.update(goal=args.goal, brokers=brokers,
+                      max_concurrent_moves=args.max_concurrent_moves, dry_run=args.dry_run,
+                      engine=args.engine, seed=args.seed, spark_master=args.spark_master,
+                      timeout=args.execution_timeout)
+    else:
+        if not 0 <= args.imbalance_percentage <= 100:
+            raise UserError("--imbalance-percentage must be between 0 and 100")
+        from rebalancer.jobs import parse_duration
+
+        kwargs.update(percentage=args.imbalance_percentage, wait=parse_duration(args.wait))
+    return kwargs
+
+
+def cmd_add(args: argparse.Namespace, out: TextIO) -> int:
+    from rebalancer import jobs
+
+    schedule = jobs.make_schedule(cron=args.cron, every=args.every, timezone=args.timezone)
+    info = jobs.add_job(args.db, kind=args.kind, schedule=schedule, arguments=_job_kwargs(args),
+                        job_id=args.id)
+    print(f"Added job {info.id}: {info.kind}, {info.schedule}, next run "
+          f"{_when(info.next_run_time)} UTC.", file=out)
+    return 0
+
+
+def _job_args(kind: str, kwargs: dict) -> str:
+    from rebalancer.jobs import ARGUMENTS
+
+    hidden = {"job_id", "db", "connect_timeout", "spark_master", "seed", "timeout", "engine"}
+    shown = []
+    order = list(ARGUMENTS.get(kind, ()))
+    for key, value in sorted(kwargs.items(), key=lambda kv: (
+            order.index(kv[0]) if kv[0] in order else len(order), kv[0])):
+        if key in hidden or value in (None, [], False):
+            continue
+        if key == "dry_run":
+            shown.append("dry-run")
+            continue
+        if key == "wait":
+            from rebalancer.jobs import format_duration
+
+            value = format_duration(value)
+        if key == "percentage":
+            key, value = "imbalance", f"{value:g}%"
+        text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+        shown.append(f"{key.replace('_', '-')}={text}")
+    if kwargs.get("engine") not in (None, "local"):
+        shown.append(f"engine={kwargs['engine']}")
+    return " ".join(shown)
+
+
+def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
+    from rebalancer import jobs
+    from rebalancer.store import Store
+
+    listed = jobs.list_jobs(args.db)
+    if not listed:
+        print("No jobs.", file=out)
+        return 0
+    with Store.open(args.db) as store:
+        last = {j.id: next(iter(store.runs(job_id=j.id, limit=1)), None) for j in listed}
+    rows = [["ID", "KIND", "SCHEDULE", "NEXT RUN (UTC)", "LAST RUN", "ARGS"]]
+    for j in listed:
+        run = last[j.id]
+        rows.append([j.id, j.kind or "?", j.schedule,
+                     "BROKEN" if j.broken else _when(j.next_run_time),
+                     "-" if run is None else f"{run.outcome.value} {_when(run.started_at)}",
+                     f"cannot run: {j.broken}" if j.broken
+                     else _job_args(j.kind or "", dict(j.arguments))])
+    _table(rows, out)
+    return 0
+
+
+def cmd_remove(args: argparse.Namespace, out: TextIO) -> int:
+    from rebalancer import jobs
+
+    jobs.remove_job(args.db, args.job_id)
+    print(f"Removed job {args.job_id} (its run history stays).", file=out)
+    return 0
+
+
+def cmd_run_now(args: argparse.Namespace, out: TextIO) -> int:
+    from rebalancer import jobs
+    from rebalancer.jobs.report import describe_run
+    from rebalancer.store import RunOutcome, Store
+
+    summary = jobs.run_job_now(args.db, args.job_id)
+    with Store.open(args.db) as store:
+        run = store.get_run(summary.run_id)
+    text = describe_run(run) if run is not None else summary.error or summary.summary
+    print(f"Run {summary.run_id} of job {summary.job_id} ({summary.kind}): "
+          f"{summary.outcome.value}: {text}", file=out)
+    return 1 if summary.outcome in (RunOutcome.FAILED, RunOutcome.INTERRUPTED) else 0
+
+
+def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
+    from rebalancer.jobs.report import describe_run
+    from rebalancer.store import Store
+
+    if args.limit < 1:
+        raise UserError("--limit must be at least 1")
+    with Store.open(args.db) as store:
+        runs = store.runs(job_id=args.job, limit=args.limit)
+    if not runs:
+        print("No runs." if args.job is None else f"No runs of job {args.job}.", file=out)
+        return 0
+    rows = [["RUN", "JOB", "KIND", "STARTED (UTC)", "TOOK", "OUTCOME", "PLAN", "SUMMARY"]]
+    for r in runs:
+        took = "-" if r.ended_at is None else f"{(r.ended_at - r.started_at).total_seconds():.1f}s"
+        rows.append([str(r.id), r.job_id, r.kind, _when(r.started_at), took, r.outcome.value,
+                     "-" if r.plan_id is None else str(r.plan_id), describe_run(r)])
+    _table(rows, out)
+    return 0
+
+
+def _when(dt: datetime | None) -> str:
+    return "-" if dt is None else dt.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _printable(text: str) -> str:
+    """Control characters escaped: a table cell can come from a damaged or crafted store row."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _table(rows: list[list[str]], out: TextIO) -> None:
+    rows = [[_printable(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=False)) + "  " + r[-1],
+              file=out)

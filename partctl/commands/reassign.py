@@ -1,0 +1,276 @@
+"""``partctl reassign generate | execute | verify | cancel``: Kafka's kafka-reassign-partitions,
+with partctl's planner (rebalancer.engines) in place of its round-robin generator."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TextIO
+
+from partctl.commands.common import (
+    ENV_COORDINATOR,
+    connect,
+    count,
+    id_list,
+    read_text,
+    seconds,
+    seconds_or_zero,
+    sizes,
+)
+from partctl.errors import UserError
+
+if TYPE_CHECKING:
+    from rebalancer.planner.goals import Goal
+    from rebalancer.snapshot import Snapshot
+
+GOALS = ("balance", "add-brokers", "decommission", "replication-factor", "repair-racks")
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    reassign = sub.add_parser("reassign", help="plan, execute, verify and cancel partition "
+                                               "reassignments")
+    rsub = reassign.add_subparsers(dest="action", metavar="ACTION", required=True)
+    gen = rsub.add_parser("generate", parents=[common],
+                          help="plan a reassignment from a snapshot file or the live cluster")
+    gen.add_argument("--snapshot", metavar="FILE", help="a snapshot (.json or .parquet)")
+    gen.add_argument("--goal", choices=GOALS, default="balance")
+    gen.add_argument("--brokers", metavar="1,2,3",
+                     help="the brokers the moved topics may use (Kafka's --broker-list)")
+    gen.add_argument("--topics-to-move-json-file", metavar="FILE",
+                     help='only these topics move: {"version":1,"topics":[{"topic":"t"}]}')
+    gen.add_argument("--decommission", metavar="5,9", help="brokers to drain")
+    gen.add_argument("--new-brokers", metavar="7,8", help="brokers just added")
+    gen.add_argument("--replication-factor", metavar="t=3,u=2",
+                     help="new replication factors (--goal replication-factor)")
+    gen.add_argument("--sizes", metavar="FILE", help="partition sizes (with --coordinator)")
+    gen.add_argument("--engine", choices=("auto", "local", "spark"), default="auto")
+    gen.add_argument("--spark-master", default="local[*]", metavar="URL")
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("-o", "--output", required=True, metavar="FILE",
+                     help="where to write the plan (Kafka's reassignment JSON)")
+    gen.set_defaults(func=cmd_generate)
+
+    plan_file = argparse.ArgumentParser(add_help=False)
+    plan_file.add_argument("--reassignment-json-file", required=True, metavar="FILE")
+    session = argparse.ArgumentParser(add_help=False)
+    session.add_argument("--coordinator", metavar="URL",
+                         help=f"the coordinator URL (default: ${ENV_COORDINATOR})")
+    session.add_argument("--connect-timeout", type=seconds, default=5.0, metavar="S",
+                         help="seconds to wait for the coordinator (default 5)")
+    session.add_argument("--session-timeout", type=seconds, default=10.0, metavar="S",
+                         help="seconds the coordinator session outlives a lost connection; "
+                              "execute rides out an outage of up to twice this (default 10)")
+    ex = rsub.add_parser("execute", parents=[session, plan_file],
+                         help="have the controller carry out a plan, N partitions at a time")
+    ex.add_argument("--max-concurrent-moves", type=count(1), default=50, metavar="N",
+                    help="partitions moving at once (default 50)")
+    ex.add_argument("--timeout", type=seconds, default=None, metavar="S",
+                    help="stop waiting after S seconds; pending moves carry on (default: none)")
+    ex.add_argument("--poll-interval", type=seconds, default=0.5, help=argparse.SUPPRESS)
+    ex.add_argument("--status-every", type=seconds_or_zero, default=5.0, metavar="S",
+                    help="seconds between status lines when not on a terminal (default 5)")
+    ex.set_defaults(func=cmd_execute)
+    ver = rsub.add_parser("verify", parents=[common, plan_file],
+                          help="per partition: done, in progress or failed")
+    ver.set_defaults(func=cmd_verify)
+    can = rsub.add_parser("cancel", parents=[common],
+                          help="revert the pending moves (back to the original replicas)")
+    can.add_argument("--wait", type=seconds_or_zero, default=30.0, metavar="S",
+                     help="seconds to wait for the controller to revert (default 30)")
+    can.set_defaults(func=cmd_cancel)
+
+
+# --- generate ------------------------------------------------------------------------------------
+
+
+def cmd_generate(args: argparse.Namespace, out: TextIO) -> int:
+    from dataclasses import replace
+
+    from partctl.render import broker_loads, render_loads, render_scores
+    from rebalancer.engines import plan_reassignment
+    from rebalancer.execution import (
+        parse_topics_to_move,
+        scope_snapshot,
+        snapshot_from_coordinator,
+    )
+    from rebalancer.plan import render_plan, score_plan
+    from rebalancer.snapshot import load_snapshot
+
+    if args.snapshot and args.coordinator:
+        raise UserError("give --snapshot FILE or --coordinator URL, not both")
+    if not args.snapshot and not (args.coordinator or os.environ.get(ENV_COORDINATOR)):
+        raise UserError(f"give --snapshot FILE or --coordinator URL (or set {ENV_COORDINATOR})")
+    if args.replication_factor and args.goal != "replication-factor":
+        raise UserError("--replication-factor goes with --goal replication-factor")
+    decommission = id_list(args.decommission, "--decommission")
+    new_brokers = id_list(args.new_brokers, "--new-brokers")
+    if args.snapshot:
+        if args.sizes:
+            raise UserError("--sizes goes with --coordinator (a snapshot file has sizes)")
+        try:
+            snap = load_snapshot(args.snapshot)
+        except OSError as exc:
+            raise UserError(f"cannot read --snapshot {args.snapshot}: "
+                            f"{exc.strerror or exc}") from None
+        snap = replace(snap, decommission=snap.decommission | set(decommission),
+                       new_brokers=snap.new_brokers | set(new_brokers))
+    else:
+        with connect(args) as client:
+            snap = snapshot_from_coordinator(client, sizes=sizes(args),
+                                             decommission=decommission,
+                                             new_brokers=new_brokers)
+    topics = (parse_topics_to_move(read_text(args.topics_to_move_json_file,
+                                             "--topics-to-move-json-file"))
+              if args.topics_to_move_json_file else None)
+    brokers = id_list(args.brokers, "--brokers") if args.brokers else None
+    scoped = scope_snapshot(snap, brokers=brokers, topics=topics)
+    goal = _goal(args, snap)
+    with _stopping_spark():
+        plan = plan_reassignment(scoped, [goal], engine=args.engine, seed=args.seed,
+                                 master=args.spark_master)
+    try:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(render_plan(plan) + "\n")
+    except OSError as exc:
+        raise UserError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    print("Current -> proposed assignment, per broker:", file=out)
+    print(render_loads(broker_loads(snap, plan)), file=out)
+    print("", file=out)
+    print("Scores (current -> proposed):", file=out)
+    print(render_scores(score_plan(scoped), score_plan(scoped, plan)), file=out)
+    print("", file=out)
+    if plan.partitions:
+        print(f"Proposed reassignment of {len(plan.partitions)} partition(s) written to "
+              f"{args.output}.", file=out)
+    else:
+        print(f"Nothing to move: the cluster already meets the goal ({args.output} lists no "
+              f"partitions).", file=out)
+    return 0
+
+
+def _rf_changes(text: str | None) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in (text or "").split(","):
+        topic, eq, rf = item.strip().rpartition("=")
+        if not item.strip():
+            continue
+        if not eq or not topic or not rf.strip().isdigit():
+            raise UserError(f"bad --replication-factor {text!r}: want topic=rf,topic=rf")
+        out[topic] = int(rf)
+    return out
+
+
+def _goal(args: argparse.Namespace, snap: Snapshot) -> Goal:
+    from rebalancer.planner.goals import (
+        AddBrokers,
+        Balance,
+        ChangeReplicationFactor,
+        Decommission,
+        RepairRacks,
+    )
+
+    match args.goal:
+        case "balance":
+            return Balance()
+        case "add-brokers":
+            if not snap.new_brokers:
+                raise UserError("--goal add-brokers needs --new-brokers (or a snapshot that "
+                                "lists new brokers)")
+            return AddBrokers(brokers=snap.new_brokers)
+        case "decommission":
+            if not snap.decommission:
+                raise UserError("--goal decommission needs --decommission (or a snapshot that "
+                                "lists brokers to decommission)")
+            return Decommission(brokers=snap.decommission)
+        case "replication-factor":
+            changes = _rf_changes(args.replication_factor)
+            if not changes:
+                raise UserError("--goal replication-factor needs --replication-factor t=rf,...")
+            return ChangeReplicationFactor.of(changes)
+        case _:
+            return RepairRacks()
+
+
+@contextmanager
+def _stopping_spark() -> Iterator[None]:
+    """Stop the Spark session the planner started in the block, if it started one.
+
+    The Spark engine takes the process's session (getOrCreate) and leaves it running, for the
+    next plan. A session that was running before the command belongs to whoever started it (an
+    application calling main(), the test suite) and is left alone; one the command started is
+    the command's to stop, whether planning ended, failed or was interrupted.
+    """
+    running_before = _running_spark() is not None
+    try:
+        yield
+    finally:
+        if not running_before:
+            started = _running_spark()
+            if started is not None:
+                started.stop()
+
+
+def _running_spark() -> Any:
+    """The process's running Spark session, else None (pyspark never imported: none)."""
+    sql = sys.modules.get("pyspark.sql")
+    if sql is None:
+        return None
+    try:
+        return sql.SparkSession.active()
+    except RuntimeError:  # PySparkRuntimeError: no active or default session
+        return None
+
+
+# --- execute, verify, cancel ---------------------------------------------------------------------
+
+
+def _plan_file(args: argparse.Namespace) -> str:
+    return read_text(args.reassignment_json_file, "--reassignment-json-file")
+
+
+def cmd_execute(args: argparse.Namespace, out: TextIO) -> int:
+    from partctl.render import ProgressDisplay, render_result
+    from rebalancer.execution import execute_plan, validate_plan
+
+    text = _plan_file(args)
+    with connect(args) as client:
+        plan = validate_plan(client, text)
+        header = (f"Executing a reassignment of {len(plan.partitions)} partition(s), at most "
+                  f"{args.max_concurrent_moves} at a time.")
+        try:
+            with ProgressDisplay(out, every=args.status_every, header=header) as display:
+                result = execute_plan(client, plan,
+                                      max_concurrent_moves=args.max_concurrent_moves,
+                                      poll_interval=args.poll_interval, timeout=args.timeout,
+                                      progress=display, label=args.reassignment_json_file)
+        except KeyboardInterrupt:
+            print("Interrupted: the moves already submitted carry on; `partctl reassign "
+                  "execute` again resumes the plan, `partctl reassign verify` follows the "
+                  "moves, `partctl reassign cancel` reverts them.", file=out)
+            raise
+    print(render_result(result), file=out)
+    return 0 if result.ok else 1
+
+
+def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
+    from partctl.render import render_verify
+    from rebalancer.execution import read_plan, verify_plan
+
+    plan = read_plan(_plan_file(args))
+    with connect(args) as client:
+        report = verify_plan(client, plan)
+    print(render_verify(report), file=out)
+    return 0 if report.all_done else 1
+
+
+def cmd_cancel(args: argparse.Namespace, out: TextIO) -> int:
+    from partctl.render import render_cancel
+    from rebalancer.execution import cancel_reassignment
+
+    with connect(args) as client:
+        report = cancel_reassignment(client, wait=args.wait)
+    print(render_cancel(report), file=out)
+    return 0

@@ -1,0 +1,573 @@
+"""Per-partition producer state for idempotent producers: Kafka's ProducerStateManager (KIP-98),
+without transactions.
+
+For every producer id that wrote to the partition the state keeps its epoch and its last five
+batches (first and last sequence, first and last offset, max timestamp). A leader checks each
+batch of an idempotent producer against it before appending, by the rules of Kafka 3.9's
+``ProducerAppendInfo`` and ``UnifiedLog.analyzeAndValidateProducerState``:
+
+- a batch with the epoch, first and last sequence of one of the last five is a retry: nothing is
+  appended and the produce is answered with the original batch's offsets (Kafka answers NONE
+  with the original base offset, not DUPLICATE_SEQUENCE_NUMBER);
+- an epoch below the producer's is a fenced producer: INVALID_PRODUCER_EPOCH;
+- a new (higher) epoch must start at sequence 0, unless the partition knew no epoch for the
+  producer: OUT_OF_ORDER_SEQUENCE_NUMBER otherwise;
+- the same epoch must continue at the last sequence + 1, wrapping from 2**31-1 to 0:
+  OUT_OF_ORDER_SEQUENCE_NUMBER otherwise;
+- a producer id the partition does not know (never seen, or its state removed by retention or
+  expiry) is taken at any sequence: since KIP-360 (Kafka 2.5) a broker no longer answers
+  UNKNOWN_PRODUCER_ID, the producer's next batches continue from whatever it sends first.
+
+Batches without a producer id (-1) are not looked at. Followers and recovery apply the same
+updates without the checks (Kafka's REPLICATION origin), so every replica holds the state and a
+new leader recognises a retry of a batch its predecessor appended. Transactional and control
+batches are not interpreted (no transactions here): the former count as idempotent batches, the
+latter are skipped.
+
+State outlives the process through snapshots, one owner (the partition's
+:class:`~replication.log.Log`) and Kafka's file format: ``<offset, 20 digits>.snapshot`` holds the
+state of the log below ``offset``, each producer with its last batch only (as Kafka's)::
+
+    version int16 (1) | crc uint32 | count int32 | count x entry, big-endian;
+    entry: producerId int64 | producerEpoch int16 | lastSequence int32 | lastOffset int64
+           | offsetDelta int32 | timestamp int64 | coordinatorEpoch int32
+           | currentTxnFirstOffset int64
+
+The CRC-32C covers everything after itself. A snapshot is taken when a segment rolls (at the new
+segment's base offset: its batches can then be replayed from it) and at a clean shutdown (at the
+log end), written to a temporary file and renamed over its name; the one at shutdown is fsynced
+with its directory at once, those at rolls by the next flush of the log (Kafka's choice: no
+fsync under the log's lock). On open the state is the latest snapshot at or below the log end
+(later ones are deleted), with the batch headers after it replayed from the log; a snapshot that
+does not parse or fails its CRC is moved aside (``.corrupt-<ms>``) with a warning and the next
+older one, or the log start, is used instead. Truncation reloads the same way. Snapshots go
+with their segments: those below the log start are deleted, and on open those that name no
+segment, except the latest past the last segment (Kafka's stray rule).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from bisect import insort
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import crc32c
+
+from replication.checkpoints import PRIVATE_FILE_MODE, fsync_directory, move_aside
+from replication.errors import (
+    CorruptSnapshotError,
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    OutOfOrderSequenceError,
+)
+
+__all__ = [
+    "BATCHES_TO_RETAIN",
+    "DEFAULT_PRODUCER_ID_EXPIRATION_MS",
+    "MAX_SEQUENCE",
+    "NO_PRODUCER_EPOCH",
+    "NO_PRODUCER_ID",
+    "NO_SEQUENCE",
+    "SNAPSHOT_SUFFIX",
+    "BatchMetadata",
+    "Duplicate",
+    "ProducerBatch",
+    "ProducerEntry",
+    "ProducerStateManager",
+    "check_client_batch",
+    "decode_snapshot",
+    "decrement_sequence",
+    "encode_snapshot",
+    "increment_sequence",
+    "snapshot_file_name",
+]
+
+log = logging.getLogger(__name__)
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_TIMESTAMP = -1
+MAX_SEQUENCE = (1 << 31) - 1
+BATCHES_TO_RETAIN = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
+SNAPSHOT_SUFFIX = ".snapshot"
+SNAPSHOT_VERSION = 1
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 24 * 3600 * 1000  # producer.id.expiration.ms
+
+_CONTROL_MASK = 0x20
+# attributes, lastOffsetDelta, (baseTimestamp), maxTimestamp, producerId, producerEpoch,
+# baseSequence: from the attributes (byte 21) of a batch header to its end.
+_PRODUCER_FIELDS = struct.Struct(">hi8xqqhi")
+_ATTRIBUTES_OFFSET = 21
+_SNAPSHOT_HEAD = struct.Struct(">hIi")  # version, crc, entry count
+_SNAPSHOT_CRC_FROM = 6
+_SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    """``sequence + increment``, wrapping past 2**31-1 to 0 (Kafka's producers wrap so)."""
+    if sequence > MAX_SEQUENCE - increment:
+        return increment - (MAX_SEQUENCE - sequence) - 1
+    return sequence + increment
+
+
+def decrement_sequence(sequence: int, decrement: int) -> int:
+    """``sequence - decrement``, the inverse of :func:`increment_sequence`."""
+    if sequence < decrement:
+        return MAX_SEQUENCE - (decrement - sequence) + 1
+    return sequence - decrement
+
+
+def snapshot_file_name(offset: int) -> str:
+    """``00000000000000000042.snapshot`` for offset 42."""
+    return f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+
+class BatchMetadata(NamedTuple):
+    """One batch of a producer as the state remembers it (Kafka's BatchMetadata). A named
+    tuple, as the entries holding it: the leader builds one per idempotent append."""
+
+    last_seq: int
+    last_offset: int
+    offset_delta: int
+    timestamp: int
+
+    @property
+    def first_seq(self) -> int:
+        return decrement_sequence(self.last_seq, self.offset_delta)
+
+    @property
+    def first_offset(self) -> int:
+        return self.last_offset - self.offset_delta
+
+
+class ProducerEntry(NamedTuple):
+    """What a partition knows of one producer: its epoch and its last batches, oldest first
+    (at most :data:`BATCHES_TO_RETAIN`). Immutable: an append builds the next entry, which is
+    stored only once the batch is in the log."""
+
+    producer_id: int
+    epoch: int
+    batches: tuple[BatchMetadata, ...]
+    last_timestamp: int
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int = -1
+
+    @classmethod
+    def empty(cls, producer_id: int) -> ProducerEntry:
+        return cls(producer_id, NO_PRODUCER_EPOCH, (), NO_TIMESTAMP)
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        """The retained batch with exactly this epoch and sequence range, if any."""
+        if epoch != self.epoch:
+            return None
+        for batch in self.batches:
+            if batch.last_seq == last_seq and batch.first_seq == first_seq:
+                return batch
+        return None
+
+    def with_batch(self, epoch: int, batch: BatchMetadata) -> ProducerEntry:
+        """The entry after ``batch``: a new epoch starts the retained batches afresh."""
+        kept = self.batches if epoch == self.epoch else ()
+        if len(kept) >= BATCHES_TO_RETAIN:
+            kept = kept[1 - BATCHES_TO_RETAIN:]
+        return ProducerEntry(self.producer_id, epoch, (*kept, batch), batch.timestamp,
+                             self.coordinator_epoch, self.current_txn_first_offset)
+
+
+class ProducerBatch(NamedTuple):
+    """The header fields of one idempotent batch that the state is built from (a named tuple:
+    recovery builds one per batch it walks)."""
+
+    base_offset: int
+    last_offset_delta: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    attributes: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Duplicate:
+    """A produced batch the partition already holds: answer with where it is, append nothing."""
+
+    batch: BatchMetadata
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == MAX_SEQUENCE)
+
+
+def check_client_batch(entry: ProducerEntry | None, *, producer_id: int, epoch: int,
+                       first_seq: int, offset: int, where: str) -> None:
+    """Kafka 3.9's checks of a producer's batch against the partition's entry for it (None:
+    the partition does not know the producer): raises :class:`InvalidProducerEpochError` or
+    :class:`OutOfOrderSequenceError`, naming the batch's ``offset`` in ``where``."""
+    current = entry.epoch if entry is not None else NO_PRODUCER_EPOCH
+    if epoch < current:
+        raise InvalidProducerEpochError(
+            f"epoch of producer {producer_id} at offset {offset} in {where} is {epoch}, which "
+            f"is smaller than the last seen epoch {current}")
+    if epoch != current:
+        if first_seq != 0 and current != NO_PRODUCER_EPOCH:
+            raise OutOfOrderSequenceError(
+                f"invalid sequence number for new epoch of producer {producer_id} at offset "
+                f"{offset} in {where}: {epoch} (request epoch), {first_seq} (seq. number), "
+                f"{current} (current producer epoch)")
+        return
+    last_seq = entry.last_seq if entry is not None else NO_SEQUENCE
+    if current != NO_PRODUCER_EPOCH and not _in_sequence(last_seq, first_seq):
+        raise OutOfOrderSequenceError(
+            f"out of order sequence number for producer {producer_id} at offset {offset} in "
+            f"{where}: {first_seq} (incoming seq. number), {last_seq} (current end sequence "
+            "number)")
+
+
+def _last_seq(base_seq: int, last_delta: int) -> int:
+    return NO_SEQUENCE if base_seq == NO_SEQUENCE else increment_sequence(base_seq, last_delta)
+
+
+# -- snapshots ----------------------------------------------------------------------------------
+
+
+def encode_snapshot(entries: Iterable[ProducerEntry]) -> bytes:
+    """Kafka's ProducerSnapshot (version 1) of ``entries``, ordered by producer id."""
+    ordered = sorted(entries, key=lambda e: e.producer_id)
+    out = bytearray(_SNAPSHOT_HEAD.size + _SNAPSHOT_ENTRY.size * len(ordered))
+    pos = _SNAPSHOT_HEAD.size
+    for e in ordered:
+        last = e.batches[-1] if e.batches else None
+        _SNAPSHOT_ENTRY.pack_into(
+            out, pos, e.producer_id, e.epoch,
+            last.last_seq if last else NO_SEQUENCE, last.last_offset if last else -1,
+            last.offset_delta if last else 0, e.last_timestamp, e.coordinator_epoch,
+            e.current_txn_first_offset)
+        pos += _SNAPSHOT_ENTRY.size
+    _SNAPSHOT_HEAD.pack_into(out, 0, SNAPSHOT_VERSION, 0, len(ordered))
+    crc = crc32c.crc32c(memoryview(out)[_SNAPSHOT_CRC_FROM:])
+    _SNAPSHOT_HEAD.pack_into(out, 0, SNAPSHOT_VERSION, crc, len(ordered))
+    return bytes(out)
+
+
+def decode_snapshot(data: bytes, name: str = "snapshot") -> list[ProducerEntry]:
+    """The entries of a snapshot; :class:`CorruptSnapshotError` for anything but a whole,
+    version 1 snapshot whose CRC matches."""
+    if len(data) < _SNAPSHOT_HEAD.size:
+        raise CorruptSnapshotError(f"{name}: {len(data)} bytes, shorter than the header")
+    version, crc, count = _SNAPSHOT_HEAD.unpack_from(data)
+    if version != SNAPSHOT_VERSION:
+        raise CorruptSnapshotError(f"{name}: unknown snapshot version {version}")
+    actual = crc32c.crc32c(memoryview(data)[_SNAPSHOT_CRC_FROM:])
+    if actual != crc:
+        raise CorruptSnapshotError(
+            f"{name}: CRC is no longer valid (stored {crc:#010x}, computed {actual:#010x})")
+    if count < 0 or len(data) != _SNAPSHOT_HEAD.size + count * _SNAPSHOT_ENTRY.size:
+        raise CorruptSnapshotError(f"{name}: {count} entries do not fill {len(data)} bytes")
+    entries = []
+    for fields in _SNAPSHOT_ENTRY.iter_unpack(memoryview(data)[_SNAPSHOT_HEAD.size:]):
+        pid, epoch, seq, offset, delta, timestamp, coordinator_epoch, txn_first = fields
+        batches = (BatchMetadata(seq, offset, delta, timestamp),) if offset >= 0 else ()
+        entries.append(ProducerEntry(pid, epoch, batches, timestamp, coordinator_epoch,
+                                     txn_first))
+    return entries
+
+
+def _write_file(path: Path, data: bytes, *, sync: bool) -> None:
+    """Write ``data`` to a temporary file and rename it to ``path``: a crash never leaves a
+    half-written file under the name. With ``sync`` the file and the rename are fsynced too."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    if sync:
+        fsync_directory(path.parent)
+
+
+# -- the manager --------------------------------------------------------------------------------
+
+
+Replay = Callable[[int, int], Iterable[ProducerBatch]]
+"""``replay(start, end)``: the idempotent batches of the log from ``start`` to before ``end``."""
+
+
+class ProducerStateManager:
+    """The producer state of the log in ``directory`` and its snapshots. Not thread-safe: the
+    owning :class:`~replication.log.Log` calls it under its lock.
+
+    ``expiration_ms`` is ``producer.id.expiration.ms``: a producer whose last batch's timestamp
+    is that old is forgotten (:meth:`remove_expired`, and when a snapshot is loaded).
+    ``clock`` returns milliseconds."""
+
+    def __init__(self, directory: Path, *, expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+                 clock: Callable[[], int]) -> None:
+        if expiration_ms < 1:
+            raise ValueError(f"producer id expiration must be positive: {expiration_ms}")
+        self.directory = directory
+        self.expiration_ms = expiration_ms
+        self._clock = clock
+        self._where = directory.name
+        self._producers: dict[int, ProducerEntry] = {}
+        self._snapshots: list[int] = []
+        self._unsynced: set[int] = set()
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def entry(self, producer_id: int) -> ProducerEntry | None:
+        return self._producers.get(producer_id)
+
+    def entries(self) -> dict[int, ProducerEntry]:
+        """A copy of the state: producer id -> entry."""
+        return dict(self._producers)
+
+    @property
+    def snapshot_offsets(self) -> tuple[int, ...]:
+        """Offsets of the snapshot files on disk, ascending."""
+        return tuple(self._snapshots)
+
+    # -- appends -------------------------------------------------------------------------------
+
+    def check_client_append(
+        self, buf: bytes | bytearray | memoryview, facts: Sequence[tuple[int, ...]],
+        first_offset: int,
+    ) -> ProducerEntry | Duplicate | None:
+        """Check a producer's append (``facts``: the log's per-batch facts, position first and
+        producer id last; ``first_offset``: the offset its first batch will get) before
+        anything is written.
+
+        None: no batch has a producer id, nothing to do. A :class:`Duplicate`: the batch is a
+        retry of one in the log. Otherwise the producer's entry as it will be once the batch is
+        appended (:meth:`apply` it then). Raises :class:`InvalidRecordError` for an idempotent
+        batch sent with others or without a sequence, and the errors of
+        :func:`check_client_batch`."""
+        if len(facts) == 1:
+            pos = facts[0][0]
+            if facts[0][-1] < 0:
+                return None
+        elif all(f[-1] < 0 for f in facts):
+            return None
+        else:
+            raise InvalidRecordError(
+                f"{self._where}: a produce holding a batch with a producer id must hold one "
+                f"batch, not {len(facts)}")
+        (attributes, last_delta, max_ts, pid, epoch, base_seq) = _PRODUCER_FIELDS.unpack_from(
+            buf, pos + _ATTRIBUTES_OFFSET)
+        if base_seq < 0:
+            raise InvalidRecordError(
+                f"{self._where}: invalid sequence number {base_seq} in a batch with producer id "
+                f"{pid}")
+        last_seq = increment_sequence(base_seq, last_delta)
+        entry = self._producers.get(pid)
+        if entry is None or epoch != entry.epoch or not entry.batches or not _in_sequence(
+                entry.batches[-1].last_seq, base_seq):
+            # Anything but the producer's next batch (which can be neither a retry nor out of
+            # order: the common case, decided without the rest).
+            if entry is not None:
+                duplicate = entry.find_duplicate(epoch, base_seq, last_seq)
+                if duplicate is not None:
+                    return Duplicate(batch=duplicate)
+            check_client_batch(entry, producer_id=pid, epoch=epoch, first_seq=base_seq,
+                               offset=first_offset, where=self._where)
+            entry = entry or ProducerEntry.empty(pid)
+        return entry.with_batch(
+            epoch, BatchMetadata(last_seq, first_offset + last_delta, last_delta, max_ts))
+
+    def replicated_entries(
+        self, buf: bytes | bytearray | memoryview, facts: Sequence[tuple[int, ...]]
+    ) -> list[ProducerEntry] | None:
+        """The entries a follower's append of ``facts`` (offsets already assigned) leads to,
+        unchecked (Kafka's REPLICATION origin); None when no batch has a producer id."""
+        producers = [f for f in facts if f[-1] >= 0]
+        if not producers:
+            return None
+        updated: dict[int, ProducerEntry] = {}
+        for pos, _size, base, *_rest in producers:
+            fields = _PRODUCER_FIELDS.unpack_from(buf, pos + _ATTRIBUTES_OFFSET)
+            attributes, last_delta, max_ts, pid, epoch, seq = fields
+            self._replay_one(updated, ProducerBatch(base, last_delta, max_ts, pid, epoch, seq,
+                                                    attributes))
+        return list(updated.values())
+
+    def replay_batch(self, batch: ProducerBatch) -> None:
+        """Apply a batch of the log unchecked, at once (recovery walking a segment)."""
+        self._replay_one(self._producers, batch)
+
+    def _replay_one(self, updated: dict[int, ProducerEntry], b: ProducerBatch) -> None:
+        """Put the entry after ``b`` in ``updated`` (which may be the state itself)."""
+        if b.attributes & _CONTROL_MASK:
+            return
+        pid = b.producer_id
+        entry = updated.get(pid) or self._producers.get(pid) or ProducerEntry.empty(pid)
+        if b.producer_epoch < entry.epoch:
+            log.warning("%s: epoch of producer %d at offset %d is %d, which is smaller than the "
+                        "last seen epoch %d", self._where, pid, b.base_offset, b.producer_epoch,
+                        entry.epoch)
+        batch = BatchMetadata(_last_seq(b.base_sequence, b.last_offset_delta),
+                              b.base_offset + b.last_offset_delta, b.last_offset_delta,
+                              b.max_timestamp)
+        updated[pid] = entry.with_batch(b.producer_epoch, batch)
+
+    def apply(self, entries: ProducerEntry | Iterable[ProducerEntry]) -> None:
+        """Store what :meth:`check_client_append` or :meth:`replicated_entries` returned, once
+        the batches are in the log."""
+        if isinstance(entries, ProducerEntry):
+            self._producers[entries.producer_id] = entries
+        else:
+            for entry in entries:
+                self._producers[entry.producer_id] = entry
+
+    def remove_expired(self, now_ms: int) -> int:
+        """Forget producers whose last batch is ``producer.id.expiration.ms`` old (by its
+        timestamp, as Kafka measures it); returns how many."""
+        expired = [pid for pid, e in self._producers.items() if self._expired(e, now_ms)]
+        for pid in expired:
+            del self._producers[pid]
+        return len(expired)
+
+    def _expired(self, entry: ProducerEntry, now_ms: int) -> bool:
+        return entry.current_txn_first_offset < 0 and (
+            now_ms - entry.last_timestamp >= self.expiration_ms)
+
+    # -- snapshots -----------------------------------------------------------------------------
+
+    def take_snapshot(self, offset: int, *, sync: bool) -> bool:
+        """Write the state as the snapshot at ``offset`` (the state must be that of the log
+        below it), unless one is there already; returns whether one was written. Without
+        ``sync`` it waits for :meth:`sync_snapshots` to be fsynced."""
+        if offset in self._snapshots:
+            return False
+        path = self.directory / snapshot_file_name(offset)
+        _write_file(path, encode_snapshot(self._producers.values()), sync=sync)
+        insort(self._snapshots, offset)
+        if not sync:
+            self._unsynced.add(offset)
+        return True
+
+    def sync_snapshots(self) -> None:
+        """fsync the snapshots written without it, and their directory (the log's flush)."""
+        if not self._unsynced:
+            return
+        for offset in sorted(self._unsynced):
+            try:
+                fd = os.open(self.directory / snapshot_file_name(offset), os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fsync_directory(self.directory)
+        self._unsynced.clear()
+
+    def _delete_snapshots(self, doomed: Iterable[int]) -> bool:
+        gone = set(doomed)
+        for offset in gone:
+            (self.directory / snapshot_file_name(offset)).unlink(missing_ok=True)
+            self._unsynced.discard(offset)
+        self._snapshots = [o for o in self._snapshots if o not in gone]
+        return bool(gone)
+
+    def delete_snapshots_below(self, offset: int) -> bool:
+        """Delete the snapshots below ``offset`` (the log start after retention); returns
+        whether any went."""
+        return self._delete_snapshots(o for o in self._snapshots if o < offset)
+
+    def _list_snapshots(self) -> list[int]:
+        found = []
+        for path in self.directory.iterdir():
+            name = path.name
+            if (name.endswith(SNAPSHOT_SUFFIX) and len(name) == 20 + len(SNAPSHOT_SUFFIX)
+                    and name[:20].isdigit()):
+                found.append(int(name[:20]))
+        return sorted(found)
+
+    # -- loading and truncation ----------------------------------------------------------------
+
+    def load(self, *, segment_bases: Sequence[int], log_start: int, log_end: int,
+             replay: Replay) -> None:
+        """Build the state of a log just opened: :meth:`start_load` up to ``log_end``, then
+        :meth:`finish_load`."""
+        self.start_load(segment_bases=segment_bases, log_start=log_start, upto=log_end,
+                        replay=replay)
+        self.finish_load(log_end)
+
+    def start_load(self, *, segment_bases: Sequence[int], log_start: int, upto: int,
+                   replay: Replay) -> None:
+        """Begin building the state of a log being opened: drop stray snapshots (those naming
+        no segment, but the latest past the last segment) and those below ``log_start``, load
+        the latest snapshot at or below ``upto`` and replay the log after it, up to ``upto``.
+        Recovery then hands each batch it walks past ``upto`` to :meth:`replay_batch`, and
+        :meth:`finish_load` ends it once the log's end is known."""
+        self._snapshots = self._list_snapshots()
+        bases = set(segment_bases)
+        strays = [o for o in self._snapshots if o not in bases]
+        keep = strays[-1] if strays and strays[-1] > max(segment_bases, default=-1) else None
+        self._delete_snapshots(o for o in strays if o != keep)
+        self._delete_snapshots(o for o in self._snapshots if o < log_start)
+        self._load_latest(log_start, upto, replay)
+
+    def finish_load(self, log_end: int) -> None:
+        """Delete the snapshots past the end of the log as it was opened (recovery cut it)."""
+        self._delete_snapshots(o for o in self._snapshots if o > log_end)
+
+    def reload(self, *, log_start: int, log_end: int, replay: Replay) -> None:
+        """The state of the log from ``log_start`` to ``log_end`` (after a truncation):
+        snapshots outside that range are deleted, the latest one left is loaded and the log's
+        batches after it are replayed."""
+        self._delete_snapshots(o for o in self._snapshots if o > log_end or o < log_start)
+        self._load_latest(log_start, log_end, replay)
+
+    def _load_latest(self, log_start: int, upto: int, replay: Replay) -> None:
+        """The state at ``upto``: the latest snapshot at or below it (a corrupt one is moved
+        aside and the next older tried), then the batches after it."""
+        self._producers = {}
+        start = log_start
+        now = self._clock()
+        for offset in reversed([o for o in self._snapshots if o <= upto]):
+            path = self.directory / snapshot_file_name(offset)
+            try:
+                entries = decode_snapshot(path.read_bytes(), path.name)
+            except (CorruptSnapshotError, FileNotFoundError) as exc:
+                self._snapshots.remove(offset)
+                self._unsynced.discard(offset)
+                if path.exists():
+                    moved = move_aside(path, now)
+                    log.warning("%s is corrupt (%s); moved to %s, rebuilding the producer state "
+                                "from an earlier snapshot or the log", path, exc, moved.name)
+                continue
+            self._producers = {e.producer_id: e for e in entries if not self._expired(e, now)}
+            start = offset
+            break
+        if start < upto:
+            for batch in replay(start, upto):
+                self._replay_one(self._producers, batch)
+
+    def truncate_fully(self) -> None:
+        """Forget everything and delete every snapshot (the log restarts empty)."""
+        self._producers = {}
+        self._delete_snapshots(list(self._snapshots))
+
+    def __repr__(self) -> str:
+        return (f"ProducerStateManager({self._where}, {len(self._producers)} producers, "
+                f"snapshots at {self._snapshots})")
+

@@ -1,0 +1,71 @@
+"""Reading the store into the controller's context: the decoders of the nodes the view holds,
+and the bulk read of partition states.
+
+Below the controller, the view, the state machines and the handlers, which all read through
+here: the partition machine re-reads the states whose epoch moved, the view follows and loads
+them and applies topic nodes, the view and the broker handler apply registrations. The node
+formats themselves are the metadata codecs' (:mod:`coordinator.codecs`); this only turns them
+into the context's values.
+"""
+
+from __future__ import annotations
+
+from coordinator import layout
+from coordinator.codecs import BrokerInfo, TopicAssignment, TopicPartition, decode_partition_state
+from coordinator.metadata import MetadataClient, RegisteredBroker
+from coordinator.model import Stat
+from elections.leader import LeaderAndIsr
+from statemachines import events as ev
+from statemachines.context import ControllerContext
+
+__all__ = [
+    "apply_broker_node",
+    "decode_assignment",
+    "read_partition_states",
+    "registered_broker",
+]
+
+
+def read_partition_states(
+    metadata: MetadataClient, ctx: ControllerContext, tps: list[TopicPartition]
+) -> None:
+    """Read the leader and ISR of ``tps`` in one bulk read into the view (what
+    ``MetadataClient.partition_states`` does, with its read retry, decoding straight into the
+    view's values)."""
+    items = metadata.retry(metadata.coordinator.get_many,
+                           [layout.partition_state(tp.topic, tp.partition) for tp in tps])
+    set_leader, remove_leader = ctx.set_leader, ctx.remove_leader
+    decode, make = decode_partition_state, LeaderAndIsr
+    for tp, item in zip(tps, items, strict=True):
+        if item is None:
+            remove_leader(tp)
+        else:
+            set_leader(tp, decode(tp, item[0], item[1].version, make))
+
+
+def registered_broker(broker_id: int, data: bytes, stat: Stat) -> RegisteredBroker:
+    """A broker's registration node, with its broker epoch (the node's creation id)."""
+    info = BrokerInfo.decode(layout.broker(broker_id), data, broker_id)
+    return RegisteredBroker(info=info, epoch=stat.create_id)
+
+
+def decode_assignment(topic: str, data: bytes) -> TopicAssignment:
+    """A topic node's replica assignment."""
+    return TopicAssignment.decode(layout.topic(topic), data, topic)
+
+
+def apply_broker_node(ctx: ControllerContext, event: ev.BrokerNodeChanged) -> str | None:
+    """Apply a registration change to the view; what it was: joined, left, bounced, updated."""
+    known = ctx.brokers.get(event.broker_id)
+    if event.stat is None or event.data is None:
+        if known is None:
+            return None
+        ctx.remove_broker(event.broker_id)
+        return "left"
+    new = registered_broker(event.broker_id, event.data, event.stat)
+    ctx.add_broker(new)
+    if known is None:
+        return "joined"
+    if known.epoch != new.epoch:
+        return "bounced"
+    return "updated" if known.info != new.info else None

@@ -1,0 +1,392 @@
+"""The controller's requests over Kafka's protocol (broker/controller_channel.py and
+broker/apis/controller_requests.py): kio round trips of every version served, and the channel
+against real servers on loopback: queue order, a down broker retried until it listens, a
+removed broker's queue dropped, a new registration served afresh; then participants on one
+memory coordinator, each behind its own server, the controller reaching the other broker and
+the broker's controlled shutdown reaching the controller only over the network."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import io
+import socket
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kio.serial import entity_writer
+
+import coordinator
+from broker.apis import BrokerServices, default_registry
+from broker.apis.controller_requests import APIS, decode_request, encode_response
+from broker.config import BrokerConfig, Listener
+from broker.controller_channel import (
+    CONTROLLED_SHUTDOWN,
+    LEADER_AND_ISR,
+    STOP_REPLICA,
+    UPDATE_METADATA,
+    KafkaNetwork,
+    NetworkChannel,
+    decode_response,
+    encode_body,
+    encode_request,
+)
+from broker.metadata_cache import MetadataCache
+from broker.purgatory import Purgatory
+from broker.server import KafkaServer
+from broker.wire import parse_request
+from coordinator.admin import Admin
+from coordinator.codecs import BrokerInfo, TopicPartition
+from coordinator.metadata import MetadataClient
+from replication.clock import SystemClock
+from replication.config import ReplicaConfig
+from replication.replica_manager import ReplicaManager
+from statemachines.broker_side import ControllerClient
+from statemachines.channel import BROKER_NOT_AVAILABLE, BrokerResponse, Target
+from statemachines.errors import StaleBrokerEpoch
+from statemachines.participant import Participant
+from statemachines.requests import (
+    BrokerRequest,
+    Endpoint,
+    LeaderAndIsrPartition,
+    LeaderAndIsrRequest,
+    LiveBroker,
+    StopReplicaPartition,
+    StopReplicaRequest,
+    UpdateMetadataPartition,
+    UpdateMetadataRequest,
+)
+from tests.recording_broker import RecordingBroker
+from tests.waiting import Recorder, wait_until
+
+TOPIC_ID = "AAECAwQFBgcICQoLDA0ODw"  # 16 bytes, Kafka's text form
+
+B1 = LiveBroker(id=1, rack="r1", endpoints=(
+    Endpoint(listener="PLAINTEXT", host="127.0.0.1", port=9001),))
+B2 = LiveBroker(id=2, rack=None, endpoints=(
+    Endpoint(listener="PLAINTEXT", host="127.0.0.1", port=9002),
+    Endpoint(listener="CLIENTS", host="10.0.0.2", port=9102, security_protocol="SASL_SSL")))
+
+LAI = LeaderAndIsrRequest(
+    controller_id=1, controller_epoch=3, broker_epoch=77,
+    partitions=(
+        LeaderAndIsrPartition("t", 0, 2, 1, 5, (1, 2), 9, (1, 2, 3), (3,), (), True),
+        LeaderAndIsrPartition("t", 1, 3, 2, 0, (2,), 0, (2, 1), (), (1,), False),
+        LeaderAndIsrPartition("u", 0, 3, 1, 1, (1,), 4, (1,), (), (), False),
+    ),
+    live_leaders=(LiveBroker(id=1, endpoints=(B1.endpoints[0],)),
+                  LiveBroker(id=2, endpoints=(B2.endpoints[0],))),
+    topic_ids={"t": TOPIC_ID})
+UM = UpdateMetadataRequest(
+    controller_id=1, controller_epoch=3, broker_epoch=77,
+    partitions=(UpdateMetadataPartition("t", 0, 2, 1, 5, (1, 2), 9, (1, 2, 3), (3,)),
+                UpdateMetadataPartition("u", 0, 3, -1, 1, (), 4, (1,), (1,))),
+    live_brokers=(B1, B2), topic_ids={"t": TOPIC_ID})
+SR = StopReplicaRequest(
+    controller_id=1, controller_epoch=3, broker_epoch=77,
+    partitions=(StopReplicaPartition(topic="t", partition=0, delete=True, leader_epoch=-2),
+                StopReplicaPartition(topic="u", partition=2, delete=False, leader_epoch=7)))
+
+
+def _versions(key: int) -> list[int]:
+    api = next(a for a in APIS if a.key == key)
+    return list(range(api.min_version, api.max_version + 1))
+
+
+def _wire(body: object) -> bytes:
+    """The request as a frame body (header and body, no size), as the server reads it."""
+    cls = type(body)
+    header_cls = cls.__header_schema__  # type: ignore[attr-defined]
+    buf = io.BytesIO()
+    entity_writer(header_cls)(buf, header_cls(
+        request_api_key=cls.__api_key__, request_api_version=cls.__version__,  # type: ignore[attr-defined]
+        correlation_id=5, client_id="test"))
+    entity_writer(cls)(buf, body)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    *((LEADER_AND_ISR, v) for v in _versions(LEADER_AND_ISR)),
+    *((UPDATE_METADATA, v) for v in _versions(UPDATE_METADATA)),
+    *((STOP_REPLICA, v) for v in _versions(STOP_REPLICA)),
+])
+def test_requests_round_trip_through_kio(key: int, value: int) -> None:
+    original: BrokerRequest = {LEADER_AND_ISR: LAI, UPDATE_METADATA: UM, STOP_REPLICA: SR}[key]
+    body = encode_request(original, "PLAINTEXT", value)
+    assert body.__version__ == value
+    _, parsed = parse_request(_wire(body), key, value)
+    assert decode_request(key, parsed, "PLAINTEXT") == original
+
+
+def test_the_versions_sent_are_served() -> None:
+    for original in (LAI, UM, SR):
+        body = encode_request(original, "PLAINTEXT")
+        assert default_registry().supports(int(body.__api_key__), int(body.__version__))
+    assert default_registry().supports(CONTROLLED_SHUTDOWN, 3)
+
+
+@pytest.mark.parametrize("original", [LAI, UM, SR], ids=["LeaderAndIsr", "UpdateMetadata",
+                                                          "StopReplica"])
+def test_answers_round_trip_error_names(original: BrokerRequest) -> None:
+    key = {LeaderAndIsrRequest: LEADER_AND_ISR, UpdateMetadataRequest: UPDATE_METADATA,
+           StopReplicaRequest: STOP_REPLICA}[type(original)]
+    version = max(_versions(key))
+    fine = BrokerResponse()
+    assert decode_response(original, encode_response(key, version, original, fine)) == fine
+    refused = BrokerResponse(error="STALE_CONTROLLER_EPOCH")
+    assert decode_response(original, encode_response(key, version, original, refused)
+                           ).error == "STALE_CONTROLLER_EPOCH"
+    if key != UPDATE_METADATA:  # UpdateMetadata answers one code only
+        first = original.partitions[0]
+        tp = TopicPartition(first.topic, first.partition)
+        some = BrokerResponse(partition_errors={tp: "KAFKA_STORAGE_ERROR"})
+        back = decode_response(original, encode_response(key, version, original, some))
+        assert back.error is None and dict(back.partition_errors) == {tp: "KAFKA_STORAGE_ERROR"}
+
+
+def test_an_update_metadata_shared_by_a_batch_is_encoded_once_per_batch() -> None:
+    """Each broker's copy is what encoding it alone gives (its own broker epoch)."""
+    channel = NetworkChannel(controller_id=1)
+    first = channel.encode(UM)
+    for epoch in (5, 1 << 40, -1):
+        mine = dataclasses.replace(UM, broker_epoch=epoch)
+        body = encode_request(mine, "PLAINTEXT")
+        assert channel.encode(mine) == (type(body), encode_body(body))
+    assert channel.encode(UM) == first
+    other = dataclasses.replace(UM, partitions=UM.partitions[:1], broker_epoch=5)
+    body = encode_request(other, "PLAINTEXT")
+    assert channel.encode(other) == (type(body), encode_body(body))
+
+
+# --- the channel against real servers -----------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class _Server:
+    """A broker's real server on loopback (the default registry, a real replica manager) whose
+    network has ``handler`` attached for broker ``broker_id``."""
+
+    def __init__(self, log_dir: Path, broker_id: int, handler_factory, *,  # noqa: ANN001
+                 port: int = 0, participant_of=None) -> None:  # noqa: ANN001
+        self.network = KafkaNetwork(node_id=broker_id, retry_backoff=0.02)
+        config = BrokerConfig(broker_id=broker_id, coordinator_url="memory://unused",
+                              listeners=(Listener(name="PLAINTEXT", host="127.0.0.1",
+                                                  port=port),), log_dir=log_dir)
+        self.replica_manager = ReplicaManager(broker_id, log_dir, None, SystemClock(),
+                                              ReplicaConfig())
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._thread.start()
+        registry = default_registry()
+        self.server = KafkaServer(config.listeners, registry, max_request_bytes=1 << 20)
+        self.port = self._run(self.server.bind())["PLAINTEXT"]
+        self.participant: Participant | None = None
+        if handler_factory is not None:
+            self.network.attach(broker_id, handler_factory(self.network))
+        self.server.services = BrokerServices(
+            broker_id=broker_id, config=config, replica_manager=self.replica_manager,
+            metadata=MetadataCache(), purgatory=Purgatory(self.loop), loop=self.loop,
+            cluster_id="c", registry=registry, network=self.network,
+            controller=lambda: self.participant.controller if self.participant else None)
+        self._run(self.server.start_serving())
+
+    def _run(self, coro):  # noqa: ANN001, ANN202
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
+
+    def close(self) -> None:
+        self._run(self.server.close())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        self.network.close()
+        self.replica_manager.shutdown()
+
+
+class _Recording:
+    """A recording broker without a participant: the controller is the test, the broker's
+    epoch is ``epoch`` (its client is never called)."""
+
+    def __init__(self, broker_id: int = 2, epoch: int = 77) -> None:
+        self.broker_id, self.epoch = broker_id, epoch
+        self.broker: RecordingBroker | None = None
+
+    def __call__(self, network: KafkaNetwork) -> RecordingBroker:
+        store = MetadataClient(coordinator.connect(f"memory://rec-{uuid.uuid4().hex[:10]}"))
+        self.broker = RecordingBroker(ControllerClient(store, network, self.broker_id,
+                                                       lambda: self.epoch))
+        return self.broker
+
+
+@pytest.fixture
+def servers(tmp_path: Path) -> Iterator[list[_Server]]:
+    started: list[_Server] = []
+    yield started
+    for s in started:
+        s.close()
+
+
+def _target(port: int, epoch: int = 77, broker_id: int = 2) -> Target:
+    return Target(epoch, LiveBroker(id=broker_id, endpoints=(
+        Endpoint(listener="PLAINTEXT", host="127.0.0.1", port=port),)))
+
+
+def _um(n: int, epoch: int = 77) -> UpdateMetadataRequest:
+    return UpdateMetadataRequest(
+        controller_id=1, controller_epoch=1, broker_epoch=epoch,
+        partitions=(UpdateMetadataPartition("t", n, 1, 2, n, (2,), 0, (2,)),),
+        live_brokers=(B2,))
+
+
+def test_requests_arrive_in_order_and_answers_come_back(tmp_path: Path,
+                                                        servers: list[_Server]) -> None:
+    recording = _Recording()
+    server = _Server(tmp_path / "b2", 2, recording)
+    servers.append(server)
+    channel = NetworkChannel(controller_id=1)
+    answers: Recorder[tuple[int, BrokerRequest, BrokerResponse]] = Recorder()
+    try:
+        channel.update_brokers({2: _target(server.port)})
+        requests = [_um(n) for n in range(20)]
+        channel.send(2, requests[:10], lambda *a: answers(a))
+        channel.send(2, requests[10:], lambda *a: answers(a))
+        got = answers.wait_count(20)
+        assert [r for _, r, _ in got] == requests
+        assert all(b == 2 and resp == BrokerResponse() for b, _, resp in got)
+        assert recording.broker.received() == requests
+    finally:
+        channel.reset()
+
+
+def test_a_down_broker_is_retried_until_it_listens(tmp_path: Path,
+                                                   servers: list[_Server]) -> None:
+    port = _free_port()
+    channel = NetworkChannel(controller_id=1, retry_backoff=0.02, max_retry_backoff=0.1)
+    answers: Recorder[tuple[int, BrokerRequest, BrokerResponse]] = Recorder()
+    try:
+        channel.update_brokers({2: _target(port)})
+        requests = [_um(n) for n in range(3)]
+        channel.send(2, requests, lambda *a: answers(a))
+        with pytest.raises(AssertionError):
+            answers.wait_count(1, timeout=0.5)
+        recording = _Recording()
+        servers.append(_Server(tmp_path / "b2", 2, recording, port=port))
+        got = answers.wait_count(3)
+        assert [r for _, r, _ in got] == requests
+        assert recording.broker.received() == requests
+    finally:
+        channel.reset()
+
+
+def test_a_removed_broker_gets_nothing_more_and_a_new_registration_gets_fresh_requests(
+        tmp_path: Path, servers: list[_Server]) -> None:
+    port = _free_port()
+    channel = NetworkChannel(controller_id=1, retry_backoff=0.02, max_retry_backoff=0.1)
+    answers: Recorder[tuple[int, BrokerRequest, BrokerResponse]] = Recorder()
+    try:
+        channel.update_brokers({2: _target(port, epoch=77)})
+        channel.send(2, [_um(0, epoch=77)], lambda *a: answers(a))  # pending: nobody listens
+        channel.update_brokers({})  # the broker left: its queue goes
+        assert channel.brokers() == {}
+        channel.send(2, [_um(1, epoch=77)], lambda *a: answers(a))
+        (gone,) = answers.wait_count(1)
+        assert gone[2].error == BROKER_NOT_AVAILABLE and gone[1] == _um(1, epoch=77)
+        # It registers again (epoch 78) and listens: only what was sent to it now arrives.
+        recording = _Recording(epoch=78)
+        servers.append(_Server(tmp_path / "b2", 2, recording, port=port))
+        channel.update_brokers({2: _target(port, epoch=78)})
+        channel.send(2, [_um(2, epoch=78)], lambda *a: answers(a))
+        got = answers.wait_count(2)
+        assert got[1][1] == _um(2, epoch=78) and got[1][2] == BrokerResponse()
+        assert recording.broker.received() == [_um(2, epoch=78)]
+        # A registration's epoch changing drops the old queue the same way.
+        channel.update_brokers({2: _target(port, epoch=79)})
+        assert channel.brokers()[2].epoch == 79
+    finally:
+        channel.reset()
+
+
+def test_a_broker_without_a_handler_answers_broker_not_available(
+        tmp_path: Path, servers: list[_Server]) -> None:
+    server = _Server(tmp_path / "b2", 2, None)
+    servers.append(server)
+    channel = NetworkChannel(controller_id=1)
+    answers: Recorder[tuple[int, BrokerRequest, BrokerResponse]] = Recorder()
+    try:
+        channel.update_brokers({2: _target(server.port)})
+        channel.send(2, [LAI, SR], lambda *a: answers(a))
+        got = answers.wait_count(2)
+        assert [resp.error for _, _, resp in got] == [BROKER_NOT_AVAILABLE] * 2
+    finally:
+        channel.reset()
+
+
+# --- participants over the network ---------------------------------------------------------------
+
+
+def test_participants_reach_each_other_only_over_the_network(tmp_path: Path,
+                                                             servers: list[_Server]) -> None:
+    """Two participants on one memory coordinator, each with its own network and server:
+    the controller's requests to the other broker and that broker's controlled shutdown only
+    cross the loopback connections."""
+    url = f"memory://netchan-{uuid.uuid4().hex[:10]}"
+    nodes = {}
+    for b in (1, 2):
+        server = _Server(tmp_path / f"b{b}", b, None)
+        servers.append(server)
+        info = BrokerInfo(id=b, host="127.0.0.1", port=server.port,
+                          endpoints=(f"PLAINTEXT://127.0.0.1:{server.port}",))
+        participant = Participant(url, b, handler=RecordingBroker, network=server.network,
+                                  registration=info)
+        server.participant = participant
+        nodes[b] = participant
+    try:
+        nodes[1].start()
+        wait_until(lambda: nodes[1].controller.active)
+        nodes[2].start()
+        Admin(nodes[1].coordinator).create_topic("t", assignment={0: [2, 1], 1: [1, 2]})
+        broker2 = nodes[2].handler
+        assert isinstance(broker2, RecordingBroker)
+        tp0, tp1 = TopicPartition("t", 0), TopicPartition("t", 1)
+        wait_until(lambda: broker2.leads() == {tp0} and {tp0, tp1} <= set(broker2.metadata()))
+        assert broker2.live_brokers() == [1, 2]
+        assert broker2.leader_and_isr()[tp1].leader == 1
+        # Broker 2's controlled shutdown reaches controller 1 through its server.
+        assert nodes[2].controlled_shutdown(10) == ()
+        wait_until(lambda: broker2.leads() == set())
+        assert nodes[1].metadata.partition_states([tp0])[tp0].value.leader == 1
+        # An earlier registration of broker 2 is refused as Kafka refuses it.
+        with pytest.raises(StaleBrokerEpoch):
+            nodes[2].network.controlled_shutdown(
+                nodes[2].metadata, 1, 2, nodes[2].broker_epoch - 1, 10)
+        # The controller's channel follows the registrations: broker 2 leaving drops its
+        # queue.
+        channel = nodes[1].controller.channel
+        assert isinstance(channel, NetworkChannel)
+        assert channel.brokers()[2].epoch == nodes[2].broker_epoch
+        nodes[2].close()
+        wait_until(lambda: set(channel.brokers()) == {1})
+    finally:
+        for p in reversed(nodes.values()):
+            p.close()
+
+
+def test_services_without_a_network_refuse_controller_requests(tmp_path: Path,
+                                                                servers: list[_Server]) -> None:
+    server = _Server(tmp_path / "b2", 2, None)
+    servers.append(server)
+    server.server.services = dataclasses.replace(server.server.services, network=None)
+    channel = NetworkChannel(controller_id=1)
+    answers: Recorder[tuple[int, BrokerRequest, BrokerResponse]] = Recorder()
+    try:
+        channel.update_brokers({2: _target(server.port)})
+        channel.send(2, [_um(0)], lambda *a: answers(a))
+        assert answers.wait_count(1)[0][2].error == BROKER_NOT_AVAILABLE
+    finally:
+        channel.reset()

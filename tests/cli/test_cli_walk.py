@@ -1,0 +1,467 @@
+"""Every command of the CLI, discovered from its argparse parser, under ``--help``, with no
+arguments, and with generic bad values: each ends with its exit status, one ``partctl: error:``
+line (or argparse's usage and error) and never a traceback.
+
+A new command or option is walked without touching this file. An option that needs a valid value
+for the command to get as far as the bad one (a required option) takes it from ``valid_value``;
+a new kind of required option fails here until that function knows it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import coordinator
+from coordinator.admin import Admin
+from coordinator.codecs import BrokerInfo, TopicPartition
+from coordinator.metadata import MetadataClient
+from partctl.cli import build_parser, main
+from statemachines.channel import InProcessNetwork
+from statemachines.participant import Participant
+from tests.recording_broker import RecordingBroker
+from tests.servers import free_port
+from tests.waiting import wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+# --- discovery ---------------------------------------------------------------------------------
+
+
+def leaf_commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+                  ) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    """Every runnable command (a parser without sub-commands), by its words."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield path, parser
+        return
+    seen: set[int] = set()
+    for action in subs:
+        for name, sub in action.choices.items():
+            if id(sub) not in seen:  # aliases share a parser
+                seen.add(id(sub))
+                yield from leaf_commands(sub, (*path, name))
+
+
+COMMANDS = dict(leaf_commands(build_parser()))
+
+
+def options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    return [a for a in parser._actions if not isinstance(a, argparse._HelpAction)]
+
+
+def flag(action: argparse.Action) -> str:
+    return max(action.option_strings, key=len)
+
+
+# --- the context every command runs in ---------------------------------------------------------
+
+
+class Cluster:
+    """Three participants on a memory coordinator with a topic ``t`` of 3 partitions."""
+
+    def __init__(self) -> None:
+        self.url = f"memory://walk-{uuid.uuid4().hex[:10]}"
+        self.network = InProcessNetwork()
+        self.participants = [Participant(self.url, b, handler=RecordingBroker, rack=f"r{b % 2}",
+                                         network=self.network).start() for b in (1, 2, 3)]
+        self.client = coordinator.connect(self.url)
+        self.md = MetadataClient(self.client)
+        wait_until(lambda: self.md.controller() is not None, timeout=15)
+        Admin(self.client).create_topic("t", assignment={0: [1, 2], 1: [2, 3], 2: [3, 1]})
+        keys = [TopicPartition("t", p) for p in range(3)]
+        wait_until(lambda: all(self.md.partition_states(keys).values()), timeout=15)
+
+    def close(self) -> None:
+        for p in self.participants:
+            p.close()
+        self.client.close()
+
+
+@dataclass
+class Context:
+    cluster: Cluster
+    tmp: Path
+    db: str
+    silent: str
+    """host:port of a listener that accepts connections and never answers."""
+    refused_port: int
+    """A port nothing listens on."""
+    plan: Path
+    """A valid plan that moves nothing (t-0 stays on [1, 2])."""
+
+    @property
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("PARTCTL_COORDINATOR",
+                                                                 "PARTCTL_DB")}
+        return {**env, "PARTCTL_HOME": str(self.tmp / "home"), "PYTHONUNBUFFERED": "1"}
+
+
+@pytest.fixture(scope="module")
+def ctx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Context]:
+    tmp = tmp_path_factory.mktemp("walk")
+    cluster = Cluster()
+    listener = socket.create_server(("127.0.0.1", 0))
+    c = Context(cluster=cluster, tmp=tmp, db=f"sqlite:///{tmp / 'walk.db'}",
+                silent=f"127.0.0.1:{listener.getsockname()[1]}", refused_port=free_port(),
+                plan=tmp / "plan.json")
+    c.plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "t", "partition": 0, "replicas": [1, 2]}]}))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PARTCTL_HOME", c.env["PARTCTL_HOME"])  # never the user's own store
+        for name in ("PARTCTL_COORDINATOR", "PARTCTL_DB"):
+            mp.delenv(name, raising=False)
+        code, _, err = run("jobs", "add", "preferred-election", "--every", "1h", "--id", "j",
+                           "--coordinator", cluster.url, "--db", c.db)
+        assert code == 0, err
+        yield c
+    listener.close()
+    cluster.close()
+
+
+def valid_value(ctx: Context, path: tuple[str, ...], action: argparse.Action) -> list[str]:
+    """A value that lets the command get past this (required) option."""
+    dest = action.dest
+    if dest == "coordinator":
+        return [ctx.cluster.url]
+    if dest == "topic":
+        return ["fresh-" + uuid.uuid4().hex[:6]] if path[-1] == "create" else ["t"]
+    if dest == "output":
+        return [str(ctx.tmp / f"out-{uuid.uuid4().hex[:6]}.json")]
+    if dest == "reassignment_json_file":
+        return [str(ctx.plan)]
+    if dest == "revision":
+        return ["head"]
+    if dest in ("cron", "every"):
+        return ["1h"] if dest == "every" else ["0 3 * * *"]
+    if dest == "job_id":
+        return ["j"]
+    raise AssertionError(f"{' '.join(path)}: no valid value known for {dest}: teach valid_value")
+
+
+EXCLUDES = {"snapshot": "coordinator"}
+"""Options that exclude another one (``reassign generate``: a snapshot file or a cluster)."""
+
+
+def baseline(ctx: Context, path: tuple[str, ...], parser: argparse.ArgumentParser,
+             skip: str | None = None) -> list[str]:
+    """The command with every required option (and group) given a valid value, and the
+    coordinator and database of the context; ``skip`` (and what it excludes) left out."""
+    argv = [*path]
+    positionals: list[str] = []
+    groups = [g for g in parser._mutually_exclusive_groups if g.required]
+    in_groups = {id(a) for g in groups for a in g._group_actions}
+    for action in options(parser):
+        if action.dest in (skip, EXCLUDES.get(skip or "")):
+            continue
+        if not action.option_strings:
+            if action.required and action.nargs is None:
+                positionals += valid_value(ctx, path, action)
+            continue
+        if id(action) in in_groups:
+            continue
+        if action.required or action.dest == "coordinator":
+            argv += [flag(action), *valid_value(ctx, path, action)]
+        elif action.dest == "db":
+            argv += ["--db", ctx.db]
+    for g in groups:
+        if any(a.dest == skip for a in g._group_actions):
+            continue
+        chosen = g._group_actions[-1]
+        argv += [flag(chosen), *valid_value(ctx, path, chosen)]
+    if path == ("topics", "create"):  # the count and the factor go together (or an assignment)
+        for dest in ("partitions", "replication_factor"):
+            if dest != skip:
+                argv += [f"--{dest.replace('_', '-')}", "1"]
+    if path == ("topics", "alter-config") and skip != "set":  # one change at least
+        argv += ["--set", "retention.ms=1000"]
+    return argv + positionals
+
+
+# --- running -----------------------------------------------------------------------------------
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    """In-process; argparse writes to sys.stdout/sys.stderr, so both are captured too."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(argv), out=out, err=err)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    return code, out.getvalue(), err.getvalue()
+
+
+RUNS_UNTIL_STOPPED = {("scheduler", "run"): "partctl scheduler: running ",
+                      ("cluster", "up"): "bootstrap.servers="}
+"""Commands that run in the foreground until a signal, and the line that says they started."""
+
+
+def run_process(ctx: Context, *argv: str) -> tuple[int, str, str]:
+    """The installed command in a process. One that runs until stopped gets SIGTERM once it
+    says it runs (it accepted its arguments); its exit status then says how it stopped."""
+    started = RUNS_UNTIL_STOPPED.get(tuple(argv[:2]))
+    proc = subprocess.Popen([sys.executable, "-m", "partctl", *argv], cwd=REPO, env=ctx.env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        if started is not None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.append(line)
+                if line.startswith(started):
+                    proc.send_signal(signal.SIGTERM)
+                    break
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return proc.returncode, "".join(lines) + out, err
+
+
+def run_any(ctx: Context, *argv: str) -> tuple[int, str, str]:
+    return run_process(ctx, *argv) if tuple(argv[:2]) in RUNS_UNTIL_STOPPED else run(*argv)
+
+
+USAGE_ERROR = re.compile(r"^partctl( [\w-]+)*: error: .+$")
+
+
+def check_failure(code: int, err: str, what: str, expect: tuple[str, ...] | None) -> None:
+    """Exit 1 with one ``partctl: error:`` line saying one of ``expect``, or argparse's usage and
+    one error line (exit 2); never a traceback, never the internal-error safety net."""
+    assert "Traceback" not in err and "internal error" not in err, (what, err)
+    lines = err.splitlines()
+    if code == 2:
+        assert lines and lines[0].startswith("usage: partctl"), (what, err)
+        assert USAGE_ERROR.match(lines[-1]), (what, err)
+        message = lines[-1]
+    else:
+        assert code == 1, (what, code, err)
+        assert len(lines) == 1 and lines[0].startswith("partctl: error: "), (what, err)
+        message = lines[0]
+    if expect is not None:
+        assert any(e in message for e in expect), (what, message, expect)
+
+
+# --- cases ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    path: tuple[str, ...]
+    option: str
+    value: str
+    expect: tuple[str, ...]
+    may_succeed: bool = False
+
+    @property
+    def id(self) -> str:
+        return f"{' '.join(self.path)} {self.option}={self.value}"
+
+
+UNREACHABLE = "unreachable"
+NEGATIVE_OK = {"seed"}
+"""Options where a negative number is a meaningful value."""
+
+
+def bad_values(path: tuple[str, ...], action: argparse.Action) -> list[Case]:
+    opt = flag(action) if action.option_strings else action.dest
+    out: list[Case] = []
+    if action.option_strings and action.nargs == 0:
+        return out  # a flag takes no value
+    if action.metavar == "FILE":
+        writes = action.dest == "output"
+        out.append(Case(path, opt, "<missing>",
+                        ("cannot write", "No such file") if writes
+                        else ("cannot read", "no such file")))
+        out.append(Case(path, opt, "<dir>", ("cannot write", "directory") if writes
+                        else ("cannot read", "directory")))
+    elif action.dest == "coordinator":
+        out += [Case(path, opt, "nosuch://x", ("unknown coordinator scheme",), True),
+                Case(path, opt, "zookeeper://127.0.0.1:99999/x", ("bad port",), True),
+                Case(path, opt, "zk://", ("empty host",), True),
+                Case(path, opt, UNREACHABLE, ("could not connect", "could not reach"), True)]
+    elif action.dest == "topic":
+        out += [Case(path, opt, "<unknown-topic>", ("does not exist",), path[-1] == "create"),
+                Case(path, opt, "bad/name", ("illegal characters",))]
+    elif action.dest == "job_id":
+        out.append(Case(path, opt, "no-such-job", ("no-such-job",)))
+    elif action.dest == "db":
+        out += [Case(path, opt, "<dir>", ("neither a database URL", "exists and is not a file")),
+                Case(path, opt, "<dir-url>", ("exists and is not a file",)),
+                Case(path, opt, "<refused-db>", ("connection failed", "Connection refused"))]
+    number = numeric(action)
+    if number is not None:
+        words = (opt, opt.lstrip("-").replace("-", " "))
+        out.append(Case(path, opt, "-5", words, action.dest in NEGATIVE_OK))
+        if number is float:
+            out.append(Case(path, opt, "nan", words))
+    return out
+
+
+def numeric(action: argparse.Action) -> type | None:
+    """int or float when the option takes a number (whatever function parses it)."""
+    if action.type is None or not callable(action.type):
+        return None
+    try:
+        value = action.type("1.5")
+    except (ValueError, TypeError, argparse.ArgumentTypeError):
+        try:
+            value = action.type("1")
+        except (ValueError, TypeError, argparse.ArgumentTypeError):
+            return None
+    return type(value) if type(value) in (int, float) else None
+
+
+CASES = [case for path, parser in COMMANDS.items() for action in options(parser)
+         for case in bad_values(path, action)]
+
+@pytest.mark.parametrize("path", list(COMMANDS), ids=" ".join)
+def test_help(path: tuple[str, ...]) -> None:
+    code, out, err = run(*path, "--help")
+    assert code == 0 and not err
+    assert out.startswith(f"usage: partctl {' '.join(path)}")
+
+
+@pytest.mark.parametrize("path", list(COMMANDS), ids=" ".join)
+def test_no_arguments(path: tuple[str, ...], ctx: Context) -> None:
+    code, out, err = run_any(ctx, *path)
+    if code == 0:
+        assert not err or path in RUNS_UNTIL_STOPPED, err
+        assert "Traceback" not in err
+    else:
+        check_failure(code, err, " ".join(path), None)
+
+
+def argv_for(ctx: Context, case: Case) -> list[str]:
+    parser = COMMANDS[case.path]
+    dest = next(a.dest for a in options(parser)
+                if (flag(a) if a.option_strings else a.dest) == case.option)
+    argv = baseline(ctx, case.path, parser, skip=dest)
+    value = {"<dir>": str(ctx.tmp), "<dir-url>": f"sqlite:///{ctx.tmp}",
+             "<missing>": str(ctx.tmp / f"missing-{uuid.uuid4().hex[:6]}" / "dir" / "file"),
+             "<unknown-topic>": f"no-such-topic-{uuid.uuid4().hex[:6]}",
+             "<refused-db>": f"postgresql://127.0.0.1:{ctx.refused_port}/none",
+             }.get(case.value, case.value)
+    extra: list[str] = []
+    if value == UNREACHABLE:  # etcd for the planner's commands, ZooKeeper for the others
+        value = f"{'etcd' if 'reassign' in case.path else 'zookeeper'}://{ctx.silent}"
+        names = {flag(a) for a in options(parser) if a.option_strings}
+        timeout = "--connect-timeout" if "--connect-timeout" in names else "--timeout"
+        if timeout in names:
+            extra = [timeout, "0.5"]
+    if case.option.startswith("-"):
+        return [*argv, f"{case.option}={value}", *extra]
+    return [*argv, value, *extra]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_bad_value(case: Case, ctx: Context) -> None:
+    code, out, err = run_any(ctx, *argv_for(ctx, case))
+    if code == 0 and case.may_succeed:
+        assert not err, err
+        return
+    check_failure(code, err, case.id, case.expect)
+
+
+def test_every_command_is_walked() -> None:
+    names = {" ".join(p) for p in COMMANDS}
+    assert {"topics create", "reassign execute", "jobs add rebalance", "scheduler run",
+            "db current", "demo", "cluster up"} <= names
+    kinds = {(c.path, c.value) for c in CASES}
+    assert (("reassign", "verify"), "<missing>") in kinds
+    assert (("topics", "describe"), UNREACHABLE) in kinds
+    assert (("reassign", "execute"), "-5") in kinds
+    assert (("cluster", "up"), UNREACHABLE) in kinds and (("cluster", "up"), "-5") in kinds
+
+
+# --- the installed command, a representative few -------------------------------------------------
+
+
+def test_the_installed_command_fails_cleanly(ctx: Context) -> None:
+    deep = ctx.tmp / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    cases = [
+        (["reassign", "verify", "--coordinator", ctx.cluster.url, "--reassignment-json-file",
+          str(deep)], 1, "partctl: error: not valid JSON: nested too deeply"),
+        (["topics", "list", "--coordinator", f"zookeeper://{ctx.silent}", "--timeout", "0.5"],
+         1, f"partctl: error: could not connect to ZooKeeper at {ctx.silent} within 0.5s"),
+        (["topics", "list", "--coordinator", "zookeeper://127.0.0.1:99999"], 1,
+         "partctl: error: bad port '99999' in 'zookeeper://127.0.0.1:99999'"),
+        (["reassign", "generate", "--snapshot", str(ctx.tmp / "none.json"), "-o",
+          str(ctx.tmp / "p.json")], 1,
+         f"partctl: error: cannot read --snapshot {ctx.tmp / 'none.json'}: No such file or "
+         f"directory"),
+        (["topics", "list", "--timeout=-5"], 2,
+         "partctl topics list: error: argument --timeout: must be more than 0 seconds, got -5"),
+    ]
+    for argv, status, last in cases:
+        code, out, err = run_process(ctx, *argv)
+        assert (code, out) == (status, ""), (argv, err)
+        assert err.splitlines()[-1] == last, argv
+        assert "Traceback" not in err and (status == 2 or err.count("\n") == 1), err
+
+
+def test_a_closed_pipe_ends_the_command_quietly(zookeeper_server, tmp_path: Path
+                                               ) -> None:  # noqa: ANN001
+    """``partctl topics describe | head``: the reader is gone before partctl writes; partctl
+    exits as tools killed by SIGPIPE do (status 141, nothing on stderr)."""
+    url = f"zookeeper://{zookeeper_server.address}/pipe{uuid.uuid4().hex[:8]}"
+    client = coordinator.connect(url)
+    try:
+        MetadataClient(client).register_broker(BrokerInfo(id=1, host="127.0.0.1", port=9001))
+        Admin(client).create_topic("t", assignment={p: [1] for p in range(2000)})
+    finally:
+        client.close()
+    read, write = os.pipe()
+    os.close(read)  # the reader has gone (head has read its lines)
+    env = {**os.environ, "PARTCTL_COORDINATOR": url}
+    for argv in (["topics", "describe"], ["topics", "describe", "--topic", "t"]):
+        done = subprocess.run([sys.executable, "-m", "partctl", *argv], stdout=write,
+                              stderr=subprocess.PIPE, text=True, env=env, cwd=REPO, timeout=120)
+        assert (done.returncode, done.stderr) == (141, ""), done.stderr
+    os.close(write)
+
+
+def test_an_unexpected_error_is_one_line_unless_debugging(
+        ctx: Context, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The safety net, for bugs only: every known bad input has its own message (above)."""
+    from partctl.commands import topics
+
+    def broken(args: argparse.Namespace, out: object) -> int:
+        raise KeyError("replicas")
+
+    monkeypatch.setattr(topics, "cmd_list", broken)
+    argv = ["topics", "list", "--coordinator", ctx.cluster.url]
+    monkeypatch.delenv("PARTCTL_DEBUG", raising=False)
+    code, out, err = run(*argv)
+    assert (code, out) == (2, "")
+    assert err == ("partctl: internal error: KeyError: 'replicas'; rerun with PARTCTL_DEBUG=1 "
+                   "for the traceback\n")
+    monkeypatch.setenv("PARTCTL_DEBUG", "1")
+    with pytest.raises(KeyError):
+        run(*argv)
+    monkeypatch.delenv("PARTCTL_DEBUG")
+
+    def value_error(args: argparse.Namespace, out: object) -> int:
+        raise ValueError("a bug, not bad input")
+
+    monkeypatch.setattr(topics, "cmd_list", value_error)  # ValueError is not a user error
+    code, _, err = run(*argv)
+    assert code == 2 and err.startswith("partctl: internal error: ValueError: a bug")

@@ -1,0 +1,95 @@
+"""Log.read_slice: where a fetch's bytes lie in a segment file, for sendfile, without reading
+them; the region Kafka's broker hands to sendfile (from the batch holding the offset, at most
+max_bytes but the whole first batch, never reaching the bound, maybe ending inside a batch)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from replication.errors import OffsetOutOfRangeError
+from replication.log import Log, LogConfig
+from replication.records import validate_batches
+
+from ._util import batch
+
+
+def filled(tmp_path: Path, batches: int = 5, records: int = 3, **config: int) -> Log:
+    log = Log.open(tmp_path / "t-0", config=LogConfig(**config))
+    for _ in range(batches):
+        log.append_as_leader(batch(records, value_size=50), leader_epoch=0)
+    return log
+
+
+def sliced(log: Log, *args: int, **kwargs: bool) -> bytes | None:
+    s = log.read_slice(*args, **kwargs)
+    if s is None:
+        return None
+    try:
+        assert len(s) == s.size and s.size > 0
+        return s.read()
+    finally:
+        s.close()
+
+
+def test_a_slice_holds_what_a_read_returns(tmp_path: Path) -> None:
+    log = filled(tmp_path)
+    everything = log.read(0, 1 << 20).records
+    assert sliced(log, 0, 1 << 20) == everything
+    s = log.read_slice(4, 1 << 20)  # offset 4 is inside the second batch
+    assert s is not None
+    assert s.first_offset == 3
+    assert s.read() == log.read(4, 1 << 20).records
+    s.close()
+    assert s.fd == -1
+
+
+def test_a_slice_stops_before_the_batch_reaching_the_bound(tmp_path: Path) -> None:
+    log = filled(tmp_path)
+    size = len(batch(3, value_size=50))
+    assert sliced(log, 0, 1 << 20, 9) == log.read(0, 1 << 20).records[:3 * size]
+    assert sliced(log, 0, 1 << 20, 8) == log.read(0, 1 << 20).records[:2 * size]  # 8 is inside
+    assert sliced(log, 9, 1 << 20, 9) is None
+    assert sliced(log, 15, 1 << 20) is None  # at the log end
+
+
+def test_max_bytes_may_cut_inside_a_batch_but_the_first_batch_comes_whole(tmp_path: Path) -> None:
+    log = filled(tmp_path)
+    size = len(batch(3, value_size=50))
+    data = log.read(0, 1 << 20).records
+    assert sliced(log, 0, size + 10) == data[:size + 10]
+    with pytest.raises(Exception):  # noqa: B017 - a partial batch is not a whole one
+        validate_batches(data[:size + 10])
+    assert sliced(log, 0, 10) == data[:size]  # KIP-74
+    assert sliced(log, 0, 10, min_one=False) == data[:10]
+    assert sliced(log, 0, 0, min_one=False) is None
+
+
+def test_out_of_range_offsets_raise(tmp_path: Path) -> None:
+    log = filled(tmp_path)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read_slice(16, 100)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read_slice(-1, 100)
+
+
+def test_a_slice_covers_one_segment(tmp_path: Path) -> None:
+    size = len(batch(3, value_size=50))
+    log = filled(tmp_path, batches=6, segment_bytes=2 * size)
+    assert log.segment_base_offsets == (0, 6, 12)
+    segments = [log.read(base, 1 << 20).records for base in (0, 6, 12)]
+    assert [len(s) for s in segments] == [2 * size] * 3
+    assert sliced(log, 0, 1 << 20) == segments[0]
+    assert sliced(log, 7, 1 << 20) == segments[1]
+    assert sliced(log, 12, 1 << 20, 15) == segments[2][:size]
+
+
+def test_a_slice_outlives_the_segment_it_points_into(tmp_path: Path) -> None:
+    log = filled(tmp_path)
+    expected = log.read(0, 1 << 20).records
+    s = log.read_slice(0, 1 << 20)
+    assert s is not None
+    log.truncate_fully_and_start_at(100)  # deletes the segment's files
+    assert s.read() == expected
+    s.close()
