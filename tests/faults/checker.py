@@ -48,6 +48,7 @@ from .history import (
     FAILED,
     ControllerEpochSeen,
     Event,
+    FaultWindow,
     ProduceAttempt,
     ProduceOutcome,
     Read,
@@ -148,6 +149,9 @@ class Verdict:
     divergent: Tally = field(default_factory=Tally)
     zombie: Tally = field(default_factory=Tally)
     availability: dict[TopicPartition, float] = field(default_factory=dict)
+    availability_by_fault: dict[str, float] = field(default_factory=dict)
+    """By fault kind (and ``none``: outside every window): the share of partition-time inside
+    that kind's windows in which the partition had a leader, as the auditor saw the states."""
     error_rates: dict[str, ErrorRate] = field(default_factory=dict)
     state_versions_seen: int = 0
     state_version_gaps: int = 0
@@ -190,6 +194,9 @@ class Verdict:
             worst = sorted(self.availability.items(), key=lambda item: item[1])[:5]
             lines.append("  availability (lowest): " + ", ".join(
                 f"{tp.topic}-{tp.partition} {share:.1%}" for tp, share in worst))
+        if self.availability_by_fault:
+            lines.append("  availability by fault: " + ", ".join(
+                f"{kind} {share:.1%}" for kind, share in sorted(self.availability_by_fault.items())))
         if self.error_rates:
             lines.append("  produce errors by fault: " + ", ".join(
                 f"{kind} {r.errors}/{r.attempts} ({r.rate:.0%})"
@@ -432,6 +439,8 @@ def _check_states(history: Sequence[Event], verdict: Verdict) -> None:
         previous[(tp, item.create_id)] = item
     # Availability, in the auditor's time: from each partition's first state to the end.
     spans: dict[TopicPartition, list[tuple[float, bool]]] = defaultdict(list)
+    windows = fault_windows(history)
+    inside: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # kind -> [led, total]
     for e in history:
         if isinstance(e, StateWrite):
             spans[_tp(e)].append((e.t, e.leader >= 0))
@@ -448,7 +457,42 @@ def _check_states(history: Sequence[Event], verdict: Verdict) -> None:
                                                   strict=True):
             if has_leader:
                 led += t_next - t
+            for kind, seconds in _time_by_fault(t, t_next, windows, end).items():
+                inside[kind][1] += seconds
+                if has_leader:
+                    inside[kind][0] += seconds
         verdict.availability[tp] = led / total
+    verdict.availability_by_fault = {kind: led / total for kind, (led, total) in inside.items()
+                                     if total > 0}
+
+
+def _time_by_fault(start: float, stop: float, windows: Sequence[FaultWindow], horizon: float
+                   ) -> dict[str, float]:
+    """How much of [start, stop] lies inside the windows of each fault kind, and outside every
+    window (``none``). Windows of one kind that overlap count once."""
+    out: dict[str, float] = {}
+    covered: list[tuple[float, float]] = []
+    for kind in {w.kind for w in windows}:
+        parts = [(max(start, w.start), min(stop, horizon if w.end is None else w.end))
+                 for w in windows if w.kind == kind]
+        merged = _merge([(a, b) for a, b in parts if b > a])
+        if merged:
+            out[kind] = sum(b - a for a, b in merged)
+            covered.extend(merged)
+    outside = (stop - start) - sum(b - a for a, b in _merge(covered))
+    if outside > 0:
+        out[NO_FAULT] = outside
+    return out
+
+
+def _merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    merged: list[tuple[float, float]] = []
+    for a, b in sorted(intervals):
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return merged
 
 
 def _check_error_rates(history: Sequence[Event], verdict: Verdict) -> None:

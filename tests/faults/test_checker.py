@@ -264,6 +264,27 @@ def test_gaps_and_availability() -> None:
     verdict = check(h.events, [])
     assert verdict.state_version_gaps == 2 and verdict.ok
     assert verdict.availability[TP] == pytest.approx(2 / 3)
+    assert verdict.availability_by_fault == {"none": pytest.approx(2 / 3)}
+
+
+def test_availability_by_fault_kind() -> None:
+    h = Builder()  # ticks: t = 0, 1, 2, ...
+    h.state(0, leader=1, leader_epoch=0, controller_epoch=1, revision=1)  # t 0
+    h.fault(1, "kill-leader")  # t 1
+    h.state(1, leader=-1, leader_epoch=1, controller_epoch=1, revision=2)  # t 2: offline
+    h.state(2, leader=2, leader_epoch=2, controller_epoch=1, revision=3)  # t 3: led again
+    h.heal(1)  # t 4
+    h.fault(2, "slow-links")  # t 5
+    h.fault(3, "slow-links")  # t 6: overlapping windows of one kind count once
+    h.heal(2)  # t 7
+    h.heal(3)  # t 8
+    h.epoch(1, revision=9)  # t 9: the end
+    verdict = check(h.events, [])
+    # kill-leader window [1, 4]: offline from 2 to 3
+    assert verdict.availability_by_fault["kill-leader"] == pytest.approx(2 / 3)
+    assert verdict.availability_by_fault["slow-links"] == pytest.approx(1.0)
+    assert verdict.availability_by_fault["none"] == pytest.approx(1.0)  # [0, 1] and [8, 9]
+    assert "availability by fault: kill-leader 66.7%" in verdict.summary()
 
 
 def test_kinds_and_summary() -> None:
