@@ -230,6 +230,23 @@ def test_reassignment_is_resumed_by_a_new_controller(cluster: Cluster) -> None:
     assert cluster.metadata.reassignment() is None
 
 
+def test_a_request_the_controller_died_before_reading_is_carried_out_by_the_next(
+        three: Cluster) -> None:
+    """The request is written and the controller dies before its event runs: the next one
+    finds it at failover, drops what is already done or not valid, and carries out the rest
+    (a reorder whose replicas are all in the ISR: at once)."""
+    three.admin_client.create(layout.REASSIGN_PARTITIONS, encode_reassignment({
+        tp("t", 0): [1, 2, 3],  # what the topic node already says: done
+        tp("nope", 0): [1],  # no such topic
+        tp("t", 1): [1, 3, 2],  # a reorder
+    }))
+    three.kill(1)  # its queued event never runs
+    assert three.active().id == 2
+    assert three.metadata.reassignment() is None
+    assert three.metadata.assignments(["t"])["t"].value.partitions[1] == (1, 3, 2)
+    assert three.active().controller.ctx.reassignments == {}
+
+
 def test_a_reassignment_cancelled_after_its_leader_died_never_empties_the_isr(
         cluster: Cluster) -> None:
     """Issue 14 #6, on the public path: topic on [1], reassigned to [2, 3, 4] (the ISR grows
