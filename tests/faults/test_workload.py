@@ -142,8 +142,10 @@ def test_a_run_with_a_broker_killed_and_restarted_is_judged_ok(tmp_path: Path) -
     path = tmp_path / "history.jsonl"
     with start("zookeeper", tmp_path) as cluster, History(path) as history:
         create_topics(cluster, TOPICS)
+        # A produce times out after 2 s: shorter than the victim's partitions are without a
+        # leader (its session, 4 s, must expire first), so some end unknown.
         workload = Workload(cluster, history, TOPICS, rate=150, admin=False,
-                            message_timeout=15.0)
+                            message_timeout=2.0)
         workload.start()
         time.sleep(3)
         victim = cluster.partition_states(TOPICS[0])[0][0]  # a leader
@@ -162,8 +164,39 @@ def test_a_run_with_a_broker_killed_and_restarted_is_judged_ok(tmp_path: Path) -
     assert attempts == set(done), f"left open: {sorted(attempts - set(done))[:10]}"
     assert stats.attempts == stats.acked + stats.failed + stats.unknown == len(attempts)
     assert stats.acked == verdict.acknowledged > 0
+    unknown = [e for e in events if isinstance(e, ProduceOutcome) and e.outcome == UNKNOWN]
+    assert len(unknown) == stats.unknown > 0, stats
+    assert all(e.error and e.error.startswith("_MSG_TIMED_OUT") for e in unknown), unknown[:3]
     # Writes went on after the kill: acknowledged while the victim was down or after.
     kill = next(e.t for e in events if e.type == "fault_start")
     assert any(e.t > kill + 1 for e in events
                if isinstance(e, ProduceOutcome) and e.outcome == ACKED)
-    assert verdict.error_rates, verdict.summary()
+    assert verdict.error_rates["kill-leader"].errors > 0, verdict.summary()
+
+
+@pytest.mark.servers
+def test_what_is_outstanding_when_the_workload_stops_is_recorded_unknown(tmp_path: Path
+                                                                        ) -> None:
+    path = tmp_path / "history.jsonl"
+    with start("zookeeper", tmp_path) as cluster, History(path) as history:
+        create_topics(cluster, TOPICS)
+        workload = Workload(cluster, history, TOPICS, rate=150, admin=False,
+                            message_timeout=60.0)
+        workload.start()
+        time.sleep(3)
+        for i in cluster.ids:  # nothing answers: every produce from now on stays outstanding
+            cluster.pause_broker(i)
+        time.sleep(2)
+        began = time.monotonic()
+        stats = workload.stop(timeout=3)
+        took = time.monotonic() - began
+        for i in cluster.ids:
+            cluster.resume_broker(i)
+        verdict, events = judge(cluster, workload, path)
+    assert took < 20, f"stop took {took:.1f}s"
+    assert verdict.ok, verdict.summary()
+    attempts, done = outcomes(events)
+    assert attempts == set(done), f"left open: {sorted(attempts - set(done))[:10]}"
+    unknown = [e for e in events if isinstance(e, ProduceOutcome) and e.outcome == UNKNOWN]
+    assert len(unknown) == stats.unknown > 0, stats
+    assert stats.failed == 0, stats

@@ -3,7 +3,8 @@ administering the cluster under test while faults happen, every step recorded in
 
 - **Producers** (idempotent, acks=all) send unique text values, one a produce() call, to
   explicit partitions in turn over every partition of every topic, at a total rate of ``rate``
-  attempts a second with a bounded number in flight. Each attempt is recorded before it is
+  attempts a second, at most ``max_in_flight`` outstanding per partition (a partition that
+  cannot take writes holds up no other). Each attempt is recorded before it is
   handed to the client, and its outcome when the delivery report comes: acknowledged at its
   offset, failed, or unknown (:func:`outcome_of` decides, conservatively).
 - **Consumers** hold every partition (assigned, from the beginning) and record what each poll
@@ -165,12 +166,14 @@ class Workload:
     :meth:`start` starts them; :meth:`stop` stops them and returns the counts. The producers'
     values are ``p<i>.<session>-<n>``: ``session`` counts the producer's instances (a new one
     after a fatal error), so each instance is one idempotent producer in the history, whose
-    order the checker judges on its own."""
+    order the checker judges on its own. ``message_timeout`` is librdkafka's
+    ``message.timeout.ms``: how long a produce may wait (retrying) before it is reported
+    timed out, and so recorded unknown."""
 
     def __init__(self, cluster: FaultCluster, history: History, topics: Sequence[str], *,
                  producers: int = 2, consumers: int = 1, rate: float = 200.0,
                  admin: bool = True, say: Callable[[str], None] = log.info,
-                 max_in_flight: int = 100, message_timeout: float = 30.0,
+                 max_in_flight: int = 20, message_timeout: float = 30.0,
                  admin_interval: float = 3.0, prefix: str = "wl") -> None:
         if producers < 1 or rate <= 0:
             raise ValueError("a workload needs at least one producer and a positive rate")
@@ -278,7 +281,8 @@ class Workload:
     def _produce_session(self, name: str, tps: Sequence[TopicPartition], interval: float,
                          counter: itertools.count[int]) -> None:
         """One idempotent producer instance, until the workload stops or it fails fatally."""
-        outstanding: dict[int, str] = {}
+        outstanding: dict[int, TopicPartition] = {}
+        in_flight: Counter[TopicPartition] = Counter()
         fatal: list[str] = []
 
         def on_error(err: KafkaError) -> None:
@@ -286,8 +290,10 @@ class Workload:
                 fatal.append(str(err))
 
         def report(op: int, err: KafkaError | None, msg: Any) -> None:
-            if outstanding.pop(op, None) is None:
+            tp = outstanding.pop(op, None)
+            if tp is None:
                 return  # recorded already (unknown, after the drain's deadline)
+            in_flight[tp] -= 1
             if err is not None and err.fatal():
                 fatal.append(str(err))
             self._record(op, outcome_of(err), None if err else msg.offset(),
@@ -305,32 +311,40 @@ class Workload:
             "error_cb": on_error,
         })
         next_at = time.monotonic()
+        turn = 0
         try:
             while not self._stop_producing.is_set() and not fatal:
                 producer.poll(0)
-                if len(outstanding) >= self.max_in_flight:
-                    producer.poll(0.05)
-                    continue
                 now = time.monotonic()
                 if now < next_at:
                     producer.poll(min(next_at - now, 0.05))
                     continue
+                # The next partition in turn that has room: one partition stuck (no leader,
+                # too few replicas) must not stop the writes to the others.
+                free = [i for i in range(turn, turn + len(tps))
+                        if in_flight[tps[i % len(tps)]] < self.max_in_flight]
+                if not free:
+                    producer.poll(0.05)
+                    continue
+                turn = free[0] + 1
+                tp = tps[free[0] % len(tps)]
                 next_at = max(next_at + interval, now - interval)  # no burst after a stall
-                n = next(counter)
-                tp = tps[n % len(tps)]
-                value = f"{name}-{n}"
+                value = f"{name}-{next(counter)}"
                 op = self.history.produce_attempt(name, tp, [value])
                 with self._lock:
                     self.stats.attempts += 1
-                outstanding[op] = value
+                outstanding[op] = tp
+                in_flight[tp] += 1
                 try:
                     producer.produce(tp.topic, value=value.encode(), partition=tp.partition,
                                      on_delivery=functools.partial(report, op))
                 except BufferError as exc:
                     outstanding.pop(op)
+                    in_flight[tp] -= 1
                     self._record(op, FAILED, None, f"_QUEUE_FULL: {exc}")
                 except KafkaException as exc:
                     outstanding.pop(op)
+                    in_flight[tp] -= 1
                     err = exc.args[0]
                     if err.fatal():
                         fatal.append(str(err))
@@ -339,7 +353,8 @@ class Workload:
         finally:
             self._drain(producer, outstanding, fatal)
 
-    def _drain(self, producer: Producer, outstanding: dict[int, str], fatal: list[str]
+    def _drain(self, producer: Producer, outstanding: dict[int, TopicPartition],
+               fatal: list[str]
                ) -> None:
         """Wait for the outstanding deliveries (until the stop's deadline; a few seconds
         after a fatal error), then purge the rest and record what is left unknown."""
