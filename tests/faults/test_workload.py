@@ -184,16 +184,18 @@ def test_what_is_outstanding_when_the_workload_stops_is_recorded_unknown(tmp_pat
                             message_timeout=60.0)
         workload.start()
         time.sleep(3)
-        for i in cluster.ids:  # nothing answers: every produce from now on stays outstanding
+        # Nothing answers: every produce from now on stays outstanding. Resumed within their
+        # coordinator session (4 s), the brokers keep their registrations and leaderships.
+        for i in cluster.ids:
             cluster.pause_broker(i)
-        time.sleep(2)
+        time.sleep(0.5)
         began = time.monotonic()
-        stats = workload.stop(timeout=3)
+        stats = workload.stop(timeout=1.0)
         took = time.monotonic() - began
         for i in cluster.ids:
             cluster.resume_broker(i)
         verdict, events = judge(cluster, workload, path)
-    assert took < 20, f"stop took {took:.1f}s"
+    assert took < 10, f"stop took {took:.1f}s"
     assert verdict.ok, verdict.summary()
     attempts, done = outcomes(events)
     assert attempts == set(done), f"left open: {sorted(attempts - set(done))[:10]}"
