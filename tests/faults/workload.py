@@ -354,8 +354,7 @@ class Workload:
             self._drain(producer, outstanding, fatal)
 
     def _drain(self, producer: Producer, outstanding: dict[int, TopicPartition],
-               fatal: list[str]
-               ) -> None:
+               fatal: list[str]) -> None:
         """Wait for the outstanding deliveries (until the stop's deadline; a few seconds
         after a fatal error), then purge the rest and record what is left unknown."""
         if fatal:
