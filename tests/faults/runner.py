@@ -1,0 +1,157 @@
+"""One fault run from a seed, and many: the harness's runner.
+
+:func:`run_seed` brings up a :class:`~tests.faults.cluster.FaultCluster` (a three-member
+ensemble and broker processes, each host in a network namespace of its own), creates the
+workload's topics (RF 3, min ISR 2), starts the state auditor, the client workload and the
+nemesis on the seed's fault plan, and after ``duration`` seconds heals everything, stops the
+workload, waits for quiescence (every partition led, every ISR full), reads every partition to
+its high watermark, stops the brokers and judges the history against the replicas' logs with
+:func:`tests.faults.checker.check`. The run's directory keeps ``history.jsonl``,
+``verdict.txt`` and, when asked, ``timeline.png``; the cluster's directories (logs, ensemble
+data) are kept only when the run failed or ``keep`` is set.
+
+A run that could not be carried out (the cluster did not form, the heal did not bring it back)
+is an *error*, not a verdict: it says why in one line and keeps everything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import threading
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.faults.checker import Verdict, check
+from tests.faults.cluster import FaultCluster, Kind
+from tests.faults.history import History, StateAuditor, read_history
+from tests.faults.nemesis import KINDS, Nemesis, plan
+from tests.faults.workload import Workload, WorkloadStats, create_topics, finals
+
+TOPICS = ("alpha", "beta", "gamma")
+PARTITIONS = 3
+
+
+@dataclass
+class SeedResult:
+    """What one run found. ``error``: the run could not be carried out (not a verdict)."""
+
+    seed: int
+    kind: str
+    duration: float
+    directory: Path
+    verdict: Verdict | None = None
+    stats: WorkloadStats | None = None
+    injected: Counter[str] = field(default_factory=Counter)
+    fault_seconds: float = 0.0
+    nemesis_errors: list[str] = field(default_factory=list)
+    error: str | None = None
+    seconds: float = 0.0
+    """Wall time of the whole run, cluster start to verdict."""
+
+    @property
+    def ok(self) -> bool:
+        """No violation, no operation left undone after the heal, and the run was carried out."""
+        return (self.error is None and self.verdict is not None and self.verdict.ok
+                and not self.nemesis_errors)
+
+    def line(self) -> str:
+        """One line for a progress log."""
+        head = f"{self.kind} seed {self.seed}: "
+        if self.error is not None:
+            return head + f"ERROR {self.error} ({self.seconds:.0f}s, kept in {self.directory})"
+        assert self.verdict is not None
+        counts = {k: n for k, n in self.verdict.counts().items() if n}
+        faults = ", ".join(f"{k}×{n}" if n > 1 else k for k, n in sorted(self.injected.items()))
+        status = "ok" if self.ok else "FAILED " + " ".join(
+            [f"{k} {n}" for k, n in counts.items()]
+            + ([f"undone {len(self.nemesis_errors)}"] if self.nemesis_errors else []))
+        acked = self.verdict.acknowledged
+        return (f"{head}{status}; acked {acked}, faults [{faults or '-'}] "
+                f"{self.fault_seconds:.0f}s under fault, {self.seconds:.0f}s")
+
+
+def run_seed(seed: int, kind: Kind, duration: float, out: Path, *, brokers: int = 3,
+             kinds: Sequence[str] = KINDS, rate: float = 200.0, timeline: bool = False,
+             keep: bool = False, say: Callable[[str], None] = print) -> SeedResult:
+    """Run seed ``seed`` on a fresh cluster and judge it; never raises for what happens in the
+    cluster (that is the result's ``error``)."""
+    directory = out / f"{kind}-seed{seed}"
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    result = SeedResult(seed=seed, kind=kind, duration=duration, directory=directory)
+    faults = plan(seed, duration, kinds)
+    (directory / "plan.txt").write_text("".join(
+        f"{f.at:7.1f}s  {f.kind:<38} for {f.duration:4.1f}s  (pick {f.pick})\n" for f in faults))
+    history_path = directory / "history.jsonl"
+    began = time.monotonic()
+    cluster = FaultCluster(kind, brokers, directory=directory / "cluster")
+    finished = False
+    try:
+        with History(history_path) as history:
+            cluster.start()
+            say(f"{kind} seed {seed}: cluster up in {time.monotonic() - began:.0f}s; "
+                f"{len(faults)} faults planned over {duration:.0f}s")
+            create_topics(cluster, TOPICS, PARTITIONS)
+            auditor = StateAuditor(history, url=cluster.url(), timeout=10.0)
+            cluster.client.call(auditor.start)
+            try:
+                finals_ = _run(cluster, history, faults, duration, rate, result, say)
+            finally:
+                with contextlib.suppress(Exception):
+                    auditor.stop()
+        result.verdict = check(read_history(history_path), finals_)
+        (directory / "verdict.txt").write_text(
+            result.verdict.summary() + "".join(f"\nundone: {e}" for e in result.nemesis_errors)
+            + "\n")
+        finished = True
+    except Exception as exc:  # noqa: BLE001 - a run that could not be carried out
+        result.error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        (directory / "error.txt").write_text(traceback.format_exc())
+    finally:
+        cluster.close()
+        result.seconds = time.monotonic() - began
+    if timeline and history_path.exists():
+        _draw(history_path, directory / "timeline.png", f"{kind} seed {seed}", say)
+    if finished and result.ok and not keep:
+        shutil.rmtree(directory / "cluster", ignore_errors=True)
+    return result
+
+
+def _run(cluster: FaultCluster, history: History, faults: Sequence[object], duration: float,
+         rate: float, result: SeedResult, say: Callable[[str], None]) -> list:
+    workload = Workload(cluster, history, TOPICS, rate=rate, say=say)
+    nemesis = Nemesis(cluster, history, TOPICS, say=say)
+    stop = threading.Event()
+    workload.start()
+    try:
+        start = time.monotonic()
+        thread = threading.Thread(target=nemesis.run, args=(faults, stop, start),
+                                  name="nemesis", daemon=True)
+        thread.start()
+        thread.join(max(0.0, start + duration - time.monotonic()))
+        stop.set()
+        thread.join(120.0)
+        if thread.is_alive():
+            raise RuntimeError("the nemesis did not return within 120 s of the run's end")
+        nemesis.heal_all()
+    finally:
+        result.stats = workload.stop()
+    result.injected = Counter(nemesis.injected)
+    result.fault_seconds = nemesis.fault_seconds
+    result.nemesis_errors = list(nemesis.errors)
+    workload.final_reads()
+    return finals(cluster, TOPICS)
+
+
+def _draw(history: Path, png: Path, title: str, say: Callable[[str], None]) -> None:
+    from tests.faults.timeline import draw
+
+    try:
+        draw(read_history(history), png, title=title)
+    except Exception as exc:  # noqa: BLE001 - a picture never fails a run
+        say(f"{title}: no timeline ({type(exc).__name__}: {exc})")

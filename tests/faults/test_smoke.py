@@ -1,0 +1,46 @@
+"""The fault harness's smoke set: a few seeds, short, on ZooKeeper and on etcd, with the real
+ensemble, broker processes and clients. Every run must be carried out and clean: no acknowledged
+write lost, nothing duplicated, reordered or divergent, no zombie write, every operation the
+nemesis started completed after the heal.
+
+The long runs are ``python -m tests.faults --seeds 1-200 --duration 60 --coordinator ...``
+(on demand; the closing notes give their figures). A seed that once found a defect joins
+``SMOKE`` here with the duration that found it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.faults.net import unavailable_reason
+from tests.faults.runner import run_seed
+from tests.servers import unavailable
+
+SMOKE = [
+    # (coordinator, seed, seconds)
+    ("zookeeper", 1, 30.0),
+    ("etcd", 2, 30.0),
+]
+
+
+@pytest.mark.servers
+@pytest.mark.parametrize(("kind", "seed", "duration"), SMOKE,
+                         ids=[f"{k}-seed{s}" for k, s, _ in SMOKE])
+def test_a_seed_runs_clean(kind: str, seed: int, duration: float, tmp_path: Path) -> None:
+    reason = unavailable_reason()
+    if reason is not None:
+        unavailable(reason)
+    lines: list[str] = []
+    result = run_seed(seed, kind, duration, tmp_path, say=lines.append)  # type: ignore[arg-type]
+    if result.error is not None and "ServerNotInstalled" in result.error:
+        unavailable(result.error)
+    assert result.error is None, result.line() + "\n" + "\n".join(lines)
+    assert result.verdict is not None
+    assert result.ok, (result.line() + "\n" + result.verdict.summary() + "\n"
+                       + "\n".join(result.nemesis_errors))
+    # the run did what a run is for: faults injected, writes acknowledged and read back
+    assert sum(result.injected.values()) >= 1
+    assert result.verdict.acknowledged > 100 and result.verdict.reads > 0
+
