@@ -18,7 +18,7 @@ def on_controller_failover(svc: ControllerServices) -> float:
     ctx.reset_controller_state()
     if svc.config.delete_topic_enable:
         ctx.deleting.update(t for t in svc.metadata.topics_to_delete() if t in ctx.topics)
-    reassignment.load_in_progress(svc)
+    stale_moves = reassignment.load_in_progress(svc)
     svc.partitions.initialize()
     svc.replicas.initialize()
 
@@ -35,7 +35,7 @@ def on_controller_failover(svc: ControllerServices) -> float:
     svc.send(batch)
 
     brokers.elect_leaderless(svc)
-    reassignment.resume(svc)
+    reassignment.resume(svc, stale_moves)
     deletion.resume(svc)
     preferred.on_preferred_election_request(svc)
     isr.on_isr_change_notification(svc)

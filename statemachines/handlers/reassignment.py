@@ -35,9 +35,14 @@ from statemachines.states import ReplicaState
 log = logging.getLogger(__name__)
 
 
-def load_in_progress(svc: ControllerServices) -> None:
-    """At failover: moves recorded in topic nodes, then requests in the admin node."""
+def load_in_progress(svc: ControllerServices) -> list[TopicPartition]:
+    """At failover: moves recorded in topic nodes, then requests in the admin node. Returns the
+    requests to take out of the admin node: those already done (a controller that wrote the
+    final assignment and died before it removed the request) and those that are not valid;
+    :func:`resume` removes them, as Kafka's controller does at failover. (A standby ignores the
+    node's changes, so nothing else would: the request would stay for good.)"""
     ctx = svc.ctx
+    stale: list[TopicPartition] = []
     for topic, a in ctx.topics.items():
         for p in set(a.adding) | set(a.removing):
             rs = a.partitions.get(p)
@@ -51,13 +56,23 @@ def load_in_progress(svc: ControllerServices) -> None:
     node = svc.metadata.reassignment()
     if node is not None:
         for tp, target in node.value.items():
-            if tp not in ctx.reassignments and invalid_reason(svc, tp, target) is None \
-                    and ctx.replicas[tp] != target:
+            if tp in ctx.reassignments:
+                continue
+            reason = invalid_reason(svc, tp, target)
+            if reason is not None:
+                log.warning("reassignment of %s to %s refused: %s", tp, target, reason)
+                stale.append(tp)
+            elif ctx.replicas[tp] == target:
+                stale.append(tp)
+            else:
                 ctx.reassignments[tp] = OngoingReassignment(target=target,
                                                             original=ctx.replicas[tp])
+    return stale
 
 
-def resume(svc: ControllerServices) -> None:
+def resume(svc: ControllerServices, stale: list[TopicPartition]) -> None:
+    """At failover: drop the ``stale`` requests, carry on with every move in progress."""
+    remove_from_request(svc, stale)
     progress(svc, sorted(svc.ctx.reassignments))
 
 

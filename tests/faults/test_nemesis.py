@@ -209,10 +209,6 @@ def test_a_broker_cut_from_the_coordinator_is_unregistered_but_runs(zk: FaultClu
 
 
 @pytest.mark.servers
-@pytest.mark.xfail(reason="a defect this test found: after an earlier controller failover "
-                          "(the test before), the next controller leaves a reassignment "
-                          "submitted just before its predecessor was killed pending for good",
-                   strict=False)
 def test_a_reassignment_completes_across_a_controller_failover(zk: FaultCluster,
                                                                 tmp_path: Path) -> None:
     def replicas(meta: MetadataClient) -> dict[int, tuple[int, ...]]:
