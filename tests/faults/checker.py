@@ -438,30 +438,37 @@ def _check_states(history: Sequence[Event], verdict: Verdict) -> None:
                 f"after epoch {newest_epoch} was elected")
         previous[(tp, item.create_id)] = item
     # Availability, in the auditor's time: from each partition's first state to the end.
-    spans: dict[TopicPartition, list[tuple[float, bool]]] = defaultdict(list)
+    spans: dict[TopicPartition, list[tuple[float, bool | None]]] = defaultdict(list)
     windows = fault_windows(history)
     inside: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # kind -> [led, total]
+    # A deleted node's partition is absent (None) until it is created again; only partitions
+    # the workload wrote to count when it wrote to any (scratch topics of admin operations do
+    # not).
+    produced = {_tp(e) for e in history if isinstance(e, ProduceAttempt)}
     for e in history:
         if isinstance(e, StateWrite):
             spans[_tp(e)].append((e.t, e.leader >= 0))
         elif isinstance(e, StateDeleted):
-            spans[_tp(e)].append((e.t, False))
+            spans[_tp(e)].append((e.t, None))
     for tp, changes in spans.items():
-        start = changes[0][0]
-        total = end - start
-        if total <= 0:
-            verdict.availability[tp] = 1.0 if changes[-1][1] else 0.0
+        if produced and tp not in produced:
             continue
-        led = 0.0
-        for (t, has_leader), (t_next, _h) in zip(changes, [*changes[1:], (end, False)],
+        led = total = 0.0
+        for (t, has_leader), (t_next, _h) in zip(changes, [*changes[1:], (end, None)],
                                                   strict=True):
+            if has_leader is None:
+                continue
+            total += t_next - t
             if has_leader:
                 led += t_next - t
             for kind, seconds in _time_by_fault(t, t_next, windows, end).items():
                 inside[kind][1] += seconds
                 if has_leader:
                     inside[kind][0] += seconds
-        verdict.availability[tp] = led / total
+        if total <= 0:
+            verdict.availability[tp] = 1.0 if changes[-1][1] else 0.0
+        else:
+            verdict.availability[tp] = led / total
     verdict.availability_by_fault = {kind: led / total for kind, (led, total) in inside.items()
                                      if total > 0}
 

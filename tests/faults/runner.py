@@ -134,6 +134,7 @@ def _run(cluster: FaultCluster, history: History, faults: Sequence[object], dura
                                   name="nemesis", daemon=True)
         thread.start()
         thread.join(max(0.0, start + duration - time.monotonic()))
+        stop.wait(max(0.0, start + duration - time.monotonic()))  # the plan ended early
         stop.set()
         thread.join(120.0)
         if thread.is_alive():

@@ -27,6 +27,7 @@ from tests.faults.history import (
     ProduceAttempt,
     ProduceOutcome,
     Read,
+    StateDeleted,
     StateWrite,
 )
 
@@ -285,6 +286,22 @@ def test_availability_by_fault_kind() -> None:
     assert verdict.availability_by_fault["slow-links"] == pytest.approx(1.0)
     assert verdict.availability_by_fault["none"] == pytest.approx(1.0)  # [0, 1] and [8, 9]
     assert "availability by fault: kill-leader 66.7%" in verdict.summary()
+
+
+def test_a_deleted_partition_is_absent_and_unwritten_partitions_do_not_count() -> None:
+    h = Builder()
+    h.state(0, leader=1, leader_epoch=0, controller_epoch=1, revision=1)  # t 0
+    h.events.append(StateDeleted(t=1.0, wall=1001.0, topic="t", partition=0, revision=2))
+    h.events.append(StateWrite(t=2.0, wall=1002.0, topic="scratch", partition=0, leader=-1,
+                               leader_epoch=0, isr=(1,), controller_epoch=1, version=0,
+                               create_id=9, revision=3))
+    h.epoch(1, revision=4)  # the end, t 3: nothing after the deletion counts against t-0
+    verdict = check(h.events, [])
+    assert verdict.availability[TP] == 1.0
+    assert verdict.availability[TopicPartition("scratch", 0)] == 0.0  # no writes anywhere
+    h.send("v")  # now the workload wrote to t-0 only: the scratch topic does not count
+    verdict = check(h.events, [])
+    assert set(verdict.availability) == {TP}
 
 
 def test_kinds_and_summary() -> None:
