@@ -6,8 +6,9 @@ workload's topics (RF 3, min ISR 2), starts the state auditor, the client worklo
 nemesis on the seed's fault plan, and after ``duration`` seconds heals everything, stops the
 workload, waits for quiescence (every partition led, every ISR full), reads every partition to
 its high watermark, stops the brokers and judges the history against the replicas' logs with
-:func:`tests.faults.checker.check`. The run's directory keeps ``history.jsonl``,
-``verdict.txt`` and, when asked, ``timeline.png``; the cluster's directories (logs, ensemble
+:func:`tests.faults.checker.check`. The run's directory keeps ``plan.txt``,
+``history.jsonl``, ``run.log`` (the harness's and the clients' log lines), ``verdict.txt`` and,
+when asked, ``timeline.png``; the cluster's directories (logs, ensemble
 data) are kept only when the run failed or ``keep`` is set.
 
 A run that could not be carried out (the cluster did not form, the heal did not bring it back)
@@ -17,6 +18,7 @@ is an *error*, not a verdict: it says why in one line and keeps everything.
 from __future__ import annotations
 
 import contextlib
+import logging
 import shutil
 import threading
 import time
@@ -88,6 +90,11 @@ def run_seed(seed: int, kind: Kind, duration: float, out: Path, *, brokers: int 
     (directory / "plan.txt").write_text("".join(
         f"{f.at:7.1f}s  {f.kind:<38} for {f.duration:4.1f}s  (pick {f.pick})\n" for f in faults))
     history_path = directory / "history.jsonl"
+    handler = logging.FileHandler(directory / "run.log")  # the harness's and clients' logs
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    harness = logging.getLogger("tests.faults")
+    harness.addHandler(handler)
+    harness.setLevel(logging.INFO)
     began = time.monotonic()
     cluster = FaultCluster(kind, brokers, directory=directory / "cluster")
     finished = False
@@ -115,6 +122,8 @@ def run_seed(seed: int, kind: Kind, duration: float, out: Path, *, brokers: int 
     finally:
         cluster.close()
         result.seconds = time.monotonic() - began
+        harness.removeHandler(handler)
+        handler.close()
     if timeline and history_path.exists():
         _draw(history_path, directory / "timeline.png", f"{kind} seed {seed}", say)
     if finished and result.ok and not keep:

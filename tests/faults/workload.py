@@ -57,6 +57,9 @@ from tests.faults.history import ACKED, FAILED, UNKNOWN, History
 __all__ = ["Workload", "WorkloadStats", "create_topics", "finals", "outcome_of"]
 
 log = logging.getLogger(__name__)
+CLIENT_LOG: dict[str, object] = {"logger": logging.getLogger("tests.faults.librdkafka")}
+"""The clients' own log lines (request timeouts, reconnects: expected under faults) go to this
+logger, not to stderr; the runner keeps them in the run's ``run.log``."""
 
 REPLICATION_FACTOR = 3
 MIN_INSYNC = 2
@@ -132,7 +135,7 @@ def create_topics(cluster: FaultCluster, topics: Sequence[str], partitions: int 
     """Create ``topics`` (RF 3, min.insync.replicas 2) through the brokers' CreateTopics and
     wait until every partition has a leader."""
     def create() -> None:
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin = AdminClient({**CLIENT_LOG, "bootstrap.servers": cluster.bootstrap})
         futures = admin.create_topics(
             [NewTopic(t, num_partitions=partitions, replication_factor=REPLICATION_FACTOR,
                       config={"min.insync.replicas": str(MIN_INSYNC)}) for t in topics],
@@ -300,6 +303,7 @@ class Workload:
                          "" if err is None else f"{err.name()}: {err.str()}")
 
         producer = Producer({
+            **CLIENT_LOG,
             "bootstrap.servers": self.cluster.bootstrap,
             "enable.idempotence": True,
             "acks": "all",
@@ -395,6 +399,7 @@ class Workload:
         waiting when the consumer closes are recorded with the leader's HW asked then: if that
         is not above them either, the checker says so."""
         consumer = Consumer({
+            **CLIENT_LOG,
             "bootstrap.servers": self.cluster.bootstrap,
             "group.id": f"{self.prefix}-{reader}",
             "enable.auto.commit": False,
@@ -449,7 +454,7 @@ class Workload:
     # --- admin -------------------------------------------------------------------------------
 
     def _administer(self) -> None:
-        admin = AdminClient({"bootstrap.servers": self.cluster.bootstrap,
+        admin = AdminClient({**CLIENT_LOG, "bootstrap.servers": self.cluster.bootstrap,
                              "socket.timeout.ms": 10000})
         ops: list[Callable[[AdminClient, int], None]] = [
             self._scratch_topic, self._preferred_election, self._reorder_replicas]
@@ -515,7 +520,7 @@ class Workload:
 
     def _final_reads(self, partitions: Sequence[TopicPartition], timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        consumer = Consumer({"bootstrap.servers": self.cluster.bootstrap,
+        consumer = Consumer({**CLIENT_LOG, "bootstrap.servers": self.cluster.bootstrap,
                              "group.id": f"{self.prefix}-final", "enable.auto.commit": False,
                              "auto.offset.reset": "earliest"})
         try:
@@ -610,7 +615,7 @@ def finals(cluster: FaultCluster, topics: Sequence[str], timeout: float = 120.0
         log.warning("finals: ISRs still short after %.0fs: %s", timeout, now)
 
     def high_watermarks() -> dict[TopicPartition, int]:
-        consumer = Consumer({"bootstrap.servers": cluster.bootstrap,
+        consumer = Consumer({**CLIENT_LOG, "bootstrap.servers": cluster.bootstrap,
                              "group.id": "finals", "enable.auto.commit": False})
         try:
             return {tp: _watermarks(consumer, tp, max(deadline, time.monotonic() + 30))[1]
