@@ -72,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="produce attempts per second across the producers (default 200)")
     p.add_argument("--out", type=Path, default=Path("fault-runs"),
                    help="where runs are kept (default ./fault-runs)")
-    p.add_argument("--keep", action="store_true", help="keep clean runs' cluster directories")
+    p.add_argument("--keep", action="store_true", help="keep clean runs' histories and cluster directories")
     p.add_argument("--no-timeline", dest="timeline", action="store_false",
                    help="do not draw each run's timeline.png")
     return p

@@ -8,8 +8,8 @@ workload, waits for quiescence (every partition led, every ISR full), reads ever
 its high watermark, stops the brokers and judges the history against the replicas' logs with
 :func:`tests.faults.checker.check`. The run's directory keeps ``plan.txt``,
 ``history.jsonl``, ``run.log`` (the harness's and the clients' log lines), ``verdict.txt`` and,
-when asked, ``timeline.png``; the cluster's directories (logs, ensemble
-data) are kept only when the run failed or ``keep`` is set.
+when asked, ``timeline.png``; the history and the cluster's directories (logs,
+ensemble data) are kept only when the run failed or ``keep`` is set.
 
 A run that could not be carried out (the cluster did not form, the heal did not bring it back)
 is an *error*, not a verdict: it says why in one line and keeps everything.
@@ -126,8 +126,9 @@ def run_seed(seed: int, kind: Kind, duration: float, out: Path, *, brokers: int 
         handler.close()
     if timeline and history_path.exists():
         _draw(history_path, directory / "timeline.png", f"{kind} seed {seed}", say)
-    if finished and result.ok and not keep:
+    if finished and result.ok and not keep:  # a clean run keeps its plan, verdict and picture
         shutil.rmtree(directory / "cluster", ignore_errors=True)
+        history_path.unlink(missing_ok=True)
     return result
 
 

@@ -33,7 +33,8 @@ def test_a_seed_runs_clean(kind: str, seed: int, duration: float, tmp_path: Path
     if reason is not None:
         unavailable(reason)
     lines: list[str] = []
-    result = run_seed(seed, kind, duration, tmp_path, say=lines.append)  # type: ignore[arg-type]
+    result = run_seed(seed, kind, duration, tmp_path, timeline=True,  # type: ignore[arg-type]
+                      say=lines.append)
     if result.error is not None and "ServerNotInstalled" in result.error:
         unavailable(result.error)
     assert result.error is None, result.line() + "\n" + "\n".join(lines)
@@ -43,4 +44,5 @@ def test_a_seed_runs_clean(kind: str, seed: int, duration: float, tmp_path: Path
     # the run did what a run is for: faults injected, writes acknowledged and read back
     assert sum(result.injected.values()) >= 1
     assert result.verdict.acknowledged > 100 and result.verdict.reads > 0
+    assert (result.directory / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
