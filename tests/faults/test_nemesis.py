@@ -17,7 +17,6 @@ import pytest
 
 from coordinator.admin import Admin
 from coordinator.metadata import MetadataClient
-from coordinator.servers import ServerNotInstalled
 from tests.faults.cluster import FaultCluster
 from tests.faults.history import FaultEnd, FaultStart, History, read_history
 from tests.faults.nemesis import (
@@ -30,9 +29,14 @@ from tests.faults.nemesis import (
     heal_allowance,
     plan,
 )
-from tests.faults.net import unavailable_reason
-from tests.faults.test_cluster import PARTITIONS, TOPIC, create_topic, full_isrs, wait_for
-from tests.servers import unavailable
+from tests.faults.test_cluster import (
+    PARTITIONS,
+    TOPIC,
+    create_topic,
+    full_isrs,
+    start,
+    wait_for,
+)
 
 ALL = {1, 2, 3}
 
@@ -81,17 +85,6 @@ def test_a_fault_that_cannot_fit_is_left_out_and_unknown_kinds_are_refused() -> 
 # --- real clusters -----------------------------------------------------------------------------
 
 
-def _start(kind: str, directory: Path) -> FaultCluster:
-    reason = unavailable_reason()
-    if reason is not None:
-        unavailable(reason)
-    try:
-        return FaultCluster(kind, 3, directory=directory).start()  # type: ignore[arg-type]
-    except ServerNotInstalled as exc:
-        unavailable(str(exc))
-        raise
-
-
 def _ready(cluster: FaultCluster) -> FaultCluster:
     wait_for(lambda: cluster.registered() == [1, 2, 3], 30, "3 brokers registered")
     create_topic(cluster)
@@ -101,7 +94,7 @@ def _ready(cluster: FaultCluster) -> FaultCluster:
 
 @pytest.fixture(scope="module")
 def zk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultCluster]:
-    with _start("zookeeper", tmp_path_factory.mktemp("zk")) as cluster:
+    with start("zookeeper", tmp_path_factory.mktemp("zk")) as cluster:
         yield _ready(cluster)
 
 
@@ -282,7 +275,7 @@ def test_heal_all_says_in_one_line_what_did_not_come_back(zk: FaultCluster,
 @pytest.mark.servers
 def test_etcd_a_controlled_shutdown_completes_across_a_controller_failover(
         tmp_path: Path) -> None:
-    with _start("etcd", tmp_path / "etcd") as cluster:
+    with start("etcd", tmp_path / "etcd") as cluster:
         _ready(cluster)
         first = epoch(cluster)
         _, held, _ = inject(cluster, tmp_path, "failover-during-controlled-shutdown", 6.0,

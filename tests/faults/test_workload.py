@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError
 
-from coordinator.servers import ServerNotInstalled
 from tests.faults.checker import Verdict, check
 from tests.faults.cluster import FaultCluster
 from tests.faults.history import (
@@ -26,9 +25,8 @@ from tests.faults.history import (
     Read,
     read_history,
 )
-from tests.faults.net import unavailable_reason
+from tests.faults.test_cluster import start
 from tests.faults.workload import Workload, create_topics, finals, outcome_of
-from tests.servers import unavailable
 
 TOPICS = ("wl-a", "wl-b")
 
@@ -77,17 +75,6 @@ def test_no_error_is_acked() -> None:
 # --- real runs -----------------------------------------------------------------------------
 
 
-def start(kind: str, tmp_path: Path) -> FaultCluster:
-    reason = unavailable_reason()
-    if reason is not None:
-        unavailable(reason)
-    try:
-        return FaultCluster(kind, 3, directory=tmp_path / "cluster").start()  # type: ignore[arg-type]
-    except ServerNotInstalled as exc:
-        unavailable(str(exc))
-        raise
-
-
 def judge(cluster: FaultCluster, workload: Workload, path: Path) -> tuple[Verdict, list[Event]]:
     workload.final_reads()
     final = finals(cluster, TOPICS, timeout=60)
@@ -106,7 +93,7 @@ def outcomes(events: Sequence[Event]) -> tuple[set[int], dict[int, str]]:
 @pytest.mark.parametrize("kind", ["zookeeper", "etcd"])
 def test_a_quiet_run_is_acknowledged_read_and_judged_ok(kind: str, tmp_path: Path) -> None:
     path = tmp_path / "history.jsonl"
-    with start(kind, tmp_path) as cluster, History(path) as history:
+    with start(kind, tmp_path / "cluster") as cluster, History(path) as history:
         create_topics(cluster, TOPICS)
         workload = Workload(cluster, history, TOPICS, rate=150, admin_interval=1.5)
         workload.start()
@@ -140,7 +127,7 @@ def test_a_quiet_run_is_acknowledged_read_and_judged_ok(kind: str, tmp_path: Pat
 @pytest.mark.servers
 def test_a_run_with_a_broker_killed_and_restarted_is_judged_ok(tmp_path: Path) -> None:
     path = tmp_path / "history.jsonl"
-    with start("zookeeper", tmp_path) as cluster, History(path) as history:
+    with start("zookeeper", tmp_path / "cluster") as cluster, History(path) as history:
         create_topics(cluster, TOPICS)
         # A produce times out after 2 s: shorter than the victim's partitions are without a
         # leader (its session, 4 s, must expire first), so some end unknown.
@@ -178,7 +165,7 @@ def test_a_run_with_a_broker_killed_and_restarted_is_judged_ok(tmp_path: Path) -
 def test_what_is_outstanding_when_the_workload_stops_is_recorded_unknown(tmp_path: Path
                                                                         ) -> None:
     path = tmp_path / "history.jsonl"
-    with start("zookeeper", tmp_path) as cluster, History(path) as history:
+    with start("zookeeper", tmp_path / "cluster") as cluster, History(path) as history:
         create_topics(cluster, TOPICS)
         workload = Workload(cluster, history, TOPICS, rate=150, admin=False,
                             message_timeout=60.0)
