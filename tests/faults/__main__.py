@@ -129,6 +129,7 @@ def summarise(results: Sequence[SeedResult]) -> dict[str, dict[str, object]]:
         injected: Counter[str] = Counter()
         violations: Counter[str] = Counter({v: 0 for v in VIOLATIONS})
         shares: dict[str, list[float]] = defaultdict(list)
+        writes: dict[str, list[float]] = defaultdict(list)
         rates: dict[str, list[int]] = defaultdict(lambda: [0, 0])
         for r in rs:
             injected.update(r.injected)
@@ -137,6 +138,8 @@ def summarise(results: Sequence[SeedResult]) -> dict[str, dict[str, object]]:
             violations.update(r.verdict.counts())
             for fault, share in r.verdict.availability_by_fault.items():
                 shares[fault].append(share)
+            for fault, share in r.verdict.write_availability_by_fault.items():
+                writes[fault].append(share)
             for fault, rate in r.verdict.error_rates.items():
                 rates[fault][0] += rate.attempts
                 rates[fault][1] += rate.errors
@@ -154,6 +157,8 @@ def summarise(results: Sequence[SeedResult]) -> dict[str, dict[str, object]]:
             "undone_operations": sum(len(r.nemesis_errors) for r in rs),
             "availability_by_fault": {f: round(sum(v) / len(v), 4)
                                       for f, v in sorted(shares.items())},
+            "write_availability_by_fault": {f: round(sum(v) / len(v), 4)
+                                            for f, v in sorted(writes.items())},
             "produce_errors_by_fault": {f: {"attempts": a, "errors": e}
                                         for f, (a, e) in sorted(rates.items())},
         }
@@ -166,21 +171,27 @@ def _table(kind: str, row: dict[str, object]) -> Table:
                         f"{row['acknowledged']} acknowledged writes", title_justify="left")
     table.add_column("fault kind")
     table.add_column("injected", justify="right")
-    table.add_column("availability (mean)", justify="right")
+    table.add_column("led (auditor)", justify="right")
+    table.add_column("writes acked", justify="right")
     table.add_column("produce errors", justify="right")
     faults = row["faults"]
     availability = row["availability_by_fault"]
+    writes = row["write_availability_by_fault"]
     errors = row["produce_errors_by_fault"]
     assert isinstance(faults, dict) and isinstance(availability, dict)
-    assert isinstance(errors, dict)
+    assert isinstance(errors, dict) and isinstance(writes, dict)
     for fault in sorted(set(faults) | set(availability) | set(errors)):
         rate = errors.get(fault)
         table.add_row(fault, str(faults.get(fault, "-")),
                       f"{availability[fault]:.1%}" if fault in availability else "-",
+                      f"{writes[fault]:.1%}" if fault in writes else "-",
                       f"{rate['errors']}/{rate['attempts']}" if rate else "-")
+    table.caption_justify = "left"
     violations = row["violations"]
     assert isinstance(violations, dict)
-    table.caption = ("violations: " + ", ".join(f"{k} {n}" for k, n in violations.items())
+    table.caption = ("led: mean share of partition-time with a leader in the auditor's view; "
+                     "writes acked: mean share of partition-seconds in which a write was "
+                     "acknowledged\nviolations: " + ", ".join(f"{k} {n}" for k, n in violations.items())
                      + f"; undone operations {row['undone_operations']}"
                      + f"; failed seeds {row['failed_seeds'] or '-'}"
                      + f"; error seeds {row['error_seeds'] or '-'}")

@@ -150,6 +150,11 @@ class Verdict:
     zombie: Tally = field(default_factory=Tally)
     availability: dict[TopicPartition, float] = field(default_factory=dict)
     availability_by_fault: dict[str, float] = field(default_factory=dict)
+    write_availability_by_fault: dict[str, float] = field(default_factory=dict)
+    """By fault kind (and ``none``), the clients' view: the share of (partition, second)
+    pairs inside that kind's windows in which some write to the partition was acknowledged.
+    A leader the auditor still sees but that is dead or cut off counts as available in
+    :attr:`availability_by_fault`, never here."""
     """By fault kind (and ``none``: outside every window): the share of partition-time inside
     that kind's windows in which the partition had a leader, as the auditor saw the states."""
     error_rates: dict[str, ErrorRate] = field(default_factory=dict)
@@ -194,6 +199,10 @@ class Verdict:
             worst = sorted(self.availability.items(), key=lambda item: item[1])[:5]
             lines.append("  availability (lowest): " + ", ".join(
                 f"{tp.topic}-{tp.partition} {share:.1%}" for tp, share in worst))
+        if self.write_availability_by_fault:
+            lines.append("  writes acknowledged by fault (partition-seconds): " + ", ".join(
+                f"{kind} {share:.1%}"
+                for kind, share in sorted(self.write_availability_by_fault.items())))
         if self.availability_by_fault:
             lines.append("  availability by fault: " + ", ".join(
                 f"{kind} {share:.1%}" for kind, share in sorted(self.availability_by_fault.items())))
@@ -227,6 +236,7 @@ def check(events: Iterable[Event], final: Iterable[FinalPartition], *, examples:
     _check_divergence(finals, verdict)
     _check_states(history, verdict)
     _check_error_rates(history, verdict)
+    _check_write_availability(history, verdict)
     return verdict
 
 
@@ -500,6 +510,31 @@ def _merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
         else:
             merged.append((a, b))
     return merged
+
+
+def _check_write_availability(history: Sequence[Event], verdict: Verdict) -> None:
+    acked: dict[TopicPartition, set[int]] = defaultdict(set)  # partition -> seconds with an ack
+    partitions: set[TopicPartition] = set()
+    first = last = None
+    for e in history:
+        if isinstance(e, ProduceAttempt):
+            partitions.add(_tp(e))
+            first = e.t if first is None else first
+        elif isinstance(e, ProduceOutcome):
+            last = e.t
+            if e.outcome == ACKED:
+                acked[_tp(e)].add(int(e.t))
+    if first is None or last is None or not partitions:
+        return
+    windows = fault_windows(history)
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # kind -> [available, total]
+    for second in range(int(first), int(last)):
+        kinds = {w.kind for w in windows if w.covers(second, second + 1, last)} or {NO_FAULT}
+        up = sum(second in acked[tp] for tp in partitions)
+        for kind in kinds:
+            counts[kind][0] += up
+            counts[kind][1] += len(partitions)
+    verdict.write_availability_by_fault = {kind: a / n for kind, (a, n) in counts.items() if n}
 
 
 def _check_error_rates(history: Sequence[Event], verdict: Verdict) -> None:

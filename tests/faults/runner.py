@@ -92,9 +92,11 @@ def run_seed(seed: int, kind: Kind, duration: float, out: Path, *, brokers: int 
     history_path = directory / "history.jsonl"
     handler = logging.FileHandler(directory / "run.log")  # the harness's and clients' logs
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    harness = logging.getLogger("tests.faults")
-    harness.addHandler(handler)
-    harness.setLevel(logging.INFO)
+    # the harness's own loggers and its coordinator client's (the auditor's kazoo session)
+    loggers = [logging.getLogger(name) for name in ("tests.faults", "kazoo", "coordinator")]
+    for logger in loggers:
+        logger.addHandler(handler)
+    loggers[0].setLevel(logging.INFO)
     began = time.monotonic()
     cluster = FaultCluster(kind, brokers, directory=directory / "cluster")
     finished = False
@@ -122,7 +124,8 @@ def run_seed(seed: int, kind: Kind, duration: float, out: Path, *, brokers: int 
     finally:
         cluster.close()
         result.seconds = time.monotonic() - began
-        harness.removeHandler(handler)
+        for logger in loggers:
+            logger.removeHandler(handler)
         handler.close()
     if timeline and history_path.exists():
         _draw(history_path, directory / "timeline.png", f"{kind} seed {seed}", say)

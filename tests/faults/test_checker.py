@@ -360,3 +360,18 @@ def test_unexpected_values_are_reported_apart_from_the_verdicts() -> None:
     assert verdict.unexpected.examples == ["'b' at t-0@1: reported failed",
                                            "'zz' at t-0@3: never sent"]
     assert "unexpected values in the logs" in verdict.summary()
+
+
+def test_write_availability_counts_seconds_with_an_acknowledged_write() -> None:
+    h = Builder()  # one event a tick: t = 0, 1, 2, ...
+    h.produce(0, "a")  # t 0-1: acknowledged in second 1
+    h.fault(1, "kill-leader")  # t 2
+    op = h.send("b")  # t 3
+    h.outcome(op, "unknown")  # t 4: nothing acknowledged in seconds 2..4
+    h.heal(1)  # t 5
+    h.produce(1, "c")  # t 6-7
+    verdict = check(h.events, [])
+    # seconds 0..6 (the last outcome at 7): kill-leader covers seconds 1..5, of which only
+    # second 1 had an ack; outside it (seconds 0 and 6), second 6 had none, second 0 none
+    assert verdict.write_availability_by_fault["kill-leader"] == pytest.approx(1 / 5)
+    assert verdict.write_availability_by_fault["none"] == pytest.approx(0 / 2)

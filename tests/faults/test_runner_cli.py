@@ -9,8 +9,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
-from tests.faults.__main__ import main, parse_kinds, parse_seeds, summarise
+from tests.faults.__main__ import _table, main, parse_kinds, parse_seeds, summarise
 from tests.faults.checker import ErrorRate, Verdict
 from tests.faults.nemesis import KINDS
 from tests.faults.runner import SeedResult
@@ -46,6 +47,7 @@ def test_a_short_duration_is_refused(capsys: pytest.CaptureFixture[str]) -> None
 
 def test_the_summary_adds_up_runs_per_coordinator(tmp_path: Path) -> None:
     clean = Verdict(acknowledged=1000, availability_by_fault={"kill-leader": 0.8, "none": 1.0},
+                    write_availability_by_fault={"kill-leader": 0.5},
                     error_rates={"kill-leader": ErrorRate(attempts=100, errors=7)})
     lossy = Verdict(acknowledged=500, availability_by_fault={"kill-leader": 0.6})
     lossy.lost.add("alpha-0 offset 3")
@@ -64,6 +66,12 @@ def test_the_summary_adds_up_runs_per_coordinator(tmp_path: Path) -> None:
     assert zk["acknowledged"] == 1500 and zk["seconds_under_fault"] == 35.0
     assert zk["violations"]["lost"] == 1 and zk["violations"]["zombie"] == 0  # type: ignore[index]
     assert zk["availability_by_fault"] == {"kill-leader": 0.7, "none": 1.0}
+    assert zk["write_availability_by_fault"] == {"kill-leader": 0.5}
     assert zk["produce_errors_by_fault"] == {"kill-leader": {"attempts": 100, "errors": 7}}
     assert summary["etcd"]["error_seeds"] == [3] and summary["etcd"]["clean"] == 0
+    console = Console(record=True, width=200)
+    console.print(_table("zookeeper", zk))
+    text = console.export_text()
+    assert "kill-leader" in text and "70.0%" in text and "50.0%" in text and "7/100" in text
+    assert "failed seeds [2]" in text
     assert "FAILED lost 1" in results[1].line() and "ERROR ServerStartError" in results[2].line()
