@@ -60,6 +60,23 @@ def on_broker_failure(svc: ControllerServices, ids: list[int]) -> None:
     svc.send(batch)
 
 
+def take_dead_replicas_out_of_isrs(svc: ControllerServices) -> None:
+    """At failover, after the leaderless partitions were elected: replicas on brokers that are
+    not live and still in an ISR go Offline through the transition (ISR shrink, one replica at
+    a time, never emptied), as Kafka's ReplicaStateMachine.startup moves the offline replicas to
+    OfflineReplica. Without it a dead follower stayed in the ISR until its leader dropped it
+    for lagging (replica.lag.time.max.ms), and acks=all writes waited that long after every
+    controller failover that lost a broker (the fault harness's write availability showed it)."""
+    ctx = svc.ctx
+    live = ctx.brokers
+    keys = [(tp, b) for tp in sorted_partitions(ctx.leaders) if not ctx.is_deleting(tp)
+            for b in ctx.leaders[tp].isr if b not in live]
+    if keys:
+        batch = svc.new_batch()
+        svc.replicas.handle(keys, ReplicaState.OFFLINE, batch)
+        svc.send(batch)
+
+
 def on_broker_startup(svc: ControllerServices, ids: list[int]) -> None:
     ctx, rsm = svc.ctx, svc.replicas
     # The brokers already there learn of the new ones; the new ones get every partition.

@@ -35,6 +35,7 @@ def on_controller_failover(svc: ControllerServices) -> float:
     svc.send(batch)
 
     brokers.elect_leaderless(svc)
+    brokers.take_dead_replicas_out_of_isrs(svc)
     reassignment.resume(svc, stale_moves)
     deletion.resume(svc)
     preferred.on_preferred_election_request(svc)

@@ -248,12 +248,17 @@ def test_a_new_controller_drops_requests_already_done_or_not_valid(three: Cluste
 
 def test_a_request_the_controller_died_before_reading_is_carried_out_by_the_next(
         three: Cluster) -> None:
-    """The same with a move still to do (a reorder whose replicas are all in the ISR)."""
+    """The same with a move still to do: a reorder, which waits for the dead broker 1 (out of
+    the ISR since the failover) to return and catch up."""
     three.admin_client.create(layout.REASSIGN_PARTITIONS, encode_reassignment({
         tp("t", 0): [1, 2, 3],
         tp("t", 1): [1, 3, 2],
     }))
     three.kill(1)
+    assert three.metadata.reassignment().value == {tp("t", 1): (1, 3, 2)}  # t-0 dropped
+    assert 1 not in three.state("t", 1).isr
+    three.add(1)
+    _catch_up(three, tp("t", 1), [2, 3, 1])
     assert three.metadata.reassignment() is None
     assert three.metadata.assignments(["t"])["t"].value.partitions[1] == (1, 3, 2)
     assert three.active().controller.ctx.reassignments == {}
