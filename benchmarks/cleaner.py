@@ -1,0 +1,102 @@
+"""Log cleaner throughput against a raw sequential read of the same log.
+
+Builds a compacted log of ``--size-mib`` MiB (default 1024; ``--quick`` makes it 64) in which
+every key is written ``--rewrites`` times (default 10, so 10% of the records are live), records
+of ``--value-bytes`` bytes in batches of ``--batch-records``, then measures:
+
+- raw read: every segment file read sequentially in 8 MiB chunks, nothing parsed (page cache
+  warm: the file was just written, and read once before timing);
+- clean: one full :func:`replication.cleaner.clean_log` pass with an offset map large enough for
+  every key: the map-building read, the copy of every segment (CRC of each batch checked, each
+  record's key looked up), the fsync of the cleaned files and the swaps (rename, delete, the
+  index rebuild of each new segment).
+
+Throughput is the log's size before cleaning over each time; the ratio is clean over raw
+(the issue's target is >= 0.25). Run: ``python -m benchmarks.cleaner [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from replication.cleaner import OffsetMap, clean_log
+from replication.log import Log, LogConfig
+from replication.records import Record, encode_batch
+
+
+def build(directory: Path, size: int, value_bytes: int, batch_records: int, rewrites: int
+          ) -> tuple[Log, int]:
+    """The log and its record count."""
+    log = Log.open(directory, config=LogConfig(compact=True, cleanup_delete=False,
+                                               segment_bytes=64 << 20), clock=lambda: 1_000)
+    per_record = value_bytes + 20
+    total = max(size // per_record, batch_records)
+    keys = max(total // rewrites, 1)
+    value = os.urandom(value_bytes)
+    written = 0
+    while written < total:
+        records = [Record(key=b"key-%012d" % ((written + i) % keys), value=value,
+                          timestamp=1_000) for i in range(batch_records)]
+        log.append_as_leader(encode_batch(records), 0)
+        written += batch_records
+    log.roll()
+    return log, written
+
+
+def raw_read(directory: Path) -> tuple[float, int]:
+    files = sorted(p for p in directory.iterdir() if p.suffix == ".log")
+    start, n = time.perf_counter(), 0
+    for path in files:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            while chunk := os.read(fd, 8 << 20):
+                n += len(chunk)
+        finally:
+            os.close(fd)
+    return time.perf_counter() - start, n
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-mib", type=int, default=1024)
+    parser.add_argument("--quick", action="store_true", help="a 64 MiB log")
+    parser.add_argument("--value-bytes", type=int, default=1000)
+    parser.add_argument("--batch-records", type=int, default=16)
+    parser.add_argument("--rewrites", type=int, default=10)
+    parser.add_argument("--dir", type=Path, default=None, help="where to build the log")
+    args = parser.parse_args(argv)
+    size = (64 if args.quick else args.size_mib) << 20
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        directory = Path(tmp) / "bench-0"
+        t0 = time.perf_counter()
+        log, records = build(directory, size, args.value_bytes, args.batch_records,
+                             args.rewrites)
+        built = time.perf_counter() - t0
+        before = log.size_bytes
+        raw_read(directory)  # warm the page cache as the clean will find it
+        raw_s, raw_bytes = raw_read(directory)
+        t0 = time.perf_counter()
+        result = clean_log(log, first_dirty=0, high_watermark=log.log_end_offset,
+                           offset_map=OffsetMap(records), now_ms=1_000)
+        clean_s = time.perf_counter() - t0
+        after = log.size_bytes
+        log.close()
+    assert result is not None
+    mib = 1 << 20
+    print(f"log: {before / mib:.0f} MiB, {records} records of {args.value_bytes} B value in "
+          f"batches of {args.batch_records}, {100 / args.rewrites:.0f}% live keys "
+          f"(built in {built:.1f} s)")
+    print(f"{'measure':<34}{'seconds':>10}{'MiB/s':>10}")
+    print(f"{'raw sequential read (warm cache)':<34}{raw_s:>10.2f}{raw_bytes / mib / raw_s:>10.0f}")
+    print(f"{'clean: map + copy + fsync + swap':<34}{clean_s:>10.2f}{before / mib / clean_s:>10.0f}")
+    print(f"cleaned to {after / mib:.0f} MiB ({result.records_kept} records kept, "
+          f"{result.records_dropped} dropped, {result.segments_replaced} segments replaced)")
+    print(f"ratio clean/raw: {raw_s / clean_s:.3f} (target >= 0.25)")
+
+
+if __name__ == "__main__":
+    main()
