@@ -38,6 +38,7 @@ import logging
 import os
 import struct
 import threading
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -121,7 +122,7 @@ class OffsetMap:
     Kafka hashes keys into a fixed array; a dict of the keys themselves gives the same bound on
     entries and no hash collisions."""
 
-    __slots__ = ("_map", "latest_offset", "slots")
+    __slots__ = ("_map", "latest_offset", "null_offsets", "slots")
 
     def __init__(self, slots: int) -> None:
         if slots < 1:
@@ -129,6 +130,8 @@ class OffsetMap:
         self.slots = slots
         self._map: dict[bytes, int] = {}
         self.latest_offset = -1
+        self.null_offsets: list[int] = []
+        """Offsets of the tombstones mapped, in increasing order (superseded ones too)."""
 
     def __len__(self) -> int:
         return len(self._map)
@@ -145,9 +148,14 @@ class OffsetMap:
         """The last offset of ``key``, or -1."""
         return self._map.get(key, -1)
 
+    def live_offsets(self) -> list[int]:
+        """The offsets the map holds, sorted: in the mapped section, the records to keep."""
+        return sorted(self._map.values())
+
     def clear(self) -> None:
         self._map.clear()
         self.latest_offset = -1
+        self.null_offsets.clear()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -216,10 +224,58 @@ def record_spans(data: bytes, start: int, end: int, count: int
                                  "left over")
 
 
-def _batches(fd: int, size: int) -> Iterable[tuple[bytes, int, tuple]]:
+def _map_sequential(data: bytes, pos: int, end: int, count: int, base: int,
+                    keys: dict[bytes, int], nulls: list[int]) -> None:
+    """Map the keys of an uncompressed batch whose records have the offset deltas 0, 1, 2...
+    (as every producer writes them): ``keys[key] = offset``, and each tombstone's offset to
+    ``nulls``. The map pass's fast path: it skips over the timestamp and offset deltas instead
+    of decoding them. Raises :class:`CorruptRecordError` if the records do not fill the
+    section exactly."""
+    offset = base
+    try:
+        for _ in range(count):
+            b = data[pos]
+            if b < 0x80:
+                length, p = b >> 1, pos + 1
+            elif data[pos + 1] < 0x80:
+                z = (b & 0x7F) | (data[pos + 1] << 7)
+                length, p = (z >> 1) ^ -(z & 1), pos + 2
+            else:
+                length, p = _varint(data, pos)
+            rec_end = p + length
+            if length < 1 or rec_end > end:
+                raise CorruptRecordError(f"record of length {length} runs past its batch")
+            p += 1  # attributes
+            while data[p] >= 0x80:  # timestamp delta
+                p += 1
+            p += 1
+            while data[p] >= 0x80:  # offset delta
+                p += 1
+            p += 1
+            b = data[p]
+            if b < 0x80:
+                key_len, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
+                key_len, p = _varint(data, p)
+            if key_len >= 0:
+                if p + key_len >= rec_end:
+                    raise CorruptRecordError("record key runs past the end of its record")
+                keys[data[p : p + key_len]] = offset
+                if data[p + key_len] == 1:  # a value length of -1 (zigzag 1): a tombstone
+                    nulls.append(offset)
+            offset += 1
+            pos = rec_end
+    except IndexError as exc:
+        raise CorruptRecordError("record runs past the end of its batch") from exc
+    if pos != end:
+        raise CorruptRecordError(f"batch declares {count} records but {end - pos} bytes are "
+                                 "left over")
+
+
+def _batches(fd: int, size: int, check_crc: bool = True) -> Iterable[tuple[bytes, int, tuple]]:
     """The batches of a segment file of ``size`` bytes, read in large chunks: ``(buffer,
-    position in it, header fields)``. Each batch's CRC is checked: a segment that does not
-    parse raises :class:`CorruptRecordError`."""
+    position in it, header fields)``. Each batch's CRC is checked (unless this pass checked
+    it already): a segment that does not parse raises :class:`CorruptRecordError`."""
     file_pos = 0
     while file_pos < size:
         chunk = os.pread(fd, min(_CHUNK, size - file_pos), file_pos)
@@ -244,7 +300,8 @@ def _batches(fd: int, size: int) -> Iterable[tuple[bytes, int, tuple]]:
                     n = len(chunk)
                     continue
                 break
-            if crc32c.crc32c(memoryview(chunk)[rel + ATTRIBUTES_OFFSET : rel + total]) != head[4]:
+            if check_crc and (crc32c.crc32c(memoryview(chunk)[rel + ATTRIBUTES_OFFSET :
+                                                              rel + total]) != head[4]):
                 raise CorruptRecordError(f"batch at position {file_pos + rel} (base offset "
                                          f"{head[0]}) fails its CRC")
             yield chunk, rel, head
@@ -275,11 +332,13 @@ def cleanable_range(log: Log, first_dirty: int, high_watermark: int, now_ms: int
 
 
 def _build_map(log: Log, views: list[tuple[int, int, int, int]], first_dirty: int, upto: int,
-               offset_map: OffsetMap) -> tuple[int, int]:
+               offset_map: OffsetMap, verified: set[int]) -> tuple[int, int]:
     """Map the keys of the batches in ``[first_dirty, upto)``; returns ``(end offset, bytes
     read)``: the offset up to which the map is complete (a full map stops before the batch that
-    would not fit) and what was read."""
+    would not fit) and what was read. The base offsets of the segments whose every batch was
+    checked go to ``verified``."""
     end, read = first_dirty, 0
+    keys, nulls = offset_map._map, offset_map.null_offsets  # the hot loop fills them directly
     for base, next_offset, size, fd in views:
         if next_offset <= first_dirty or base >= upto:
             continue
@@ -295,11 +354,19 @@ def _build_map(log: Log, views: list[tuple[int, int, int, int]], first_dirty: in
                 if not offset_map.room_for(count) and len(offset_map):
                     return end, read
                 total = head[1] + LOG_OVERHEAD
-                for _s, _e, delta, key, _null in record_spans(chunk, rel + RECORDS_OFFSET,
-                                                          rel + total, count):
-                    if key is not None:
-                        offset_map.put(bytes(key), batch_base + delta)
+                if count == last_delta + 1:
+                    _map_sequential(chunk, rel + RECORDS_OFFSET, rel + total, count,
+                                    batch_base, keys, nulls)
+                else:  # a batch compacted before (copied from a compacted leader)
+                    for _s, _e, delta, key, null in record_spans(
+                            chunk, rel + RECORDS_OFFSET, rel + total, count):
+                        if key is not None:
+                            keys[bytes(key)] = batch_base + delta
+                            if null:
+                                nulls.append(batch_base + delta)
+                offset_map.latest_offset = last
             end = last + 1
+        verified.add(base)
     return max(end, first_dirty), read
 
 
@@ -339,20 +406,55 @@ class _Counts:
         self.horizon = -1
 
 
-def _clean_segment(fd: int, size: int, out_fd: int, offset_map: OffsetMap, end: int,
-                   now_ms: int, new_horizon: int, producer_last: Mapping[int, int],
-                   counts: _Counts) -> None:
-    """Copy the batches of one segment to ``out_fd``, keeping what the rules keep."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Pass:
+    """What every segment of one pass is cleaned against."""
+
+    offset_map: OffsetMap
+    first_dirty: int
+    end: int
+    live: list[int]
+    """The mapped offsets, sorted: in ``[first_dirty, end)`` exactly the records to keep."""
+    nulls: list[int]
+    now_ms: int
+    new_horizon: int
+    producer_last: Mapping[int, int]
+
+
+def _clean_segment(fd: int, size: int, out_fd: int, cp: _Pass, counts: _Counts,
+                   check_crc: bool) -> None:
+    """Copy the batches of one segment to ``out_fd``, keeping what the rules keep.
+
+    A batch of the mapped section decides from the sorted mapped offsets alone when it can: all
+    of its offsets mapped (kept whole) or none (dropped), with no tombstone among them; only the
+    others are walked record by record."""
     pending: list[bytes | memoryview] = []
     pending_size = 0
-    for chunk, rel, head in _batches(fd, size):
+    offset_map, end, now_ms = cp.offset_map, cp.end, cp.now_ms
+    live, nulls, first_dirty = cp.live, cp.nulls, cp.first_dirty
+    for chunk, rel, head in _batches(fd, size, check_crc):
         total = head[1] + LOG_OVERHEAD
         base, attributes, last_delta, count, pid = head[0], head[5], head[6], head[12], head[9]
+        last = base + last_delta
         whole: bytes | memoryview | None = None
+        decided = False
         if base >= end or attributes & (COMPRESSION_MASK | CONTROL_MASK):
             whole = memoryview(chunk)[rel : rel + total]
             counts.kept += count
-        else:
+            decided = True
+        elif (base >= first_dirty and last < end and not attributes & DELETE_HORIZON_MASK
+              and bisect_right(nulls, last) == bisect_left(nulls, base)):
+            kept = bisect_right(live, last) - bisect_left(live, base)
+            if kept == count:
+                whole = memoryview(chunk)[rel : rel + total]
+                counts.kept += count
+                decided = True
+            elif kept == 0:
+                counts.dropped += count
+                if pid >= 0 and cp.producer_last.get(pid) == last:
+                    whole = _rebuild_batch(chunk, rel, head, [], -1)  # the producer's last
+                decided = True
+        if not decided:
             horizon_set = bool(attributes & DELETE_HORIZON_MASK)
             tombstones_expire = horizon_set and now_ms >= head[7]
             kept: list[tuple[int, int]] = []
@@ -363,7 +465,7 @@ def _clean_segment(fd: int, size: int, out_fd: int, offset_map: OffsetMap, end: 
                 offset = base + delta
                 if key is None:
                     continue
-                if offset >= end or offset >= get(bytes(key)):
+                if offset >= end or offset >= get(key):
                     if null:
                         if tombstones_expire:
                             continue
@@ -371,14 +473,14 @@ def _clean_segment(fd: int, size: int, out_fd: int, offset_map: OffsetMap, end: 
                     kept.append((s, e))
             counts.kept += len(kept)
             counts.dropped += count - len(kept)
-            stamp = new_horizon if has_tombstone and not horizon_set else -1
+            stamp = cp.new_horizon if has_tombstone and not horizon_set else -1
             if has_tombstone:
-                counts.horizon = max(counts.horizon, head[7] if horizon_set else new_horizon)
+                counts.horizon = max(counts.horizon, head[7] if horizon_set else cp.new_horizon)
             if len(kept) == count and stamp < 0:
                 whole = memoryview(chunk)[rel : rel + total]
             elif kept or stamp >= 0:
                 whole = _rebuild_batch(chunk, rel, head, kept, stamp)
-            elif pid >= 0 and producer_last.get(pid) == base + last_delta:
+            elif pid >= 0 and cp.producer_last.get(pid) == last:
                 whole = _rebuild_batch(chunk, rel, head, [], -1)  # the producer's last batch
         if whole is not None:
             pending.append(whole)
@@ -422,11 +524,17 @@ def clean_log(
     offset_map: OffsetMap,
     now_ms: int,
     stage: Callable[[str], None] | None = None,
+    release: list[int] | None = None,
 ) -> CleanResult | None:
     """Clean ``log`` once (see the module's description): map the dirty section, recopy the
     segments below the mapped end and swap them in. Returns what was done, or None when there
     was nothing to clean. ``stage(name)`` is called at each step of each swap (tests inject
     crashes there).
+
+    The pass reads the segments through descriptors of its own; with ``release`` they are
+    handed over there, for the caller to close, instead of closed at once. Closing the last
+    descriptor of a replaced (deleted) file is what frees its pages, work Kafka leaves to an
+    asynchronous delete (``file.delete.delay.ms``); the benchmark times it apart.
 
     Raises :class:`CorruptRecordError` if a segment does not parse; the log is then as it was
     (cleaned files written so far are removed)."""
@@ -436,14 +544,18 @@ def clean_log(
         if not views:
             return None
         offset_map.clear()
-        end, read = _build_map(log, views, first_dirty, upto, offset_map)
+        verified: set[int] = set()
+        end, read = _build_map(log, views, first_dirty, upto, offset_map, verified)
         if end <= first_dirty and not log.delete_horizon_due(now_ms):
             return None
         to_clean = [v for v in views if v[0] < end]
         if not to_clean:
             return None
-        producer_last = {pid: e.last_offset for pid, e in log.producer_entries().items()}
-        new_horizon = now_ms + log.config.delete_retention_ms
+        cp = _Pass(offset_map=offset_map, first_dirty=first_dirty, end=end,
+                   live=offset_map.live_offsets(), nulls=offset_map.null_offsets, now_ms=now_ms,
+                   new_horizon=now_ms + log.config.delete_retention_ms,
+                   producer_last={pid: e.last_offset
+                                  for pid, e in log.producer_entries().items()})
         counts = _Counts()
         replaced = 0
         by_base = dict(zip((v[0] for v in views), segments, strict=True))
@@ -451,10 +563,9 @@ def clean_log(
             cleaned = log.directory / f"{group[0][0]:020d}.log.cleaned"
             out_fd = os.open(cleaned, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             try:
-                for _base, _next, size, fd in group:
+                for base, _next, size, fd in group:
                     read += size
-                    _clean_segment(fd, size, out_fd, offset_map, end, now_ms, new_horizon,
-                                   producer_last, counts)
+                    _clean_segment(fd, size, out_fd, cp, counts, base not in verified)
                 os.fsync(out_fd)
             except BaseException:
                 os.close(out_fd)
@@ -474,8 +585,11 @@ def clean_log(
                            records_kept=counts.kept, records_dropped=counts.dropped,
                            segments_replaced=replaced, delete_horizon=counts.horizon)
     finally:
-        for view in views:
-            os.close(view[3])
+        if release is not None:
+            release.extend(view[3] for view in views)
+        else:
+            for view in views:
+                os.close(view[3])
 
 
 # -- the background cleaner ----------------------------------------------------------------------
