@@ -173,6 +173,11 @@ class CleanResult:
     delete_horizon: int = -1
 
 
+class _SegmentChanged(StorageError):
+    """A segment being cleaned was truncated under the pass (a follower's truncation): the
+    pass stops there, as when :meth:`~replication.log.Log.replace_segments` refuses a swap."""
+
+
 # -- reading records without decoding them ----------------------------------------------------
 
 
@@ -275,11 +280,16 @@ def _map_sequential(data: bytes, pos: int, end: int, count: int, base: int,
 def _batches(fd: int, size: int, check_crc: bool = True) -> Iterable[tuple[bytes, int, tuple]]:
     """The batches of a segment file of ``size`` bytes, read in large chunks: ``(buffer,
     position in it, header fields)``. Each batch's CRC is checked (unless this pass checked
-    it already): a segment that does not parse raises :class:`CorruptRecordError`."""
+    it already): a segment that does not parse raises :class:`CorruptRecordError`, one that
+    got shorter (truncated meanwhile) :class:`_SegmentChanged`."""
     file_pos = 0
     while file_pos < size:
-        chunk = os.pread(fd, min(_CHUNK, size - file_pos), file_pos)
+        want = min(_CHUNK, size - file_pos)
+        chunk = os.pread(fd, want, file_pos)
         n = len(chunk)
+        if n < want:
+            raise _SegmentChanged(f"segment got shorter during the clean: {file_pos + n} of "
+                                  f"{size} bytes")
         rel = 0
         while rel < n:
             if n - rel < RECORDS_OFFSET:
@@ -298,6 +308,8 @@ def _batches(fd: int, size: int, check_crc: bool = True) -> Iterable[tuple[bytes
                 if rel == 0:  # a batch larger than the chunk
                     chunk = os.pread(fd, total, file_pos)
                     n = len(chunk)
+                    if n < total:
+                        raise _SegmentChanged("segment got shorter during the clean")
                     continue
                 break
             if check_crc and (crc32c.crc32c(memoryview(chunk)[rel + ATTRIBUTES_OFFSET :
@@ -545,7 +557,10 @@ def clean_log(
             return None
         offset_map.clear()
         verified: set[int] = set()
-        end, read = _build_map(log, views, first_dirty, upto, offset_map, verified)
+        try:
+            end, read = _build_map(log, views, first_dirty, upto, offset_map, verified)
+        except _SegmentChanged:
+            return None
         if end <= first_dirty and not log.delete_horizon_due(now_ms):
             return None
         to_clean = [v for v in views if v[0] < end]
@@ -567,6 +582,10 @@ def clean_log(
                     read += size
                     _clean_segment(fd, size, out_fd, cp, counts, base not in verified)
                 os.fsync(out_fd)
+            except _SegmentChanged:
+                os.close(out_fd)
+                cleaned.unlink(missing_ok=True)
+                break  # the log changed under the pass: stop here
             except BaseException:
                 os.close(out_fd)
                 cleaned.unlink(missing_ok=True)
@@ -574,7 +593,8 @@ def clean_log(
             os.close(out_fd)
             if stage is not None:
                 stage("cleaned")
-            if not log.replace_segments([by_base[v[0]] for v in group], cleaned, stage=stage):
+            if not log.replace_segments([by_base[v[0]] for v in group], cleaned, stage=stage,
+                                        sizes=[v[2] for v in group]):
                 cleaned.unlink(missing_ok=True)
                 break  # the log changed under the pass (truncation, retention): stop here
             replaced += len(group)
@@ -650,7 +670,12 @@ class LogCleaner:
         with self._lock:
             for key, (log, hw) in self._logs().items():
                 cfg = log.config
-                if not cfg.compact or key in self._in_progress:
+                if key in self._in_progress:
+                    continue
+                truncated = log.take_truncation()
+                if truncated is not None and key in self._checkpoints:
+                    self._checkpoints[key] = min(self._checkpoints[key], truncated)
+                if not cfg.compact:
                     continue
                 try:
                     first_dirty, upto = cleanable_range(log, self._checkpoints.get(key, 0), hw,

@@ -243,6 +243,7 @@ class Log:
         self._closed = False
         self._epochs_lost = False
         self._delete_horizon = -1
+        self._truncated_to: int | None = None
         self.leader_epoch_cache = self._open_epoch_cache()
         self._producers = ProducerStateManager(
             directory, expiration_ms=producer_id_expiration_ms, clock=clock)
@@ -902,15 +903,16 @@ class Log:
                             for s in chosen]
 
     def replace_segments(self, old: list[LogSegment], cleaned: Path,
-                         stage: Callable[[str], None] | None = None) -> bool:
+                         stage: Callable[[str], None] | None = None,
+                         sizes: list[int] | None = None) -> bool:
         """Swap the consecutive segments ``old`` for the cleaned file ``cleaned`` (named
         ``<base of old[0]>.log.cleaned``, fsynced): rename it to ``.log.swap``, delete the old
         segments in offset order, rename the swap file to the segment's name and open it. A
         crash between any two steps is settled by the next open (:meth:`_scan_directory`).
 
         Returns False, changing nothing, if ``old`` are no longer the log's segments as they
-        were (a truncation or retention got there first). ``stage(name)`` is called after each
-        step (tests inject crashes there)."""
+        were (a truncation or retention got there first), or no longer ``sizes`` bytes long.
+        ``stage(name)`` is called after each step (tests inject crashes there)."""
         def step(name: str) -> None:
             if stage is not None:
                 stage(name)
@@ -919,7 +921,8 @@ class Log:
             self._check_open()
             first = self._segments.index(old[0]) if old[0] in self._segments else -1
             if (first < 0 or self._segments[first:first + len(old)] != old
-                    or first + len(old) >= len(self._segments)):
+                    or first + len(old) >= len(self._segments)
+                    or (sizes is not None and [s.size for s in old] != sizes)):
                 return False
             base = old[0].base_offset
             swap = self.directory / f"{base:020d}{LOG_SUFFIX}{_SWAP_SUFFIX}"
@@ -939,6 +942,18 @@ class Log:
             self._segments[first:first + len(old)] = [segment]
             self._bases = [s.base_offset for s in self._segments]
             return True
+
+    def _note_truncation(self, offset: int) -> None:
+        if self._truncated_to is None or offset < self._truncated_to:
+            self._truncated_to = offset
+
+    def take_truncation(self) -> int | None:
+        """The lowest offset the log was truncated to since the last call (None: no
+        truncation): the cleaner's checkpoint must not stay above it, or what a follower
+        fetches again there would count as clean (Kafka's maybeTruncateCheckpoint)."""
+        with self._lock:
+            offset, self._truncated_to = self._truncated_to, None
+            return offset
 
     def note_delete_horizon(self, horizon: int) -> None:
         """The latest delete horizon a cleaner pass stamped on tombstones it kept (-1: it kept
@@ -962,6 +977,7 @@ class Log:
                 raise ValueError(f"cannot truncate to negative offset {offset}")
             if offset >= self._leo:
                 return False
+            self._note_truncation(offset)
             if offset < self.log_start_offset:
                 self.truncate_fully_and_start_at(offset)
                 return True
@@ -991,6 +1007,7 @@ class Log:
         entirely below or unrelated to the leader's log start)."""
         with self._lock:
             self._check_open()
+            self._note_truncation(offset)
             for segment in self._segments:
                 segment.delete()
             now = self._clock()
