@@ -454,6 +454,10 @@ def _clean_segment(fd: int, size: int, out_fd: int, cp: _Pass, counts: _Counts,
             whole = memoryview(chunk)[rel : rel + total]
             counts.kept += count
             decided = True
+        elif count == 0:  # an empty header stays while it is its producer's last batch
+            if pid >= 0 and cp.producer_last.get(pid) == last:
+                whole = memoryview(chunk)[rel : rel + total]
+            decided = True
         elif (base >= first_dirty and last < end and not attributes & DELETE_HORIZON_MASK
               and bisect_right(nulls, last) == bisect_left(nulls, base)):
             kept = bisect_right(live, last) - bisect_left(live, base)

@@ -393,3 +393,21 @@ def test_a_segment_truncated_under_the_pass_stops_it_cleanly(tmp_path: Path) -> 
     assert not [p for p in log.directory.iterdir() if p.name.endswith((".cleaned", ".swap"))]
     log.close(clean=False)
     assert read_all(open_log(tmp_path, clock)) == after
+
+
+def test_an_empty_header_goes_once_its_producer_wrote_again(tmp_path: Path) -> None:
+    clock = Clock()
+    log = open_log(tmp_path, clock)
+    log.append_as_leader(encode_batch([Record(key=b"a", value=b"1", timestamp=clock.now)],
+                                      producer_id=9, producer_epoch=0, base_sequence=0), 0)
+    log.append_as_leader(encode_batch([Record(key=b"a", value=b"2", timestamp=clock.now)]), 0)
+    log.roll()
+    clean(log, clock)
+    assert [h.records_count for h in iter_batches(log.read(0, 1 << 20).records)] == [0, 1]
+    log.append_as_leader(encode_batch([Record(key=b"b", value=b"3", timestamp=clock.now)],
+                                      producer_id=9, producer_epoch=0, base_sequence=1), 0)
+    log.roll()
+    clean(log, clock, first_dirty=2)
+    first = next(iter_batches(log.read(0, 1 << 20).records))
+    assert (first.base_offset, first.records_count) == (1, 1), "the empty header is gone"
+    assert read_all(log)[-1][:3] == (2, b"b", b"3")
