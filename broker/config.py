@@ -26,6 +26,7 @@ from typing import Any
 from broker.properties import PropertiesError, Property, parse_properties
 from coordinator.errors import InvalidURL
 from coordinator.url import parse as parse_url
+from replication.cleaner import CleanerConfig
 from replication.config import ReplicaConfig
 from replication.log import LogConfig
 from replication.records import BATCH_OVERHEAD
@@ -135,6 +136,13 @@ _KEYS: dict[str, _Key] = {
     "log.retention.bytes": _Key(_LONG, at_least=-1),
     "log.flush.interval.ms": _Key(_LONG, at_least=1),
     "log.flush.interval.messages": _Key(_LONG, at_least=1, applies=False),
+    "log.cleaner.enable": _Key(_boolean),
+    "log.cleaner.threads": _Key(_INT, at_least=0),
+    "log.cleaner.dedupe.buffer.size": _Key(_LONG, at_least=24),
+    "log.cleaner.backoff.ms": _Key(_LONG, at_least=0),
+    "log.cleaner.delete.retention.ms": _Key(_LONG, at_least=0),
+    "log.cleaner.min.compaction.lag.ms": _Key(_LONG, at_least=0),
+    "log.cleaner.max.compaction.lag.ms": _Key(_LONG, at_least=1),
     "socket.request.max.bytes": _Key(_INT, at_least=1),
     "controlled.shutdown.enable": _Key(_boolean),
     "controlled.shutdown.max.retries": _Key(_INT, at_least=0),
@@ -273,6 +281,13 @@ class BrokerConfig:
     log_retention_bytes: int = -1
     log_flush_interval_ms: int | None = None
     """None: leave flushing to the OS (Kafka's default of Long.MAX_VALUE)."""
+    log_cleaner_enable: bool = True
+    log_cleaner_threads: int = 1
+    log_cleaner_dedupe_buffer_size: int = 128 << 20
+    log_cleaner_backoff_ms: int = 15_000
+    log_cleaner_delete_retention_ms: int = 24 * _HOUR_MS
+    log_cleaner_min_compaction_lag_ms: int = 0
+    log_cleaner_max_compaction_lag_ms: int = (1 << 63) - 1
     socket_request_max_bytes: int = 100 * 1024 * 1024
     controlled_shutdown_enable: bool = True
     controlled_shutdown_max_retries: int = 3
@@ -326,7 +341,16 @@ class BrokerConfig:
 
     def log_config(self) -> LogConfig:
         return LogConfig(segment_bytes=self.log_segment_bytes, retention_ms=self.log_retention_ms,
-                         retention_bytes=self.log_retention_bytes)
+                         retention_bytes=self.log_retention_bytes,
+                         delete_retention_ms=self.log_cleaner_delete_retention_ms,
+                         min_compaction_lag_ms=self.log_cleaner_min_compaction_lag_ms,
+                         max_compaction_lag_ms=self.log_cleaner_max_compaction_lag_ms)
+
+    def cleaner_config(self) -> CleanerConfig:
+        """The ``log.cleaner.*`` settings of this broker's log cleaner."""
+        return CleanerConfig(enable=self.log_cleaner_enable, threads=self.log_cleaner_threads,
+                             dedupe_buffer_size=self.log_cleaner_dedupe_buffer_size,
+                             backoff_ms=self.log_cleaner_backoff_ms)
 
     def replica_config(self) -> ReplicaConfig:
         return ReplicaConfig(
@@ -336,6 +360,7 @@ class BrokerConfig:
             replica_fetch_max_bytes=self.replica_fetch_max_bytes,
             replica_fetch_backoff_ms=self.replica_fetch_backoff_ms,
             flush_interval_ms=self.log_flush_interval_ms,
+            cleaner=self.cleaner_config(),
         )
 
     def controller_config(self) -> ControllerConfig:
@@ -557,6 +582,14 @@ def _build(values: dict[str, Any], raw: dict[str, str], source: str, *,
         log_retention_ms=retention_ms,
         log_retention_bytes=get("log.retention.bytes", -1),
         log_flush_interval_ms=get("log.flush.interval.ms"),
+        log_cleaner_enable=get("log.cleaner.enable", True),
+        log_cleaner_threads=get("log.cleaner.threads", 1),
+        log_cleaner_dedupe_buffer_size=get("log.cleaner.dedupe.buffer.size", 128 << 20),
+        log_cleaner_backoff_ms=get("log.cleaner.backoff.ms", 15_000),
+        log_cleaner_delete_retention_ms=get("log.cleaner.delete.retention.ms", 24 * _HOUR_MS),
+        log_cleaner_min_compaction_lag_ms=get("log.cleaner.min.compaction.lag.ms", 0),
+        log_cleaner_max_compaction_lag_ms=get("log.cleaner.max.compaction.lag.ms",
+                                              (1 << 63) - 1),
         socket_request_max_bytes=get("socket.request.max.bytes", 100 * 1024 * 1024),
         controlled_shutdown_enable=get("controlled.shutdown.enable", True),
         controller_candidate=get("partctl.controller.candidate", True),

@@ -324,7 +324,7 @@ _LONG_MAX_S = str(_LONG_MAX)
 _B, _S, _I, _L, _D, _LS = (ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT,
                            ConfigType.LONG, ConfigType.DOUBLE, ConfigType.LIST)
 _APPLIED, _PARTIAL, _STORED = Effect.APPLIED, Effect.PARTIAL, Effect.STORED
-_NO_COMPACTION = "stored: partctl has no log cleaner yet"
+_COMPACTION = "applied by the log cleaner (log.cleaner.enable) to compacted topics"
 _NO_TIERED = "partctl has no tiered storage"
 
 
@@ -333,9 +333,9 @@ def _log(name: str, default: str | None = None) -> tuple[Synonym, ...]:
 
 
 TOPIC_CONFIG_KEYS: Mapping[str, TopicConfigKey] = {k.name: k for k in (
-    TopicConfigKey(name="cleanup.policy", type=_LS, default="delete", effect=_PARTIAL,
-                   note="retention deletes segments only with 'delete' in the policy; "
-                        "compaction is not performed yet",
+    TopicConfigKey(name="cleanup.policy", type=_LS, default="delete", effect=_APPLIED,
+                   note="retention deletes segments with 'delete' in the policy; the log "
+                        "cleaner compacts with 'compact' (records without a key refused)",
                    check=_list_of("compact", "delete"), synonyms=_log("cleanup.policy", "delete")),
     TopicConfigKey(name="compression.type", type=_S, default="producer", effect=_PARTIAL,
                    note="batches are kept as the producer compressed them ('producer'); other "
@@ -351,8 +351,8 @@ TOPIC_CONFIG_KEYS: Mapping[str, TopicConfigKey] = {k.name: k for k in (
     TopicConfigKey(name="compression.zstd.level", type=_I, default="3", effect=_STORED,
                    note="stored: partctl does not recompress", check=_between(-131072, 22),
                    synonyms=(Synonym(name="compression.zstd.level", default="3"),)),
-    TopicConfigKey(name="delete.retention.ms", type=_L, default=str(_DAY_MS), effect=_STORED,
-                   note=_NO_COMPACTION, check=_at_least(0),
+    TopicConfigKey(name="delete.retention.ms", type=_L, default=str(_DAY_MS), effect=_APPLIED,
+                   note=_COMPACTION, check=_at_least(0),
                    synonyms=(Synonym(name="log.cleaner.delete.retention.ms",
                                      default=str(_DAY_MS)),)),
     TopicConfigKey(name="file.delete.delay.ms", type=_L, default="60000", effect=_STORED,
@@ -383,8 +383,8 @@ TOPIC_CONFIG_KEYS: Mapping[str, TopicConfigKey] = {k.name: k for k in (
     TopicConfigKey(name="local.retention.ms", type=_L, default="-2", effect=_STORED,
                    note=f"stored: {_NO_TIERED}", check=_at_least(-2),
                    synonyms=_log("local.retention.ms", "-2")),
-    TopicConfigKey(name="max.compaction.lag.ms", type=_L, default=_LONG_MAX_S, effect=_STORED,
-                   note=_NO_COMPACTION, check=_at_least(1),
+    TopicConfigKey(name="max.compaction.lag.ms", type=_L, default=_LONG_MAX_S, effect=_APPLIED,
+                   note=_COMPACTION, check=_at_least(1),
                    synonyms=(Synonym(name="log.cleaner.max.compaction.lag.ms",
                                      default=_LONG_MAX_S),)),
     TopicConfigKey(name="max.message.bytes", type=_I, default="1048588", effect=_APPLIED,
@@ -414,11 +414,11 @@ TOPIC_CONFIG_KEYS: Mapping[str, TopicConfigKey] = {k.name: k for k in (
                    effect=_STORED, note="stored: batches keep the producer's timestamps",
                    check=_one_of("CreateTime", "LogAppendTime"),
                    synonyms=_log("message.timestamp.type", "CreateTime")),
-    TopicConfigKey(name="min.cleanable.dirty.ratio", type=_D, default="0.5", effect=_STORED,
-                   note=_NO_COMPACTION, check=_between(0, 1),
+    TopicConfigKey(name="min.cleanable.dirty.ratio", type=_D, default="0.5", effect=_APPLIED,
+                   note=_COMPACTION, check=_between(0, 1),
                    synonyms=(Synonym(name="log.cleaner.min.cleanable.ratio", default="0.5"),)),
-    TopicConfigKey(name="min.compaction.lag.ms", type=_L, default="0", effect=_STORED,
-                   note=_NO_COMPACTION, check=_at_least(0),
+    TopicConfigKey(name="min.compaction.lag.ms", type=_L, default="0", effect=_APPLIED,
+                   note=_COMPACTION, check=_at_least(0),
                    synonyms=(Synonym(name="log.cleaner.min.compaction.lag.ms", default="0"),)),
     TopicConfigKey(name="min.insync.replicas", type=_I, default="1", effect=_APPLIED,
                    note="acks=all produce and the high watermark (capped at the replication "

@@ -24,6 +24,7 @@ __all__ = [
     "HIGH_WATERMARK_CHECKPOINT_FILE",
     "LEADER_EPOCH_CHECKPOINT_FILE",
     "RECOVERY_POINT_CHECKPOINT_FILE",
+    "CLEANER_OFFSET_CHECKPOINT_FILE",
     "OffsetCheckpointFile",
     "PRIVATE_DIRECTORY_MODE",
     "PRIVATE_FILE_MODE",
@@ -44,6 +45,7 @@ __all__ = [
 CHECKPOINT_VERSION = 0
 HIGH_WATERMARK_CHECKPOINT_FILE = "replication-offset-checkpoint"
 RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from replication.cleaner import CleanerConfig
 from replication.log import LogConfig
 from replication.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
@@ -32,6 +33,7 @@ class ReplicaConfig:
     producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS  # producer.id.expiration.ms
     producer_id_expiration_check_interval_ms: int = 600_000  # producer.id.expiration.check...
     log_retention_check_interval_ms: int = 300_000  # log.retention.check.interval.ms
+    cleaner: CleanerConfig = field(default_factory=CleanerConfig)  # log.cleaner.*
 
     def __post_init__(self) -> None:
         if self.min_insync_replicas < 1:

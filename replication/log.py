@@ -44,10 +44,12 @@ from replication.checkpoints import (
     move_aside,
     parse_log_directory_name,
 )
+from replication.cleaner import record_spans
 from replication.epochs import EpochEndOffset, LeaderEpochCache
 from replication.errors import (
     CorruptCheckpointError,
     InvalidEpochError,
+    InvalidRecordError,
     OffsetOutOfRangeError,
     OutOfOrderOffsetError,
     RecordTooLargeError,
@@ -60,7 +62,14 @@ from replication.producer_state import (
     ProducerEntry,
     ProducerStateManager,
 )
-from replication.records import stamp_batch, validate_batches
+from replication.records import (
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    RECORDS_OFFSET,
+    read_batch_header,
+    stamp_batch,
+    validate_batches,
+)
 from replication.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -68,6 +77,7 @@ from replication.segment import (
     TIME_INDEX_SUFFIX,
     BatchFacts,
     LogSegment,
+    next_offset_of_file,
 )
 from replication.truncation import FollowerEpochView
 
@@ -79,7 +89,9 @@ _DAY_MS = 24 * 3600 * 1000
 MIN_SEGMENT_BYTES = 14
 """Kafka's least segment.bytes (a v0 record's overhead): below a batch's size, every append
 is refused as too large, as in Kafka."""
-_STRAY_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
+_SWAP_SUFFIX = ".swap"
+_CLEANED_SUFFIX = ".cleaned"
+_STRAY_SUFFIXES = (".tmp", ".deleted", _CLEANED_SUFFIX, _SWAP_SUFFIX)
 
 
 def _wall_clock_ms() -> int:
@@ -103,6 +115,13 @@ class LogConfig:
     cleanup_delete: bool = True
     """``delete`` is in cleanup.policy: retention by time and size applies (Kafka's
     LogConfig.delete); a compact-only log keeps its segments."""
+    compact: bool = False
+    """``compact`` is in cleanup.policy: the cleaner keeps the latest record per key
+    (:mod:`replication.cleaner`) and a leader refuses records without a key."""
+    min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
+    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms
+    max_compaction_lag_ms: int = (1 << 63) - 1  # max.compaction.lag.ms
+    delete_retention_ms: int = _DAY_MS  # delete.retention.ms
 
     def __post_init__(self) -> None:
         if not MIN_SEGMENT_BYTES <= self.segment_bytes <= (1 << 31) - 1:
@@ -116,6 +135,12 @@ class LogConfig:
             raise ValueError("retention_ms and retention_bytes must be >= -1")
         if self.index_interval_bytes < 0:
             raise ValueError(f"index_interval_bytes must be >= 0: {self.index_interval_bytes}")
+        if not 0 <= self.min_cleanable_dirty_ratio <= 1:
+            raise ValueError("min_cleanable_dirty_ratio must be in [0, 1]: "
+                             f"{self.min_cleanable_dirty_ratio}")
+        if (self.min_compaction_lag_ms < 0 or self.max_compaction_lag_ms < 1
+                or self.delete_retention_ms < 0):
+            raise ValueError("compaction lags and delete_retention_ms out of range")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -217,6 +242,8 @@ class Log:
         self._dir_dirty = False
         self._closed = False
         self._epochs_lost = False
+        self._delete_horizon = -1
+        self._truncated_to: int | None = None
         self.leader_epoch_cache = self._open_epoch_cache()
         self._producers = ProducerStateManager(
             directory, expiration_ms=producer_id_expiration_ms, clock=clock)
@@ -377,17 +404,42 @@ class Log:
             yield from segment.producer_batches(start, end)
 
     def _scan_directory(self) -> list[int]:
-        """Base offsets of the segments on disk; clears leftovers of interrupted operations."""
+        """Base offsets of the segments on disk; clears leftovers of interrupted operations.
+
+        A cleaner's swap interrupted by a crash is settled as Kafka's LogLoader settles it: a
+        ``.cleaned`` file was never complete and goes; a ``.log.swap`` file is complete (it is
+        fsynced before it gets that name), so it replaces every segment whose base offset lies
+        in its range (its own base up to its next offset), which the cleaner had begun to
+        delete in offset order, and becomes a segment. Its indexes are rebuilt on open."""
         bases = []
         index_files = []
+        swaps = []
         for path in self.directory.iterdir():
             name = path.name
-            if name.endswith(_STRAY_SUFFIXES):
+            if name.endswith(LOG_SUFFIX + _SWAP_SUFFIX) and name[:20].isdigit():
+                swaps.append(path)
+            elif name.endswith(_STRAY_SUFFIXES):
                 path.unlink()
             elif name.endswith(LOG_SUFFIX) and len(name) == 24 and name[:20].isdigit():
                 bases.append(int(name[:20]))
             elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
                 index_files.append(path)
+        for swap in sorted(swaps):
+            base = int(swap.name[:20])
+            end = max(next_offset_of_file(swap), base + 1)
+            replaced = [b for b in bases if base <= b < end]
+            for b in replaced:
+                self._delete_files(b)
+                bases.remove(b)
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                (self.directory / f"{base:020d}{suffix}").unlink(missing_ok=True)
+            os.replace(swap, self.directory / f"{base:020d}{LOG_SUFFIX}")
+            bases.append(base)
+            _logger.warning("%s: finished an interrupted clean: segment %d replaces %s",
+                            self.directory, base, replaced)
+        if swaps:
+            fsync_directory(self.directory)
+        index_files = [p for p in index_files if p.exists()]
         known = set(bases)
         for path in index_files:
             if not path.name[:20].isdigit() or int(path.name[:20]) not in known:
@@ -514,6 +566,8 @@ class Log:
         :class:`InvalidRecordError` refuse it (see :mod:`replication.producer_state`).
         """
         facts = validate_batches(records, from_client=True)
+        if self.config.compact:
+            self._check_keys(records, facts)
         limit = self.config.max_message_bytes
         for fact in facts:
             if fact[1] > limit:
@@ -790,6 +844,127 @@ class Log:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # -- compaction ----------------------------------------------------------------------------
+
+    def _check_keys(self, records: bytes | bytearray | memoryview, facts: list[BatchFacts]
+                    ) -> None:
+        """Kafka's rule for a compacted topic: every record a producer sends has a key, or
+        the produce is refused whole (INVALID_RECORD). Compressed batches are stored unread
+        (see :mod:`replication.records`), so their keys go unchecked."""
+        data = bytes(records)
+        for pos, size, *_rest in facts:
+            header = read_batch_header(data, pos)
+            if header.attributes & (COMPRESSION_MASK | CONTROL_MASK):
+                continue
+            for _s, _e, _delta, key, _null in record_spans(
+                    data, pos + RECORDS_OFFSET, pos + size, header.records_count):
+                if key is None:
+                    raise InvalidRecordError(
+                        "Compacted topic cannot accept message without key in topic "
+                        f"partition {self.directory.name}")
+
+    def segment_infos(self) -> list[tuple[int, int, int, int]]:
+        """``(base offset, next offset, size, largest timestamp)`` of each segment, the active
+        one last: what the cleaner decides from."""
+        with self._lock:
+            self._check_open()
+            return [(s.base_offset, s.next_offset, s.size, s.largest_timestamp())
+                    for s in self._segments]
+
+    def dirty_stats(self, first_dirty: int, upto: int) -> tuple[int, int, int]:
+        """``(clean bytes, dirty bytes, first dirty timestamp)``: the sizes of the segments
+        below ``first_dirty`` and of those from it to ``upto`` (never the active one), and the
+        first batch timestamp of the first dirty segment (-1 if unknown), which
+        ``max.compaction.lag.ms`` is measured from."""
+        with self._lock:
+            self._check_open()
+            clean = dirty = 0
+            first_ts = -1
+            for seg, nxt in zip(self._segments, self._bases[1:], strict=False):
+                if seg.base_offset >= upto:
+                    break
+                if nxt <= first_dirty:
+                    clean += seg.size
+                else:
+                    if not dirty and seg.first_batch_timestamp is not None:
+                        first_ts = seg.first_batch_timestamp
+                    dirty += seg.size
+            return clean, dirty, first_ts
+
+    def open_cleanable(self, upto: int) -> tuple[list[LogSegment], list[tuple[int, int, int, int]]]:
+        """The segments the cleaner may rewrite (every one below the active segment whose base
+        is below ``upto``) and, for each, ``(base offset, next offset, size, fd)`` with a
+        duplicate descriptor the caller closes: the files stay readable whatever the log does
+        meanwhile, and :meth:`replace_segments` checks that they are still the log's."""
+        with self._lock:
+            self._check_open()
+            chosen = [s for s in self._segments[:-1] if s.base_offset < upto]
+            return chosen, [(s.base_offset, s.next_offset, s.size, s.duplicate_fd())
+                            for s in chosen]
+
+    def replace_segments(self, old: list[LogSegment], cleaned: Path,
+                         stage: Callable[[str], None] | None = None,
+                         sizes: list[int] | None = None) -> bool:
+        """Swap the consecutive segments ``old`` for the cleaned file ``cleaned`` (named
+        ``<base of old[0]>.log.cleaned``, fsynced): rename it to ``.log.swap``, delete the old
+        segments in offset order, rename the swap file to the segment's name and open it. A
+        crash between any two steps is settled by the next open (:meth:`_scan_directory`).
+
+        Returns False, changing nothing, if ``old`` are no longer the log's segments as they
+        were (a truncation or retention got there first), or no longer ``sizes`` bytes long.
+        ``stage(name)`` is called after each step (tests inject crashes there)."""
+        def step(name: str) -> None:
+            if stage is not None:
+                stage(name)
+
+        with self._lock:
+            self._check_open()
+            first = self._segments.index(old[0]) if old[0] in self._segments else -1
+            if (first < 0 or self._segments[first:first + len(old)] != old
+                    or first + len(old) >= len(self._segments)
+                    or (sizes is not None and [s.size for s in old] != sizes)):
+                return False
+            base = old[0].base_offset
+            swap = self.directory / f"{base:020d}{LOG_SUFFIX}{_SWAP_SUFFIX}"
+            os.replace(cleaned, swap)
+            fsync_directory(self.directory)
+            step("swap")
+            for i, segment in enumerate(old):
+                segment.delete()
+                step(f"deleted-{i}")
+            os.replace(swap, self.directory / f"{base:020d}{LOG_SUFFIX}")
+            fsync_directory(self.directory)
+            step("renamed")
+            segment, _cut = LogSegment.recover_existing(
+                self.directory, base, index_interval_bytes=self.config.index_interval_bytes,
+                now_ms=self._clock())
+            segment.on_become_inactive()
+            self._segments[first:first + len(old)] = [segment]
+            self._bases = [s.base_offset for s in self._segments]
+            return True
+
+    def _note_truncation(self, offset: int) -> None:
+        if self._truncated_to is None or offset < self._truncated_to:
+            self._truncated_to = offset
+
+    def take_truncation(self) -> int | None:
+        """The lowest offset the log was truncated to since the last call (None: no
+        truncation): the cleaner's checkpoint must not stay above it, or what a follower
+        fetches again there would count as clean (Kafka's maybeTruncateCheckpoint)."""
+        with self._lock:
+            offset, self._truncated_to = self._truncated_to, None
+            return offset
+
+    def note_delete_horizon(self, horizon: int) -> None:
+        """The latest delete horizon a cleaner pass stamped on tombstones it kept (-1: it kept
+        none): when it passes, the log is due a clean even if it is not dirty."""
+        with self._lock:
+            self._delete_horizon = horizon
+
+    def delete_horizon_due(self, now_ms: int) -> bool:
+        """Whether tombstones kept by the last clean may now be removed."""
+        return 0 <= self._delete_horizon <= now_ms
+
     # -- truncation and retention --------------------------------------------------------------
 
     def truncate_to(self, offset: int) -> bool:
@@ -802,6 +977,7 @@ class Log:
                 raise ValueError(f"cannot truncate to negative offset {offset}")
             if offset >= self._leo:
                 return False
+            self._note_truncation(offset)
             if offset < self.log_start_offset:
                 self.truncate_fully_and_start_at(offset)
                 return True
@@ -831,6 +1007,7 @@ class Log:
         entirely below or unrelated to the leader's log start)."""
         with self._lock:
             self._check_open()
+            self._note_truncation(offset)
             for segment in self._segments:
                 segment.delete()
             now = self._clock()

@@ -25,6 +25,7 @@ from pathlib import Path
 from coordinator.codecs import TopicPartition
 from coordinator.errors import CoordinatorError
 from replication.checkpoints import (
+    CLEANER_OFFSET_CHECKPOINT_FILE,
     HIGH_WATERMARK_CHECKPOINT_FILE,
     RECOVERY_POINT_CHECKPOINT_FILE,
     OffsetCheckpointFile,
@@ -33,6 +34,7 @@ from replication.checkpoints import (
     make_private_directory,
     parse_log_directory_name,
 )
+from replication.cleaner import LogCleaner
 from replication.clock import Clock
 from replication.config import ReplicaConfig
 from replication.crash import cut_unflushed
@@ -146,6 +148,12 @@ class ReplicaManager:
         self._running = True
         self._ticker: threading.Thread | None = None
         self._ticker_stop = threading.Event()
+        self._cleaner_checkpoint = OffsetCheckpointFile(
+            self.log_dir / CLEANER_OFFSET_CHECKPOINT_FILE)
+        self.cleaner = LogCleaner(
+            cfg.cleaner, self._compacted_logs, clock.now_ms,
+            checkpoints=self._read_checkpoint(self._cleaner_checkpoint),
+            on_checkpoint=self._write_cleaner_checkpoint)
         self.fetcher = ReplicaFetcher(
             broker_id, transport if transport is not None else {}, self._partitions.get, cfg
         )
@@ -542,6 +550,23 @@ class ReplicaManager:
                 log.warning("broker %d: retention of %s failed: %s", self.broker_id, tp, exc)
         return deleted
 
+    def _compacted_logs(self) -> dict[object, tuple[Log, int]]:
+        """The logs the cleaner may clean, with the HW it must stay below."""
+        return {tp: (p.log, p.high_watermark) for tp, p in list(self._partitions.items())
+                if p.log.config.compact}
+
+    def _write_cleaner_checkpoint(self, offsets: Mapping[object, int]) -> None:
+        """Persist the cleaner's first dirty offsets (Kafka's cleaner-offset-checkpoint), for
+        the partitions still here."""
+        hosted = self._partitions
+        try:
+            self._cleaner_checkpoint.write(
+                {tp: o for tp, o in offsets.items() if isinstance(tp, TopicPartition)
+                 and tp in hosted})
+        except OSError as exc:
+            log.warning("broker %d could not write the cleaner checkpoint: %s",
+                        self.broker_id, exc)
+
     def expire_produces(self) -> None:
         now = self.clock.now_ms()
         for p in list(self._partitions.values()):
@@ -594,8 +619,9 @@ class ReplicaManager:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Run the fetcher and the periodic duties on background threads."""
+        """Run the fetcher, the periodic duties and the log cleaner on background threads."""
         self.fetcher.start()
+        self.cleaner.start()
         if self._ticker is None:
             self._ticker_stop.clear()
             self._ticker = threading.Thread(
@@ -613,6 +639,7 @@ class ReplicaManager:
 
     def _stop_threads(self) -> None:
         self.fetcher.stop()
+        self.cleaner.stop()
         if self._ticker is not None:
             self._ticker_stop.set()
             self._ticker.join()

@@ -27,7 +27,14 @@ from replication.records import (
     MAX_COMPRESSION_CODEC,
 )
 
-__all__ = ["LOG_SUFFIX", "INDEX_SUFFIX", "TIME_INDEX_SUFFIX", "LogSegment", "segment_file_name"]
+__all__ = [
+    "INDEX_SUFFIX",
+    "LOG_SUFFIX",
+    "TIME_INDEX_SUFFIX",
+    "LogSegment",
+    "next_offset_of_file",
+    "segment_file_name",
+]
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -77,6 +84,28 @@ def _batch_ok(
         and base + last_delta <= limit
         and crc32c.crc32c(view[rel + ATTRIBUTES_OFFSET : rel + size]) == crc
     )
+
+
+def next_offset_of_file(path: Path) -> int:
+    """The offset after the last whole, valid batch of a segment file not opened as a segment
+    (a cleaner's swap file), or its base offset (from its name) if it holds none."""
+    base = int(path.name[:20])
+    next_offset = base
+    with open(path, "rb") as f:
+        data = memoryview(f.read())
+    pos, end = 0, len(data)
+    while end - pos >= BATCH_OVERHEAD:
+        (batch_base, length, _epoch, magic, crc, attributes, last_delta, _bts, _mts) = (
+            _SCAN.unpack_from(data, pos))
+        size = length + LOG_OVERHEAD
+        if length < _MIN_BATCH_LENGTH or pos + size > end:
+            break
+        if not _batch_ok(data, pos, size, batch_base, magic, crc, attributes, last_delta,
+                         next_offset, base + MAX_RELATIVE_OFFSET):
+            break
+        next_offset = batch_base + last_delta + 1
+        pos += size
+    return next_offset
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:

@@ -3,8 +3,10 @@
 A broker's :class:`~replication.config.ReplicaConfig` holds its defaults (server.properties);
 a topic's overrides (``/config/topics/<t>``, Kafka's keys) replace the ones partctl applies:
 ``min.insync.replicas`` and the log's ``segment.bytes``, ``segment.ms``, ``retention.ms``,
-``retention.bytes``, ``index.interval.bytes``, ``max.message.bytes`` and whether
-``cleanup.policy`` holds ``delete``. Keys partctl only stores change nothing here (see
+``retention.bytes``, ``index.interval.bytes``, ``max.message.bytes``, the compaction settings
+(``min.cleanable.dirty.ratio``, ``min.compaction.lag.ms``, ``max.compaction.lag.ms``,
+``delete.retention.ms``) and whether ``cleanup.policy`` holds ``delete`` and ``compact``. Keys
+partctl only stores change nothing here (see
 ``coordinator.topic_config``). Pure.
 """
 
@@ -28,6 +30,10 @@ LOG_FIELDS = {
     "retention.bytes": "retention_bytes",
     "index.interval.bytes": "index_interval_bytes",
     "max.message.bytes": "max_message_bytes",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
+    "delete.retention.ms": "delete_retention_ms",
 }
 """Topic config keys -> the LogConfig fields they set."""
 
@@ -58,6 +64,7 @@ def topic_replica_config(base: ReplicaConfig, overrides: Mapping[str, str],
         policy = typed["cleanup.policy"]
         assert isinstance(policy, list)
         changes["cleanup_delete"] = "delete" in policy
+        changes["compact"] = "compact" in policy
     min_isr = typed.get("min.insync.replicas", base.min_insync_replicas)
     assert isinstance(min_isr, int)
     if not changes and min_isr == base.min_insync_replicas:

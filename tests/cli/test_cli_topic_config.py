@@ -47,9 +47,7 @@ def test_create_alter_and_describe(client: Coordinator, backend: Harness) -> Non
     assert out == (
         "Dynamic configs for topic t are:\n"
         "  cleanup.policy=delete,compact sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:"
-        "cleanup.policy=delete,compact, DEFAULT_CONFIG:log.cleanup.policy=delete} (partctl: "
-        "retention deletes segments only with 'delete' in the policy; compaction is not "
-        "performed yet)\n"
+        "cleanup.policy=delete,compact, DEFAULT_CONFIG:log.cleanup.policy=delete}\n"
         "  min.insync.replicas=2 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:"
         "min.insync.replicas=2, DEFAULT_CONFIG:min.insync.replicas=1}\n")
     code, out, err = run("topics", "describe-config", *url, "--topic", "t", "--all")

@@ -179,11 +179,13 @@ def test_the_table_has_every_topic_key_of_kafka_39() -> None:
 
 def test_the_keys_partctl_applies() -> None:
     applied = {k for k, v in TOPIC_CONFIG_KEYS.items() if v.effect is Effect.APPLIED}
-    assert applied == {"index.interval.bytes", "max.message.bytes", "min.insync.replicas",
-                       "retention.bytes", "retention.ms", "segment.bytes", "segment.ms",
+    assert applied == {"cleanup.policy", "delete.retention.ms", "index.interval.bytes",
+                       "max.compaction.lag.ms", "max.message.bytes", "min.cleanable.dirty.ratio",
+                       "min.compaction.lag.ms", "min.insync.replicas", "retention.bytes",
+                       "retention.ms", "segment.bytes", "segment.ms",
                        "unclean.leader.election.enable"}
     partial = {k for k, v in TOPIC_CONFIG_KEYS.items() if v.effect is Effect.PARTIAL}
-    assert partial == {"cleanup.policy", "compression.type"}
+    assert partial == {"compression.type"}
 
 
 @pytest.mark.parametrize(("name", "value", "parsed"), GOOD)

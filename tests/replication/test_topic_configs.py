@@ -179,9 +179,13 @@ def test_topic_settings_map_kafkas_keys() -> None:
     cfg = topic_replica_config(base, {
         "segment.bytes": "100", "segment.ms": "5", "retention.ms": "-1",
         "retention.bytes": "-7", "index.interval.bytes": "0", "max.message.bytes": "9",
-        "cleanup.policy": "compact", "min.insync.replicas": "2"})
+        "cleanup.policy": "compact", "min.insync.replicas": "2",
+        "min.cleanable.dirty.ratio": "0.25", "min.compaction.lag.ms": "3",
+        "max.compaction.lag.ms": "4", "delete.retention.ms": "6"})
     assert cfg.log == LogConfig(segment_bytes=100, segment_ms=5, retention_ms=-1,
                                 retention_bytes=-1, index_interval_bytes=0,
-                                max_message_bytes=9, cleanup_delete=False)
+                                max_message_bytes=9, cleanup_delete=False, compact=True,
+                                min_cleanable_dirty_ratio=0.25, min_compaction_lag_ms=3,
+                                max_compaction_lag_ms=4, delete_retention_ms=6)
     assert cfg.min_insync_replicas == 2
     assert cfg.replica_lag_time_max_ms == base.replica_lag_time_max_ms

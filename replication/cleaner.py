@@ -1,0 +1,764 @@
+"""Log compaction: keep the latest record per key in logs whose ``cleanup.policy`` has ``compact``.
+
+One pass over a log, as Kafka's cleaner makes it:
+
+1. The *dirty* section runs from the cleaner's checkpoint (the end of the last pass; the log
+   start at first) up to the first offset that may not be cleaned: the active segment, the high
+   watermark, and the first segment younger than ``min.compaction.lag.ms``. An
+   :class:`OffsetMap` maps each key met there to its last offset. The map has a fixed number
+   of slots (``log.cleaner.dedupe.buffer.size`` / 24 bytes, Kafka's cost of an entry); once a
+   batch would not fit, the pass stops there and cleans only what was mapped.
+2. Every segment from the log start up to the mapped end is copied, in groups whose old sizes
+   sum to at most ``segment.bytes``, keeping a record when the map has no later offset for its
+   key. Offsets never change: a batch keeps its base offset, last offset delta, producer
+   fields and leader epoch even when records leave it, and the log then has gaps. A batch that
+   loses every record goes, except the last batch of an idempotent producer the log still
+   tracks, which stays as an empty header so that producer state rebuilds from the log.
+   Records without a key are dropped (Kafka counts them as invalid). Compressed and control
+   batches are kept whole: nothing here decompresses.
+3. Tombstones (a key with a null value) are kept on the first pass that meets them, which
+   stamps a *delete horizon* (now + ``delete.retention.ms``) into their batch, as Kafka's
+   KIP-534 does: the batch's base timestamp becomes the horizon, attribute bit 0x40 says so,
+   and the records' timestamp deltas are rewritten so every record keeps its timestamp. A later
+   pass after the horizon drops them.
+4. Each group is written to ``<base>.log.cleaned``, fsynced, renamed to ``<base>.log.swap``,
+   the old segments are deleted in offset order, and the swap file becomes ``<base>.log``.
+   :meth:`replication.log.Log.open` finishes or forgets an interrupted swap (see there), so a
+   crash at any step leaves a consistent log: the old segments, or the new one.
+
+:class:`LogCleaner` is the background part (``log.cleaner.*``): it picks the dirtiest log whose
+dirty ratio reaches ``min.cleanable.dirty.ratio`` (or whose ``max.compaction.lag.ms`` has
+passed, or whose delete horizon has come) and cleans it. A segment that does not parse costs
+its log this pass, with one warning, and changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import threading
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import crc32c
+
+from replication.errors import CorruptRecordError, StorageError
+from replication.records import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    RECORDS_OFFSET,
+)
+from replication.varint import write_varint, write_varlong
+
+if TYPE_CHECKING:
+    from replication.log import Log
+
+__all__ = [
+    "DELETE_HORIZON_MASK",
+    "CleanResult",
+    "CleanerConfig",
+    "LogCleaner",
+    "OffsetMap",
+    "clean_log",
+    "cleanable_range",
+    "record_spans",
+]
+
+_logger = logging.getLogger(__name__)
+
+DELETE_HORIZON_MASK = 0x40
+"""Attribute bit of a v2 batch whose base timestamp is its tombstones' delete horizon."""
+BYTES_PER_ENTRY = 24
+"""What Kafka charges an offset map entry (a 16-byte key hash and an 8-byte offset)."""
+LOAD_FACTOR = 0.9  # log.cleaner.io.buffer.load.factor
+_CHUNK = 8 << 20
+_WRITE_CHUNK = 4 << 20
+_LONG_MAX = (1 << 63) - 1
+_HEAD = struct.Struct(">qiibIhiqqqhii")
+_COUNT = struct.Struct(">i")
+_CRC = struct.Struct(">I")
+_LEN = struct.Struct(">i")
+_BASE_TS = struct.Struct(">q")
+_ATTR = struct.Struct(">h")
+_BASE_TIMESTAMP_OFFSET = 27
+_COUNT_OFFSET = 57
+_CRC_OFFSET = 17
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CleanerConfig:
+    """The broker's ``log.cleaner.*`` settings, with Kafka's defaults."""
+
+    enable: bool = True  # log.cleaner.enable
+    threads: int = 1  # log.cleaner.threads
+    dedupe_buffer_size: int = 128 << 20  # log.cleaner.dedupe.buffer.size (shared by threads)
+    backoff_ms: int = 15_000  # log.cleaner.backoff.ms
+
+    def __post_init__(self) -> None:
+        if self.threads < 0:
+            raise ValueError(f"log.cleaner.threads must be >= 0: {self.threads}")
+        if self.dedupe_buffer_size < BYTES_PER_ENTRY:
+            raise ValueError(f"log.cleaner.dedupe.buffer.size too small: "
+                             f"{self.dedupe_buffer_size}")
+        if self.backoff_ms < 0:
+            raise ValueError(f"log.cleaner.backoff.ms must be >= 0: {self.backoff_ms}")
+
+    @property
+    def map_slots(self) -> int:
+        """Entries one thread's offset map may hold."""
+        per_thread = self.dedupe_buffer_size // max(self.threads, 1)
+        return max(int(per_thread // BYTES_PER_ENTRY * LOAD_FACTOR), 1)
+
+
+class OffsetMap:
+    """Key -> the last offset seen for it, with at most ``slots`` keys.
+
+    Kafka hashes keys into a fixed array; a dict of the keys themselves gives the same bound on
+    entries and no hash collisions."""
+
+    __slots__ = ("_map", "latest_offset", "null_offsets", "slots")
+
+    def __init__(self, slots: int) -> None:
+        if slots < 1:
+            raise ValueError(f"an offset map needs at least one slot: {slots}")
+        self.slots = slots
+        self._map: dict[bytes, int] = {}
+        self.latest_offset = -1
+        self.null_offsets: list[int] = []
+        """Offsets of the tombstones mapped, in increasing order (superseded ones too)."""
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+    def room_for(self, n: int) -> bool:
+        """Whether ``n`` more keys are sure to fit."""
+        return len(self._map) + n <= self.slots
+
+    def put(self, key: bytes, offset: int) -> None:
+        self._map[key] = offset
+        self.latest_offset = offset
+
+    def get(self, key: bytes) -> int:
+        """The last offset of ``key``, or -1."""
+        return self._map.get(key, -1)
+
+    def live_offsets(self) -> list[int]:
+        """The offsets the map holds, sorted: in the mapped section, the records to keep."""
+        return sorted(self._map.values())
+
+    def clear(self) -> None:
+        self._map.clear()
+        self.latest_offset = -1
+        self.null_offsets.clear()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CleanResult:
+    """What one pass did: the offsets it covered, bytes in and out, records kept and dropped,
+    and the latest delete horizon it stamped (-1: none)."""
+
+    first_dirty: int
+    end_offset: int
+    bytes_read: int
+    bytes_written: int
+    records_kept: int
+    records_dropped: int
+    segments_replaced: int
+    delete_horizon: int = -1
+
+
+class _SegmentChanged(StorageError):
+    """A segment being cleaned was truncated under the pass (a follower's truncation): the
+    pass stops there, as when :meth:`~replication.log.Log.replace_segments` refuses a swap."""
+
+
+# -- reading records without decoding them ----------------------------------------------------
+
+
+def _varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    """A zigzag varint (or varlong) at ``pos``; Kafka's bound of 10 bytes is enforced."""
+    b = buf[pos]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    z = b & 0x7F
+    shift = 7
+    i = pos + 1
+    while True:
+        if i - pos >= 10:
+            raise CorruptRecordError(f"varint at {pos} runs past 10 bytes")
+        b = buf[i]
+        z |= (b & 0x7F) << shift
+        i += 1
+        if b < 0x80:
+            return (z >> 1) ^ -(z & 1), i
+        shift += 7
+
+
+def record_spans(data: bytes, start: int, end: int, count: int
+             ) -> Iterable[tuple[int, int, int, bytes | None, bool]]:
+    """Each record of an uncompressed batch's records section ``data[start:end]``:
+    ``(record start, record end, offset delta, key, value is null)``. Raises
+    :class:`CorruptRecordError` if the records do not fill the section exactly."""
+    pos = start
+    for _ in range(count):
+        length, body = _varint(data, pos)
+        rec_end = body + length
+        if length < 1 or rec_end > end:
+            raise CorruptRecordError(f"record of length {length} runs past its batch")
+        _ts, p = _varint(data, body + 1)
+        delta, p = _varint(data, p)
+        key_len, p = _varint(data, p)
+        if key_len < 0:
+            key = None
+        else:
+            key = data[p : p + key_len]
+            p += key_len
+        value_len, p = _varint(data, p)
+        if p > rec_end or (value_len > 0 and p + value_len > rec_end):
+            raise CorruptRecordError("record fields run past the end of their record")
+        yield pos, rec_end, delta, key, value_len < 0
+        pos = rec_end
+    if pos != end:
+        raise CorruptRecordError(f"batch declares {count} records but {end - pos} bytes are "
+                                 "left over")
+
+
+def _map_sequential(data: bytes, pos: int, end: int, count: int, base: int,
+                    keys: dict[bytes, int], nulls: list[int]) -> None:
+    """Map the keys of an uncompressed batch whose records have the offset deltas 0, 1, 2...
+    (as every producer writes them): ``keys[key] = offset``, and each tombstone's offset to
+    ``nulls``. The map pass's fast path: it skips over the timestamp and offset deltas instead
+    of decoding them. Raises :class:`CorruptRecordError` if the records do not fill the
+    section exactly."""
+    offset = base
+    try:
+        for _ in range(count):
+            b = data[pos]
+            if b < 0x80:
+                length, p = b >> 1, pos + 1
+            elif data[pos + 1] < 0x80:
+                z = (b & 0x7F) | (data[pos + 1] << 7)
+                length, p = (z >> 1) ^ -(z & 1), pos + 2
+            else:
+                length, p = _varint(data, pos)
+            rec_end = p + length
+            if length < 1 or rec_end > end:
+                raise CorruptRecordError(f"record of length {length} runs past its batch")
+            p += 1  # attributes
+            while data[p] >= 0x80:  # timestamp delta
+                p += 1
+            p += 1
+            while data[p] >= 0x80:  # offset delta
+                p += 1
+            p += 1
+            b = data[p]
+            if b < 0x80:
+                key_len, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
+                key_len, p = _varint(data, p)
+            if key_len >= 0:
+                if p + key_len >= rec_end:
+                    raise CorruptRecordError("record key runs past the end of its record")
+                keys[data[p : p + key_len]] = offset
+                if data[p + key_len] == 1:  # a value length of -1 (zigzag 1): a tombstone
+                    nulls.append(offset)
+            offset += 1
+            pos = rec_end
+    except IndexError as exc:
+        raise CorruptRecordError("record runs past the end of its batch") from exc
+    if pos != end:
+        raise CorruptRecordError(f"batch declares {count} records but {end - pos} bytes are "
+                                 "left over")
+
+
+def _batches(fd: int, size: int, check_crc: bool = True) -> Iterable[tuple[bytes, int, tuple]]:
+    """The batches of a segment file of ``size`` bytes, read in large chunks: ``(buffer,
+    position in it, header fields)``. Each batch's CRC is checked (unless this pass checked
+    it already): a segment that does not parse raises :class:`CorruptRecordError`, one that
+    got shorter (truncated meanwhile) :class:`_SegmentChanged`."""
+    file_pos = 0
+    while file_pos < size:
+        want = min(_CHUNK, size - file_pos)
+        chunk = os.pread(fd, want, file_pos)
+        n = len(chunk)
+        if n < want:
+            raise _SegmentChanged(f"segment got shorter during the clean: {file_pos + n} of "
+                                  f"{size} bytes")
+        rel = 0
+        while rel < n:
+            if n - rel < RECORDS_OFFSET:
+                if file_pos + rel + RECORDS_OFFSET > size:
+                    raise CorruptRecordError(f"torn batch header at position {file_pos + rel}")
+                break
+            head = _HEAD.unpack_from(chunk, rel)
+            length = head[1]
+            total = length + LOG_OVERHEAD
+            if length < RECORDS_OFFSET - LOG_OVERHEAD or head[3] != MAGIC_V2:
+                raise CorruptRecordError(f"bad batch at position {file_pos + rel}")
+            if rel + total > n:
+                if file_pos + rel + total > size:
+                    raise CorruptRecordError(f"batch at position {file_pos + rel} runs past "
+                                             "the end of its segment")
+                if rel == 0:  # a batch larger than the chunk
+                    chunk = os.pread(fd, total, file_pos)
+                    n = len(chunk)
+                    if n < total:
+                        raise _SegmentChanged("segment got shorter during the clean")
+                    continue
+                break
+            if check_crc and (crc32c.crc32c(memoryview(chunk)[rel + ATTRIBUTES_OFFSET :
+                                                              rel + total]) != head[4]):
+                raise CorruptRecordError(f"batch at position {file_pos + rel} (base offset "
+                                         f"{head[0]}) fails its CRC")
+            yield chunk, rel, head
+            rel += total
+        file_pos += rel
+
+
+# -- one pass -----------------------------------------------------------------------------------
+
+
+def cleanable_range(log: Log, first_dirty: int, high_watermark: int, now_ms: int
+                    ) -> tuple[int, int]:
+    """``(first dirty offset, first uncleanable offset)`` of ``log``: the checkpoint brought
+    inside the log, and the least of the active segment's base, the high watermark and the
+    base of the first segment younger than ``min.compaction.lag.ms``. Pure over the log's
+    segment list."""
+    segments = log.segment_infos()
+    start = segments[0][0]
+    first_dirty = min(max(first_dirty, start), segments[-1][0])
+    bound = min(segments[-1][0], high_watermark)
+    lag = log.config.min_compaction_lag_ms
+    if lag > 0:
+        for base, _next, _size, largest_ts in segments[:-1]:
+            if base >= first_dirty and largest_ts > now_ms - lag:
+                bound = min(bound, base)
+                break
+    return first_dirty, max(bound, first_dirty)
+
+
+def _build_map(log: Log, views: list[tuple[int, int, int, int]], first_dirty: int, upto: int,
+               offset_map: OffsetMap, verified: set[int]) -> tuple[int, int]:
+    """Map the keys of the batches in ``[first_dirty, upto)``; returns ``(end offset, bytes
+    read)``: the offset up to which the map is complete (a full map stops before the batch that
+    would not fit) and what was read. The base offsets of the segments whose every batch was
+    checked go to ``verified``."""
+    end, read = first_dirty, 0
+    keys, nulls = offset_map._map, offset_map.null_offsets  # the hot loop fills them directly
+    for base, next_offset, size, fd in views:
+        if next_offset <= first_dirty or base >= upto:
+            continue
+        read += size
+        for chunk, rel, head in _batches(fd, size):
+            batch_base, last_delta, count, attributes = head[0], head[6], head[12], head[5]
+            last = batch_base + last_delta
+            if last < first_dirty:
+                continue
+            if batch_base >= upto:
+                return end, read
+            if attributes & (COMPRESSION_MASK | CONTROL_MASK) == 0:
+                if not offset_map.room_for(count) and len(offset_map):
+                    return end, read
+                total = head[1] + LOG_OVERHEAD
+                if count == last_delta + 1:
+                    _map_sequential(chunk, rel + RECORDS_OFFSET, rel + total, count,
+                                    batch_base, keys, nulls)
+                else:  # a batch compacted before (copied from a compacted leader)
+                    for _s, _e, delta, key, null in record_spans(
+                            chunk, rel + RECORDS_OFFSET, rel + total, count):
+                        if key is not None:
+                            keys[bytes(key)] = batch_base + delta
+                            if null:
+                                nulls.append(batch_base + delta)
+                offset_map.latest_offset = last
+            end = last + 1
+        verified.add(base)
+    return max(end, first_dirty), read
+
+
+def _rebuild_batch(chunk: bytes, rel: int, head: tuple, kept: list[tuple[int, int]],
+                   horizon: int) -> bytes:
+    """The batch at ``chunk[rel:]`` with only the records ``kept`` (their byte ranges), and,
+    if ``horizon`` >= 0, the delete horizon stamped (record timestamp deltas rewritten)."""
+    out = bytearray(chunk[rel : rel + RECORDS_OFFSET])
+    attributes = head[5]
+    if horizon >= 0:
+        shift = head[7] - horizon  # old base timestamp - new base timestamp
+        for s, e in kept:
+            length, body = _varint(chunk, s)
+            ts_delta, p = _varint(chunk, body + 1)
+            rec = bytearray(chunk[body : body + 1])
+            write_varlong(rec, ts_delta + shift)
+            rec += chunk[p:e]
+            write_varint(out, len(rec))
+            out += rec
+        attributes |= DELETE_HORIZON_MASK
+        _BASE_TS.pack_into(out, _BASE_TIMESTAMP_OFFSET, horizon)
+        _ATTR.pack_into(out, ATTRIBUTES_OFFSET, attributes)
+    else:
+        for s, e in kept:
+            out += chunk[s:e]
+    _LEN.pack_into(out, 8, len(out) - LOG_OVERHEAD)
+    _COUNT.pack_into(out, _COUNT_OFFSET, len(kept))
+    _CRC.pack_into(out, _CRC_OFFSET, crc32c.crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return bytes(out)
+
+
+class _Counts:
+    __slots__ = ("dropped", "horizon", "kept", "written")
+
+    def __init__(self) -> None:
+        self.kept = self.dropped = self.written = 0
+        self.horizon = -1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Pass:
+    """What every segment of one pass is cleaned against."""
+
+    offset_map: OffsetMap
+    first_dirty: int
+    end: int
+    live: list[int]
+    """The mapped offsets, sorted: in ``[first_dirty, end)`` exactly the records to keep."""
+    nulls: list[int]
+    now_ms: int
+    new_horizon: int
+    producer_last: Mapping[int, int]
+
+
+def _clean_segment(fd: int, size: int, out_fd: int, cp: _Pass, counts: _Counts,
+                   check_crc: bool) -> None:
+    """Copy the batches of one segment to ``out_fd``, keeping what the rules keep.
+
+    A batch of the mapped section decides from the sorted mapped offsets alone when it can: all
+    of its offsets mapped (kept whole) or none (dropped), with no tombstone among them; only the
+    others are walked record by record."""
+    pending: list[bytes | memoryview] = []
+    pending_size = 0
+    offset_map, end, now_ms = cp.offset_map, cp.end, cp.now_ms
+    live, nulls, first_dirty = cp.live, cp.nulls, cp.first_dirty
+    for chunk, rel, head in _batches(fd, size, check_crc):
+        total = head[1] + LOG_OVERHEAD
+        base, attributes, last_delta, count, pid = head[0], head[5], head[6], head[12], head[9]
+        last = base + last_delta
+        whole: bytes | memoryview | None = None
+        decided = False
+        if base >= end or attributes & (COMPRESSION_MASK | CONTROL_MASK):
+            whole = memoryview(chunk)[rel : rel + total]
+            counts.kept += count
+            decided = True
+        elif count == 0:  # an empty header stays while it is its producer's last batch
+            if pid >= 0 and cp.producer_last.get(pid) == last:
+                whole = memoryview(chunk)[rel : rel + total]
+            decided = True
+        elif (base >= first_dirty and last < end and not attributes & DELETE_HORIZON_MASK
+              and bisect_right(nulls, last) == bisect_left(nulls, base)):
+            kept = bisect_right(live, last) - bisect_left(live, base)
+            if kept == count:
+                whole = memoryview(chunk)[rel : rel + total]
+                counts.kept += count
+                decided = True
+            elif kept == 0:
+                counts.dropped += count
+                if pid >= 0 and cp.producer_last.get(pid) == last:
+                    whole = _rebuild_batch(chunk, rel, head, [], -1)  # the producer's last
+                decided = True
+        if not decided:
+            horizon_set = bool(attributes & DELETE_HORIZON_MASK)
+            tombstones_expire = horizon_set and now_ms >= head[7]
+            kept: list[tuple[int, int]] = []
+            has_tombstone = False
+            get = offset_map.get
+            for s, e, delta, key, null in record_spans(chunk, rel + RECORDS_OFFSET, rel + total,
+                                                   count):
+                offset = base + delta
+                if key is None:
+                    continue
+                if offset >= end or offset >= get(key):
+                    if null:
+                        if tombstones_expire:
+                            continue
+                        has_tombstone = True
+                    kept.append((s, e))
+            counts.kept += len(kept)
+            counts.dropped += count - len(kept)
+            stamp = cp.new_horizon if has_tombstone and not horizon_set else -1
+            if has_tombstone:
+                counts.horizon = max(counts.horizon, head[7] if horizon_set else cp.new_horizon)
+            if len(kept) == count and stamp < 0:
+                whole = memoryview(chunk)[rel : rel + total]
+            elif kept or stamp >= 0:
+                whole = _rebuild_batch(chunk, rel, head, kept, stamp)
+            elif pid >= 0 and cp.producer_last.get(pid) == last:
+                whole = _rebuild_batch(chunk, rel, head, [], -1)  # the producer's last batch
+        if whole is not None:
+            pending.append(whole)
+            pending_size += len(whole)
+            if pending_size >= _WRITE_CHUNK:
+                _write_all(out_fd, b"".join(pending))
+                counts.written += pending_size
+                pending, pending_size = [], 0
+    if pending:
+        _write_all(out_fd, b"".join(pending))
+        counts.written += pending_size
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _group(views: list[tuple[int, int, int, int]], max_bytes: int
+           ) -> list[list[tuple[int, int, int, int]]]:
+    """Consecutive segments in groups whose sizes sum to at most ``max_bytes`` and whose
+    offsets fit one segment's 32-bit relative offsets (Kafka's groupSegmentsBySize)."""
+    groups: list[list[tuple[int, int, int, int]]] = []
+    for view in views:
+        if groups:
+            last = groups[-1]
+            if (sum(v[2] for v in last) + view[2] <= max_bytes
+                    and view[1] - last[0][0] <= (1 << 31) - 1):
+                last.append(view)
+                continue
+        groups.append([view])
+    return groups
+
+
+def clean_log(
+    log: Log,
+    *,
+    first_dirty: int,
+    high_watermark: int,
+    offset_map: OffsetMap,
+    now_ms: int,
+    stage: Callable[[str], None] | None = None,
+    release: list[int] | None = None,
+) -> CleanResult | None:
+    """Clean ``log`` once (see the module's description): map the dirty section, recopy the
+    segments below the mapped end and swap them in. Returns what was done, or None when there
+    was nothing to clean. ``stage(name)`` is called at each step of each swap (tests inject
+    crashes there).
+
+    The pass reads the segments through descriptors of its own; with ``release`` they are
+    handed over there, for the caller to close, instead of closed at once. Closing the last
+    descriptor of a replaced (deleted) file is what frees its pages, work Kafka leaves to an
+    asynchronous delete (``file.delete.delay.ms``); the benchmark times it apart.
+
+    Raises :class:`CorruptRecordError` if a segment does not parse; the log is then as it was
+    (cleaned files written so far are removed)."""
+    first_dirty, upto = cleanable_range(log, first_dirty, high_watermark, now_ms)
+    segments, views = log.open_cleanable(upto)
+    try:
+        if not views:
+            return None
+        offset_map.clear()
+        verified: set[int] = set()
+        try:
+            end, read = _build_map(log, views, first_dirty, upto, offset_map, verified)
+        except _SegmentChanged:
+            return None
+        if end <= first_dirty and not log.delete_horizon_due(now_ms):
+            return None
+        to_clean = [v for v in views if v[0] < end]
+        if not to_clean:
+            return None
+        cp = _Pass(offset_map=offset_map, first_dirty=first_dirty, end=end,
+                   live=offset_map.live_offsets(), nulls=offset_map.null_offsets, now_ms=now_ms,
+                   new_horizon=now_ms + log.config.delete_retention_ms,
+                   producer_last={pid: e.last_offset
+                                  for pid, e in log.producer_entries().items()})
+        counts = _Counts()
+        replaced = 0
+        by_base = dict(zip((v[0] for v in views), segments, strict=True))
+        for group in _group(to_clean, log.config.segment_bytes):
+            cleaned = log.directory / f"{group[0][0]:020d}.log.cleaned"
+            out_fd = os.open(cleaned, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                for base, _next, size, fd in group:
+                    read += size
+                    _clean_segment(fd, size, out_fd, cp, counts, base not in verified)
+                os.fsync(out_fd)
+            except _SegmentChanged:
+                os.close(out_fd)
+                cleaned.unlink(missing_ok=True)
+                break  # the log changed under the pass: stop here
+            except BaseException:
+                os.close(out_fd)
+                cleaned.unlink(missing_ok=True)
+                raise
+            os.close(out_fd)
+            if stage is not None:
+                stage("cleaned")
+            if not log.replace_segments([by_base[v[0]] for v in group], cleaned, stage=stage,
+                                        sizes=[v[2] for v in group]):
+                cleaned.unlink(missing_ok=True)
+                break  # the log changed under the pass (truncation, retention): stop here
+            replaced += len(group)
+        else:
+            log.note_delete_horizon(counts.horizon)
+        return CleanResult(first_dirty=first_dirty, end_offset=max(end, first_dirty),
+                           bytes_read=read, bytes_written=counts.written,
+                           records_kept=counts.kept, records_dropped=counts.dropped,
+                           segments_replaced=replaced, delete_horizon=counts.horizon)
+    finally:
+        if release is not None:
+            release.extend(view[3] for view in views)
+        else:
+            for view in views:
+                os.close(view[3])
+
+
+# -- the background cleaner ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Candidate:
+    key: object
+    log: Log
+    high_watermark: int
+    first_dirty: int
+    ratio: float
+    forced: bool
+
+
+class LogCleaner:
+    """Cleans compacted logs in the background (``log.cleaner.threads`` threads).
+
+    ``logs()`` lists the logs to consider, as ``key -> (log, high watermark)``; the keys name
+    the logs in the cleaner's checkpoint (``first dirty offset`` per log, kept in memory and
+    handed to ``on_checkpoint`` after each pass so a broker can persist it)."""
+
+    def __init__(
+        self,
+        config: CleanerConfig,
+        logs: Callable[[], Mapping[object, tuple[Log, int]]],
+        clock: Callable[[], int],
+        *,
+        checkpoints: Mapping[object, int] | None = None,
+        on_checkpoint: Callable[[Mapping[object, int]], None] | None = None,
+    ) -> None:
+        self.config = config
+        self._logs = logs
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._checkpoints: dict[object, int] = dict(checkpoints or {})
+        self._in_progress: set[object] = set()
+        self._on_checkpoint = on_checkpoint
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.passes = 0
+
+    def checkpoints(self) -> dict[object, int]:
+        """Each log's first dirty offset (a copy)."""
+        with self._lock:
+            return dict(self._checkpoints)
+
+    def forget(self, key: object) -> None:
+        """Drop a log's checkpoint (deleted, or truncated below it)."""
+        with self._lock:
+            self._checkpoints.pop(key, None)
+
+    def _pick(self, now: int) -> _Candidate | None:
+        """The dirtiest compacted log above its ``min.cleanable.dirty.ratio``, one whose
+        ``max.compaction.lag.ms`` has passed, or one whose delete horizon has come (Kafka's
+        grabFilthiestCompactedLog). Marks it in progress."""
+        best: _Candidate | None = None
+        with self._lock:
+            for key, (log, hw) in self._logs().items():
+                cfg = log.config
+                if key in self._in_progress:
+                    continue
+                truncated = log.take_truncation()
+                if truncated is not None and key in self._checkpoints:
+                    self._checkpoints[key] = min(self._checkpoints[key], truncated)
+                if not cfg.compact:
+                    continue
+                try:
+                    first_dirty, upto = cleanable_range(log, self._checkpoints.get(key, 0), hw,
+                                                        now)
+                    clean_bytes, dirty_bytes, dirty_first_ts = log.dirty_stats(first_dirty,
+                                                                               upto)
+                except StorageError:
+                    continue
+                total = clean_bytes + dirty_bytes
+                ratio = dirty_bytes / total if total else 0.0
+                forced = (dirty_bytes > 0 and dirty_first_ts >= 0
+                          and now - dirty_first_ts > cfg.max_compaction_lag_ms)
+                eligible = (dirty_bytes > 0 and ratio > cfg.min_cleanable_dirty_ratio) \
+                    or forced or log.delete_horizon_due(now)
+                if not eligible:
+                    continue
+                cand = _Candidate(key=key, log=log, high_watermark=hw, first_dirty=first_dirty,
+                                  ratio=ratio, forced=forced)
+                if best is None or (cand.forced, cand.ratio) > (best.forced, best.ratio):
+                    best = cand
+            if best is not None:
+                self._in_progress.add(best.key)
+        return best
+
+    def clean_once(self, offset_map: OffsetMap | None = None) -> CleanResult | None:
+        """Pick a log and clean it; None if no log needed cleaning. A segment that does not
+        parse is one warning and leaves that log as it was."""
+        now = self._clock()
+        cand = self._pick(now)
+        if cand is None:
+            return None
+        omap = offset_map or OffsetMap(self.config.map_slots)
+        try:
+            result = clean_log(cand.log, first_dirty=cand.first_dirty,
+                               high_watermark=cand.high_watermark, offset_map=omap, now_ms=now)
+        except CorruptRecordError as exc:
+            _logger.warning("cleaner: %s not cleaned, a segment does not parse: %s",
+                            cand.log.directory.name, exc)
+            return None
+        except StorageError as exc:
+            _logger.warning("cleaner: %s not cleaned: %s", cand.log.directory.name, exc)
+            return None
+        finally:
+            with self._lock:
+                self._in_progress.discard(cand.key)
+        self.passes += 1
+        if result is not None:
+            with self._lock:
+                self._checkpoints[cand.key] = result.end_offset
+                snapshot = dict(self._checkpoints)
+            if self._on_checkpoint is not None:
+                self._on_checkpoint(snapshot)
+        return result
+
+    def start(self) -> None:
+        """Start the cleaner threads (none when disabled or with zero threads)."""
+        if not self.config.enable or self._threads:
+            return
+        self._stop.clear()
+        for i in range(self.config.threads):
+            thread = threading.Thread(target=self._run, name=f"log-cleaner-{i}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def _run(self) -> None:
+        omap = OffsetMap(self.config.map_slots)
+        while not self._stop.is_set():
+            try:
+                result = self.clean_once(omap)
+            except Exception:
+                _logger.exception("cleaner pass failed")
+                result = None
+            if result is None:
+                self._stop.wait(self.config.backoff_ms / 1000)
+
+    def stop(self) -> None:
+        """Stop the threads, letting a pass in progress finish."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()
+        self._threads.clear()
+
