@@ -762,6 +762,8 @@ class GroupCoordinator:
         future = self._await_join(member)
         if group.is_(S.PREPARING_REBALANCE) and group.generation == 0:
             group.new_member_added = True
+        if not group.members:
+            group.protocol_type = member.protocol_type
         group.members[member_id] = member
         if instance_id:
             group.static_members[instance_id] = member_id

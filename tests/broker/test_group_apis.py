@@ -434,3 +434,86 @@ def test_list_describe_delete_and_offset_delete(broker: InProcessBroker) -> None
             ("t", 0): (-1, "", -1), ("t", 1): (1, "m", 3)}
         missing = c.call(request(47, 0, group_id="nope", topics=()))
         assert missing.error_code is ErrorCode.group_id_not_found
+
+
+# --- timing: expiry, the initial delay, resignation -------------------------------------------
+
+
+def _subscription(*topics: str) -> bytes:
+    """A ConsumerProtocolSubscription v0 naming ``topics``."""
+    out = b"\x00\x00" + len(topics).to_bytes(4, "big")
+    for t in topics:
+        out += len(t).to_bytes(2, "big") + t.encode()
+    return out + b"\xff\xff\xff\xff"
+
+
+def test_offsets_expire_after_the_retention(tmp_path: Path) -> None:
+    config = GroupConfig(offsets_topic_num_partitions=PARTITIONS,
+                         group_min_session_timeout_ms=100, group_initial_rebalance_delay_ms=0,
+                         offsets_retention_ms=600, offsets_retention_check_interval_ms=100)
+    b = InProcessBroker(tmp_path / "logs", groups=config)
+    try:
+        for p in range(PARTITIONS):
+            b.set_partition(OFFSETS_TOPIC, p)
+        b.set_partition("t", 0)
+        b.set_partition("u", 0)
+        with _client(b) as c:
+            wait_until(lambda: commit(c, "simple", {("t", 0): 4}) == {("t", 0): ErrorCode.none})
+            member = _join_new(c, "active", protocols=(("range", _subscription("t")),)
+                               ).member_id
+            sync(c, "active", member, 1, {member: b""})
+            # an active consumer group keeps the offsets of the topics it subscribes to
+            commit(c, "active", {("t", 0): 1, ("u", 0): 2}, generation=1, member=member)
+            wait_until(lambda: fetch(c, "simple", [("t", 0)])[1][("t", 0)][0] == -1,
+                       timeout=5, message="the simple group's offset to expire")
+            wait_until(lambda: fetch(c, "active", [("u", 0)])[1][("u", 0)][0] == -1,
+                       timeout=5, message="the unsubscribed topic's offset to expire")
+            for _ in range(5):
+                heartbeat(c, "active", member, 1)
+                assert fetch(c, "active", [("t", 0)])[1][("t", 0)][0] == 1
+        assert (GroupMetadataKey("simple"), None) in records_of(b, "simple")
+        assert (OffsetCommitKey("active", "u", 0), None) in records_of(b, "active")
+    finally:
+        b.close()
+
+
+def test_the_initial_delay_gathers_the_first_members_into_one_generation(
+        tmp_path: Path) -> None:
+    config = GroupConfig(offsets_topic_num_partitions=PARTITIONS,
+                         group_min_session_timeout_ms=100, group_initial_rebalance_delay_ms=500)
+    b = InProcessBroker(tmp_path / "logs", groups=config)
+    try:
+        for p in range(PARTITIONS):
+            b.set_partition(OFFSETS_TOPIC, p)
+        with _client(b) as first, _client(b) as second:
+            wait_until(lambda: fetch(first, "g", None)[0] is ErrorCode.none)
+            one = join(first, "g").member_id
+            two = join(second, "g").member_id
+            join(first, "g", one, send_only=True)
+            join(second, "g", two, send_only=True)
+            answers = [receive_join(first), receive_join(second)]
+            assert [(a.error_code, a.generation_id) for a in answers] == [(ErrorCode.none, 1)] * 2
+            assert {m.member_id for a in answers for m in a.members} == {one, two}
+    finally:
+        b.close()
+
+
+def test_losing_leadership_answers_parked_joins_and_then_not_coordinator(
+        broker: InProcessBroker) -> None:
+    with _client(broker) as a, _client(broker) as b:
+        wait_until(lambda: fetch(a, "g", [("t", 0)])[0] is ErrorCode.none)
+        commit(a, "g", {("t", 0): 1})
+        one = _join_new(a, "g").member_id
+        sync(a, "g", one, 1, {one: b""})
+        two = join(b, "g").member_id
+        join(b, "g", two, send_only=True)  # parked: the first member has not rejoined
+        p = partition_for("g", PARTITIONS)
+        broker.set_partition(OFFSETS_TOPIC, p, leader=2, leader_epoch=1, replicas=(1, 2))
+        assert receive_join(b).error_code is ErrorCode.not_coordinator
+        assert heartbeat(a, "g", one, 1) is ErrorCode.not_coordinator
+        assert fetch(a, "g", [("t", 0)])[0] is ErrorCode.not_coordinator
+        # leading again (a later epoch): the group is loaded from the log once more
+        broker.set_partition(OFFSETS_TOPIC, p, leader_epoch=2, replicas=(1, 2), isr=(1,))
+        found = wait_until(lambda: (r := fetch(a, "g", [("t", 0)]))[0] is ErrorCode.none and r)
+        assert found[1] == {("t", 0): (1, "m", 3)}
+        assert heartbeat(a, "g", one, 1) is ErrorCode.none  # the stored generation is back
