@@ -785,7 +785,6 @@ class GroupCoordinator:
         self._answer_join(old, JoinResult(error=ErrorCode.fenced_instance_id,
                                           member_id=old.member_id))
         self._answer_sync(old, SyncResult(error=ErrorCode.fenced_instance_id))
-        changed = not old.matches(details["protocols"])
         del group.members[old.member_id]
         member = Member(member_id=new_id, group_instance_id=instance, assignment=old.assignment,
                         **details)
@@ -795,7 +794,10 @@ class GroupCoordinator:
         if was_leader:
             group.leader_id = new_id
         log.info("group %s: static member %s rejoined as %s", group.group_id, instance, new_id)
-        if group.is_(S.STABLE) and not changed:
+        # Kafka's rule: a Stable group takes the new member as it is unless the protocol the
+        # next generation would choose changes (its assignment stays the member's)
+        if group.is_(S.STABLE) and select_protocol(list(group.members.values())) == \
+                group.protocol:
             self._heartbeat(group, member)
             answer: asyncio.Future = self.loop.create_future()
 
