@@ -195,14 +195,26 @@ def join_group(ctx: RequestContext, request: Any) -> Any:
     return _then(future, answer)
 
 
-async def _await_then(future: asyncio.Future, fn: Any) -> Any:
-    return fn(await future)
-
-
 def _then(future: asyncio.Future, fn: Any) -> Any:
+    """``fn`` of what ``future`` gives: at once when it is done, else a future of it (a plain
+    future, not a coroutine: a connection that closes first just drops it)."""
     if future.done():
         return fn(future.result())
-    return _await_then(future, fn)
+    answer = future.get_loop().create_future()
+
+    def done(f: asyncio.Future) -> None:
+        if answer.done():
+            return
+        if f.cancelled():
+            answer.cancel()
+            return
+        try:
+            answer.set_result(fn(f.result()))
+        except Exception as exc:  # noqa: BLE001 - the server logs it and closes the connection
+            answer.set_exception(exc)
+
+    future.add_done_callback(done)
+    return answer
 
 
 def sync_group(ctx: RequestContext, request: Any) -> Any:
