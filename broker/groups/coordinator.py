@@ -407,6 +407,7 @@ class GroupCoordinator:
     def _kill(self, group: Group, error: ErrorCode) -> None:
         """Mark ``group`` Dead and answer whatever it parked with ``error``."""
         group.transition(S.DEAD, self.now_ms())
+        self._clear_pending_sync(group)
         if group.rebalance_timer is not None:
             group.rebalance_timer.cancel()
         for handle in group.pending_members.values():
@@ -538,6 +539,7 @@ class GroupCoordinator:
             self._prepare_rebalance(group, reason)
 
     def _prepare_rebalance(self, group: Group, reason: str) -> None:
+        self._clear_pending_sync(group)
         if group.is_(S.COMPLETING_REBALANCE):
             for member in group.members.values():
                 member.assignment = b""
@@ -627,6 +629,9 @@ class GroupCoordinator:
                     "group %s: storing the empty generation failed: %s", group.group_id,
                     f.result().name))
             return
+        group.pending_sync = set(group.members)
+        group.sync_timer = self.loop.call_later(group.max_rebalance_timeout_ms() / 1000,
+                                                self._sync_expired, group, group.generation)
         protocol = group.protocol
         everyone = tuple(MemberInfo(member_id=m.member_id,
                                     group_instance_id=m.group_instance_id,
@@ -640,6 +645,25 @@ class GroupCoordinator:
                 leader=group.leader_id or "", members=everyone if is_leader else ()))
             member.is_new = False
             self._heartbeat(group, member)
+
+    def _clear_pending_sync(self, group: Group) -> None:
+        group.pending_sync.clear()
+        if group.sync_timer is not None:
+            group.sync_timer.cancel()
+            group.sync_timer = None
+
+    def _sync_expired(self, group: Group, generation: int) -> None:
+        """The rebalance timeout passed since the generation formed: members that never sent
+        SyncGroup are removed and the group rebalances (Kafka 3.x's pending-sync timeout)."""
+        group.sync_timer = None
+        if group.generation != generation or not group.is_(S.COMPLETING_REBALANCE, S.STABLE):
+            return
+        missing = [group.members[m] for m in group.pending_sync if m in group.members]
+        group.pending_sync.clear()
+        for member in missing:
+            log.info("group %s: member %s did not sync in generation %d; removing it",
+                     group.group_id, member.member_id, generation)
+            self._remove_member(group, member)
 
     def _current_join(self, group: Group, member: Member, *, with_members: bool,
                       skip_assignment: bool = False) -> JoinResult:
@@ -842,6 +866,10 @@ class GroupCoordinator:
         member = group.members[member_id]
         if group.is_(S.PREPARING_REBALANCE):
             return self._done(SyncResult(error=ErrorCode.rebalance_in_progress))
+        group.pending_sync.discard(member_id)
+        if not group.pending_sync and group.sync_timer is not None:
+            group.sync_timer.cancel()
+            group.sync_timer = None
         if group.is_(S.STABLE):
             self._heartbeat(group, member)
             return self._done(SyncResult(error=ErrorCode.none, protocol_type=group.protocol_type,

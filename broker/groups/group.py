@@ -137,6 +137,9 @@ class Group:
     offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
     state_timestamp: int = -1
     new_member_added: bool = False
+    pending_sync: set[str] = field(default_factory=set)
+    """Members of the current generation that have not sent SyncGroup yet."""
+    sync_timer: asyncio.TimerHandle | None = None
     rebalance_timer: asyncio.TimerHandle | None = None
     rebalance_deadline: float = 0.0
     """When the current join phase ends at the latest (loop time)."""

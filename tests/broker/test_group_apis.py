@@ -517,3 +517,22 @@ def test_losing_leadership_answers_parked_joins_and_then_not_coordinator(
         found = wait_until(lambda: (r := fetch(a, "g", [("t", 0)]))[0] is ErrorCode.none and r)
         assert found[1] == {("t", 0): (1, "m", 3)}
         assert heartbeat(a, "g", one, 1) is ErrorCode.none  # the stored generation is back
+
+
+def test_a_member_that_never_syncs_is_removed_after_the_rebalance_timeout(
+        broker: InProcessBroker) -> None:
+    with _client(broker) as a, _client(broker) as b:
+        wait_until(lambda: fetch(a, "g", [("t", 0)])[0] is ErrorCode.none)
+        one = _join_new(a, "g", rebalance_ms=600).member_id
+        sync(a, "g", one, 1, {one: b""})
+        two = join(b, "g", rebalance_ms=600).member_id
+        join(b, "g", two, rebalance_ms=600, send_only=True)
+        assert join(a, "g", one, rebalance_ms=600).generation_id == 2
+        assert receive_join(b).generation_id == 2
+        sync(a, "g", one, 2, {one: b"x", two: b"y"})
+        # b keeps heartbeating but never syncs: its session alone would keep it
+        assert heartbeat(b, "g", two, 2) is ErrorCode.none
+        wait_until(lambda: heartbeat(b, "g", two, 2) is ErrorCode.unknown_member_id,
+                   timeout=5, interval=0.1, message="b removed")
+        assert heartbeat(a, "g", one, 2) is ErrorCode.rebalance_in_progress
+        assert join(a, "g", one, rebalance_ms=600).generation_id == 3
