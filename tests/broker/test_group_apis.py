@@ -536,3 +536,22 @@ def test_a_member_that_never_syncs_is_removed_after_the_rebalance_timeout(
                    timeout=5, interval=0.1, message="b removed")
         assert heartbeat(a, "g", one, 2) is ErrorCode.rebalance_in_progress
         assert join(a, "g", one, rebalance_ms=600).generation_id == 3
+
+
+def test_a_commit_is_acknowledged_only_once_the_isr_has_it(tmp_path: Path) -> None:
+    config = GroupConfig(offsets_topic_num_partitions=1, offsets_commit_timeout_ms=500)
+    b = InProcessBroker(tmp_path / "logs", groups=config)
+    try:
+        # broker 2 is in the ISR but never fetches: acks=all cannot complete
+        b.set_partition(OFFSETS_TOPIC, 0, replicas=(1, 2), isr=(1, 2))
+        b.set_partition("t", 0)
+        with _client(b) as c:
+            wait_until(lambda: fetch(c, "g", [("t", 0)])[0] is ErrorCode.none)
+            assert commit(c, "g", {("t", 0): 5}) == {("t", 0): ErrorCode.coordinator_not_available}
+            assert fetch(c, "g", [("t", 0)])[1] == {("t", 0): (-1, "", -1)}
+            # the ISR shrinks to this broker (a new partition epoch): commits go through
+            b.set_partition(OFFSETS_TOPIC, 0, replicas=(1, 2), isr=(1,), partition_epoch=1)
+            assert commit(c, "g", {("t", 0): 6}) == {("t", 0): ErrorCode.none}
+            assert fetch(c, "g", [("t", 0)])[1] == {("t", 0): (6, "m", 3)}
+    finally:
+        b.close()
