@@ -46,16 +46,15 @@ from broker.groups.group import (
     Group,
     GroupState,
     Member,
+    expired_offsets,
     select_protocol,
 )
+from broker.groups.loading import Loaded, build_groups, read_records
 from broker.groups.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
-    RecordFormatError,
-    decode_key,
-    decode_value,
     encode_key,
     encode_value,
     partition_for,
@@ -63,11 +62,10 @@ from broker.groups.records import (
 from broker.metadata_cache import MetadataCache
 from broker.purgatory import Purgatory
 from coordinator.codecs import TopicPartition
-from replication.errors import StorageError
 from replication.partition import Role
 from replication.protocol import ErrorCode as DataErrorCode
 from replication.protocol import ProduceResult
-from replication.records import Record, decode_batch, encode_batch, read_batch_header
+from replication.records import Record, encode_batch
 from replication.replica_manager import ReplicaManager
 
 __all__ = [
@@ -85,7 +83,6 @@ OFFSETS_TOPIC = "__consumer_offsets"
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 """How long a new member's parked JoinGroup may wait (Kafka's NewMemberJoinTimeoutMs)."""
 LEADERSHIP_CHECK_S = 0.2
-LOAD_READ_BYTES = 1 << 20
 S = GroupState
 
 
@@ -311,88 +308,20 @@ class GroupCoordinator:
 
         reading.add_done_callback(done)
 
-    def _read_partition(self, p: int) -> list[tuple[object, object]]:
-        """Every (key, value) record of partition ``p``, in log order (off the loop)."""
+    def _read_partition(self, p: int) -> Loaded:
+        """Every record of partition ``p``, in log order (off the loop)."""
         partition = self.replica_manager.partition(TopicPartition(OFFSETS_TOPIC, p))
         if partition is None:
             return []
-        plog = partition.log
-        offset, end = plog.log_start_offset, plog.log_end_offset
-        found: list[tuple[object, object]] = []
-        while offset < end:
-            try:
-                read = plog.read(offset, LOAD_READ_BYTES)
-            except StorageError:
-                raise
-            data = read.records
-            if not data:
-                break
-            pos = 0
-            while pos < len(data):
-                header = read_batch_header(data, pos)
-                if not header.is_control:
-                    for record in decode_batch(data, pos).records:
-                        if record.key is None:
-                            continue
-                        try:
-                            key = decode_key(record.key)
-                            found.append((key, decode_value(key, record.value)))
-                        except RecordFormatError as exc:
-                            log.warning("%s-%d offset %d: skipped: %s", OFFSETS_TOPIC, p,
-                                        record.offset, exc)
-                pos += header.size
-            offset = read.next_offset
-        return found
+        return read_records(partition.log, f"{OFFSETS_TOPIC}-{p}")
 
-    def _apply_loaded(self, p: int, records: list[tuple[object, object]]) -> None:
-        offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
-        metadata: dict[str, GroupMetadataValue | None] = {}
-        for key, value in records:
-            if isinstance(key, OffsetCommitKey):
-                held = offsets.setdefault(key.group, {})
-                if value is None:
-                    held.pop((key.topic, key.partition), None)
-                else:
-                    assert isinstance(value, OffsetCommitValue)
-                    held[(key.topic, key.partition)] = CommittedOffset(
-                        offset=value.offset, leader_epoch=value.leader_epoch,
-                        metadata=value.metadata, commit_timestamp=value.commit_timestamp,
-                        expire_timestamp=value.expire_timestamp)
-            elif isinstance(key, GroupMetadataKey):
-                assert value is None or isinstance(value, GroupMetadataValue)
-                metadata[key.group] = value
-                if value is None:  # the group was deleted: its offsets went before it
-                    offsets.pop(key.group, None)
-        held_partition = self._partitions[p]
-        for group_id in set(offsets) | {g for g, v in metadata.items() if v is not None}:
-            group_offsets = offsets.get(group_id, {})
-            value = metadata.get(group_id)
-            if value is None and not group_offsets:
-                continue
-            group = Group(group_id=group_id, partition=p, offsets=dict(group_offsets))
-            if value is not None:
-                group.protocol_type = value.protocol_type or None
-                group.generation = value.generation
-                group.protocol = value.protocol
-                group.leader_id = value.leader
-                group.state_timestamp = value.current_state_timestamp
-                for m in value.members:
-                    member = Member(
-                        member_id=m.member_id, group_instance_id=m.group_instance_id,
-                        client_id=m.client_id, client_host=m.client_host,
-                        rebalance_timeout_ms=m.rebalance_timeout_ms,
-                        session_timeout_ms=m.session_timeout_ms,
-                        protocol_type=value.protocol_type,
-                        protocols=((value.protocol or "", m.subscription),),
-                        assignment=m.assignment)
-                    group.members[m.member_id] = member
-                    if m.group_instance_id:
-                        group.static_members[m.group_instance_id] = m.member_id
-                group.state = S.STABLE if group.members else S.EMPTY
-                for member in group.members.values():
-                    self._heartbeat(group, member)
-            self._groups[group_id] = group
-            held_partition.groups.add(group_id)
+    def _apply_loaded(self, p: int, records: Loaded) -> None:
+        held = self._partitions[p]
+        for group in build_groups(p, records):
+            for member in group.members.values():
+                self._heartbeat(group, member)
+            self._groups[group.group_id] = group
+            held.groups.add(group.group_id)
 
     def _unload(self, p: int) -> None:
         held = self._partitions.pop(p, None)
@@ -1126,32 +1055,11 @@ class GroupCoordinator:
         a group without a protocol's from its commit time) and the Empty groups left with
         none; tombstones go to the log."""
         now = self.now_ms()
-        retention = self.config.offsets_retention_ms
         for group in list(self._groups.values()):
             held = self._partitions.get(group.partition)
             if held is None or not held.loaded or group.is_(S.DEAD):
                 continue
-            if group.protocol_type is None or group.is_(S.EMPTY):
-                base = (group.state_timestamp if group.protocol_type is not None
-                        and group.state_timestamp >= 0 else None)
-                candidates = list(group.offsets)
-            elif group.protocol_type == CONSUMER_PROTOCOL and group.is_(S.STABLE):
-                subscribed = group.subscribed_topics()
-                if subscribed is None:
-                    continue
-                base = None
-                candidates = [tp for tp in group.offsets if tp[0] not in subscribed]
-            else:
-                continue
-            expired = []
-            for tp in candidates:
-                o = group.offsets[tp]
-                if o.expire_timestamp >= 0:
-                    due = now >= o.expire_timestamp
-                else:
-                    due = now - (base if base is not None else o.commit_timestamp) >= retention
-                if due:
-                    expired.append(tp)
+            expired = expired_offsets(group, now, self.config.offsets_retention_ms)
             for tp in expired:
                 del group.offsets[tp]
             dead = group.is_(S.EMPTY) and not group.offsets

@@ -13,7 +13,8 @@ Kafka's states and their legal predecessors (``GroupMetadata.validPreviousStates
 :func:`check_transition` is that table: a transition not in it is logged and refused, never
 half-applied. The other pure rules a coordinator needs live here too: which protocol a
 generation uses (:func:`select_protocol`), and which topics a consumer's subscription names
-(:func:`subscribed_topics`), for offset expiry and OffsetDelete.
+(:func:`subscribed_topics`), for OffsetDelete, and which offsets have expired
+(:func:`expired_offsets`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ __all__ = [
     "GroupState",
     "Member",
     "check_transition",
+    "expired_offsets",
     "select_protocol",
     "subscribed_topics",
 ]
@@ -189,6 +191,37 @@ class Group:
                 return None
             topics |= found
         return topics
+
+
+def expired_offsets(group: Group, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
+    """The offsets of ``group`` past their retention at ``now_ms`` (Kafka's
+    ``removeExpiredOffsets``): an offset with an expire timestamp (an old OffsetCommit's
+    retention time) goes then; otherwise ``retention_ms`` counts from when an Empty group with
+    a protocol became empty, from the commit for a group that never had one, and, in a Stable
+    consumer group, from the commit for the topics no member subscribes to any more. A group
+    rebalancing, or whose subscriptions cannot be read, keeps everything."""
+    base: int | None = None
+    if group.protocol_type is None or group.is_(GroupState.EMPTY):
+        if group.protocol_type is not None and group.state_timestamp >= 0:
+            base = group.state_timestamp
+        candidates = list(group.offsets)
+    elif group.protocol_type == CONSUMER_PROTOCOL and group.is_(GroupState.STABLE):
+        subscribed = group.subscribed_topics()
+        if subscribed is None:
+            return []
+        candidates = [tp for tp in group.offsets if tp[0] not in subscribed]
+    else:
+        return []
+    expired = []
+    for tp in candidates:
+        o = group.offsets[tp]
+        if o.expire_timestamp >= 0:
+            due = now_ms >= o.expire_timestamp
+        else:
+            due = now_ms - (base if base is not None else o.commit_timestamp) >= retention_ms
+        if due:
+            expired.append(tp)
+    return expired
 
 
 def select_protocol(members: list[Member]) -> str:

@@ -32,10 +32,12 @@ from dataclasses import dataclass
 __all__ = [
     "GroupMetadataKey",
     "GroupMetadataValue",
+    "Key",
     "MemberRecord",
     "OffsetCommitKey",
     "OffsetCommitValue",
     "RecordFormatError",
+    "Value",
     "decode_key",
     "decode_value",
     "encode_key",

@@ -1,6 +1,6 @@
 """The pure parts of the group coordinator: Kafka's record formats in ``__consumer_offsets``,
-which partition holds a group (Java's String.hashCode), the state table, protocol selection and
-reading a consumer's subscription."""
+which partition holds a group (Java's String.hashCode), the state table, protocol selection,
+reading a consumer's subscription, rebuilding groups from the log and offset expiry."""
 
 from __future__ import annotations
 
@@ -10,12 +10,16 @@ import pytest
 
 from broker.groups.group import (
     VALID_PREVIOUS,
+    CommittedOffset,
+    Group,
     GroupState,
     Member,
     check_transition,
+    expired_offsets,
     select_protocol,
     subscribed_topics,
 )
+from broker.groups.loading import build_groups
 from broker.groups.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -120,3 +124,54 @@ def test_subscribed_topics_of_a_consumer_subscription() -> None:
     assert subscribed_topics(sub) == {"a", "bc"}
     assert subscribed_topics(b"sub") is None
     assert subscribed_topics(b"\x00\x00\x00\x00\x00\x05\x00\x01a") is None
+
+
+def _offset(offset: int, committed: int = 0, expire: int = -1) -> OffsetCommitValue:
+    return OffsetCommitValue(offset=offset, metadata="", commit_timestamp=committed,
+                             expire_timestamp=expire)
+
+
+def test_build_groups_replays_the_log_last_value_wins_tombstones_delete() -> None:
+    member = MemberRecord(member_id="m1", group_instance_id="i1", client_id="c",
+                          client_host="/h", rebalance_timeout_ms=1, session_timeout_ms=2,
+                          subscription=b"s", assignment=b"a")
+    stable = GroupMetadataValue(protocol_type="consumer", generation=3, protocol="range",
+                                leader="m1", current_state_timestamp=5, members=(member,))
+    records = [
+        (OffsetCommitKey("a", "t", 0), _offset(1)),
+        (OffsetCommitKey("a", "t", 0), _offset(2)),
+        (OffsetCommitKey("a", "t", 1), _offset(7)),
+        (OffsetCommitKey("a", "t", 1), None),
+        (GroupMetadataKey("a"), stable),
+        (OffsetCommitKey("gone", "t", 0), _offset(4)),
+        (GroupMetadataKey("gone"), None),
+        (OffsetCommitKey("simple", "t", 0), _offset(9)),
+    ]
+    groups = {g.group_id: g for g in build_groups(4, records)}
+    assert set(groups) == {"a", "simple"}
+    a = groups["a"]
+    assert (a.partition, a.state, a.generation, a.protocol, a.leader_id) == (
+        4, GroupState.STABLE, 3, "range", "m1")
+    assert {tp: o.offset for tp, o in a.offsets.items()} == {("t", 0): 2}
+    assert a.static_members == {"i1": "m1"}
+    assert (a.members["m1"].assignment, a.members["m1"].metadata("range")) == (b"a", b"s")
+    simple = groups["simple"]
+    assert (simple.state, simple.protocol_type) == (GroupState.EMPTY, None)
+
+
+def test_expired_offsets_follow_kafkas_rules() -> None:
+    day = 86_400_000
+    simple = Group(group_id="s", partition=0, offsets={
+        ("t", 0): CommittedOffset(offset=1, commit_timestamp=0),
+        ("t", 1): CommittedOffset(offset=1, commit_timestamp=day),
+        ("t", 2): CommittedOffset(offset=1, commit_timestamp=day, expire_timestamp=day + 5)})
+    assert expired_offsets(simple, day, day) == [("t", 0)]
+    assert expired_offsets(simple, day + 5, day) == [("t", 0), ("t", 2)]
+    # an Empty consumer group: from when it became empty, whatever the commit times
+    empty = Group(group_id="e", partition=0, protocol_type="consumer", state_timestamp=day,
+                  offsets={("t", 0): CommittedOffset(offset=1, commit_timestamp=0)})
+    assert expired_offsets(empty, day + day - 1, day) == []
+    assert expired_offsets(empty, 2 * day, day) == [("t", 0)]
+    # a rebalancing group keeps everything
+    empty.state = GroupState.PREPARING_REBALANCE
+    assert expired_offsets(empty, 10 * day, day) == []
