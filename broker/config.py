@@ -23,6 +23,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from broker.groups.coordinator import GroupConfig
 from broker.properties import PropertiesError, Property, parse_properties
 from coordinator.errors import InvalidURL
 from coordinator.url import parse as parse_url
@@ -153,6 +154,17 @@ _KEYS: dict[str, _Key] = {
     "replica.fetch.backoff.ms": _Key(_INT, at_least=0),
     "num.network.threads": _Key(_INT, at_least=1, applies=False),
     "num.io.threads": _Key(_INT, at_least=1, applies=False),
+    "offsets.topic.num.partitions": _Key(_INT, at_least=1),
+    "offsets.topic.replication.factor": _Key(_INT, at_least=1),
+    "offsets.topic.segment.bytes": _Key(_INT, at_least=1),
+    "offsets.retention.minutes": _Key(_INT, at_least=1),
+    "offsets.retention.check.interval.ms": _Key(_LONG, at_least=1),
+    "offsets.commit.timeout.ms": _Key(_INT, at_least=1),
+    "offset.metadata.max.bytes": _Key(_INT, at_least=0),
+    "group.min.session.timeout.ms": _Key(_INT, at_least=0),
+    "group.max.session.timeout.ms": _Key(_INT, at_least=0),
+    "group.initial.rebalance.delay.ms": _Key(_INT, at_least=0),
+    "group.max.size": _Key(_INT, at_least=1),
 }
 """Every key read here. Kafka's defaults are the field defaults of :class:`BrokerConfig`."""
 
@@ -300,6 +312,8 @@ class BrokerConfig:
     controller_candidate: bool = True
     """``partctl.controller.candidate``: stand for controller (false: leave the role to the
     other brokers or to dedicated ``partctl controller start`` processes)."""
+    groups: GroupConfig = field(default_factory=GroupConfig)
+    """The group coordinator's settings (``offsets.*``, ``group.*``)."""
     request_timeout_ms: int = 30_000
     """How long a controlled-shutdown attempt waits for the controller (Kafka's
     controller.socket.timeout.ms)."""
@@ -599,8 +613,37 @@ def _build(values: dict[str, Any], raw: dict[str, str], source: str, *,
         replica_fetch_max_bytes=get("replica.fetch.max.bytes", 1024 * 1024),
         replica_fetch_wait_max_ms=wait,
         replica_fetch_backoff_ms=get("replica.fetch.backoff.ms", 1_000),
+        groups=_group_config(get),
         extra={k: raw[k] for k in values if not _KEYS[k].applies},
         properties={k: raw[k].strip() for k in values},
+    )
+
+
+def _group_config(get: Callable[[str, Any], Any]) -> GroupConfig:
+    d = GroupConfig()
+    low = get("group.min.session.timeout.ms", d.group_min_session_timeout_ms)
+    high = get("group.max.session.timeout.ms", d.group_max_session_timeout_ms)
+    if low > high:
+        raise ConfigError(f"group.min.session.timeout.ms ({low}) is above "
+                          f"group.max.session.timeout.ms ({high})")
+    return GroupConfig(
+        offsets_topic_num_partitions=get("offsets.topic.num.partitions",
+                                         d.offsets_topic_num_partitions),
+        offsets_topic_replication_factor=get("offsets.topic.replication.factor",
+                                             d.offsets_topic_replication_factor),
+        offsets_topic_segment_bytes=get("offsets.topic.segment.bytes",
+                                        d.offsets_topic_segment_bytes),
+        offsets_retention_ms=get("offsets.retention.minutes",
+                                 d.offsets_retention_ms // 60_000) * 60_000,
+        offsets_retention_check_interval_ms=get("offsets.retention.check.interval.ms",
+                                                d.offsets_retention_check_interval_ms),
+        offsets_commit_timeout_ms=get("offsets.commit.timeout.ms", d.offsets_commit_timeout_ms),
+        offset_metadata_max_bytes=get("offset.metadata.max.bytes", d.offset_metadata_max_bytes),
+        group_min_session_timeout_ms=low,
+        group_max_session_timeout_ms=high,
+        group_initial_rebalance_delay_ms=get("group.initial.rebalance.delay.ms",
+                                             d.group_initial_rebalance_delay_ms),
+        group_max_size=get("group.max.size", d.group_max_size),
     )
 
 

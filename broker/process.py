@@ -52,6 +52,7 @@ from broker.apis import BrokerServices, default_registry
 from broker.config import BrokerConfig, ConfigError, Listener, load_config
 from broker.controller_channel import CONTROLLER_API_KEYS, KafkaNetwork
 from broker.fetch_client import NetworkTransport, broker_fetch_transport
+from broker.groups import GroupCoordinator
 from broker.metadata_cache import MetadataCache, ObservingHandler
 from broker.purgatory import Purgatory
 from broker.server import KafkaServer
@@ -109,6 +110,7 @@ class BrokerProcess:
         self.metadata = MetadataCache()
         self.node: BrokerNode | None = None
         self.server: KafkaServer | None = None
+        self.groups: GroupCoordinator | None = None
         self._stop: asyncio.Future[int] | None = None
         self._at_once: asyncio.Event | None = None
         self._signals: list[int] = []
@@ -272,8 +274,13 @@ class BrokerProcess:
                                f"{', '.join(x.connection_string for x in config.listeners)}: "
                                f"{exc.strerror or exc}")
 
+        def changed() -> None:
+            purgatory.wake_threadsafe()
+            if self.groups is not None:
+                self.groups.leadership_changed()
+
         def wrap(handler: RequestHandler) -> RequestHandler:
-            return ObservingHandler(handler, self.metadata, purgatory.wake_threadsafe)
+            return ObservingHandler(handler, self.metadata, changed)
 
         # The controller's requests and controlled shutdown over Kafka's protocol, on the
         # inter-broker listener (broker/controller_channel.py).
@@ -305,12 +312,15 @@ class BrokerProcess:
             return self._error(f"log directory {config.log_dir}: {exc}")
         assert node.replica_manager is not None and node.participant is not None
         assert node.coordinator is not None
+        groups = self.groups = GroupCoordinator(config.broker_id, node.replica_manager,
+                                                self.metadata, purgatory, loop, config.groups)
+        groups.start()
         server.services = BrokerServices(
             broker_id=config.broker_id, config=config, replica_manager=node.replica_manager,
             metadata=self.metadata, purgatory=purgatory, loop=loop,
             cluster_id=node.participant.cluster_id, create_topic=self._create_topic,
             registry=registry, admin=Admin(node.coordinator), controller=lambda: node.controller,
-            producer_ids=node.producer_ids, network=network)
+            producer_ids=node.producer_ids, network=network, groups=groups)
         # The controller reaches this broker over the listeners too: they serve its requests
         # (and ApiVersions) at once, everything else once its first metadata is in.
         server.gate, server.ungated = asyncio.Event(), CONTROLLER_API_KEYS
@@ -325,6 +335,7 @@ class BrokerProcess:
         if not self._at_once.is_set() and config.controlled_shutdown_enable:
             await self._controlled_shutdown()
         self._final = True
+        groups.stop()
         purgatory.complete_all()
         await server.close()
         transport.close()  # fetches waiting on leaders end now, so the fetchers stop at once

@@ -278,7 +278,7 @@ class KafkaServer:
             return _CLOSE
         ctx = RequestContext(services, api_key=key, api_version=version,
                              correlation_id=correlation_id, client_id=header.client_id,
-                             listener=listener)
+                             listener=listener, peer=peer)
         gate = self.gate
         if gate is not None and not gate.is_set() and key not in self.ungated:
             return ctx, self._after(gate, ctx, api.handle, request)

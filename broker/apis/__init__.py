@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from broker.config import BrokerConfig
 from broker.controller_channel import KafkaNetwork
+from broker.groups import GroupCoordinator
 from broker.metadata_cache import MetadataCache
 from broker.purgatory import Purgatory
 from coordinator.admin import Admin
@@ -95,6 +96,9 @@ class BrokerServices:
     network: KafkaNetwork | None = None
     """Where the controller's requests are handed to this broker's participant (keys 4 to 6);
     None: they are answered BROKER_NOT_AVAILABLE."""
+    groups: GroupCoordinator | None = None
+    """The group coordinator (classic protocol); None: the group APIs answer
+    COORDINATOR_NOT_AVAILABLE."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,16 +120,19 @@ class RequestContext:
     :func:`controller_registry`."""
 
     __slots__ = ("api_key", "api_version", "broker", "client_id", "correlation_id", "listener",
-                 "slices")
+                 "peer", "slices")
 
     def __init__(self, broker: BrokerServices | ControllerNodeServices, *, api_key: int, api_version: int,
-                 correlation_id: int, client_id: str | None, listener: str) -> None:
+                 correlation_id: int, client_id: str | None, listener: str,
+                 peer: str = "") -> None:
         self.broker = broker
         self.api_key = api_key
         self.api_version = api_version
         self.correlation_id = correlation_id
         self.client_id = client_id
         self.listener = listener
+        self.peer = peer
+        """The client's address, ``host:port``."""
         self.slices: list[LogSlice] = []
 
     def close_slices(self) -> None:
@@ -185,6 +192,7 @@ def default_registry() -> ApiRegistry:
         controller_requests,
         elections,
         fetch,
+        groups,
         metadata,
         offsets,
         produce,
@@ -197,7 +205,7 @@ def default_registry() -> ApiRegistry:
     return ApiRegistry([*produce.APIS, *fetch.APIS, *offsets.APIS, *metadata.APIS,
                         *versions.APIS, *producers.APIS, *topics.APIS, *configs.APIS,
                         *cluster.APIS, *elections.APIS, *reassignments.APIS,
-                        *controller_requests.APIS])
+                        *controller_requests.APIS, *groups.APIS])
 
 
 def controller_registry() -> ApiRegistry:

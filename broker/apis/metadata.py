@@ -46,6 +46,8 @@ __all__ = ["APIS", "API_KEY"]
 API_KEY = 3
 NO_LEADER = -1
 FIRST_VERSION_WITH_IDS = 10
+INTERNAL_TOPIC = "__consumer_offsets"
+"""Marked internal, as Kafka marks it (clients leave it out of pattern subscriptions)."""
 
 
 def _endpoint(broker: LiveBroker | None, listener: str) -> tuple[str, int] | None:
@@ -86,7 +88,7 @@ def _partitions(module: Any, snap: MetadataSnapshot, topic: str, listener: str,
 def _topic(module: Any, name: str | None, error: ErrorCode, partitions: tuple[Any, ...] = (),
            topic_id: uuid.UUID | None = None) -> Any:
     return build(module.MetadataResponseTopic, error_code=error, name=name, topic_id=topic_id,
-                 is_internal=False, partitions=partitions)
+                 is_internal=name == INTERNAL_TOPIC, partitions=partitions)
 
 
 def _requested(request: Any, version: int) -> list[str] | None:

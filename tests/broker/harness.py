@@ -12,6 +12,7 @@ from pathlib import Path
 
 from broker.apis import ApiRegistry, BrokerServices, default_registry
 from broker.config import BrokerConfig, Listener
+from broker.groups import GroupCoordinator
 from broker.metadata_cache import MetadataCache
 from broker.purgatory import Purgatory
 from broker.server import KafkaServer
@@ -59,10 +60,13 @@ class InProcessBroker:
                                   max_request_bytes=self.config.socket_request_max_bytes)
         ports = self._run(self.server.bind())
         self.port = ports["PLAINTEXT"]
+        self.groups = GroupCoordinator(broker_id, self.replica_manager, self.metadata,
+                                       self.purgatory, self.loop, self.config.groups)
+        self.loop.call_soon_threadsafe(self.groups.start)
         self.server.services = BrokerServices(
             broker_id=broker_id, config=self.config, replica_manager=self.replica_manager,
             metadata=self.metadata, purgatory=self.purgatory, loop=self.loop,
-            cluster_id="test-cluster", registry=self.registry)
+            cluster_id="test-cluster", registry=self.registry, groups=self.groups)
         self._run(self.server.start_serving())
         self._controller_epoch = 1
         self._live = {broker_id}
@@ -101,8 +105,10 @@ class InProcessBroker:
                                                 tuple(replicas)),),
             live_brokers=brokers))
         self.purgatory.wake_threadsafe()
+        self.groups.leadership_changed()
 
     def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.groups.stop)
         self._run(self.server.close())
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)
