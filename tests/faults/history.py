@@ -407,8 +407,10 @@ class History:
                     partition=attempt.partition, values=attempt.values, outcome=outcome,
                     offset=offset, error=error)
 
-    def acked(self, op: int, offset: int) -> None:
-        """Attempt ``op`` was acknowledged; its first value is at ``offset``."""
+    def acked(self, op: int, offset: int | None) -> None:
+        """Attempt ``op`` was acknowledged; its first value is at ``offset`` (None: the client
+        did not say where, as librdkafka's idempotent producer may report a batch it learns
+        was written from a later answer; the checker then looks for the value anywhere)."""
         self._outcome(op, ACKED, offset, None)
 
     def failed(self, op: int, error: str) -> None:

@@ -51,6 +51,8 @@ class SeedResult:
     injected: Counter[str] = field(default_factory=Counter)
     fault_seconds: float = 0.0
     nemesis_errors: list[str] = field(default_factory=list)
+    workload_errors: list[str] = field(default_factory=list)
+    """A client thread that died or did not stop: the run's workload was not what it should be."""
     error: str | None = None
     seconds: float = 0.0
     """Wall time of the whole run, cluster start to verdict."""
@@ -59,7 +61,7 @@ class SeedResult:
     def ok(self) -> bool:
         """No violation, no operation left undone after the heal, and the run was carried out."""
         return (self.error is None and self.verdict is not None and self.verdict.ok
-                and not self.nemesis_errors)
+                and not self.nemesis_errors and not self.workload_errors)
 
     def line(self) -> str:
         """One line for a progress log."""
@@ -71,7 +73,8 @@ class SeedResult:
         faults = ", ".join(f"{k}×{n}" if n > 1 else k for k, n in sorted(self.injected.items()))
         status = "ok" if self.ok else "FAILED " + " ".join(
             [f"{k} {n}" for k, n in counts.items()]
-            + ([f"undone {len(self.nemesis_errors)}"] if self.nemesis_errors else []))
+            + ([f"undone {len(self.nemesis_errors)}"] if self.nemesis_errors else [])
+            + ([f"workload {'; '.join(self.workload_errors)}"] if self.workload_errors else []))
         acked = self.verdict.acknowledged
         return (f"{head}{status}; acked {acked}, faults [{faults or '-'}] "
                 f"{self.fault_seconds:.0f}s under fault, {self.seconds:.0f}s")
@@ -116,7 +119,7 @@ def run_seed(seed: int, kind: Kind, duration: float, out: Path, *, brokers: int 
         result.verdict = check(read_history(history_path), finals_)
         (directory / "verdict.txt").write_text(
             result.verdict.summary() + "".join(f"\nundone: {e}" for e in result.nemesis_errors)
-            + "\n")
+            + "".join(f"\nworkload: {e}" for e in result.workload_errors) + "\n")
         finished = True
     except Exception as exc:  # noqa: BLE001 - a run that could not be carried out
         result.error = f"{type(exc).__name__}: {exc}".splitlines()[0]
@@ -155,6 +158,7 @@ def _run(cluster: FaultCluster, history: History, faults: Sequence[object], dura
         nemesis.heal_all()
     finally:
         result.stats = workload.stop()
+        result.workload_errors = list(workload.errors)
     result.injected = Counter(nemesis.injected)
     result.fault_seconds = nemesis.fault_seconds
     result.nemesis_errors = list(nemesis.errors)

@@ -375,3 +375,13 @@ def test_write_availability_counts_seconds_with_an_acknowledged_write() -> None:
     # second 1 had an ack; outside it (seconds 0 and 6), second 6 had none, second 0 none
     assert verdict.write_availability_by_fault["kill-leader"] == pytest.approx(1 / 5)
     assert verdict.write_availability_by_fault["none"] == pytest.approx(0 / 2)
+
+
+def test_an_acknowledgement_without_an_offset_is_looked_for_anywhere() -> None:
+    """librdkafka may report a retried batch delivered without saying where it is."""
+    h = Builder()
+    h.produce(0, "a")
+    h.outcome(h.send("b"), "acked", None)
+    assert check(h.events, [final(replica(1, ["a", "b"]), replica(2, ["a", "b"]))]).ok
+    verdict = check(h.events, [final(replica(1, ["a"]), replica(2, ["a"]))])
+    assert verdict.lost.count == 1 and "'b'" in verdict.lost.examples[0]

@@ -41,7 +41,7 @@ def test_a_seed_runs_clean(kind: str, seed: int, duration: float, tmp_path: Path
     assert result.error is None, result.line() + "\n" + "\n".join(lines)
     assert result.verdict is not None
     assert result.ok, (result.line() + "\n" + result.verdict.summary() + "\n"
-                       + "\n".join(result.nemesis_errors))
+                       + "\n".join(result.nemesis_errors + result.workload_errors))
     # the run did what a run is for: faults injected, writes acknowledged and read back
     assert sum(result.injected.values()) >= 1
     assert result.verdict.acknowledged > 100 and result.verdict.reads > 0
