@@ -155,6 +155,7 @@ def summarise(results: Sequence[SeedResult]) -> dict[str, dict[str, object]]:
             "unknown_outcomes": sum(r.stats.unknown for r in rs if r.stats),
             "violations": dict(violations),
             "undone_operations": sum(len(r.nemesis_errors) for r in rs),
+            "isr_not_restored_seeds": [r.seed for r in rs if r.short_isrs],
             "availability_by_fault": {f: round(sum(v) / len(v), 4)
                                       for f, v in sorted(shares.items())},
             "write_availability_by_fault": {f: round(sum(v) / len(v), 4)
@@ -193,6 +194,8 @@ def _table(kind: str, row: dict[str, object]) -> Table:
                      "writes acked: mean share of partition-seconds in which a write was "
                      "acknowledged\nviolations: " + ", ".join(f"{k} {n}" for k, n in violations.items())
                      + f"; undone operations {row['undone_operations']}"
+                     + f"; ISR not restored after the heal in seeds "
+                       f"{row['isr_not_restored_seeds'] or '-'}"
                      + f"; failed seeds {row['failed_seeds'] or '-'}"
                      + f"; error seeds {row['error_seeds'] or '-'}")
     return table

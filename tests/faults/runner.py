@@ -52,6 +52,9 @@ class SeedResult:
     fault_seconds: float = 0.0
     nemesis_errors: list[str] = field(default_factory=list)
     workload_errors: list[str] = field(default_factory=list)
+    short_isrs: list[str] = field(default_factory=list)
+    """Partitions whose ISR was still short 120 s after the heal (liveness, not safety: the
+    run is judged on the ISR as it stood, and its directory is kept)."""
     """A client thread that died or did not stop: the run's workload was not what it should be."""
     error: str | None = None
     seconds: float = 0.0
@@ -76,8 +79,9 @@ class SeedResult:
             + ([f"undone {len(self.nemesis_errors)}"] if self.nemesis_errors else [])
             + ([f"workload {'; '.join(self.workload_errors)}"] if self.workload_errors else []))
         acked = self.verdict.acknowledged
+        short = f"; ISR not restored: {', '.join(self.short_isrs)}" if self.short_isrs else ""
         return (f"{head}{status}; acked {acked}, faults [{faults or '-'}] "
-                f"{self.fault_seconds:.0f}s under fault, {self.seconds:.0f}s")
+                f"{self.fault_seconds:.0f}s under fault, {self.seconds:.0f}s{short}")
 
 
 def run_seed(seed: int, kind: Kind, duration: float, out: Path, *, brokers: int = 3,
@@ -132,7 +136,7 @@ def run_seed(seed: int, kind: Kind, duration: float, out: Path, *, brokers: int 
         handler.close()
     if timeline and history_path.exists():
         _draw(history_path, directory / "timeline.png", f"{kind} seed {seed}", say)
-    if finished and result.ok and not keep:  # a clean run keeps its plan, verdict and picture
+    if finished and result.ok and not result.short_isrs and not keep:  # a clean run keeps its plan, verdict and picture
         shutil.rmtree(directory / "cluster", ignore_errors=True)
         history_path.unlink(missing_ok=True)
     return result
@@ -163,7 +167,7 @@ def _run(cluster: FaultCluster, history: History, faults: Sequence[object], dura
     result.fault_seconds = nemesis.fault_seconds
     result.nemesis_errors = list(nemesis.errors)
     workload.final_reads()
-    return finals(cluster, TOPICS)
+    return finals(cluster, TOPICS, short=result.short_isrs)
 
 
 def _draw(history: Path, png: Path, title: str, say: Callable[[str], None]) -> None:

@@ -572,8 +572,8 @@ def _watermarks(consumer: Consumer, tp: TopicPartition, deadline: float) -> tupl
             time.sleep(0.5)
 
 
-def finals(cluster: FaultCluster, topics: Sequence[str], timeout: float = 120.0
-           ) -> list[FinalPartition]:
+def finals(cluster: FaultCluster, topics: Sequence[str], timeout: float = 120.0,
+           short: list[str] | None = None) -> list[FinalPartition]:
     """The final state of every partition of ``topics``, for the checker; stops the brokers.
 
     Waits (up to ``timeout``) until every partition has a leader and all its replicas in the
@@ -581,7 +581,9 @@ def finals(cluster: FaultCluster, topics: Sequence[str], timeout: float = 120.0
     leader (ListOffsets), twice over, until the states did not move in between. Then it kills
     every broker (SIGKILL: the logs are written through to the files, and are opened with
     crash recovery) and reads the in-sync replicas' logs. A partition still without a leader at
-    the timeout raises TimeoutError; one whose ISR is short is read as its ISR stands."""
+    the timeout raises TimeoutError; one whose ISR is short is read as its ISR stands, and
+    named in ``short`` when given (a replica that never came back into the ISR after the heal:
+    a liveness finding, not a safety one)."""
     deadline = time.monotonic() + timeout
 
     def assignments(meta: MetadataClient) -> dict[TopicPartition, tuple[int, ...]]:
@@ -615,6 +617,10 @@ def finals(cluster: FaultCluster, topics: Sequence[str], timeout: float = 120.0
             raise TimeoutError(f"partitions without a leader after {timeout:.0f}s: "
                                f"{leaderless}")
         log.warning("finals: ISRs still short after %.0fs: %s", timeout, now)
+        if short is not None:
+            short.extend(f"{tp.topic}-{tp.partition} leader {now[tp][0]} ISR {list(now[tp][1])}"
+                         f" of replicas {list(r)}" for tp, r in sorted(replicas.items())
+                         if tp in now and set(now[tp][1]) != set(r))
 
     def high_watermarks() -> dict[TopicPartition, int]:
         consumer = Consumer({**CLIENT_LOG, "bootstrap.servers": cluster.bootstrap,
