@@ -26,7 +26,7 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from broker.groups.records import MemberRecord
+from broker.groups.records import MemberRecord, OffsetCommitValue
 
 __all__ = [
     "VALID_PREVIOUS",
@@ -69,15 +69,8 @@ def check_transition(current: GroupState, target: GroupState) -> bool:
     return current in VALID_PREVIOUS[target]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CommittedOffset:
-    """A committed offset as the group holds it (and as its record says)."""
-
-    offset: int
-    leader_epoch: int = -1
-    metadata: str = ""
-    commit_timestamp: int
-    expire_timestamp: int = -1
+CommittedOffset = OffsetCommitValue
+"""A committed offset as the group holds it: what its record in __consumer_offsets says."""
 
 
 @dataclass(slots=True, kw_only=True, eq=False)

@@ -16,7 +16,7 @@ from confluent_kafka.admin import NewTopic
 
 from broker.cluster import start_broker as launch_and_wait
 from replication.log import Log
-from replication.records import decode_batch
+from tests.replication.test_cleaner_cluster import latest_per_key
 from tests.servers import Server
 from tests.waiting import wait_until
 
@@ -74,22 +74,7 @@ def consume_all(bootstrap: str, topic: str) -> list[tuple[int, bytes | None, byt
 def latest_in(path: Path) -> tuple[dict[bytes | None, tuple[int, bytes | None]], list[int]]:
     log = Log.open(path)
     try:
-        latest: dict[bytes | None, tuple[int, bytes | None]] = {}
-        offsets: list[int] = []
-        offset = log.log_start_offset
-        while offset < log.log_end_offset:
-            got = log.read(offset, 1 << 26)  # one segment at most
-            if not got.records:
-                break
-            pos = 0
-            while pos < len(got.records):
-                batch = decode_batch(got.records, pos)
-                for r in batch.records:
-                    latest[r.key] = (r.offset, r.value)
-                    offsets.append(r.offset)
-                pos += batch.header.size
-            offset = got.next_offset
-        return latest, offsets
+        return latest_per_key(log)
     finally:
         log.close()
 
