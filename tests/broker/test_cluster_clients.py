@@ -10,11 +10,13 @@ batch for batch up to the high watermark."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import confluent_kafka as ck
 import pytest
@@ -82,18 +84,30 @@ class Trio:
                 for tp, s in states.items() if s is not None}
 
 
-@pytest.fixture(params=["zookeeper", "etcd"])
-def trio(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Trio]:
-    server: Server = request.getfixturevalue(f"{request.param}_server")
-    cluster = Trio(coordinator_url(server), tmp_path, {})
+TrioT = TypeVar("TrioT", bound="Trio")
+
+
+@contextlib.contextmanager
+def serving(cluster: TrioT, *, only_running: bool = False) -> Iterator[TrioT]:
+    """Brokers 1-3 of ``cluster`` started; at the end each is stopped and must exit 0 (their
+    logs' tails go into the failure). ``only_running``: a broker a test stopped for good is
+    left out."""
     try:
         for b in (1, 2, 3):
             cluster.start(b)
         yield cluster
     finally:
-        statuses = {b: broker.stop() for b, broker in cluster.brokers.items()}
-        logs = {b: broker.log()[-2000:] for b, broker in cluster.brokers.items()}
+        statuses = {b: broker.stop() for b, broker in cluster.brokers.items()
+                    if broker.running() or not only_running}
+        logs = {b: broker.log()[-3000:] for b, broker in cluster.brokers.items()}
         assert set(statuses.values()) <= {0}, (statuses, logs)
+
+
+@pytest.fixture(params=["zookeeper", "etcd"])
+def trio(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Trio]:
+    server: Server = request.getfixturevalue(f"{request.param}_server")
+    with serving(Trio(coordinator_url(server), tmp_path, {})) as cluster:
+        yield cluster
 
 
 def create(trio: Trio, topic: str, partitions: int, **kwargs: object) -> None:

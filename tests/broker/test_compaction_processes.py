@@ -21,7 +21,7 @@ from tests.servers import Server
 from tests.waiting import wait_until
 
 from .processes import TEST_SETTINGS, coordinator_url
-from .test_cluster_clients import Trio
+from .test_cluster_clients import Trio, serving
 
 pytestmark = pytest.mark.servers
 
@@ -43,15 +43,9 @@ class CleaningTrio(Trio):
 
 @pytest.fixture
 def trio(zookeeper_server: Server, tmp_path: Path) -> Iterator[CleaningTrio]:
-    cluster = CleaningTrio(coordinator_url(zookeeper_server), tmp_path, {})
-    try:
-        for b in (1, 2, 3):
-            cluster.start(b)
+    with serving(CleaningTrio(coordinator_url(zookeeper_server), tmp_path, {}),
+                 only_running=True) as cluster:
         yield cluster
-    finally:
-        statuses = {b: broker.stop() for b, broker in cluster.brokers.items() if broker.running()}
-        logs = {b: broker.log()[-2000:] for b, broker in cluster.brokers.items()}
-        assert set(statuses.values()) <= {0}, (statuses, logs)
 
 
 def consume_all(bootstrap: str, topic: str) -> list[tuple[int, bytes | None, bytes | None]]:

@@ -27,7 +27,7 @@ from tests.servers import Server
 from tests.waiting import wait_until
 
 from .processes import TEST_SETTINGS, coordinator_url
-from .test_cluster_clients import Producing, Trio, create
+from .test_cluster_clients import Producing, Trio, create, serving
 
 pytestmark = pytest.mark.servers
 
@@ -53,15 +53,8 @@ class GroupTrio(Trio):
 def trio(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[GroupTrio]:
     store = request.node.callspec.params.get("store", "zookeeper")
     server: Server = request.getfixturevalue(f"{store}_server")
-    cluster = GroupTrio(coordinator_url(server), tmp_path, {})
-    try:
-        for b in (1, 2, 3):
-            cluster.start(b)
+    with serving(GroupTrio(coordinator_url(server), tmp_path, {})) as cluster:
         yield cluster
-    finally:
-        statuses = {b: broker.stop() for b, broker in cluster.brokers.items()}
-        logs = {b: broker.log()[-3000:] for b, broker in cluster.brokers.items()}
-        assert set(statuses.values()) <= {0}, (statuses, logs)
 
 
 class Member:
