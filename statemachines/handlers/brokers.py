@@ -69,8 +69,11 @@ def take_dead_replicas_out_of_isrs(svc: ControllerServices) -> None:
     controller failover that lost a broker (the fault harness's write availability showed it)."""
     ctx = svc.ctx
     live = ctx.brokers
-    keys = [(tp, b) for tp in sorted_partitions(ctx.leaders) if not ctx.is_deleting(tp)
-            for b in ctx.leaders[tp].isr if b not in live]
+    leaders = ctx.leaders
+    # Only the brokers that host replicas and are not live: nothing to scan when all are.
+    keys = [(tp, b) for b, hosted in sorted(ctx.replicas_on_all().items()) if b not in live
+            for tp in sorted_partitions(hosted)
+            if tp in leaders and b in leaders[tp].isr and not ctx.is_deleting(tp)]
     if keys:
         batch = svc.new_batch()
         svc.replicas.handle(keys, ReplicaState.OFFLINE, batch)
