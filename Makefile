@@ -8,7 +8,8 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+# the C source too: the install compiles the cleaner's C extension in place
+$(STAMP): pyproject.toml replication/_cleaner_native.c
 	bash .ci/setup
 	touch $(STAMP)
 

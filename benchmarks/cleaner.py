@@ -11,13 +11,19 @@ of ``--value-bytes`` bytes in batches of ``--batch-records``, then measures:
   every key: the map-building read (CRC of each batch checked, each key mapped), the copy of
   every segment (kept and dropped batches told apart by their offsets in the map, records
   walked only in batches that lose some), the fsync of the cleaned files and the swaps (rename,
-  unlink, the index rebuild of each new segment);
+  unlink, the index rebuild of each new segment). The keys are scanned as the product scans
+  them: in C where the install built ``replication._cleaner_native``, else in Python (the
+  output says which);
 - release: closing the pass's descriptors of the replaced files, which frees their pages (the
   part of deleting a file that Kafka defers to an asynchronous delete, file.delete.delay.ms).
 
 Throughput is the log's size before cleaning over each time; the ratio is clean over raw
 with the same cache state (the issue's target is >= 0.25), printed without and with the
-release. The clean runs once, warm unless ``--cold``. Run: ``python -m benchmarks.cleaner [--quick]``.
+release. The clean runs once, warm unless ``--cold``. With ``--compression CODEC`` every batch
+is compressed with that codec as Kafka's Java producer frames it: the map then inflates each
+dirty batch, and the copy inflates every batch that may lose records and recompresses those
+that do (sizes and throughput are of the compressed log). Run:
+``python -m benchmarks.cleaner [--quick] [--compression lz4]``.
 """
 
 from __future__ import annotations
@@ -28,14 +34,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from replication.cleaner import OffsetMap, clean_log
+from replication.cleaner import NATIVE_SCAN, OffsetMap, clean_log
 from replication.log import Log, LogConfig
-from replication.records import Record, encode_batch
+from replication.records import COMPRESSION_NAMES, Record, encode_batch
 
 
-def build(directory: Path, size: int, value_bytes: int, batch_records: int, rewrites: int
-          ) -> tuple[Log, int]:
-    """The log and its record count."""
+def build(directory: Path, size: int, value_bytes: int, batch_records: int, rewrites: int,
+          compression: int = 0) -> tuple[Log, int]:
+    """The log and its record count (``size`` counts the records uncompressed)."""
     log = Log.open(directory, config=LogConfig(compact=True, cleanup_delete=False,
                                                segment_bytes=64 << 20), clock=lambda: 1_000)
     per_record = value_bytes + 20
@@ -46,7 +52,7 @@ def build(directory: Path, size: int, value_bytes: int, batch_records: int, rewr
     while written < total:
         records = [Record(key=b"key-%012d" % ((written + i) % keys), value=value,
                           timestamp=1_000) for i in range(batch_records)]
-        log.append_as_leader(encode_batch(records), 0)
+        log.append_as_leader(encode_batch(records, compression=compression), 0)
         written += batch_records
     log.roll()
     return log, written
@@ -87,19 +93,30 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dir", type=Path, default=None, help="where to build the log")
     parser.add_argument("--cold", action="store_true",
                         help="run the clean from a cold cache too (the log's pages evicted)")
+    parser.add_argument("--compression", choices=COMPRESSION_NAMES, default="none",
+                        help="compress every batch with this codec")
     args = parser.parse_args(argv)
+    codec = COMPRESSION_NAMES.index(args.compression)
     size = (64 if args.quick else args.size_mib) << 20
+    if args.dir is not None:
+        try:
+            Path(args.dir).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            parser.error(f"--dir {args.dir}: {exc.strerror or exc}")
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         directory = Path(tmp) / "bench-0"
         t0 = time.perf_counter()
         log, records = build(directory, size, args.value_bytes, args.batch_records,
-                             args.rewrites)
+                             args.rewrites, codec)
         built = time.perf_counter() - t0
         before = log.size_bytes
         mib = 1 << 20
         print(f"log: {before / mib:.0f} MiB, {records} records of {args.value_bytes} B value "
-              f"in batches of {args.batch_records}, {100 / args.rewrites:.0f}% live keys "
+              f"in batches of {args.batch_records} ({args.compression}), "
+              f"{100 / args.rewrites:.0f}% live keys "
               f"(built in {built:.1f} s)")
+        print("key scan of the map pass: " + ("C (replication._cleaner_native)" if NATIVE_SCAN
+                                              else "Python (the C extension is not built)"))
         print(f"{'measure':<44}{'seconds':>10}{'MiB/s':>10}")
         raws = {}
         for cache in ("cold", "warm"):

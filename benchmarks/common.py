@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from pathlib import Path
 
 from coordinator import servers
 from replication.records import Record, encode_batch
@@ -72,3 +73,68 @@ def server_label(args: argparse.Namespace) -> str:
     how = ("fsync on" if args.server_fsync
            else "fsync off (ZooKeeper forceSync=no, etcd --unsafe-no-fsync)")
     return f"ZooKeeper and etcd started on this machine's loopback for the run, {how}"
+
+
+def start_brokers(directory: Path, url: str, extra: str = "", count: int = 3) -> list:
+    """``count`` broker processes (``partctl broker start``) on the coordinator at ``url``,
+    each with ``extra`` server.properties lines, waited for until they serve; one line and
+    exit if one does not start."""
+    from broker.cluster import BrokerStartError, launch_broker
+
+    settings = "controlled.shutdown.retry.backoff.ms=200\n" + extra
+    brokers = [launch_broker(directory / f"broker-{b}", b, url, extra=settings)
+               for b in range(1, count + 1)]
+    try:
+        for broker in brokers:
+            broker.wait_serving(90)
+    except BrokerStartError as exc:
+        for broker in brokers:
+            broker.kill()
+        raise SystemExit(f"broker {exc.broker_id} did not start: {exc.reason}") from None
+    return brokers
+
+
+def create_topic(conf: dict, name: str, partitions: int) -> None:
+    """A topic of ``partitions`` partitions, RF 3, min ISR 2, through Kafka's admin API with
+    client settings ``conf``; waits until every partition has a leader and a full ISR."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(conf)
+    admin.create_topics([NewTopic(name, partitions, 3, config={"min.insync.replicas": "2"})],
+                        operation_timeout=60)[name].result(90)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        md = admin.list_topics(name, timeout=10).topics.get(name)
+        if md is not None and md.error is None and len(md.partitions) == partitions and all(
+                p.leader >= 0 and len(p.isrs) == 3 for p in md.partitions.values()):
+            return
+        time.sleep(0.1)
+    raise SystemExit(f"topic {name}: no leaders or ISRs not full after 120 s")
+
+
+def produce(conf: dict, topic: str, count: int, partitions: int, value_size: int) -> float:
+    """Seconds to produce ``count`` values of ``value_size`` random bytes round-robin to
+    ``partitions`` partitions (idempotent, acks=all) with client settings ``conf``, every one
+    delivered; one line and exit if some were not."""
+    from confluent_kafka import Producer
+
+    producer = Producer({**conf, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
+                         "queue.buffering.max.messages": 1_000_000})
+    value = os.urandom(value_size)
+    failed: list = []
+    start = time.perf_counter()
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(topic, value=value, partition=i % partitions,
+                                 on_delivery=lambda e, _m: e is not None and failed.append(e))
+                break
+            except BufferError:
+                producer.poll(0.01)
+        if i % 1000 == 0:
+            producer.poll(0)
+    left = producer.flush(300)
+    elapsed = time.perf_counter() - start
+    if left or failed:
+        raise SystemExit(f"produce failed: {left} undelivered, errors {failed[:3]}")
+    return elapsed

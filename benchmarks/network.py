@@ -57,45 +57,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import (  # noqa: E402
     add_server_options,
     cpu_seconds,
+    create_topic,
     make_batch,
     server_label,
+    start_brokers,
     start_server,
 )
+from benchmarks.common import produce as common_produce  # noqa: E402
 
 VALUE_SIZE = 1024
 BROKERS = 3
 
-
-def start_brokers(directory: Path, url: str) -> list:
-    from broker.cluster import BrokerStartError, launch_broker
-
-    brokers = [launch_broker(directory / f"broker-{b}", b, url,
-                             extra="controlled.shutdown.retry.backoff.ms=200\n")
-               for b in range(1, BROKERS + 1)]
-    try:
-        for broker in brokers:
-            broker.wait_serving(90)
-    except BrokerStartError as exc:
-        for broker in brokers:
-            broker.kill()
-        raise SystemExit(f"broker {exc.broker_id} did not start: {exc.reason}") from None
-    return brokers
-
-
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 3, config={"min.insync.replicas": "2"})],
-                        operation_timeout=60)[name].result(90)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        md = admin.list_topics(name, timeout=10).topics.get(name)
-        if md is not None and md.error is None and len(md.partitions) == partitions and all(
-                p.leader >= 0 and len(p.isrs) == 3 for p in md.partitions.values()):
-            return
-        time.sleep(0.1)
-    raise SystemExit(f"topic {name}: no leaders or ISRs not full after 120 s")
 
 
 class BrokersCpu:
@@ -111,34 +83,7 @@ class BrokersCpu:
 
 
 def produce(bootstrap: str, topic: str, count: int, partitions: int) -> float:
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
-                         "enable.idempotence": True, "linger.ms": 5,
-                         "queue.buffering.max.messages": 1_000_000})
-    value = os.urandom(VALUE_SIZE)
-    failed = []
-
-    def delivered(err: object, _msg: object) -> None:
-        if err is not None:
-            failed.append(err)
-
-    start = time.perf_counter()
-    for i in range(count):
-        while True:
-            try:
-                producer.produce(topic, value=value, partition=i % partitions,
-                                 on_delivery=delivered)
-                break
-            except BufferError:
-                producer.poll(0.01)
-        if i % 1000 == 0:
-            producer.poll(0)
-    left = producer.flush(300)
-    elapsed = time.perf_counter() - start
-    if left or failed:
-        raise SystemExit(f"produce failed: {left} undelivered, errors {failed[:3]}")
-    return elapsed
+    return common_produce({"bootstrap.servers": bootstrap}, topic, count, partitions, VALUE_SIZE)
 
 
 def consume(bootstrap: str, topic: str, count: int, partitions: int,
@@ -308,7 +253,7 @@ def main() -> None:
         pids = [b.pid for b in brokers]
         bootstrap = ",".join(b.bootstrap for b in brokers)
         print(f"3 brokers up ({bootstrap}); producing", flush=True)
-        create_topic(bootstrap, "bench-produce", args.partitions)
+        create_topic({"bootstrap.servers": bootstrap}, "bench-produce", args.partitions)
         cpu = BrokersCpu(pids)
         produced = produce(bootstrap, "bench-produce", args.messages, args.partitions)
         produce_cpu = cpu.used()
@@ -322,13 +267,13 @@ def main() -> None:
         tuned, tuned_streaming = consume(bootstrap, "bench-produce", args.messages,
                                          args.partitions, fetch_queue_backoff_ms=10)
         print(f"latency run: {args.rate}/s for {args.seconds:g}s", flush=True)
-        create_topic(bootstrap, "bench-latency", 1)
+        create_topic({"bootstrap.servers": bootstrap}, "bench-latency", 1)
         cpu = BrokersCpu(pids)
         samples = latency(bootstrap, "bench-latency", args.rate, args.seconds)
         latency_cpu = cpu.used()
         print(f"memory: {args.memory_partitions} partitions, {args.idle_connections} idle "
               "connections per broker", flush=True)
-        create_topic(bootstrap, "bench-memory", args.memory_partitions)
+        create_topic({"bootstrap.servers": bootstrap}, "bench-memory", args.memory_partitions)
         idle = idle_connections([b.port for b in brokers], args.idle_connections)
         time.sleep(5)
         rss = [rss_mib(pid) for pid in pids]

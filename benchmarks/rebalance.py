@@ -1,15 +1,24 @@
-"""How long a classic consumer group takes to rebalance after a member dies; prints numbers.
+"""How long a consumer group takes to rebalance after a member dies, classic beside KIP-848;
+prints numbers.
 
     .venv/bin/python benchmarks/rebalance.py [--partitions 300] [--rounds 3]
                                              [--session-timeout-ms 6000]
+                                             [--protocols classic,consumer]
 
 A ZooKeeper started for the run on this machine's loopback and three ``partctl broker start``
 processes (``offsets.topic.num.partitions=10``, ``group.initial.rebalance.delay.ms=0``); one
 topic of ``--partitions`` partitions at replication factor 1 (the rebalance touches no data).
 Three members, each a process of its own (this script with ``--member``): confluent-kafka
-consumers of one group, the eager ``range`` assignor, ``session.timeout.ms`` as given,
-``heartbeat.interval.ms`` 500, polling every 50 ms; each writes down, with the wall clock, every
-assignment it gets.
+consumers of one group, polling every 50 ms; each writes down, with the wall clock, the
+partitions it holds after every assignment callback. Per protocol, one group on the same
+cluster:
+
+- *classic*: the eager ``range`` assignor in the clients, ``session.timeout.ms`` as given,
+  ``heartbeat.interval.ms`` 500;
+- *consumer* (KIP-848, ``group.protocol=consumer``): the broker's ``uniform`` assignor, the
+  brokers' ``group.consumer.session.timeout.ms`` as given and
+  ``group.consumer.heartbeat.interval.ms`` 500; assignments are incremental (a survivor keeps
+  what it had and only gains the dead member's partitions).
 
 Each round: with all partitions assigned, one member is SIGKILLed (no LeaveGroup: only its
 session timeout tells the coordinator). Measured:
@@ -18,10 +27,12 @@ session timeout tells the coordinator). Measured:
   session timeout (the protocol's own wait: at most the session timeout after the member's
   last heartbeat);
 - *rebalance*: from that line to the moment the surviving members' latest assignments cover
-  every partition (the last of their assignment callbacks): what the rebalance itself costs,
-  the join phase (the survivors learn of it at their next heartbeat, every 500 ms, and rejoin),
-  the leader's assignment, SyncGroup and the stored generation (acks=all), and librdkafka's
-  callbacks. The target is at most 1 s.
+  every partition (the last of their assignment callbacks): what the rebalance itself costs.
+  Classic: the join phase (the survivors learn of it at their next heartbeat, every 500 ms,
+  and rejoin), the leader's assignment, SyncGroup and the stored generation (acks=all), and
+  librdkafka's callbacks. KIP-848: the new target (computed and stored, acks=all, when the
+  member is fenced), each survivor's next heartbeat (every 500 ms) bringing its new
+  partitions, and librdkafka's callbacks. The target is at most 1 s.
 
 Then a new member is started in the dead one's place and the group settles before the next
 round. The broker log's clock and the members' are this machine's wall clock; the log line has
@@ -48,27 +59,49 @@ from broker.cluster import start_cluster  # noqa: E402
 
 TOPIC = "bench-rebalance"
 GROUP = "bench-rebalance"
-_FIRED = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] INFO partctl\.groups: group "
-                    + GROUP + r": member (\S+) failed its session timeout")
+PROTOCOLS = ("classic", "consumer")
 
 
-def member(bootstrap: str, session_ms: int, out_path: str) -> None:
-    """A member process: consume the topic in the group, log assignments with the time."""
+def _fired(group: str) -> re.Pattern[str]:
+    return re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] INFO "
+                      r"partctl\.groups(?:\.consumer)?: group " + re.escape(group)
+                      + r": member (\S+) failed its session timeout")
+
+
+def member(bootstrap: str, session_ms: int, out_path: str, protocol: str) -> None:
+    """A member process: consume the topic in the group, log what it holds with the time."""
     import confluent_kafka as ck
 
     stopping = [False]
     signal.signal(signal.SIGTERM, lambda *_: stopping.__setitem__(0, True))
-    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP,
-                            "session.timeout.ms": session_ms, "heartbeat.interval.ms": 500,
-                            "partition.assignment.strategy": "range",
-                            "enable.auto.commit": False})
+    settings: dict[str, object] = {"bootstrap.servers": bootstrap,
+                                   "group.id": f"{GROUP}-{protocol}",
+                                   "enable.auto.commit": False}
+    if protocol == "consumer":
+        settings.update({"group.protocol": "consumer", "group.remote.assignor": "uniform"})
+    else:
+        settings.update({"session.timeout.ms": session_ms, "heartbeat.interval.ms": 500,
+                         "partition.assignment.strategy": "range"})
+    consumer = ck.Consumer(settings)
+    incremental = protocol == "consumer"
+    held: set[int] = set()
     with open(out_path, "a") as out:
-        def assigned(_c: object, partitions: list) -> None:
-            numbers = ",".join(str(p.partition) for p in partitions)
+        def write() -> None:
+            numbers = ",".join(str(p) for p in sorted(held))
             print(f"A {time.time():.6f} {numbers}", file=out, flush=True)
 
-        def revoked(_c: object, _partitions: list) -> None:
-            print(f"R {time.time():.6f}", file=out, flush=True)
+        def assigned(_c: object, partitions: list) -> None:
+            if not incremental:
+                held.clear()
+            held.update(p.partition for p in partitions)
+            write()
+
+        def revoked(_c: object, partitions: list) -> None:
+            if incremental:
+                held.difference_update(p.partition for p in partitions)
+            else:
+                held.clear()
+            write()
 
         consumer.subscribe([TOPIC], on_assign=assigned, on_revoke=revoked)
         while not stopping[0]:
@@ -77,10 +110,11 @@ def member(bootstrap: str, session_ms: int, out_path: str) -> None:
 
 
 class Member:
-    def __init__(self, name: str, bootstrap: str, session_ms: int, directory: Path) -> None:
-        self.path = directory / f"member-{name}.txt"
+    def __init__(self, name: str, bootstrap: str, session_ms: int, directory: Path,
+                 protocol: str) -> None:
+        self.path = directory / f"member-{protocol}-{name}.txt"
         self.proc = subprocess.Popen([sys.executable, __file__, "--member", bootstrap,
-                                      str(session_ms), str(self.path)],
+                                      str(session_ms), str(self.path), protocol],
                                      stderr=subprocess.DEVNULL)
 
     def latest(self) -> tuple[float, set[int]] | None:
@@ -93,8 +127,6 @@ class Member:
             if parts and parts[0] == "A":
                 last = (float(parts[1]), {int(p) for p in parts[2].split(",") if p}
                         if len(parts) > 2 else set())
-            elif parts and parts[0] == "R":
-                last = (float(parts[1]), set())
         return last
 
 
@@ -120,10 +152,10 @@ def wait(condition: object, timeout: float, what: str) -> object:
     raise SystemExit(f"timed out waiting for {what}")
 
 
-def fired_at(logs: list[Path], after: float) -> float | None:
+def fired_at(logs: list[Path], after: float, pattern: re.Pattern[str]) -> float | None:
     for log in logs:
         for line in log.read_text(errors="replace").splitlines():
-            found = _FIRED.match(line)
+            found = pattern.match(line)
             if found:
                 stamp = datetime.datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S,%f")
                 when = stamp.timestamp()
@@ -139,12 +171,17 @@ def main() -> None:
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     parser.add_argument("--keep", action="store_true",
                         help="keep the run's directory (broker logs, members' records)")
-    parser.add_argument("--member", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--protocols", default=",".join(PROTOCOLS),
+                        help="which group protocols to measure, in order (classic,consumer)")
+    parser.add_argument("--member", nargs=4, help=argparse.SUPPRESS)
     add_server_options(parser)
     args = parser.parse_args()
     if args.member:
-        member(args.member[0], int(args.member[1]), args.member[2])
+        member(args.member[0], int(args.member[1]), args.member[2], args.member[3])
         return
+    protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
+    if not protocols or any(p not in PROTOCOLS for p in protocols):
+        parser.error(f"--protocols: name some of {', '.join(PROTOCOLS)}")
     import confluent_kafka
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -152,35 +189,48 @@ def main() -> None:
     directory = Path(tempfile.mkdtemp(prefix="partctl-rebalance-"))
     cluster = None
     members: list[Member] = []
-    results: list[tuple[float, float]] = []
+    results: dict[str, list[tuple[float, float]]] = {p: [] for p in protocols}
     try:
         cluster = start_cluster(3, coordinator_url=zk.url("/bench"), directory=directory / "cluster",
                                 extra={"offsets.topic.num.partitions": "10",
-                                       "group.initial.rebalance.delay.ms": "0"})
+                                       "group.initial.rebalance.delay.ms": "0",
+                                       "group.consumer.session.timeout.ms":
+                                           str(args.session_timeout_ms),
+                                       "group.consumer.heartbeat.interval.ms": "500"})
         bootstrap = cluster.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics([NewTopic(TOPIC, args.partitions, 1)])[TOPIC].result(60)
         print(f"3 brokers up ({bootstrap}); topic of {args.partitions} partitions", flush=True)
-        members = [Member(str(i), bootstrap, args.session_timeout_ms, directory)
-                   for i in range(3)]
-        wait(lambda: settled(members, args.partitions, 0.0), 120, "the first assignment")
         logs = [b.log_path for b in cluster.brokers]
-        for round_ in range(args.rounds):
-            time.sleep(2)
-            victim = members.pop(0)
-            killed = time.time()
-            victim.proc.kill()
-            victim.proc.wait(10)
-            fired = wait(lambda k=killed: fired_at(logs, k), 60, "the session timeout")
-            done = wait(lambda k=killed: settled(members, args.partitions, k), 60,
-                        "the survivors to hold every partition")
-            results.append((fired - killed, done - fired))  # type: ignore[operator]
-            print(f"round {round_ + 1}: session fired {fired - killed:.3f} s after the kill, "
-                  f"all assigned {done - fired:.3f} s later", flush=True)
-            members.append(Member(f"r{round_}", bootstrap, args.session_timeout_ms, directory))
-            started = time.time()
-            wait(lambda s=started: settled(members, args.partitions, s), 120,
-                 "the group to take the new member")
+        for protocol in protocols:
+            pattern = _fired(f"{GROUP}-{protocol}")
+            members = [Member(str(i), bootstrap, args.session_timeout_ms, directory, protocol)
+                       for i in range(3)]
+            wait(lambda ms=members: settled(ms, args.partitions, 0.0), 120,
+                 "the first assignment")
+            for round_ in range(args.rounds):
+                time.sleep(2)
+                victim = members.pop(0)
+                killed = time.time()
+                victim.proc.kill()
+                victim.proc.wait(10)
+                fired = wait(lambda k=killed, p=pattern: fired_at(logs, k, p), 60,
+                             "the session timeout")
+                done = wait(lambda k=killed, ms=members: settled(ms, args.partitions, k), 60,
+                            "the survivors to hold every partition")
+                results[protocol].append((fired - killed, done - fired))  # type: ignore[operator]
+                print(f"{protocol} round {round_ + 1}: session fired {fired - killed:.3f} s "
+                      f"after the kill, all assigned {done - fired:.3f} s later", flush=True)
+                members.append(Member(f"r{round_}", bootstrap, args.session_timeout_ms,
+                                      directory, protocol))
+                started = time.time()
+                wait(lambda s=started, ms=members: settled(ms, args.partitions, s), 120,
+                     "the group to take the new member")
+            for m in members:
+                m.proc.send_signal(signal.SIGTERM)
+            for m in members:
+                m.proc.wait(30)
+            members = []
     finally:
         for m in members:
             m.proc.send_signal(signal.SIGTERM)
@@ -196,16 +246,31 @@ def main() -> None:
             print(f"kept {directory}")
         else:
             shutil.rmtree(directory, ignore_errors=True)
-    print(f"\nclassic group, eager range assignor: 3 members (confluent-kafka "
-          f"{confluent_kafka.version()[0]}), {args.partitions} partitions, session.timeout.ms "
-          f"{args.session_timeout_ms}, heartbeat.interval.ms 500; 3 partctl broker processes")
+    print(f"\n3 members (confluent-kafka {confluent_kafka.version()[0]}), {args.partitions} "
+          f"partitions, session timeout {args.session_timeout_ms} ms, heartbeat interval "
+          f"500 ms; 3 partctl broker processes. classic: eager range assignor in the clients; "
+          f"consumer: KIP-848, the broker's uniform assignor")
     print(server_label(args))
-    print(f"{'round':>5} {'kill -> session fired (s)':>26} {'fired -> all assigned (s)':>26}")
-    for i, (fired, rebalance) in enumerate(results, 1):
-        print(f"{i:>5} {fired:>26.3f} {rebalance:>26.3f}")
-    if results:
-        worst = max(r for _, r in results)
-        print(f"worst rebalance beyond the session timeout: {worst:.3f} s (target <= 1 s)")
+    print("kill -> fired: from the SIGKILL to the coordinator's session-timeout line; "
+          "fired -> all assigned: from that line to the survivors' last assignment callback "
+          "covering every partition")
+    header = "".join(f" {p + ' kill->fired (s)':>26} {p + ' fired->assigned (s)':>28}"
+                     for p in protocols)
+    print(f"{'round':>5}{header}")
+    for i in range(args.rounds):
+        row = ""
+        for p in protocols:
+            if i < len(results[p]):
+                fired, rebalance = results[p][i]
+                row += f" {fired:>26.3f} {rebalance:>28.3f}"
+            else:
+                row += f" {'-':>26} {'-':>28}"
+        print(f"{i + 1:>5}{row}")
+    for p in protocols:
+        if results[p]:
+            worst = max(r for _, r in results[p])
+            print(f"{p}: worst rebalance beyond the session timeout: {worst:.3f} s "
+                  f"(target <= 1 s)")
 
 
 if __name__ == "__main__":

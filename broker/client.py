@@ -18,6 +18,7 @@ import io
 import socket
 import struct
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,6 +26,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
+from broker.security.client import AuthenticationFailed, Connector
 from broker.wire import build
 
 __all__ = ["API_VERSIONS", "BrokerUnreachable", "KafkaConnection"]
@@ -46,12 +48,16 @@ class KafkaConnection:
     ``timeout`` (seconds) bounds connecting and each request; a call may give a longer one
     (a long-poll fetch waits on the broker before it answers)."""
 
-    def __init__(self, host: str, port: int, *, client_id: str, timeout: float = 30.0) -> None:
+    def __init__(self, host: str, port: int, *, client_id: str, timeout: float = 30.0,
+                 connector: Connector | None = None) -> None:
+        self.connector = connector
+        """How to connect (TLS, SASL); None: plaintext."""
         self.host = host
         self.port = port
         self.client_id = client_id
         self.timeout = timeout
         self._sock: socket.socket | None = None
+        self._renew_at: float | None = None
         self._versions: dict[int, tuple[int, int]] = {}
         self._next_correlation = 0
         self._lock = threading.Lock()
@@ -81,12 +87,17 @@ class KafkaConnection:
         if self._closed:
             raise BrokerUnreachable(f"{self!r} is closed")
         if self._sock is not None:
-            return
+            if self._renew_at is None or time.monotonic() < self._renew_at:
+                return
+            self._drop()  # the SASL session ends soon: a new connection authenticates again
         try:
-            sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+            if self.connector is not None:
+                sock = self.connector.open(self.host, self.port, self.timeout)
+            else:
+                sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except OSError as exc:
             raise BrokerUnreachable(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._sock = sock
         if self._closed:  # closed while connecting: close() could not abort this one
             self._drop()
@@ -102,12 +113,19 @@ class KafkaConnection:
                     f"{ErrorCode(response.error_code).name}")
             self._versions = {int(k.api_key): (int(k.min_version), int(k.max_version))
                               for k in response.api_keys}
+            if self.connector is not None:
+                try:
+                    self._renew_at = self.connector.authenticate(
+                        lambda r: self._exchange(r, self.timeout))
+                except AuthenticationFailed as exc:
+                    raise BrokerUnreachable(f"{self.host}:{self.port}: {exc}") from exc
         except BaseException:
             self._drop()
             raise
 
     def _drop(self) -> None:
         sock, self._sock = self._sock, None
+        self._renew_at = None
         self._versions = {}
         if sock is not None:
             try:

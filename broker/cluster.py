@@ -62,6 +62,7 @@ __all__ = [
     "ClusterError",
     "LaunchedBroker",
     "LocalCluster",
+    "METRICS",
     "broker_properties",
     "coordinator_property",
     "launch_broker",
@@ -72,6 +73,8 @@ __all__ = [
 HOST = "127.0.0.1"
 SERVING = re.compile(r"^partctl broker (\d+): serving \w+://([^\s,]*):(\d+)\b.* on (\S+)$", re.M)
 """A broker's ready line: its id, its first listener's host and port, its coordinator."""
+METRICS = re.compile(r"^partctl broker (\d+): metrics on (http://\S+)$", re.M)
+"""A broker's metrics line (with ``metrics.listener``), written before its ready line."""
 ERROR_PREFIX = "partctl: error: "
 STORES = ("zookeeper", "etcd")
 """The coordinator servers :func:`start_cluster` can start, in the order it tries them."""
@@ -176,6 +179,22 @@ class LaunchedBroker:
             if match is not None and int(match.group(1)) == self.broker_id:
                 self.port = int(match.group(3))
         return self.port is not None
+
+    @property
+    def metrics_url(self) -> str | None:
+        """Where the broker serves its metrics (``http://host:port/metrics``), once it has
+        said so; None without ``metrics.listener`` or before."""
+        for match in METRICS.finditer(self.log()):
+            if int(match.group(1)) == self.broker_id:
+                return match.group(2)
+        return None
+
+    def started_line(self) -> str:
+        """The broker in one line, once it serves: its id, address, PID and log, and where it
+        serves its metrics when it does (what ``partctl cluster up`` prints)."""
+        metrics = self.metrics_url
+        return (f"broker {self.broker_id} at {self.bootstrap} (pid {self.pid}, log "
+                f"{self.log_path})" + (f", metrics on {metrics}" if metrics else ""))
 
     def error_line(self) -> str:
         """The broker's own account of a failure: its last ``partctl: error:`` line (without
@@ -438,8 +457,7 @@ def start_cluster(brokers: int = 3, *, coordinator_url: str | None = None,
     if stopping():
         return cluster
     for broker in cluster.brokers:
-        started(f"broker {broker.broker_id} at {broker.bootstrap} (pid {broker.pid}, log "
-                f"{broker.log_path})")
+        started(broker.started_line())
     return cluster
 
 

@@ -12,6 +12,12 @@ Reading is all or nothing: the first bad value (a type, a range, a malformed lis
 does not apply to a partctl broker, is one warning each (:attr:`LoadedConfig.warnings`).
 ``zookeeper.connect`` takes Kafka's ``host:port,host:port/chroot``; ``partctl.coordinator``
 takes any coordinator URL (etcd included) instead.
+
+The coordinator's credentials (see docs/security-coordinators.md): ZooKeeper's digest identity
+from ``zookeeper.digest.user`` and ``zookeeper.digest.password.file``, with Kafka's
+``zookeeper.set.acl``; etcd's user from ``etcd.user`` and ``etcd.password.file`` and its TLS
+from ``etcd.ssl.cafile``, ``etcd.ssl.certfile`` and ``etcd.ssl.keyfile``. Without them the
+coordinator URL's user info or the environment's ``PARTCTL_COORDINATOR_USER`` apply.
 """
 
 from __future__ import annotations
@@ -22,15 +28,35 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
+from urllib.parse import urlparse
 
 from broker.groups.coordinator import GroupConfig
 from broker.properties import PropertiesError, Property, parse_properties
+from broker.security import (
+    PLAINTEXT_CLIENT,
+    ClientSecurity,
+    ListenerSecurity,
+    SecurityConfigError,
+    client_security,
+    is_security_key,
+    is_sensitive,
+    listener_security,
+)
+from coordinator.credentials import Credentials, CredentialsError, read_password_file
 from coordinator.errors import InvalidURL
 from coordinator.url import parse as parse_url
+from coordinator.url import redact
 from replication.cleaner import CleanerConfig
 from replication.config import ReplicaConfig
 from replication.log import LogConfig
 from replication.records import BATCH_OVERHEAD
+from replication.tiered.config import (
+    FORGET_DELETED_AFTER_MS,
+    MIN_STALE_RECORDS,
+    MetadataCompaction,
+    RemoteLogConfig,
+    RetryBackoff,
+)
 from statemachines.config import ControllerConfig
 
 __all__ = [
@@ -46,7 +72,6 @@ __all__ = [
     "parse_controller_config",
 ]
 
-SUPPORTED_PROTOCOLS = frozenset({"PLAINTEXT"})
 KNOWN_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 DEFAULT_SECURITY_PROTOCOL_MAP: Mapping[str, str] = MappingProxyType(
     {p: p for p in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")})
@@ -97,6 +122,24 @@ _INT = _integer(_INT32, "INT")
 _LONG = _integer(_INT64, "LONG")
 
 
+def _ratio(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError("not a number of type DOUBLE") from None
+    if not 0.0 <= value <= 1.0:  # also refuses nan
+        raise ValueError("must be between 0 and 1")
+    return value
+
+
+def _cleanup_policy(text: str) -> tuple[str, ...]:
+    policy = _list(text)
+    unknown = [p for p in policy if p not in ("compact", "delete")]
+    if unknown:
+        raise ValueError(f"{', '.join(unknown)}: a policy is compact or delete")
+    return policy
+
+
 @dataclass(frozen=True, slots=True)
 class _Key:
     parse: Callable[[str], Any]
@@ -117,8 +160,17 @@ _KEYS: dict[str, _Key] = {
     "zookeeper.connect": _Key(_string),
     "partctl.coordinator": _Key(_string),
     "partctl.controller.candidate": _Key(_boolean),
+    "partctl.state.change.log.file": _Key(_string),
     "zookeeper.session.timeout.ms": _Key(_INT, at_least=1),
     "zookeeper.connection.timeout.ms": _Key(_INT, at_least=1),
+    "zookeeper.set.acl": _Key(_boolean),
+    "zookeeper.digest.user": _Key(_string),
+    "zookeeper.digest.password.file": _Key(_string),
+    "etcd.user": _Key(_string),
+    "etcd.password.file": _Key(_string),
+    "etcd.ssl.cafile": _Key(_string),
+    "etcd.ssl.certfile": _Key(_string),
+    "etcd.ssl.keyfile": _Key(_string),
     "broker.rack": _Key(_string),
     "num.partitions": _Key(_INT, at_least=1),
     "default.replication.factor": _Key(_INT, at_least=1),
@@ -137,7 +189,9 @@ _KEYS: dict[str, _Key] = {
     "log.retention.bytes": _Key(_LONG, at_least=-1),
     "log.flush.interval.ms": _Key(_LONG, at_least=1),
     "log.flush.interval.messages": _Key(_LONG, at_least=1, applies=False),
+    "log.cleanup.policy": _Key(_cleanup_policy),
     "log.cleaner.enable": _Key(_boolean),
+    "log.cleaner.min.cleanable.ratio": _Key(_ratio),
     "log.cleaner.threads": _Key(_INT, at_least=0),
     "log.cleaner.dedupe.buffer.size": _Key(_LONG, at_least=24),
     "log.cleaner.backoff.ms": _Key(_LONG, at_least=0),
@@ -165,6 +219,28 @@ _KEYS: dict[str, _Key] = {
     "group.max.session.timeout.ms": _Key(_INT, at_least=0),
     "group.initial.rebalance.delay.ms": _Key(_INT, at_least=0),
     "group.max.size": _Key(_INT, at_least=1),
+    "group.consumer.session.timeout.ms": _Key(_INT, at_least=1),
+    "group.consumer.heartbeat.interval.ms": _Key(_INT, at_least=1),
+    "group.consumer.assignors": _Key(_list),
+    "log.retention.check.interval.ms": _Key(_LONG, at_least=1),
+    "log.local.retention.ms": _Key(_LONG, at_least=-2),
+    "log.local.retention.bytes": _Key(_LONG, at_least=-2),
+    "remote.log.storage.system.enable": _Key(_boolean),
+    "remote.log.storage.url": _Key(_string),
+    "remote.log.storage.manager.class.name": _Key(_string),
+    "remote.log.storage.s3.endpoint": _Key(_string),
+    "partctl.remote.log.metadata.dir": _Key(_string),
+    "remote.log.manager.task.interval.ms": _Key(_LONG, at_least=1),
+    "remote.log.reader.threads": _Key(_INT, at_least=1),
+    "authorizer.class.name": _Key(_string),
+    "super.users": _Key(_string),
+    "allow.everyone.if.no.acl.found": _Key(_boolean),
+    "remote.log.manager.task.retry.backoff.ms": _Key(_LONG, at_least=0),
+    "remote.log.manager.task.retry.backoff.max.ms": _Key(_LONG, at_least=0),
+    "remote.log.manager.task.retry.jitter": _Key(_ratio),
+    "partctl.remote.log.metadata.compaction.min.stale.records": _Key(_INT, at_least=1),
+    "partctl.remote.log.metadata.compaction.delete.retention.ms": _Key(_LONG, at_least=0),
+    "metrics.listener": _Key(_string),
 }
 """Every key read here. Kafka's defaults are the field defaults of :class:`BrokerConfig`."""
 
@@ -175,7 +251,7 @@ def key_type(key: str) -> str | None:
     if spec is None:
         return None
     return {_INT: "INT", _LONG: "LONG", _boolean: "BOOLEAN", _string: "STRING",
-            _list: "LIST"}.get(spec.parse)
+            _list: "LIST", _cleanup_policy: "LIST", _ratio: "DOUBLE"}.get(spec.parse)
 
 
 _NOT_APPLIED = {
@@ -220,11 +296,7 @@ def _parse_listener(text: str, key: str, protocols: Mapping[str, str]) -> Listen
     if name not in protocols:
         raise ConfigError(f"{key}: no security protocol is defined for listener {name} "
                           "(listener.security.protocol.map)")
-    protocol = protocols[name]
-    if protocol not in SUPPORTED_PROTOCOLS:
-        raise ConfigError(f"{key}: listener {name} uses security protocol {protocol}: "
-                          f"not supported yet (only PLAINTEXT)")
-    return Listener(name=name, host=host, port=port, security_protocol=protocol)
+    return Listener(name=name, host=host, port=port, security_protocol=protocols[name])
 
 
 def _listeners(texts: tuple[str, ...], key: str, protocols: Mapping[str, str]
@@ -273,6 +345,10 @@ class BrokerConfig:
         default_factory=lambda: DEFAULT_SECURITY_PROTOCOL_MAP)
     inter_broker_listener_name: str = "PLAINTEXT"
     log_dir: Path = Path("/tmp/kafka-logs")
+    coordinator_options: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    """The coordinator's ``credentials`` (a :class:`~coordinator.credentials.Credentials`,
+    whose repr masks the password), ``set_acl`` (ZooKeeper) and TLS files (etcd), as
+    :func:`coordinator.connect` takes them; empty: the URL's or the environment's."""
     session_timeout_ms: int = 18_000
     connection_timeout_ms: int | None = None
     """``zookeeper.connection.timeout.ms``; None: the session timeout, as Kafka."""
@@ -293,6 +369,10 @@ class BrokerConfig:
     log_retention_bytes: int = -1
     log_flush_interval_ms: int | None = None
     """None: leave flushing to the OS (Kafka's default of Long.MAX_VALUE)."""
+    log_cleanup_policy: tuple[str, ...] = ("delete",)
+    """The ``cleanup.policy`` of topics that do not set one."""
+    log_cleaner_min_cleanable_ratio: float = 0.5
+    """The ``min.cleanable.dirty.ratio`` of topics that do not set one."""
     log_cleaner_enable: bool = True
     log_cleaner_threads: int = 1
     log_cleaner_dedupe_buffer_size: int = 128 << 20
@@ -312,11 +392,38 @@ class BrokerConfig:
     controller_candidate: bool = True
     """``partctl.controller.candidate``: stand for controller (false: leave the role to the
     other brokers or to dedicated ``partctl controller start`` processes)."""
+    state_change_log_file: str | None = None
+    """``partctl.state.change.log.file``: where the state-change log goes (appended), instead
+    of the process's log (Kafka's state-change.log)."""
     groups: GroupConfig = field(default_factory=GroupConfig)
     """The group coordinator's settings (``offsets.*``, ``group.*``)."""
     request_timeout_ms: int = 30_000
     """How long a controlled-shutdown attempt waits for the controller (Kafka's
     controller.socket.timeout.ms)."""
+    log_retention_check_interval_ms: int = 300_000
+    log_local_retention_ms: int = -2
+    """The ``local.retention.ms`` of topics that do not set one (-2: their retention.ms)."""
+    log_local_retention_bytes: int = -2
+    remote_log: RemoteLogConfig = field(default_factory=RemoteLogConfig)
+    """``remote.log.*``: tiered storage (KIP-405), off unless
+    ``remote.log.storage.system.enable``."""
+    listener_security: Mapping[str, ListenerSecurity] = field(default_factory=dict,
+                                                              compare=False)
+    """Each listener's TLS and SASL settings (``ssl.*``, ``sasl.*``, per listener under
+    ``listener.name.<l>.``), by listener name."""
+    inter_broker_security: ClientSecurity = field(default=PLAINTEXT_CLIENT, compare=False)
+    """How this broker's own connections reach the inter-broker listener (TLS, SASL
+    mechanism and credentials)."""
+    authorizer: bool = False
+    """``authorizer.class.name`` names the ACL authorizer (Kafka's AclAuthorizer or
+    partctl's): every request is checked against the ACLs on the coordinator."""
+    super_users: frozenset[str] = frozenset()
+    """``super.users``: principals (``User:admin``, separated by ``;``) allowed everything."""
+    allow_everyone_if_no_acl_found: bool = False
+    metrics_listener: tuple[str, int] | None = None
+    """(host, port) the process serves its Prometheus metrics on (``metrics.listener``,
+    ``http://host:port``; an empty host: every interface; port 0: a free one); None: no
+    metrics are kept or served."""
     extra: Mapping[str, str] = field(default_factory=dict)
     """Keys accepted but not applied, as given."""
     properties: Mapping[str, str] = field(default_factory=dict, compare=False)
@@ -353,12 +460,24 @@ class BrokerConfig:
         ms = self.connection_timeout_ms or self.session_timeout_ms
         return ms / 1000
 
+    def connect_options(self) -> dict[str, Any]:
+        """The options of :func:`coordinator.connect` for this process's sessions: timeouts,
+        then the credentials, ACL and TLS settings of :attr:`coordinator_options`."""
+        return {"timeout": self.connect_timeout_seconds,
+                "session_timeout": self.session_timeout_ms / 1000,
+                **self.coordinator_options}
+
     def log_config(self) -> LogConfig:
         return LogConfig(segment_bytes=self.log_segment_bytes, retention_ms=self.log_retention_ms,
                          retention_bytes=self.log_retention_bytes,
+                         cleanup_delete="delete" in self.log_cleanup_policy,
+                         compact="compact" in self.log_cleanup_policy,
+                         min_cleanable_dirty_ratio=self.log_cleaner_min_cleanable_ratio,
                          delete_retention_ms=self.log_cleaner_delete_retention_ms,
                          min_compaction_lag_ms=self.log_cleaner_min_compaction_lag_ms,
-                         max_compaction_lag_ms=self.log_cleaner_max_compaction_lag_ms)
+                         max_compaction_lag_ms=self.log_cleaner_max_compaction_lag_ms,
+                         local_retention_ms=self.log_local_retention_ms,
+                         local_retention_bytes=self.log_local_retention_bytes)
 
     def cleaner_config(self) -> CleanerConfig:
         """The ``log.cleaner.*`` settings of this broker's log cleaner."""
@@ -375,6 +494,8 @@ class BrokerConfig:
             replica_fetch_backoff_ms=self.replica_fetch_backoff_ms,
             flush_interval_ms=self.log_flush_interval_ms,
             cleaner=self.cleaner_config(),
+            log_retention_check_interval_ms=self.log_retention_check_interval_ms,
+            remote=self.remote_log,
         )
 
     def controller_config(self) -> ControllerConfig:
@@ -429,7 +550,10 @@ CONTROLLER_KEYS = frozenset({
     "partctl.coordinator", "zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms",
     "unclean.leader.election.enable", "auto.leader.rebalance.enable", "delete.topic.enable",
     "leader.imbalance.check.interval.seconds", "leader.imbalance.per.broker.percentage",
-    "socket.request.max.bytes",
+    "socket.request.max.bytes", "partctl.state.change.log.file", "zookeeper.set.acl",
+    "zookeeper.digest.user", "zookeeper.digest.password.file", "etcd.user",
+    "etcd.password.file", "etcd.ssl.cafile", "etcd.ssl.certfile", "etcd.ssl.keyfile",
+    "metrics.listener",
 })
 """The keys a controller-only process applies (``node.id`` is read as ``broker.id``)."""
 
@@ -454,6 +578,7 @@ def _parse(data: str | bytes, source: str, *, controller_only: bool) -> LoadedCo
     values: dict[str, Any] = {}
     lines: dict[str, int] = {}
     raw: dict[str, str] = {}
+    security: dict[str, str] = {}
     for entry in entries:
         key = entry.key
         if controller_only and key in ("node.id", "broker.id"):
@@ -463,6 +588,9 @@ def _parse(data: str | bytes, source: str, *, controller_only: bool) -> LoadedCo
             key = "broker.id"
             entry = Property(key=key, value=entry.value, line=entry.line)
         spec = _KEYS.get(key)
+        if spec is None and is_security_key(key):
+            security[key] = entry.value if is_sensitive(key) else entry.value.strip()
+            continue
         if spec is None:
             warnings.append(f"{source} line {entry.line}: unknown key {key!r} (ignored)")
             continue
@@ -479,9 +607,10 @@ def _parse(data: str | bytes, source: str, *, controller_only: bool) -> LoadedCo
     if controller_only:
         if "broker.id" not in values:
             raise ConfigError(f"{source}: node.id is not set (the controller's candidacy id)")
-        return LoadedConfig(config=_build(values, raw, source, default_port=9093),
+        return LoadedConfig(config=_build(values, raw, source, security, default_port=9093),
                             warnings=tuple(warnings))
-    return LoadedConfig(config=_build(values, raw, source), warnings=tuple(warnings))
+    config = _build(values, raw, source, security)
+    return LoadedConfig(config=config, warnings=tuple(warnings))
 
 
 def _typed(entry: Property, spec: _Key, source: str) -> Any:
@@ -497,8 +626,9 @@ def _typed(entry: Property, spec: _Key, source: str) -> Any:
     return value
 
 
-def _build(values: dict[str, Any], raw: dict[str, str], source: str, *,
-           default_port: int = 9092) -> BrokerConfig:
+def _build(values: dict[str, Any], raw: dict[str, str], source: str,
+           security: Mapping[str, str] | None = None, *, default_port: int = 9092
+           ) -> BrokerConfig:
     def get(key: str, default: Any = None) -> Any:
         return values.get(key, default)
 
@@ -513,6 +643,7 @@ def _build(values: dict[str, Any], raw: dict[str, str], source: str, *,
                           "or partctl.coordinator (a coordinator URL)")
     url = (_check_url(_zookeeper_url(zk), "zookeeper.connect") if zk is not None
            else _check_url(other.strip(), "partctl.coordinator"))
+    coordinator_options = _coordinator_options(get, parse_url(url).scheme)
 
     protocols = dict(DEFAULT_SECURITY_PROTOCOL_MAP)
     if "listener.security.protocol.map" in values:
@@ -534,14 +665,26 @@ def _build(values: dict[str, Any], raw: dict[str, str], source: str, *,
                           "not both")
     if inter is None:
         protocol = get("security.inter.broker.protocol", "PLAINTEXT").strip().upper()
-        if protocol not in SUPPORTED_PROTOCOLS:
-            raise ConfigError(f"security.inter.broker.protocol: {protocol}: not supported yet "
-                              "(only PLAINTEXT)")
+        if protocol not in KNOWN_PROTOCOLS:
+            raise ConfigError(f"security.inter.broker.protocol: {protocol}: unknown (one of "
+                              f"{', '.join(sorted(KNOWN_PROTOCOLS))})")
         inter = protocol
     inter = inter.strip().upper()
     if inter not in {listener.name for listener in effective}:
         raise ConfigError(f"inter.broker.listener.name: {inter} is not one of the advertised "
                           f"listeners ({', '.join(x.name for x in effective)})")
+
+    security = dict(security or {})
+    try:
+        by_listener = listener_security(
+            [(x.name, x.security_protocol) for x in listeners], security)
+        inter_listener = by_listener.get(inter)
+        if inter_listener is None:  # advertised only: its settings as the keys give them
+            inter_listener = listener_security([(inter, protocols.get(inter, "PLAINTEXT"))],
+                                               security, check_names=False)[inter]
+        inter_security = client_security(inter_listener, security)
+    except SecurityConfigError as exc:
+        raise ConfigError(str(exc)) from None
 
     dirs = get("log.dirs")
     if dirs is not None:
@@ -570,9 +713,13 @@ def _build(values: dict[str, Any], raw: dict[str, str], source: str, *,
         raise ConfigError(f"replica.fetch.wait.max.ms ({wait}) must be less than "
                           f"replica.lag.time.max.ms ({lag}), or followers drop out of the ISR")
     rack = get("broker.rack")
+    remote_log = _remote_log_config(get)
+    authorizer = _authorizer(get("authorizer.class.name", ""))
+    super_users = _super_users(get("super.users", ""))
     return BrokerConfig(
         broker_id=values["broker.id"],
         coordinator_url=url,
+        coordinator_options=MappingProxyType(coordinator_options),
         listeners=listeners,
         advertised_listeners=advertised,
         security_protocol_map=MappingProxyType(protocols),
@@ -596,6 +743,8 @@ def _build(values: dict[str, Any], raw: dict[str, str], source: str, *,
         log_retention_ms=retention_ms,
         log_retention_bytes=get("log.retention.bytes", -1),
         log_flush_interval_ms=get("log.flush.interval.ms"),
+        log_cleanup_policy=get("log.cleanup.policy", ("delete",)),
+        log_cleaner_min_cleanable_ratio=get("log.cleaner.min.cleanable.ratio", 0.5),
         log_cleaner_enable=get("log.cleaner.enable", True),
         log_cleaner_threads=get("log.cleaner.threads", 1),
         log_cleaner_dedupe_buffer_size=get("log.cleaner.dedupe.buffer.size", 128 << 20),
@@ -607,6 +756,7 @@ def _build(values: dict[str, Any], raw: dict[str, str], source: str, *,
         socket_request_max_bytes=get("socket.request.max.bytes", 100 * 1024 * 1024),
         controlled_shutdown_enable=get("controlled.shutdown.enable", True),
         controller_candidate=get("partctl.controller.candidate", True),
+        state_change_log_file=get("partctl.state.change.log.file", None),
         controlled_shutdown_max_retries=get("controlled.shutdown.max.retries", 3),
         controlled_shutdown_retry_backoff_ms=get("controlled.shutdown.retry.backoff.ms", 5_000),
         message_max_bytes=get("message.max.bytes", 1024 * 1024 + 12),
@@ -614,9 +764,153 @@ def _build(values: dict[str, Any], raw: dict[str, str], source: str, *,
         replica_fetch_wait_max_ms=wait,
         replica_fetch_backoff_ms=get("replica.fetch.backoff.ms", 1_000),
         groups=_group_config(get),
+        log_retention_check_interval_ms=get("log.retention.check.interval.ms", 300_000),
+        log_local_retention_ms=get("log.local.retention.ms", -2),
+        log_local_retention_bytes=get("log.local.retention.bytes", -2),
+        remote_log=remote_log,
+        listener_security=MappingProxyType(by_listener),
+        inter_broker_security=inter_security,
+        authorizer=authorizer,
+        super_users=super_users,
+        allow_everyone_if_no_acl_found=get("allow.everyone.if.no.acl.found", False),
+        metrics_listener=_metrics_listener(get("metrics.listener")),
         extra={k: raw[k] for k in values if not _KEYS[k].applies},
-        properties={k: raw[k].strip() for k in values},
+        properties={**{k: raw[k].strip() for k in values},
+                    **({"partctl.coordinator": redact(url)} if other is not None else {}),
+                    **{k: v for k, v in security.items() if not is_sensitive(k)}},
     )
+
+
+def _metrics_listener(text: str | None) -> tuple[str, int] | None:
+    """``metrics.listener`` (``http://host:port``, optionally ending in ``/metrics``) as
+    (host, port); None when unset or empty."""
+    if text is None or not text.strip():
+        return None
+    text = text.strip()
+    problem = "want http://host:port (port 0: a free one)"
+    try:
+        parsed = urlparse(text)
+        port = parsed.port
+    except ValueError:
+        raise ConfigError(f"metrics.listener: {text!r}: {problem}") from None
+    if "@" in parsed.netloc:  # not echoed: it may hold a password
+        raise ConfigError(f"metrics.listener: no user or password belongs there; {problem}")
+    if parsed.scheme != "http" or port is None or parsed.path not in ("", "/", "/metrics") \
+            or parsed.query or parsed.fragment:
+        raise ConfigError(f"metrics.listener: {text!r}: {problem}")
+    return parsed.hostname or "", port
+
+
+_ZOOKEEPER_KEYS = ("zookeeper.set.acl", "zookeeper.digest.user", "zookeeper.digest.password.file")
+_ETCD_KEYS = ("etcd.user", "etcd.password.file", "etcd.ssl.cafile", "etcd.ssl.certfile",
+              "etcd.ssl.keyfile")
+
+
+def _coordinator_options(get: Callable[[str, Any], Any], scheme: str) -> dict[str, Any]:
+    """The coordinator's credentials, ACL and TLS settings as connect options; the keys of
+    the other kind of coordinator are refused, a password file is read now."""
+    zookeeper = scheme in ("zookeeper", "zk")
+    for key in _ETCD_KEYS if zookeeper else _ZOOKEEPER_KEYS:
+        if get(key, None) is not None:
+            raise ConfigError(f"{key}: the coordinator is not "
+                              f"{'etcd' if zookeeper else 'ZooKeeper'} ({scheme}://)")
+    prefix = "zookeeper.digest" if zookeeper else "etcd"
+    user, password_file = get(f"{prefix}.user", None), get(f"{prefix}.password.file", None)
+    out: dict[str, Any] = {}
+    if (user is None) != (password_file is None):
+        given, missing = ((f"{prefix}.user", f"{prefix}.password.file") if user is not None
+                          else (f"{prefix}.password.file", f"{prefix}.user"))
+        raise ConfigError(f"{given} is set but {missing} is not")
+    if user is not None:
+        try:
+            out["credentials"] = Credentials(
+                user.strip(), read_password_file(password_file.strip(),
+                                                 f"{prefix}.password.file"))
+        except CredentialsError as exc:
+            raise ConfigError(str(exc)) from None
+    if zookeeper:
+        out["set_acl"] = get("zookeeper.set.acl", False)  # Kafka's default
+    else:
+        for key, option in (("etcd.ssl.cafile", "ca_file"), ("etcd.ssl.certfile", "cert_file"),
+                            ("etcd.ssl.keyfile", "key_file")):
+            value = get(key, None)
+            if value is not None and value.strip():
+                out[option] = value.strip()
+        if ("cert_file" in out) != ("key_file" in out):
+            raise ConfigError("etcd.ssl.certfile and etcd.ssl.keyfile go together")
+        if "cert_file" in out and "ca_file" not in out:
+            raise ConfigError("etcd.ssl.certfile needs etcd.ssl.cafile (TLS to etcd)")
+    return out
+
+
+AUTHORIZER_CLASSES = frozenset({"kafka.security.authorizer.AclAuthorizer",
+                                "partctl.AclAuthorizer"})
+"""The ``authorizer.class.name`` values that enable ACLs (Kafka's ZooKeeper-mode name, or ours)."""
+
+
+def _authorizer(name: str) -> bool:
+    name = name.strip()
+    if not name:
+        return False
+    if name not in AUTHORIZER_CLASSES:
+        raise ConfigError(f"authorizer.class.name: {name}: unknown (one of "
+                          f"{', '.join(sorted(AUTHORIZER_CLASSES))})")
+    return True
+
+
+def _super_users(text: str) -> frozenset[str]:
+    users = [u.strip() for u in text.split(";") if u.strip()]
+    for user in users:
+        kind, sep, name = user.partition(":")
+        if not sep or not kind or not name:
+            raise ConfigError(f"super.users: {user!r} is not a principal of the form Type:name "
+                              "(User:admin)")
+    return frozenset(users)
+
+
+def _remote_log_config(get: Callable[[str, Any], Any]) -> RemoteLogConfig:
+    """The ``remote.log.*`` settings; the storage URL or class is checked now (one clear line
+    for a bad one), the store itself is opened when the broker starts."""
+    url = get("remote.log.storage.url", None)
+    url = url.strip() or None if url is not None else None
+    class_name = get("remote.log.storage.manager.class.name", None)
+    class_name = class_name.strip() or None if class_name is not None else None
+    metadata_dir = get("partctl.remote.log.metadata.dir", None)
+    enable = get("remote.log.storage.system.enable", False)
+    if enable and class_name is None:
+        if url is None:
+            raise ConfigError("remote.log.storage.system.enable: set remote.log.storage.url "
+                              "(file:///path) or remote.log.storage.manager.class.name")
+        parsed = urlparse(url)
+        if parsed.scheme not in ("file", "s3"):
+            raise ConfigError(f"remote.log.storage.url: {url!r}: unsupported scheme "
+                              f"{parsed.scheme or '(none)'!r} (file:///path or "
+                              "s3://bucket/prefix)")
+        if parsed.scheme == "s3" and not parsed.netloc:
+            raise ConfigError(f"remote.log.storage.url: {url!r}: name the bucket, "
+                              "s3://bucket/prefix")
+        if parsed.scheme == "file" and (parsed.netloc not in ("", "localhost")
+                                        or not parsed.path.startswith("/")):
+            raise ConfigError(f"remote.log.storage.url: {url!r}: give an absolute path, "
+                              "file:///path")
+    try:
+        return RemoteLogConfig(
+            system_enable=enable, storage_url=url, manager_class_name=class_name,
+            metadata_dir=Path(metadata_dir.strip()).expanduser() if metadata_dir else None,
+            task_interval_ms=get("remote.log.manager.task.interval.ms", 30_000),
+            reader_threads=get("remote.log.reader.threads", 10),
+            retry_backoff=RetryBackoff(
+                initial_ms=get("remote.log.manager.task.retry.backoff.ms", 500),
+                max_ms=get("remote.log.manager.task.retry.backoff.max.ms", 30_000),
+                jitter=get("remote.log.manager.task.retry.jitter", 0.2)),
+            metadata_compaction=MetadataCompaction(
+                min_stale_records=get("partctl.remote.log.metadata.compaction.min.stale.records",
+                                      MIN_STALE_RECORDS),
+                delete_retention_ms=get("partctl.remote.log.metadata.compaction.delete.retention.ms",
+                                        FORGET_DELETED_AFTER_MS)),
+            s3_endpoint=(get("remote.log.storage.s3.endpoint", None) or "").strip() or None)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _group_config(get: Callable[[str, Any], Any]) -> GroupConfig:
@@ -644,7 +938,29 @@ def _group_config(get: Callable[[str, Any], Any]) -> GroupConfig:
         group_initial_rebalance_delay_ms=get("group.initial.rebalance.delay.ms",
                                              d.group_initial_rebalance_delay_ms),
         group_max_size=get("group.max.size", d.group_max_size),
+        consumer_session_timeout_ms=get("group.consumer.session.timeout.ms",
+                                        d.consumer_session_timeout_ms),
+        consumer_heartbeat_interval_ms=get("group.consumer.heartbeat.interval.ms",
+                                           d.consumer_heartbeat_interval_ms),
+        consumer_assignors=_assignors(get("group.consumer.assignors", None),
+                                      d.consumer_assignors),
     )
+
+
+def _assignors(given: tuple[str, ...] | None, default: tuple[str, ...]) -> tuple[str, ...]:
+    """``group.consumer.assignors``: short names or Kafka's class names of its two."""
+    if given is None:
+        return default
+    names = []
+    for raw in given:
+        name = raw.strip().rsplit(".", 1)[-1].lower().removesuffix("assignor")
+        if name not in ("uniform", "range"):
+            raise ConfigError(f"group.consumer.assignors: unknown assignor {raw.strip()!r} "
+                              f"(uniform and range are known)")
+        names.append(name)
+    if not names:
+        raise ConfigError("group.consumer.assignors: name at least one assignor")
+    return tuple(names)
 
 
 def load_config(path: str | Path, *, controller_only: bool = False) -> LoadedConfig:

@@ -38,6 +38,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -47,6 +48,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
+from broker.security.client import Connector
 from broker.wire import build
 from coordinator import layout
 from coordinator.codecs import BrokerInfo, TopicPartition
@@ -308,11 +310,25 @@ def _same_metadata(a: UpdateMetadataRequest, b: UpdateMetadataRequest) -> bool:
 class _Connection:
     """One blocking connection to a broker: a request, then its response, at a time."""
 
-    def __init__(self, host: str, port: int, timeout: float, client_id: str) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    def __init__(self, host: str, port: int, timeout: float, client_id: str,
+                 connector: Connector | None = None) -> None:
+        if connector is None:
+            self.sock = socket.create_connection((host, port), timeout=timeout)
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        else:
+            self.sock = connector.open(host, port, timeout)
         self.client_id = client_id
         self._next = 0
+        self.renew_at: float | None = None
+        """When the SASL session ends soon (KIP-368): the connection is replaced then."""
+        if connector is not None and connector.sasl:
+            try:
+                self.call(build(request_module(18, 3).ApiVersionsRequest,
+                                client_software_name="partctl", client_software_version="1"))
+                self.renew_at = connector.authenticate(self.call)
+            except BaseException:
+                self.close()
+                raise
 
     def close(self) -> None:
         try:
@@ -424,9 +440,15 @@ class _BrokerQueue:
                             channel.controller_id, self.broker_id, channel.listener)
                 return BrokerResponse(error=BROKER_NOT_AVAILABLE)
             try:
+                conn = self._conn
+                if conn is not None and conn.renew_at is not None \
+                        and time.monotonic() >= conn.renew_at:
+                    conn.close()
+                    self._conn = None
                 if self._conn is None:
                     self._conn = _Connection(endpoint.host, endpoint.port,
-                                             channel.request_timeout, channel.client_id)
+                                             channel.request_timeout, channel.client_id,
+                                             channel.connector)
                 cls, body = channel.encode(request)
                 answer = self._conn.call_encoded(cls, body)
                 if self.stopped.is_set():
@@ -454,7 +476,8 @@ class NetworkChannel:
 
     def __init__(self, *, controller_id: int | str = "?", listener: str = "PLAINTEXT",
                  request_timeout: float = 30.0, retry_backoff: float = 0.1,
-                 max_retry_backoff: float = 1.0) -> None:
+                 max_retry_backoff: float = 1.0, connector: Connector | None = None) -> None:
+        self.connector = connector
         self.controller_id = controller_id
         self.listener = listener
         self.request_timeout = request_timeout
@@ -545,7 +568,10 @@ class KafkaNetwork(AttachedHere):
     controller's endpoint on that listener."""
 
     def __init__(self, *, node_id: int | str = "?", listener: str = "PLAINTEXT",
-                 request_timeout: float = 30.0, retry_backoff: float = 0.1) -> None:
+                 request_timeout: float = 30.0, retry_backoff: float = 0.1,
+                 connector: Connector | None = None) -> None:
+        self.connector = connector
+        """How the channels and controlled shutdown connect (TLS, SASL); None: plaintext."""
         self.node_id = node_id
         self.listener = listener
         self.request_timeout = request_timeout
@@ -559,7 +585,7 @@ class KafkaNetwork(AttachedHere):
     def channel(self) -> NetworkChannel:
         channel = NetworkChannel(controller_id=self.node_id, listener=self.listener,
                                  request_timeout=self.request_timeout,
-                                 retry_backoff=self.retry_backoff)
+                                 retry_backoff=self.retry_backoff, connector=self.connector)
         with self._lock:
             self._channels.append(channel)
         return channel
@@ -586,7 +612,8 @@ class KafkaNetwork(AttachedHere):
         m = request_module(CONTROLLED_SHUTDOWN, SEND_VERSIONS[CONTROLLED_SHUTDOWN])
         body = build(m.ControlledShutdownRequest, broker_id=broker_id, broker_epoch=broker_epoch)
         try:
-            conn = _Connection(address[0], address[1], timeout, f"partctl-broker-{broker_id}")
+            conn = _Connection(address[0], address[1], timeout, f"partctl-broker-{broker_id}",
+                               self.connector)
         except OSError as exc:
             raise NotController(f"controller {controller_id} at {address[0]}:{address[1]} not "
                                 f"reachable: {exc}") from exc

@@ -12,7 +12,9 @@ ApiVersions and ControlledShutdown only. One line on stderr says it runs::
 
     partctl controller 100: serving PLAINTEXT://127.0.0.1:9093 on zookeeper://127.0.0.1:2181/kafka
 
-Brokers that should leave the role to it set ``partctl.controller.candidate=false``.
+Brokers that should leave the role to it set ``partctl.controller.candidate=false``. With
+``metrics.listener`` it serves the controller's metrics (:mod:`broker.metrics`) and says where,
+in a line before that one (``partctl controller 100: metrics on http://127.0.0.1:9405/metrics``).
 
 Exit status, as ``partctl broker start``'s: 0 stopped by SIGTERM (it resigns, deleting
 ``/controller`` if it held it); 1 a configuration or start-up error (bad file, coordinator
@@ -23,6 +25,7 @@ one ``partctl: error:`` line; 130 stopped by SIGINT; 143 a second SIGTERM while 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import signal
@@ -32,7 +35,13 @@ import coordinator
 from broker.apis import ControllerNodeServices, controller_registry
 from broker.config import BrokerConfig
 from broker.controller_channel import KafkaNetwork
+from broker.metrics.collector import KafkaCollector
+from broker.metrics.server import MetricsServer
 from broker.process import EXIT_ERROR, EXIT_OK, SIGNAL_EXIT_BASE, registration, run_process
+from broker.security.client import Connector
+from broker.security.credentials import CredentialCache
+from broker.security.sasl import listener_auth
+from broker.security.tls import TlsError
 from broker.server import KafkaServer
 from coordinator import layout
 from coordinator.base import Coordinator
@@ -58,6 +67,7 @@ class ControllerProcess:
         self._node_data = b""
         self._signals: list[int] = []
         self._stop: asyncio.Future[int] | None = None
+        self.metrics: MetricsServer | None = None
 
     def _error(self, message: str) -> int:
         print(f"partctl: error: controller {self.config.broker_id}: {message}", file=self.err,
@@ -76,9 +86,8 @@ class ControllerProcess:
     def _start(self, network: KafkaNetwork, info_data: bytes) -> None:
         """Connect, register the endpoints, stand (off the loop: it blocks)."""
         config = self.config
-        client = self.coordinator = coordinator.connect(
-            config.coordinator_url, timeout=config.connect_timeout_seconds,
-            session_timeout=config.session_timeout_ms / 1000)
+        client = self.coordinator = coordinator.connect(config.coordinator_url,
+                                                        **config.connect_options())
         metadata = MetadataClient(client)
         metadata.ensure_layout()
         me = config.broker_id
@@ -128,23 +137,49 @@ class ControllerProcess:
         network.close()
 
     async def main(self) -> int:
+        try:
+            return await self._main()
+        finally:
+            if self.metrics is not None:
+                await asyncio.get_running_loop().run_in_executor(None, self.metrics.close)
+                self.metrics = None
+
+    async def _main(self) -> int:
         config = self.config
         loop = asyncio.get_running_loop()
         self._stop = loop.create_future()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal, sig)
         registry = controller_registry()
+        self.credentials = CredentialCache()
+        try:
+            security = listener_auth(config.listener_security, self.credentials)
+            connector = (Connector(config.inter_broker_security)
+                         if config.inter_broker_security.protocol != "PLAINTEXT" else None)
+        except TlsError as exc:
+            return self._error(str(exc))
         server = KafkaServer(config.listeners, registry,
-                             max_request_bytes=config.socket_request_max_bytes)
+                             max_request_bytes=config.socket_request_max_bytes,
+                             security=security)
         try:
             ports = await server.bind()
         except OSError as exc:
             return self._error(f"cannot listen on "
                                f"{', '.join(x.connection_string for x in config.listeners)}: "
                                f"{exc.strerror or exc}")
+        if config.metrics_listener is not None:
+            host, port = config.metrics_listener
+            try:
+                self.metrics = MetricsServer(KafkaCollector(controller=lambda: self.controller),
+                                             host, port)
+            except OSError as exc:
+                await server.close()
+                return self._error(f"cannot listen on metrics.listener http://{host}:{port}: "
+                                   f"{exc.strerror or exc}")
         network = KafkaNetwork(node_id=config.broker_id,
                                listener=config.inter_broker_listener_name,
-                               request_timeout=config.request_timeout_ms / 1000)
+                               request_timeout=config.request_timeout_ms / 1000,
+                               connector=connector)
         info = registration(config, ports)
         try:
             await loop.run_in_executor(None, self._start, network, info.encode())
@@ -154,14 +189,30 @@ class ControllerProcess:
             if isinstance(exc, _StartError):
                 return self._error(str(exc))
             return self._error(f"coordinator {redact(config.coordinator_url)}: {exc}")
+        if any(a.sasl is not None for a in security.values()):
+            assert self.coordinator is not None
+            cache = CredentialCache(self.coordinator)
+            try:
+                await loop.run_in_executor(None, cache.start)
+            except CoordinatorError as exc:
+                await server.close()
+                await loop.run_in_executor(None, self._close, network)
+                return self._error(f"coordinator {redact(config.coordinator_url)}: {exc}")
+            self.credentials = cache
+            server.security = {name: dataclasses.replace(auth, credentials=cache)
+                               for name, auth in security.items()}
         server.services = ControllerNodeServices(
             broker_id=config.broker_id, loop=loop, registry=registry,
             controller=lambda: self.controller)
         await server.start_serving()
+        if self.metrics is not None:
+            print(f"partctl controller {config.broker_id}: metrics on {self.metrics.url}",
+                  file=self.err, flush=True)
         serving = ", ".join(info.endpoints)
         print(f"partctl controller {config.broker_id}: serving {serving} on "
               f"{redact(config.coordinator_url)}", file=self.err, flush=True)
         signum = await self._stop
+        self.credentials.close()
         await server.close()
         await loop.run_in_executor(None, self._close, network)
         log.info("stopped")
@@ -172,7 +223,8 @@ class _StartError(Exception):
     """A start-up refusal with its one line for the user."""
 
 
-def run(config_path: str, *, err: TextIO | None = None) -> int:
+def run(config_path: str, *, err: TextIO | None = None, log_format: str = "text") -> int:
     """Run the controller configured by ``config_path`` until it is stopped; the status."""
     return run_process(config_path, err, role="controller", controller_only=True,
+                       log_format=log_format,
                        main=lambda config, out: ControllerProcess(config, err=out).main())

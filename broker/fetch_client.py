@@ -17,6 +17,9 @@ client of its leader:
 - OffsetsForLeaderEpoch (key 23) with ``replica_id`` = this broker's id, for those rounds:
   against a leader whose Fetch stops below version 12, and when a fetch answer shows the log
   diverged in another way.
+- ListOffsets (key 2) EARLIEST_LOCAL (-4) with ``replica_id`` = this broker's id, when the
+  leader answers a fetch of a tiered partition with OFFSET_MOVED_TO_TIERED_STORAGE (KIP-405):
+  where its local log starts, and the epoch there.
 
 Versions are the highest both sides serve, as ApiVersions tells on each new connection; Fetch
 stops at 12 here (from 13 topics are named by id, which a follower would have to learn first).
@@ -44,9 +47,17 @@ from kio.index import load_request_schema
 
 from broker.client import BrokerUnreachable, KafkaConnection
 from broker.config import BrokerConfig
+from broker.security.client import Connector
 from broker.wire import build
 from coordinator.codecs import TopicPartition
-from replication.protocol import EpochAnswer, ErrorCode, FetchEndpoint, FetchResult, PartitionFetch
+from replication.protocol import (
+    EpochAnswer,
+    ErrorCode,
+    FetchEndpoint,
+    FetchResult,
+    OffsetAnswer,
+    PartitionFetch,
+)
 from statemachines.requests import LiveBroker
 
 __all__ = [
@@ -62,6 +73,10 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 FETCH = 1
+LIST_OFFSETS = 2
+LIST_OFFSETS_VERSIONS = (4, 8)
+"""From 4 (the current leader epoch) to 8 (the first in which Kafka's clients send -4)."""
+EARLIEST_LOCAL_TIMESTAMP = -4
 OFFSET_FOR_LEADER_EPOCH = 23
 FETCH_VERSIONS = (4, 12)
 """What this client sends: 4 (Kafka's records v2, log start offsets) up to 12 (the last with
@@ -85,7 +100,7 @@ class NetworkFetchEndpoint:
     def __init__(self, leader_id: int, host: str, port: int, *, replica_id: int,
                  max_wait_ms: int = 500, min_bytes: int = 1,
                  response_max_bytes: int = 10 * 1024 * 1024, request_timeout_ms: int = 30_000,
-                 client_id: str | None = None) -> None:
+                 client_id: str | None = None, connector: Connector | None = None) -> None:
         self.leader_id = leader_id
         self.address = (host, port)
         self.replica_id = replica_id
@@ -95,7 +110,7 @@ class NetworkFetchEndpoint:
         self._timeout = request_timeout_ms / 1000
         self.connection = KafkaConnection(
             host, port, client_id=client_id or f"broker-{replica_id}-fetcher-{leader_id}",
-            timeout=self._timeout)
+            timeout=self._timeout, connector=connector)
 
     def __repr__(self) -> str:
         return f"NetworkFetchEndpoint(leader={self.leader_id}, {self.address[0]}:{self.address[1]})"
@@ -225,6 +240,33 @@ class NetworkFetchEndpoint:
                                        end_offset=p.end_offset)
         return EpochAnswer(error=ErrorCode.UNKNOWN_SERVER_ERROR)
 
+    # -- ListOffsets EARLIEST_LOCAL ------------------------------------------------------------
+
+    def earliest_local_offset(self, tp: TopicPartition, current_leader_epoch: int
+                              ) -> OffsetAnswer:
+        """The leader's local log start of ``tp`` and the epoch there (ListOffsets -4)."""
+        try:
+            version = self.connection.version(LIST_OFFSETS, *LIST_OFFSETS_VERSIONS)
+            if version is None:
+                return OffsetAnswer(error=ErrorCode.BROKER_NOT_AVAILABLE)
+            cls = load_request_schema(LIST_OFFSETS, version)
+            module = _module_of(cls)
+            request = build(cls, replica_id=self.replica_id, isolation_level=0, topics=(build(
+                module.ListOffsetsTopic, name=tp.topic, partitions=(build(
+                    module.ListOffsetsPartition, partition_index=tp.partition,
+                    current_leader_epoch=current_leader_epoch,
+                    timestamp=EARLIEST_LOCAL_TIMESTAMP),)),))
+            response = self.connection.call(request)
+        except BrokerUnreachable as exc:
+            log.debug("ListOffsets to leader %d failed: %s", self.leader_id, exc)
+            return OffsetAnswer(error=ErrorCode.BROKER_NOT_AVAILABLE)
+        for topic in response.topics:
+            for p in topic.partitions:
+                if topic.name == tp.topic and p.partition_index == tp.partition:
+                    return OffsetAnswer(error=_code(p.error_code), offset=p.offset,
+                                        leader_epoch=p.leader_epoch)
+        return OffsetAnswer(error=ErrorCode.UNKNOWN_SERVER_ERROR)
+
 
 def _module_of(cls: type) -> Any:
     return sys.modules[cls.__module__]
@@ -307,6 +349,9 @@ def broker_fetch_transport(config: BrokerConfig,
     leader up to ``replica.fetch.wait.max.ms``, each request bounded by
     ``request.timeout.ms``."""
     addresses = live_broker_addresses(live, config.inter_broker_listener_name)
+    security = config.inter_broker_security
     return NetworkTransport(config.broker_id, addresses,
                             max_wait_ms=config.replica_fetch_wait_max_ms,
-                            request_timeout_ms=config.request_timeout_ms)
+                            request_timeout_ms=config.request_timeout_ms,
+                            connector=Connector(security) if security.protocol != "PLAINTEXT"
+                            else None)

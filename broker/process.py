@@ -14,6 +14,11 @@ When it serves clients, one line on stderr says so::
 
     partctl broker 1: serving PLAINTEXT://127.0.0.1:9092 on zookeeper://127.0.0.1:2181/kafka
 
+With ``metrics.listener`` set, the metrics are served from start-up on (:mod:`broker.metrics`),
+and a line before that one says where (the port bound, when the listener asked for port 0)::
+
+    partctl broker 1: metrics on http://127.0.0.1:9404/metrics
+
 Stopping: SIGTERM asks the controller (ControlledShutdown to its endpoint) to move this
 broker's leaderships away (a controlled shutdown, ``controlled.shutdown.max.retries`` attempts ``controlled.shutdown.retry.backoff.ms``
 apart; partitions no other broker holds a replica of cannot move and do not hold it back), while
@@ -38,6 +43,7 @@ Exit status:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import signal
@@ -53,8 +59,17 @@ from broker.config import BrokerConfig, ConfigError, Listener, load_config
 from broker.controller_channel import CONTROLLER_API_KEYS, KafkaNetwork
 from broker.fetch_client import NetworkTransport, broker_fetch_transport
 from broker.groups import GroupCoordinator
+from broker.logs import lines_for, setup_logging
 from broker.metadata_cache import MetadataCache, ObservingHandler
+from broker.metrics.collector import KafkaCollector
+from broker.metrics.server import MetricsServer
+from broker.metrics.traffic import RequestTimes, TopicTraffic
 from broker.purgatory import Purgatory
+from broker.security.authorizer import Authorizer
+from broker.security.client import Connector
+from broker.security.credentials import CredentialCache
+from broker.security.sasl import listener_auth
+from broker.security.tls import TlsError
 from broker.server import KafkaServer
 from coordinator.admin import Admin, InvalidRequest
 from coordinator.codecs import BrokerInfo, TopicPartition
@@ -111,6 +126,7 @@ class BrokerProcess:
         self.node: BrokerNode | None = None
         self.server: KafkaServer | None = None
         self.groups: GroupCoordinator | None = None
+        self.metrics: MetricsServer | None = None
         self._stop: asyncio.Future[int] | None = None
         self._at_once: asyncio.Event | None = None
         self._signals: list[int] = []
@@ -257,6 +273,30 @@ class BrokerProcess:
             self.config, [from_replica_manager, lambda: self.metadata.snapshot.brokers])
 
     async def main(self) -> int:
+        try:
+            return await self._main()
+        finally:
+            if self.metrics is not None:
+                await asyncio.get_running_loop().run_in_executor(None, self.metrics.close)
+                self.metrics = None
+
+    def _serve_metrics(self, traffic: TopicTraffic, requests: RequestTimes) -> None:
+        """Bind ``metrics.listener`` (OSError when it cannot be) and serve the metrics there
+        from now on: what is not there yet (the replica manager, the groups) is left out of
+        a scrape until it is."""
+        assert self.config.metrics_listener is not None
+        host, port = self.config.metrics_listener
+        loop = asyncio.get_running_loop()
+
+        def node_part(name: str) -> Callable[[], object]:
+            return lambda: getattr(self.node, name, None) if self.node is not None else None
+
+        collector = KafkaCollector(
+            controller=node_part("controller"), replica_manager=node_part("replica_manager"),
+            groups=lambda: self.groups, loop=loop, traffic=traffic, requests=requests)
+        self.metrics = MetricsServer(collector, host, port)
+
+    async def _main(self) -> int:
         config = self.config
         loop = asyncio.get_running_loop()
         self._stop = loop.create_future()
@@ -265,14 +305,32 @@ class BrokerProcess:
             loop.add_signal_handler(sig, self._on_signal, sig)
         registry = default_registry()
         purgatory = Purgatory(loop)
+        credentials = CredentialCache()
+        try:
+            security = listener_auth(config.listener_security, credentials)
+            connector = (Connector(config.inter_broker_security)
+                         if config.inter_broker_security.protocol != "PLAINTEXT" else None)
+        except TlsError as exc:
+            return self._error(str(exc))
         server = self.server = KafkaServer(config.listeners, registry,
-                                           max_request_bytes=config.socket_request_max_bytes)
+                                           max_request_bytes=config.socket_request_max_bytes,
+                                           security=security)
         try:
             ports = await server.bind()
         except OSError as exc:
             return self._error(f"cannot listen on "
                                f"{', '.join(x.connection_string for x in config.listeners)}: "
                                f"{exc.strerror or exc}")
+        traffic: TopicTraffic | None = None
+        if config.metrics_listener is not None:
+            traffic, server.request_times = TopicTraffic(), RequestTimes()
+            try:
+                self._serve_metrics(traffic, server.request_times)
+            except OSError as exc:
+                await server.close()
+                host, port = config.metrics_listener
+                return self._error(f"cannot listen on metrics.listener http://{host}:{port}: "
+                                   f"{exc.strerror or exc}")
 
         def changed() -> None:
             purgatory.wake_threadsafe()
@@ -286,15 +344,15 @@ class BrokerProcess:
         # inter-broker listener (broker/controller_channel.py).
         network = KafkaNetwork(node_id=config.broker_id,
                                listener=config.inter_broker_listener_name,
-                               request_timeout=config.request_timeout_ms / 1000)
+                               request_timeout=config.request_timeout_ms / 1000,
+                               connector=connector)
         transport = self._fetch_transport()
         node = self.node = BrokerNode(
             config.coordinator_url, config.broker_id, config.log_dir,
             network=network, transport=transport, rack=config.rack,
             replica_config=config.replica_config(),
             controller_config=config.controller_config(),
-            connect_options={"timeout": config.connect_timeout_seconds,
-                             "session_timeout": config.session_timeout_ms / 1000},
+            connect_options=config.connect_options(),
             registration=registration(config, ports), wrap_handler=wrap)
         try:
             await loop.run_in_executor(None, node.start)
@@ -312,15 +370,45 @@ class BrokerProcess:
             return self._error(f"log directory {config.log_dir}: {exc}")
         assert node.replica_manager is not None and node.participant is not None
         assert node.coordinator is not None
+        if any(a.sasl is not None for a in security.values()):
+            # SCRAM users, followed from /config/users before any client is served
+            credentials = CredentialCache(node.coordinator)
+            for name, auth in list(security.items()):
+                security[name] = dataclasses.replace(auth, credentials=credentials)
+            try:
+                await loop.run_in_executor(None, credentials.start)
+            except CoordinatorError as exc:
+                await server.close()
+                transport.close()
+                await loop.run_in_executor(None, node.shutdown)
+                network.close()
+                return self._error(f"coordinator {redact(config.coordinator_url)}: {exc}")
+            server.security = security
+        authorizer = None
+        if config.authorizer:
+            # ACLs, loaded and followed before any client is served
+            authorizer = Authorizer(node.coordinator, super_users=config.super_users,
+                                    allow_if_no_acls=config.allow_everyone_if_no_acl_found)
+            try:
+                await loop.run_in_executor(None, authorizer.start)
+            except CoordinatorError as exc:
+                credentials.close()
+                await server.close()
+                transport.close()
+                await loop.run_in_executor(None, node.shutdown)
+                network.close()
+                return self._error(f"coordinator {redact(config.coordinator_url)}: {exc}")
         groups = self.groups = GroupCoordinator(config.broker_id, node.replica_manager,
                                                 self.metadata, purgatory, loop, config.groups)
+        groups.consumer.authorizing = authorizer is not None
         groups.start()
         server.services = BrokerServices(
             broker_id=config.broker_id, config=config, replica_manager=node.replica_manager,
             metadata=self.metadata, purgatory=purgatory, loop=loop,
             cluster_id=node.participant.cluster_id, create_topic=self._create_topic,
             registry=registry, admin=Admin(node.coordinator), controller=lambda: node.controller,
-            producer_ids=node.producer_ids, network=network, groups=groups)
+            producer_ids=node.producer_ids, network=network, groups=groups,
+            authorizer=authorizer, traffic=traffic)
         # The controller reaches this broker over the listeners too: they serve its requests
         # (and ApiVersions) at once, everything else once its first metadata is in.
         server.gate, server.ungated = asyncio.Event(), CONTROLLER_API_KEYS
@@ -328,6 +416,9 @@ class BrokerProcess:
         await self._await_first_metadata()
         server.gate.set()
         if not self._stop.done():
+            if self.metrics is not None:
+                print(f"partctl broker {config.broker_id}: metrics on {self.metrics.url}",
+                      file=self.err, flush=True)
             serving = ", ".join(_listening(x, ports[x.name]) for x in config.listeners)
             print(f"partctl broker {config.broker_id}: serving {serving} on "
                   f"{redact(config.coordinator_url)}", file=self.err, flush=True)
@@ -337,6 +428,9 @@ class BrokerProcess:
         self._final = True
         groups.stop()
         purgatory.complete_all()
+        credentials.close()
+        if authorizer is not None:
+            authorizer.close()
         await server.close()
         transport.close()  # fetches waiting on leaders end now, so the fetchers stop at once
         await loop.run_in_executor(None, node.shutdown)
@@ -345,32 +439,27 @@ class BrokerProcess:
         return self._exit_status()
 
 
-def setup_logging(err: TextIO) -> None:
-    """Log lines (INFO and up) to ``err``, for a process of its own."""
-    root = logging.getLogger()
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    handler = logging.StreamHandler(err)
-    handler.setFormatter(logging.Formatter("[%(asctime)s] %(levelname)s %(name)s: %(message)s"))
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    for noisy in ("kazoo", "asyncio"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-
-
 def run_process(config_path: str, err: TextIO | None, *, role: str,
                 main: Callable[[BrokerConfig, TextIO], Awaitable[int]],
-                controller_only: bool = False) -> int:
-    """Load ``config_path`` (one line and exit 1 if it is bad), log to ``err``, then run
-    ``main`` (a broker's or a controller's) until it is stopped; its exit status. An unexpected
-    error is one line naming the ``role`` (the traceback goes to the debug log)."""
-    err = err or sys.stderr
+                controller_only: bool = False, log_format: str = "text") -> int:
+    """Load ``config_path`` (one line and exit 1 if it is bad), log to ``err`` in
+    ``log_format`` (the state-change log to ``partctl.state.change.log.file`` if set), then
+    run ``main`` (a broker's or a controller's) until it is stopped; its exit status. An
+    unexpected error is one line naming the ``role`` (the traceback goes to the debug log)."""
+    raw = err or sys.stderr
+    err = lines_for(raw, log_format, f"partctl.{role}")
     try:
         loaded = load_config(config_path, controller_only=controller_only)
     except ConfigError as exc:
         print(f"partctl: error: {exc}", file=err, flush=True)
         return EXIT_ERROR
-    setup_logging(err)
+    try:
+        setup_logging(raw, log_format=log_format,
+                      state_change_file=loaded.config.state_change_log_file)
+    except OSError as exc:
+        print(f"partctl: error: partctl.state.change.log.file: {exc.strerror or exc}: "
+              f"{loaded.config.state_change_log_file}", file=err, flush=True)
+        return EXIT_ERROR
     for warning in loaded.warnings:
         log.warning("%s", warning)
     try:
@@ -382,7 +471,7 @@ def run_process(config_path: str, err: TextIO | None, *, role: str,
         return EXIT_ERROR
 
 
-def run(config_path: str, *, err: TextIO | None = None) -> int:
+def run(config_path: str, *, err: TextIO | None = None, log_format: str = "text") -> int:
     """Run the broker configured by ``config_path`` until it is stopped; the exit status."""
-    return run_process(config_path, err, role="broker",
+    return run_process(config_path, err, role="broker", log_format=log_format,
                        main=lambda config, out: BrokerProcess(config, err=out).main())

@@ -14,9 +14,23 @@ outside the served range, an unexpected error in a handler. Only ApiVersions is 
 unknown version, with UNSUPPORTED_VERSION (KIP-511). Responses already due on that connection
 are sent before it closes.
 
+On a TLS listener (SSL, SASL_SSL) the connection is wrapped in TLS before any frame (TLS 1.2 and
+up; a client certificate as ``ssl.client.auth`` says), and the principal is the certificate's
+subject (``User:CN=...``; ``User:ANONYMOUS`` without one). On a SASL listener (SASL_PLAINTEXT,
+SASL_SSL) a connection must authenticate first, as Kafka's SaslServerAuthenticator has it:
+ApiVersions and SaslHandshake (v0 or v1) are answered, then the mechanism's tokens (in
+SaslAuthenticate requests after a v1 handshake, raw frames after v0) until the session is
+complete; any other request before that, an unknown mechanism or a failed authentication
+closes the connection (after the answer saying why), and nothing is handled. With
+``connections.max.reauth.ms`` (KIP-368) the session lasts that long: SaslAuthenticate tells the
+client, which re-authenticates on the same connection (SaslHandshake v1 and SaslAuthenticate,
+answered in order with its other requests, as the same principal); a request after the
+session's end closes the connection.
+
 Fetch responses carry their records as :class:`~replication.log.LogSlice` parts, sent with
 ``loop.sendfile`` (``os.sendfile`` on plaintext sockets), the rest of the frame around them
-with the transport, TCP_CORK holding the pieces together where the platform has it.
+with the transport, TCP_CORK holding the pieces together where the platform has it; on a TLS
+connection the slices are read and written through the TLS transport.
 """
 
 from __future__ import annotations
@@ -27,9 +41,12 @@ import inspect
 import logging
 import os
 import socket
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
+from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 
@@ -43,14 +60,20 @@ from broker.apis import (
 )
 from broker.apis import versions as api_versions
 from broker.config import Listener
+from broker.metrics.traffic import RequestTimes
+from broker.security.client import SASL_AUTHENTICATE, SASL_HANDSHAKE
+from broker.security.sasl import ListenerAuth, SaslFailed, SaslSession
+from broker.security.tls import principal_of
 from broker.wire import (
     SIZE,
     Encoded,
     FrameError,
+    build,
     encode_response,
     parse_header,
     parse_request,
     peek,
+    response_module,
 )
 from replication.log import LogSlice
 
@@ -64,7 +87,28 @@ MAX_IN_FLIGHT = 32
 READ_LIMIT = 1 << 20
 """The stream reader's buffer target (it pauses the socket beyond twice this)."""
 
+SASL_MAX_RECEIVE = 524_288
+"""Kafka's sasl.server.max.receive.size: the largest frame read before authentication."""
+SSL_HANDSHAKE_TIMEOUT = 10.0
+ANONYMOUS = "User:ANONYMOUS"
+
 _CORK = getattr(socket, "TCP_CORK", None)
+_WRITE_CHUNK = 256 << 10
+
+
+async def _write_in_pieces(writer: asyncio.StreamWriter, data: bytes) -> None:
+    """``data`` written ``_WRITE_CHUNK`` bytes at a time, draining in between. The transport
+    keeps what the socket did not take in one buffer from whose front each send deletes
+    (Python 3.11), which costs a move of the whole rest per send: megabytes of records from
+    remote storage written at once were moved over and over, a few times slower than sent.
+    Each piece leaves at most a piece in that buffer."""
+    if len(data) <= _WRITE_CHUNK:
+        writer.write(data)
+        return
+    view = memoryview(data)
+    for start in range(0, len(view), _WRITE_CHUNK):
+        writer.write(view[start:start + _WRITE_CHUNK])
+        await writer.drain()
 _CLOSE = object()
 
 
@@ -82,8 +126,27 @@ class _Connection:
         self.queue: asyncio.Queue[Any] = asyncio.Queue()
         self.slots = asyncio.Semaphore(MAX_IN_FLIGHT)
         self.pending: list[tuple[RequestContext | None, Any]] = []
+        self.principal = ANONYMOUS
+        self.expires: float | None = None
+        """When the SASL session ends (monotonic seconds; None: with the connection)."""
+        self.reauth: SaslSession | None = None
+        self.closing_after = False
+        auth = server.security.get(listener)
+        self.auth = auth
+        if auth is not None and auth.ssl_context is not None:
+            self.principal = principal_of(writer.get_extra_info("peercert"))
 
     async def run(self) -> None:
+        auth = self.auth
+        if auth is not None and auth.sasl is not None:
+            try:
+                authenticated = await self._authenticate(SaslSession(auth.sasl,
+                                                                     auth.credentials))
+            except (ConnectionError, asyncio.IncompleteReadError):
+                authenticated = False
+            if not authenticated:
+                self.writer.close()
+                return
         reading = asyncio.create_task(self._read_loop())
         writing = asyncio.create_task(self._write_loop())
         try:
@@ -112,9 +175,175 @@ class _Connection:
         for ctx, result in self.pending:
             if isinstance(result, asyncio.Future):
                 result.cancel()
+            elif inspect.iscoroutine(result):  # an answer never started: close it unrun
+                result.close()
             if ctx is not None:
                 ctx.close_slices()
         self.pending.clear()
+
+    async def _frame(self, limit: int) -> bytes | None:
+        """The next frame, or None at the end of the stream or for one over ``limit``."""
+        try:
+            head = await self.reader.readexactly(SIZE.size)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return None
+        (size,) = SIZE.unpack(head)
+        if size < 0 or size > limit:
+            log.warning("closing %s: a request of %d bytes before authentication exceeds %d",
+                        self.peer, size, limit)
+            return None
+        try:
+            return await self.reader.readexactly(size)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return None
+
+    async def _answer(self, correlation_id: int, response: Any) -> None:
+        await self._send(encode_response(correlation_id, response))
+
+    async def _authenticate(self, session: SaslSession) -> bool:
+        """The SASL exchange before any other request; True once authenticated (the
+        principal set), False when the connection must close."""
+        handshake: int | None = None
+        while True:
+            frame = await self._frame(SASL_MAX_RECEIVE)
+            if frame is None:
+                return False
+            if handshake == 0:  # a v0 handshake: raw tokens, framed by their size alone
+                try:
+                    token = session.step(frame)
+                except SaslFailed as exc:
+                    log.info("closing %s: SASL %s authentication failed: %s", self.peer,
+                             session.mechanism, exc)
+                    return False
+                self.writer.write(SIZE.pack(len(token)) + token)
+                await self.writer.drain()
+                if session.complete:
+                    return self._authenticated(session)
+                continue
+            try:
+                key, version, _ = peek(frame)
+            except FrameError:
+                return False
+            if key == api_versions.API_KEY and handshake is None:
+                entry = self.server.dispatch(frame, self.listener, self.peer)
+                if entry is _CLOSE:
+                    return False
+                ctx, result = entry
+                if inspect.isawaitable(result):
+                    result = await result
+                await self._answer(ctx.correlation_id, result)
+                continue
+            if key == SASL_HANDSHAKE and handshake is None and version in (0, 1):
+                try:
+                    header, request = parse_request(frame, key, version)
+                except FrameError as exc:
+                    log.info("closing %s: %s", self.peer, exc)
+                    return False
+                module = response_module(key, version)
+                known = session.handshake(request.mechanism)
+                await self._answer(header.correlation_id, build(
+                    module.SaslHandshakeResponse,
+                    error_code=(ErrorCode.none if known
+                                else ErrorCode.unsupported_sasl_mechanism),
+                    mechanisms=session.enabled))
+                if not known:
+                    log.info("closing %s: SASL mechanism %r is not enabled on %s", self.peer,
+                             request.mechanism[:64], self.listener)
+                    return False
+                handshake = version
+                continue
+            if key == SASL_AUTHENTICATE and handshake == 1 and 0 <= version <= 2:
+                try:
+                    header, request = parse_request(frame, key, version)
+                except FrameError as exc:
+                    log.info("closing %s: %s", self.peer, exc)
+                    return False
+                module = response_module(key, version)
+                try:
+                    token = session.step(bytes(request.auth_bytes))
+                except SaslFailed as exc:
+                    log.info("closing %s: SASL %s authentication failed: %s", self.peer,
+                             session.mechanism, exc)
+                    await self._answer(header.correlation_id, build(
+                        module.SaslAuthenticateResponse,
+                        error_code=ErrorCode.sasl_authentication_failed,
+                        error_message=str(exc), auth_bytes=b""))
+                    return False
+                await self._answer(header.correlation_id, build(
+                    module.SaslAuthenticateResponse, error_code=ErrorCode.none,
+                    error_message=None, auth_bytes=token,
+                    session_lifetime=timedelta(milliseconds=self._lifetime_ms(session))))
+                if session.complete:
+                    return self._authenticated(session)
+                continue
+            log.info("closing %s: api key %d v%d before SASL authentication on %s",
+                     self.peer, key, version, self.listener)
+            return False
+
+    def _lifetime_ms(self, session: SaslSession) -> int:
+        """The session lifetime to tell the client once ``session`` is complete:
+        ``connections.max.reauth.ms`` (KIP-368), 0 (no expiry) without it."""
+        return session.settings.reauth_ms if session.complete else 0
+
+    def _authenticated(self, session: SaslSession) -> bool:
+        assert session.principal is not None
+        self.principal = session.principal
+        lifetime = session.settings.reauth_ms
+        self.expires = time.monotonic() + lifetime / 1000 if lifetime > 0 else None
+        log.debug("%s authenticated as %s with %s", self.peer, self.principal,
+                  session.mechanism)
+        return True
+
+    def _reauthenticate(self, frame: bytes, key: int, version: int) -> Any:
+        """SaslHandshake (v1) and SaslAuthenticate on an authenticated connection: KIP-368's
+        re-authentication, answered in order with the other requests. The principal must
+        stay the same; a failure answers, then closes. (context, response) or ``_CLOSE``."""
+        auth = self.auth
+        assert auth is not None and auth.sasl is not None and self.server.services is not None
+        try:
+            header, request = parse_request(frame, key, version)
+        except FrameError as exc:
+            log.info("closing %s: %s", self.peer, exc)
+            return _CLOSE
+        ctx = RequestContext(self.server.services, api_key=key, api_version=version,
+                             correlation_id=header.correlation_id, client_id=header.client_id,
+                             listener=self.listener, peer=self.peer, principal=self.principal)
+        module = response_module(key, version)
+        if key == SASL_HANDSHAKE:
+            session = SaslSession(auth.sasl, auth.credentials)
+            known = version >= 1 and session.handshake(request.mechanism)
+            self.reauth = session if known else None
+            answer = build(module.SaslHandshakeResponse,
+                           error_code=(ErrorCode.none if known
+                                       else ErrorCode.unsupported_sasl_mechanism),
+                           mechanisms=session.enabled)
+            return ctx, (answer if known else self._then_close(answer))
+        session = self.reauth
+        if session is None or session.complete:
+            return ctx, self._then_close(build(
+                module.SaslAuthenticateResponse, error_code=ErrorCode.illegal_sasl_state,
+                error_message="SaslAuthenticate without a SaslHandshake", auth_bytes=b""))
+        try:
+            token = session.step(bytes(request.auth_bytes))
+            if session.complete and session.principal != self.principal:
+                raise SaslFailed(f"Cannot change principals during re-authentication from "
+                                 f"{self.principal}: {session.principal}")
+        except SaslFailed as exc:
+            log.info("closing %s: SASL re-authentication failed: %s", self.peer, exc)
+            return ctx, self._then_close(build(
+                module.SaslAuthenticateResponse, error_code=ErrorCode.sasl_authentication_failed,
+                error_message=str(exc), auth_bytes=b""))
+        if session.complete:
+            self._authenticated(session)
+            self.reauth = None
+        return ctx, build(module.SaslAuthenticateResponse, error_code=ErrorCode.none,
+                          error_message=None, auth_bytes=token,
+                          session_lifetime=timedelta(milliseconds=self._lifetime_ms(session)))
+
+    def _then_close(self, response: Any) -> Any:
+        """Send ``response``, then close the connection (after a refused authentication)."""
+        self.closing_after = True
+        return response
 
     async def _read_loop(self) -> bool:
         """Read and dispatch frames; True when the connection must close after the responses
@@ -135,7 +364,26 @@ class _Connection:
             except (asyncio.IncompleteReadError, ConnectionError):
                 return False
             await self.slots.acquire()
-            entry = self.server.dispatch(frame, self.listener, self.peer)
+            if self.auth is not None and self.auth.sasl is not None:
+                try:
+                    key, version, _ = peek(frame)
+                except FrameError:
+                    return True
+                if self.expires is not None and time.monotonic() > self.expires \
+                        and key not in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
+                    log.info("closing %s: its SASL session expired "
+                             "(connections.max.reauth.ms)", self.peer)
+                    return True
+                if key in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
+                    entry = self._reauthenticate(frame, key, version)
+                    if entry is _CLOSE:
+                        return True
+                    self.queue.put_nowait(entry)
+                    if self.closing_after:
+                        return True
+                    continue
+            entry = self.server.dispatch(frame, self.listener, self.peer,
+                                         principal=self.principal)
             if entry is _CLOSE:
                 return True
             self.queue.put_nowait(entry)
@@ -156,6 +404,8 @@ class _Connection:
                     assert ctx is not None
                     await self._send(encode_response(ctx.correlation_id, result,
                                                      scatter=bool(ctx.slices)))
+                if ctx is not None and self.server.request_times is not None:
+                    self.server.answered(ctx)
             except (ConnectionError, asyncio.CancelledError):
                 raise
             except Exception:
@@ -171,10 +421,21 @@ class _Connection:
     async def _send(self, encoded: Encoded) -> None:
         writer = self.writer
         if not encoded.slices:
-            writer.write(b"".join([SIZE.pack(encoded.size), *encoded.parts]))
+            if encoded.size <= _WRITE_CHUNK:
+                writer.write(b"".join([SIZE.pack(encoded.size), *encoded.parts]))
+            else:
+                for chunk in encoded.chunks():
+                    await _write_in_pieces(writer, chunk)  # type: ignore[arg-type]
             await writer.drain()
             return
         transport = writer.transport
+        if transport.get_extra_info("sslcontext") is not None:
+            # TLS encrypts in this process: the log bytes are read and written through it
+            # (Kafka copies them on TLS channels too)
+            for chunk in encoded.chunks():
+                writer.write(chunk.read() if type(chunk) is LogSlice else chunk)
+            await writer.drain()
+            return
         sock = transport.get_extra_info("socket")
         corked = _CORK is not None and sock is not None
         if corked:
@@ -189,7 +450,7 @@ class _Connection:
                         raise ConnectionError(f"sent {sent} of {chunk.size} bytes of a log "
                                               "segment (truncated meanwhile)")
                 elif chunk:
-                    writer.write(chunk)
+                    await _write_in_pieces(writer, chunk)
             await writer.drain()
         finally:
             if corked and not transport.is_closing():
@@ -206,8 +467,11 @@ class KafkaServer:
     clients only once the controller's first metadata is in."""
 
     def __init__(self, listeners: Sequence[Listener], registry: ApiRegistry, *,
-                 max_request_bytes: int) -> None:
+                 max_request_bytes: int,
+                 security: Mapping[str, ListenerAuth] | None = None) -> None:
         self.listeners = tuple(listeners)
+        self.security: Mapping[str, ListenerAuth] = dict(security or {})
+        """Per listener name: its TLS context and SASL settings (absent: plaintext)."""
         self.registry = registry
         self.max_request_bytes = max_request_bytes
         self.services: BrokerServices | ControllerNodeServices | None = None
@@ -215,6 +479,23 @@ class KafkaServer:
         self.ungated: frozenset[int] = frozenset()
         self._servers: dict[str, asyncio.Server] = {}
         self._connections: set[asyncio.Task] = set()
+        self.request_times: RequestTimes | None = None
+        """Where answered requests are counted with their total time (the metrics); None:
+        they are not."""
+        self._api_names: dict[int, str] = {}
+
+    def answered(self, ctx: RequestContext) -> None:
+        """Count ``ctx``'s request, answered now, under its own metric name if its handler
+        gave one, else its API's name."""
+        times = self.request_times
+        if times is None:
+            return
+        name = ctx.metric_name or self._api_names.get(ctx.api_key)
+        if name is None:
+            api = self.registry.get(ctx.api_key)
+            name = self._api_names[ctx.api_key] = api.name if api is not None else str(
+                ctx.api_key)
+        times.observe(name, time.monotonic() - ctx.received)
 
     async def bind(self) -> dict[str, int]:
         """Listen on every listener without accepting yet; returns the ports bound, by listener
@@ -222,10 +503,15 @@ class KafkaServer:
         ports = {}
         try:
             for listener in self.listeners:
+                auth = self.security.get(listener.name)
+                context = auth.ssl_context if auth is not None else None
+                tls: dict[str, Any] = ({"ssl": context,
+                                        "ssl_handshake_timeout": SSL_HANDSHAKE_TIMEOUT}
+                                       if context is not None else {})
                 server = await asyncio.start_server(
                     lambda r, w, name=listener.name: self._accept(name, r, w),
                     host=listener.host or None, port=listener.port, limit=READ_LIMIT,
-                    start_serving=False, reuse_address=True)
+                    start_serving=False, reuse_address=True, **tls)
                 self._servers[listener.name] = server
                 ports[listener.name] = server.sockets[0].getsockname()[1]
         except OSError:
@@ -255,7 +541,8 @@ class KafkaServer:
         finally:
             self._connections.discard(task)
 
-    def dispatch(self, frame: bytes, listener: str, peer: str) -> Any:
+    def dispatch(self, frame: bytes, listener: str, peer: str, *,
+                 principal: str = ANONYMOUS) -> Any:
         """Parse one frame and hand it to its API: (context, response or awaitable), or
         ``_CLOSE`` when Kafka would close the connection."""
         services = self.services
@@ -278,7 +565,7 @@ class KafkaServer:
             return _CLOSE
         ctx = RequestContext(services, api_key=key, api_version=version,
                              correlation_id=correlation_id, client_id=header.client_id,
-                             listener=listener, peer=peer)
+                             listener=listener, peer=peer, principal=principal)
         gate = self.gate
         if gate is not None and not gate.is_set() and key not in self.ungated:
             return ctx, self._after(gate, ctx, api.handle, request)

@@ -31,6 +31,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
+from broker.wire_schemas import EXTRA_REQUESTS, RESPONSE_AS
 from replication.log import LogSlice
 
 __all__ = [
@@ -65,12 +66,14 @@ def peek(frame: bytes) -> tuple[int, int, int]:
 
 @cache
 def request_class(api_key: int, version: int) -> type:
-    return load_request_schema(api_key, version)
+    extra = EXTRA_REQUESTS.get((api_key, version))
+    return extra if extra is not None else load_request_schema(api_key, version)
 
 
 @cache
 def response_module(api_key: int, version: int) -> ModuleType:
     """The kio module of a response version: its classes are named alike in every version."""
+    api_key, version = RESPONSE_AS.get((api_key, version), (api_key, version))
     return sys.modules[load_response_schema(api_key, version).__module__]
 
 

@@ -5,6 +5,7 @@
 """
 
 from coordinator.base import Coordinator
+from coordinator.credentials import Credentials
 from coordinator.errors import (
     BadVersion,
     ClosedError,
@@ -19,6 +20,7 @@ from coordinator.errors import (
     NodeError,
     NodeExists,
     NoNode,
+    NotAuthorized,
     NotEmpty,
     OperationTimeout,
     RequestTooLarge,
@@ -54,6 +56,7 @@ __all__ = [
     "Coordinator",
     "CoordinatorError",
     "CoordinatorURL",
+    "Credentials",
     "Create",
     "DataEvent",
     "Delete",
@@ -65,6 +68,7 @@ __all__ = [
     "NoNode",
     "NodeError",
     "NodeExists",
+    "NotAuthorized",
     "NotEmpty",
     "Op",
     "OpResult",

@@ -20,6 +20,13 @@ from coordinator.assignment import (
     start_index_for_added_partitions,
 )
 from coordinator.base import Coordinator
+from coordinator.broker_config import (
+    BROKER_DEFAULT,
+    NotDynamic,
+    apply_broker_incremental,
+    check_broker_config,
+    describe_dynamic,
+)
 from coordinator.codecs import TopicAssignment, TopicPartition
 from coordinator.errors import BadVersion
 from coordinator.layout import validate_topic
@@ -32,10 +39,12 @@ from coordinator.topic_config import (
     apply_incremental,
     describe_config,
     validate_topic_config,
+    validate_topic_config_change,
 )
 
-__all__ = ["Admin", "ControllerStatus", "InvalidRequest", "PartitionDescription",
-           "TopicConfigChange", "TopicDescription", "colliding_topics", "controller_status"]
+__all__ = ["Admin", "BrokerConfigChange", "ControllerStatus", "InvalidRequest",
+           "PartitionDescription", "TopicConfigChange", "TopicDescription", "colliding_topics",
+           "controller_status"]
 
 CONFIG_WRITE_ATTEMPTS = 10
 """Conditional config writes tried before giving up on a topic whose config keeps changing."""
@@ -76,6 +85,16 @@ class TopicConfigChange:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerConfigChange:
+    """A broker's dynamic config as written (or, validating only, as it would be): ``broker``
+    None for the cluster's defaults; ``notification`` None when nothing was written."""
+
+    broker: int | None
+    config: Mapping[str, str]
+    notification: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ControllerStatus:
     """Who the controller is and at which epoch; ``broker_id`` None when there is none."""
 
@@ -108,6 +127,7 @@ class Admin:
         assignment: Mapping[int, Sequence[int]] | None = None,
         rng: random.Random | None = None,
         config: Mapping[str, str] | None = None,
+        broker_config: Mapping[str, str] | None = None,
     ) -> TopicAssignment:
         """Create a topic from an explicit assignment, or from a partition count and
         replication factor (Kafka's rack-aware assignment over the registered brokers).
@@ -118,11 +138,13 @@ class Admin:
         MAX_PARTITIONS, a replication factor below 1 or above the broker count; and with
         AssignmentTooLarge an assignment that does not fit in one coordinator node.
         ``config`` holds the topic's initial overrides (CreateTopics' configs), validated as
-        Kafka validates them (InvalidConfig) and written with the topic in one multi.
+        Kafka validates them (InvalidConfig; ``broker_config``: the settings of the broker
+        asked, which topic configs default to and remote storage needs) and written with the
+        topic in one multi.
         """
         _check_name(name)
         overrides = _check_config_values(config or {})
-        validate_topic_config(overrides)
+        validate_topic_config(overrides, broker_config)
         if assignment is None:
             if partitions is None or replication_factor is None:
                 raise InvalidRequest("give partitions and replication_factor, or an assignment")
@@ -327,6 +349,7 @@ class Admin:
             current = dict(node.value) if node is not None else {}
             new = change(current)
             validate_topic_config(new, broker_config)
+            validate_topic_config_change(current, new)
             if validate_only:
                 return TopicConfigChange(topic=topic, overrides=new, notification=None)
             try:
@@ -336,6 +359,64 @@ class Admin:
                 continue
             return TopicConfigChange(topic=topic, overrides=new, notification=name)
         raise InvalidRequest(f"the config of topic {topic} kept changing; try again")
+
+    # --- dynamic broker configs (Kafka's AdminZkClient.changeBrokerConfig) ---------------
+
+    def broker_config(self, broker: int | None) -> dict[str, str]:
+        """A broker's dynamic config as stored (``broker`` None: the cluster's defaults at
+        ``/config/brokers/<default>``); empty without a node."""
+        node = self.metadata.broker_config(_entity(broker))
+        return dict(node.value) if node is not None else {}
+
+    def describe_broker_config(self, broker: int | None, *,
+                               names: Iterable[str] | None = None) -> list[ConfigEntry]:
+        """The dynamic keys set for ``broker`` (its own, else the defaults'; ``broker`` None:
+        the defaults alone), as DescribeConfigs shows them
+        (:func:`coordinator.broker_config.describe_dynamic`)."""
+        defaults = self.broker_config(None)
+        own = None if broker is None else self.broker_config(broker)
+        return describe_dynamic(defaults, own, names)
+
+    def alter_broker_config(self, broker: int | None, ops: Sequence[IncrementalOp], *,
+                            validate_only: bool = False) -> BrokerConfigChange:
+        """IncrementalAlterConfigs for one broker resource (``broker`` None: the cluster's
+        defaults): SET and DELETE applied to the stored config, the result checked, then
+        written conditionally on the node's version with its change notification, re-read
+        and redone on a conflict. Errors, before anything is written: InvalidRequest for a
+        key named twice, a missing value, a key that is not dynamic or a bad value (Kafka's
+        answer for a broker resource); InvalidConfig for APPEND or SUBTRACT."""
+        _check_ops(ops)
+        return self._change_broker_config(
+            broker, lambda current: apply_broker_incremental(current, ops), validate_only)
+
+    def replace_broker_config(self, broker: int | None, config: Mapping[str, str], *,
+                              validate_only: bool = False) -> BrokerConfigChange:
+        """AlterConfigs for one broker resource: ``config`` becomes its whole dynamic config
+        (a key left out is removed). Errors as :meth:`alter_broker_config`."""
+        given = _check_config_values(config)
+        return self._change_broker_config(broker, lambda _current: dict(given), validate_only)
+
+    def _change_broker_config(self, broker: int | None,
+                              change: Callable[[dict[str, str]], dict[str, str]],
+                              validate_only: bool) -> BrokerConfigChange:
+        entity = _entity(broker)
+        for _ in range(CONFIG_WRITE_ATTEMPTS):
+            node = self.metadata.broker_config(entity)
+            current = dict(node.value) if node is not None else {}
+            new = change(current)
+            try:
+                new = check_broker_config(new)
+            except (NotDynamic, InvalidConfig) as exc:
+                raise InvalidRequest(str(exc)) from None
+            if validate_only:
+                return BrokerConfigChange(broker=broker, config=new, notification=None)
+            try:
+                name = self.metadata.set_broker_config(
+                    entity, new, node.version if node is not None else None)
+            except BadVersion:
+                continue
+            return BrokerConfigChange(broker=broker, config=new, notification=name)
+        raise InvalidRequest(f"the config of broker {entity} kept changing; try again")
 
     # --- elections and reassignments -----------------------------------------------------
 
@@ -402,6 +483,14 @@ def _check_name(name: str) -> None:
         validate_topic(name)
     except ValueError as exc:
         raise InvalidRequest(str(exc)) from None
+
+
+def _entity(broker: int | None) -> str:
+    """A broker config's entity name: the id, or ``<default>`` for the cluster's defaults."""
+    if broker is None:
+        return BROKER_DEFAULT
+    _check_int(broker, "a broker id")
+    return str(broker)
 
 
 def _check_ops(ops: Sequence[IncrementalOp]) -> None:

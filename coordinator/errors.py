@@ -15,6 +15,11 @@ class InvalidURL(CoordinatorError):
     """A coordinator URL that cannot be parsed or names an unknown scheme."""
 
 
+class NotAuthorized(CoordinatorError):
+    """The coordinator refused the session's identity: wrong or missing credentials, or a
+    node or key it may not read or change."""
+
+
 class ConnectionFailed(CoordinatorError):
     """No server could be reached within the connect timeout."""
 

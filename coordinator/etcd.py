@@ -9,6 +9,7 @@ failure (:mod:`coordinator.etcd_conn`). Every gRPC error is translated there, on
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from bisect import bisect_left
@@ -35,7 +36,7 @@ from coordinator.errors import (
     RequestTooLarge,
     SessionExpired,
 )
-from coordinator.etcd_conn import Connection, is_connection_error, translate
+from coordinator.etcd_conn import Connection, Security, is_connection_error, translate
 from coordinator.etcd_session import LeaseKeeper
 from coordinator.etcd_txn import (
     ROOT_STAT,
@@ -87,6 +88,12 @@ def capabilities_for(max_txn_ops: int, max_request_bytes: int) -> Capabilities:
 
 _kv_key = attrgetter("key")
 
+TLS_ENVIRONMENT = {"ca_file": "PARTCTL_ETCD_SSL_CAFILE", "cert_file": "PARTCTL_ETCD_SSL_CERTFILE",
+                   "key_file": "PARTCTL_ETCD_SSL_KEYFILE"}
+"""The environment variables that give the TLS files when the caller does not (partctl's
+tools); a broker gives them from ``etcd.ssl.*``."""
+
+
 class EtcdCoordinator(Coordinator):
     """A session on an etcd cluster; see the module docstring."""
 
@@ -95,7 +102,8 @@ class EtcdCoordinator(Coordinator):
 
     def __init__(self, parsed: CoordinatorURL, *, timeout: float, session_timeout: float,
                  max_txn_ops: int = MAX_TXN_OPS,
-                 max_request_bytes: int = MAX_REQUEST_BYTES) -> None:
+                 max_request_bytes: int = MAX_REQUEST_BYTES,
+                 security: Security | None = None) -> None:
         super().__init__(parsed.raw)
         self.capabilities = capabilities_for(max_txn_ops, max_request_bytes)
         self._keys = Keys(parsed.root)
@@ -105,10 +113,10 @@ class EtcdCoordinator(Coordinator):
         self._max_request_bytes = max_request_bytes
         self._state = SessionState.CONNECTED
         self._state_lock = threading.Lock()
-        self._conn = Connection(parsed.hosts, request_timeout=timeout)
+        self._conn = Connection(parsed.hosts, request_timeout=timeout, security=security)
         self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="partctl-etcd")
         try:
-            self._conn.connect(timeout)
+            self._conn.connect(timeout, probe=self._keys.key("/"))
             self._keeper = LeaseKeeper(self._conn, session_timeout, self._on_session_state)
             try:
                 self._keeper.grant()
@@ -129,11 +137,26 @@ class EtcdCoordinator(Coordinator):
     def from_url(cls, parsed: CoordinatorURL, *, timeout: float = 10.0,
                  session_timeout: float = 10.0, **options: Any) -> EtcdCoordinator:
         """Connect to the first host that answers; options: ``max_txn_ops`` and
-        ``max_request_bytes`` when the server runs with other limits than etcd's defaults."""
-        unknown = set(options) - {"max_txn_ops", "max_request_bytes"}
+        ``max_request_bytes`` when the server runs with other limits than etcd's defaults;
+        ``credentials`` (a user of etcd's auth store); ``ca_file`` for TLS, with ``cert_file``
+        and ``key_file`` for a client certificate (PEM paths; each defaults to its variable
+        in :data:`TLS_ENVIRONMENT`); ``token_max_age``, seconds before a new auth token is
+        asked for (default 60)."""
+        unknown = set(options) - {"max_txn_ops", "max_request_bytes", "credentials", "ca_file",
+                                  "cert_file", "key_file", "token_max_age"}
         if unknown:
             raise TypeError(f"unknown etcd coordinator options: {', '.join(sorted(unknown))}")
-        return cls(parsed, timeout=timeout, session_timeout=session_timeout, **options)
+        tls = {name: options.pop(name, None) or os.environ.get(env) or None
+               for name, env in TLS_ENVIRONMENT.items()}
+        security = Security(**tls, credentials=options.pop("credentials", None),
+                            token_max_age=options.pop("token_max_age", 60.0))
+        if (security.cert_file is None) != (security.key_file is None):
+            raise ConnectionFailed("an etcd client certificate needs both cert_file and key_file")
+        if security.cert_file is not None and security.ca_file is None:
+            raise ConnectionFailed("an etcd client certificate needs ca_file (TLS)")
+        security.channel_credentials()  # an unreadable file is refused before any thread starts
+        return cls(parsed, timeout=timeout, session_timeout=session_timeout, security=security,
+                   **options)
 
     # --- session -------------------------------------------------------------------------
 

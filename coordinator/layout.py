@@ -103,6 +103,28 @@ def config_entity(entity_type: str, name: str) -> str:
     """A config entity's node, ``/config/<type>/<name>`` (Kafka's ConfigEntityZNode)."""
     return f"{CONFIG}/{entity_type}/{name}"
 
+CONFIG_USERS = f"{CONFIG}/users"
+
+
+def sanitize_entity(name: str) -> str:
+    """Kafka's Sanitizer.sanitize: a user name as a node name (URL-encoded, ``*`` as
+    ``%2A``, space as ``%20``)."""
+    from urllib.parse import quote
+
+    return quote(name, safe="-_.~").replace("*", "%2A")
+
+
+def desanitize_entity(name: str) -> str:
+    from urllib.parse import unquote
+
+    return unquote(name)
+
+
+def user_config(name: str) -> str:
+    """A user's config node, ``/config/users/<sanitized user>`` (SCRAM credentials)."""
+    return f"{CONFIG_USERS}/{sanitize_entity(name)}"
+
+
 LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 MAX_TOPIC_LENGTH = 249
 

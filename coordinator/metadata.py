@@ -446,6 +446,89 @@ class MetadataClient:
             return created.rsplit("/", 1)[1]
         raise CoordinatorError(f"{config_path}: the config layout kept missing")
 
+    def user_config(self, user: str) -> Versioned[dict[str, str]] | None:
+        """A user's config (``/config/users/<user>``: SCRAM credentials by mechanism), with
+        the node's version; None without a node."""
+        path = layout.user_config(user)
+        try:
+            data, stat = self._get(path)
+        except NoNode:
+            return None
+        return Versioned(value=decode_entity_config(path, data), version=stat.version)
+
+    def all_user_configs(self) -> dict[str, dict[str, str]]:
+        """Every user's config, by (desanitized) user name."""
+        try:
+            names = self._children(layout.CONFIG_USERS)
+        except NoNode:
+            return {}
+        paths = [f"{layout.CONFIG_USERS}/{n}" for n in names]
+        out: dict[str, dict[str, str]] = {}
+        for name, path, item in zip(names, paths, self._get_many(paths), strict=True):
+            if item is not None:
+                try:
+                    out[layout.desanitize_entity(name)] = decode_entity_config(path, item[0])
+                except CorruptMetadata as exc:
+                    log.warning("ignoring user config: %s", exc)
+        return out
+
+    def set_user_config(self, user: str, config: Mapping[str, str], version: int | None
+                        ) -> str:
+        """Write a user's config, conditional on ``version`` (None: create the node), and
+        announce it (``{"version":2,"entity_path":"users/<user>"}``) in one multi, as Kafka's
+        AdminZkClient.changeUserOrUserClientIdConfig. BadVersion when the node changed since
+        it was read (or appeared). Returns the notification's name."""
+        path = layout.user_config(user)
+        return self._set_entity_config(
+            path, config, version, f"users/{layout.sanitize_entity(user)}")
+
+    def broker_config(self, broker_id: int | str) -> Versioned[dict[str, str]] | None:
+        """A broker's dynamic config (``/config/brokers/<id>``; ``<default>`` for the
+        cluster's defaults), with the node's version; None without a node."""
+        path = layout.config_entity("brokers", str(broker_id))
+        try:
+            data, stat = self._get(path)
+        except NoNode:
+            return None
+        return Versioned(value=decode_entity_config(path, data), version=stat.version)
+
+    def set_broker_config(self, broker_id: int | str, config: Mapping[str, str],
+                          version: int | None) -> str:
+        """Write a broker's dynamic config, conditional on ``version`` (None: create the
+        node), and announce it (``{"version":2,"entity_path":"brokers/<id>"}``) in one multi,
+        as Kafka's AdminZkClient.changeBrokerConfig. BadVersion when the node changed since
+        it was read (or appeared). Returns the notification's name."""
+        path = layout.config_entity("brokers", str(broker_id))
+        return self._set_entity_config(path, config, version, f"brokers/{broker_id}")
+
+    def _set_entity_config(self, path: str, config: Mapping[str, str], version: int | None,
+                           entity_path: str) -> str:
+        """Write an entity's config node at ``path`` conditionally on ``version`` (None:
+        create it) and announce ``entity_path`` under /config/changes, in one multi; creates
+        the config layout once if a parent is missing. Returns the notification's name."""
+        ops: list[Op] = [
+            Create(path=path, data=encode_entity_config(config)) if version is None
+            else SetData(path=path, data=encode_entity_config(config), version=version),
+            Create(path=layout.CONFIG_CHANGE_SEQUENTIAL, data=encode_config_change(entity_path),
+                   sequential=True),
+        ]
+        for attempt in range(2):
+            try:
+                results = self.coordinator.multi(ops)
+            except MultiFailed as failure:
+                cause = failure.cause
+                if isinstance(cause, NoNode) and attempt == 0 and (
+                        failure.index == 1 or version is None):
+                    self.ensure_layout()  # /config/<entities> or /config/changes is missing
+                    continue
+                if failure.index == 0 and isinstance(cause, (NoNode, NodeExists, BadVersion)):
+                    raise BadVersion(path) from None
+                raise cause from None
+            created = results[1]
+            assert isinstance(created, str)
+            return created.rsplit("/", 1)[1]
+        raise CoordinatorError(f"{path}: the config layout kept missing")
+
     def config_change_notifications(self) -> list[str]:
         """Names of the config change notifications, oldest first (by sequence)."""
         try:

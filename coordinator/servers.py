@@ -236,11 +236,15 @@ def start_zookeeper(*, directory: str | Path | None = None, port: int | None = N
 
 def start_etcd(*, directory: str | Path | None = None, port: int | None = None,
                peer_port: int | None = None, fsync: bool = True,
-               quota_bytes: int = 4 << 30, timeout: float = 30.0) -> LocalServer:
+               quota_bytes: int = 4 << 30, timeout: float = 30.0,
+               tls: tuple[str | Path, str | Path, str | Path] | None = None,
+               flags: Sequence[str] = ()) -> LocalServer:
     """Start a one-member etcd on 127.0.0.1 and return once it serves clients.
 
     History is compacted to the last 1,000 revisions (a long-running local server would
-    otherwise grow without bound); ``quota_bytes`` is the backend's size limit.
+    otherwise grow without bound); ``quota_bytes`` is the backend's size limit. ``tls``:
+    (certificate, key, CA) PEM files; clients then talk TLS and must show a certificate the
+    CA signed. ``flags``: more command-line flags, as etcd takes them.
     """
     etcd = shutil.which("etcd")
     if etcd is None:
@@ -250,9 +254,10 @@ def start_etcd(*, directory: str | Path | None = None, port: int | None = None,
     peer_port = peer_port or free_port()
     log_path = workdir / "etcd.log"
     start = log_path.stat().st_size if log_path.exists() else 0
+    scheme = "https" if tls is not None else "http"
     args = [etcd, "--name", "partctl", "--data-dir", str(workdir / "data"),
-            "--listen-client-urls", f"http://{HOST}:{port}",
-            "--advertise-client-urls", f"http://{HOST}:{port}",
+            "--listen-client-urls", f"{scheme}://{HOST}:{port}",
+            "--advertise-client-urls", f"{scheme}://{HOST}:{port}",
             "--listen-peer-urls", f"http://{HOST}:{peer_port}",
             "--initial-advertise-peer-urls", f"http://{HOST}:{peer_port}",
             "--initial-cluster", f"partctl=http://{HOST}:{peer_port}",
@@ -260,6 +265,11 @@ def start_etcd(*, directory: str | Path | None = None, port: int | None = None,
             "--quota-backend-bytes", str(quota_bytes)]
     if not fsync:
         args.append("--unsafe-no-fsync")
+    if tls is not None:
+        cert, key, ca = tls
+        args += ["--cert-file", str(cert), "--key-file", str(key), "--trusted-ca-file", str(ca),
+                 "--client-cert-auth"]
+    args += list(flags)
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
             args, stdout=log, stderr=subprocess.STDOUT, cwd=workdir, start_new_session=True,

@@ -40,6 +40,7 @@ __all__ = [
     "parse_value",
     "typed_overrides",
     "validate_topic_config",
+    "validate_topic_config_change",
 ]
 
 
@@ -325,7 +326,9 @@ _B, _S, _I, _L, _D, _LS = (ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT
                            ConfigType.LONG, ConfigType.DOUBLE, ConfigType.LIST)
 _APPLIED, _PARTIAL, _STORED = Effect.APPLIED, Effect.PARTIAL, Effect.STORED
 _COMPACTION = "applied by the log cleaner (log.cleaner.enable) to compacted topics"
-_NO_TIERED = "partctl has no tiered storage"
+_NO_TIERED = "remote storage has no per-topic copy/delete switch in ZooKeeper mode"
+_TIERED = ("applied to topics with remote.storage.enable: the local part of the log (only "
+           "segments already in remote storage are deleted); -2: retention's value")
 
 
 def _log(name: str, default: str | None = None) -> tuple[Synonym, ...]:
@@ -377,11 +380,11 @@ TOPIC_CONFIG_KEYS: Mapping[str, TopicConfigKey] = {k.name: k for k in (
     TopicConfigKey(name="leader.replication.throttled.replicas", type=_LS, default="",
                    effect=_STORED, note="stored: partctl has no replication quotas",
                    check=_throttled_replicas),
-    TopicConfigKey(name="local.retention.bytes", type=_L, default="-2", effect=_STORED,
-                   note=f"stored: {_NO_TIERED}", check=_at_least(-2),
+    TopicConfigKey(name="local.retention.bytes", type=_L, default="-2", effect=_APPLIED,
+                   note=_TIERED, check=_at_least(-2),
                    synonyms=_log("local.retention.bytes", "-2")),
-    TopicConfigKey(name="local.retention.ms", type=_L, default="-2", effect=_STORED,
-                   note=f"stored: {_NO_TIERED}", check=_at_least(-2),
+    TopicConfigKey(name="local.retention.ms", type=_L, default="-2", effect=_APPLIED,
+                   note=_TIERED, check=_at_least(-2),
                    synonyms=_log("local.retention.ms", "-2")),
     TopicConfigKey(name="max.compaction.lag.ms", type=_L, default=_LONG_MAX_S, effect=_APPLIED,
                    note=_COMPACTION, check=_at_least(1),
@@ -431,8 +434,10 @@ TOPIC_CONFIG_KEYS: Mapping[str, TopicConfigKey] = {k.name: k for k in (
                    note=f"only false is accepted: {_NO_TIERED}"),
     TopicConfigKey(name="remote.log.delete.on.disable", type=_B, default="false",
                    effect=_STORED, note=f"only false is accepted: {_NO_TIERED}"),
-    TopicConfigKey(name="remote.storage.enable", type=_B, default="false", effect=_STORED,
-                   note=f"only false is accepted: {_NO_TIERED}"),
+    TopicConfigKey(name="remote.storage.enable", type=_B, default="false", effect=_APPLIED,
+                   note="rolled segments are copied to remote storage by the leader and "
+                        "read back below the local log start (KIP-405); needs "
+                        "remote.log.storage.system.enable=true on the brokers"),
     TopicConfigKey(name="retention.bytes", type=_L, default="-1", effect=_APPLIED,
                    note="with 'delete' in cleanup.policy; checked every "
                         "log.retention.check.interval.ms",
@@ -497,8 +502,11 @@ def validate_topic_config(overrides: Mapping[str, str],
     """Kafka's LogConfig.validate for a topic in ZooKeeper mode: names first (``Unknown topic
     config name``), then each value, then the rules across keys with the defaults filled in
     (``min.compaction.lag.ms`` not above ``max.compaction.lag.ms``) and the remote storage
-    rules (no tiered storage here, and ZooKeeper mode refuses the remote copy/delete switches).
-    Returns the parsed overrides."""
+    rules: ZooKeeper mode refuses the remote copy/delete switches; ``remote.storage.enable``
+    needs ``remote.log.storage.system.enable`` in ``broker`` (the broker's settings) and a
+    topic that is not compacted, and then ``local.retention.ms|bytes`` may not exceed
+    ``retention.ms|bytes`` (nor be unlimited under a limited one), as Kafka's LogConfig
+    checks them. Returns the parsed overrides."""
     for name in overrides:
         _key(name)
     typed = typed_overrides(overrides)
@@ -517,9 +525,39 @@ def validate_topic_config(overrides: Mapping[str, str],
         raise InvalidConfig("It is invalid to set `remote.log.delete.on.disable` or "
                             "`remote.log.copy.disable` under Zookeeper's mode.")
     if value("remote.storage.enable"):
-        raise InvalidConfig("Tiered Storage functionality is disabled in the broker. Topic "
-                            "cannot be configured with remote log storage.")
+        system = (broker or {}).get("remote.log.storage.system.enable", "false")
+        if system.strip().lower() != "true":
+            raise InvalidConfig("Tiered Storage functionality is disabled in the broker. Topic "
+                                "cannot be configured with remote log storage.")
+        policy = value("cleanup.policy")
+        assert isinstance(policy, list)
+        if "compact" in policy:
+            raise InvalidConfig("Remote log storage is unsupported for the compacted topics")
+        for local_key, total_key in (("local.retention.ms", "retention.ms"),
+                                     ("local.retention.bytes", "retention.bytes")):
+            local, total = value(local_key), value(total_key)
+            assert isinstance(local, int) and isinstance(total, int)
+            if total >= 0 and local == -1:
+                raise InvalidConfig(f"Invalid value {local} for configuration {local_key}: "
+                                    f"Value must not be -1 as {total_key} value is set as "
+                                    f"{total}")
+            if total >= 0 and local > total:
+                raise InvalidConfig(f"Invalid value {local} for configuration {local_key}: "
+                                    f"Value must not be more than {total_key} property "
+                                    f"value: {total}")
     return typed
+
+
+def validate_topic_config_change(current: Mapping[str, str], new: Mapping[str, str]) -> None:
+    """The rule a change of a topic's overrides obeys besides :func:`validate_topic_config`:
+    ``remote.storage.enable`` once on cannot be turned off (set false or removed), as Kafka
+    refuses it in ZooKeeper mode (InvalidConfig). Pure."""
+    def enabled(overrides: Mapping[str, str]) -> bool:
+        return bool(typed_overrides(overrides, strict=False).get("remote.storage.enable", False))
+
+    if enabled(current) and not enabled(new):
+        raise InvalidConfig("Disabling remote storage feature on the topic level is not "
+                            "supported.")
 
 
 def apply_incremental(current: Mapping[str, str], ops: Sequence[IncrementalOp]

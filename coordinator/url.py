@@ -16,10 +16,12 @@ only when a URL of its scheme is parsed or connected to.
 from __future__ import annotations
 
 import functools
+import urllib.parse
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any
 
+from coordinator.credentials import Credentials, CredentialsError, from_environment
 from coordinator.errors import CoordinatorError, InvalidURL
 
 if TYPE_CHECKING:
@@ -76,14 +78,16 @@ def _unknown_scheme(scheme: str, where: str) -> InvalidURL:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CoordinatorURL:
     """A parsed URL. ``hosts`` are (host, port) pairs in failover order; ``name`` is the memory
-    store's name; ``root`` the chroot (ZooKeeper) or key prefix (etcd), '' for none."""
+    store's name; ``root`` the chroot (ZooKeeper) or key prefix (etcd), '' for none;
+    ``credentials`` the URL's user info, if it has any."""
 
     scheme: str
     hosts: tuple[tuple[str, int], ...]
     name: str
     root: str
     raw: str = field(repr=False)
-    """The URL as given (credentials are refused, but show :attr:`display`, never this)."""
+    """The URL as given, perhaps with a password: show :attr:`display`, never this."""
+    credentials: Credentials | None = field(default=None, repr=False)
 
     @property
     def display(self) -> str:
@@ -117,10 +121,33 @@ def redact(url: object) -> str:
     return f"{scheme}{sep}{main}{tail}"
 
 
+def without_credentials(url: str) -> str:
+    """``url`` with the user info of its host part left out (for a URL that is stored, as a
+    job's is: the secret stays where it came from)."""
+    scheme, sep, rest = url.partition("://")
+    netloc, slash, path = rest.partition("/")
+    if not sep or "@" not in netloc:
+        return url
+    return f"{scheme}{sep}{netloc.rpartition('@')[2]}{slash}{path}"
+
+
+def _user_info(text: str, shown: str) -> Credentials:
+    user, colon, password = text.partition(":")
+    if not colon or not user or not password:
+        raise InvalidURL(f"credentials in a coordinator URL are user:password, both "
+                         f"non-empty: {shown!r}")
+    try:
+        return Credentials(urllib.parse.unquote(user, errors="strict"),
+                           urllib.parse.unquote(password, errors="strict"))
+    except (UnicodeDecodeError, CredentialsError):
+        raise InvalidURL(f"bad credentials in {shown!r}") from None
+
+
 def parse(url: str) -> CoordinatorURL:
     """Parse ``url``; :class:`InvalidURL` says why not, showing the URL redacted (see
-    :func:`redact`). Credentials in the URL are refused: a URL is shown in process lists, job
-    listings and logs, so it is no place for a secret."""
+    :func:`redact`). User info before the hosts (``user:password@``, percent-encoded) becomes
+    :attr:`CoordinatorURL.credentials`; a ``@`` after the first ``/`` belongs to the root, so a
+    ``/`` in a password must be written ``%2F``."""
     shown = redact(url)
     if not isinstance(url, str) or "://" not in url:
         raise InvalidURL(f"not a coordinator URL (want scheme://...): {shown!r}")
@@ -131,8 +158,10 @@ def parse(url: str) -> CoordinatorURL:
     if "?" in rest or "#" in rest:
         raise InvalidURL(f"query and fragment are not supported in {shown!r}")
     netloc, _, path = rest.partition("/")
+    credentials = None
     if "@" in netloc:
-        raise InvalidURL(f"credentials in a coordinator URL are not supported: {shown!r}")
+        info, _, netloc = netloc.rpartition("@")
+        credentials = _user_info(info, shown)
     root = ("/" + path).rstrip("/") if path else ""
 
     def part(text: str) -> str:
@@ -144,6 +173,8 @@ def parse(url: str) -> CoordinatorURL:
     if default_port is None:  # the URL names a store
         if not netloc or "," in netloc or ":" in netloc:
             raise InvalidURL(f"{scheme} URL needs a store name, {scheme}://NAME: {shown!r}")
+        if credentials is not None:
+            raise InvalidURL(f"{scheme} URLs take no credentials: {shown!r}")
         return CoordinatorURL(scheme=scheme, hosts=(), name=netloc, root=root, raw=url)
     hosts = []
     for item in netloc.split(","):
@@ -171,15 +202,27 @@ def parse(url: str) -> CoordinatorURL:
             validate(root)
         except Exception as exc:
             raise InvalidURL(f"bad root path{part(root)} in {shown!r}") from exc
-    return CoordinatorURL(scheme=scheme, hosts=tuple(hosts), name="", root=root, raw=url)
+    return CoordinatorURL(scheme=scheme, hosts=tuple(hosts), name="", root=root, raw=url,
+                          credentials=credentials)
 
 
-def connect(url: str, **options: Any) -> Coordinator:
+def connect(url: str, *, credentials: Credentials | None = None, **options: Any) -> Coordinator:
     """Open a session on the coordinator named by ``url``.
 
     Options common to every backend: ``timeout`` (seconds to connect before giving up with
     :class:`~coordinator.errors.ConnectionFailed`, default 10) and ``session_timeout`` (seconds a
     session outlives a lost connection, default 10). Backends take a few more of their own.
+
+    A backend of servers (not a memory store) authenticates with ``credentials``, else the URL's
+    user info, else the environment's (see :mod:`coordinator.credentials`); without any it
+    connects anonymously.
     """
     parsed = parse(url)
-    return backend(parsed.scheme).from_url(parsed, **options)
+    cls = backend(parsed.scheme)
+    if cls.default_port is not None:
+        found = credentials or parsed.credentials or from_environment()
+        if found is not None:
+            options["credentials"] = found
+    elif credentials is not None:
+        raise InvalidURL(f"{parsed.scheme} coordinators take no credentials")
+    return cls.from_url(parsed, **options)

@@ -19,13 +19,18 @@ response an op that failed has ``type == -1`` followed by ``ErrorResponse(int er
 * :class:`RemoveWatches` (opcode 18): removes a session's watches on a path on the server; before
   ZooKeeper 3.9 only the type "any" removes a persistent watch.
 
+Nodes are created with one of three encoded ACL vectors: open (world:anyone, all rights), or,
+with Kafka's ``zookeeper.set.acl`` rule (:func:`secure_acl`), the creator's authenticated
+identity (``auth:``) with all rights plus world:anyone READ, except under the sensitive roots
+(:data:`SENSITIVE_ROOTS`: SCRAM credentials and ACLs), which only the creator may read.
+
 This module imports no kazoo and holds no I/O.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from coordinator.model import Check, Create, Delete, Op, SetData, Stat
 
@@ -42,11 +47,41 @@ PERSISTENT, PERSISTENT_RECURSIVE = 0, 1
 WATCHER_ANY = 3  # WatcherType.Any: data, children and (3.6+) persistent watches on the path
 OP_ERROR = -1
 
+PERM_READ, PERM_ALL = 1, 31
+
+
+def _acl(perms: int, scheme: bytes, ident: bytes) -> bytes:
+    return _int.pack(perms) + _int.pack(len(scheme)) + scheme + _int.pack(len(ident)) + ident
+
+
 # world:anyone with all permissions, as one encoded ACL vector
-_OPEN_ACL = (
-    _int.pack(1) + _int.pack(31)
-    + _int.pack(5) + b"world" + _int.pack(6) + b"anyone"
-)
+_OPEN_ACL = _int.pack(1) + _acl(PERM_ALL, b"world", b"anyone")
+#: The creator's identity with all rights, everyone else READ (Kafka's secure default).
+CREATOR_ALL_WORLD_READ = _int.pack(2) + _acl(PERM_ALL, b"auth", b"") + _acl(PERM_READ, b"world",
+                                                                            b"anyone")
+#: The creator's identity only: nobody else may even read.
+CREATOR_ONLY = _int.pack(1) + _acl(PERM_ALL, b"auth", b"")
+
+#: Paths (under the chroot) that hold secrets or decide who may do what: with secure ACLs only
+#: their creator may read them, the root and everything below it.
+SENSITIVE_ROOTS = ("/config/users", "/kafka-acl", "/kafka-acl-changes", "/kafka-acl-extended",
+                   "/kafka-acl-extended-changes")
+
+
+def is_sensitive(path: str) -> bool:
+    """Whether ``path`` (under the chroot) is, or lies under, one of :data:`SENSITIVE_ROOTS`."""
+    return any(path == root or path.startswith(root + "/") for root in SENSITIVE_ROOTS)
+
+
+def secure_acl(path: str) -> bytes:
+    """The encoded ACL vector Kafka's ``zookeeper.set.acl`` gives a node at ``path``."""
+    return CREATOR_ONLY if is_sensitive(path) else CREATOR_ALL_WORLD_READ
+
+
+def open_acl(path: str) -> bytes:
+    """The encoded ACL vector of a node anyone may change (ZooKeeper's OPEN_ACL_UNSAFE)."""
+    return _OPEN_ACL
+
 _CREATE_HEAD = _header.pack(OP_CREATE, 0, -1)
 _DELETE_HEAD = _header.pack(OP_DELETE, 0, -1)
 _SETDATA_HEAD = _header.pack(OP_SETDATA, 0, -1)
@@ -82,14 +117,19 @@ _FIXED_BYTES = {  # header + path length [+ data length + ACLs + flags | version
 }
 
 
-def encoded_op_size(op: Op, root: str) -> int:
-    """The exact encoded size of ``op`` inside a multi, chroot included."""
+def encoded_op_size(op: Op, root: str, acl: Callable[[str], bytes] = open_acl) -> int:
+    """The exact encoded size of ``op`` inside a multi, chroot included, a create's ACL as
+    ``acl`` gives it."""
     path = op.path
     size = _FIXED_BYTES[type(op)] + len(root) + (
         len(path) if path.isascii() else len(path.encode())
     )
-    if type(op) is SetData or type(op) is Create:
+    if type(op) is SetData:
         size += len(op.data)
+    elif type(op) is Create:
+        size += len(op.data)
+        if acl is not open_acl:
+            size += len(acl(path)) - len(_OPEN_ACL)
     return size
 
 
@@ -102,11 +142,13 @@ class MultiWrite:
     """
 
     type = OP_MULTI
-    __slots__ = ("ops", "root")
+    __slots__ = ("acl", "ops", "root")
 
-    def __init__(self, ops: Sequence[Op], root: str) -> None:
+    def __init__(self, ops: Sequence[Op], root: str,
+                 acl: Callable[[str], bytes] = open_acl) -> None:
         self.ops = ops
         self.root = root
+        self.acl = acl
 
     def __repr__(self) -> str:
         return f"MultiWrite({len(self.ops)} ops)"
@@ -116,6 +158,7 @@ class MultiWrite:
         pack_int = _int.pack
         parts: list[bytes] = []
         add = parts.append
+        acl = self.acl
         for op in self.ops:
             path = (root + op.path).encode() if root else op.path.encode()
             if type(op) is SetData:
@@ -131,7 +174,7 @@ class MultiWrite:
                 add(path)
                 add(pack_int(len(op.data)))
                 add(op.data)
-                add(_OPEN_ACL)
+                add(acl(op.path))
                 add(pack_int((1 if op.ephemeral else 0) | (2 if op.sequential else 0)))
             elif type(op) is Check:
                 add(_CHECK_HEAD)

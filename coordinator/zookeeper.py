@@ -26,6 +26,7 @@ from kazoo.protocol.states import Callback, KazooState
 
 from coordinator import kazoo_patches, paths
 from coordinator.base import Coordinator
+from coordinator.credentials import Credentials
 from coordinator.errors import (
     BadVersion,
     ClosedError,
@@ -37,6 +38,7 @@ from coordinator.errors import (
     NoChildrenForEphemerals,
     NodeExists,
     NoNode,
+    NotAuthorized,
     NotEmpty,
     OperationTimeout,
     RequestTooLarge,
@@ -54,7 +56,16 @@ from coordinator.model import (
 )
 from coordinator.url import CoordinatorURL
 from coordinator.zk_io import ReadAheadHandler
-from coordinator.zk_protocol import FRAME_BYTES, MultiRead, MultiWrite, OpError, encoded_op_size
+from coordinator.zk_protocol import (
+    FRAME_BYTES,
+    MultiRead,
+    MultiWrite,
+    OpError,
+    encoded_op_size,
+    is_sensitive,
+    open_acl,
+    secure_acl,
+)
 from coordinator.zk_tree import TreeWatches
 from coordinator.zk_watch import WatchSet
 
@@ -106,6 +117,9 @@ def _translate(exc: BaseException, path: str | None = None, *, closed: bool = Fa
     else:
         if isinstance(exc, kx.ConnectionClosedError) or closed:
             out = ClosedError(f"ZooKeeper client closed: {exc}")
+        elif isinstance(exc, (kx.NoAuthError, kx.AuthFailedError)):
+            out = NotAuthorized(f"ZooKeeper refused access{_on(path)}: not authorized (are "
+                                f"the coordinator credentials right?)")
         elif isinstance(exc, kx.SessionExpiredError):
             out = SessionExpired(f"ZooKeeper session expired{_on(path)}")
         elif isinstance(exc, (KazooTimeoutError, kx.OperationTimeoutError,
@@ -140,6 +154,13 @@ def _stat(zstat: Any) -> Stat:
     return Stat(zstat.version, zstat.czxid, zstat.mzxid, zstat.ephemeralOwner)
 
 
+def _kazoo_acl(path: str) -> list[Any]:
+    """kazoo's form of :func:`coordinator.zk_protocol.secure_acl` for ``path``."""
+    from kazoo.security import CREATOR_ALL_ACL, READ_ACL_UNSAFE
+
+    return list(CREATOR_ALL_ACL) if is_sensitive(path) else [*CREATOR_ALL_ACL, *READ_ACL_UNSAFE]
+
+
 def _hosts_string(parsed: CoordinatorURL) -> str:
     hosts = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in parsed.hosts)
     return hosts + parsed.root
@@ -149,16 +170,21 @@ class ZooKeeperCoordinator(Coordinator):
     """A ZooKeeper session through kazoo; ``kazoo`` is the underlying KazooClient.
 
     Requests made while the connection is down fail at once with :class:`ConnectionLoss` (kazoo
-    would queue them until it reconnects), as the memory backend does.
+    would queue them until it reconnects), as the memory backend does. ``secure_acls``: nodes
+    are created with Kafka's ``zookeeper.set.acl`` ACLs (see :func:`~coordinator.zk_protocol.
+    secure_acl`), else open to everyone.
     """
 
     default_port = 2181
 
-    def __init__(self, url: str, client: KazooClient, *, request_timeout: float) -> None:
+    def __init__(self, url: str, client: KazooClient, *, request_timeout: float,
+                 secure_acls: bool = False) -> None:
         super().__init__(url)
         self.kazoo = client
         self.root = client.chroot or ""
         self.request_timeout = request_timeout
+        self.secure_acls = secure_acls
+        self._acl = secure_acl if secure_acls else open_acl
         self.capabilities = Capabilities(
             name="zookeeper", max_multi_ops=None, max_multi_bytes=MULTI_BYTES_LIMIT,
         )
@@ -174,7 +200,7 @@ class ZooKeeperCoordinator(Coordinator):
         ``model.op_size`` does not know the chroot in front of every path, so a chunk of many
         small ops under a long chroot could pass jute.maxbuffer and cost the connection.
         """
-        return encoded_op_size(op, self.root)
+        return encoded_op_size(op, self.root, self._acl)
 
     def _chunk_target_bytes(self) -> int:
         """More, smaller multis pipeline better than a few near 1 MiB."""
@@ -188,15 +214,27 @@ class ZooKeeperCoordinator(Coordinator):
         timeout: float = 10.0,
         session_timeout: float = 10.0,
         request_timeout: float | None = None,
+        credentials: Credentials | None = None,
+        set_acl: bool | None = None,
         **options: Any,
     ) -> ZooKeeperCoordinator:
         """Connect within ``timeout`` seconds or raise :class:`ConnectionFailed`.
 
-        ``request_timeout`` bounds each blocking request (default: ``timeout``); other options
-        go to KazooClient as they are. A missing chroot is created, as Kafka does.
+        ``request_timeout`` bounds each blocking request (default: ``timeout``). With
+        ``credentials`` the session authenticates with ZooKeeper's ``digest`` scheme;
+        ``set_acl`` creates nodes with Kafka's secure ACLs (default: when authenticated).
+        Other options go to KazooClient as they are. A missing chroot is created, as Kafka
+        does.
         """
         kazoo_patches.check_version()
         hosts = _hosts_string(parsed)
+        if set_acl is None:
+            set_acl = credentials is not None
+        if set_acl and credentials is None:
+            raise NotAuthorized("zookeeper.set.acl needs coordinator credentials: nodes would "
+                                "belong to nobody")
+        if credentials is not None:
+            options["auth_data"] = [("digest", f"{credentials.user}:{credentials.password}")]
         # kazoo's default reconnect backoff grows to an hour; a session needs a reconnect well
         # within its timeout, so cap the delay to a fraction of it and never give up.
         options.setdefault("connection_retry", {
@@ -220,7 +258,8 @@ class ZooKeeperCoordinator(Coordinator):
             names = ", ".join(f"{h}:{p}" for h, p in parsed.hosts)
             raise ConnectionFailed(
                 f"could not connect to ZooKeeper at {names} within {timeout:g}s")
-        coord = cls(parsed.raw, client, request_timeout=request_timeout or timeout)
+        coord = cls(parsed.raw, client, request_timeout=request_timeout or timeout,
+                    secure_acls=set_acl)
         coord.session_timeout = session_timeout
         try:
             coord._ensure_root()
@@ -235,9 +274,10 @@ class ZooKeeperCoordinator(Coordinator):
         from kazoo.protocol.serialization import Create as KazooCreate
         from kazoo.security import OPEN_ACL_UNSAFE
 
+        acl = _kazoo_acl("/") if self.secure_acls else OPEN_ACL_UNSAFE
         for path in [*paths.ancestors(self.root), self.root]:
             # Absolute paths: _call does not prefix the chroot, the client methods would.
-            result = self._call(KazooCreate(path, b"", OPEN_ACL_UNSAFE, 0))
+            result = self._call(KazooCreate(path, b"", acl, 0))
             try:
                 self._wait(result, path)
             except NodeExists:
@@ -432,6 +472,8 @@ class ZooKeeperCoordinator(Coordinator):
     ) -> str:
         paths.validate(path)
         self._ready()
+        if self.secure_acls:
+            return self._create_secure(path, bytes(data), ephemeral, sequential, make_parents)
         result = self.kazoo.create_async(
             path, bytes(data), ephemeral=ephemeral, sequence=sequential, makepath=make_parents,
         )
@@ -442,6 +484,31 @@ class ZooKeeperCoordinator(Coordinator):
                          ) from exc.__cause__
         except NoChildrenForEphemerals as exc:
             raise NoChildrenForEphemerals(paths.parent(path)) from exc.__cause__
+
+    def _create_secure(self, path: str, data: bytes, ephemeral: bool, sequential: bool,
+                       make_parents: bool) -> str:
+        """A create with secure ACLs; missing parents get their own path's ACLs (kazoo's
+        makepath would give them the child's)."""
+        def attempt() -> str:
+            result = self.kazoo.create_async(path, data, acl=_kazoo_acl(path),
+                                             ephemeral=ephemeral, sequence=sequential)
+            return self._wait(result, path)
+
+        try:
+            return attempt()
+        except NoNode:
+            if not make_parents:
+                raise NoNode(paths.parent(path), f"parent does not exist: "
+                                                 f"{paths.parent(path)}") from None
+        except NoChildrenForEphemerals as exc:
+            raise NoChildrenForEphemerals(paths.parent(path)) from exc.__cause__
+        for ancestor in paths.ancestors(path):
+            try:
+                self._wait(self.kazoo.create_async(ancestor, b"", acl=_kazoo_acl(ancestor)),
+                           ancestor)
+            except NodeExists:
+                pass
+        return attempt()
 
     def set(self, path: str, data: bytes, version: int = -1) -> Stat:
         paths.validate(path)
@@ -494,7 +561,7 @@ class ZooKeeperCoordinator(Coordinator):
             except CoordinatorError as exc:  # as the memory backend reports it
                 future.set_exception(MultiFailed(index, exc))
                 return future
-            size += encoded_op_size(op, root)
+            size += encoded_op_size(op, root, self._acl)
         try:
             if size > MULTI_BYTES_LIMIT:  # the server would drop the connection
                 raise RequestTooLarge(f"multi of {len(ops)} ops is {size} bytes encoded; "
@@ -524,7 +591,7 @@ class ZooKeeperCoordinator(Coordinator):
                 return
             future.set_result(items)
 
-        self._call(MultiWrite(ops, self.root)).rawlink(done)
+        self._call(MultiWrite(ops, self.root, self._acl)).rawlink(done)
         return future
 
     def _closed_flag(self) -> bool:

@@ -45,6 +45,8 @@ LIBRARY_USER_ERRORS: tuple[tuple[str, str, Callable[[BaseException], str]], ...]
     ("coordinator.errors", "CoordinatorError", _said),
     ("coordinator.admin", "InvalidRequest", _said),
     ("coordinator.topic_config", "InvalidConfig", _said),
+    ("broker.group_admin", "GroupAdminError", _said),
+    ("broker.offset_reset", "ResetError", _said),
     ("rebalancer.plan", "PlanError", _problem_lines),
     ("rebalancer.snapshot", "SnapshotError", _problem_lines),
     ("rebalancer.planner.model", "PlanningError", _problem_lines),

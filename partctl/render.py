@@ -1,4 +1,5 @@
-"""Rendering for the reassignment commands: per-broker summaries, scores, statuses, progress.
+"""Rendering for the reassignment commands: per-broker summaries, scores, statuses, progress;
+and the plain tables other commands print (``groups``).
 
 Pure text in and out, except :class:`ProgressDisplay`, which draws a rich progress bar on a
 terminal and prints plain status lines, now and then, anywhere else (logs, pipes, CI).
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
         VerifyReport,
     )
     from rebalancer.plan import Plan, Scores
+    from rebalancer.scoring import LowerBounds
     from rebalancer.snapshot import Snapshot
 
 
@@ -59,6 +61,21 @@ def broker_loads(snap: Snapshot, plan: Plan) -> list[BrokerLoad]:
             for b in sorted(snap.brokers, key=lambda x: x.id)]
 
 
+def human_bytes(n: int | None) -> str:
+    """``1.5 GiB``, ``12.0 MiB``, ``512 B``; ``-`` when unknown."""
+    if n is None:
+        return "-"
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def id_list_text(ids: Sequence[int]) -> str:
+    """Broker ids as ``1,2,3``; ``-`` for none."""
+    return ",".join(str(i) for i in ids) or "-"
+
+
 def _gib(n: int) -> str:
     return f"{n / 2**30:.1f}"
 
@@ -74,14 +91,22 @@ def render_loads(loads: Sequence[BrokerLoad]) -> str:
         if sized:
             row.append(f"{_gib(x.bytes[0])} -> {_gib(x.bytes[1])}" if x.bytes else "-")
         rows.append(row)
+    return render_table(head, rows)
+
+
+def render_table(head: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Columns left-aligned to their widest cell, two spaces apart, no trailing blanks."""
     widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
              for r in [head, *rows]]
     return "\n".join(lines)
 
 
-def render_scores(before: Scores, after: Scores) -> str:
-    """The plan's scores next to the current state's."""
+def render_scores(before: Scores, after: Scores, *, bounds: LowerBounds | None = None,
+                  disk: bool = False) -> str:
+    """The plan's scores next to the current state's; with ``bounds``, the bytes a count
+    balance must move at least beside the bytes moved, and with ``disk`` the bytes max/mean no
+    plan can beat beside the one reached."""
     lines = [
         f"Replica spread (max-min per broker): {before.replicas_per_broker.spread} -> "
         f"{after.replicas_per_broker.spread}",
@@ -91,9 +116,12 @@ def render_scores(before: Scores, after: Scores) -> str:
         f"{after.rack_violations}",
     ]
     if before.bytes_per_broker is not None and after.bytes_per_broker is not None:
-        lines.append(f"Bytes max/mean per broker:           "
-                     f"{before.bytes_per_broker.max_over_mean} -> "
-                     f"{after.bytes_per_broker.max_over_mean}")
+        line = (f"Bytes max/mean per broker:           "
+                f"{before.bytes_per_broker.max_over_mean} -> "
+                f"{after.bytes_per_broker.max_over_mean}")
+        if disk and bounds is not None and bounds.bytes_max_over_mean is not None:
+            line += f" (lower bound {bounds.bytes_max_over_mean})"
+        lines.append(line)
     moved = (f"Partitions moved: {after.partitions_moved}, replicas moved: "
              f"{after.replicas_moved}, leader changes: {after.leader_changes}")
     if after.bytes_moved is not None:
@@ -101,6 +129,10 @@ def render_scores(before: Scores, after: Scores) -> str:
     if after.rf_changes:
         moved += f", replication factor changes: {after.rf_changes}"
     lines.append(moved)
+    if bounds is not None:
+        lines.append(f"Lower bounds: replicas moved {bounds.best_replicas_moved}"
+                     + (f", GiB moved for count balance {_gib(bounds.bytes_moved_count_balance)}"
+                        if bounds.bytes_moved_count_balance is not None else ""))
     return "\n".join(lines)
 
 

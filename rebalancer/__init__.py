@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from rebalancer.planner.goals import (
         AddBrokers,
         Balance,
+        BalanceDisk,
         ChangeReplicationFactor,
         Decommission,
         Goal,
@@ -61,7 +62,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(["Plan", "PartitionMove", "PlanError", "parse_plan", "render_plan"],
                     "rebalancer.plan"),
     **dict.fromkeys(["Scores", "LowerBounds", "score_plan", "lower_bounds"], "rebalancer.scoring"),
-    **dict.fromkeys(["Balance", "AddBrokers", "Decommission", "ChangeReplicationFactor",
+    **dict.fromkeys(["Balance", "BalanceDisk", "AddBrokers", "Decommission", "ChangeReplicationFactor",
                      "RepairRacks", "Goal"], "rebalancer.planner.goals"),
     "PlanningError": "rebalancer.planner.model",
     "plan_reassignment": "rebalancer.engines",
@@ -89,6 +90,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "AddBrokers",
     "Balance",
+    "BalanceDisk",
     "CancelReport",
     "CancelledMove",
     "ChangeReplicationFactor",

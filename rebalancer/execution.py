@@ -62,6 +62,7 @@ from rebalancer.live_snapshot import (
 )
 from rebalancer.plan import Plan, PlanError, load_plan_json, parse_plan, render_plan
 from rebalancer.snapshot import PartitionReplicas, Snapshot, SnapshotBroker
+from rebalancer.throttles import set_throttles
 
 __all__ = [
     "CancelReport",
@@ -366,12 +367,15 @@ class ClaimRefused:
 
 def claim_decision(own: Mapping[TopicPartition, tuple[int, ...]],
                    node: Mapping[TopicPartition, tuple[int, ...]] | None,
-                   holder: ReassignmentOwner | None) -> str | ClaimRefused:
+                   holder: ReassignmentOwner | None, *,
+                   additional: bool = False) -> str | ClaimRefused:
     """Whether a run whose moves are ``own`` may claim ``/admin/reassign_partitions``: "create"
     (no node, no run), "adopt" (a node holding nothing but moves of ``own``, to the same
-    targets, and no run executing it: what an earlier run of the same plan left), or refused,
-    naming what is in the way: the run executing it (its plan, digest, process) or, with no run,
-    the moves that are not this plan's."""
+    targets, and no run executing it: what an earlier run of the same plan left), "join" (with
+    ``additional``, Kafka's ``--additional``: a node holding other moves too, none of them of a
+    partition of ``own`` to another target, and no run executing it; they stay beside this
+    run's), or refused, naming what is in the way: the run executing it (its plan, digest,
+    process) or, with no run, the moves that are not this plan's."""
     if holder is not None:
         return ClaimRefused(reason=f"a partition reassignment is already in progress: "
                                    f"{holder.describe()}; wait for it to finish, or verify or "
@@ -379,12 +383,20 @@ def claim_decision(own: Mapping[TopicPartition, tuple[int, ...]],
     if node is None:
         return "create"
     foreign = {tp: t for tp, t in node.items() if own.get(tp) != t}
-    if foreign:
+    if not foreign:
+        return "adopt"
+    if not additional:
         return ClaimRefused(reason=f"a partition reassignment of {len(node)} partition(s) is "
                                    f"already in progress, with moves that are not this plan's "
                                    f"({_listed(foreign)}) and no partctl execute running it: "
-                                   f"verify or cancel it first")
-    return "adopt"
+                                   f"verify or cancel it first, or add this plan to it with "
+                                   f"--additional")
+    clashing = {tp: t for tp, t in foreign.items() if tp in own}
+    if clashing:
+        return ClaimRefused(reason=f"partitions of this plan are already moving elsewhere "
+                                   f"({_listed(clashing)}): cancel those moves first, or leave "
+                                   f"them out of the plan")
+    return "join"
 
 
 def outage_retry(coordinator: Coordinator) -> Retry:
@@ -400,11 +412,20 @@ class _Run:
     """One execution of a plan: the claim, the window of moves in the node, what left it."""
 
     def __init__(self, md: MetadataClient, targets: Mapping[TopicPartition, tuple[int, ...]],
-                 owner: ReassignmentOwner, max_concurrent_moves: int) -> None:
+                 owner: ReassignmentOwner, max_concurrent_moves: int,
+                 max_moves_per_broker: int | None = None, *, additional: bool = False) -> None:
         self.md = md
         self.targets = targets
         self.owner = owner
         self.window = max_concurrent_moves
+        self.per_broker = max_moves_per_broker
+        self.additional = additional
+        self.others: set[TopicPartition] = set()
+        """Moves of others that were in the node when this run joined it (``additional``):
+        left to the controller, neither counted in the window nor taken for another writer."""
+        self.moving: dict[TopicPartition, frozenset[int]] = {}
+        """Per move, the brokers it changes (gaining or losing the replica), which
+        ``per_broker`` counts."""
         self.done: list[TopicPartition] = []
         self.pending: deque[TopicPartition] = deque()
         self.in_flight: dict[TopicPartition, tuple[int, ...]] = {}
@@ -422,9 +443,13 @@ class _Run:
 
     def start(self, node: Versioned[dict[TopicPartition, tuple[int, ...]]] | None) -> None:
         now = _positions(self.md, self.targets)
-        adopted = node.value if node is not None else {}
+        entries = node.value if node is not None else {}
+        adopted = {tp: t for tp, t in entries.items() if self.targets.get(tp) == t}
+        self.others = set(entries) - set(adopted)
         self.involved = bool(adopted)
         for tp in sorted(self.targets):
+            current = now[tp][0] if now[tp] is not None else ()
+            self.moving[tp] = frozenset(set(current) ^ set(self.targets[tp]))
             if tp in adopted:
                 self.in_flight[tp] = self.targets[tp]
             elif now[tp] == (self.targets[tp], False):
@@ -447,6 +472,27 @@ class _Run:
             tp = self.pending.popleft()
             self.unsent.append(tp)
             self.failed[tp] = f"not started: {reason}"
+
+    def next_batch(self, free: int) -> dict[TopicPartition, tuple[int, ...]]:
+        """The next pending moves, in plan order, up to ``free`` of them and, with a
+        per-broker limit, only those that keep every broker they change within it (counting
+        the moves in flight). Pure over the run's state."""
+        if self.per_broker is None:
+            return {tp: self.targets[tp] for tp in list(self.pending)[:free]}
+        load: dict[int, int] = {}
+        for tp in self.in_flight:
+            for b in self.moving.get(tp, ()):
+                load[b] = load.get(b, 0) + 1
+        batch: dict[TopicPartition, tuple[int, ...]] = {}
+        for tp in self.pending:
+            if len(batch) >= free:
+                break
+            brokers = self.moving.get(tp, frozenset())
+            if all(load.get(b, 0) < self.per_broker for b in brokers):
+                batch[tp] = self.targets[tp]
+                for b in brokers:
+                    load[b] = load.get(b, 0) + 1
+        return batch
 
     def step(self, *, submit: bool = True) -> bool:
         """Read the node, account for what left it, and (``submit``) top it up; False when a
@@ -475,31 +521,38 @@ class _Run:
             # Nothing of this run's has been in the node: if it is in another's hands now, the
             # run lost the race for the claim (between its first look and its first write).
             decision = claim_decision(self.targets, entries if node is not None else None,
-                                      holder[0] if holder is not None else None)
+                                      holder[0] if holder is not None else None,
+                                      additional=self.additional)
             if isinstance(decision, ClaimRefused):
                 raise ReassignmentInProgress(decision.reason, owner=decision.owner,
                                              pending=entries)
+            self.others |= {tp for tp, t in entries.items() if self.targets.get(tp) != t}
         for tp in [tp for tp, t in self.in_flight.items() if entries.get(tp, t) != t]:
             self.failed[tp] = f"cancelled: another tool changed its target to {list(entries[tp])}"
             del self.in_flight[tp]
             self.stop("a pending move was cancelled or refused, so execution stopped")
-        foreign = {tp: t for tp, t in entries.items() if tp not in self.in_flight}
+        self.others &= set(entries)  # those that finished are gone for good
+        foreign = {tp: t for tp, t in entries.items()
+                   if tp not in self.in_flight and tp not in self.others}
         if foreign:  # never ours to top up: stop writing, follow what we sent
             who = f" by {holder[0].describe()}" if holder is not None and not self.claimed else ""
             self.stop(f"another reassignment took {layout.REASSIGN_PARTITIONS}{who} "
                       f"({_listed(foreign)})")
-        free = self.window - len(entries)
+        free = self.window - (len(entries) - len(self.others))
         if not submit or not self.pending or free <= 0 or self.stopped is not None:
             return True
-        batch = {tp: self.targets[tp] for tp in list(self.pending)[:free]}
+        batch = self.next_batch(free)
+        if not batch:
+            return True  # every pending move waits on a broker at its limit
         if not self.claimed:
             decision = claim_decision(self.in_flight, entries if node is not None else None,
-                                      holder[0] if holder is not None else None)
+                                      holder[0] if holder is not None else None,
+                                      additional=self.additional)
             if isinstance(decision, ClaimRefused):
                 self.stop(f"the claim on {layout.REASSIGN_PARTITIONS} lapsed and could not be "
                           f"renewed: {decision.reason}")
                 return True
-            if decision == "adopt":
+            if decision in ("adopt", "join"):
                 assert node is not None
                 return not md.claim_reassignment(self.owner, node_version=node.version)
             write = lambda: md.claim_reassignment(self.owner, batch)  # noqa: E731
@@ -544,19 +597,30 @@ class _Run:
 
 
 def execute_plan(coordinator: Coordinator | MetadataClient, plan: Plan, *,
-                 max_concurrent_moves: int = 50, poll_interval: float = 0.5,
+                 max_concurrent_moves: int = 50, max_moves_per_broker: int | None = None,
+                 poll_interval: float = 0.5,
                  timeout: float | None = None,
                  progress: Callable[[ExecutionProgress], None] | None = None,
-                 label: str = "", retry: Retry | None = None) -> ExecutionResult:
-    """Have the controller carry out ``plan``, at most ``max_concurrent_moves`` partitions at once.
+                 label: str = "", retry: Retry | None = None,
+                 throttle: int | None = None, additional: bool = False) -> ExecutionResult:
+    """Have the controller carry out ``plan``, at most ``max_concurrent_moves`` partitions at once
+    and, with ``max_moves_per_broker``, at most that many moves changing any one broker (gaining
+    or losing a replica) at once.
 
     The plan is validated against the live cluster first (PlanError, nothing written). The run
     then claims ``/admin/reassign_partitions`` atomically: it creates the node with its first
     moves together with its ephemeral owner node (``label`` names the plan there), so of two
     runs started together one wins and the other is refused with ReassignmentInProgress naming
     the plan in its way; moves left in the node by an earlier run of this same plan (a run that
-    timed out, was interrupted or gave up) are taken over, which is how a run is resumed.
-    NoActiveController when no controller could carry the plan out.
+    timed out, was interrupted or gave up) are taken over, which is how a run is resumed. Other
+    moves in the node (left by an ended run, or written by another tool or the admin API) are
+    refused too unless ``additional`` (Kafka's ``--additional``): then this plan's moves join
+    them, which the controller carries on beside them (a partition of the plan already moving
+    to another target is still refused, and a run executing the node still is).
+    NoActiveController when no controller could carry the plan out. With ``throttle`` (bytes
+    per second) the moves' replication is throttled first, as Kafka's tool does
+    (:func:`rebalancer.throttles.set_throttles`); nothing is throttled when the claim is
+    refused.
 
     The run tops the node up only with its own moves, only while its claim holds, and stops
     submitting (following what it sent) when anything else appears in the node: a cancel, a
@@ -567,6 +631,8 @@ def execute_plan(coordinator: Coordinator | MetadataClient, plan: Plan, *,
     """
     if max_concurrent_moves < 1:
         raise ValueError(f"max_concurrent_moves must be >= 1, got {max_concurrent_moves}")
+    if max_moves_per_broker is not None and max_moves_per_broker < 1:
+        raise ValueError(f"max_moves_per_broker must be >= 1, got {max_moves_per_broker}")
     started = time.monotonic()
     base = metadata_client(coordinator)
     plan = validate_plan(base, plan)
@@ -577,14 +643,17 @@ def execute_plan(coordinator: Coordinator | MetadataClient, plan: Plan, *,
                               pid=os.getpid())
     node, holder = md.reassignment_and_owner()
     decision = claim_decision(targets, node.value if node is not None else None,
-                              holder[0] if holder is not None else None)
+                              holder[0] if holder is not None else None, additional=additional)
     if isinstance(decision, ClaimRefused):
         raise ReassignmentInProgress(decision.reason, owner=decision.owner,
                                      pending=node.value if node is not None else {})
     _require_controller(md, "reassignment")
+    if throttle is not None:
+        set_throttles(md, plan, throttle)
     md.coordinator.ensure_path(layout.ADMIN)
-    run = _Run(md, targets, owner, max_concurrent_moves)
-    run.start(node if decision == "adopt" else None)
+    run = _Run(md, targets, owner, max_concurrent_moves, max_moves_per_broker,
+               additional=additional)
+    run.start(node if decision in ("adopt", "join") else None)
     wake = threading.Event()
     watch = md.coordinator.watch_data(layout.REASSIGN_PARTITIONS, lambda _event: wake.set())
     timed_out, gave_up, detail = False, None, ""

@@ -25,9 +25,12 @@ Placement of the current replicas:
 leaves rack violations for a planner to repair. Sizes, when wanted, are log-normal: a median per
 topic drawn around ``size_median_gib``, and each partition around its topic's.
 
-The standard scenarios of the planner benchmark are :data:`SCENARIOS` (S, M, L, and XL with a
-million partitions). ``python -m rebalancer.scenarios`` writes one, or any other, as a snapshot
-file that ``partctl reassign generate --snapshot`` reads.
+The standard scenarios of the planner benchmark are :data:`SCENARIOS` (S, M, L, XL with a
+million partitions, and XXL with five million on 3,000 brokers, for the Spark engine).
+:func:`scaled` shrinks (or grows) one by a factor, racks and shape kept: ``XXL`` at 0.1 is
+500,000 partitions on 300 brokers. ``python -m rebalancer.scenarios`` writes one, or any other,
+as a snapshot file (``.json``, or ``.parquet`` for the big ones) that ``partctl reassign
+generate --snapshot`` reads.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from typing import Literal
 
 from rebalancer.snapshot import PartitionReplicas, Snapshot, SnapshotBroker, save_snapshot
 
-__all__ = ["SCENARIOS", "Scenario", "generate", "main", "rack_of"]
+__all__ = ["SCENARIOS", "Scenario", "generate", "main", "rack_of", "scaled"]
 
 GIB = 1 << 30
 
@@ -107,8 +110,31 @@ SCENARIOS: dict[str, Scenario] = {
                   rf=3, placement="roundrobin", seed=3),
     "XL": Scenario(brokers=900, new_brokers=100, racks=20, topics=10_000,
                    total_partitions=1_000_000, rf=3, placement="roundrobin", seed=4),
+    "XXL": Scenario(brokers=2_700, new_brokers=300, racks=30, topics=50_000,
+                    total_partitions=5_000_000, rf=3, placement="roundrobin", seed=5),
 }
 """The planner benchmark's standard scenarios."""
+
+
+def scaled(scenario: Scenario, factor: float) -> Scenario:
+    """``scenario`` with its brokers (existing, new, to decommission), topics and partitions
+    multiplied by ``factor`` (rounded, each kept at least what the scenario needs: one topic,
+    ``rf`` brokers, a partition per topic); racks, replication factor, placement and sizes as
+    they were. ValueError for a factor that is not above 0."""
+    if not factor > 0 or math.isinf(factor):
+        raise ValueError(f"the scale must be a number above 0, got {factor}")
+
+    def times(n: int, least: int = 0) -> int:
+        return max(least, round(n * factor))
+
+    s = scenario
+    topics = times(s.topics, 1)
+    brokers = times(s.brokers, max(1, s.rf))
+    return replace(
+        s, brokers=brokers, new_brokers=times(s.new_brokers),
+        decommission=min(times(s.decommission), brokers), topics=topics,
+        total_partitions=None if s.total_partitions is None
+        else times(s.total_partitions, topics))
 
 
 def rack_of(broker: int, racks: int) -> str:
@@ -268,7 +294,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                                  description=main.__doc__)
     ap.add_argument("name", nargs="?", choices=sorted(SCENARIOS),
                     help="a standard scenario to start from")
-    ap.add_argument("-o", "--output", required=True, help="snapshot file to write")
+    ap.add_argument("-o", "--output", required=True,
+                    help="snapshot file to write (.json, or .parquet: smaller and faster)")
+    ap.add_argument("--scale", type=float, default=None, metavar="F",
+                    help="multiply brokers, topics and partitions by F (XXL --scale 0.1: "
+                         "500,000 partitions on 300 brokers), after the knobs")
     for f in fields(Scenario):
         flag = "--" + f.name.replace("_", "-")
         if f.name == "sizes":
@@ -290,6 +320,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             ap.error("give a scenario name or at least --brokers and --topics")
         scenario = Scenario(**knobs)
     try:
+        if args.scale is not None:
+            scenario = scaled(scenario, args.scale)
         snap = generate(scenario)
     except ValueError as exc:
         ap.error(str(exc))

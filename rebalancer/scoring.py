@@ -33,7 +33,14 @@ planner's result is judged against them:
   move adds at most one). The bound is the larger of the two; a second one does the same for
   the rack-aware spread;
 - bytes to move for count balance: each over-full broker sheds at least its smallest excess
-  replicas.
+  replicas (the largest shares going to the brokers holding most, as above);
+- bytes to move for disk balance: what the brokers below the mean bytes per active broker lack
+  (every byte they gain is copied): the least a plan bringing every broker to the mean moves.
+  Where racks or sizes forbid that (``bytes_max_over_mean`` above 1) a plan may move less;
+- bytes max/mean per broker (what the disk goal can reach): 1, or more when the sizes forbid it:
+  no broker holds less than a whole replica of the largest partition, and with K racks every
+  rack holds at least ``RF - (K - 1) * cap`` replicas of each partition (``cap`` replicas per
+  rack, one when RF <= K), spread at best evenly over its brokers.
 """
 
 from __future__ import annotations
@@ -111,6 +118,10 @@ class LowerBounds:
     replicas_moved_rackaware_spread: int | None
     bytes_moved_count_balance: int | None
     """None when the partitions carry no sizes."""
+    bytes_moved_disk_balance: int | None = None
+    """None when the partitions carry no sizes."""
+    bytes_max_over_mean: float | None = None
+    """The least bytes max/mean per active broker any plan can reach; None without sizes."""
 
     @property
     def best_replica_spread(self) -> int:
@@ -289,6 +300,40 @@ def _rackaware(snap: Snapshot, active: Sequence[int], held: Mapping[int, int]
     return lo, moves
 
 
+def _disk_moves(snap: Snapshot, active: Sequence[int]) -> int | None:
+    """The bytes the brokers below the mean must gain (see the module's docstring)."""
+    if not snap.has_sizes or not active:
+        return None
+    load: Counter[int] = Counter()
+    for p in snap.partitions:
+        for b in p.replicas:
+            load[b] += p.size_bytes or 0
+    mean = sum(load.values()) / len(active)
+    return int(sum(max(0.0, mean - load[b]) for b in active))
+
+
+def _disk_bound(snap: Snapshot, active: Sequence[int]) -> float | None:
+    """The least bytes max/mean per active broker (see the module's docstring)."""
+    if not snap.has_sizes or not active:
+        return None
+    total = sum((p.size_bytes or 0) * len(p.replicas) for p in snap.partitions)
+    if not total:
+        return None
+    mean = total / len(active)
+    worst = float(max((p.size_bytes or 0) for p in snap.partitions))
+    rack = snap.rack_of
+    members = Counter(rack[b] for b in active)
+    k = len(members)
+    if None not in members and k > 1:
+        forced = 0
+        for p in snap.partitions:
+            rf = len(p.replicas)
+            cap = 1 if rf <= k else -(-rf // k)
+            forced += max(0, rf - (k - 1) * cap) * (p.size_bytes or 0)
+        worst = max(worst, forced / min(members.values()))
+    return round(max(1.0, worst / mean), 4)
+
+
 def lower_bounds(snap: Snapshot) -> LowerBounds:
     """What no plan can beat on ``snap`` (see the module's docstring)."""
     active = _active(snap)
@@ -326,4 +371,6 @@ def lower_bounds(snap: Snapshot) -> LowerBounds:
         bytes_moved_count_balance=sum(sum(sorted(sizes_held[b])[:x])
                                       for b, x in excess.items() if x)
         if snap.has_sizes else None,
+        bytes_moved_disk_balance=_disk_moves(snap, active),
+        bytes_max_over_mean=_disk_bound(snap, active),
     )

@@ -174,7 +174,8 @@ class BrokerNode:
         # The topics' configs before registration: no LeaderAndIsr reaches a log before its
         # topic's overrides do.
         self.config_watcher = TopicConfigWatcher(
-            self.coordinator, self.replica_manager.update_topic_config).start()
+            self.coordinator, self.replica_manager.update_topic_config,
+            broker=(self.id, self.replica_manager.update_broker_config)).start()
         self.replica_manager.start()
         self._running = True
         self.participant.start()  # /cluster/id and the persistent paths, registration, candidacy

@@ -25,6 +25,7 @@ __all__ = [
     "LEADER_EPOCH_CHECKPOINT_FILE",
     "RECOVERY_POINT_CHECKPOINT_FILE",
     "CLEANER_OFFSET_CHECKPOINT_FILE",
+    "LOG_START_OFFSET_CHECKPOINT_FILE",
     "OffsetCheckpointFile",
     "PRIVATE_DIRECTORY_MODE",
     "PRIVATE_FILE_MODE",
@@ -38,6 +39,7 @@ __all__ = [
     "mark_clean_shutdown",
     "move_aside",
     "parse_checkpoint",
+    "parse_checkpoint_bytes",
     "parse_int",
     "format_checkpoint",
 ]
@@ -46,6 +48,7 @@ CHECKPOINT_VERSION = 0
 HIGH_WATERMARK_CHECKPOINT_FILE = "replication-offset-checkpoint"
 RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT_FILE = "log-start-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
@@ -143,9 +146,16 @@ def parse_checkpoint(path: Path, fields: int) -> list[list[str]]:
     :class:`CorruptCheckpointError` naming the file and line.
     """
     try:
-        text = path.read_text("utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         return []
+    return parse_checkpoint_bytes(data, fields, str(path))
+
+
+def parse_checkpoint_bytes(data: bytes, fields: int, path: str = "checkpoint") -> list[list[str]]:
+    """:func:`parse_checkpoint` of a checkpoint's bytes (``path`` names it in errors)."""
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CorruptCheckpointError(f"{path}: not UTF-8 text") from exc
     lines = text.split("\n")
@@ -171,7 +181,7 @@ def parse_checkpoint(path: Path, fields: int) -> list[list[str]]:
     return out
 
 
-def parse_int(path: Path, text: str) -> int:
+def parse_int(path: Path | str, text: str) -> int:
     # int() alone would also take "+1", "1_000" and non-ASCII digits.
     digits = text[1:] if text.startswith("-") else text
     if not (digits.isascii() and digits.isdigit()):

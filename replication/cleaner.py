@@ -14,8 +14,11 @@ One pass over a log, as Kafka's cleaner makes it:
    fields and leader epoch even when records leave it, and the log then has gaps. A batch that
    loses every record goes, except the last batch of an idempotent producer the log still
    tracks, which stays as an empty header so that producer state rebuilds from the log.
-   Records without a key are dropped (Kafka counts them as invalid). Compressed and control
-   batches are kept whole: nothing here decompresses.
+   Records without a key are dropped (Kafka counts them as invalid). A compressed batch is
+   inflated (bounded, :mod:`replication.compression`) for both steps: its keys are mapped like
+   any other, and one that loses some records is rebuilt with the rest recompressed in its
+   codec (and, for snappy, its framing), the header kept as above and the CRC recomputed; one
+   that keeps them all is copied byte for byte. Control batches are kept whole.
 3. Tombstones (a key with a null value) are kept on the first pass that meets them, which
    stamps a *delete horizon* (now + ``delete.retention.ms``) into their batch, as Kafka's
    KIP-534 does: the batch's base timestamp becomes the horizon, attribute bit 0x40 says so,
@@ -45,6 +48,7 @@ from typing import TYPE_CHECKING
 
 import crc32c
 
+from replication.compression import SNAPPY, compress, decompress, inflate_limit, is_xerial
 from replication.errors import CorruptRecordError, StorageError
 from replication.records import (
     ATTRIBUTES_OFFSET,
@@ -61,6 +65,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DELETE_HORIZON_MASK",
+    "NATIVE_SCAN",
     "CleanResult",
     "CleanerConfig",
     "LogCleaner",
@@ -202,7 +207,7 @@ def _varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
 
 def record_spans(data: bytes, start: int, end: int, count: int
              ) -> Iterable[tuple[int, int, int, bytes | None, bool]]:
-    """Each record of an uncompressed batch's records section ``data[start:end]``:
+    """Each record of a batch's (uncompressed or inflated) records section ``data[start:end]``:
     ``(record start, record end, offset delta, key, value is null)``. Raises
     :class:`CorruptRecordError` if the records do not fill the section exactly."""
     pos = start
@@ -231,17 +236,19 @@ def record_spans(data: bytes, start: int, end: int, count: int
 
 def _map_sequential(data: bytes, pos: int, end: int, count: int, base: int,
                     keys: dict[bytes, int], nulls: list[int]) -> None:
-    """Map the keys of an uncompressed batch whose records have the offset deltas 0, 1, 2...
-    (as every producer writes them): ``keys[key] = offset``, and each tombstone's offset to
+    """Map the keys of a batch's records section ``data[pos:end]`` (uncompressed or inflated)
+    whose records have the offset deltas 0, 1, 2... (as every producer writes them):
+    ``keys[key] = offset``, and each tombstone's offset to
     ``nulls``. The map pass's fast path: it skips over the timestamp and offset deltas instead
     of decoding them. Raises :class:`CorruptRecordError` if the records do not fill the
-    section exactly."""
+    section exactly. ``replication._cleaner_native`` has the same scan in C, which the map pass
+    uses where it is built (see :data:`NATIVE_SCAN`); this code is its reference."""
     offset = base
     try:
         for _ in range(count):
             b = data[pos]
             if b < 0x80:
-                length, p = b >> 1, pos + 1
+                length, p = (b >> 1) ^ -(b & 1), pos + 1
             elif data[pos + 1] < 0x80:
                 z = (b & 0x7F) | (data[pos + 1] << 7)
                 length, p = (z >> 1) ^ -(z & 1), pos + 2
@@ -275,6 +282,15 @@ def _map_sequential(data: bytes, pos: int, end: int, count: int, base: int,
     if pos != end:
         raise CorruptRecordError(f"batch declares {count} records but {end - pos} bytes are "
                                  "left over")
+
+
+try:  # the same scan in C, built by the install where a C compiler is at hand (pyproject.toml)
+    from replication._cleaner_native import map_sequential as _map_keys
+except ImportError:
+    _map_keys = _map_sequential
+NATIVE_SCAN = _map_keys is not _map_sequential
+"""Whether the map pass scans keys with the C extension ``replication._cleaner_native`` (else
+with :func:`_map_sequential`, its reference, which it matches exactly)."""
 
 
 def _batches(fd: int, size: int, check_crc: bool = True) -> Iterable[tuple[bytes, int, tuple]]:
@@ -321,6 +337,17 @@ def _batches(fd: int, size: int, check_crc: bool = True) -> Iterable[tuple[bytes
         file_pos += rel
 
 
+def _inflate(chunk: bytes, rel: int, head: tuple, limit: int) -> bytes:
+    """The records section of the compressed batch at ``chunk[rel:]``, inflated to at most
+    ``limit`` bytes (:class:`CorruptRecordError` past that, or if it does not decode)."""
+    try:
+        return decompress(head[5] & COMPRESSION_MASK,
+                          memoryview(chunk)[rel + RECORDS_OFFSET : rel + head[1] + LOG_OVERHEAD],
+                          limit)
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(f"batch at offset {head[0]}: {exc}") from exc
+
+
 # -- one pass -----------------------------------------------------------------------------------
 
 
@@ -344,11 +371,11 @@ def cleanable_range(log: Log, first_dirty: int, high_watermark: int, now_ms: int
 
 
 def _build_map(log: Log, views: list[tuple[int, int, int, int]], first_dirty: int, upto: int,
-               offset_map: OffsetMap, verified: set[int]) -> tuple[int, int]:
+               offset_map: OffsetMap, verified: set[int], limit: int) -> tuple[int, int]:
     """Map the keys of the batches in ``[first_dirty, upto)``; returns ``(end offset, bytes
     read)``: the offset up to which the map is complete (a full map stops before the batch that
     would not fit) and what was read. The base offsets of the segments whose every batch was
-    checked go to ``verified``."""
+    checked go to ``verified``. Compressed batches are inflated to at most ``limit`` bytes."""
     end, read = first_dirty, 0
     keys, nulls = offset_map._map, offset_map.null_offsets  # the hot loop fills them directly
     for base, next_offset, size, fd in views:
@@ -362,16 +389,18 @@ def _build_map(log: Log, views: list[tuple[int, int, int, int]], first_dirty: in
                 continue
             if batch_base >= upto:
                 return end, read
-            if attributes & (COMPRESSION_MASK | CONTROL_MASK) == 0:
+            if attributes & CONTROL_MASK == 0:
                 if not offset_map.room_for(count) and len(offset_map):
                     return end, read
-                total = head[1] + LOG_OVERHEAD
+                if attributes & COMPRESSION_MASK:
+                    data = _inflate(chunk, rel, head, limit)
+                    start, stop = 0, len(data)
+                else:
+                    data, start, stop = chunk, rel + RECORDS_OFFSET, rel + head[1] + LOG_OVERHEAD
                 if count == last_delta + 1:
-                    _map_sequential(chunk, rel + RECORDS_OFFSET, rel + total, count,
-                                    batch_base, keys, nulls)
+                    _map_keys(data, start, stop, count, batch_base, keys, nulls)
                 else:  # a batch compacted before (copied from a compacted leader)
-                    for _s, _e, delta, key, null in record_spans(
-                            chunk, rel + RECORDS_OFFSET, rel + total, count):
+                    for _s, _e, delta, key, null in record_spans(data, start, stop, count):
                         if key is not None:
                             keys[bytes(key)] = batch_base + delta
                             if null:
@@ -382,28 +411,40 @@ def _build_map(log: Log, views: list[tuple[int, int, int, int]], first_dirty: in
     return max(end, first_dirty), read
 
 
-def _rebuild_batch(chunk: bytes, rel: int, head: tuple, kept: list[tuple[int, int]],
-                   horizon: int) -> bytes:
-    """The batch at ``chunk[rel:]`` with only the records ``kept`` (their byte ranges), and,
-    if ``horizon`` >= 0, the delete horizon stamped (record timestamp deltas rewritten)."""
+def _rebuild_batch(chunk: bytes, rel: int, head: tuple, section: bytes | None,
+                   kept: list[tuple[int, int]], horizon: int) -> bytes:
+    """The batch at ``chunk[rel:]`` with only the records ``kept`` (their byte ranges in
+    ``section``, its records section: ``chunk`` itself when uncompressed, else inflated), and,
+    if ``horizon`` >= 0, the delete horizon stamped (record timestamp deltas rewritten). A
+    compressed batch's records are recompressed in its codec (and snappy framing); one left
+    with no record says no codec, as Kafka writes an empty batch."""
     out = bytearray(chunk[rel : rel + RECORDS_OFFSET])
     attributes = head[5]
+    codec = attributes & COMPRESSION_MASK
+    records = bytearray() if codec else out
     if horizon >= 0:
+        assert section is not None
         shift = head[7] - horizon  # old base timestamp - new base timestamp
         for s, e in kept:
-            length, body = _varint(chunk, s)
-            ts_delta, p = _varint(chunk, body + 1)
-            rec = bytearray(chunk[body : body + 1])
+            length, body = _varint(section, s)
+            ts_delta, p = _varint(section, body + 1)
+            rec = bytearray(section[body : body + 1])
             write_varlong(rec, ts_delta + shift)
-            rec += chunk[p:e]
-            write_varint(out, len(rec))
-            out += rec
+            rec += section[p:e]
+            write_varint(records, len(rec))
+            records += rec
         attributes |= DELETE_HORIZON_MASK
         _BASE_TS.pack_into(out, _BASE_TIMESTAMP_OFFSET, horizon)
-        _ATTR.pack_into(out, ATTRIBUTES_OFFSET, attributes)
     else:
         for s, e in kept:
-            out += chunk[s:e]
+            records += section[s:e]  # type: ignore[index]
+    if codec:
+        if kept:
+            original = memoryview(chunk)[rel + RECORDS_OFFSET : rel + head[1] + LOG_OVERHEAD]
+            out += compress(codec, records, xerial=codec != SNAPPY or is_xerial(original))
+        else:
+            attributes &= ~COMPRESSION_MASK
+    _ATTR.pack_into(out, ATTRIBUTES_OFFSET, attributes)
     _LEN.pack_into(out, 8, len(out) - LOG_OVERHEAD)
     _COUNT.pack_into(out, _COUNT_OFFSET, len(kept))
     _CRC.pack_into(out, _CRC_OFFSET, crc32c.crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
@@ -431,6 +472,8 @@ class _Pass:
     now_ms: int
     new_horizon: int
     producer_last: Mapping[int, int]
+    limit: int
+    """What a compressed batch may inflate to."""
 
 
 def _clean_segment(fd: int, size: int, out_fd: int, cp: _Pass, counts: _Counts,
@@ -450,7 +493,7 @@ def _clean_segment(fd: int, size: int, out_fd: int, cp: _Pass, counts: _Counts,
         last = base + last_delta
         whole: bytes | memoryview | None = None
         decided = False
-        if base >= end or attributes & (COMPRESSION_MASK | CONTROL_MASK):
+        if base >= end or attributes & CONTROL_MASK:
             whole = memoryview(chunk)[rel : rel + total]
             counts.kept += count
             decided = True
@@ -468,7 +511,7 @@ def _clean_segment(fd: int, size: int, out_fd: int, cp: _Pass, counts: _Counts,
             elif kept == 0:
                 counts.dropped += count
                 if pid >= 0 and cp.producer_last.get(pid) == last:
-                    whole = _rebuild_batch(chunk, rel, head, [], -1)  # the producer's last
+                    whole = _rebuild_batch(chunk, rel, head, None, [], -1)  # producer's last
                 decided = True
         if not decided:
             horizon_set = bool(attributes & DELETE_HORIZON_MASK)
@@ -476,8 +519,12 @@ def _clean_segment(fd: int, size: int, out_fd: int, cp: _Pass, counts: _Counts,
             kept: list[tuple[int, int]] = []
             has_tombstone = False
             get = offset_map.get
-            for s, e, delta, key, null in record_spans(chunk, rel + RECORDS_OFFSET, rel + total,
-                                                   count):
+            if attributes & COMPRESSION_MASK:
+                section = _inflate(chunk, rel, head, cp.limit)
+                start, stop = 0, len(section)
+            else:
+                section, start, stop = chunk, rel + RECORDS_OFFSET, rel + total
+            for s, e, delta, key, null in record_spans(section, start, stop, count):
                 offset = base + delta
                 if key is None:
                     continue
@@ -495,9 +542,9 @@ def _clean_segment(fd: int, size: int, out_fd: int, cp: _Pass, counts: _Counts,
             if len(kept) == count and stamp < 0:
                 whole = memoryview(chunk)[rel : rel + total]
             elif kept or stamp >= 0:
-                whole = _rebuild_batch(chunk, rel, head, kept, stamp)
+                whole = _rebuild_batch(chunk, rel, head, section, kept, stamp)
             elif pid >= 0 and cp.producer_last.get(pid) == last:
-                whole = _rebuild_batch(chunk, rel, head, [], -1)  # the producer's last batch
+                whole = _rebuild_batch(chunk, rel, head, None, [], -1)  # the producer's last
         if whole is not None:
             pending.append(whole)
             pending_size += len(whole)
@@ -561,8 +608,9 @@ def clean_log(
             return None
         offset_map.clear()
         verified: set[int] = set()
+        limit = inflate_limit(log.config.max_message_bytes)
         try:
-            end, read = _build_map(log, views, first_dirty, upto, offset_map, verified)
+            end, read = _build_map(log, views, first_dirty, upto, offset_map, verified, limit)
         except _SegmentChanged:
             return None
         if end <= first_dirty and not log.delete_horizon_due(now_ms):
@@ -574,7 +622,7 @@ def clean_log(
                    live=offset_map.live_offsets(), nulls=offset_map.null_offsets, now_ms=now_ms,
                    new_horizon=now_ms + log.config.delete_retention_ms,
                    producer_last={pid: e.last_offset
-                                  for pid, e in log.producer_entries().items()})
+                                  for pid, e in log.producer_entries().items()}, limit=limit)
         counts = _Counts()
         replaced = 0
         by_base = dict(zip((v[0] for v in views), segments, strict=True))

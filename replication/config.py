@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from replication.cleaner import CleanerConfig
 from replication.log import LogConfig
 from replication.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
+from replication.tiered.config import RemoteLogConfig
 
 __all__ = ["ReplicaConfig"]
 
@@ -34,6 +35,7 @@ class ReplicaConfig:
     producer_id_expiration_check_interval_ms: int = 600_000  # producer.id.expiration.check...
     log_retention_check_interval_ms: int = 300_000  # log.retention.check.interval.ms
     cleaner: CleanerConfig = field(default_factory=CleanerConfig)  # log.cleaner.*
+    remote: RemoteLogConfig = field(default_factory=RemoteLogConfig)  # remote.log.* (KIP-405)
 
     def __post_init__(self) -> None:
         if self.min_insync_replicas < 1:

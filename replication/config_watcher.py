@@ -1,4 +1,6 @@
-"""A broker's topic config watcher: Kafka's ZkConfigManager with its TopicConfigHandler.
+"""A broker's config watcher: Kafka's ZkConfigManager with its TopicConfigHandler and, for the
+broker's dynamic config (``/config/brokers/<id>`` over ``/config/brokers/<default>``), its
+BrokerConfigHandler.
 
 It feeds a replica manager (any ``update(topic, overrides)``) the overrides stored at
 ``/config/topics/<t>``: every topic's at start (a broker that was down while a config changed
@@ -15,6 +17,7 @@ import threading
 from collections.abc import Callable, Mapping
 
 from coordinator.base import Coordinator
+from coordinator.broker_config import BROKER_DEFAULT, effective_broker_config
 from coordinator.config_changes import CHANGE_EXPIRATION_MS, ConfigChangeListener
 from coordinator.metadata import MetadataClient
 
@@ -36,9 +39,14 @@ class TopicConfigWatcher:
         *,
         clock: Callable[[], int] | None = None,
         expiration_ms: int = CHANGE_EXPIRATION_MS,
+        broker: tuple[int, Callable[[Mapping[str, str]], None]] | None = None,
     ) -> None:
+        """``broker``: this broker's id and what takes its dynamic config
+        (``/config/brokers/<id>`` over the cluster's ``/config/brokers/<default>``: the
+        replication throttle rates), at start and whenever either changes."""
         self.metadata = MetadataClient(coordinator)
         self._update = update
+        self._broker = broker
         self._lock = threading.Lock()
         options = {"clock": clock} if clock is not None else {}
         self.listener = ConfigChangeListener(coordinator, self._on_change,
@@ -60,9 +68,24 @@ class TopicConfigWatcher:
             configs = self.metadata.all_topic_configs()
             for topic, overrides in configs.items():
                 self._update(topic, overrides)
+            self._load_broker()
             return len(configs)
 
+    def _load_broker(self) -> None:
+        """This broker's dynamic config: its own keys over the cluster's defaults."""
+        if self._broker is not None:
+            defaults = self.metadata.broker_config(BROKER_DEFAULT)
+            own = self.metadata.broker_config(self._broker[0])
+            self._broker[1](effective_broker_config(
+                defaults.value if defaults is not None else {},
+                own.value if own is not None else {}))
+
     def _on_change(self, entity_type: str, name: str) -> None:
+        if entity_type == "brokers" and self._broker is not None and name in (
+                str(self._broker[0]), BROKER_DEFAULT):
+            with self._lock:
+                self._load_broker()
+            return
         if entity_type != "topics":
             return
         with self._lock:

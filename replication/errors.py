@@ -34,8 +34,7 @@ class CorruptRecordError(StorageError):
 
 
 class UnsupportedCompressionError(CorruptRecordError):
-    """A batch naming a codec Kafka does not have (5 to 7), which no client could have sent, or
-    a compressed batch whose records were asked for (they are stored, never decompressed)."""
+    """A batch naming a codec Kafka does not have (5 to 7), which no client could have sent."""
 
 
 class RecordTooLargeError(StorageError):

@@ -25,6 +25,13 @@ sending the epoch of its last batch, and when the leader answers with a divergin
 truncates by the same decision an OffsetsForLeaderEpoch answer gets, then fetches again (which
 asks again, with the epoch now last). Against an older leader, and whenever an answer shows the
 log diverged otherwise, the rounds run as above.
+
+A partition of a tiered topic (KIP-405) whose fetch offset lies below the leader's local log
+start is answered OFFSET_MOVED_TO_TIERED_STORAGE: the fetcher then has ``remote_aux`` build
+the state below the leader's local log start from remote storage
+(:mod:`replication.tiered.follower`), restarts the log at the end of the remote segment found
+with that state installed, and fetches on from there. A failure to build it (the leader or
+remote storage not answering) is retried on the next round.
 """
 
 from __future__ import annotations
@@ -40,6 +47,8 @@ from replication.epochs import EpochEndOffset
 from replication.errors import StorageError
 from replication.partition import Partition
 from replication.protocol import ErrorCode, FetchEndpoint, FetchResult, PartitionFetch
+from replication.quota import ReplicationQuota
+from replication.tiered.follower import RemoteAuxState, TierStateError
 from replication.truncation import (
     AskAgain,
     Truncate,
@@ -65,13 +74,17 @@ class FetchPosition:
 
 
 class _State:
-    __slots__ = ("by_epochs", "fetch_offset", "leader", "leader_epoch", "truncating")
+    __slots__ = ("by_epochs", "fetch_offset", "leader", "leader_epoch", "leader_hw",
+                 "truncating")
 
     def __init__(self, leader: int, leader_epoch: int) -> None:
         self.leader = leader
         self.leader_epoch = leader_epoch
         self.fetch_offset = -1
         self.truncating = True
+        self.leader_hw = -1
+        """The leader's HW as last answered: at or past it, the replica is in sync and no
+        throttle applies to it (Kafka's PartitionFetchState.isReplicaInSync)."""
         self.by_epochs = False
         """Truncate by the OffsetsForLeaderEpoch rounds even where the leader would answer a
         diverging epoch on fetch: its answer already showed the log diverged."""
@@ -96,8 +109,22 @@ class ReplicaFetcher:
         transport: Mapping[int, FetchEndpoint],
         partitions: Callable[[TopicPartition], Partition | None],
         config: ReplicaConfig,
+        remote_aux: Callable[[TopicPartition, FetchEndpoint, int, int], RemoteAuxState]
+        | None = None,
+        quota: ReplicationQuota | None = None,
+        throttled: Callable[[TopicPartition], bool] | None = None,
     ) -> None:
+        """``remote_aux(tp, endpoint, leader_epoch, leader_log_start_offset)`` builds a tiered
+        partition's state below its leader's local log start (raising
+        :class:`~replication.tiered.follower.TierStateError` when it cannot yet); None: this
+        broker has no remote storage. ``quota`` and ``throttled``: the follower's replication
+        throttle and the partitions it applies to (Kafka's follower ReplicationQuotaManager):
+        while the quota is spent, a throttled partition that is behind is left out of fetches,
+        and what it fetches is recorded against the quota."""
         self.broker_id = broker_id
+        self.quota = quota
+        self._throttled = throttled
+        self.remote_aux = remote_aux
         self.transport = transport
         self._partitions = partitions
         self._config = config
@@ -112,6 +139,8 @@ class ReplicaFetcher:
         self.fetch_requests = 0
         self.diverging_epochs = 0
         """Fetch answers that carried a diverging epoch (KIP-595), for tests and metrics."""
+        self.remote_restarts = 0
+        """Logs restarted on state built from remote storage (KIP-405), for tests and metrics."""
 
     # -- membership ----------------------------------------------------------------------------
 
@@ -190,6 +219,8 @@ class ReplicaFetcher:
                     continue
                 progress += 1
             ready.append((tp, state, partition))
+        if self.quota is not None and self.quota.exceeded():
+            ready = [r for r in ready if not self._throttles(r[0], r[1])]
         if not ready:
             return progress, False
         fetch_partitions = getattr(endpoint, "fetch_partitions", None)
@@ -202,7 +233,7 @@ class ReplicaFetcher:
             last = self._last_fetched_epoch(partition) if on_fetch else -1
             wanted.append(PartitionFetch(
                 tp=tp, fetch_offset=state.fetch_offset, leader_epoch=state.leader_epoch,
-                last_fetched_epoch=last, max_bytes=self._config.replica_fetch_max_bytes))
+                last_fetched_epoch=last, max_bytes=self._max_bytes(tp, state)))
         self.fetch_requests += 1
         results = fetch_partitions(self.broker_id, wanted)
         # A leader that held the request (a long poll) waited already; with no wait at the
@@ -213,8 +244,20 @@ class ReplicaFetcher:
             if result is None or result.error != ErrorCode.NONE:
                 answered = False
             if result is not None:
-                progress += self._handle(tp, state, partition, result, want.last_fetched_epoch)
+                progress += self._handle(tp, state, partition, result, want.last_fetched_epoch,
+                                         endpoint)
         return progress, answered
+
+    def _throttles(self, tp: TopicPartition, state: _State) -> bool:
+        """Whether the follower throttle applies to ``tp``: named throttled and behind."""
+        return (self._throttled is not None and self._throttled(tp)
+                and not (0 <= state.leader_hw <= state.fetch_offset))
+
+    def _max_bytes(self, tp: TopicPartition, state: _State) -> int:
+        limit = self._config.replica_fetch_max_bytes
+        if self.quota is not None and self._throttles(tp, state):
+            return self.quota.read_size(limit)
+        return limit
 
     @staticmethod
     def _last_fetched_epoch(partition: Partition) -> int:
@@ -296,17 +339,21 @@ class ReplicaFetcher:
         self, tp: TopicPartition, state: _State, partition: Partition, endpoint: FetchEndpoint
     ) -> int:
         self.fetch_requests += 1
-        result = endpoint.fetch(tp, state.fetch_offset, self._config.replica_fetch_max_bytes,
+        result = endpoint.fetch(tp, state.fetch_offset, self._max_bytes(tp, state),
                                 self.broker_id, state.leader_epoch)
-        return self._handle(tp, state, partition, result, -1)
+        return self._handle(tp, state, partition, result, -1, endpoint)
 
     def _handle(
         self, tp: TopicPartition, state: _State, partition: Partition, result: FetchResult,
-        last_fetched_epoch: int,
+        last_fetched_epoch: int, endpoint: FetchEndpoint,
     ) -> int:
         """Act on the leader's answer for one partition; returns the progress made."""
         epoch = state.leader_epoch
         error = result.error
+        if self.quota is not None and result.records and self._throttles(tp, state):
+            self.quota.record(len(result.records))
+        if result.high_watermark >= 0:
+            state.leader_hw = result.high_watermark
         if error == ErrorCode.NONE and result.diverging_epoch >= 0:
             return self._truncate_on_fetch(tp, state, partition, result, last_fetched_epoch)
         if error == ErrorCode.NONE:
@@ -319,7 +366,11 @@ class ReplicaFetcher:
             if leo is None:
                 return 0
             state.fetch_offset = leo
+            if result.log_start_offset >= 0:
+                partition.log.maybe_increment_log_start_offset(result.log_start_offset)
             return len(result.records)
+        if error == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE:
+            return self._start_from_remote(tp, state, partition, result, endpoint)
         if error == ErrorCode.OFFSET_OUT_OF_RANGE:
             if state.fetch_offset >= result.log_start_offset:
                 return self._diverged(tp, state, partition, result)
@@ -328,6 +379,39 @@ class ReplicaFetcher:
                 state.fetch_offset = leo
                 return 1
         return 0
+
+    def _start_from_remote(
+        self, tp: TopicPartition, state: _State, partition: Partition, result: FetchResult,
+        endpoint: FetchEndpoint,
+    ) -> int:
+        """The fetch offset is in the remote part of the leader's log: build the state below
+        the leader's local log start from remote storage and restart the log above it."""
+        if self.remote_aux is None or not partition.log.config.remote_storage_enable:
+            log.warning("%s: leader %d says offset %d is in tiered storage, but this broker "
+                        "has no remote storage for it", tp, state.leader, state.fetch_offset)
+            return 0
+        try:
+            aux = self.remote_aux(tp, endpoint, state.leader_epoch, result.log_start_offset)
+        except TierStateError as exc:
+            log.warning("%s: cannot build the log from remote storage yet, will retry: %s",
+                        tp, exc)
+            return 0
+        try:
+            leo = partition.start_from_remote_as_follower(
+                aux.next_offset, aux.log_start_offset, aux.epochs, aux.producer_snapshot,
+                state.leader_epoch)
+        except (ValueError, StorageError) as exc:
+            log.warning("%s: the state of remote segment %s cannot be installed: %s", tp,
+                        aux.segment.segment_id, exc)
+            return 0
+        if leo is None:
+            return 0
+        self.remote_restarts += 1
+        log.info("%s: log restarted at %d (log start %d) on the state of remote segment "
+                 "%d..%d; fetching from leader %d", tp, leo, aux.log_start_offset,
+                 aux.segment.start_offset, aux.segment.end_offset, state.leader)
+        state.fetch_offset = leo
+        return 1
 
     def _truncate_on_fetch(
         self, tp: TopicPartition, state: _State, partition: Partition, result: FetchResult,
@@ -421,7 +505,9 @@ class ReplicaFetcher:
                               self.broker_id, leader)
                 moved, polled = 0, False
             if not moved and not polled:
-                worker.wake.wait(backoff)
+                # held back by the throttle: fetch again as soon as the quota allows
+                held = self.quota.wait_time() if self.quota is not None else 0.0
+                worker.wake.wait(min(backoff, held) if held > 0 else backoff)
 
     def stop(self) -> None:
         with self._lock:

@@ -29,7 +29,7 @@ import os
 import threading
 import time
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -45,9 +45,11 @@ from replication.checkpoints import (
     parse_log_directory_name,
 )
 from replication.cleaner import record_spans
+from replication.compression import inflate_limit
 from replication.epochs import EpochEndOffset, LeaderEpochCache
 from replication.errors import (
     CorruptCheckpointError,
+    CorruptSnapshotError,
     InvalidEpochError,
     InvalidRecordError,
     OffsetOutOfRangeError,
@@ -61,11 +63,12 @@ from replication.producer_state import (
     ProducerBatch,
     ProducerEntry,
     ProducerStateManager,
+    decode_snapshot,
+    snapshot_file_name,
 )
 from replication.records import (
-    COMPRESSION_MASK,
-    CONTROL_MASK,
     RECORDS_OFFSET,
+    batch_records,
     read_batch_header,
     stamp_batch,
     validate_batches,
@@ -81,7 +84,8 @@ from replication.segment import (
 )
 from replication.truncation import FollowerEpochView
 
-__all__ = ["AppendInfo", "DuplicateAppend", "Log", "LogConfig", "LogSlice", "ReadResult"]
+__all__ = ["AppendInfo", "DuplicateAppend", "Log", "LogConfig", "LogSlice", "ReadResult",
+           "SegmentCopySource"]
 
 _logger = logging.getLogger(__name__)
 
@@ -122,6 +126,23 @@ class LogConfig:
     min_compaction_lag_ms: int = 0  # min.compaction.lag.ms
     max_compaction_lag_ms: int = (1 << 63) - 1  # max.compaction.lag.ms
     delete_retention_ms: int = _DAY_MS  # delete.retention.ms
+    remote_storage_enable: bool = False  # remote.storage.enable (KIP-405)
+    """Rolled segments are copied to remote storage, local retention applies to the local
+    part (and deletes only what is copied), the log start offset may lie below the first local
+    segment."""
+    local_retention_ms: int = -2  # local.retention.ms; -2: retention_ms
+    local_retention_bytes: int = -2  # local.retention.bytes; -2: retention_bytes
+
+    @property
+    def effective_local_retention_ms(self) -> int:
+        """``local.retention.ms``, with -2 meaning ``retention.ms`` (Kafka's default)."""
+        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+
+    @property
+    def effective_local_retention_bytes(self) -> int:
+        """``local.retention.bytes``, with -2 meaning ``retention.bytes``."""
+        return (self.retention_bytes if self.local_retention_bytes == -2
+                else self.local_retention_bytes)
 
     def __post_init__(self) -> None:
         if not MIN_SEGMENT_BYTES <= self.segment_bytes <= (1 << 31) - 1:
@@ -133,6 +154,8 @@ class LogConfig:
             raise ValueError(f"segment_ms must be positive: {self.segment_ms}")
         if self.retention_ms < -1 or self.retention_bytes < -1:
             raise ValueError("retention_ms and retention_bytes must be >= -1")
+        if self.local_retention_ms < -2 or self.local_retention_bytes < -2:
+            raise ValueError("local_retention_ms and local_retention_bytes must be >= -2")
         if self.index_interval_bytes < 0:
             raise ValueError(f"index_interval_bytes must be >= 0: {self.index_interval_bytes}")
         if not 0 <= self.min_cleanable_dirty_ratio <= 1:
@@ -141,6 +164,26 @@ class LogConfig:
         if (self.min_compaction_lag_ms < 0 or self.max_compaction_lag_ms < 1
                 or self.delete_retention_ms < 0):
             raise ValueError("compaction lags and delete_retention_ms out of range")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SegmentCopySource:
+    """A rolled segment as a remote copy takes it (see :meth:`Log.copy_candidates`)."""
+
+    base_offset: int
+    end_offset: int
+    """``next_segment_base - 1``, as Kafka counts a copied segment's end."""
+    next_segment_base: int
+    size: int
+    max_timestamp: int
+    log_path: Path
+    offset_index_path: Path
+    time_index_path: Path
+    producer_snapshot: Path | None
+    segment_epochs: tuple[tuple[int, int], ...]
+    """``(epoch, start offset)`` of each epoch in the segment, the first clamped to its base."""
+    epochs_to_end: tuple[tuple[int, int], ...]
+    """Every epoch entry of the log starting below the segment's end."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -244,6 +287,8 @@ class Log:
         self._epochs_lost = False
         self._delete_horizon = -1
         self._truncated_to: int | None = None
+        self._log_start_offset = 0
+        self._highest_remote_offset = -1
         self.leader_epoch_cache = self._open_epoch_cache()
         self._producers = ProducerStateManager(
             directory, expiration_ms=producer_id_expiration_ms, clock=clock)
@@ -257,6 +302,7 @@ class Log:
         *,
         config: LogConfig | None = None,
         recovery_point: int = 0,
+        log_start_offset: int | None = None,
         clock: Callable[[], int] | None = None,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> Log:
@@ -267,13 +313,27 @@ class Log:
         (the offset up to which the log was known flushed; 0 checks all) is recovered.
         ``clock`` returns milliseconds and drives ``segment.ms``, retention and the expiry of
         idle producers' state after ``producer_id_expiration_ms`` (a broker setting in Kafka,
-        ``producer.id.expiration.ms``).
+        ``producer.id.expiration.ms``). ``log_start_offset`` is the checkpointed log start
+        (``log-start-offset-checkpoint``): with remote storage it may be below the first local
+        segment (None: 0, until the remote tier says more); otherwise the first local offset is
+        the log start.
         """
         directory = Path(directory)
         make_private_directory(directory)
         log = cls(directory, config or LogConfig(), clock or _wall_clock_ms,
                   producer_id_expiration_ms)
         log._load(recovery_point)
+        local = log.local_log_start_offset
+        if not log.config.remote_storage_enable:
+            log._log_start_offset = local
+        else:
+            # Without a checkpointed one (a broker killed before it wrote one), a tiered log
+            # starts at 0, as Kafka's does: the remote log manager's first pass moves it up to
+            # what remote storage holds; starting at the first local offset would hide the
+            # remote part for good, as the log start never moves back.
+            start = 0 if log_start_offset is None else log_start_offset
+            log._log_start_offset = min(max(start, 0), local)
+            log.leader_epoch_cache.truncate_from_start(log._log_start_offset)
         return log
 
     def _open_epoch_cache(self) -> LeaderEpochCache:
@@ -374,7 +434,9 @@ class Log:
         else:
             cache.assign_all(rebuilt_epochs)
             cache.truncate_from_end(self._leo)
-        cache.truncate_from_start(self.log_start_offset)
+        if not cfg.remote_storage_enable:
+            # A tiered log keeps the epochs of its remote part: open() cuts at the log start.
+            cache.truncate_from_start(self.local_log_start_offset)
         self._recovery_point = self._leo
         self._load_producer_state(recovered=recovering)
         fsync_directory(directory)
@@ -389,10 +451,10 @@ class Log:
         if recovered:
             producers.finish_load(self._leo)
         else:
-            producers.load(segment_bases=self._bases, log_start=self.log_start_offset,
+            producers.load(segment_bases=self._bases, log_start=self.local_log_start_offset,
                            log_end=self._leo, replay=self._producer_batches)
         snapshots = producers.snapshot_offsets
-        if self._leo > (snapshots[-1] if snapshots else self.log_start_offset):
+        if self._leo > (snapshots[-1] if snapshots else self.local_log_start_offset):
             producers.take_snapshot(self._leo, sync=True)
 
     def _producer_batches(self, start: int, end: int) -> Iterator[ProducerBatch]:
@@ -460,8 +522,34 @@ class Log:
 
     @property
     def log_start_offset(self) -> int:
-        """The first offset still in the log."""
+        """The first offset still in the log: in the remote tier too when the log is tiered
+        (``remote.storage.enable``), else the first local offset."""
+        local = self._segments[0].base_offset
+        if not self.config.remote_storage_enable:
+            return local
+        return min(self._log_start_offset, local)
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """The first offset in a local segment (Kafka's localLogStartOffset)."""
         return self._segments[0].base_offset
+
+    @property
+    def highest_offset_in_remote_storage(self) -> int:
+        """The highest offset known copied to remote storage for this log's lineage (-1:
+        none); local retention deletes no segment above it."""
+        return self._highest_remote_offset
+
+    def update_remote_state(self, *, highest_remote_offset: int, log_start_offset: int) -> None:
+        """What the remote tier holds, as the remote log manager found it: the highest copied
+        offset, and the log start (the first remote offset still kept, or the first local one
+        when the remote tier holds nothing below it). The log start never moves back."""
+        with self._lock:
+            self._highest_remote_offset = highest_remote_offset
+            new_start = min(log_start_offset, self._segments[0].base_offset)
+            if new_start > self._log_start_offset:
+                self._log_start_offset = new_start
+                self.leader_epoch_cache.truncate_from_start(new_start)
 
     @property
     def recovery_point(self) -> int:
@@ -471,6 +559,11 @@ class Log:
     @property
     def size_bytes(self) -> int:
         return sum(s.size for s in self._segments)
+
+    def size_bytes_from(self, offset: int) -> int:
+        """The bytes of the local segments whose base offset is at or after ``offset``."""
+        with self._lock:
+            return sum(s.size for s in self._segments if s.base_offset >= offset)
 
     @property
     def segment_base_offsets(self) -> tuple[int, ...]:
@@ -511,7 +604,7 @@ class Log:
         with self._lock:
             return FollowerEpochView(
                 entries=self.leader_epoch_cache.entries,
-                log_start_offset=self.log_start_offset,
+                log_start_offset=self.local_log_start_offset,
                 log_end_offset=self._leo,
             )
 
@@ -566,13 +659,13 @@ class Log:
         :class:`InvalidRecordError` refuse it (see :mod:`replication.producer_state`).
         """
         facts = validate_batches(records, from_client=True)
-        if self.config.compact:
-            self._check_keys(records, facts)
         limit = self.config.max_message_bytes
         for fact in facts:
             if fact[1] > limit:
                 raise RecordTooLargeError(
                     f"a batch of {fact[1]} bytes exceeds max.message.bytes {limit}")
+        if self.config.compact:
+            self._check_keys(records, facts)
         if leader_epoch < 0:
             raise InvalidEpochError(f"leader epoch {leader_epoch} is negative")
         if isinstance(records, bytearray) or (
@@ -728,9 +821,9 @@ class Log:
         :class:`OffsetOutOfRangeError` below the log start or past the log end. Under the lock."""
         self._check_open()
         leo = self._leo
-        if offset < self.log_start_offset or offset > leo:
+        if offset < self.local_log_start_offset or offset > leo:
             raise OffsetOutOfRangeError(
-                f"offset {offset} is outside [{self.log_start_offset}, {leo}] of "
+                f"offset {offset} is outside [{self.local_log_start_offset}, {leo}] of "
                 f"{self.directory.name}"
             )
         return leo if upto is None else min(upto, leo)
@@ -849,15 +942,22 @@ class Log:
     def _check_keys(self, records: bytes | bytearray | memoryview, facts: list[BatchFacts]
                     ) -> None:
         """Kafka's rule for a compacted topic: every record a producer sends has a key, or
-        the produce is refused whole (INVALID_RECORD). Compressed batches are stored unread
-        (see :mod:`replication.records`), so their keys go unchecked."""
+        the produce is refused whole (INVALID_RECORD). A compressed batch is inflated to be
+        checked (bounded by :func:`~replication.compression.inflate_limit`); one that does not
+        inflate is a :class:`CorruptRecordError` (CORRUPT_MESSAGE)."""
         data = bytes(records)
+        limit = inflate_limit(self.config.max_message_bytes)
         for pos, size, *_rest in facts:
             header = read_batch_header(data, pos)
-            if header.attributes & (COMPRESSION_MASK | CONTROL_MASK):
+            if header.is_control:
                 continue
-            for _s, _e, _delta, key, _null in record_spans(
-                    data, pos + RECORDS_OFFSET, pos + size, header.records_count):
+            if header.compression:
+                section = batch_records(data, pos, limit=limit)
+                start, end = 0, len(section)
+            else:
+                section, start, end = data, pos + RECORDS_OFFSET, pos + size
+            for _s, _e, _delta, key, _null in record_spans(section, start, end,
+                                                           header.records_count):
                 if key is None:
                     raise InvalidRecordError(
                         "Compacted topic cannot accept message without key in topic "
@@ -969,16 +1069,22 @@ class Log:
 
     def truncate_to(self, offset: int) -> bool:
         """Remove every batch ending at or after ``offset`` (follower truncation); the epoch
-        cache follows. A batch is never split, so the new end may fall below ``offset``.
-        Returns whether anything was removed."""
+        cache follows, also when no batch goes (its entries from the log end on are dropped).
+        A batch is never split, so the new end may fall below ``offset``. Returns whether any
+        batch was removed."""
         with self._lock:
             self._check_open()
             if offset < 0:
                 raise ValueError(f"cannot truncate to negative offset {offset}")
             if offset >= self._leo:
+                # No batch goes, but an epoch this replica led without writing anything
+                # (an entry at the log end) may still be in the cache: the new leader never
+                # had it, and a follower that kept it would keep naming it as its last
+                # fetched epoch, be told it diverged, and cut here again, for ever.
+                self.leader_epoch_cache.truncate_from_end(self._leo)
                 return False
             self._note_truncation(offset)
-            if offset < self.log_start_offset:
+            if offset < self.local_log_start_offset:
                 self.truncate_fully_and_start_at(offset)
                 return True
             while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
@@ -997,7 +1103,7 @@ class Log:
         end. The snapshots past the end are deleted durably at once: one resurrected by a
         power failure would describe batches the log no longer holds."""
         before = self._producers.snapshot_offsets
-        self._producers.reload(log_start=self.log_start_offset, log_end=self._leo,
+        self._producers.reload(log_start=self.local_log_start_offset, log_end=self._leo,
                                replay=self._producer_batches)
         if self._producers.snapshot_offsets != before:
             fsync_directory(self.directory)
@@ -1021,9 +1127,57 @@ class Log:
             ]
             self._bases = [offset]
             self._leo = self._recovery_point = offset
+            self._log_start_offset = offset
+            self._highest_remote_offset = -1
             self.leader_epoch_cache.clear()
             self._producers.truncate_fully()
             self._dir_dirty = True
+
+    def start_from_remote_state(
+        self, offset: int, *, log_start_offset: int, epochs: Sequence[tuple[int, int]],
+        producer_snapshot: bytes | None,
+    ) -> None:
+        """Restart a tiered log empty at ``offset`` on top of what remote storage holds below
+        it (a follower of a leader whose local log starts there, KIP-405): the log start
+        ``log_start_offset``, the leader ``epochs`` (``(epoch, start offset)``, ascending, all
+        starting below ``offset``: the remote segment's leader-epoch checkpoint) and the
+        producer state at ``offset`` (the remote segment's snapshot; None: no producers).
+        Checks everything before changing anything: ValueError for epochs out of order or
+        past ``offset``, a snapshot that does not decode, or a log that is not tiered."""
+        if not self.config.remote_storage_enable:
+            raise ValueError(f"{self.directory.name} is not tiered (remote.storage.enable)")
+        pairs = [(int(e), int(o)) for e, o in epochs]
+        for (e1, o1), (e2, o2) in zip(pairs, pairs[1:], strict=False):
+            if e2 <= e1 or o2 < o1:
+                raise ValueError(f"remote leader epochs out of order: {pairs}")
+        if any(o < 0 or e < 0 or o >= offset for e, o in pairs):
+            raise ValueError(f"remote leader epochs {pairs} do not end below {offset}")
+        if producer_snapshot is not None:
+            try:
+                decode_snapshot(producer_snapshot)
+            except CorruptSnapshotError as exc:
+                raise ValueError(str(exc)) from exc
+        with self._lock:
+            self.truncate_fully_and_start_at(offset)
+            start = min(max(log_start_offset, 0), offset)
+            self._log_start_offset = start
+            self.leader_epoch_cache.assign_all(pairs)
+            self.leader_epoch_cache.truncate_from_start(start)
+            if producer_snapshot is not None:
+                self._producers.install_snapshot(offset, producer_snapshot)
+
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """Move a tiered log's start up to ``offset`` (the leader's, from a fetch answer),
+        never past the local log start; returns whether it moved."""
+        with self._lock:
+            if not self.config.remote_storage_enable:
+                return False
+            new = min(offset, self._segments[0].base_offset)
+            if new <= self._log_start_offset:
+                return False
+            self._log_start_offset = new
+            self.leader_epoch_cache.truncate_from_start(new)
+            return True
 
     def delete_old_segments(
         self, *, now_ms: int | None = None, high_watermark: int | None = None
@@ -1033,6 +1187,11 @@ class Log:
         Deletes oldest first, never the active segment, and never a segment holding records at
         or past ``high_watermark`` (when given): uncommitted data is not retention's to drop.
         Time retention uses each segment's largest record timestamp.
+
+        A tiered log (``remote.storage.enable``) applies ``local.retention.ms|bytes`` instead
+        (-2: the same as the whole log's), and deletes only segments whose every offset is in
+        remote storage (at or below :attr:`highest_offset_in_remote_storage`): the log start
+        offset stays where the remote tier begins, only the local log start moves.
         """
         with self._lock:
             self._check_open()
@@ -1041,20 +1200,27 @@ class Log:
                 return 0
             now = self._clock() if now_ms is None else now_ms
             bound = self._leo if high_watermark is None else min(high_watermark, self._leo)
+            tiered = cfg.remote_storage_enable
+            if tiered:
+                bound = min(bound, self._highest_remote_offset + 1)
+                retention_ms = cfg.effective_local_retention_ms
+                retention_bytes = cfg.effective_local_retention_bytes
+            else:
+                retention_ms, retention_bytes = cfg.retention_ms, cfg.retention_bytes
             candidates = [
                 seg
                 for seg, nxt in zip(self._segments, self._bases[1:], strict=False)
                 if nxt <= bound
             ]
             by_time = 0
-            if cfg.retention_ms >= 0:
+            if retention_ms >= 0:
                 for seg in candidates:
-                    if now - seg.largest_timestamp() <= cfg.retention_ms:
+                    if now - seg.largest_timestamp() <= retention_ms:
                         break
                     by_time += 1
             by_size = 0
-            if cfg.retention_bytes >= 0:
-                excess = self.size_bytes - cfg.retention_bytes
+            if retention_bytes >= 0:
+                excess = self.size_bytes - retention_bytes
                 for seg in candidates:
                     if excess - seg.size < 0:
                         break
@@ -1062,15 +1228,56 @@ class Log:
                     by_size += 1
             count = max(by_time, by_size)
             for seg in self._segments[:count]:
+                if tiered:
+                    _logger.info("%s: deleting local segment %d (offsets up to %d are in "
+                                 "remote storage)", self.directory.name, seg.base_offset,
+                                 self._highest_remote_offset)
                 seg.delete()
             if count:
                 del self._segments[:count]
                 del self._bases[:count]
                 self._dir_dirty = True
+                if not tiered:
+                    self._log_start_offset = self.local_log_start_offset
                 self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
-                self._producers.delete_snapshots_below(self.log_start_offset)
-                self._recovery_point = max(self._recovery_point, self.log_start_offset)
+                self._producers.delete_snapshots_below(self.local_log_start_offset)
+                self._recovery_point = max(self._recovery_point, self.local_log_start_offset)
             return count
+
+    def copy_candidates(self, from_offset: int, upto: int) -> list[SegmentCopySource]:
+        """The rolled segments a remote copy may take, in offset order: every one but the
+        active segment whose offsets all lie below ``upto`` (the HW) and that holds offsets
+        at or after ``from_offset`` (the segment holding ``from_offset`` included, as Kafka's
+        copier takes it). Each with its files, the producer snapshot at its end if the log
+        has one, and the leader epochs: those in the segment (the first one starting at its
+        base) and every entry up to its end (the sliced checkpoint)."""
+        with self._lock:
+            self._check_open()
+            out = []
+            entries = self.leader_epoch_cache.entries
+            for seg, nxt in zip(self._segments, self._bases[1:], strict=False):
+                if nxt > upto:
+                    break
+                if nxt - 1 < from_offset or seg.size == 0:
+                    continue
+                upto_end = tuple((e.epoch, e.start_offset) for e in entries
+                                 if e.start_offset < nxt)
+                inside: list[tuple[int, int]] = []
+                for epoch, start in upto_end:
+                    if start <= seg.base_offset:
+                        inside = [(epoch, seg.base_offset)]
+                    else:
+                        inside.append((epoch, start))
+                snapshot = self.directory / snapshot_file_name(nxt)
+                out.append(SegmentCopySource(
+                    base_offset=seg.base_offset, end_offset=nxt - 1,
+                    next_segment_base=nxt, size=seg.size,
+                    max_timestamp=seg.largest_timestamp(), log_path=seg.log_path,
+                    offset_index_path=seg.offset_index.path,
+                    time_index_path=seg.time_index.path,
+                    producer_snapshot=snapshot if snapshot.exists() else None,
+                    segment_epochs=tuple(inside), epochs_to_end=upto_end))
+            return out
 
     def __repr__(self) -> str:
         return (

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from enum import Enum
@@ -47,11 +47,19 @@ from replication.isr import (
     out_of_sync_replicas,
 )
 from replication.log import Log
-from replication.protocol import ACKS_ALL, ConsumerRead, ErrorCode, FetchResult, ProduceResult
+from replication.protocol import (
+    ACKS_ALL,
+    ConsumerRead,
+    ErrorCode,
+    FetchResult,
+    OffsetAnswer,
+    ProduceResult,
+)
 from replication.truncation import FollowerEpochView
 from statemachines.requests import LeaderAndIsrPartition
+from statemachines.state_change import log_fenced
 
-__all__ = ["Partition", "ProduceFuture", "ReplicaStatus", "Role"]
+__all__ = ["IsrCounts", "Partition", "ProduceFuture", "ReplicaStatus", "Role"]
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +89,21 @@ class ReplicaStatus:
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+    local_log_start_offset: int = -1
+    """The first offset on local disk (below it, a tiered log's records are remote)."""
+
+
+class IsrCounts:
+    """The ISR shrinks and expands this leader wrote, over all the partitions that share it
+    (Kafka's IsrShrinksPerSec and IsrExpandsPerSec): a write that drops a replica is a shrink,
+    one that adds a replica an expand. Counts only grow (read by the metrics, from another
+    thread)."""
+
+    __slots__ = ("expands", "shrinks")
+
+    def __init__(self) -> None:
+        self.shrinks = 0
+        self.expands = 0
 
 
 class _Pending:
@@ -122,6 +145,7 @@ class Partition:
         on_isr_change: Callable[[TopicPartition], None],
         high_watermark: int = 0,
         isr_eligible: Callable[[int], bool] | None = None,
+        isr_counts: IsrCounts | None = None,
     ) -> None:
         """``isr_eligible(replica)`` says whether a caught-up follower may join the ISR: not
         when the controller's metadata no longer counts its broker live (it is shutting down;
@@ -134,6 +158,7 @@ class Partition:
         self._isr_store = isr_store
         self._on_isr_change = on_isr_change
         self._isr_eligible = isr_eligible
+        self._isr_counts = isr_counts
         self._lock = threading.RLock()
         self._role = Role.NONE
         self._leader = -1
@@ -142,7 +167,7 @@ class Partition:
         self._controller_epoch = -1
         self._isr: tuple[int, ...] = ()
         self._replicas: tuple[int, ...] = ()
-        self._hw = max(min(high_watermark, log_.log_end_offset), log_.log_start_offset)
+        self._hw = max(min(high_watermark, log_.log_end_offset), log_.local_log_start_offset)
         self._epoch_start_offset = 0
         # The leader's view of each follower.
         self._leos: dict[int, int] = {}
@@ -173,6 +198,11 @@ class Partition:
     def isr(self) -> tuple[int, ...]:
         return self._isr
 
+    @property
+    def min_insync_replicas(self) -> int:
+        """The topic's ``min.insync.replicas`` as this replica runs with it."""
+        return self._config.min_insync_replicas
+
     def status(self) -> ReplicaStatus:
         with self._lock:
             return ReplicaStatus(
@@ -186,6 +216,7 @@ class Partition:
                 high_watermark=self._hw,
                 log_start_offset=self.log.log_start_offset,
                 log_end_offset=self.log.log_end_offset,
+                local_log_start_offset=self.log.local_log_start_offset,
             )
 
     def epoch_view(self) -> FollowerEpochView:
@@ -414,7 +445,13 @@ class Partition:
         log has diverged: the answer carries no records but that epoch and its end offset
         (``diverging_epoch``), where the follower truncates, and the follower's fetch state is
         left alone (its offset is not a position in this log), as Kafka's fetchRecords does.
-        An epoch this leader knows nothing about is OFFSET_OUT_OF_RANGE."""
+        An epoch this leader knows nothing about is OFFSET_OUT_OF_RANGE.
+
+        Followers copy only the local part of a tiered log (KIP-405): an offset in the remote
+        part (at or after the log start, below the local log start) is answered
+        OFFSET_MOVED_TO_TIERED_STORAGE, and the follower rebuilds its state below the local
+        log start from remote storage. ``log_start_offset`` is the log start of the whole log,
+        remote part included, as Kafka's fetch response carries it."""
         now = self._clock.now_ms()
         with self._lock:
             error = self._check_leader(leader_epoch)
@@ -441,6 +478,12 @@ class Partition:
             if offset < start or offset > leo:
                 return FetchResult(
                     error=ErrorCode.OFFSET_OUT_OF_RANGE, high_watermark=self._hw,
+                    log_start_offset=start, log_end_offset=leo,
+                )
+            if offset < log_.local_log_start_offset:
+                # The remote part of a tiered log: the follower rebuilds it from remote storage.
+                return FetchResult(
+                    error=ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE, high_watermark=self._hw,
                     log_start_offset=start, log_end_offset=leo,
                 )
             if not update_state:
@@ -482,6 +525,21 @@ class Partition:
                 return error, -1, -1
             answer = self.log.end_offset_for_epoch(epoch)
             return ErrorCode.NONE, answer.epoch, answer.end_offset
+
+    def earliest_local_offset(self, current_leader_epoch: int) -> OffsetAnswer:
+        """The leader's local log start and the leader epoch of the batch there (ListOffsets
+        EARLIEST_LOCAL, -4)."""
+        with self._lock:
+            error = self._check_leader(current_leader_epoch)
+            if error:
+                return OffsetAnswer(error=error)
+            local = self.log.local_log_start_offset
+            epoch = -1
+            for entry in self.log.leader_epoch_cache.entries:
+                if entry.start_offset > local:
+                    break
+                epoch = entry.epoch
+            return OffsetAnswer(error=ErrorCode.NONE, offset=local, leader_epoch=epoch)
 
     def read_committed(self, offset: int, max_bytes: int) -> ConsumerRead:
         """A consumer's read: whole batches below the HW only."""
@@ -549,6 +607,10 @@ class Partition:
             ):
                 log.info("ISR update of %s skipped: the controller moved it on (%s)",
                          self.tp, current)
+                log_fenced("broker", self.broker_id, "ISR write", "stale leader epoch",
+                           given=self._leader_epoch,
+                           current=current.leader_epoch if current is not None else None,
+                           partition=self.tp)
                 return False
             if current.isr == new:  # our own earlier write landed after all
                 self._set_isr(new, outcome.partition_epoch)
@@ -560,6 +622,12 @@ class Partition:
     def _set_isr(self, isr: tuple[int, ...], partition_epoch: int) -> None:
         log.info("%s: ISR %s -> %s (partition epoch %d)", self.tp, self._isr, isr,
                  partition_epoch)
+        counts = self._isr_counts
+        if counts is not None:
+            if any(r not in isr for r in self._isr):
+                counts.shrinks += 1
+            if any(r not in self._isr for r in isr):
+                counts.expands += 1
         self._isr = isr
         self._partition_epoch = partition_epoch
         self._on_isr_change(self.tp)
@@ -587,6 +655,24 @@ class Partition:
             if not self._is_following(leader_epoch):
                 return None
             self.log.truncate_fully_and_start_at(offset)
+            self._hw = offset
+            return offset
+
+    def start_from_remote_as_follower(
+        self, offset: int, log_start_offset: int, epochs: Sequence[tuple[int, int]],
+        producer_snapshot: bytes | None, leader_epoch: int,
+    ) -> int | None:
+        """Drop the whole log and start it empty at ``offset`` (where the leader's local log
+        starts, the end of the remote segment below it) with what lies below from remote
+        storage: the log start ``log_start_offset`` (the leader's), the leader epochs of the
+        remote segment's checkpoint and its producer snapshot (KIP-405's auxiliary state).
+        Returns the new log end offset, or None if the partition no longer follows at that
+        epoch. Raises ValueError for epochs or a snapshot that cannot be installed."""
+        with self._lock:
+            if not self._is_following(leader_epoch):
+                return None
+            self.log.start_from_remote_state(offset, log_start_offset=log_start_offset,
+                                             epochs=epochs, producer_snapshot=producer_snapshot)
             self._hw = offset
             return offset
 

@@ -562,6 +562,18 @@ class ProducerStateManager:
             for batch in replay(start, upto):
                 self._replay_one(self._producers, batch)
 
+    def install_snapshot(self, offset: int, data: bytes) -> None:
+        """Take ``data`` (a snapshot from elsewhere: a remote segment's, KIP-405) as the
+        snapshot at ``offset`` and the state now, the log being empty at ``offset``. Raises
+        :class:`CorruptSnapshotError` for data that is not a whole snapshot (nothing changed)."""
+        entries = decode_snapshot(data, f"remote snapshot at {offset}")
+        _write_file(self.directory / snapshot_file_name(offset), data, sync=True)
+        if offset not in self._snapshots:
+            insort(self._snapshots, offset)
+        self._unsynced.discard(offset)
+        now = self._clock()
+        self._producers = {e.producer_id: e for e in entries if not self._expired(e, now)}
+
     def truncate_fully(self) -> None:
         """Forget everything and delete every snapshot (the log restarts empty)."""
         self._producers = {}

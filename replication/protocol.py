@@ -24,6 +24,7 @@ __all__ = [
     "CONSUMER_REPLICA_ID",
     "ConsumerRead",
     "EpochAnswer",
+    "OffsetAnswer",
     "ErrorCode",
     "FetchEndpoint",
     "FetchResult",
@@ -64,6 +65,7 @@ class ErrorCode(IntEnum):
     UNKNOWN_LEADER_EPOCH = 75
     STALE_BROKER_EPOCH = 77
     INVALID_RECORD = 87
+    OFFSET_MOVED_TO_TIERED_STORAGE = 109
 
 
 def _frozen_map(
@@ -149,6 +151,16 @@ class EpochAnswer:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetAnswer:
+    """A leader's answer to ListOffsets for one partition: an offset and the leader epoch of
+    the batch holding it (-1 when it has none)."""
+
+    error: ErrorCode
+    offset: int = -1
+    leader_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ConsumerRead:
     """Committed batches for a consumer: every record in ``records`` is below
     ``high_watermark``, the leader's HW when the read was made."""
@@ -181,6 +193,12 @@ class FetchEndpoint(Protocol):
     truncates on the answer instead of asking OffsetsForLeaderEpoch first; and
     ``fetch_partitions(replica_id, wanted)``, one request for many partitions (which may wait
     on the leader for data: a long poll), answering a :class:`FetchResult` per partition.
+
+    A follower of a tiered partition (KIP-405) also calls ``earliest_local_offset(tp,
+    current_leader_epoch)``, ListOffsets EARLIEST_LOCAL (-4) from a replica, answering an
+    :class:`OffsetAnswer`: where the leader's local log starts and the epoch there, so it can
+    rebuild what lies below from remote storage when the leader answers a fetch with
+    OFFSET_MOVED_TO_TIERED_STORAGE.
     """
 
     def fetch(

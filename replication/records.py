@@ -14,18 +14,21 @@ a batch; only :func:`decode_batch` walks records.
 
 Batches a producer compressed (gzip, snappy, lz4, zstd: codecs 1 to 4 in the attributes) are
 stored as sent, as Kafka stores them when the topic's compression is the producer's: validation
-reads the header and checks the CRC over the compressed bytes, and nothing here decompresses
-(so :func:`decode_batch` refuses them).
+reads the header and checks the CRC over the compressed bytes, and the append path never
+decompresses. What must see their records does: :func:`batch_records` and :func:`decode_batch`
+inflate the records section (see :mod:`replication.compression`, bounded), as the key check of
+a compacted topic and the cleaner do.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import crc32c
 
+from replication.compression import MIN_INFLATE_LIMIT, compress, decompress
 from replication.errors import CorruptRecordError, UnsupportedCompressionError
 from replication.varint import read_varint, read_varlong, write_varint, write_varlong
 
@@ -42,8 +45,10 @@ __all__ = [
     "Header",
     "Record",
     "RecordBatch",
+    "batch_records",
     "decode_batch",
     "encode_batch",
+    "find_record",
     "iter_batches",
     "read_batch_header",
     "stamp_batch",
@@ -207,8 +212,11 @@ def encode_batch(
     base_sequence: int = -1,
     timestamp_type: int = CREATE_TIME,
     transactional: bool = False,
+    compression: int = 0,
 ) -> bytes:
-    """Encode ``records`` as one uncompressed v2 batch, as a producer would.
+    """Encode ``records`` as one v2 batch, as a producer would: uncompressed, or with its
+    records section compressed with ``compression`` (1 gzip, 2 snappy, 3 lz4, 4 zstd, in the
+    framings of Kafka's Java producer).
 
     ``baseTimestamp`` is the first record's timestamp and ``maxTimestamp`` the largest, as in
     Kafka's builder. This is the client side; the broker's append path takes the bytes as they are.
@@ -217,12 +225,17 @@ def encode_batch(
         raise ValueError("a batch needs at least one record")
     if timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
         raise ValueError(f"unknown timestamp type {timestamp_type}")
+    if not 0 <= compression <= MAX_COMPRESSION_CODEC:
+        raise ValueError(f"unknown compression codec {compression}")
     base_timestamp = records[0].timestamp
     max_timestamp = max(r.timestamp for r in records)
     body = bytearray(RECORDS_OFFSET)
     for delta, record in enumerate(records):
         _encode_record(body, record, delta, base_timestamp)
-    attributes = (timestamp_type << 3) | (TRANSACTIONAL_MASK if transactional else 0)
+    if compression:
+        body[RECORDS_OFFSET:] = compress(compression, memoryview(body)[RECORDS_OFFSET:])
+    attributes = ((timestamp_type << 3) | (TRANSACTIONAL_MASK if transactional else 0)
+                  | compression)
     _CRC_BODY.pack_into(
         body,
         ATTRIBUTES_OFFSET,
@@ -363,21 +376,52 @@ def iter_batches(data: Buffer) -> Iterator[BatchHeader]:
         yield read_batch_header(data, pos)
 
 
-def decode_batch(data: Buffer, pos: int = 0) -> RecordBatch:
-    """Decode the single batch at ``pos`` (validated first), records included. A compressed
-    batch raises :class:`UnsupportedCompressionError`: its records are never decompressed here."""
+def batch_records(data: Buffer, pos: int = 0, *, limit: int = MIN_INFLATE_LIMIT) -> bytes:
+    """The records section of the (validated) batch at ``pos``, inflated if its producer
+    compressed it. Raises :class:`CorruptRecordError` when a compressed section does not
+    decode or inflates past ``limit`` bytes."""
+    header = read_batch_header(data, pos)
+    section = bytes(memoryview(data)[pos + RECORDS_OFFSET : pos + header.size])
+    if not header.compression:
+        return section
+    try:
+        return decompress(header.compression, section, limit)
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(f"batch at offset {header.base_offset}: {exc}") from exc
+
+
+def decode_batch(data: Buffer, pos: int = 0, *, limit: int = MIN_INFLATE_LIMIT) -> RecordBatch:
+    """Decode the single batch at ``pos`` (validated first), records included; a compressed
+    batch's records are inflated (at most ``limit`` bytes, see :func:`batch_records`)."""
     view = memoryview(data)
     header = read_batch_header(view, pos)
     end = pos + header.size
     validate_batches(view[pos:end])
     if header.compression:
-        raise UnsupportedCompressionError(
-            f"batch at offset {header.base_offset} is compressed with "
-            f"{COMPRESSION_NAMES[header.compression]}; its records are stored as sent and not "
-            "decoded here"
-        )
-    records = tuple(_decode_records(view, pos + RECORDS_OFFSET, end, header))
+        section = memoryview(batch_records(view, pos, limit=limit))
+        records = tuple(_decode_records(section, 0, len(section), header))
+    else:
+        records = tuple(_decode_records(view, pos + RECORDS_OFFSET, end, header))
     return RecordBatch(header=header, records=records)
+
+
+def find_record(data: Buffer, wanted: Callable[[int], bool], *, min_offset: int = 0
+                ) -> tuple[int, int, int] | None:
+    """``(timestamp, offset, leader epoch)`` of the first record at or after ``min_offset`` of
+    the batch at the start of ``data`` whose timestamp ``wanted`` accepts (ListOffsets by
+    time), None when none does; the epoch is the batch's (-1 when it has none). Inside a
+    compressed batch (never inflated for this) the answer is the batch's first offset and
+    largest timestamp, where a consumer must start to see the record. Pure."""
+    header = read_batch_header(data)
+    epoch = max(header.partition_leader_epoch, -1)
+    if header.compression:
+        if header.last_offset < min_offset or not wanted(header.max_timestamp):
+            return None
+        return header.max_timestamp, header.base_offset, epoch
+    for record in decode_batch(data).records:
+        if record.offset >= min_offset and wanted(record.timestamp):
+            return record.timestamp, record.offset, epoch
+    return None
 
 
 def _decode_blob(view: memoryview, pos: int, end: int) -> tuple[bytes | None, int]:

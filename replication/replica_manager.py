@@ -15,11 +15,15 @@ their high watermarks from ``replication-offset-checkpoint``.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
 import shutil
 import threading
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
+from dataclasses import replace
 from pathlib import Path
 
 from coordinator.codecs import TopicPartition
@@ -27,6 +31,7 @@ from coordinator.errors import CoordinatorError
 from replication.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT_FILE,
     HIGH_WATERMARK_CHECKPOINT_FILE,
+    LOG_START_OFFSET_CHECKPOINT_FILE,
     RECOVERY_POINT_CHECKPOINT_FILE,
     OffsetCheckpointFile,
     clear_clean_shutdown,
@@ -38,11 +43,16 @@ from replication.cleaner import LogCleaner
 from replication.clock import Clock
 from replication.config import ReplicaConfig
 from replication.crash import cut_unflushed
-from replication.errors import CorruptCheckpointError, InvalidEpochError, StorageError
+from replication.errors import (
+    CorruptCheckpointError,
+    InvalidEpochError,
+    OffsetOutOfRangeError,
+    StorageError,
+)
 from replication.fetcher import ReplicaFetcher
 from replication.isr import IsrChangeBatcher, IsrStore, LocalIsrStore
-from replication.log import Log
-from replication.partition import Partition, ProduceFuture, ReplicaStatus, Role
+from replication.log import Log, LogSlice
+from replication.partition import IsrCounts, Partition, ProduceFuture, ReplicaStatus, Role
 from replication.protocol import (
     ACKS_ALL,
     ConsumerRead,
@@ -50,9 +60,30 @@ from replication.protocol import (
     ErrorCode,
     FetchEndpoint,
     FetchResult,
+    OffsetAnswer,
     ProduceResult,
     ReplicaResponse,
 )
+from replication.quota import (
+    FOLLOWER_RATE,
+    FOLLOWER_REPLICAS,
+    LEADER_RATE,
+    LEADER_REPLICAS,
+    ReplicationQuota,
+    ThrottledReplicas,
+)
+from replication.records import read_batch_header
+from replication.tiered import (
+    FileRemoteLogMetadataManager,
+    RemoteLogManager,
+    RemoteLogMetadataManager,
+    RemoteStorageError,
+    TieredPartition,
+    TopicIdPartition,
+    load_remote_storage_manager,
+)
+from replication.tiered.follower import RemoteAuxState, TierStateError, build_remote_aux_state
+from replication.tiered.metadata_manager import S3RemoteLogMetadataManager
 from replication.topic_settings import topic_replica_config
 from statemachines.broker_side import ControllerClient
 from statemachines.requests import (
@@ -65,12 +96,22 @@ from statemachines.requests import (
     UpdateMetadataPartition,
     UpdateMetadataRequest,
 )
+from statemachines.state_change import log_fenced
 
 __all__ = ["ReplicaManager"]
 
 log = logging.getLogger(__name__)
 
 LEADER_DURING_DELETE = -2  # UpdateMetadata's leader for a partition being deleted
+
+
+def _topic_id(text: str) -> uuid.UUID | None:
+    """A topic id from Kafka's text form (url-safe base64 of 16 bytes), None if it is not."""
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError):
+        return None
+    return uuid.UUID(bytes=raw) if len(raw) == 16 else None
 
 
 def _done(error: ErrorCode) -> ProduceFuture:
@@ -128,6 +169,8 @@ class ReplicaManager:
         )
         self._lock = threading.RLock()  # serialises control-plane requests
         self._partitions: dict[TopicPartition, Partition] = {}
+        self.isr_counts = IsrCounts()
+        """The ISR shrinks and expands this broker wrote as a leader (for the metrics)."""
         self._topic_configs = topic_configs
         self._topic_overrides: dict[str, dict[str, str]] = {}
         self._topic_settings: dict[str, ReplicaConfig] = {}
@@ -140,6 +183,10 @@ class ReplicaManager:
         self._append_listeners: list[Callable[[], None]] = []
         self._hw_checkpoint = OffsetCheckpointFile(self.log_dir / HIGH_WATERMARK_CHECKPOINT_FILE)
         self._rp_checkpoint = OffsetCheckpointFile(self.log_dir / RECOVERY_POINT_CHECKPOINT_FILE)
+        self._log_start_checkpoint = OffsetCheckpointFile(
+            self.log_dir / LOG_START_OFFSET_CHECKPOINT_FILE)
+        self._topic_ids: dict[str, uuid.UUID] = {}
+        self.remote: RemoteLogManager | None = self._open_remote()
         self._next_isr_check_ms = now + cfg.replica_lag_time_max_ms // 2
         self._next_hw_checkpoint_ms = now + cfg.high_watermark_checkpoint_interval_ms
         self._next_flush_ms = now + (cfg.flush_interval_ms or 0)
@@ -154,8 +201,16 @@ class ReplicaManager:
             cfg.cleaner, self._compacted_logs, clock.now_ms,
             checkpoints=self._read_checkpoint(self._cleaner_checkpoint),
             on_checkpoint=self._write_cleaner_checkpoint)
+        # Replication throttles (Kafka's ReplicationQuotaManager, one per side): the rates
+        # come from the broker's dynamic config, the replicas from the topics' configs.
+        self.leader_quota = ReplicationQuota()
+        self.follower_quota = ReplicationQuota()
+        self.leader_throttled = ThrottledReplicas(broker_id, LEADER_REPLICAS)
+        self.follower_throttled = ThrottledReplicas(broker_id, FOLLOWER_REPLICAS)
         self.fetcher = ReplicaFetcher(
-            broker_id, transport if transport is not None else {}, self._partitions.get, cfg
+            broker_id, transport if transport is not None else {}, self._partitions.get, cfg,
+            remote_aux=self._remote_aux_state if self.remote is not None else None,
+            quota=self.follower_quota, throttled=self.follower_throttled.__contains__,
         )
         self._load_logs()
 
@@ -168,19 +223,99 @@ class ReplicaManager:
             log.warning("ignoring corrupt %s (recovering from scratch)", checkpoint.path)
             return {}
 
+    def _open_remote(self) -> RemoteLogManager | None:
+        """The remote log manager, when ``remote.log.storage.system.enable`` (KIP-405)."""
+        cfg = self.config.remote
+        if not cfg.system_enable:
+            return None
+        directory = cfg.resolved_metadata_dir()
+        try:
+            storage = load_remote_storage_manager(cfg.storage_url, cfg.manager_class_name,
+                                                  broker_id=self.broker_id,
+                                                  s3_endpoint=cfg.s3_endpoint)
+            metadata: RemoteLogMetadataManager
+            if directory is not None:
+                metadata = FileRemoteLogMetadataManager(directory)
+            else:
+                assert cfg.storage_url is not None and cfg.metadata_in_s3()
+                metadata = S3RemoteLogMetadataManager(cfg.storage_url,
+                                                      endpoint_url=cfg.s3_endpoint)
+        except (ValueError, RemoteStorageError, OSError) as exc:
+            raise StorageError(f"remote storage: {exc}") from exc
+        return RemoteLogManager(self.broker_id, storage, metadata, self.clock.now_ms,
+                                interval_ms=cfg.task_interval_ms,
+                                reader_threads=cfg.reader_threads,
+                                partitions=self.tiered_partitions,
+                                backoff=cfg.retry_backoff,
+                                compaction=cfg.metadata_compaction)
+
+    def _tiered_id(self, tp: TopicPartition) -> TopicIdPartition | None:
+        topic_id = self._topic_ids.get(tp.topic)
+        if topic_id is None:
+            return None
+        return TopicIdPartition(topic_id=topic_id, topic=tp.topic, partition=tp.partition)
+
+    def _remote_aux_state(self, tp: TopicPartition, endpoint: FetchEndpoint, leader_epoch: int,
+                          leader_log_start_offset: int) -> RemoteAuxState:
+        """What a follower of ``tp`` installs below its leader's local log start, from remote
+        storage (see :mod:`replication.tiered.follower`)."""
+        tid = self._tiered_id(tp)
+        if self.remote is None or tid is None:
+            raise TierStateError(f"{tp}: its topic id is not known here yet")
+        return build_remote_aux_state(tp, tid, endpoint, leader_epoch, leader_log_start_offset,
+                                      self.remote.storage, self.remote.metadata)
+
+    def tiered_partitions(self) -> list[TieredPartition]:
+        """The hosted partitions of tiered topics whose topic id is known, as the remote log
+        manager's pass takes them."""
+        out = []
+        for tp, p in list(self._partitions.items()):
+            tid = self._tiered_id(tp)
+            if tid is None or not p.log.config.remote_storage_enable:
+                continue
+            status = p.status()
+
+            def still_leads(epoch: int, p: Partition = p) -> bool:
+                return p.role is Role.LEADER and p.leader_epoch == epoch
+
+            out.append(TieredPartition(
+                id=tid, log=p.log, is_leader=status.role is Role.LEADER,
+                leader_epoch=status.leader_epoch, high_watermark=status.high_watermark,
+                still_leads=still_leads))
+        return out
+
+    def remote_log_size(self, tp: TopicPartition) -> int | None:
+        """The bytes of ``tp``'s log in remote storage (:meth:`RemoteLogManager.remote_size`);
+        None unless ``tp`` is hosted here, tiered, with its topic id known. May block on the
+        remote log metadata: not for the event loop."""
+        partition = self._partitions.get(tp)
+        tid = self._tiered_id(tp)
+        if (self.remote is None or partition is None or tid is None
+                or not partition.log.config.remote_storage_enable):
+            return None
+        return self.remote.remote_size(tid, partition.log)
+
     def _load_logs(self) -> None:
         hws = self._read_checkpoint(self._hw_checkpoint)
         recovery_points = self._read_checkpoint(self._rp_checkpoint)
+        log_starts = self._read_checkpoint(self._log_start_checkpoint)
+        found: list[tuple[Path, TopicPartition]] = []
         for directory in sorted(self.log_dir.iterdir()):
             if not directory.is_dir():
                 continue
             try:
-                tp = parse_log_directory_name(directory.name)
+                found.append((directory, parse_log_directory_name(directory.name)))
             except ValueError:
                 continue
+        # The topics' configs before their logs open, as Kafka's LogManager reads them: a
+        # tiered log opened as a plain one would drop its log start and its epochs below the
+        # first local segment, and the remote part would be gone for readers.
+        self._fetch_topic_configs({tp.topic for _d, tp in found})
+        for directory, tp in found:
             log_ = Log.open(
                 directory, config=self.config_for(tp.topic).log,
-                recovery_point=recovery_points.get(tp, 0), clock=self.clock.now_ms,
+                recovery_point=recovery_points.get(tp, 0), log_start_offset=log_starts.get(tp),
+                clock=self.clock.now_ms,
                 producer_id_expiration_ms=self.config.producer_id_expiration_ms,
             )
             self._partitions[tp] = self._new_partition(tp, log_, hws.get(tp, 0))
@@ -190,7 +325,7 @@ class ReplicaManager:
             tp, log_, broker_id=self.broker_id, clock=self.clock,
             config=self.config_for(tp.topic),
             isr_store=self._isr_store, on_isr_change=self._record_isr_change,
-            high_watermark=hw, isr_eligible=self._isr_eligible,
+            high_watermark=hw, isr_eligible=self._isr_eligible, isr_counts=self.isr_counts,
         )
 
     def _isr_eligible(self, replica: int) -> bool:
@@ -221,6 +356,39 @@ class ReplicaManager:
         apply are kept and ignored; values that do not parse are ignored with a warning."""
         with self._lock:
             self._set_topic_config(topic, overrides)
+        self.leader_throttled.update(topic, overrides)
+        self.follower_throttled.update(topic, overrides)
+
+    def update_broker_config(self, overrides: Mapping[str, str]) -> None:
+        """Apply this broker's dynamic config (``/config/brokers/<id>`` over the cluster's
+        ``<default>``): the replication throttle rates, bytes per second (unset: no limit).
+        Values that do not parse are ignored with a warning (they are validated where they
+        are written)."""
+        for key, quota in ((LEADER_RATE, self.leader_quota),
+                           (FOLLOWER_RATE, self.follower_quota)):
+            value = overrides.get(key)
+            rate: float | None = None
+            if value is not None:
+                try:
+                    rate = float(int(value))
+                except ValueError:
+                    log.warning("broker %d: ignoring %s=%r", self.broker_id, key, value)
+            if rate != quota.rate:
+                log.info("broker %d: %s is %s", self.broker_id, key,
+                         "unlimited" if rate is None else f"{rate:.0f} B/s")
+                quota.set_rate(rate)
+
+    def leader_throttles(self, tp: TopicPartition, replica_id: int) -> bool:
+        """Whether a fetch of ``tp`` by follower ``replica_id`` gets nothing now: the
+        partition is leader-throttled here, the follower is out of sync, and the leader's
+        quota is spent (Kafka's shouldLeaderThrottle)."""
+        return self._leader_throttled(tp, replica_id) and self.leader_quota.exceeded()
+
+    def _leader_throttled(self, tp: TopicPartition, replica_id: int) -> bool:
+        if self.leader_quota.rate is None or tp not in self.leader_throttled:
+            return False
+        partition = self._partitions.get(tp)
+        return partition is not None and replica_id not in partition.isr
 
     def _set_topic_config(self, topic: str, overrides: Mapping[str, str]) -> None:
         old = self._topic_settings.get(topic, self.config)
@@ -305,12 +473,23 @@ class ReplicaManager:
 
     # -- control plane -------------------------------------------------------------------------
 
-    def _check_request(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
+    def _check_request(
+        self, what: str,
+        request: LeaderAndIsrRequest | StopReplicaRequest | UpdateMetadataRequest,
+    ) -> ErrorCode:
+        """The epoch checks of a controller request, each refusal on the state-change log."""
         if not self._running:
             return ErrorCode.BROKER_NOT_AVAILABLE
+        controller_epoch, broker_epoch = request.controller_epoch, request.broker_epoch
         if controller_epoch < self._controller_epoch:
+            log_fenced("broker", self.broker_id, what, "stale controller epoch",
+                       given=controller_epoch, current=self._controller_epoch,
+                       controller_id=request.controller_id, controller_epoch=controller_epoch)
             return ErrorCode.STALE_CONTROLLER_EPOCH
         if self.broker_epoch is not None and 0 <= broker_epoch < self.broker_epoch:
+            log_fenced("broker", self.broker_id, what, "stale broker epoch",
+                       given=broker_epoch, current=self.broker_epoch,
+                       controller_id=request.controller_id, controller_epoch=controller_epoch)
             return ErrorCode.STALE_BROKER_EPOCH
         self._controller_epoch = controller_epoch
         return ErrorCode.NONE
@@ -318,7 +497,7 @@ class ReplicaManager:
     def handle_leader_and_isr(self, request: LeaderAndIsrRequest) -> ReplicaResponse:
         """Become leader or follower of each partition in ``request``."""
         with self._lock:
-            error = self._check_request(request.controller_epoch, request.broker_epoch)
+            error = self._check_request("LeaderAndIsr", request)
             if error:
                 log.warning("broker %d refuses LeaderAndIsr from controller %d epoch %d: %s",
                             self.broker_id, request.controller_id, request.controller_epoch,
@@ -326,6 +505,10 @@ class ReplicaManager:
                 return ReplicaResponse(error=error)
             for broker in request.live_leaders:
                 self._live_brokers[broker.id] = broker
+            for topic, text in request.topic_ids.items():
+                topic_id = _topic_id(text)
+                if topic_id is not None:
+                    self._topic_ids[topic] = topic_id
             self._fetch_topic_configs({
                 e.topic for e in request.partitions
                 if self.broker_id in e.replicas and TopicPartition(
@@ -334,18 +517,38 @@ class ReplicaManager:
             for entry in request.partitions:
                 tp = TopicPartition(topic=entry.topic, partition=entry.partition)
                 self._named_in_leader_and_isr.add(tp)
-                errors[tp] = self._apply(tp, entry)
+                errors[tp] = self._apply(tp, entry, request)
+            self._tell_remote_of_roles(tp for tp, e in errors.items() if not e)
             return ReplicaResponse.of(errors)
 
-    def _apply(self, tp: TopicPartition, entry: LeaderAndIsrPartition) -> ErrorCode:
+    def _tell_remote_of_roles(self, tps: Iterable[TopicPartition]) -> None:
+        """The remote log metadata manager's onPartitionLeadershipChange."""
+        if self.remote is None:
+            return
+        leaders, followers = [], []
+        for tp in tps:
+            p, tid = self._partitions.get(tp), self._tiered_id(tp)
+            if p is None or tid is None or not p.log.config.remote_storage_enable:
+                continue
+            (leaders if p.role is Role.LEADER else followers).append(tid)
+        if leaders or followers:
+            try:
+                self.remote.metadata.on_partition_leadership_changes(leaders, followers)
+            except (RemoteStorageError, OSError) as exc:
+                log.warning("broker %d: remote log metadata: %s", self.broker_id, exc)
+
+    def _apply(self, tp: TopicPartition, entry: LeaderAndIsrPartition,
+               request: LeaderAndIsrRequest) -> ErrorCode:
         if self.broker_id not in entry.replicas:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         partition = self._partitions.get(tp)
         if partition is not None:
             current = partition.leader_epoch
             if entry.leader_epoch < current:
-                log.info("broker %d ignores %s at leader epoch %d < %d", self.broker_id, tp,
-                         entry.leader_epoch, current)
+                log_fenced("broker", self.broker_id, "LeaderAndIsr", "stale leader epoch",
+                           given=entry.leader_epoch, current=current, partition=tp,
+                           controller_id=request.controller_id,
+                           controller_epoch=request.controller_epoch)
                 return ErrorCode.STALE_CONTROLLER_EPOCH
             if entry.leader_epoch == current and partition.role is not Role.NONE:
                 if entry.partition_epoch > partition.partition_epoch:
@@ -382,7 +585,7 @@ class ReplicaManager:
     def handle_stop_replica(self, request: StopReplicaRequest) -> ReplicaResponse:
         """Stop leading or following each partition; delete its log when asked."""
         with self._lock:
-            error = self._check_request(request.controller_epoch, request.broker_epoch)
+            error = self._check_request("StopReplica", request)
             if error:
                 return ReplicaResponse(error=error)
             errors = {}
@@ -394,14 +597,29 @@ class ReplicaManager:
                     and entry.leader_epoch not in (NO_EPOCH, EPOCH_DURING_DELETE)
                     and entry.leader_epoch < partition.leader_epoch
                 ):
+                    log_fenced("broker", self.broker_id, "StopReplica", "stale leader epoch",
+                               given=entry.leader_epoch, current=partition.leader_epoch,
+                               partition=tp, controller_id=request.controller_id,
+                               controller_epoch=request.controller_epoch)
                     errors[tp] = ErrorCode.FENCED_LEADER_EPOCH
                     continue
                 self.fetcher.remove_partition(tp)
                 if partition is not None:
                     partition.stop()
+                tid = self._tiered_id(tp)
+                tiered = (self.remote is not None and tid is not None and partition is not None
+                          and partition.log.config.remote_storage_enable)
+                if tiered:
+                    assert self.remote is not None and tid is not None
+                    self.remote.metadata.on_stop_partitions([tid])
                 if entry.delete:
                     if entry.leader_epoch == EPOCH_DURING_DELETE:  # the topic itself goes
                         self._named_in_leader_and_isr.discard(tp)
+                        if tiered:
+                            assert self.remote is not None and tid is not None
+                            log.info("broker %d deletes the remote data of %s", self.broker_id,
+                                     tid)
+                            self.remote.delete_partition(tid)
                     errors[tp] = self._delete_partition(tp, partition)
                 else:
                     errors[tp] = ErrorCode.NONE
@@ -424,7 +642,7 @@ class ReplicaManager:
     def handle_update_metadata(self, request: UpdateMetadataRequest) -> ReplicaResponse:
         """Remember leaders and live brokers, for clients and fetchers."""
         with self._lock:
-            error = self._check_request(request.controller_epoch, request.broker_epoch)
+            error = self._check_request("UpdateMetadata", request)
             if error:
                 return ReplicaResponse(error=error)
             self._live_brokers = {b.id: b for b in request.live_brokers}
@@ -487,11 +705,19 @@ class ReplicaManager:
         if partition is None:
             return FetchResult(error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if replica_id < 0:
-            read = partition.read_committed(offset, max_bytes)
+            read = self._read_with_remote(tp, partition, offset, max_bytes)
             return FetchResult(error=read.error, records=read.records,
                                high_watermark=read.high_watermark)
-        return partition.fetch_for_follower(replica_id, offset, max_bytes, leader_epoch,
-                                            last_fetched_epoch, update_state=update_state)
+        throttled = self._leader_throttled(tp, replica_id)
+        if throttled and self.leader_quota.exceeded():
+            max_bytes = 0  # the follower's position is still recorded; no records go out
+        result = partition.fetch_for_follower(replica_id, offset, max_bytes, leader_epoch,
+                                              last_fetched_epoch, update_state=update_state)
+        if throttled and max_bytes == 0 and result.records:
+            result = replace(result, records=b"")
+        if throttled and result.records:
+            self.leader_quota.record(len(result.records))
+        return result
 
     def offsets_for_leader_epoch(
         self, tp: TopicPartition, epoch: int, current_leader_epoch: int
@@ -511,6 +737,17 @@ class ReplicaManager:
         error, answer_epoch, end = partition.end_offset_for_epoch(epoch, current_leader_epoch)
         return EpochAnswer(error=error, epoch=answer_epoch, end_offset=end)
 
+    def earliest_local_offset(self, tp: TopicPartition, current_leader_epoch: int
+                              ) -> OffsetAnswer:
+        """ListOffsets EARLIEST_LOCAL (-4) from a follower: where this leader's local log
+        starts, with the epoch there (the log start for a topic that is not tiered)."""
+        if not self._running:
+            return OffsetAnswer(error=ErrorCode.BROKER_NOT_AVAILABLE)
+        partition = self._partitions.get(tp)
+        if partition is None:
+            return OffsetAnswer(error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return partition.earliest_local_offset(current_leader_epoch)
+
     def read(self, tp: TopicPartition, offset: int, max_bytes: int) -> ConsumerRead:
         """A consumer's read from the leader: whole batches below the high watermark."""
         if not self._running:
@@ -518,7 +755,101 @@ class ReplicaManager:
         partition = self._partitions.get(tp)
         if partition is None:
             return ConsumerRead(error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        return partition.read_committed(offset, max_bytes)
+        return self._read_with_remote(tp, partition, offset, max_bytes)
+
+    def _read_with_remote(self, tp: TopicPartition, partition: Partition, offset: int,
+                          max_bytes: int) -> ConsumerRead:
+        read = partition.read_committed(offset, max_bytes)
+        if read.error is not ErrorCode.OFFSET_OUT_OF_RANGE:
+            return read
+        remote = self.read_remote(tp, offset, max_bytes)
+        if remote is None:
+            return read
+        try:
+            records = remote.result()
+            assert isinstance(records, bytes)  # not asked for a slice
+        except OffsetOutOfRangeError:
+            return read
+        except (RemoteStorageError, StorageError, OSError) as exc:
+            log.warning("broker %d: remote read of %s at %d failed: %s", self.broker_id, tp,
+                        offset, exc)
+            return ConsumerRead(error=ErrorCode.KAFKA_STORAGE_ERROR,
+                                high_watermark=read.high_watermark)
+        next_offset = offset
+        pos = 0
+        while pos < len(records):
+            header = read_batch_header(records, pos)
+            next_offset = header.base_offset + header.last_offset_delta + 1
+            pos += header.size
+        return ConsumerRead(error=ErrorCode.NONE, records=records,
+                            high_watermark=read.high_watermark, next_offset=next_offset)
+
+    def read_remote(self, tp: TopicPartition, offset: int, max_bytes: int, *,
+                    zero_copy: bool = False, min_one: bool = True
+                    ) -> Future[bytes | LogSlice] | None:
+        """A consumer's read below the local log start of a tiered partition led here, from
+        remote storage, on the remote log manager's reader threads (the future fails with
+        :class:`OffsetOutOfRangeError` or :class:`RemoteStorageError`); None when the offset
+        is not in the remote part of a tiered log (the caller reads locally or answers
+        OFFSET_OUT_OF_RANGE). ``zero_copy``: a :class:`LogSlice` where the store allows it
+        (see :meth:`RemoteLogManager.read`), which the caller closes; without ``min_one``,
+        nothing when the first batch is larger than ``max_bytes``."""
+        led = self._tiered_leader(tp)
+        if led is None or self.remote is None:
+            return None
+        tid, partition = led
+        log_ = partition.log
+        if not log_.log_start_offset <= offset < log_.local_log_start_offset:
+            return None
+        return self.remote.read_async(tid, log_, offset, max_bytes, partition.high_watermark,
+                                      zero_copy=zero_copy, min_one=min_one)
+
+    def remote_offset_for_timestamp(self, tp: TopicPartition, timestamp: int
+                                    ) -> Future[tuple[int, int, int] | None] | None:
+        """ListOffsets by ``timestamp`` over the remote part of a tiered partition led here:
+        ``(timestamp, offset, leader epoch)`` of the first record at or after it in remote
+        storage, or None in the future when none is there (the caller then searches the local
+        part), found on the remote log manager's reader threads (the future fails with
+        :class:`RemoteStorageError`). None when the log has no remote part."""
+        found = self._remote_part(tp)
+        if found is None or self.remote is None:
+            return None
+        return self.remote.find_offset_by_timestamp_async(*found, timestamp)
+
+    def remote_max_timestamp(self, tp: TopicPartition
+                             ) -> Future[tuple[int, int, int] | None] | None:
+        """ListOffsets' MAX_TIMESTAMP over the remote part of a tiered partition led here:
+        ``(timestamp, offset, leader epoch)`` of the record with the largest timestamp in remote
+        storage, or None in the future when none is there (the caller weighs it against the
+        local part), found on the remote log manager's reader threads (the future fails with
+        :class:`RemoteStorageError`). None when the log has no remote part."""
+        found = self._remote_part(tp)
+        if found is None or self.remote is None:
+            return None
+        return self.remote.find_max_timestamp_async(*found)
+
+    def _tiered_leader(self, tp: TopicPartition) -> tuple[TopicIdPartition, Partition] | None:
+        """The id and partition of a tiered partition led here, with remote storage on, else
+        None."""
+        partition = self._partitions.get(tp)
+        tid = self._tiered_id(tp)
+        if (self.remote is None or partition is None or tid is None
+                or partition.role is not Role.LEADER
+                or not partition.log.config.remote_storage_enable):
+            return None
+        return tid, partition
+
+    def _remote_part(self, tp: TopicPartition) -> tuple[TopicIdPartition, Log] | None:
+        """The id and log of a tiered partition led here whose log reaches below its local
+        log start, else None."""
+        led = self._tiered_leader(tp)
+        if led is None:
+            return None
+        tid, partition = led
+        log_ = partition.log
+        if log_.log_start_offset >= log_.local_log_start_offset:
+            return None
+        return tid, log_
 
     # -- periodic duties -----------------------------------------------------------------------
 
@@ -579,10 +910,12 @@ class ReplicaManager:
         return sum(p.log.remove_expired_producers(now) for p in list(self._partitions.values()))
 
     def checkpoint_high_watermarks(self) -> None:
-        """Write every partition's HW to ``replication-offset-checkpoint``."""
-        self._hw_checkpoint.write(
-            {tp: p.high_watermark for tp, p in list(self._partitions.items())}
-        )
+        """Write every partition's HW to ``replication-offset-checkpoint``, and its log start
+        offset to ``log-start-offset-checkpoint`` (below the first local segment for a tiered
+        log)."""
+        partitions = list(self._partitions.items())
+        self._hw_checkpoint.write({tp: p.high_watermark for tp, p in partitions})
+        self._log_start_checkpoint.write({tp: p.log.log_start_offset for tp, p in partitions})
 
     def flush_logs(self) -> None:
         """fsync every log and record the recovery points (log.flush.interval.ms)."""
@@ -622,6 +955,8 @@ class ReplicaManager:
         """Run the fetcher, the periodic duties and the log cleaner on background threads."""
         self.fetcher.start()
         self.cleaner.start()
+        if self.remote is not None:
+            self.remote.start()
         if self._ticker is None:
             self._ticker_stop.clear()
             self._ticker = threading.Thread(
@@ -640,6 +975,8 @@ class ReplicaManager:
     def _stop_threads(self) -> None:
         self.fetcher.stop()
         self.cleaner.stop()
+        if self.remote is not None:
+            self.remote.close()
         if self._ticker is not None:
             self._ticker_stop.set()
             self._ticker.join()

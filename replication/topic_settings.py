@@ -5,7 +5,8 @@ a topic's overrides (``/config/topics/<t>``, Kafka's keys) replace the ones part
 ``min.insync.replicas`` and the log's ``segment.bytes``, ``segment.ms``, ``retention.ms``,
 ``retention.bytes``, ``index.interval.bytes``, ``max.message.bytes``, the compaction settings
 (``min.cleanable.dirty.ratio``, ``min.compaction.lag.ms``, ``max.compaction.lag.ms``,
-``delete.retention.ms``) and whether ``cleanup.policy`` holds ``delete`` and ``compact``. Keys
+``delete.retention.ms``), tiered storage (``remote.storage.enable``, ``local.retention.ms``,
+``local.retention.bytes``) and whether ``cleanup.policy`` holds ``delete`` and ``compact``. Keys
 partctl only stores change nothing here (see
 ``coordinator.topic_config``). Pure.
 """
@@ -34,6 +35,9 @@ LOG_FIELDS = {
     "min.compaction.lag.ms": "min_compaction_lag_ms",
     "max.compaction.lag.ms": "max_compaction_lag_ms",
     "delete.retention.ms": "delete_retention_ms",
+    "remote.storage.enable": "remote_storage_enable",
+    "local.retention.ms": "local_retention_ms",
+    "local.retention.bytes": "local_retention_bytes",
 }
 """Topic config keys -> the LogConfig fields they set."""
 
@@ -60,6 +64,10 @@ def topic_replica_config(base: ReplicaConfig, overrides: Mapping[str, str],
     if retention_bytes is not None:
         assert isinstance(retention_bytes, int)
         changes["retention_bytes"] = max(retention_bytes, -1)  # any negative: unlimited
+    if changes.get("remote_storage_enable") and not base.remote.system_enable:
+        log.warning("topic %s: remote.storage.enable ignored: this broker has "
+                    "remote.log.storage.system.enable=false", topic)
+        changes["remote_storage_enable"] = False
     if "cleanup.policy" in typed:
         policy = typed["cleanup.policy"]
         assert isinstance(policy, list)

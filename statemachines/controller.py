@@ -63,6 +63,8 @@ from statemachines.reads import apply_broker_node
 from statemachines.replica_sm import ReplicaStateMachine
 from statemachines.requests import BrokerRequest, RequestBatch, StopReplicaRequest
 from statemachines.services import ControllerServices
+from statemachines.state_change import log_fenced
+from statemachines.stats import ControllerStats
 from statemachines.view import View
 
 log = logging.getLogger(__name__)
@@ -107,6 +109,7 @@ class Controller:
         """What the handlers are given: set when a failover has the view ready, dropped on
         resignation (so also: whether the state machines run)."""
         self.last_failover: FailoverTimings | None = None
+        self.stats = ControllerStats()
         self.resignations = 0
         self.error_resignations = 0
         """Resignations over an unexpected error in a handler (in all)."""
@@ -230,6 +233,9 @@ class Controller:
             if self.fence is not None:
                 log.warning("controller %d (epoch %d) fenced off: %s", self.broker_id,
                             self.fence.epoch.epoch, exc)
+                if isinstance(exc, ControllerMoved):  # the store's epoch check said no
+                    log_fenced("controller", self.broker_id, f"write in {type(event).__name__}",
+                               "stale controller epoch", given=self.fence.epoch.epoch)
                 self._resign(str(exc))
         except CoordinatorError as exc:
             self._fail_request(event, exc)
@@ -406,7 +412,8 @@ class Controller:
         exact = self.view.prepare_failover(fence.epoch.revision)
         ctx = self.ctx
         partitions = PartitionStateMachine(
-            ctx, fence, self.metadata, unclean=self.config.unclean_leader_election_enable)
+            ctx, fence, self.metadata, unclean=self.config.unclean_leader_election_enable,
+            controller_id=self.broker_id, stats=self.stats)
         view_ready = time.monotonic()
         self.services = ControllerServices(
             broker_id=self.broker_id, ctx=ctx, partitions=partitions,

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 
 from statemachines.events import ControllerEvent
+from statemachines.stats import Timing
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +32,11 @@ class EventManager:
     ) -> None:
         self._processor = processor
         self._queue: deque[ControllerEvent] = deque()
+        self._queued_at: deque[float] = deque()
+        """When each queued event was put (monotonic seconds), in the queue's order."""
+        self.queue_time = Timing()
+        """The time events waited in the queue before their processing began (Kafka's
+        EventQueueTimeMs)."""
         self._cond = threading.Condition()
         self._paused = False
         self._stopped = False
@@ -48,6 +55,7 @@ class EventManager:
             if self._stopped:
                 return
             self._queue.append(event)
+            self._queued_at.append(time.monotonic())
             self._cond.notify_all()
 
     def drain(self) -> list[ControllerEvent]:
@@ -55,6 +63,7 @@ class EventManager:
         with self._cond:
             events = list(self._queue)
             self._queue.clear()
+            self._queued_at.clear()
             return events
 
     def take(self, predicate: Callable[[ControllerEvent], bool]) -> list[ControllerEvent]:
@@ -62,9 +71,12 @@ class EventManager:
         with self._cond:
             taken = [e for e in self._queue if predicate(e)]
             if taken:
-                kept = [e for e in self._queue if not predicate(e)]
+                kept = [(e, t) for e, t in zip(self._queue, self._queued_at, strict=True)
+                        if not predicate(e)]
                 self._queue.clear()
-                self._queue.extend(kept)
+                self._queued_at.clear()
+                self._queue.extend(e for e, _ in kept)
+                self._queued_at.extend(t for _, t in kept)
             return taken
 
     def pending(self) -> int:
@@ -81,6 +93,7 @@ class EventManager:
                 if not self._queue:
                     return done
                 event = self._queue.popleft()
+                self.queue_time.add(time.monotonic() - self._queued_at.popleft())
             self._process(event)
             done += 1
         return done
@@ -121,6 +134,7 @@ class EventManager:
                 if self._stopped:
                     return
                 event = self._queue.popleft()
+                self.queue_time.add(time.monotonic() - self._queued_at.popleft())
                 self._busy = True
             try:
                 self._process(event)

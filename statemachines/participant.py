@@ -41,6 +41,7 @@ from statemachines.requests import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
+from statemachines.state_change import log_fenced
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ class Participant:
         self.controller_client = ControllerClient(self.metadata, self.network, broker_id,
                                                   lambda: self._broker_epoch)
         self.handler: RequestHandler = handler(self.controller_client)
-        self._fenced = _Fenced(self.handler, lambda: self._broker_epoch)
+        self._fenced = _Fenced(self.handler, lambda: self._broker_epoch, broker_id)
         self.controller = Controller(self.coordinator, broker_id, self.network.channel(),
                                      config=config, threaded=threaded)
         # Reachable as this broker's controller endpoint from the start, as a broker's is: a
@@ -156,32 +157,44 @@ class _Fenced:
     (``STALE_CONTROLLER_EPOCH``) and one meant for an earlier registration of this broker
     (``STALE_BROKER_EPOCH``), and passes the rest on."""
 
-    __slots__ = ("_broker_epoch", "_controller_epoch", "_handler", "_lock")
+    __slots__ = ("_broker_epoch", "_broker_id", "_controller_epoch", "_handler", "_lock")
 
-    def __init__(self, handler: RequestHandler, broker_epoch: Callable[[], int | None]) -> None:
+    def __init__(self, handler: RequestHandler, broker_epoch: Callable[[], int | None],
+                 broker_id: int) -> None:
         self._handler = handler
         self._broker_epoch = broker_epoch
+        self._broker_id = broker_id
         self._controller_epoch = -1
         self._lock = threading.Lock()
 
-    def _refusal(self, controller_epoch: int, broker_epoch: int) -> BrokerResponse | None:
+    def _refusal(self, what: str, request: LeaderAndIsrRequest | UpdateMetadataRequest
+                 | StopReplicaRequest) -> BrokerResponse | None:
+        controller_epoch, broker_epoch = request.controller_epoch, request.broker_epoch
         with self._lock:
             if controller_epoch < self._controller_epoch:
+                log_fenced("broker", self._broker_id, what, "stale controller epoch",
+                           given=controller_epoch, current=self._controller_epoch,
+                           controller_id=request.controller_id,
+                           controller_epoch=controller_epoch)
                 return BrokerResponse(error=STALE_CONTROLLER_EPOCH)
             current = self._broker_epoch()
             if current is not None and 0 <= broker_epoch < current:
+                log_fenced("broker", self._broker_id, what, "stale broker epoch",
+                           given=broker_epoch, current=current,
+                           controller_id=request.controller_id,
+                           controller_epoch=controller_epoch)
                 return BrokerResponse(error=STALE_BROKER_EPOCH)
             self._controller_epoch = controller_epoch
             return None
 
     def handle_leader_and_isr(self, request: LeaderAndIsrRequest) -> BrokerResponse:
-        refused = self._refusal(request.controller_epoch, request.broker_epoch)
+        refused = self._refusal("LeaderAndIsr", request)
         return refused or self._handler.handle_leader_and_isr(request)
 
     def handle_update_metadata(self, request: UpdateMetadataRequest) -> BrokerResponse:
-        refused = self._refusal(request.controller_epoch, request.broker_epoch)
+        refused = self._refusal("UpdateMetadata", request)
         return refused or self._handler.handle_update_metadata(request)
 
     def handle_stop_replica(self, request: StopReplicaRequest) -> BrokerResponse:
-        refused = self._refusal(request.controller_epoch, request.broker_epoch)
+        refused = self._refusal("StopReplica", request)
         return refused or self._handler.handle_stop_replica(request)

@@ -14,6 +14,7 @@ resigns. Everything else is a per-partition result.
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -42,12 +43,20 @@ from elections.leader import (
 from statemachines.context import ControllerContext
 from statemachines.reads import read_partition_states
 from statemachines.requests import RequestBatch, UpdateMetadataPartition
+from statemachines.state_change import (
+    election_kind,
+    enabled,
+    log_elections,
+    log_partition_transitions,
+    state_change_log,
+)
 from statemachines.states import (
     PartitionState,
     ReplicaState,
     split_transitions,
     valid_previous_states,
 )
+from statemachines.stats import ControllerStats
 
 __all__ = [
     "ElectionOutcome",
@@ -58,7 +67,6 @@ __all__ = [
     "stored",
 ]
 
-state_change_log = logging.getLogger("partctl.state.change")
 log = logging.getLogger(__name__)
 UNCLEAN_KEY = "unclean.leader.election.enable"
 MAX_WRITE_ROUNDS = 5
@@ -165,11 +173,17 @@ class PartitionStateMachine:
         metadata: MetadataClient,
         *,
         unclean: bool = False,
+        controller_id: int = -1,
+        stats: ControllerStats | None = None,
     ) -> None:
         self.ctx = ctx
         self.fence = fence
         self.metadata = metadata
         self.unclean = unclean
+        self.controller_id = controller_id
+        """The broker id this controller runs as, for the state-change log."""
+        self.stats = stats if stats is not None else ControllerStats()
+        """Election counts (the controller's, which outlive this machine's term)."""
 
     @property
     def controller_epoch(self) -> int:
@@ -226,14 +240,21 @@ class PartitionStateMachine:
         return list(split.valid)
 
     def _set(self, tps: Iterable[TopicPartition], target: PartitionState) -> None:
+        """Record ``tps`` (already checked against the table) in state ``target``, each move
+        on the state-change log when it is on."""
         states = self.ctx.partition_states
         waiting = self.ctx.leaderless
+        members = tps if type(tps) is list else list(tps)
+        if members and enabled():
+            absent = PartitionState.NON_EXISTENT
+            log_partition_transitions(
+                self.controller_id, self.controller_epoch,
+                [(tp, states.get(tp, absent)) for tp in members], target, self.ctx.leaders)
         if target is PartitionState.NON_EXISTENT:
-            for tp in tps:
+            for tp in members:
                 states.pop(tp, None)
                 waiting.discard(tp)
             return
-        members = tps if type(tps) is list else list(tps)
         states.update(dict.fromkeys(members, target))
         if target is PartitionState.ONLINE:
             waiting.difference_update(members)
@@ -259,6 +280,7 @@ class PartitionStateMachine:
     ) -> ElectionOutcome:
         """Elect leaders: New partitions get their first leader and ISR; Offline and Online ones
         an election by ``strategy`` (default: Offline, unclean as configured)."""
+        started = time.perf_counter()
         valid = self._split(tps, PartitionState.ONLINE)
         states, new = self.ctx.partition_states, PartitionState.NEW
         fresh: list[TopicPartition] = []
@@ -273,6 +295,8 @@ class PartitionStateMachine:
                 self._elect_offline(others, batch, outcome)
             else:
                 self._elect(others, batch, strategy, outcome)
+        if outcome.elected:
+            self.stats.elections.add(time.perf_counter() - started)
         if outcome.failed:
             state_change_log.info("no leader for %d partitions, e.g. %s: %s",
                                   len(outcome.failed), *next(iter(outcome.failed.items())))
@@ -337,6 +361,7 @@ class PartitionStateMachine:
             for tp in retry:
                 del outcome.failed[tp]
             self._elect(retry, batch, Offline(unclean=True), outcome)
+            self.stats.unclean_elections += sum(1 for tp in retry if tp in outcome.elected)
 
     def unclean_topics(self, topics: Iterable[str]) -> set[str]:
         """The topics among ``topics`` whose offline partitions may elect out of sync now:
@@ -373,6 +398,8 @@ class PartitionStateMachine:
         assigned = ctx.replicas
         shared_elect = None if shared is None else elector(shared)
         shared_cs = isinstance(shared, ControlledShutdown)
+        unclean: list[TopicPartition] = []
+        track = enabled()
 
         def decide(tp: TopicPartition, current: LeaderAndIsr) -> LeaderAndIsr | str:
             replicas = assigned.get(tp, ())
@@ -386,9 +413,16 @@ class PartitionStateMachine:
                 return f"no eligible leader among {replicas} (isr {current.isr})"
             if cs:
                 recipients[tp] = [r for r in replicas if r in live_all]  # shutting down too
+            if track and election.unclean:
+                unclean.append(tp)
             return apply_election(current, election, epoch)
 
         elected = self.write_leaders(tps, decide, outcome)
+        if track:
+            kind = (election_kind(shared) if shared is not None else
+                    {tp: election_kind(s) for tp, s in strategy.items()})  # type: ignore[union-attr]
+            log_elections(self.controller_id, epoch, kind, tps,
+                          {tp: outcome.elected[tp] for tp in elected}, outcome.failed, unclean)
         self._set(elected, PartitionState.ONLINE)
         record_leader_and_isr(ctx, batch, elected, recipients=recipients)
 
@@ -401,6 +435,7 @@ class PartitionStateMachine:
         partition that cannot elect keeps its state; elected ones go Online.
 
         Returns the elections and the partitions written, in write order."""
+        started = time.perf_counter()
         ctx = self.ctx
         epoch = self.controller_epoch
         candidates = self._split(tps, PartitionState.ONLINE)
@@ -408,12 +443,16 @@ class PartitionStateMachine:
         live = ctx.live_or_shutting_down() if cs else ctx.live_ids()
         assigned = ctx.replicas
         run = elector(strategy)
+        unclean: list[TopicPartition] = []
+        track = enabled()
 
         def decide(tp: TopicPartition, current: LeaderAndIsr) -> LeaderAndIsr | str:
             replicas = assigned.get(tp, ())
             election = run(replicas, current.isr, live)
             if election is None:
                 return f"no eligible leader among {replicas} (isr {current.isr})"
+            if track and election.unclean:
+                unclean.append(tp)
             return apply_election(current, election, epoch)
 
         written_ = ElectionOutcome()
@@ -421,7 +460,12 @@ class PartitionStateMachine:
         elected, failed = written_.elected, written_.failed
         outcome = ElectionOutcome(elected=elected, failed={
             tp: failed.get(tp, "not written") for tp in candidates if tp not in elected})
+        if track:
+            log_elections(self.controller_id, epoch, election_kind(strategy), candidates,
+                          elected, outcome.failed, unclean)
         self._set(written, PartitionState.ONLINE)
+        if elected:
+            self.stats.elections.add(time.perf_counter() - started)
         if outcome.failed:
             state_change_log.info("no leader for %d partitions, e.g. %s: %s",
                                   len(outcome.failed), *next(iter(outcome.failed.items())))

@@ -18,9 +18,15 @@ from statemachines.partition_sm import (
     PartitionStateMachine,
     record_leader_and_isr,
     shrink_isr,
+)
+from statemachines.requests import EPOCH_DURING_DELETE, NO_EPOCH, RequestBatch
+from statemachines.state_change import (
+    DEBUG,
+    enabled,
+    log_isr_changes,
+    log_replica_transitions,
     state_change_log,
 )
-from statemachines.requests import RequestBatch
 from statemachines.states import ReplicaState, split_transitions
 
 __all__ = ["ReplicaStateMachine", "shrink_isr"]
@@ -51,16 +57,37 @@ class ReplicaStateMachine:
         return self.ctx.replica_states.get(key, ReplicaState.NON_EXISTENT)
 
     def handle(
-        self, keys: Iterable[ReplicaKey], target: ReplicaState, batch: RequestBatch
+        self, keys: Iterable[ReplicaKey], target: ReplicaState, batch: RequestBatch, *,
+        derived_was: ReplicaState | None = None,
     ) -> list[ReplicaKey]:
-        """Move ``keys`` to ``target``; returns the replicas that moved."""
-        split = split_transitions(((k, self.state(k)) for k in keys), target)
+        """Move ``keys`` to ``target``; returns the replicas that moved.
+
+        ``derived_was``, for the state-change log only: the state that a replica with no
+        stored state was in before the event being handled (a broker loss: Online; its state
+        is derived from the live brokers, so it reads Offline as soon as the broker is gone)."""
+        pairs = [(k, self.state(k)) for k in keys]
+        split = split_transitions(pairs, target)
         if split.invalid:
             state_change_log.warning("refused %d replica transitions to %s, e.g. %s",
                                      len(split.invalid), target, split.invalid[0])
         valid = list(split.valid)
         if not valid:
             return []
+        track = enabled(DEBUG)
+        if track:
+            before = dict(pairs)
+            if derived_was is not None:
+                stored = self.ctx.replica_states.explicit()
+                before.update((k, derived_was) for k in valid if k not in stored)
+        moved = self._apply(valid, target, batch)
+        if track:
+            log_replica_transitions(self.partitions.controller_id,
+                                    self.partitions.controller_epoch,
+                                    [(k, before[k]) for k in moved], target)
+        return moved
+
+    def _apply(self, valid: list[ReplicaKey], target: ReplicaState, batch: RequestBatch
+               ) -> list[ReplicaKey]:
         ctx = self.ctx
         states = ctx.replica_states
         match target:
@@ -70,7 +97,8 @@ class ReplicaStateMachine:
                 valid = self._take_offline(valid, batch)
             case ReplicaState.DELETION_STARTED:
                 for tp, b in valid:
-                    batch.add_stop_replica([b], tp, delete=True)
+                    batch.add_stop_replica([b], tp, delete=True,
+                                           leader_epoch=self._delete_epoch(tp))
             case ReplicaState.NON_EXISTENT:
                 for tp, b in valid:
                     replicas = ctx.replicas.get(tp)
@@ -81,6 +109,16 @@ class ReplicaStateMachine:
         for key in valid:
             states[key] = target
         return valid
+
+    def _delete_epoch(self, tp: TopicPartition) -> int:
+        """The leader epoch a deleting StopReplica carries, as Kafka's controller sets it:
+        EPOCH_DURING_DELETE only when the topic itself is being deleted (which tells a tiered
+        replica to delete the remote data too), else the partition's current leader epoch (a
+        replica leaving by reassignment: the data stays for the replicas that remain)."""
+        if self.ctx.is_deleting(tp):
+            return EPOCH_DURING_DELETE
+        current = self.ctx.leaders.get(tp)
+        return current.leader_epoch if current is not None else NO_EPOCH
 
     def _send_leader_and_isr(self, keys: list[ReplicaKey], batch: RequestBatch) -> None:
         ctx = self.ctx
@@ -103,6 +141,9 @@ class ReplicaStateMachine:
         outcome = ElectionOutcome()
         written = self.partitions.write_leaders(
             with_leader, lambda tp, cur: shrink_isr(cur, leaving[tp], epoch), outcome)
+        if written and enabled():
+            log_isr_changes(self.partitions.controller_id, epoch, "replicas offline", written,
+                            ctx.leaders)
         recipients = {tp: [r for r in ctx.replicas.get(tp, ())
                            if r not in leaving[tp] and ctx.replica_online(tp, r)]
                       for tp in written}

@@ -1,7 +1,10 @@
-"""Session-wide fixtures: the real servers, started once per test run and stopped at the end."""
+"""Session-wide fixtures: the real servers, started once per test run and stopped at the end;
+and the long tier: tests marked ``long`` (the longer variants of tests whose short form runs
+every time) are deselected unless ``PARTCTL_LONG_TESTS=1``."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -21,3 +24,17 @@ def etcd_server() -> Iterator[Server]:
     server = start_etcd()
     yield server
     server.stop()
+
+
+LONG_TESTS = "PARTCTL_LONG_TESTS"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Leave out the ``long`` tier unless ``PARTCTL_LONG_TESTS=1`` asks for it (shown as
+    deselected in the summary, never as passed)."""
+    if os.environ.get(LONG_TESTS) == "1":
+        return
+    long = [item for item in items if item.get_closest_marker("long") is not None]
+    if long:
+        config.hook.pytest_deselected(items=long)
+        items[:] = [item for item in items if item.get_closest_marker("long") is None]

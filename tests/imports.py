@@ -48,15 +48,20 @@ def import_graph(*roots: Path) -> dict[str, set[str]]:
     """Each module under ``roots`` (package directories, or plain directories of scripts) and
     the modules under ``roots`` it imports; imports of anything else are left out."""
     modules = {_module_name(root, p): p for root in roots for p in sorted(root.rglob("*.py"))}
+    # C extension modules (their source is ``name.c``): imported like the others, importing
+    # nothing of ours
+    native = {_module_name(root, p) for root in roots for p in sorted(root.rglob("*.c"))}
 
     def resolve(name: str) -> str | None:
-        while name and name not in modules:  # a name imported from a module: the module
-            name = name.rpartition(".")[0]
+        while name and name not in modules and name not in native:  # a name imported from
+            name = name.rpartition(".")[0]  # a module: the module
         return name or None
 
-    return {name: {m for t in imported_names(name, path)
-                   if (m := resolve(t)) is not None and m != name}
-            for name, path in modules.items()}
+    graph = {name: {m for t in imported_names(name, path)
+                    if (m := resolve(t)) is not None and m != name}
+             for name, path in modules.items()}
+    graph.update((name, set()) for name in native)
+    return graph
 
 
 def find_cycle(graph: Mapping[str, Iterable[str]]) -> list[str] | None:

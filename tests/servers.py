@@ -8,6 +8,7 @@ fsync: they are thrown away with the test session.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from typing import NoReturn
@@ -47,8 +48,9 @@ def start_zookeeper() -> Server:
     return _start(servers.start_zookeeper)
 
 
-def start_etcd() -> Server:
-    return _start(servers.start_etcd)
+def start_etcd(**options: object) -> Server:
+    """An etcd without fsync; ``tls=(cert, key, ca)`` for one that talks TLS only."""
+    return _start(functools.partial(servers.start_etcd, **options))
 
 
 def start_ensemble(kind: str, n: int = 3, **options: object) -> servers.LocalEnsemble:

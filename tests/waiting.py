@@ -22,6 +22,30 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: fl
         time.sleep(interval)
 
 
+def wait_while_progressing(predicate: Callable[[], Any], progress: Callable[[], Any],
+                           stall: float = 30.0, limit: float = 300.0, interval: float = 0.2,
+                           message: str = "condition") -> Any:
+    """Wait for ``predicate`` as long as ``progress()`` keeps changing: fail when it has not
+    changed for ``stall`` seconds, or after ``limit`` in all. For work that drains a backlog
+    whose size depends on the machine's speed (a slow machine lags further, and catches up
+    later, but must keep catching up)."""
+    start = changed = time.monotonic()
+    seen = progress()
+    while True:
+        value = predicate()
+        if value:
+            return value
+        now = time.monotonic()
+        current = progress()
+        if current != seen:
+            seen, changed = current, now
+        if now - changed > stall:
+            raise AssertionError(f"no progress for {stall}s waiting for {message}; at {seen!r}")
+        if now - start > limit:
+            raise AssertionError(f"timed out after {limit}s waiting for {message}; at {seen!r}")
+        time.sleep(interval)
+
+
 class Recorder(Generic[T]):
     """A callback that records what it is called with, thread-safely."""
 

@@ -15,6 +15,7 @@ the response (a kio object of the request's version), an awaitable of one when i
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -23,7 +24,10 @@ from broker.config import BrokerConfig
 from broker.controller_channel import KafkaNetwork
 from broker.groups import GroupCoordinator
 from broker.metadata_cache import MetadataCache
+from broker.metrics.traffic import TopicTraffic
 from broker.purgatory import Purgatory
+from broker.security.acls import CLUSTER_NAME, SUPPORTED_OPERATIONS, Operation, ResourceType
+from broker.security.authorizer import Authorizer
 from coordinator.admin import Admin
 from replication.log import LogSlice
 from replication.producer_ids import ProducerIdManager
@@ -99,6 +103,11 @@ class BrokerServices:
     groups: GroupCoordinator | None = None
     """The group coordinator (classic protocol); None: the group APIs answer
     COORDINATOR_NOT_AVAILABLE."""
+    authorizer: Authorizer | None = None
+    """The ACL authorizer (``authorizer.class.name``); None: every request is allowed."""
+    traffic: TopicTraffic | None = None
+    """Where produce and fetch count their bytes and records per topic for the metrics
+    (``metrics.listener``); None: not counted."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -120,11 +129,11 @@ class RequestContext:
     :func:`controller_registry`."""
 
     __slots__ = ("api_key", "api_version", "broker", "client_id", "correlation_id", "listener",
-                 "peer", "slices")
+                 "metric_name", "peer", "principal", "received", "slices")
 
     def __init__(self, broker: BrokerServices | ControllerNodeServices, *, api_key: int, api_version: int,
                  correlation_id: int, client_id: str | None, listener: str,
-                 peer: str = "") -> None:
+                 peer: str = "", principal: str = "User:ANONYMOUS") -> None:
         self.broker = broker
         self.api_key = api_key
         self.api_version = api_version
@@ -133,7 +142,38 @@ class RequestContext:
         self.listener = listener
         self.peer = peer
         """The client's address, ``host:port``."""
+        self.principal = principal
+        """Who the client authenticated as (Kafka's KafkaPrincipal, ``User:<name>``):
+        ``User:ANONYMOUS`` on a plaintext listener, the certificate's subject on TLS."""
         self.slices: list[LogSlice] = []
+        self.received = time.monotonic()
+        """When the request was read (its total time runs from here to its response sent)."""
+        self.metric_name: str | None = None
+        """The ``request`` label the metrics count this request under when not its API's name
+        (a Fetch is ``FetchConsumer`` or ``FetchFollower``, as in Kafka); set by its handler."""
+
+    def authorized(self, operation: Operation, resource_type: ResourceType,
+                   name: str = CLUSTER_NAME) -> bool:
+        """Whether this request's principal, from its host, may do ``operation`` on the
+        resource (always, without an authorizer)."""
+        authorizer = getattr(self.broker, "authorizer", None)
+        if authorizer is None:
+            return True
+        return authorizer.authorized(self.principal, self.peer, operation, resource_type, name)
+
+    def authorized_operations(self, resource_type: ResourceType,
+                              name: str = CLUSTER_NAME) -> int:
+        """Kafka's ``authorized_operations`` bit field: a bit ``1 << code`` for each operation
+        of the resource type's supported ones the principal may do on the resource."""
+        return sum(1 << op for op in SUPPORTED_OPERATIONS[resource_type]
+                   if self.authorized(op, resource_type, name))
+
+    def authorized_any(self, operation: Operation, resource_type: ResourceType) -> bool:
+        """Whether the principal may do ``operation`` on some resource of the type."""
+        authorizer = getattr(self.broker, "authorizer", None)
+        if authorizer is None:
+            return True
+        return authorizer.authorized_any(self.principal, self.peer, operation, resource_type)
 
     def close_slices(self) -> None:
         for s in self.slices:
@@ -187,25 +227,30 @@ class ApiRegistry(Mapping[int, Api]):
 def default_registry() -> ApiRegistry:
     """Every API this broker serves, with the versions it handles."""
     from broker.apis import (
+        acls,
         cluster,
         configs,
+        consumer_groups,
         controller_requests,
         elections,
         fetch,
         groups,
+        log_dirs,
         metadata,
         offsets,
         produce,
         producers,
         reassignments,
+        sasl,
         topics,
         versions,
     )
 
-    return ApiRegistry([*produce.APIS, *fetch.APIS, *offsets.APIS, *metadata.APIS,
+    return ApiRegistry([*sasl.APIS, *produce.APIS, *fetch.APIS, *offsets.APIS, *metadata.APIS,
                         *versions.APIS, *producers.APIS, *topics.APIS, *configs.APIS,
                         *cluster.APIS, *elections.APIS, *reassignments.APIS,
-                        *controller_requests.APIS, *groups.APIS])
+                        *controller_requests.APIS, *groups.APIS,
+                        *consumer_groups.APIS, *acls.APIS, *log_dirs.APIS])
 
 
 def controller_registry() -> ApiRegistry:

@@ -19,17 +19,25 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.apis import Api, RequestContext
+from broker.security.acls import SUPPORTED_OPERATIONS, Operation, ResourceType
 from broker.wire import build, response_module
 
-__all__ = ["API_KEY", "APIS", "CLUSTER_OPERATIONS", "NOT_ASKED"]
+__all__ = ["API_KEY", "APIS", "CLUSTER_OPERATIONS", "NOT_ASKED", "cluster_operations"]
 
 API_KEY = 60
 NOT_ASKED = -(1 << 31)
 BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
-_CLUSTER_OPERATIONS = (5, 7, 8, 9, 10, 11, 12)
-"""Kafka's AclOperation codes supported on a cluster: CREATE, ALTER, DESCRIBE, CLUSTER_ACTION,
-DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE."""
-CLUSTER_OPERATIONS = sum(1 << op for op in _CLUSTER_OPERATIONS)
+CLUSTER_OPERATIONS = sum(1 << op for op in SUPPORTED_OPERATIONS[ResourceType.CLUSTER])
+"""Every cluster operation Kafka reports (CREATE, ALTER, DESCRIBE, CLUSTER_ACTION,
+DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE)."""
+
+
+def cluster_operations(ctx: RequestContext) -> int:
+    """The cluster operations the principal may do (Kafka: none unless it may Describe the
+    cluster); every one without an authorizer."""
+    if not ctx.authorized(Operation.DESCRIBE, ResourceType.CLUSTER):
+        return 0
+    return ctx.authorized_operations(ResourceType.CLUSTER)
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -60,7 +68,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 break
     listed = {b.broker_id for b in brokers}
     controller = snap.controller_id if snap.controller_id in listed else -1
-    operations = (CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
+    operations = (cluster_operations(ctx) if request.include_cluster_authorized_operations
                   else NOT_ASKED)
     return build(module.DescribeClusterResponse, throttle_time=timedelta(0),
                  error_code=ErrorCode.none, error_message=None, endpoint_type=BROKER_ENDPOINT,

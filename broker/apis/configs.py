@@ -12,12 +12,17 @@ UNKNOWN_TOPIC_OR_PARTITION; an empty topic name INVALID_REQUEST ("Default topic 
 not allowed.").
 
 BROKER resources: this broker's static config, as server.properties sets it (every key it reads
-that the file sets, source STATIC_BROKER_CONFIG, read-only); the cluster's dynamic defaults (an
-empty name) are none. Altering a broker's config is refused with INVALID_REQUEST, the error
-Kafka gives a broker config that cannot be changed dynamically: partctl has no dynamic broker
-configs yet (they come with replication throttles), so no key can. A broker id other than this
-broker's, or one that is not a number, is INVALID_REQUEST as in Kafka. BROKER_LOGGER (Kafka's
-log4j levels) and other resource types are INVALID_REQUEST.
+that the file sets, source STATIC_BROKER_CONFIG, read-only), then its dynamic keys that are set
+(:mod:`coordinator.broker_config`: the replication throttle rates, its own value as
+DYNAMIC_BROKER_CONFIG, else the cluster default's as DYNAMIC_DEFAULT_BROKER_CONFIG); an empty
+name describes the cluster's dynamic defaults alone. AlterConfigs (the whole dynamic config) and
+IncrementalAlterConfigs (SET, DELETE) change them at ``/config/brokers/<id>``, or
+``/config/brokers/<default>`` for an empty name, with their change notification, as Kafka's
+ZooKeeper-mode brokers did; the brokers' data plane follows them without a restart. Any other
+key is INVALID_REQUEST ("Cannot update these configs dynamically"), as is a bad value (Kafka's
+answer for a broker resource); APPEND and SUBTRACT are INVALID_CONFIG. A broker id other than
+this broker's, or one that is not a number, is INVALID_REQUEST as in Kafka. BROKER_LOGGER
+(Kafka's log4j levels) and other resource types are INVALID_REQUEST.
 
 Request checks first, as Kafka's ConfigAdminManager makes them: a resource named twice
 (INVALID_REQUEST for both), a key named twice, a missing value (other than for DELETE), an
@@ -36,6 +41,7 @@ from kio.schema.errors import ErrorCode
 from broker.apis import Api, BrokerServices, RequestContext
 from broker.apis.admin_support import blocking
 from broker.config import key_type
+from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
 from coordinator.admin import InvalidRequest
 from coordinator.errors import CoordinatorError
@@ -141,9 +147,14 @@ def _describe_one(services: BrokerServices, rtype: int, name: str, keys: list[st
             raise _Refused(ErrorCode.unknown_topic_or_partition) from None
         return [_from_topic_entry(e) for e in entries]
     if rtype == BROKER:
-        if _broker_id(services, name, empty_ok=True) is None:
-            return []  # the cluster's dynamic defaults: there are none
-        return describe_broker(services, keys)
+        broker = _broker_id(services, name, empty_ok=True)
+        static = [] if broker is None else describe_broker(services, keys)
+        if services.admin is None:
+            return static
+        dynamic = services.admin.describe_broker_config(broker, names=keys)
+        shown = {e.name for e in dynamic}
+        return [e for e in static if e.name not in shown] + [_from_topic_entry(e)
+                                                             for e in dynamic]
     if rtype == BROKER_LOGGER:
         raise _Refused(ErrorCode.invalid_request, "BROKER_LOGGER resources are not supported "
                                                   "by this broker")
@@ -163,6 +174,17 @@ def _describe_all(services: BrokerServices, resources: list[tuple[int, str, list
     return out
 
 
+def _denied(ctx: RequestContext, operation: Operation, rtype: int, name: str
+            ) -> ErrorCode | None:
+    """Kafka's check: the operation on the topic, or on the cluster for a broker resource."""
+    if rtype == TOPIC:
+        if not ctx.authorized(operation, ResourceType.TOPIC, name):
+            return ErrorCode.topic_authorization_failed
+    elif rtype == BROKER and not ctx.authorized(operation, ResourceType.CLUSTER):
+        return ErrorCode.cluster_authorization_failed
+    return None
+
+
 def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
     return _describe_configs(ctx, request)
 
@@ -174,7 +196,12 @@ async def _describe_configs(ctx: RequestContext, request: Any) -> Any:
     resources = [(r.resource_type, r.resource_name,
                   list(r.configuration_keys) if r.configuration_keys else None)
                  for r in request.resources]
-    answers = await blocking(ctx, _describe_all, ctx.broker, resources)
+    denied = {i: _denied(ctx, Operation.DESCRIBE_CONFIGS, rtype, name)
+              for i, (rtype, name, _k) in enumerate(resources)}
+    allowed = [r for i, r in enumerate(resources) if denied[i] is None]
+    described = iter(await blocking(ctx, _describe_all, ctx.broker, allowed))
+    answers = [next(described) if denied[i] is None else (denied[i], None, [])
+               for i in range(len(resources))]
     module = response_module(DESCRIBE_CONFIGS, version)
     results = []
     for (rtype, name, _keys), (error, message, entries) in zip(resources, answers,
@@ -231,12 +258,9 @@ def _alter_one(services: BrokerServices, resource: Any, incremental: bool,
     """One resource's change (blocking); raises _Refused."""
     rtype, name = resource.resource_type, resource.resource_name
     if rtype == BROKER:
-        _broker_id(services, name, empty_ok=True)
-        keys = ", ".join(sorted(c.name for c in resource.configs)) or "none"
-        raise _Refused(ErrorCode.invalid_request,
-                       f"Cannot update these configs dynamically: {keys}: this broker has no "
-                       f"dynamic broker configs (its config is server.properties, read at "
-                       f"start)")
+        _alter_broker(services, _broker_id(services, name, empty_ok=True), resource,
+                      incremental, validate_only)
+        return
     if rtype == BROKER_LOGGER and incremental:
         raise _Refused(ErrorCode.invalid_request, "BROKER_LOGGER resources are not supported "
                                                   "by this broker")
@@ -267,6 +291,27 @@ def _alter_one(services: BrokerServices, resource: Any, incremental: bool,
         raise _Refused(ErrorCode.invalid_request, str(exc)) from None
 
 
+def _alter_broker(services: BrokerServices, broker: int | None, resource: Any,
+                  incremental: bool, validate_only: bool) -> None:
+    """A broker resource's dynamic config change (blocking); raises _Refused."""
+    admin = services.admin
+    if admin is None:
+        raise _Refused(ErrorCode.invalid_request, "this broker has no coordinator session for "
+                                                  "dynamic broker configs")
+    try:
+        if incremental:
+            ops = [IncrementalOp(name=c.name, op=AlterOp(c.config_operation), value=c.value)
+                   for c in resource.configs]
+            admin.alter_broker_config(broker, ops, validate_only=validate_only)
+        else:
+            admin.replace_broker_config(broker, {c.name: c.value for c in resource.configs},
+                                        validate_only=validate_only)
+    except InvalidConfig as exc:
+        raise _Refused(ErrorCode.invalid_config, str(exc)) from None
+    except InvalidRequest as exc:
+        raise _Refused(ErrorCode.invalid_request, str(exc)) from None
+
+
 def _alter_all(services: BrokerServices, resources: list[Any], incremental: bool,
                validate_only: bool) -> list[_Refused | None]:
     refused = _preprocess(resources, incremental)
@@ -287,8 +332,12 @@ def _alter_all(services: BrokerServices, resources: list[Any], incremental: bool
 
 async def _alter(ctx: RequestContext, request: Any, incremental: bool) -> Any:
     resources = list(request.resources)
-    answers = await blocking(ctx, _alter_all, ctx.broker, resources, incremental,
-                             bool(request.validate_only))
+    denied = [_denied(ctx, Operation.ALTER_CONFIGS, r.resource_type, r.resource_name)
+              for r in resources]
+    altered = iter(await blocking(ctx, _alter_all, ctx.broker,
+                                  [r for r, d in zip(resources, denied, strict=True) if d is None],
+                                  incremental, bool(request.validate_only)))
+    answers = [next(altered) if d is None else _Refused(d) for d in denied]
     key = INCREMENTAL_ALTER_CONFIGS if incremental else ALTER_CONFIGS
     module = response_module(key, ctx.api_version)
     results = tuple(

@@ -39,6 +39,7 @@ from broker.controller_channel import (
     error_code,
     topic_uuid,
 )
+from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
 from coordinator.codecs import TopicPartition
 from elections.controller_election import NotController
@@ -165,6 +166,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     network = getattr(broker, "network", None)
     listener = network.listener if network is not None else ctx.listener
     value = decode_request(ctx.api_key, request, listener)
+    if not ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER):
+        return encode_response(ctx.api_key, ctx.api_version, value,
+                               BrokerResponse(error="CLUSTER_AUTHORIZATION_FAILED"))
     if network is None:
         return encode_response(ctx.api_key, ctx.api_version, value,
                                BrokerResponse(error=BROKER_NOT_AVAILABLE))
@@ -190,6 +194,8 @@ async def _controlled_shutdown(ctx: RequestContext, request: Any) -> Any:
             build(m.RemainingPartition, topic_name=tp.topic, partition_index=tp.partition)
             for tp in remaining))
 
+    if not ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER):
+        return answer(ErrorCode.cluster_authorization_failed)
     find = ctx.broker.controller
     controller = find() if find is not None else None
     if controller is None or not controller.active:

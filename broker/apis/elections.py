@@ -25,6 +25,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.apis import Api, RequestContext
 from broker.apis.admin_support import milliseconds, wait_for
+from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
 from coordinator.codecs import TopicPartition
 from elections.controller_election import NotController
@@ -52,6 +53,9 @@ async def _elect(ctx: RequestContext, request: Any) -> Any:
     else:
         wanted = list(dict.fromkeys(TopicPartition(t.topic, p)
                                     for t in request.topic_partitions for p in t.partitions))
+    if not ctx.authorized(Operation.ALTER, ResourceType.CLUSTER):
+        return _response(ctx, ErrorCode.cluster_authorization_failed,
+                         {tp: (ErrorCode.cluster_authorization_failed, None) for tp in wanted})
     if election not in (PREFERRED, UNCLEAN):
         message = f"Unknown election type {election}"
         return _response(ctx, ErrorCode.invalid_request,

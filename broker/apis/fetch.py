@@ -12,6 +12,11 @@ the partition), then the offset (OFFSET_OUT_OF_RANGE outside the log start and l
 The records are :class:`~replication.log.LogSlice` values: kio encodes the response around them
 and the server sends them with ``sendfile`` (see :mod:`broker.wire`).
 
+An offset between a tiered partition's log start and its local log start (KIP-405) is read
+from remote storage, through the remote segment's offset index, on the remote log manager's
+reader threads: the response waits for that read, the event loop does not. Every such
+partition of a fetch is read, in parallel, each within its share of the byte budget.
+
 When less than ``min_bytes`` is readable and nothing failed, the fetch is parked in the
 purgatory (Kafka's DelayedFetch) watching its partitions: an append or a leadership change wakes
 it and it completes as soon as ``min_bytes`` are there, or after ``max_wait_ms`` with whatever
@@ -28,7 +33,9 @@ the partition), and from version 12 answers the follower's ``last_fetched_epoch`
 ``diverging_epoch`` when the follower's log diverged (Kafka's rule: this leader's copy of that
 epoch is an older epoch, or ends before the fetch offset; KIP-595). A follower fetch with too
 little to read is parked like a consumer's, woken by appends (not by the HW, which followers
-learn with their next fetch).
+learn with their next fetch). A follower's offset in the remote part of a tiered partition
+(below the local log start, at or after the log start) is answered
+OFFSET_MOVED_TO_TIERED_STORAGE at once: followers rebuild that part from remote storage.
 
 From version 13 topics are named by id (KIP-516), in the request and in the response: an id is
 resolved through the metadata cache's topic ids (:mod:`broker.apis.topic_ids`, which reads the
@@ -37,14 +44,20 @@ partitions. Version 15 carries the replica id in ``replica_state``. From version
 answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names the current leader and its epoch,
 and the response the leaders' endpoints on the request's listener (KIP-951), so the client
 moves without asking for metadata first.
+
+The request metrics count a follower's Fetch as ``FetchFollower`` and a consumer's as
+``FetchConsumer`` (Kafka's names; no request is counted as ``Fetch``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
+import logging
 import uuid
 from collections.abc import Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -54,13 +67,16 @@ from kio.schema.errors import ErrorCode
 from broker.apis import Api, RequestContext
 from broker.apis.topic_ids import ensure_topic_ids
 from broker.metadata_cache import MetadataSnapshot
+from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
 from coordinator.codecs import TopicPartition
 from replication.errors import OffsetOutOfRangeError, StorageError
 from replication.log import LogSlice
 from replication.partition import Partition, Role
+from replication.tiered import RemoteStorageError
 
-__all__ = ["APIS", "API_KEY", "PartitionRead", "check_epoch", "leader_partition"]
+__all__ = ["APIS", "API_KEY", "CONSUMER_METRIC", "FOLLOWER_METRIC", "PartitionRead", "check_epoch",
+           "leader_partition"]
 
 API_KEY = 1
 READ_COMMITTED = 1
@@ -68,6 +84,12 @@ FIRST_VERSION_WITH_IDS = 13
 FIRST_VERSION_WITH_LEADERS = 16
 _LEADER_MOVED = (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch)
 _FULL_EPOCHS = (0, -1)  # a full fetch: start (0) or no (-1) session
+CONSUMER_METRIC = "FetchConsumer"
+FOLLOWER_METRIC = "FetchFollower"
+"""The ``request`` label of a consumer's and a follower's Fetch in the request metrics: Kafka
+counts them apart, never as ``Fetch``."""
+
+log = logging.getLogger(__name__)
 
 
 def check_epoch(current_leader_epoch: int, leader_epoch: int) -> ErrorCode:
@@ -91,6 +113,9 @@ class PartitionRead:
     log_start_offset: int = -1
     records: LogSlice | bytes | None = None
     diverging: tuple[int, int] | None = None
+    remote: tuple[int, int, bool] | None = None
+    """(offset, max bytes, whether at least one batch) of a read to make from remote storage
+    (a tiered partition's offset below its local log start)."""
 
     @property
     def size(self) -> int:
@@ -107,6 +132,8 @@ class _Wanted:
     unknown_id: bool = False
     """Named by an id the metadata cache cannot resolve (the topic name is empty)."""
     last_fetched_epoch: int = -1
+    denied: bool = False
+    """The principal may not Read the topic (TOPIC_AUTHORIZATION_FAILED)."""
 
 
 def leader_partition(ctx: RequestContext, tp: TopicPartition, leader_epoch: int
@@ -126,6 +153,8 @@ def leader_partition(ctx: RequestContext, tp: TopicPartition, leader_epoch: int
 def _read_one(ctx: RequestContext, want: _Wanted, limit: int, min_one: bool) -> PartitionRead:
     if want.unknown_id:
         return PartitionRead(index=want.tp.partition, error=ErrorCode.unknown_topic_id)
+    if want.denied:
+        return PartitionRead(index=want.tp.partition, error=ErrorCode.topic_authorization_failed)
     partition, error = leader_partition(ctx, want.tp, want.leader_epoch)
     if partition is None or error is not ErrorCode.none:
         return PartitionRead(index=want.tp.partition, error=error)
@@ -133,6 +162,10 @@ def _read_one(ctx: RequestContext, want: _Wanted, limit: int, min_one: bool) -> 
     hw, start = status.high_watermark, status.log_start_offset
     if want.offset < start or want.offset > status.log_end_offset:
         return PartitionRead(index=want.tp.partition, error=ErrorCode.offset_out_of_range)
+    if want.offset < status.local_log_start_offset:  # the remote part of a tiered log
+        return PartitionRead(index=want.tp.partition, error=ErrorCode.none, high_watermark=hw,
+                             log_start_offset=start,
+                             remote=(want.offset, min(want.max_bytes, limit), min_one))
     try:
         records = partition.log.read_slice(want.offset, min(want.max_bytes, limit), hw,
                                            min_one=min_one)
@@ -147,16 +180,27 @@ def _read_one(ctx: RequestContext, want: _Wanted, limit: int, min_one: bool) -> 
 def _read_all(ctx: RequestContext, wanted: list[_Wanted], max_bytes: int
               ) -> list[PartitionRead]:
     """Kafka's readFromLog: partitions in order, the request's byte budget shared, the first
-    non-empty one at least one batch."""
+    non-empty one at least one batch. A remote read to make counts as non-empty and takes
+    its whole share of the budget (it is made later, with the others, in parallel), so the
+    response never outgrows ``max_bytes`` beyond the first batch."""
     left, min_one = max_bytes, True
     reads = []
     for want in wanted:
         read = _read_one(ctx, want, left, min_one)
-        if read.size:
+        used = read.remote[1] if read.remote is not None else read.size
+        if used or read.remote is not None:
             min_one = False
-            left = max(0, left - read.size)
+            left = max(0, left - used)
         reads.append(read)
     return reads
+
+
+def _close_unsent(future: Any) -> None:
+    """Close a remote read's slice that no response will carry."""
+    if not future.cancelled() and future.exception() is None:
+        result = future.result()
+        if isinstance(result, LogSlice):
+            result.close()
 
 
 def _close(reads: list[PartitionRead]) -> None:
@@ -180,6 +224,21 @@ def _wanted(request: Any, names: Mapping[uuid.UUID, str] | None = None) -> list[
     return out
 
 
+def _authorize_reads(ctx: RequestContext, wanted: list[_Wanted]) -> list[_Wanted]:
+    """Marks the partitions of topics the consumer may not Read."""
+    allowed: dict[str, bool] = {}
+    out = []
+    for want in wanted:
+        name = want.tp.topic
+        if want.unknown_id:
+            out.append(want)
+            continue
+        if name not in allowed:
+            allowed[name] = ctx.authorized(Operation.READ, ResourceType.TOPIC, name)
+        out.append(want if allowed[name] else dataclasses.replace(want, denied=True))
+    return out
+
+
 def _replica_id(request: Any) -> int:
     """The fetching replica: -1 for a consumer (in ``replica_state`` from version 15)."""
     state = getattr(request, "replica_state", None)
@@ -188,6 +247,7 @@ def _replica_id(request: Any) -> int:
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
+    ctx.metric_name = FOLLOWER_METRIC if _replica_id(request) >= 0 else CONSUMER_METRIC
     if version >= 7 and request.session_epoch not in _FULL_EPOCHS:
         return _error_response(ctx, ErrorCode.fetch_session_id_not_found)
     if version < FIRST_VERSION_WITH_IDS:
@@ -210,14 +270,65 @@ def _handle(ctx: RequestContext, request: Any, wanted: list[_Wanted]) -> Any:
     max_bytes = request.max_bytes if version >= 3 else 0x7FFFFFFF
     replica_id = _replica_id(request)
     if replica_id >= 0:
+        if not ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER):
+            return _error_response(ctx, ErrorCode.cluster_authorization_failed)
         return _follower_fetch(ctx, request, wanted, replica_id, max_bytes)
+    wanted = _authorize_reads(ctx, wanted)
     reads = _read_all(ctx, wanted, max_bytes)
+    if any(r.remote is not None for r in reads):
+        return _with_remote(ctx, request, wanted, reads)
     max_wait = request.max_wait / timedelta(seconds=1)
     if (max_wait <= 0 or not wanted or sum(r.size for r in reads) >= request.min_bytes
             or any(r.error is not ErrorCode.none for r in reads)):
         return _response(ctx, request, wanted, reads)
     _close(reads)
     return _park(ctx, request, wanted, max_bytes, max_wait)
+
+
+async def _with_remote(ctx: RequestContext, request: Any, wanted: list[_Wanted],
+                       reads: list[PartitionRead]) -> Any:
+    """Answer at once, with every partition whose offset lies in the remote part of its log
+    read from remote storage, all at the same time on the remote log manager's reader
+    threads (as file slices sent with sendfile when the store's segments are local files),
+    so the event loop (every other fetch) never waits for the remote store. A remote store
+    that fails is KAFKA_STORAGE_ERROR for the partitions it failed, which the client
+    retries; the other partitions are answered."""
+    rm = ctx.broker.replica_manager
+    pending: list[tuple[_Wanted, PartitionRead, Future[Any]]] = []
+    for want, read in zip(wanted, reads, strict=True):
+        if read.remote is None:
+            continue
+        offset, limit, min_one = read.remote
+        if not limit and not min_one:
+            continue  # the budget is spent: no records for it this time
+        future = rm.read_remote(want.tp, offset, limit, zero_copy=True, min_one=min_one)
+        if future is None:  # the log moved meanwhile (leadership, retention)
+            read.error = ErrorCode.offset_out_of_range
+        else:
+            pending.append((want, read, future))
+    try:
+        results = await asyncio.gather(*(asyncio.wrap_future(f) for _w, _r, f in pending),
+                                       return_exceptions=True)
+    except asyncio.CancelledError:  # the connection went meanwhile
+        for _want, _read, future in pending:
+            future.add_done_callback(_close_unsent)
+        _close(reads)
+        raise
+    unexpected: BaseException | None = None
+    for (want, read, _future), result in zip(pending, results, strict=True):
+        if isinstance(result, OffsetOutOfRangeError):
+            read.error = ErrorCode.offset_out_of_range
+        elif isinstance(result, (RemoteStorageError, StorageError, OSError)):
+            log.warning("remote read of %s at %d failed: %s", want.tp, want.offset, result)
+            read.error = ErrorCode.kafka_storage_error
+        elif isinstance(result, BaseException):
+            unexpected = unexpected or result
+        else:
+            read.records = result or None
+    if unexpected is not None:
+        _close(reads)
+        raise unexpected
+    return _response(ctx, request, wanted, reads)
 
 
 # -- followers ---------------------------------------------------------------------------------
@@ -276,9 +387,15 @@ def _follower_fetch(ctx: RequestContext, request: Any, wanted: list[_Wanted], re
             answer.set_result(_response(ctx, request, wanted, _follower_reads(
                 ctx, wanted, replica_id, max_bytes, update=False)))
 
+    # A partition held back by the leader's throttle is readable again once the quota
+    # refills: the fetch waits no longer than that (appends do not tell it).
+    rm = ctx.broker.replica_manager
+    if any(rm.leader_throttles(w.tp, replica_id) for w in wanted):
+        max_wait = min(max_wait, rm.leader_quota.wait_time())
     ctx.broker.purgatory.park(
         {w.tp for w in wanted}, max_wait,
-        lambda: answer.done() or _readable(ctx, wanted, request.min_bytes, follower=True),
+        lambda: answer.done() or _readable(ctx, wanted, request.min_bytes, follower=True,
+                                           replica_id=replica_id),
         complete)
     return answer
 
@@ -287,13 +404,14 @@ def _follower_fetch(ctx: RequestContext, request: Any, wanted: list[_Wanted], re
 
 
 def _readable(ctx: RequestContext, wanted: list[_Wanted], min_bytes: int, *,
-              follower: bool = False) -> bool:
+              follower: bool = False, replica_id: int = -1) -> bool:
     """Kafka's DelayedFetch.tryComplete: enough bytes readable (below the HWs for a consumer,
     below the log ends for a ``follower``), or a partition whose state changed (leadership,
-    epoch, offset out of range), which the fetcher must hear of now."""
+    epoch, offset out of range), which the fetcher must hear of now. A follower's partition
+    its leader throttles now (``replica_id``) counts as having nothing to read."""
     total = 0
     for want in wanted:
-        if want.unknown_id:
+        if want.unknown_id or want.denied:
             return True
         partition, error = leader_partition(ctx, want.tp, want.leader_epoch)
         if partition is None or error is not ErrorCode.none:
@@ -301,9 +419,13 @@ def _readable(ctx: RequestContext, wanted: list[_Wanted], min_bytes: int, *,
         status = partition.status()
         if want.offset < status.log_start_offset or want.offset > status.log_end_offset:
             return True
+        if follower and want.offset < status.local_log_start_offset:
+            return True  # OFFSET_MOVED_TO_TIERED_STORAGE, at once
         bound = status.log_end_offset if follower else status.high_watermark
         if bound <= want.offset:
             continue
+        if replica_id >= 0 and ctx.broker.replica_manager.leader_throttles(want.tp, replica_id):
+            continue  # nothing goes out to it until the leader's throttle allows
         if min_bytes <= 1:
             return True
         try:
@@ -347,12 +469,16 @@ def _response(ctx: RequestContext, request: Any, wanted: list[_Wanted],
     snap = ctx.broker.metadata.snapshot
     endpoints: dict[int, Any] = {}
     topics: list[tuple[str, uuid.UUID | None, list[Any]]] = []
+    traffic = getattr(ctx.broker, "traffic", None)
+    follower = _replica_id(request) >= 0 if traffic is not None else False
     for want, read in zip(wanted, reads, strict=True):
         records: LogSlice | bytes = b""
         if read.records is not None:
             if isinstance(read.records, LogSlice):
                 ctx.slices.append(read.records)
             records = read.records
+            if traffic is not None:
+                traffic.fetched(want.tp.topic, read.size, follower=follower)
         current: dict[str, Any] = {}
         if leaders and read.error in _LEADER_MOVED:
             current = _current_leader(ctx, module, snap, want.tp, endpoints)

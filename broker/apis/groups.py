@@ -21,6 +21,7 @@ coordinators (key type 1) are not served: COORDINATOR_NOT_AVAILABLE.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from datetime import timedelta
 from typing import Any
@@ -29,9 +30,11 @@ from kio.schema.errors import ErrorCode
 
 from broker.apis import Api, RequestContext
 from broker.apis.admin_support import blocking, milliseconds
+from broker.apis.cluster import NOT_ASKED
 from broker.groups.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from broker.groups.group import CommittedOffset
 from broker.groups.records import partition_for
+from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
 from coordinator.admin import InvalidRequest
 from coordinator.codecs import TopicPartition
@@ -57,6 +60,7 @@ OFFSET_DELETE = 47
 GROUP_KEY = 0
 TRANSACTION_KEY = 1
 CLASSIC = "classic"
+CONSUMER = "consumer"
 NO_OFFSET = -1
 _ZERO = timedelta(0)
 
@@ -141,7 +145,8 @@ def find_coordinator(ctx: RequestContext, request: Any) -> Any:
     groups = _groups(ctx)
     if key_type == GROUP_KEY and groups is not None and not groups.partition_count():
         _create_offsets_topic(ctx, groups)
-    found = [_locate(ctx, key_type, key) for key in keys]
+    found = [_locate(ctx, key_type, key) if _may_describe_key(ctx, key_type, key)
+             else (_key_denied(key_type), -1, "", -1) for key in keys]
     if ctx.api_version < 4:
         error, node, host, port = found[0] if found else (ErrorCode.invalid_request, -1, "", -1)
         return build(module.FindCoordinatorResponse, throttle_time=_ZERO, error_code=error,
@@ -150,6 +155,21 @@ def find_coordinator(ctx: RequestContext, request: Any) -> Any:
         build(module.Coordinator, key=key, node_id=node, host=host, port=port,
               error_code=error, error_message=None)
         for key, (error, node, host, port) in zip(keys, found, strict=True)))
+
+
+def _may_describe_key(ctx: RequestContext, key_type: int, key: str) -> bool:
+    if key_type == GROUP_KEY:
+        return ctx.authorized(Operation.DESCRIBE, ResourceType.GROUP, key)
+    return ctx.authorized(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key)
+
+
+def _key_denied(key_type: int) -> ErrorCode:
+    return (ErrorCode.group_authorization_failed if key_type == GROUP_KEY
+            else ErrorCode.transactional_id_authorization_failed)
+
+
+def _may(ctx: RequestContext, operation: Operation, group_id: str) -> bool:
+    return ctx.authorized(operation, ResourceType.GROUP, group_id)
 
 
 # --- JoinGroup, SyncGroup, Heartbeat, LeaveGroup ----------------------------------------------
@@ -178,9 +198,15 @@ def join_group(ctx: RequestContext, request: Any) -> Any:
                      skip_assignment=result.skip_assignment, member_id=result.member_id,
                      members=members)
 
-    if groups is None:
+    if groups is None or not _may(ctx, Operation.READ, request.group_id):
         from broker.groups.coordinator import JoinResult
-        return answer(JoinResult(error=ErrorCode.coordinator_not_available,
+        return answer(JoinResult(error=ErrorCode.coordinator_not_available if groups is None
+                                 else ErrorCode.group_authorization_failed,
+                                 member_id=request.member_id))
+    if groups.check_group(request.group_id) is ErrorCode.none and \
+            groups.consumer.get(request.group_id) is not None:
+        from broker.groups.coordinator import JoinResult
+        return answer(JoinResult(error=ErrorCode.inconsistent_group_protocol,
                                  member_id=request.member_id))
     session = _ms(request.session_timeout)
     rebalance = _ms(request.rebalance_timeout) if version >= 1 else session
@@ -226,9 +252,10 @@ def sync_group(ctx: RequestContext, request: Any) -> Any:
                      protocol_type=result.protocol_type, protocol_name=result.protocol,
                      assignment=result.assignment)
 
-    if groups is None:
+    if groups is None or not _may(ctx, Operation.READ, request.group_id):
         from broker.groups.coordinator import SyncResult
-        return answer(SyncResult(error=ErrorCode.coordinator_not_available))
+        return answer(SyncResult(error=ErrorCode.coordinator_not_available if groups is None
+                                 else ErrorCode.group_authorization_failed))
     future = groups.sync(
         group_id=request.group_id, generation=request.generation_id,
         member_id=request.member_id,
@@ -242,7 +269,9 @@ def sync_group(ctx: RequestContext, request: Any) -> Any:
 def heartbeat(ctx: RequestContext, request: Any) -> Any:
     module = response_module(HEARTBEAT, ctx.api_version)
     groups = _groups(ctx)
-    error = ErrorCode.coordinator_not_available if groups is None else groups.heartbeat(
+    error = ErrorCode.coordinator_not_available if groups is None else \
+        ErrorCode.group_authorization_failed if not _may(ctx, Operation.READ, request.group_id) \
+        else groups.heartbeat(
         group_id=request.group_id, generation=request.generation_id,
         member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None))
@@ -257,6 +286,8 @@ def leave_group(ctx: RequestContext, request: Any) -> Any:
                else [(request.member_id, None)])
     if groups is None:
         error, errors = ErrorCode.coordinator_not_available, []
+    elif not _may(ctx, Operation.READ, request.group_id):
+        error, errors = ErrorCode.group_authorization_failed, []
     else:
         error, errors = groups.leave(request.group_id, leaving)
     if not batched:
@@ -283,6 +314,7 @@ def offset_commit(ctx: RequestContext, request: Any) -> Any:
     errors: dict[tuple[str, int], ErrorCode] = {}
     valid: dict[tuple[str, int], CommittedOffset] = {}
     order: list[tuple[str, list[int]]] = []
+    readable: dict[str, bool] = {}
     for topic in request.topics:
         indexes = []
         order.append((topic.name, indexes))
@@ -290,7 +322,10 @@ def offset_commit(ctx: RequestContext, request: Any) -> Any:
             tp = (topic.name, p.partition_index)
             indexes.append(p.partition_index)
             metadata = p.committed_metadata or ""
-            if not snap.contains(TopicPartition(*tp)):
+            if not readable.setdefault(topic.name, ctx.authorized(
+                    Operation.READ, ResourceType.TOPIC, topic.name)):
+                errors[tp] = ErrorCode.topic_authorization_failed
+            elif not snap.contains(TopicPartition(*tp)):
                 errors[tp] = ErrorCode.unknown_topic_or_partition
             elif len(metadata.encode("utf-8")) > max_metadata:
                 errors[tp] = ErrorCode.offset_metadata_too_large
@@ -314,30 +349,51 @@ def offset_commit(ctx: RequestContext, request: Any) -> Any:
 
     if groups is None:
         return answer(ErrorCode.coordinator_not_available)
+    if not _may(ctx, Operation.READ, request.group_id):
+        return answer(ErrorCode.group_authorization_failed)
     if not request.group_id:
         return answer(ErrorCode.invalid_group_id)
+    generation = getattr(request, "generation_id_or_member_epoch", -1)
+    member_id = getattr(request, "member_id", "") or ""
+    instance_id = getattr(request, "group_instance_id", None)
+    if groups.check_group(request.group_id) is ErrorCode.none:
+        # a consumer group (KIP-848): its member and epoch are checked here; the offsets are
+        # then written as an admin's into the group's (memberless) classic shell
+        checked = groups.consumer.check_offsets_member(request.group_id, member_id, generation,
+                                                       commit_version=version)
+        if checked is not None:
+            if checked is not ErrorCode.none:
+                return answer(checked)
+            generation, member_id, instance_id = -1, "", None
     future = groups.commit(
-        group_id=request.group_id,
-        generation=getattr(request, "generation_id_or_member_epoch", -1),
-        member_id=getattr(request, "member_id", "") or "",
-        group_instance_id=getattr(request, "group_instance_id", None), offsets=valid)
+        group_id=request.group_id, generation=generation, member_id=member_id,
+        group_instance_id=instance_id, offsets=valid)
     return _then(future, answer)
 
 
-def _fetch_one(ctx: RequestContext, group_id: str, topics: Any | None
+def _fetch_one(ctx: RequestContext, group_id: str, topics: Any | None,
+               member: tuple[str, int] = ("", -1)
                ) -> tuple[ErrorCode, list[tuple[str, list[tuple[int, CommittedOffset | None,
                                                              ErrorCode]]]]]:
     groups = _groups(ctx)
     wanted = None if topics is None else [(t.name, i) for t in topics
                                           for i in t.partition_indexes]
+    checked = None
+    if groups is not None and groups.check_group(group_id) is ErrorCode.none:
+        checked = groups.consumer.check_offsets_member(group_id, *member)
     if groups is None:
         error, found = ErrorCode.coordinator_not_available, {}
+    elif not _may(ctx, Operation.DESCRIBE, group_id):
+        error, found = ErrorCode.group_authorization_failed, {}
+    elif checked is not None and checked is not ErrorCode.none:
+        error, found = checked, {}
     else:
         error, found = groups.fetch_offsets(group_id, wanted)
     by_topic: dict[str, list[tuple[int, CommittedOffset | None, ErrorCode]]] = {}
-    if wanted is None:
+    if wanted is None:  # every topic: those the principal may Describe
         for (t, i), o in found.items():
-            by_topic.setdefault(t, []).append((i, o, ErrorCode.none))
+            if ctx.authorized(Operation.DESCRIBE, ResourceType.TOPIC, t):
+                by_topic.setdefault(t, []).append((i, o, ErrorCode.none))
     else:
         for t, i in wanted:
             by_topic.setdefault(t, []).append((i, found.get((t, i)), error))
@@ -359,7 +415,9 @@ def offset_fetch(ctx: RequestContext, request: Any) -> Any:
     if version >= 8:
         answered = []
         for group in request.groups:
-            error, topics = _fetch_one(ctx, group.group_id, group.topics)
+            error, topics = _fetch_one(ctx, group.group_id, group.topics,
+                                       (getattr(group, "member_id", None) or "",
+                                        getattr(group, "member_epoch", -1)))
             answered.append(build(
                 module.OffsetFetchResponseGroup, group_id=group.group_id, error_code=error,
                 topics=() if error is not ErrorCode.none else tuple(
@@ -382,10 +440,14 @@ def offset_delete(ctx: RequestContext, request: Any) -> Any:
     groups = _groups(ctx)
     snap = ctx.broker.metadata.snapshot
     asked = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    known = [tp for tp in asked if snap.contains(TopicPartition(*tp))]
+    readable = {t: ctx.authorized(Operation.READ, ResourceType.TOPIC, t) for t, _p in asked}
+    # Kafka: a partition of a topic the principal may not Read is refused, the others go on
+    known = [tp for tp in asked if readable[tp[0]] and snap.contains(TopicPartition(*tp))]
 
     def answer(outcome: tuple[ErrorCode, dict]) -> Any:
         error, results = outcome
+        results = {**results, **{tp: ErrorCode.topic_authorization_failed
+                                 for tp in asked if not readable[tp[0]]}}
         topics: dict[str, list[Any]] = {}
         if error is ErrorCode.none:
             for tp in asked:
@@ -398,6 +460,8 @@ def offset_delete(ctx: RequestContext, request: Any) -> Any:
 
     if groups is None:
         return answer((ErrorCode.coordinator_not_available, {}))
+    if not _may(ctx, Operation.DELETE, request.group_id):
+        return answer((ErrorCode.group_authorization_failed, {}))
     return _then(groups.delete_offsets(request.group_id, known), answer)
 
 
@@ -411,8 +475,14 @@ def describe_groups(ctx: RequestContext, request: Any) -> Any:
     for group_id in request.groups:
         if groups is None:
             error, summary = ErrorCode.coordinator_not_available, None
+        elif not _may(ctx, Operation.DESCRIBE, group_id):
+            error, summary = ErrorCode.group_authorization_failed, None
         else:
             error, summary = groups.describe(group_id)
+            if error is ErrorCode.none and groups.consumer.get(group_id) is not None:
+                # Kafka's answer below version 6 for a group that is not classic: Dead
+                summary = dataclasses.replace(summary, state="Dead", protocol_type="",
+                                              protocol="", members=())
         if summary is None:
             described.append(build(module.DescribedGroup, error_code=error, group_id=group_id,
                                    group_state="", protocol_type="", protocol_data="",
@@ -423,9 +493,13 @@ def describe_groups(ctx: RequestContext, request: Any) -> Any:
                               client_host=m.client_host, member_metadata=meta,
                               member_assignment=assignment)
                         for m, meta, assignment in summary.members)
+        operations = (ctx.authorized_operations(ResourceType.GROUP, group_id)
+                      if getattr(request, "include_authorized_operations", False)
+                      else NOT_ASKED)
         described.append(build(module.DescribedGroup, error_code=error, group_id=group_id,
                                group_state=summary.state, protocol_type=summary.protocol_type,
-                               protocol_data=summary.protocol, members=members))
+                               protocol_data=summary.protocol, members=members,
+                               authorized_operations=operations))
     return build(module.DescribeGroupsResponse, throttle_time=_ZERO, groups=tuple(described))
 
 
@@ -438,12 +512,17 @@ def list_groups(ctx: RequestContext, request: Any) -> Any:
     error, found = groups.list_groups()
     states = {s.lower() for s in getattr(request, "states_filter", ())}
     types = {t.lower() for t in getattr(request, "types_filter", ())}
-    if types and CLASSIC not in types:
-        found = []
-    listed = tuple(build(module.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type,
-                         group_state=g.state, group_type=CLASSIC)
-                   for g in sorted(found, key=lambda g: g.group_id)
-                   if not states or g.state.lower() in states)
+    consumer = {g.group_id: g for g in groups.consumer.groups()}
+    everything = ctx.authorized(Operation.DESCRIBE, ResourceType.CLUSTER)
+    rows = [(g.group_id, g.protocol_type, g.state, CLASSIC) for g in found
+            if g.group_id not in consumer]
+    rows += [(g.group_id, CONSUMER, g.state().value, CONSUMER) for g in consumer.values()]
+    listed = tuple(build(module.ListedGroup, group_id=group_id, protocol_type=protocol_type,
+                         group_state=state, group_type=kind)
+                   for group_id, protocol_type, state, kind in sorted(rows)
+                   if (everything or _may(ctx, Operation.DESCRIBE, group_id))
+                   and (not states or state.lower() in states)
+                   and (not types or kind in types))
     return build(module.ListGroupsResponse, throttle_time=_ZERO, error_code=error,
                  groups=listed)
 
@@ -460,7 +539,38 @@ def delete_groups(ctx: RequestContext, request: Any) -> Any:
 
     if groups is None:
         return answer([ErrorCode.coordinator_not_available] * len(names))
-    return _then(groups.delete_groups(names), answer)
+    denied = {n for n in names if not _may(ctx, Operation.DELETE, n)}
+    consumer: dict[str, Any] = {n: ErrorCode.group_authorization_failed for n in denied}
+    for name in names:
+        if name in denied:
+            continue
+        if groups.check_group(name) is ErrorCode.none:
+            outcome = groups.consumer.delete(name)
+            if outcome is not None:
+                consumer[name] = outcome
+    classic = [n for n in names if n not in consumer]
+
+    async def gather() -> Any:
+        found = dict(zip(classic, await groups.delete_groups(classic), strict=True))
+        errors = []
+        for name in names:
+            if name not in consumer:
+                errors.append(found[name])
+                continue
+            outcome = consumer[name]
+            if isinstance(outcome, ErrorCode):
+                errors.append(outcome)
+                continue
+            error = await outcome
+            # its offsets (an empty classic shell) go too, if it had any
+            if error is ErrorCode.none:
+                shell = await groups.delete_groups([name])
+                if shell[0] not in (ErrorCode.none, ErrorCode.group_id_not_found):
+                    error = shell[0]
+            errors.append(error)
+        return answer(errors)
+
+    return asyncio.ensure_future(gather())
 
 
 APIS = [

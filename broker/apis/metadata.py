@@ -35,8 +35,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.apis import CLOSE_CONNECTION, Api, RequestContext
+from broker.apis.cluster import NOT_ASKED, cluster_operations
 from broker.apis.topic_ids import ZERO, ensure_topic_ids
 from broker.metadata_cache import MetadataSnapshot
+from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
 from coordinator.layout import validate_topic
 from statemachines.requests import LiveBroker
@@ -86,9 +88,10 @@ def _partitions(module: Any, snap: MetadataSnapshot, topic: str, listener: str,
 
 
 def _topic(module: Any, name: str | None, error: ErrorCode, partitions: tuple[Any, ...] = (),
-           topic_id: uuid.UUID | None = None) -> Any:
+           topic_id: uuid.UUID | None = None, operations: int = NOT_ASKED) -> Any:
     return build(module.MetadataResponseTopic, error_code=error, name=name, topic_id=topic_id,
-                 is_internal=name == INTERNAL_TOPIC, partitions=partitions)
+                 is_internal=name == INTERNAL_TOPIC, partitions=partitions,
+                 topic_authorized_operations=operations)
 
 
 def _requested(request: Any, version: int) -> list[str] | None:
@@ -137,13 +140,23 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     snap = broker.metadata.snapshot
     names = _requested(request, version)
     ids = _requested_ids(request) if version >= 12 else []
-    unknown = [] if names is None else [n for n in names if n not in snap.topics]
+    denied = set() if names is None else {
+        n for n in names if not ctx.authorized(Operation.DESCRIBE, ResourceType.TOPIC, n)}
+    unknown = [] if names is None else [n for n in names if n not in snap.topics
+                                         and n not in denied]
     allowed = version < 4 or request.allow_auto_topic_creation
     creatable = [n for n in unknown if allowed and broker.config.auto_create_topics_enable
                  and broker.create_topic is not None and _legal(n)]
+    if creatable and not ctx.authorized(Operation.CREATE, ResourceType.CLUSTER):
+        # Kafka: auto-creation needs Create on the cluster or on the topic
+        refused = {n for n in creatable
+                   if not ctx.authorized(Operation.CREATE, ResourceType.TOPIC, n)}
+        denied |= refused
+        creatable = [n for n in creatable if n not in refused]
+    errors = dict.fromkeys(denied, ErrorCode.topic_authorization_failed)
     if not creatable and not _ids_missing(snap, names, ids, version):
-        return _response(ctx, snap, names, {}, ids)
-    return _after_creating(ctx, names, creatable, ids)
+        return _response(ctx, request, snap, names, errors, ids)
+    return _after_creating(ctx, request, names, creatable, ids, errors)
 
 
 def _ids_missing(snap: MetadataSnapshot, names: list[str] | None, ids: list[uuid.UUID],
@@ -157,12 +170,12 @@ def _ids_missing(snap: MetadataSnapshot, names: list[str] | None, ids: list[uuid
     return any(n not in snap.topic_ids for n in answered)
 
 
-async def _after_creating(ctx: RequestContext, names: list[str] | None,
-                          creatable: list[str], ids: list[uuid.UUID]) -> Any:
+async def _after_creating(ctx: RequestContext, request: Any, names: list[str] | None,
+                          creatable: list[str], ids: list[uuid.UUID],
+                          errors: dict[str, ErrorCode]) -> Any:
     broker = ctx.broker
     config = broker.config
     create = broker.create_topic
-    errors: dict[str, ErrorCode] = {}
     for name in creatable:
         assert create is not None
         errors[name] = await broker.loop.run_in_executor(
@@ -170,7 +183,7 @@ async def _after_creating(ctx: RequestContext, names: list[str] | None,
     snap = broker.metadata.snapshot
     if _ids_missing(snap, names, ids, ctx.api_version):
         snap = await ensure_topic_ids(broker, None if ids else names)
-    return _response(ctx, snap, names, errors, ids)
+    return _response(ctx, request, snap, names, errors, ids)
 
 
 def _refused(ctx: RequestContext, request: Any) -> Any:
@@ -183,11 +196,15 @@ def _refused(ctx: RequestContext, request: Any) -> Any:
                  topics=topics)
 
 
-def _response(ctx: RequestContext, snap: MetadataSnapshot, names: list[str] | None,
+def _response(ctx: RequestContext, request: Any, snap: MetadataSnapshot,
+              names: list[str] | None,
               created: dict[str, ErrorCode], ids: Sequence[uuid.UUID] = ()) -> Any:
     version = ctx.api_version
     listener = ctx.listener
     module = response_module(API_KEY, version)
+    if ids:
+        ids = [i for i in ids if i not in snap.topic_names or ctx.authorized(
+            Operation.DESCRIBE, ResourceType.TOPIC, snap.topic_names[i])]
     if ids:  # asked by id (version 12): the names known, then the ids unknown
         names = list(dict.fromkeys([*(names or []),
                                     *(snap.topic_names[i] for i in ids if i in snap.topic_names)]))
@@ -198,11 +215,19 @@ def _response(ctx: RequestContext, snap: MetadataSnapshot, names: list[str] | No
             brokers.append(build(module.MetadataResponseBroker, node_id=broker_id,
                                  host=endpoint[0], port=endpoint[1], rack=broker.rack))
     topics = []
-    for name in sorted(snap.topics) if names is None else names:
-        if name in snap.topics:
+    topic_operations = getattr(request, "include_topic_authorized_operations", False)
+    if names is None:  # every topic: those the principal may Describe
+        names = [n for n in sorted(snap.topics)
+                 if ctx.authorized(Operation.DESCRIBE, ResourceType.TOPIC, n)]
+    for name in names:
+        if created.get(name) is ErrorCode.topic_authorization_failed:
+            topics.append(_topic(module, name, ErrorCode.topic_authorization_failed))
+        elif name in snap.topics:
             topics.append(_topic(module, name, ErrorCode.none,
                                  _partitions(module, snap, name, listener, version),
-                                 snap.topic_ids.get(name)))
+                                 snap.topic_ids.get(name),
+                                 ctx.authorized_operations(ResourceType.TOPIC, name)
+                                 if topic_operations else NOT_ASKED))
         elif name in created:
             topics.append(_topic(module, name, created[name]))
         elif not _legal(name):
@@ -213,7 +238,10 @@ def _response(ctx: RequestContext, snap: MetadataSnapshot, names: list[str] | No
                for i in ids if i not in snap.topic_names]
     return build(module.MetadataResponse, throttle_time=timedelta(0), brokers=tuple(brokers),
                  cluster_id=ctx.broker.cluster_id, controller_id=_controller_id(ctx, snap),
-                 topics=tuple(topics))
+                 topics=tuple(topics), cluster_authorized_operations=(
+                     cluster_operations(ctx)
+                     if getattr(request, "include_cluster_authorized_operations", False)
+                     else NOT_ASKED))
 
 
 def _controller_id(ctx: RequestContext, snap: MetadataSnapshot) -> int:

@@ -27,6 +27,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.apis import CLOSE_CONNECTION, NO_RESPONSE, Api, RequestContext
+from broker.security.acls import Operation, ResourceType
 from broker.wire import build, error_code, response_module
 from coordinator.codecs import TopicPartition
 from replication.protocol import ErrorCode as DataErrorCode
@@ -77,12 +78,17 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     rm = broker.replica_manager
     snap = broker.metadata.snapshot
     config = broker.config
+    traffic = broker.traffic
     acks = request.acks
     timeout_ms = int(request.timeout / timedelta(milliseconds=1))
     outcomes: list[tuple[str, list[tuple[int, _Outcome]]]] = []
     for topic in request.topic_data:
         partitions: list[tuple[int, _Outcome]] = []
         outcomes.append((topic.name, partitions))
+        if not ctx.authorized(Operation.WRITE, ResourceType.TOPIC, topic.name):
+            partitions += [(d.index, ErrorCode.topic_authorization_failed)
+                           for d in topic.partition_data]
+            continue
         for data in topic.partition_data:
             tp = TopicPartition(topic.name, data.index)
             if acks not in (0, 1, -1):
@@ -99,6 +105,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 partitions.append((data.index, problem))
                 continue
             future = rm.produce(tp, data.records, acks, timeout_ms)
+            if traffic is not None:
+                traffic.produced(topic.name, data.records)
             broker.purgatory.wake(tp)
             partitions.append((data.index, future))
     if acks == 0:

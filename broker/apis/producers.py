@@ -30,6 +30,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.apis import Api, RequestContext
+from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
 from replication.producer_ids import ProducerIdAndEpoch, ProducerIdsUnavailable
 
@@ -58,7 +59,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     if transactional_id is not None:
         if not transactional_id:
             return _answer(ctx, ErrorCode.invalid_request)
+        if not ctx.authorized(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            return _answer(ctx, ErrorCode.transactional_id_authorization_failed)
         return _answer(ctx, ErrorCode.coordinator_not_available)
+    # Kafka 3.x: an idempotent producer needs IdempotentWrite on the cluster or Write on a topic
+    if not ctx.authorized(Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER) and \
+            not ctx.authorized_any(Operation.WRITE, ResourceType.TOPIC):
+        return _answer(ctx, ErrorCode.cluster_authorization_failed)
     manager = ctx.broker.producer_ids
     if manager is None:
         return _answer(ctx, ErrorCode.coordinator_not_available)

@@ -42,6 +42,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.apis import Api, RequestContext
 from broker.apis.admin_support import blocking
+from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
 from coordinator import layout
 from coordinator.admin import Admin
@@ -156,7 +157,9 @@ async def _alter_reassignments(ctx: RequestContext, request: Any) -> Any:
                  for t in request.topics for p in t.partitions}
     admin = ctx.broker.admin
     top: _Answer = (ErrorCode.none, None)
-    if admin is None:
+    if not ctx.authorized(Operation.ALTER, ResourceType.CLUSTER):
+        top, answers = (ErrorCode.cluster_authorization_failed, None), {}
+    elif admin is None:
         answers = {tp: (ErrorCode.unknown_server_error, "this broker has no admin path")
                    for tp in requested}
     else:
@@ -206,7 +209,9 @@ async def _list_reassignments(ctx: RequestContext, request: Any) -> Any:
     admin = ctx.broker.admin
     error: _Answer = (ErrorCode.none, None)
     moves: dict[TopicPartition, Moving] = {}
-    if admin is None:
+    if not ctx.authorized(Operation.DESCRIBE, ResourceType.CLUSTER):
+        error = (ErrorCode.cluster_authorization_failed, None)
+    elif admin is None:
         error = (ErrorCode.unknown_server_error, "this broker has no admin path")
     else:
         try:

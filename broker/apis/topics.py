@@ -52,6 +52,7 @@ from broker.apis import Api, BrokerServices, RequestContext
 from broker.apis.admin_support import blocking, milliseconds, wait_for
 from broker.apis.topic_ids import ZERO, ensure_topic_ids, uuid_of
 from broker.metadata_cache import MetadataSnapshot
+from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
 from coordinator.admin import Admin, InvalidRequest, colliding_topics
 from coordinator.assignment import (
@@ -198,7 +199,8 @@ def _create_one(admin: Admin, services: BrokerServices, want: _Wanted, validate_
         return Outcome(partitions=tuple(sorted(assignment)), replication_factor=replication,
                        configs=described)
     try:
-        created = admin.create_topic(name, assignment=assignment, config=overrides)
+        created = admin.create_topic(name, assignment=assignment, config=overrides,
+                                     broker_config=broker_config)
     except TopicExists:
         return _fail(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
     except AssignmentTooLarge as exc:
@@ -281,10 +283,15 @@ async def _create_topics(ctx: RequestContext, request: Any) -> Any:
     names = Counter(t.name for t in request.topics)
     outcomes: dict[str, Outcome] = {}
     wanted: list[_Wanted] = []
+    on_cluster = ctx.authorized(Operation.CREATE, ResourceType.CLUSTER)
     for topic in request.topics:
         if names[topic.name] > 1:
             outcomes[topic.name] = _fail(ErrorCode.invalid_request,
                                          "Found multiple entries for this topic.")
+        elif not on_cluster and not ctx.authorized(Operation.CREATE, ResourceType.TOPIC,
+                                                   topic.name):
+            outcomes[topic.name] = _fail(ErrorCode.topic_authorization_failed,
+                                         "Authorization failed.")
         elif topic.name == CLUSTER_METADATA_TOPIC:
             outcomes[topic.name] = _fail(ErrorCode.invalid_request,
                                          f"Creation of internal topic {CLUSTER_METADATA_TOPIC} "
@@ -368,6 +375,9 @@ async def _delete_topics(ctx: RequestContext, request: Any) -> Any:
             if name is None:
                 answers.append((None, topic_id, _fail(ErrorCode.unknown_topic_id)))
                 continue
+        if name is not None and not ctx.authorized(Operation.DELETE, ResourceType.TOPIC, name):
+            answers.append((name, topic_id, _fail(ErrorCode.topic_authorization_failed)))
+            continue
         if name is None or name not in snap.topics:
             answers.append((name, topic_id, _fail(ErrorCode.unknown_topic_or_partition)))
             continue
@@ -506,6 +516,9 @@ async def _create_partitions(ctx: RequestContext, request: Any) -> Any:
     for topic in request.topics:
         if names[topic.name] > 1:
             outcomes[topic.name] = _fail(ErrorCode.invalid_request, "Duplicate topic in request.")
+        elif not ctx.authorized(Operation.ALTER, ResourceType.TOPIC, topic.name):
+            outcomes[topic.name] = _fail(ErrorCode.topic_authorization_failed,
+                                         "Authorization failed.")
         elif ctx.broker.admin is None:
             outcomes[topic.name] = _fail(ErrorCode.unknown_server_error,
                                          "this broker has no admin path")

@@ -1,5 +1,8 @@
-"""The group coordinator (classic protocol) and its records in ``__consumer_offsets``."""
+"""The group coordinators (classic, and KIP-848 consumer groups) and their records in
+``__consumer_offsets``."""
 
+from broker.groups.consumer_coordinator import ConsumerGroups
+from broker.groups.consumer_group import ConsumerGroup, ConsumerMember, MemberState, reconcile
 from broker.groups.coordinator import (
     OFFSETS_TOPIC,
     GroupConfig,
@@ -14,6 +17,9 @@ from broker.groups.records import java_string_hash, partition_for
 __all__ = [
     "OFFSETS_TOPIC",
     "CommittedOffset",
+    "ConsumerGroup",
+    "ConsumerGroups",
+    "ConsumerMember",
     "Group",
     "GroupConfig",
     "GroupCoordinator",
@@ -21,8 +27,10 @@ __all__ = [
     "JoinResult",
     "Member",
     "MemberInfo",
+    "MemberState",
     "SyncResult",
     "check_transition",
     "java_string_hash",
     "partition_for",
+    "reconcile",
 ]

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
+from broker.groups.consumer_coordinator import ConsumerGroups
 from broker.groups.group import (
     CONSUMER_PROTOCOL,
     CommittedOffset,
@@ -101,6 +102,10 @@ class GroupConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3_000
     group_max_size: int = (1 << 31) - 1
+    consumer_session_timeout_ms: int = 45_000
+    consumer_heartbeat_interval_ms: int = 5_000
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    """KIP-848 groups: ``group.consumer.*`` (the first assignor is the default)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -197,6 +202,8 @@ class GroupCoordinator:
         self._running = False
         self.creating: asyncio.Future | None = None
         """The creation of ``__consumer_offsets`` under way (FindCoordinator starts it)."""
+        self.consumer = ConsumerGroups(self)
+        """The KIP-848 groups of the same partitions."""
 
     # -- life cycle ------------------------------------------------------------------------------
 
@@ -322,11 +329,13 @@ class GroupCoordinator:
                 self._heartbeat(group, member)
             self._groups[group.group_id] = group
             held.groups.add(group.group_id)
+        self.consumer.loaded(p, records)
 
     def _unload(self, p: int) -> None:
         held = self._partitions.pop(p, None)
         if held is None:
             return
+        self.consumer.unloaded(p)
         for group_id in held.groups:
             group = self._groups.pop(group_id, None)
             if group is not None:
@@ -358,7 +367,21 @@ class GroupCoordinator:
         if held is not None:
             held.groups.discard(group.group_id)
 
+    def committed_offsets(self) -> dict[str, dict[tuple[str, int], int]]:
+        """The committed offsets of every group held here: group id -> (topic, partition) ->
+        offset (for the metrics' consumer lag; on the loop, as everything here)."""
+        return {group_id: {tp: committed.offset for tp, committed in group.offsets.items()}
+                for group_id, group in self._groups.items() if group.offsets}
+
     # -- writing to __consumer_offsets -----------------------------------------------------------
+
+    def has_classic_members(self, group_id: str) -> bool:
+        group = self._groups.get(group_id)
+        return group is not None and bool(group.members or group.pending_members)
+
+    def append(self, p: int, records: list[tuple[bytes, bytes | None]]) -> asyncio.Future:
+        """Append ``records`` to partition ``p`` (acks=all): a future of the error."""
+        return self._append(p, records)
 
     def _append(self, p: int, records: list[tuple[bytes, bytes | None]]) -> asyncio.Future:
         """Append ``records`` to partition ``p`` with acks=all: a loop future of the error
@@ -1059,6 +1082,9 @@ class GroupCoordinator:
             held = self._partitions.get(group.partition)
             if held is None or not held.loaded or group.is_(S.DEAD):
                 continue
+            modern = self.consumer.get(group.group_id)
+            if modern is not None and modern.members:
+                continue  # a consumer group's offsets are kept while it has members
             expired = expired_offsets(group, now, self.config.offsets_retention_ms)
             for tp in expired:
                 del group.offsets[tp]

@@ -16,7 +16,8 @@ same to Kafka's tools:
 
 Each is a big-endian int16 version followed by the fields (strings as an int16 length, null as
 -1; bytes as an int32 length). Decoding accepts every version Kafka wrote before the flexible
-ones (keys 0-2, offset values 0-3, group values 0-3); a newer version is refused with
+ones (keys 0-2, offset values 0-3, group values 0-3), and a consumer group's records (key
+types 3-8, :mod:`broker.groups.consumer_records`); a newer version is refused with
 :class:`RecordFormatError`, which the loader logs and skips.
 
 The group's partition is ``abs(groupId.hashCode()) % partitions`` with Java's ``String.hashCode``
@@ -28,6 +29,19 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+
+from broker.groups.consumer_records import (
+    CONSUMER_KEY_TYPES,
+    ConsumerGroupKey,
+    ConsumerKey,
+    ConsumerMemberKey,
+    ConsumerRecordError,
+    ConsumerValue,
+    decode_consumer_key,
+    decode_consumer_value,
+    encode_consumer_key,
+    encode_consumer_value,
+)
 
 __all__ = [
     "GroupMetadataKey",
@@ -120,8 +134,8 @@ class GroupMetadataValue:
     members: tuple[MemberRecord, ...]
 
 
-Key = OffsetCommitKey | GroupMetadataKey
-Value = OffsetCommitValue | GroupMetadataValue
+Key = OffsetCommitKey | GroupMetadataKey | ConsumerKey
+Value = OffsetCommitValue | GroupMetadataValue | ConsumerValue
 
 
 # --- writing ----------------------------------------------------------------------------------
@@ -142,6 +156,8 @@ def _bytes(out: bytearray, data: bytes) -> None:
 
 
 def encode_key(key: Key) -> bytes:
+    if isinstance(key, ConsumerGroupKey | ConsumerMemberKey):
+        return encode_consumer_key(key)
     out = bytearray()
     if isinstance(key, OffsetCommitKey):
         out += _I16.pack(OFFSET_COMMIT_KEY_VERSION)
@@ -155,6 +171,8 @@ def encode_key(key: Key) -> bytes:
 
 
 def encode_value(value: Value) -> bytes:
+    if not isinstance(value, OffsetCommitValue | GroupMetadataValue):
+        return encode_consumer_value(value)
     out = bytearray()
     if isinstance(value, OffsetCommitValue):
         if value.expire_timestamp >= 0:
@@ -249,6 +267,11 @@ def decode_key(data: bytes) -> Key:
         return OffsetCommitKey(r.string(), r.string(), r.i32())
     if version == 2:
         return GroupMetadataKey(r.string())
+    if version in CONSUMER_KEY_TYPES:
+        try:
+            return decode_consumer_key(version, data, r.pos)
+        except ConsumerRecordError as exc:
+            raise RecordFormatError(str(exc)) from exc
     raise RecordFormatError(f"unknown key version {version}")
 
 
@@ -256,6 +279,11 @@ def decode_value(key: Key, data: bytes | None) -> Value | None:
     """The value of a record under ``key``; None for a tombstone."""
     if data is None:
         return None
+    if isinstance(key, ConsumerGroupKey | ConsumerMemberKey):
+        try:
+            return decode_consumer_value(key, data)
+        except ConsumerRecordError as exc:
+            raise RecordFormatError(str(exc)) from exc
     r = _Reader(data)
     version = r.i16()
     if isinstance(key, OffsetCommitKey):

@@ -18,18 +18,23 @@ from __future__ import annotations
 from types import ModuleType
 
 from partctl.commands import (
+    acls,
     broker,
     cluster,
     controller,
     db,
     demo,
     elect,
+    groups,
     jobs,
     reassign,
     scheduler,
     topics,
+    ui,
+    users,
 )
 
 GROUPS: tuple[ModuleType, ...] = (
-    topics, controller, elect, demo, cluster, reassign, db, jobs, scheduler, broker,
+    topics, groups, controller, elect, demo, cluster, reassign, db, jobs, scheduler, broker,
+    users, acls, ui,
 )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
+from partctl.commands.common import log_format_option
+
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     broker = sub.add_parser("broker", help="a broker process serving Kafka's clients")
@@ -14,6 +16,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     start.add_argument("--config", required=True, metavar="server.properties",
                        help="Kafka's broker settings (broker.id, listeners, log.dirs, "
                             "zookeeper.connect or partctl.coordinator, ...)")
+    log_format_option(start)
     start.set_defaults(func=cmd_start)
 
 
@@ -22,4 +25,4 @@ def cmd_start(args: argparse.Namespace, out: TextIO) -> int:
     path itself: it runs until a signal stops it."""
     from broker.process import run
 
-    return run(args.config)
+    return run(args.config, log_format=args.log_format)

@@ -1,10 +1,18 @@
 """``partctl cluster snapshot``: the live cluster's brokers, racks and replicas as a planner
 snapshot file (JSON or Parquet), for ``reassign generate --snapshot``.
 
+``partctl cluster status``: one screen (rich) of the cluster as an operator watches it: the
+brokers (rack, live, leaders, replicas, bytes with ``--sizes``), the controller and its epoch,
+the offline, under-replicated and under-min-ISR counts, leader imbalance and the reassignments
+in progress with a progress bar each (partctl/cluster_view.py reads, partctl/status_screen.py
+draws). ``--watch [SECONDS]`` redraws it every SECONDS (default 2) until Ctrl-C, which ends it
+with status 0; a read that fails while watching is shown on the screen and tried again.
+
 ``partctl cluster up``: a development cluster on this machine (broker/cluster.py): a
 ZooKeeper or etcd server unless ``--coordinator`` names one, and N broker processes on
-127.0.0.1, until Ctrl-C or SIGTERM. It prints what it started, then the line a Kafka client
-needs (``bootstrap.servers=127.0.0.1:9092,...``), then waits.
+127.0.0.1, until Ctrl-C or SIGTERM. It prints what it started (a broker's line names its
+metrics URL when ``--set metrics.listener=...`` is given), then the line a Kafka client needs
+(``bootstrap.servers=127.0.0.1:9092,...``), then waits.
 
 Stopping: the first SIGINT, SIGTERM or SIGHUP (the terminal closed) stops the brokers
 together with SIGTERM (each a controlled shutdown), then the coordinator server, and removes
@@ -31,14 +39,15 @@ import time
 from types import FrameType
 from typing import TYPE_CHECKING, TextIO
 
-from partctl.commands.common import connect, count, id_list, sizes
-from partctl.errors import UserError
+from partctl.commands.common import connect, count, id_list, reword, seconds, sizes
+from partctl.errors import UserError, user_error
 
 if TYPE_CHECKING:
     from broker.cluster import LocalCluster
     from rebalancer.snapshot import Snapshot
 
 MAX_PORT = 65535
+WATCH_EVERY = 2.0
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -54,14 +63,25 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     snap.add_argument("--sizes", metavar="FILE",
                       help='partition sizes: {"partitions": [{"topic", "partition", '
                            '"size_bytes"}]} (default: sizes unknown)')
+    snap.add_argument("--plot", metavar="FILE",
+                      help="also draw replicas, leaders and bytes per broker, grouped by rack "
+                           "(cluster.png; needs the plot extra)")
     snap.set_defaults(func=cmd_snapshot)
+    status = clsub.add_parser("status", parents=[common],
+                              help="one screen: brokers, controller, offline and "
+                                   "under-replicated partitions, reassignments in progress")
+    status.add_argument("--watch", type=seconds, nargs="?", const=WATCH_EVERY, metavar="SECONDS",
+                        help=f"redraw every SECONDS (default {WATCH_EVERY:g}) until Ctrl-C")
+    status.add_argument("--sizes", metavar="FILE",
+                        help='partition sizes, for bytes per broker: {"partitions": [{"topic", '
+                             '"partition", "size_bytes"}]} (default: unknown)')
+    status.set_defaults(func=cmd_status)
     up = clsub.add_parser("up", parents=[common],
                           help="run a coordinator server and N brokers on this machine until "
                                "Ctrl-C (for development)")
-    for action in up._actions:
-        if action.dest == "coordinator":  # $PARTCTL_COORDINATOR is not read: a server is started
-            action.help = ("a ZooKeeper or etcd that runs already, zookeeper://h:p/chroot or "
-                           "etcd://h:p/prefix (default: start one, see --store)")
+    # $PARTCTL_COORDINATOR is not read: a server is started
+    reword(up, "coordinator", "a ZooKeeper or etcd that runs already, zookeeper://h:p/chroot or "
+                              "etcd://h:p/prefix (default: start one, see --store)")
     up.add_argument("--brokers", type=count(1), default=3, metavar="N",
                     help="broker processes, ids 1..N (default 3)")
     up.add_argument("--store", choices=("zookeeper", "etcd"),
@@ -82,6 +102,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 def cmd_snapshot(args: argparse.Namespace, out: TextIO) -> int:
     from rebalancer.execution import snapshot_from_coordinator
 
+    if args.plot:
+        from partctl.plot import check_plot_target
+
+        check_plot_target(args.plot)
     with connect(args) as client:
         snap = snapshot_from_coordinator(
             client, sizes=sizes(args),
@@ -92,6 +116,15 @@ def cmd_snapshot(args: argparse.Namespace, out: TextIO) -> int:
     print(f"Wrote a snapshot of {len(snap.brokers)} brokers ({len(racks)} racks) and "
           f"{len(snap.partitions)} partitions ({len({p.topic for p in snap.partitions})} "
           f"topics) to {args.output}.", file=out)
+    if args.plot:
+        from partctl.plot import plot_loads
+        from partctl.render import broker_loads
+        from rebalancer.plan import Plan
+
+        plot_loads(broker_loads(snap, Plan(partitions=())), args.plot, compare=False,
+                   title=f"partctl cluster snapshot: {len(snap.brokers)} brokers, "
+                         f"{len(snap.partitions)} partitions")
+        print(f"Picture of the load per broker written to {args.plot}.", file=out)
     return 0
 
 
@@ -102,6 +135,45 @@ def _write_snapshot(snap: Snapshot, path: str) -> None:
         save_snapshot(snap, path)
     except OSError as exc:
         raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+# --- cluster status ------------------------------------------------------------------------------
+
+
+def _pause(seconds: float) -> None:
+    """The wait between two redraws of ``--watch`` (its own name, for the tests)."""
+    time.sleep(seconds)
+
+
+def cmd_status(args: argparse.Namespace, out: TextIO) -> int:
+    from rich.console import Console
+
+    from partctl.cluster_view import read_cluster
+    from partctl.status_screen import status_screen
+
+    known = sizes(args)
+    console = Console(file=out, highlight=False)
+    with connect(args) as client:
+        view = read_cluster(client, sizes=known)
+        if args.watch is None:
+            console.print(status_screen(view))
+            return 0
+        from rich.live import Live
+
+        try:
+            with Live(status_screen(view), console=console, auto_refresh=False,
+                      screen=False) as live:
+                while True:
+                    _pause(args.watch)
+                    try:
+                        view, note = read_cluster(client, sizes=known), None
+                    except Exception as exc:  # shown, and read again at the next refresh
+                        if user_error(exc) is None:
+                            raise
+                        note = f"refresh failed at {time.strftime('%H:%M:%S')}: {exc}"
+                    live.update(status_screen(view, note=note), refresh=True)
+        except KeyboardInterrupt:
+            return 0
 
 
 # --- cluster up ----------------------------------------------------------------------------------

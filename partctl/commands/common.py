@@ -37,6 +37,17 @@ def finite(text: str) -> float:
     return value
 
 
+def fraction(text: str) -> float:
+    """An argparse type: a number in [0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be at least 0 and below 1, got {text}")
+    return value
+
+
 def seconds(text: str) -> float:
     """A positive, finite number of seconds (float() alone takes -1, nan and inf)."""
     value = finite(text)
@@ -64,6 +75,30 @@ def count(minimum: int) -> Callable[[str], int]:
 
     parse.__name__ = f"integer >= {minimum}"
     return parse
+
+
+def reword(parser: argparse.ArgumentParser, dest: str, text: str) -> None:
+    """Give option ``dest`` of ``parser`` its own help ``text``. An option from a parent parser
+    is the parent's one Action object, shared by every command built from it: its help is
+    changed on a copy, put in its place in this parser only."""
+    import copy
+
+    for index, action in enumerate(parser._actions):
+        if action.dest != dest:
+            continue
+        mine = copy.copy(action)
+        mine.help = text
+        parser._actions[index] = mine
+        for option in action.option_strings:
+            parser._option_string_actions[option] = mine
+        for group in parser._action_groups + parser._mutually_exclusive_groups:
+            group._group_actions[:] = [mine if a is action else a for a in group._group_actions]
+
+
+def log_format_option(parser: argparse.ArgumentParser) -> None:
+    """``--log-format text|json`` for a long-running process (broker/logs.py)."""
+    parser.add_argument("--log-format", choices=("text", "json"), default="text",
+                        help="log lines as text (default) or as one JSON object per line")
 
 
 def id_list(text: str | None, option: str) -> list[int]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from partctl.commands.common import admin
+from partctl.commands.common import admin, log_format_option
 from partctl.errors import UserError
 
 
@@ -21,6 +21,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     start.add_argument("--config", required=True, metavar="controller.properties",
                        help="node.id, zookeeper.connect or partctl.coordinator, listeners, "
                             "and the controller's settings")
+    log_format_option(start)
     start.set_defaults(func=cmd_start)
 
 
@@ -28,7 +29,7 @@ def cmd_start(args: argparse.Namespace, out: TextIO) -> int:
     """The process owns its session and sockets and closes them itself on every exit path."""
     from broker.controller_process import run
 
-    return run(args.config)
+    return run(args.config, log_format=args.log_format)
 
 
 def cmd_status(args: argparse.Namespace, out: TextIO) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
+from partctl.commands.common import log_format_option
 from partctl.errors import UserError
 
 
@@ -15,6 +16,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                       help="messages per produce phase (three phases; default 10000)")
     demo.add_argument("--partitions", type=int, default=3, help="partitions (default 3)")
     demo.add_argument("--batch", type=int, default=20, help="messages per batch (default 20)")
+    log_format_option(demo)
+    demo.add_argument("--state-changes", action="store_true",
+                      help="log the controller's state changes (the state-change log) to "
+                           "stderr")
     demo.set_defaults(func=cmd_demo)
 
 
@@ -23,6 +28,17 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
 
     if args.messages < 1 or args.partitions < 1 or args.batch < 1:
         raise UserError("--messages, --partitions and --batch must be positive")
+    if args.log_format == "json" or args.state_changes:
+        import logging
+        import sys
+
+        from broker.logs import setup_logging
+        from statemachines.state_change import LOGGER_NAME
+
+        setup_logging(sys.stderr, log_format=args.log_format, level=logging.ERROR,
+                      quiet=())
+        if args.state_changes:
+            logging.getLogger(LOGGER_NAME).setLevel(logging.INFO)
     result = run_demo(DemoOptions(messages=args.messages, partitions=args.partitions,
                                   batch=args.batch), out)
     return 0 if result.ok else 1

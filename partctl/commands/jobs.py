@@ -4,10 +4,17 @@ elections, stored in the SQL store (rebalancer.jobs); ``partctl scheduler run`` 
 from __future__ import annotations
 
 import argparse
+import os
 from datetime import UTC, datetime
 from typing import TextIO
 
-from partctl.commands.common import coordinator_url, database_options, seconds
+from partctl.commands.common import (
+    coordinator_url,
+    database_options,
+    fraction,
+    seconds,
+    sizes,
+)
 from partctl.errors import UserError
 
 
@@ -31,10 +38,17 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parents = [common, database, schedule]
     rb = ksub.add_parser("rebalance", parents=parents,
                          help="snapshot, plan, execute within limits, verify, record")
-    rb.add_argument("--goal", choices=("balance", "add-brokers", "decommission",
-                                       "repair-racks"), default="balance")
+    rb.add_argument("--goal", choices=("balance", "disk", "add-brokers", "decommission",
+                                       "repair-racks"), default="balance",
+                    help="as reassign generate's; disk needs --sizes")
     rb.add_argument("--brokers", metavar="1,2",
                     help="the brokers to add or to decommission (those goals)")
+    rb.add_argument("--sizes", metavar="FILE",
+                    help="partition sizes, read at each run (the job keeps the path): the "
+                         "planner moves the fewest bytes, --goal disk evens them")
+    rb.add_argument("--count-slack", type=fraction, default=None, metavar="F",
+                    help="--goal disk: how far a broker's replica count may stray from its "
+                         "balanced quota (default 0.05)")
     rb.add_argument("--max-concurrent-moves", type=int, default=50, metavar="N",
                     help="partitions moving at once (default 50)")
     rb.add_argument("--dry-run", action="store_true", help="record the plan, move nothing")
@@ -69,10 +83,13 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 def _job_kwargs(args: argparse.Namespace) -> dict:
     import coordinator
+    from coordinator.url import without_credentials
 
     url = coordinator_url(args)
     coordinator.parse(url)  # a malformed URL is refused now, not at 3 a.m.
-    kwargs: dict = {"coordinator": url, "connect_timeout": args.timeout}
+    # A job record is stored and listed: never a password. The job authenticates with the
+    # credentials of the environment it runs in (PARTCTL_COORDINATOR_USER and its password).
+    kwargs: dict = {"coordinator": without_credentials(url), "connect_timeout": args.timeout}
     if args.kind == "rebalance":
         from rebalancer.jobs import goals_for
 
@@ -80,9 +97,20 @@ def _job_kwargs(args: argparse.Namespace) -> dict:
             brokers = [int(b) for b in args.brokers.split(",")] if args.brokers else []
         except ValueError:
             raise UserError(f"bad --brokers {args.brokers!r}: want e.g. 4,5") from None
-        goals_for(args.goal, brokers)  # the goal and its brokers make sense
+        if args.count_slack is not None and args.goal != "disk":
+            raise UserError("--count-slack goes with --goal disk")
+        if args.goal == "disk" and not args.sizes:
+            raise UserError("--goal disk needs --sizes FILE (the partition sizes, read at "
+                            "each run)")
+        goals_for(args.goal, brokers, count_slack=args.count_slack,  # they make sense
+                  sizes=args.sizes)
         if args.max_concurrent_moves < 1:
             raise UserError("--max-concurrent-moves must be at least 1")
+        if args.sizes:
+            sizes(args)  # a file that cannot be read or parsed is refused now
+            kwargs["sizes"] = os.path.abspath(args.sizes)
+        if args.count_slack is not None:
+            kwargs["count_slack"] = args.count_slack
         kwargs.update(goal=args.goal, brokers=brokers,
                       max_concurrent_moves=args.max_concurrent_moves, dry_run=args.dry_run,
                       engine=args.engine, seed=args.seed, spark_master=args.spark_master,

@@ -14,6 +14,7 @@ from partctl.commands.common import (
     ENV_COORDINATOR,
     connect,
     count,
+    fraction,
     id_list,
     read_text,
     seconds,
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from rebalancer.planner.goals import Goal
     from rebalancer.snapshot import Snapshot
 
-GOALS = ("balance", "add-brokers", "decommission", "replication-factor", "repair-racks")
+GOALS = ("balance", "disk", "add-brokers", "decommission", "replication-factor", "repair-racks")
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -36,7 +37,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     gen = rsub.add_parser("generate", parents=[common],
                           help="plan a reassignment from a snapshot file or the live cluster")
     gen.add_argument("--snapshot", metavar="FILE", help="a snapshot (.json or .parquet)")
-    gen.add_argument("--goal", choices=GOALS, default="balance")
+    gen.add_argument("--goal", choices=GOALS, default="balance",
+                     help="balance: even replicas and leaders, the fewest bytes moved; disk: "
+                          "even bytes per broker, replica counts within --count-slack")
+    gen.add_argument("--count-slack", type=fraction, default=None, metavar="F",
+                     help="--goal disk: how far a broker's replica count may stray from its "
+                          "balanced quota, as a fraction (default 0.05)")
     gen.add_argument("--brokers", metavar="1,2,3",
                      help="the brokers the moved topics may use (Kafka's --broker-list)")
     gen.add_argument("--topics-to-move-json-file", metavar="FILE",
@@ -51,6 +57,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("-o", "--output", required=True, metavar="FILE",
                      help="where to write the plan (Kafka's reassignment JSON)")
+    gen.add_argument("--plot", metavar="FILE",
+                     help="also draw replicas, leaders and bytes per broker before and after, "
+                          "grouped by rack (plan.png; needs the plot extra)")
     gen.set_defaults(func=cmd_generate)
 
     plan_file = argparse.ArgumentParser(add_help=False)
@@ -67,6 +76,15 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                          help="have the controller carry out a plan, N partitions at a time")
     ex.add_argument("--max-concurrent-moves", type=count(1), default=50, metavar="N",
                     help="partitions moving at once (default 50)")
+    ex.add_argument("--max-moves-per-broker", type=count(1), default=None, metavar="N",
+                    help="moves changing any one broker at once (default: no limit)")
+    ex.add_argument("--throttle", type=_rate, default=None, metavar="RATE",
+                    help="throttle the moves' replication to RATE per broker (50MB/s, 1MiB/s "
+                         "or bytes/s); verify removes it once every move is done")
+    ex.add_argument("--additional", action="store_true",
+                    help="add the plan's moves to a reassignment already in progress (one no "
+                         "partctl execute is running), as Kafka's tool does, instead of "
+                         "refusing")
     ex.add_argument("--timeout", type=seconds, default=None, metavar="S",
                     help="stop waiting after S seconds; pending moves carry on (default: none)")
     ex.add_argument("--poll-interval", type=seconds, default=0.5, help=argparse.SUPPRESS)
@@ -97,6 +115,8 @@ def cmd_generate(args: argparse.Namespace, out: TextIO) -> int:
         snapshot_from_coordinator,
     )
     from rebalancer.plan import render_plan, score_plan
+    from rebalancer.planner.goals import BalanceDisk
+    from rebalancer.scoring import lower_bounds
     from rebalancer.snapshot import load_snapshot
 
     if args.snapshot and args.coordinator:
@@ -105,6 +125,12 @@ def cmd_generate(args: argparse.Namespace, out: TextIO) -> int:
         raise UserError(f"give --snapshot FILE or --coordinator URL (or set {ENV_COORDINATOR})")
     if args.replication_factor and args.goal != "replication-factor":
         raise UserError("--replication-factor goes with --goal replication-factor")
+    if args.count_slack is not None and args.goal != "disk":
+        raise UserError("--count-slack goes with --goal disk")
+    if args.plot:
+        from partctl.plot import check_plot_target
+
+        check_plot_target(args.plot)
     decommission = id_list(args.decommission, "--decommission")
     new_brokers = id_list(args.new_brokers, "--new-brokers")
     if args.snapshot:
@@ -136,12 +162,24 @@ def cmd_generate(args: argparse.Namespace, out: TextIO) -> int:
             f.write(render_plan(plan) + "\n")
     except OSError as exc:
         raise UserError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    loads = broker_loads(snap, plan)
     print("Current -> proposed assignment, per broker:", file=out)
-    print(render_loads(broker_loads(snap, plan)), file=out)
+    print(render_loads(loads), file=out)
     print("", file=out)
     print("Scores (current -> proposed):", file=out)
-    print(render_scores(score_plan(scoped), score_plan(scoped, plan)), file=out)
+    print(render_scores(score_plan(scoped), score_plan(scoped, plan),
+                        bounds=lower_bounds(scoped), disk=args.goal == "disk"), file=out)
+    if args.goal == "disk":
+        slack = goal.count_slack if isinstance(goal, BalanceDisk) else 0.0
+        print(f"Disk goal: replica counts kept within {slack:.0%} of their balanced quota.",
+              file=out)
     print("", file=out)
+    if args.plot:
+        from partctl.plot import plot_loads
+
+        plot_loads(loads, args.plot, title=f"partctl reassign generate --goal {args.goal}: "
+                                           f"{len(plan.partitions)} partition(s) move")
+        print(f"Picture of the load before and after written to {args.plot}.", file=out)
     if plan.partitions:
         print(f"Proposed reassignment of {len(plan.partitions)} partition(s) written to "
               f"{args.output}.", file=out)
@@ -149,6 +187,16 @@ def cmd_generate(args: argparse.Namespace, out: TextIO) -> int:
         print(f"Nothing to move: the cluster already meets the goal ({args.output} lists no "
               f"partitions).", file=out)
     return 0
+
+
+def _rate(text: str) -> int:
+    """An argparse type: a replication throttle rate in bytes per second."""
+    from rebalancer.throttles import parse_rate
+
+    try:
+        return parse_rate(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _rf_changes(text: str | None) -> dict[str, int]:
@@ -165,8 +213,10 @@ def _rf_changes(text: str | None) -> dict[str, int]:
 
 def _goal(args: argparse.Namespace, snap: Snapshot) -> Goal:
     from rebalancer.planner.goals import (
+        DEFAULT_COUNT_SLACK,
         AddBrokers,
         Balance,
+        BalanceDisk,
         ChangeReplicationFactor,
         Decommission,
         RepairRacks,
@@ -175,6 +225,9 @@ def _goal(args: argparse.Namespace, snap: Snapshot) -> Goal:
     match args.goal:
         case "balance":
             return Balance()
+        case "disk":
+            slack = DEFAULT_COUNT_SLACK if args.count_slack is None else args.count_slack
+            return BalanceDisk(count_slack=slack)
         case "add-brokers":
             if not snap.new_brokers:
                 raise UserError("--goal add-brokers needs --new-brokers (or a snapshot that "
@@ -239,11 +292,19 @@ def cmd_execute(args: argparse.Namespace, out: TextIO) -> int:
     with connect(args) as client:
         plan = validate_plan(client, text)
         header = (f"Executing a reassignment of {len(plan.partitions)} partition(s), at most "
-                  f"{args.max_concurrent_moves} at a time.")
+                  f"{args.max_concurrent_moves} at a time"
+                  + (f" and {args.max_moves_per_broker} per broker"
+                     if args.max_moves_per_broker else "")
+                  + (f", replication throttled to {args.throttle} B/s per broker (verify "
+                     f"removes the throttle once every move is done)" if args.throttle else "")
+                  + (", in addition to the moves in progress" if args.additional else "")
+                  + ".")
         try:
             with ProgressDisplay(out, every=args.status_every, header=header) as display:
                 result = execute_plan(client, plan,
                                       max_concurrent_moves=args.max_concurrent_moves,
+                                      max_moves_per_broker=args.max_moves_per_broker,
+                                      throttle=args.throttle, additional=args.additional,
                                       poll_interval=args.poll_interval, timeout=args.timeout,
                                       progress=display, label=args.reassignment_json_file)
         except KeyboardInterrupt:
@@ -258,11 +319,18 @@ def cmd_execute(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
     from partctl.render import render_verify
     from rebalancer.execution import read_plan, verify_plan
+    from rebalancer.throttles import remove_throttles
 
     plan = read_plan(_plan_file(args))
     with connect(args) as client:
         report = verify_plan(client, plan)
+        removed = (remove_throttles(client, {r.topic for r in plan.partitions})
+                   if report.all_done else None)
     print(render_verify(report), file=out)
+    if removed is not None and (removed.brokers or removed.topics):
+        print(f"Throttles removed: the rates of broker(s) "
+              f"{', '.join(map(str, removed.brokers)) or 'none'} and the throttled replicas of "
+              f"topic(s) {', '.join(sorted(removed.topics)) or 'none'}.", file=out)
     return 0 if report.all_done else 1
 
 

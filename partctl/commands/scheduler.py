@@ -6,7 +6,7 @@ import argparse
 import logging
 from typing import TextIO
 
-from partctl.commands.common import database_options
+from partctl.commands.common import database_options, log_format_option
 from partctl.errors import UserError
 
 
@@ -20,6 +20,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                      help="how often to look for jobs added or removed elsewhere (default 5s)")
     run.add_argument("--max-workers", type=int, default=4, metavar="N",
                      help="jobs running at once (default 4)")
+    log_format_option(run)
     run.set_defaults(func=cmd_run)
 
 
@@ -35,6 +36,13 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         raise UserError("--poll must be at least 0.1s")
     if args.max_workers < 1:
         raise UserError("--max-workers must be at least 1")
+    if args.log_format == "json":  # text keeps the CLI's own lines (partctl/cli.py)
+        import sys
+
+        from broker.logs import setup_logging
+
+        setup_logging(sys.stderr, log_format="json", level=logging.ERROR,
+                      quiet=())
     for name in ("rebalancer.jobs", "rebalancer.jobs.tasks"):
         logging.getLogger(name).setLevel(logging.INFO)
     logging.getLogger("apscheduler").setLevel(logging.ERROR)  # jobs log their runs themselves

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
+from coordinator.codecs import TopicPartition
 from coordinator.topic_config import ConfigSource, Effect
 from partctl.commands.common import admin
 from partctl.errors import UserError
+
+if TYPE_CHECKING:
+    from broker.tier_admin import TierFigures
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -57,19 +61,20 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 def cmd_create(args: argparse.Namespace, out: TextIO) -> int:
     config = _pairs(args.config, "--config")
+    broker_config = _tiering_brokers(args) if _is_tiered(config) else None
     with admin(args) as a:
         if args.replica_assignment is not None:
             if args.partitions is not None or args.replication_factor is not None:
                 raise UserError("--replica-assignment excludes --partitions/--replication-factor")
             created = a.create_topic(args.topic,
                                      assignment=_parse_assignment(args.replica_assignment),
-                                     config=config)
+                                     config=config, broker_config=broker_config)
         else:
             if args.partitions is None or args.replication_factor is None:
                 raise UserError("give --partitions and --replication-factor, "
                                 "or --replica-assignment")
             created = a.create_topic(args.topic, args.partitions, args.replication_factor,
-                                     config=config)
+                                     config=config, broker_config=broker_config)
     print(f"Created topic {created.topic} ({len(created.partitions)} partitions, "
           f"topic id {created.topic_id}).", file=out)
     return 0
@@ -98,6 +103,9 @@ def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
     topics = [args.topic] if args.topic else None
     with admin(args) as a:
         described = a.describe_topics(topics)
+        tiered = [TopicPartition(desc.name, p.partition) for desc in described
+                  if _is_tiered(a.topic_config(desc.name)) for p in desc.partitions]
+    figures, unavailable = _tier_figures(args, tiered)
     for desc in described:
         rf = len(desc.partitions[0].replicas) if desc.partitions else 0
         flag = "\tMarkedForDeletion: true" if desc.deleting else ""
@@ -110,8 +118,64 @@ def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
                     f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}")
             if p.adding or p.removing:
                 line += f"\tAdding: {_ids(p.adding)}\tRemoving: {_ids(p.removing)}"
+            tier = figures.get(TopicPartition(desc.name, p.partition))
+            if tier is not None:
+                line += (f"\tLogStart: {_figure(tier.log_start)}\tLocalLogStart: "
+                         f"{_figure(tier.local_log_start)}\tRemoteBytes: "
+                         f"{_figure(tier.remote_bytes)}")
             print(line, file=out)
+    if unavailable:
+        print(f"LogStart, LocalLogStart and RemoteBytes unavailable: {unavailable}", file=out)
     return 0
+
+
+def _is_tiered(overrides: dict[str, str]) -> bool:
+    return overrides.get("remote.storage.enable", "false").strip().lower() == "true"
+
+
+def _tier_figures(args: argparse.Namespace, tiered: list[TopicPartition]
+                  ) -> tuple[dict[TopicPartition, TierFigures], str]:
+    """The two tiers of ``tiered`` partitions from their leaders (broker/tier_admin.py), reached
+    at the brokers registered at the coordinator; on failure, nothing and why."""
+    if not tiered:
+        return {}, ""
+    from broker.group_admin import GroupAdminError
+    from broker.tier_admin import TierAdmin
+    from partctl.commands.groups import registered_brokers
+
+    try:
+        with TierAdmin(registered_brokers(args), timeout=args.timeout) as tiers:
+            found = tiers.tiers(tiered)
+    except (GroupAdminError, UserError) as exc:
+        return {}, str(exc)
+    return found, ""
+
+
+def _tiering_brokers(args: argparse.Namespace) -> dict[str, str]:
+    """What a tiered topic is validated against (Kafka's brokers check it against their own
+    settings; this command writes to the coordinator): ``remote.log.storage.system.enable`` as
+    every live broker sets it, asked of them over Kafka's protocol. A broker without it, or
+    one that cannot be asked, is a user error: its replicas could not tier."""
+    from broker.group_admin import GroupAdminError
+    from broker.tier_admin import TierAdmin
+    from partctl.commands.groups import registered_brokers
+
+    try:
+        with TierAdmin(registered_brokers(args), timeout=args.timeout) as tiers:
+            enabled = tiers.remote_storage_system_enabled()
+    except GroupAdminError as exc:
+        raise UserError(f"remote.storage.enable: cannot learn whether the brokers tier: {exc}"
+                        ) from None
+    off = sorted(b for b, on in enabled.items() if not on)
+    if off or not enabled:
+        raise UserError("remote.storage.enable: Tiered Storage functionality is disabled in "
+                        f"broker(s) {_ids(off)} (remote.log.storage.system.enable is not "
+                        "true); topic cannot be configured with remote log storage")
+    return {"remote.log.storage.system.enable": "true"}
+
+
+def _figure(value: int | None) -> str:
+    return "-" if value is None else str(value)
 
 
 def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
@@ -143,8 +207,11 @@ def cmd_alter_config(args: argparse.Namespace, out: TextIO) -> int:
     if not (sets or args.delete or appends or subtracts):
         raise UserError("give at least one of --set, --delete, --append, --subtract")
     with admin(args) as a:
+        tiered = _is_tiered(sets) or _is_tiered(a.topic_config(args.topic))
+        broker_config = _tiering_brokers(args) if tiered else None
         change = a.alter_topic_config(args.topic, sets, args.delete, append=appends,
-                                      subtract=subtracts, validate_only=args.validate_only)
+                                      subtract=subtracts, validate_only=args.validate_only,
+                                      broker_config=broker_config)
     verb = "would be" if args.validate_only else "are now"
     overrides = ", ".join(f"{k}={v}" for k, v in sorted(change.overrides.items())) or "none"
     print(f"Config overrides of topic {args.topic} {verb}: {overrides}.", file=out)

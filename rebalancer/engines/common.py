@@ -9,6 +9,7 @@ from rebalancer.plan import PartitionMove, Plan
 from rebalancer.planner.goals import (
     AddBrokers,
     Balance,
+    BalanceDisk,
     ChangeReplicationFactor,
     Decommission,
     Goal,
@@ -33,6 +34,7 @@ def build_cluster(snap: Snapshot, goals: Iterable[Goal] = (), *, seed: int = 0,
     topics = {p.topic for p in snap.partitions}
     leaving = set(snap.decommission)
     target_rf: dict[str, int] = {}
+    disk_slack: float | None = None
     errors: list[str] = []
     for g in goals:
         match g:
@@ -49,6 +51,11 @@ def build_cluster(snap: Snapshot, goals: Iterable[Goal] = (), *, seed: int = 0,
                         errors.append(f"topic {t}: replication factor must be >= 1, got {rf}")
                     else:
                         target_rf[t] = rf
+            case BalanceDisk(count_slack=slack):
+                if not 0.0 <= slack < 1.0:
+                    errors.append(f"disk goal: count slack must be in [0, 1), got {slack}")
+                else:
+                    disk_slack = slack
             case Balance() | RepairRacks():
                 pass
     active = tuple(sorted(ids - leaving))
@@ -75,8 +82,9 @@ def build_cluster(snap: Snapshot, goals: Iterable[Goal] = (), *, seed: int = 0,
         n_racks = len({rack[b] for b in active})
     return Cluster(
         rack=rack, active=active, n_racks=n_racks, target_rf=target_rf,
-        rebalance=any(isinstance(g, Balance | AddBrokers | Decommission) for g in goals),
-        has_sizes=snap.has_sizes, seed=seed,
+        rebalance=any(isinstance(g, Balance | BalanceDisk | AddBrokers | Decommission)
+                      for g in goals),
+        has_sizes=snap.has_sizes, disk_slack=disk_slack, seed=seed,
         n_shards=max(1, math.ceil(len(snap.partitions) / max(1, shard_size))),
     )
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -92,6 +93,25 @@ def _choice(choices: tuple[str, ...]) -> Check:
     return check
 
 
+def _fraction(name: str, value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not 0 <= value < 1:
+        raise JobSpecError(f"argument {name} must be a number of at least 0 and below 1, "
+                           f"not {value!r:.80}")
+    return value
+
+
+def _absolute_path(name: str, value: Any) -> Any:
+    """A file a run reads: absolute, since the scheduler need not run where the job was
+    added."""
+    _text(name, value)
+    if not os.path.isabs(value):
+        raise JobSpecError(f"argument {name} must be an absolute path, not {value!r:.80}")
+    return value
+
+
 def _broker_ids(name: str, value: Any) -> Any:
     if not isinstance(value, list) or not all(
             isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in value):
@@ -118,6 +138,8 @@ ARGUMENTS: Mapping[str, Mapping[str, Check]] = {
         "connect_timeout": _TIMEOUT,
         "goal": _choice(tasks.GOALS),
         "brokers": _broker_ids,
+        "count_slack": _fraction,
+        "sizes": _absolute_path,
         "max_concurrent_moves": _integer(1),
         "dry_run": _boolean,
         "engine": _choice(tasks.ENGINES),
@@ -169,7 +191,8 @@ def check_arguments(kind: str, arguments: Any) -> dict[str, Any]:
         raise JobSpecError(f"argument {missing[0]} is missing")
     out = {name: schema[name](name, value) for name, value in arguments.items()}
     if kind == tasks.REBALANCE:
-        tasks.goals_for(out.get("goal", "balance"), out.get("brokers", ()))  # JobSpecError
+        tasks.goals_for(out.get("goal", "balance"), out.get("brokers", ()),  # JobSpecError
+                        count_slack=out.get("count_slack"), sizes=out.get("sizes"))
     try:
         json.dumps(out, allow_nan=False)
     except (TypeError, ValueError) as exc:  # pragma: no cover - the checks above exclude it

@@ -40,7 +40,7 @@ JOB_FUNCTIONS: Mapping[str, str] = {
 }
 """Job kind -> the import string stored with each job. Never rename these targets."""
 
-GOALS = ("balance", "add-brokers", "decommission", "repair-racks")
+GOALS = ("balance", "disk", "add-brokers", "decommission", "repair-racks")
 ENGINES = ("local", "spark", "auto")
 
 STOP = threading.Event()
@@ -254,12 +254,33 @@ def run_preferred_election(*, job_id: str, coordinator: str, db: str | None = No
 # --- rebalance -------------------------------------------------------------------------------
 
 
-def goals_for(goal: str, brokers: Sequence[int] = ()) -> tuple[Goal, ...]:
-    from rebalancer.planner.goals import AddBrokers, Balance, Decommission, RepairRacks
+def goals_for(goal: str, brokers: Sequence[int] = (), *, count_slack: float | None = None,
+              sizes: str | None = None) -> tuple[Goal, ...]:
+    """The planner's goals for a job's ``goal``: "disk" evens bytes per broker
+    (:class:`~rebalancer.planner.goals.BalanceDisk`, replica counts within ``count_slack``) and
+    needs ``sizes``, the partition sizes file each run reads; the others plan with sizes too
+    when the job has them (the fewest bytes moved). JobSpecError for what does not go
+    together."""
+    from rebalancer.planner.goals import (
+        DEFAULT_COUNT_SLACK,
+        AddBrokers,
+        Balance,
+        BalanceDisk,
+        Decommission,
+        RepairRacks,
+    )
 
+    if count_slack is not None and goal != "disk":
+        raise JobSpecError("count_slack goes with goal disk")
     match goal:
         case "balance":
             return (Balance(),)
+        case "disk":
+            if sizes is None:
+                raise JobSpecError("goal disk needs sizes: a partition sizes file, read at "
+                                   "each run")
+            slack = DEFAULT_COUNT_SLACK if count_slack is None else count_slack
+            return (BalanceDisk(count_slack=slack),)
         case "repair-racks":
             return (RepairRacks(),)
         case "add-brokers":
@@ -306,25 +327,45 @@ class _ProgressRecorder:
             self.execution_id, {k: v for k, v in statuses.items() if v != "failed"})
 
 
+def read_sizes(path: str) -> dict[tuple[str, int], int]:
+    """A job's partition sizes file (``rebalancer.execution.parse_sizes``' format), read now;
+    JobFailed with one line when it cannot be read or does not parse."""
+    from rebalancer.execution import parse_sizes
+    from rebalancer.snapshot import SnapshotError
+
+    try:
+        with open(path, "rb") as f:
+            return parse_sizes(f.read())
+    except OSError as exc:
+        raise JobFailed(f"cannot read the sizes file {path}: {exc.strerror or exc}") from None
+    except SnapshotError as exc:
+        raise JobFailed(f"the sizes file {path} is not valid: {one_line(exc)}") from None
+
+
 def run_rebalance(*, job_id: str, coordinator: str, db: str | None = None,
                   goal: str = "balance", brokers: Sequence[int] = (),
+                  count_slack: float | None = None, sizes: str | None = None,
                   max_concurrent_moves: int = 50, dry_run: bool = False, engine: str = "local",
                   seed: int = 0, spark_master: str = "local[*]", timeout: float | None = None,
                   poll_interval: float = 0.5, connect_timeout: float = 10.0) -> RunSummary:
-    """Snapshot the live cluster, plan for ``goal``, record the plan, execute it with at most
-    ``max_concurrent_moves`` partitions moving at once, verify, and record the outcome with the
-    cluster's scores before and after. ``dry_run`` records the plan and stops there."""
+    """Snapshot the live cluster (with the partition sizes of the ``sizes`` file, read at each
+    run, so the planner moves the fewest bytes and goal "disk" evens them), plan for ``goal``,
+    record the plan, execute it with at most ``max_concurrent_moves`` partitions moving at
+    once, verify, and record the outcome with the cluster's scores before and after.
+    ``dry_run`` records the plan and stops there."""
 
     def body(store: Store, run_id: int) -> _Result:
         from coordinator.metadata import MetadataClient
         from rebalancer import execution
         from rebalancer.engines import plan_reassignment
         from rebalancer.plan import score_plan
+        from rebalancer.planner.goals import BalanceDisk
 
-        goals = goals_for(goal, brokers)
+        goals = goals_for(goal, brokers, count_slack=count_slack, sizes=sizes)
         snapshot_options = {
             "decommission": tuple(brokers) if goal == "decommission" else (),
             "new_brokers": tuple(brokers) if goal == "add-brokers" else (),
+            "sizes": read_sizes(sizes) if sizes is not None else None,
         }
         coord = _connect(coordinator, connect_timeout)
         try:
@@ -343,7 +384,9 @@ def run_rebalance(*, job_id: str, coordinator: str, db: str | None = None,
                 plan=plan.as_dict(),
                 options={"job_id": job_id, "engine": engine, "seed": seed,
                          "brokers": list(brokers), "max_concurrent_moves": max_concurrent_moves,
-                         "dry_run": dry_run})
+                         "dry_run": dry_run, **({"count_slack": goals[0].count_slack}
+                                                if isinstance(goals[0], BalanceDisk) else {}),
+                         "sizes": sizes})
             moves = len(plan.partitions)
             store.update_run(run_id, plan_id=record.id,
                              details={"moves": moves, "projected": projected})

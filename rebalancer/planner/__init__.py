@@ -6,6 +6,7 @@ No I/O and no engine here; rebalancer.engines runs this kernel in-process or on 
 from rebalancer.planner.goals import (
     AddBrokers,
     Balance,
+    BalanceDisk,
     ChangeReplicationFactor,
     Decommission,
     Goal,
@@ -25,7 +26,7 @@ from rebalancer.planner.quotas import shard_quotas
 from rebalancer.planner.solve import shard_stats, solve_shard
 
 __all__ = [
-    "AddBrokers", "Balance", "ChangeReplicationFactor", "Cluster", "Decommission", "Goal",
+    "AddBrokers", "Balance", "BalanceDisk", "ChangeReplicationFactor", "Cluster", "Decommission", "Goal",
     "PlanningError", "RepairRacks", "Row", "ShardQuota", "ShardResult", "ShardStats",
     "merge_results", "shard_of", "shard_quotas", "shard_stats", "solve_shard",
 ]

@@ -2,9 +2,11 @@
 
 Every plan honours the hard constraints (no replica on a broker being removed, no broker twice in
 a partition, rack-aware placement, RF unchanged unless asked). ``Balance``, ``AddBrokers`` and
-``Decommission`` make the planner rebalance the whole cluster (replicas, then leaders, then bytes
-per broker even); ``ChangeReplicationFactor`` and ``RepairRacks`` alone only change what they
-must, placing the new replicas on the least-loaded brokers.
+``Decommission`` make the planner rebalance the whole cluster: replicas and leaders even, and
+when sizes are known the smallest replicas moving, so that as few bytes as count balance allows
+are copied. ``BalanceDisk`` evens bytes per broker instead, letting replica counts stray by a
+stated slack. ``ChangeReplicationFactor`` and ``RepairRacks`` alone only change what they must,
+placing the new replicas on the least-loaded brokers.
 """
 
 from __future__ import annotations
@@ -15,7 +17,20 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Balance:
-    """Even replicas, leaders and bytes per broker with the fewest moves."""
+    """Even replicas and leaders per broker with the fewest moves (and, with sizes, the fewest
+    bytes moved)."""
+
+
+DEFAULT_COUNT_SLACK = 0.05
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BalanceDisk:
+    """Even bytes per broker; each broker's replica count stays within ``count_slack`` (a
+    fraction) of its count-balanced quota, and leaders stay balanced. Without sizes this is
+    ``Balance``."""
+
+    count_slack: float = DEFAULT_COUNT_SLACK
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,4 +63,4 @@ class RepairRacks:
     """Fix partitions that span fewer racks than min(RF, #racks)."""
 
 
-Goal = Balance | AddBrokers | Decommission | ChangeReplicationFactor | RepairRacks
+Goal = Balance | BalanceDisk | AddBrokers | Decommission | ChangeReplicationFactor | RepairRacks

@@ -38,8 +38,16 @@ class Cluster:
     target_rf: Mapping[str, int] = field(default_factory=dict)
     rebalance: bool = True
     has_sizes: bool = False
+    disk_slack: float | None = None
+    """Set by the disk goal: bytes per broker are evened, each broker's replica count staying
+    within this fraction of its count-balanced quota."""
     seed: int = 0
     n_shards: int = 1
+
+    @property
+    def disk(self) -> bool:
+        """Bytes per broker are balanced (sizes known and the disk goal asked for)."""
+        return self.has_sizes and self.disk_slack is not None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

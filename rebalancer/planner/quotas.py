@@ -220,14 +220,14 @@ def shard_quotas(stats: Sequence[ShardStats], cluster: Cluster) -> list[ShardQuo
     sizes = None
     out = []
     for s, st in enumerate(stats):
-        if cluster.has_sizes and st.replicas:
+        if cluster.has_sizes and cluster.disk and st.replicas:
             avg = st.bytes / st.replicas
             sizes = {b: float(rq[s, col[b]] * avg) for b in brokers}
         out.append(ShardQuota(
             shard=st.shard,
             replicas={b: int(rq[s, col[b]]) for b in brokers},
             leaders={b: int(lmat[s, col[b]]) for b in brokers} if cluster.rebalance else None,
-            bytes=sizes if cluster.has_sizes else None,
+            bytes=sizes if cluster.has_sizes and cluster.disk else None,
         ))
     return out
 

@@ -6,15 +6,19 @@ A shard is a set of partitions (rows) with its own quotas (see quotas.py). Solvi
    replica in a rack when the partition should span more racks, RF decreases); each dropped or
    missing replica is a *hole*;
 2. shed: a broker above its shard quota gives up exactly its surplus; with sizes known it gives
-   up the replicas whose total brings its bytes closest to its byte target (a window in its
-   sizes sorted), else a seeded pseudo-random choice. Nothing else moves: the moves are the
-   surplus plus the holes, which is rebalancer.scoring's lower bound when quotas are met;
+   up its smallest replicas (the fewest bytes: rebalancer.scoring's count-balance bytes bound),
+   or under the disk goal the replicas whose total brings its bytes closest to its byte target
+   (a window in its sizes sorted), else a seeded pseudo-random choice. Nothing else moves: the
+   moves are the surplus plus the holes, which is rebalancer.scoring's lower bound when quotas
+   are met;
 3. fill: holes, biggest first, go to the rack with the largest remaining deficit that the
    partition does not use yet, then to the broker of that rack furthest below its byte target
    per missing replica (or with the largest deficit). A hole no rack can take is placed by a
    two-step exchange (another partition hands a replica to a deficit broker it can take, the
    hole takes the freed broker), else above quota as a last resort (reported as a residual);
-4. leaders: keep the current leader while its broker is under its leader quota, give the other
+4. disk goal only: bytes evened by moves and swaps from the brokers furthest over their byte
+   target to those furthest under, replica counts kept within the goal's slack of their quotas;
+5. leaders: keep the current leader while its broker is under its leader quota, give the other
    partitions to the replica furthest under its quota (partitions touching needy brokers first),
    then augmenting paths (BFS over "broker x leads a partition that broker y also holds") until
    every broker meets its leader quota. Reordering moves no data.
@@ -25,6 +29,7 @@ Deterministic: iteration orders are sorted, ties broken by broker id, and the on
 
 from __future__ import annotations
 
+import bisect
 import random
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -37,6 +42,18 @@ from rebalancer.planner.model import (
     ShardResult,
     ShardStats,
 )
+
+# Disk goal: stop when the broker furthest over its byte target is within this fraction of the
+# mean target; look for steps towards this many of the brokers furthest under theirs, scanning
+# at most EVEN_BYTES_SCAN replicas around the wanted size for a move.
+EVEN_BYTES_TOLERANCE = 0.002
+EVEN_BYTES_PEERS = 8
+EVEN_BYTES_SCAN = 64
+
+
+def _count_slack(quota: int, slack: float) -> int:
+    """How far a broker's replica count may stray from its quota under the disk goal."""
+    return int(quota * slack)
 
 
 def _want(row: Row, cluster: Cluster) -> int:
@@ -175,6 +192,8 @@ class _Shard:
             mine = [i for i in mine if reach[i] >= cut]
             if target is not None:
                 gone = _window([(self.size[i], i) for i in mine], extra, self.load[b] - target[b])
+            elif self.cluster.has_sizes:  # the fewest bytes: the smallest replicas go
+                gone = sorted(mine, key=lambda i: (self.size[i], self.prio[i]))[:extra]
             else:
                 gone = sorted(mine, key=lambda i: self.prio[i])[:extra]
             for i in gone:
@@ -285,6 +304,107 @@ class _Shard:
                     return -1
         return budget
 
+    def even_bytes(self, slack: float) -> None:
+        """Disk goal: even bytes per broker after count balance. The broker furthest over its
+        byte target gives a replica to, or swaps one with, one of the brokers furthest under
+        theirs, the size (or size difference) closest to what both can take; counts stay within
+        ``slack`` of their quota, racks and RF as before. Every step lowers the sum of squared
+        distances to the targets, so it ends; a broker no step can lower is left as it is."""
+        target = self.quota.bytes
+        if target is None or not self.rows:
+            return
+        q = self.quota.replicas
+        active = sorted(self.active)
+        lo = {b: q.get(b, 0) - _count_slack(q.get(b, 0), slack) for b in active}
+        hi = {b: q.get(b, 0) + _count_slack(q.get(b, 0), slack) for b in active}
+        by_size = {b: sorted((self.size[i], i) for i in self.members[b]) for b in active}
+        tol = EVEN_BYTES_TOLERANCE * sum(target.values()) / len(active)
+        stuck: set[int] = set()
+        for _ in range(2 * len(self.rows)):
+            free = [b for b in active if b not in stuck]
+            if not free:
+                break
+            h = max(free, key=lambda b: (self.load[b] - target[b], -b))
+            over = self.load[h] - target[h]
+            if over <= tol:
+                break
+            under = sorted(active, key=lambda b: (self.load[b] - target[b], b))[:EVEN_BYTES_PEERS]
+            for low in under:
+                gap = over - (self.load[low] - target[low])  # a step of s in (0, gap) helps
+                if gap <= 0:
+                    break
+                want = min(over, target[low] - self.load[low])
+                step = self._even_step(h, low, want, gap, lo, hi, by_size)
+                if step is not None:
+                    self._apply_step(h, low, step, by_size)
+                    break
+            else:
+                stuck.add(h)
+
+    def _even_step(self, h: int, low: int, want: float, gap: float, lo: dict[int, int],
+                   hi: dict[int, int], by_size: dict[int, list[tuple[int, int]]]
+                   ) -> tuple[int, int] | None:
+        """The best step from h to low: (i, -1) moves partition i's replica, (i, j) swaps it with
+        partition j's replica on low; None when none helps."""
+        kept, want_rf, rack = self.kept, self.want, self.rack
+
+        def can(i: int, src: int, dst: int) -> bool:
+            reps = kept[i]
+            return dst not in reps and self.allowed([b for b in reps if b != src], want_rf[i],
+                                                    rack[dst])
+
+        best: tuple[int, int] | None = None
+        best_err = None
+        mine = by_size[h]
+        if self.count[h] > lo[h] and self.count[low] < hi[low]:
+            k = bisect.bisect_left(mine, (want, -1))
+            a, b, seen = k - 1, k, 0
+            while (a >= 0 or b < len(mine)) and seen < EVEN_BYTES_SCAN:
+                if b >= len(mine) or (a >= 0 and want - mine[a][0] <= mine[b][0] - want):
+                    sz, i = mine[a]
+                    a -= 1
+                else:
+                    sz, i = mine[b]
+                    b += 1
+                seen += 1
+                if 0 < sz < gap and can(i, h, low):
+                    best, best_err = (i, -1), abs(sz - want)
+                    break
+        for sj, j in by_size[low]:
+            k = bisect.bisect_left(mine, (sj + want, -1))
+            for t in range(max(0, k - 2), min(len(mine), k + 2)):
+                si, i = mine[t]
+                delta = si - sj
+                if not 0 < delta < gap or i == j:
+                    continue
+                err = abs(delta - want)
+                if best_err is not None and err >= best_err:
+                    continue
+                if can(i, h, low) and can(j, low, h):
+                    best, best_err = (i, j), err
+        return best
+
+    def _apply_step(self, h: int, low: int, step: tuple[int, int],
+                    by_size: dict[int, list[tuple[int, int]]]) -> None:
+        i, j = step
+        self._relocate(i, h, low, by_size)
+        if j >= 0:
+            self._relocate(j, low, h, by_size)
+
+    def _relocate(self, i: int, src: int, dst: int,
+                  by_size: dict[int, list[tuple[int, int]]]) -> None:
+        reps = self.kept[i]
+        reps[reps.index(src)] = dst
+        self.members[src].remove(i)
+        self.members[dst].append(i)
+        entry = (self.size[i], i)
+        del by_size[src][bisect.bisect_left(by_size[src], entry)]
+        bisect.insort(by_size[dst], entry)
+        self.load[src] -= self.size[i]
+        self.load[dst] += self.size[i]
+        self.count[src] -= 1
+        self.count[dst] += 1
+
     def force(self, i: int) -> None:
         """Last resort: the least-loaded broker the partition can take, even over quota."""
         reps, want = self.kept[i], self.want[i]
@@ -310,6 +430,8 @@ def solve_shard(rows: Sequence[Row], cluster: Cluster, quota: ShardQuota) -> Sha
     st = _Shard(rows, cluster, quota)
     st.shed()
     st.fill()
+    if cluster.disk_slack is not None:
+        st.even_bytes(cluster.disk_slack)
     order = _leaders(rows, st.kept, st.members, quota.leaders)
     q = quota.replicas
     count = {b: 0 for b in st.active}
@@ -318,7 +440,9 @@ def solve_shard(rows: Sequence[Row], cluster: Cluster, quota: ShardQuota) -> Sha
         lead[reps[0]] += 1
         for b in reps:
             count[b] += 1
-    residual = {b: count[b] - q.get(b, 0) for b in sorted(st.active) if count[b] != q.get(b, 0)}
+    slack = 0.0 if quota.bytes is None or cluster.disk_slack is None else cluster.disk_slack
+    residual = {b: count[b] - q.get(b, 0) for b in sorted(st.active)
+                if abs(count[b] - q.get(b, 0)) > _count_slack(q.get(b, 0), slack)}
     lres: dict[int, int] = {}
     if quota.leaders is not None:
         lq = quota.leaders

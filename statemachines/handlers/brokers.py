@@ -53,7 +53,8 @@ def on_broker_failure(svc: ControllerServices, ids: list[int]) -> None:
     batch = svc.new_batch()
     keys = [(tp, b) for b in ids for tp in sorted_partitions(ctx.replicas_on(b))]
     deleting = [k for k in keys if ctx.is_deleting(k[0])]
-    rsm.handle([k for k in keys if not ctx.is_deleting(k[0])], ReplicaState.OFFLINE, batch)
+    rsm.handle([k for k in keys if not ctx.is_deleting(k[0])], ReplicaState.OFFLINE, batch,
+               derived_was=ReplicaState.ONLINE)
     if deleting:
         deletion.fail_replicas(svc, deleting, batch)
     batch.add_update_metadata(None)

@@ -30,6 +30,7 @@ from statemachines.handlers import topics
 from statemachines.partition_sm import ElectionOutcome, record_leader_and_isr
 from statemachines.requests import RequestBatch
 from statemachines.services import ControllerServices
+from statemachines.state_change import enabled, log_isr_changes
 from statemachines.states import ReplicaState
 
 log = logging.getLogger(__name__)
@@ -214,6 +215,9 @@ def _bump_leader_epochs(svc: ControllerServices, tps: list[TopicPartition], batc
     written = psm.write_leaders(
         tps, lambda tp, cur: cur._replace(leader_epoch=cur.leader_epoch + 1,
                                           controller_epoch=epoch), ElectionOutcome())
+    if written and enabled():
+        log_isr_changes(psm.controller_id, epoch, "reassignment: leader epoch bumped", written,
+                        svc.ctx.leaders)
     record_leader_and_isr(svc.ctx, batch, written)
 
 

@@ -13,6 +13,7 @@ from statemachines import events as ev
 from statemachines.errors import BrokerNotAvailable, StaleBrokerEpoch
 from statemachines.partition_sm import record_leader_and_isr
 from statemachines.services import ControllerServices
+from statemachines.state_change import log_fenced
 from statemachines.states import ReplicaState
 
 
@@ -24,6 +25,8 @@ def on_controlled_shutdown(svc: ControllerServices, event: ev.ControlledShutdown
         event.reply.set_exception(BrokerNotAvailable(b))
         return
     if registered.epoch != event.broker_epoch:
+        log_fenced("controller", svc.broker_id, f"ControlledShutdown of broker {b}",
+                   "stale broker epoch", given=event.broker_epoch, current=registered.epoch)
         event.reply.set_exception(StaleBrokerEpoch(b, event.broker_epoch, registered.epoch))
         return
     ctx.shutting_down.add(b)

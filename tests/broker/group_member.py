@@ -5,6 +5,9 @@ succeeded. Lines on its output file: ``C partition offset`` consumed, ``K partit
 committed. SIGTERM closes the consumer (leaving the group) and exits.
 
     python -m tests.broker.group_member CLIENT BOOTSTRAP TOPIC GROUP STRATEGY OUT
+
+STRATEGY ``consumer:ASSIGNOR`` (confluent only) joins with the KIP-848 protocol
+(``group.protocol=consumer``) and asks the broker for ASSIGNOR (``uniform`` or ``range``).
 """
 
 from __future__ import annotations
@@ -18,11 +21,16 @@ def _confluent(bootstrap: str, topic: str, group: str, strategy: str, out: objec
                stopping: list[bool]) -> None:
     import confluent_kafka as ck
 
-    consumer = ck.Consumer({
+    settings: dict[str, object] = {
         "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-        "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
-        "heartbeat.interval.ms": 500, "partition.assignment.strategy": strategy,
-        "topic.metadata.refresh.interval.ms": 2000})
+        "auto.offset.reset": "earliest", "topic.metadata.refresh.interval.ms": 2000}
+    if strategy.startswith("consumer:"):  # KIP-848: the broker assigns, with this assignor
+        settings.update({"group.protocol": "consumer",
+                         "group.remote.assignor": strategy.split(":", 1)[1]})
+    else:
+        settings.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
+                         "partition.assignment.strategy": strategy})
+    consumer = ck.Consumer(settings)
     consumer.subscribe([topic])
     try:
         while not stopping[0]:

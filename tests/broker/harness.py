@@ -80,8 +80,10 @@ class InProcessBroker:
 
     def set_partition(self, topic: str, partition: int, *, leader: int | None = None,
                       leader_epoch: int = 0, replicas: Sequence[int] | None = None,
-                      isr: Sequence[int] | None = None, partition_epoch: int = 0) -> None:
-        """What the controller would send: LeaderAndIsr to this broker, then UpdateMetadata."""
+                      isr: Sequence[int] | None = None, partition_epoch: int = 0,
+                      topic_id: str | None = None) -> None:
+        """What the controller would send: LeaderAndIsr to this broker, then UpdateMetadata
+        (``topic_id``: the topic's id in Kafka's text form, if it has one)."""
         me = self.broker_id
         leader = me if leader is None else leader
         replicas = (me,) if replicas is None else tuple(replicas)
@@ -91,7 +93,8 @@ class InProcessBroker:
                                           leader_epoch, isr, partition_epoch, tuple(replicas))
             response = self.replica_manager.handle_leader_and_isr(LeaderAndIsrRequest(
                 controller_id=me, controller_epoch=self._controller_epoch,
-                broker_epoch=-1, partitions=(entry,)))
+                broker_epoch=-1, partitions=(entry,),
+                topic_ids={topic: topic_id} if topic_id else {}))
             assert response.ok, response
         self._live.update(replicas)
         brokers = tuple(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 
 import coordinator
@@ -22,8 +23,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 BrokerProcess = LaunchedBroker
 
-__all__ = ["BrokerProcess", "coordinator_settings", "coordinator_url", "create_topic",
-           "start_broker"]
+__all__ = ["BrokerProcess", "coordinator_settings", "coordinator_url", "bytes_on_disk",
+           "create_topic", "start_broker"]
 
 TEST_SETTINGS = ("zookeeper.connection.timeout.ms=20000\n"
                  "controlled.shutdown.retry.backoff.ms=200\n")
@@ -86,3 +87,15 @@ def wait_for_leaders(broker: BrokerProcess, name: str, partitions: int,
             if time.monotonic() > deadline:
                 raise AssertionError(f"no leaders for {name} after {timeout}s: {topic}")
             time.sleep(0.05)
+
+
+def bytes_on_disk(paths: Iterable[Path]) -> int:
+    """The bytes of ``paths`` that still exist: a running broker deletes segments (retention, a
+    replica moved away) between a listing and its ``stat``, and a deleted file holds nothing."""
+    total = 0
+    for path in paths:
+        try:
+            total += path.stat().st_size
+        except FileNotFoundError:
+            continue
+    return total

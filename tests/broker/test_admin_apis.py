@@ -1,7 +1,7 @@
 """The admin APIs' answers, every error path, on the real server over a real broker node (its
 controller, replica manager and metadata cache) on memory, ZooKeeper and etcd: InitProducerId,
-CreateTopics, DeleteTopics, CreatePartitions, DescribeCluster, ElectLeaders, the partition
-reassignment APIs."""
+CreateTopics, DeleteTopics, CreatePartitions, the configs (and the throttle rates through
+librdkafka's AdminClient), DescribeCluster, ElectLeaders, the partition reassignment APIs."""
 
 from __future__ import annotations
 
@@ -11,7 +11,15 @@ from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
+import confluent_kafka as ck
 import pytest
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+)
 from kio.schema.errors import ErrorCode
 
 import coordinator
@@ -527,6 +535,86 @@ def test_incremental_alter_configs(cluster: ClusterBroker) -> None:
     assert [r.responses[0].error_code for r in (null, twice, odd)] == [
         ErrorCode.invalid_request] * 3
     assert cluster.admin.topic_config(name) == {"segment.ms": "60000", "cleanup.policy": "compact"}
+
+
+def test_librdkafka_sets_the_replication_throttle_rates(cluster: ClusterBroker) -> None:
+    """Kafka's dynamic broker configs for throttles: set through the admin API on this broker
+    (librdkafka) and on the cluster's defaults (an empty name, which librdkafka does not send:
+    the raw requests), stored where Kafka stores them, shown by DescribeConfigs with their
+    sources, and followed by the data plane without a restart."""
+    leader, follower = "leader.replication.throttled.rate", "follower.replication.throttled.rate"
+    rm = cluster.node.replica_manager
+    assert rm is not None
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    own = ConfigResource(ConfigResource.Type.BROKER, "1")
+    set_, delete = AlterConfigOpType.SET, AlterConfigOpType.DELETE
+
+    def incrementally(*entries: tuple[str, AlterConfigOpType, str | None],
+                      validate_only: bool = False) -> None:
+        resource = ConfigResource(ConfigResource.Type.BROKER, "1", incremental_configs=[
+            ConfigEntry(k, v, incremental_operation=op) for k, op, v in entries])
+        admin.incremental_alter_configs([resource], validate_only=validate_only
+                                        )[resource].result(30)
+
+    def refused(*entries: tuple[str, AlterConfigOpType, str | None]) -> int:
+        with pytest.raises(ck.KafkaException) as info:
+            incrementally(*entries)
+        return info.value.args[0].code()
+
+    def on_defaults(*entries: tuple[str, int, str | None]) -> ErrorCode:
+        with RawClient(cluster.address) as client:
+            return client.call(incremental(1, (BROKER, "", list(entries)))).responses[0]\
+                .error_code
+
+    def described_defaults() -> dict[str, tuple[str, int]]:
+        with RawClient(cluster.address) as client:
+            result = client.call(describe_configs(4, (BROKER, "", None))).results[0]
+        assert result.error_code == ErrorCode.none
+        return {c.name: (c.value, c.config_source) for c in result.configs}
+
+    try:
+        incrementally((leader, set_, "1000000"))
+        assert on_defaults((follower, 0, "2000000"), (leader, 0, "3000000")) == ErrorCode.none
+        assert cluster.admin.broker_config(1) == {leader: "1000000"}
+        assert cluster.admin.broker_config(None) == {follower: "2000000", leader: "3000000"}
+        # its own value wins over the default's; the default fills in for the other
+        wait_until(lambda: (rm.leader_quota.rate, rm.follower_quota.rate) == (1e6, 2e6),
+                   message="the rates applied")
+        described = admin.describe_configs([own])[own].result(30)
+        assert (described[leader].value, described[leader].source) == (
+            "1000000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+        with RawClient(cluster.address) as client:  # librdkafka keeps one synonym per name
+            raw = client.call(describe_configs(4, (BROKER, "1", [leader]))).results[0].configs
+        assert [(s.value, s.source) for s in raw[0].synonyms] == [("1000000", 2), ("3000000", 3)]
+        assert (described[follower].value, described[follower].source) == (
+            "2000000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+        assert not described[leader].is_read_only
+        assert described["broker.id"].is_read_only  # the static config is still there
+        assert described_defaults() == {follower: ("2000000", 3), leader: ("3000000", 3)}
+        # bad input: refused whole, nothing changed
+        assert refused(("log.retention.hours", set_, "1")) == ck.KafkaError.INVALID_REQUEST
+        assert refused((leader, set_, "fast")) == ck.KafkaError.INVALID_REQUEST
+        assert refused((leader, AlterConfigOpType.APPEND, "1")) == ck.KafkaError.INVALID_CONFIG
+        assert on_defaults((leader, 0, "-1")) == ErrorCode.invalid_request
+        incrementally((leader, set_, "5"), validate_only=True)
+        assert cluster.admin.broker_config(1) == {leader: "1000000"}
+        assert cluster.admin.broker_config(None) == {follower: "2000000", leader: "3000000"}
+        # AlterConfigs replaces the broker's whole dynamic config: its leader rate goes (the
+        # default's applies again), its follower rate comes
+        whole = ConfigResource(ConfigResource.Type.BROKER, "1", set_config={follower: "500"})
+        with pytest.warns(DeprecationWarning):
+            assert admin.alter_configs([whole])[whole].result(30) is None
+        assert cluster.admin.broker_config(1) == {follower: "500"}
+        wait_until(lambda: (rm.leader_quota.rate, rm.follower_quota.rate) == (3e6, 500),
+                   message="the replaced rates applied")
+        assert on_defaults((leader, 1, None), (follower, 1, None)) == ErrorCode.none
+        incrementally((follower, delete, None))
+        wait_until(lambda: (rm.leader_quota.rate, rm.follower_quota.rate) == (None, None),
+                   message="the rates removed")
+        assert described_defaults() == {}
+    finally:
+        for broker in (1, None):
+            cluster.admin.replace_broker_config(broker, {})
 
 
 # --- DescribeCluster --------------------------------------------------------------------------

@@ -5,6 +5,8 @@ per-partition errors, and the request size limit checked before a body is read."
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import socket
 import struct
 import uuid
@@ -16,6 +18,8 @@ import crc32c
 import pytest
 from kio.schema.errors import ErrorCode
 
+from broker.apis import default_registry
+from broker.server import KafkaServer, _Connection
 from broker.wire import build
 from coordinator.codecs import TopicPartition
 from replication.records import ATTRIBUTES_OFFSET, CRC_OFFSET, Record, encode_batch
@@ -102,6 +106,11 @@ def test_produce_errors(broker: InProcessBroker) -> None:
     two_batches = records() + records()
     v1_magic = bytearray(records())
     v1_magic[16] = 1
+    unknown_codec = bytearray(records(2))  # codec 7 in the attributes, no such codec
+    struct.pack_into(">h", unknown_codec, ATTRIBUTES_OFFSET, 7)
+    struct.pack_into(">I", unknown_codec, CRC_OFFSET,
+                     crc32c.crc32c(bytes(unknown_codec[ATTRIBUTES_OFFSET:])))
+    unknown_codec = bytes(unknown_codec)
     with RawClient(broker.address) as client:
         answer = errors_of(client.call(produce(data={
             ("t", 0): bytes(bad_crc), ("t", 1): records(),
@@ -114,7 +123,7 @@ def test_produce_errors(broker: InProcessBroker) -> None:
                             (bytes(v1_magic), ErrorCode.invalid_record),
                             (None, ErrorCode.invalid_record),
                             (records()[:-3], ErrorCode.corrupt_message),
-                            (compressed(2, 7), ErrorCode.corrupt_message)]:
+                            (unknown_codec, ErrorCode.corrupt_message)]:
             assert errors_of(client.call(produce(data={("t", 0): data}))) == {("t", 0): error}
         assert errors_of(client.call(produce(acks=2, data={("t", 0): records()}))) == {
             ("t", 0): ErrorCode.invalid_required_acks}
@@ -125,6 +134,24 @@ def test_produce_errors(broker: InProcessBroker) -> None:
             ("t", 0): ErrorCode.none}
     assert broker.replica_manager.partition(TP0).log.log_end_offset == 2  # the zstd batch only
 
+
+
+def test_a_broker_whose_topics_compact_by_default_refuses_records_without_a_key(
+        tmp_path: Path) -> None:
+    """``log.cleanup.policy=compact`` in server.properties: a topic without a policy of its own
+    is compacted, so a record without a key is refused (INVALID_RECORD), one with a key taken."""
+    b = InProcessBroker(tmp_path / "logs", log_cleanup_policy=("compact",))
+    try:
+        b.set_partition("t", 0)
+        keyless = encode_batch([Record(key=None, value=b"v", timestamp=1_000)])
+        with RawClient(b.address) as client:
+            assert errors_of(client.call(produce(data={("t", 0): keyless}))) == {
+                ("t", 0): ErrorCode.invalid_record}
+            assert errors_of(client.call(produce(data={("t", 0): records()}))) == {
+                ("t", 0): ErrorCode.none}
+        assert b.replica_manager.partition(TP0).log.log_end_offset == 1
+    finally:
+        b.close()
 
 def test_message_max_bytes_then_segment_bytes(tmp_path: Path) -> None:
     b = InProcessBroker(tmp_path / "logs", message_max_bytes=2_000, log_segment_bytes=1_500)
@@ -492,3 +519,29 @@ def test_fetch_names_topics_by_id_from_version_13(broker: InProcessBroker) -> No
         (2, "127.0.0.1", broker.port + 1)]
     (m15,) = moved15.responses[0].partitions
     assert m15.current_leader.leader_id == -1  # and version 15 has no node endpoints
+
+
+def test_a_connection_closed_with_answers_not_started_closes_them_unrun() -> None:
+    """A handler that must wait (Metadata creating a topic) answers with a coroutine; if the
+    client goes away before the writer reaches it, it is closed, not left for the garbage
+    collector to warn about ("coroutine ... was never awaited")."""
+    class _Writer:
+        def get_extra_info(self, name: str) -> tuple[str, int]:
+            return ("127.0.0.1", 1)
+
+    async def answer() -> None:
+        return None
+
+    async def scenario() -> tuple[str, bool]:
+        server = KafkaServer((), default_registry(), max_request_bytes=1 << 20)
+        conn = _Connection(server, "PLAINTEXT", asyncio.StreamReader(), _Writer())  # type: ignore[arg-type]
+        waiting = answer()
+        started = asyncio.get_running_loop().create_future()
+        conn.queue.put_nowait((None, waiting))
+        conn.pending.append((None, started))
+        conn._drop_pending()
+        return inspect.getcoroutinestate(waiting), started.cancelled()
+
+    state, cancelled = asyncio.run(scenario())
+    assert state == inspect.CORO_CLOSED
+    assert cancelled

@@ -257,9 +257,11 @@ def test_unknown_and_unused_keys_warn_once_each() -> None:
     (BASE + "listeners=PLAINTEXT://h:70000\n", "listeners: port 70000"),
     (BASE + "listeners=PLAINTEXT://h h:1\n", "listeners: cannot parse"),
     (BASE + "listeners=FOO://h:1\n", "no security protocol is defined for listener FOO"),
-    (BASE + "listeners=SSL://h:1\n", "listener SSL uses security protocol SSL: not supported yet"),
-    (BASE + "listeners=A://h:1\nlistener.security.protocol.map=A:SASL_SSL\n",
-     "listener A uses security protocol SASL_SSL: not supported yet"),
+    (BASE + "listeners=SSL://h:1\nsecurity.inter.broker.protocol=SSL\n",
+     "listener.name.ssl.ssl.keystore.location: listener SSL uses SSL: give its key store"),
+    (BASE + "listeners=A://h:1\nlistener.security.protocol.map=A:SASL_SSL\n"
+     "inter.broker.listener.name=A\n",
+     "listener.name.a.ssl.keystore.location: listener A uses SASL_SSL"),
     (BASE + "listener.security.protocol.map=A:TLS\n", "unknown security protocol 'TLS'"),
     (BASE + "listener.security.protocol.map=A\n", "cannot parse 'A'"),
     (BASE + "listeners=PLAINTEXT://h:1,PLAINTEXT://h:2\n", "different name"),
@@ -268,16 +270,71 @@ def test_unknown_and_unused_keys_warn_once_each() -> None:
     (BASE + "listeners=\n", "listeners: no listener given"),
     (BASE + "advertised.listeners=PLAINTEXT://0.0.0.0:9092\n", "non-routable meta-address"),
     (BASE + "inter.broker.listener.name=OTHER\n", "OTHER is not one of the advertised"),
-    (BASE + "security.inter.broker.protocol=SSL\n", "security.inter.broker.protocol: SSL"),
+    (BASE + "security.inter.broker.protocol=SSL\n",
+     "inter.broker.listener.name: SSL is not one of the advertised listeners"),
     (BASE + "log.dirs=/a,/b\n", "exactly one log directory"),
     (BASE + "log.dir=\n", "log.dir: empty"),
     (BASE + "a=\\u00zz\n", "malformed"),
+    (BASE + "log.cleanup.policy=compact,shred\n", "log.cleanup.policy: shred: a policy is"),
+    (BASE + "log.cleaner.min.cleanable.ratio=1.5\n",
+     "log.cleaner.min.cleanable.ratio: must be between 0 and 1"),
+    (BASE + "log.cleaner.min.cleanable.ratio=half\n", "not a number of type DOUBLE"),
+    (BASE + "remote.log.storage.system.enable=true\n",
+     "remote.log.storage.system.enable: set remote.log.storage.url"),
+    (BASE + "remote.log.storage.system.enable=true\nremote.log.storage.url=gs://b/p\n",
+     "remote.log.storage.url: 'gs://b/p': unsupported scheme 'gs'"),
+    (BASE + "remote.log.storage.system.enable=true\nremote.log.storage.url=s3:///p\n",
+     "remote.log.storage.url: 's3:///p': name the bucket"),
+    (BASE + "remote.log.storage.system.enable=true\nremote.log.storage.url=file:rel\n",
+     "remote.log.storage.url: 'file:rel': give an absolute path"),
+    (BASE + "remote.log.manager.task.interval.ms=0\n",
+     "remote.log.manager.task.interval.ms: must be at least 1"),
+    (BASE + "log.local.retention.ms=-3\n", "log.local.retention.ms: must be at least -2"),
+    (BASE + "remote.log.manager.task.retry.jitter=2\n",
+     "remote.log.manager.task.retry.jitter: must be between 0 and 1"),
+    (BASE + "remote.log.manager.task.retry.backoff.ms=900\n"
+     "remote.log.manager.task.retry.backoff.max.ms=800\n",
+     "remote.log.manager.task.retry.backoff.ms must be at least 0 and at most"),
+    (BASE + "partctl.remote.log.metadata.compaction.min.stale.records=0\n",
+     "partctl.remote.log.metadata.compaction.min.stale.records: must be at least 1"),
+    (BASE + "partctl.remote.log.metadata.compaction.min.stale.records=many\n",
+     "invalid value 'many' for partctl.remote.log.metadata.compaction.min.stale.records"),
+    (BASE + "partctl.remote.log.metadata.compaction.delete.retention.ms=-1\n",
+     "partctl.remote.log.metadata.compaction.delete.retention.ms: must be at least 0"),
 ])
 def test_bad_input_is_one_error_naming_the_key(text: str, message: str) -> None:
     with pytest.raises(ConfigError) as failure:
         parse_config(text)
     assert message in str(failure.value)
     assert "\n" not in str(failure.value)
+
+
+def test_remote_copy_retry_backoff_settings() -> None:
+    default = parse_config(BASE).config.remote_log.retry_backoff
+    assert (default.initial_ms, default.max_ms, default.jitter) == (500, 30_000, 0.2)
+    custom = parse_config(BASE + "remote.log.manager.task.retry.backoff.ms=100\n"
+                          "remote.log.manager.task.retry.backoff.max.ms=900\n"
+                          "remote.log.manager.task.retry.jitter=0\n").config.remote_log.retry_backoff
+    assert (custom.initial_ms, custom.max_ms, custom.jitter) == (100, 900, 0.0)
+
+
+def test_remote_log_metadata_compaction_settings() -> None:
+    default = parse_config(BASE).config.remote_log.metadata_compaction
+    assert (default.min_stale_records, default.delete_retention_ms) == (16, 86_400_000)
+    custom = parse_config(BASE + "partctl.remote.log.metadata.compaction.min.stale.records=4\n"
+                          "partctl.remote.log.metadata.compaction.delete.retention.ms=0\n"
+                          ).config.remote_log.metadata_compaction
+    assert (custom.min_stale_records, custom.delete_retention_ms) == (4, 0)
+
+
+def test_an_s3_storage_url_keeps_the_metadata_in_the_bucket() -> None:
+    config = parse_config(BASE + "remote.log.storage.system.enable=true\n"
+                          "remote.log.storage.url=s3://bucket/tiered\n"
+                          "remote.log.storage.s3.endpoint=http://127.0.0.1:9000\n").config
+    remote = config.remote_log
+    assert remote.storage_url == "s3://bucket/tiered"
+    assert remote.s3_endpoint == "http://127.0.0.1:9000"
+    assert remote.metadata_in_s3() and remote.resolved_metadata_dir() is None
 
 
 def test_load_config_reads_a_file_and_names_it(tmp_path: Path) -> None:
@@ -314,3 +371,40 @@ def test_the_readme_example_is_read_without_warnings() -> None:
     assert (config.broker_id, config.coordinator_url) == (1, "zookeeper://zk1:2181,zk2:2181/kafka")
     assert config.listeners == (Listener(name="PLAINTEXT", host="127.0.0.1", port=9092),)
     assert (config.rack, config.num_partitions) == ("r1", 3)
+
+
+def test_broker_defaults_of_the_compaction_topic_configs() -> None:
+    """``log.cleanup.policy`` and ``log.cleaner.min.cleanable.ratio`` are what topics without
+    ``cleanup.policy`` / ``min.cleanable.dirty.ratio`` of their own get."""
+    default = parse_config(BASE).config.replica_config().log
+    assert (default.cleanup_delete, default.compact, default.min_cleanable_dirty_ratio) == (
+        True, False, 0.5)
+    c = parse_config(BASE + "log.cleanup.policy=compact\n"
+                            "log.cleaner.min.cleanable.ratio=0.1\n").config
+    log = c.replica_config().log
+    assert (log.cleanup_delete, log.compact, log.min_cleanable_dirty_ratio) == (False, True, 0.1)
+    both = parse_config(BASE + "log.cleanup.policy=compact, delete\n").config.log_config()
+    assert (both.cleanup_delete, both.compact) == (True, True)
+    assert c.properties["log.cleanup.policy"] == "compact"
+
+
+def test_remote_log_storage_settings() -> None:
+    off = parse_config(BASE).config
+    assert not off.remote_log.system_enable and not off.replica_config().remote.system_enable
+    c = parse_config(BASE + "remote.log.storage.system.enable=true\n"
+                            "remote.log.storage.url=file:///mnt/tier\n"
+                            "remote.log.manager.task.interval.ms=500\n"
+                            "log.retention.check.interval.ms=1000\n"
+                            "log.local.retention.ms=60000\n").config
+    remote = c.replica_config().remote
+    assert (remote.system_enable, remote.storage_url, remote.task_interval_ms) == (
+        True, "file:///mnt/tier", 500)
+    assert str(remote.resolved_metadata_dir()) == "/mnt/tier/__remote_log_metadata"
+    assert c.replica_config().log_retention_check_interval_ms == 1000
+    assert c.log_config().local_retention_ms == 60000
+    assert c.log_config().effective_local_retention_bytes == -1  # -2: retention.bytes
+    # A third-party manager needs no URL here; the metadata directory must then be named.
+    custom = parse_config(BASE + "remote.log.storage.system.enable=true\n"
+                                 "remote.log.storage.manager.class.name=m:C\n"
+                                 "partctl.remote.log.metadata.dir=/var/meta\n").config
+    assert custom.remote_log.manager_class_name == "m:C"

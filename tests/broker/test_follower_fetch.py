@@ -40,9 +40,9 @@ def leader(tmp_path: Path) -> Iterator[InProcessBroker]:
 
 def follower_fetch(*, replica_id: int = 2, offset: int = 0, epoch: int = -1,
                    last_fetched_epoch: int = -1, max_wait_ms: int = 0, version: int = 12,
-                   topic: str = "t") -> object:
+                   topic: str = "t", partition: int = 0) -> object:
     m = request_module(1, version)
-    part = build(m.FetchPartition, partition=0, current_leader_epoch=epoch, fetch_offset=offset,
+    part = build(m.FetchPartition, partition=partition, current_leader_epoch=epoch, fetch_offset=offset,
                  last_fetched_epoch=last_fetched_epoch, log_start_offset=-1,
                  partition_max_bytes=1 << 20)
     return request(1, version, replica_id=replica_id, max_wait=timedelta(milliseconds=max_wait_ms),

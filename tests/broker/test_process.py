@@ -48,8 +48,9 @@ def one_error_line(result: subprocess.CompletedProcess) -> str:
 @pytest.mark.parametrize(("text", "message"), [
     ("broker.id=x\nzookeeper.connect=127.0.0.1:1\n", "invalid value 'x' for broker.id"),
     ("broker.id=1\n", "no coordinator"),
-    ("broker.id=1\nzookeeper.connect=127.0.0.1:1\nlisteners=SSL://127.0.0.1:0\n",
-     "not supported yet"),
+    ("broker.id=1\nzookeeper.connect=127.0.0.1:1\nlisteners=SSL://127.0.0.1:0\n"
+     "security.inter.broker.protocol=SSL\n",
+     "listener.name.ssl.ssl.keystore.location: listener SSL uses SSL: give its key store"),
 ])
 def test_a_bad_configuration_is_one_line_and_exit_1(tmp_path: Path, text: str,
                                                     message: str) -> None:

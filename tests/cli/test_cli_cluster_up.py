@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -273,6 +274,8 @@ def test_etcd_in_a_kept_directory_finds_its_topic_when_started_again(
     first = cluster_up("--store", "etcd", "--brokers", "1", "--dir", str(tmp_path), *FAST_STOP)
     started.append(first)
     (address,) = first.bootstrap
+    line = first.wait_for("partctl cluster: broker 1 at ")
+    assert line.endswith("broker.log)"), line  # no metrics.listener: no metrics URL
     create_topic(address, "kept", [1])
     values = [b"a", b"b", b"c"]
     produce(address, "kept", values)
@@ -281,11 +284,17 @@ def test_etcd_in_a_kept_directory_finds_its_topic_when_started_again(
     assert not running_under(tmp_path)
     assert (tmp_path / "etcd").is_dir() and (tmp_path / "broker-1" / "server.properties").exists()
 
-    again = cluster_up("--brokers", "1", "--dir", str(tmp_path), *FAST_STOP)  # etcd: its data
+    again = cluster_up("--brokers", "1", "--dir", str(tmp_path), *FAST_STOP,  # etcd: its data
+                       "--set", "metrics.listener=http://127.0.0.1:0")
     started.append(again)
     (address,) = again.bootstrap
     assert again.lines[0].startswith("partctl cluster: etcd at ")
     assert consume(address, "kept", 3) == values
+    line = again.wait_for("partctl cluster: broker 1 at ")
+    url = re.search(r", metrics on (http://127\.0\.0\.1:\d+/metrics)$", line)
+    assert url is not None, line
+    with urllib.request.urlopen(url.group(1), timeout=10) as answer:
+        assert b'kafka_log_log_logendoffset{topic="kept",partition="0"} 3' in answer.read()
     assert again.stop(signal.SIGINT) == 0
     assert not running_under(tmp_path)
 

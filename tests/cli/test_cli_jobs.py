@@ -353,6 +353,23 @@ def test_overdue_jobs_do_not_make_jobs_commands_print_scheduler_errors(db: str) 
     assert sql(db, "SELECT next_run_time FROM partctl_jobs") == before
 
 
+def test_a_disk_rebalance_job_keeps_its_goal_and_sizes_file(db: str, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    sizes = tmp_path / "sizes.json"
+    sizes.write_text(json.dumps({"partitions": [{"topic": "t", "partition": 0,
+                                                 "size_bytes": 1024}]}))
+    monkeypatch.chdir(tmp_path)  # a relative path is kept as an absolute one
+    code, out, err = run("jobs", "add", "rebalance", "--every", "1h", "--goal", "disk",
+                         "--sizes", "sizes.json", "--count-slack", "0.1", "--coordinator",
+                         "memory://x", "--db", db, "--id", "disk")
+    assert code == 0 and out.startswith("Added job disk: rebalance, every 1h"), err
+    stored = json.loads(sql(db, "SELECT arguments FROM partctl_jobs")[0]["arguments"])
+    assert (stored["goal"], stored["sizes"], stored["count_slack"]) == ("disk", str(sizes), 0.1)
+    line = run("jobs", "list", "--db", db)[1].splitlines()[1]
+    assert "goal=disk" in line and f"sizes={sizes}" in line and "count-slack=0.1" in line
+
+
 def test_bad_input_is_one_line_and_changes_nothing(db: str,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PARTCTL_COORDINATOR", raising=False)
@@ -387,6 +404,12 @@ def test_bad_input_is_one_line_and_changes_nothing(db: str,
           "--coordinator", m], "needs the brokers"),
         (["jobs", "add", "rebalance", "--every", "1h", "--brokers", "a,b", "--coordinator", m],
          "bad --brokers"),
+        (["jobs", "add", "rebalance", "--every", "1h", "--goal", "disk", "--coordinator", m],
+         "--goal disk needs --sizes FILE"),
+        (["jobs", "add", "rebalance", "--every", "1h", "--count-slack", "0.1",
+          "--coordinator", m], "--count-slack goes with --goal disk"),
+        (["jobs", "add", "rebalance", "--every", "1h", "--goal", "disk", "--sizes",
+          "/nonexistent/sizes.json", "--coordinator", m], "cannot read --sizes file"),
         (["jobs", "add", "rebalance", "--every", "1h", "--max-concurrent-moves", "0",
           "--coordinator", m], "at least 1"),
         (["jobs", "add", "rebalance", "--every", "1h", "--id", "bad id", "--coordinator", m],

@@ -172,6 +172,24 @@ def test_snapshot_generate_execute_verify_on_a_live_cluster(live: Live, tmp_path
     assert json.loads(again.read_text()) == {"version": 1, "partitions": []}
 
 
+def test_snapshot_plot_draws_the_current_load(live: Live, tmp_path: Path) -> None:
+    skewed(live)
+    snap_path, png = tmp_path / "snap.json", tmp_path / "cluster.png"
+    code, out, err = run("cluster", "snapshot", "--coordinator", live.url, "-o", str(snap_path),
+                         "--plot", str(png))
+    assert code == 0, err
+    assert out.splitlines()[-1] == f"Picture of the load per broker written to {png}."
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    # no sizes: two panels (replicas, leaders), 2.6 inches each plus 0.8 at 100 dpi
+    assert int.from_bytes(data[20:24], "big") == 600
+    code, out, err = run("cluster", "snapshot", "--coordinator", live.url, "-o",
+                         str(tmp_path / "again.json"), "--plot", str(tmp_path / "no" / "c.png"))
+    assert (code, out) == (1, "") and err.count("\n") == 1
+    assert err.startswith(f"partctl: error: cannot write --plot {tmp_path / 'no' / 'c.png'}: ")
+    assert not (tmp_path / "again.json").exists()
+
+
 def test_generate_goals_and_kafkas_scoping_options(live: Live, tmp_path: Path) -> None:
     skewed(live)
     plan_path = tmp_path / "plan.json"
@@ -285,6 +303,31 @@ def test_execute_rejects_a_bad_plan_whole_and_writes_nothing(live: Live, tmp_pat
     assert live.replicas("t") == {0: (1, 2), 1: (2, 3), 2: (3, 4)}
 
 
+def test_bad_throttle_options_are_one_error_line_each_and_change_nothing(
+        live: Live, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    live.create("t", {0: [1, 2]})
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "t", "partition": 0, "replicas": [1, 3]}]}))
+    cases = [
+        (["--throttle", "-5"], "argument --throttle: the rate must be at least 1 byte"),
+        (["--throttle", "x"], "argument --throttle: not a rate: 'x' (bytes per second"),
+        (["--throttle", "0"], "argument --throttle: the rate must be at least 1 byte"),
+        (["--max-moves-per-broker", "0"], "argument --max-moves-per-broker: must be at least"),
+    ]
+    for argv, message in cases:
+        with pytest.raises(SystemExit) as usage:  # argparse: its usage, then one error line
+            run("reassign", "execute", "--coordinator", live.url,
+                "--reassignment-json-file", str(plan), *argv)
+        assert usage.value.code == 2
+        err = capsys.readouterr().err
+        errors = [line for line in err.splitlines() if "error:" in line]
+        assert len(errors) == 1 and message in errors[0], (argv, err)
+        assert "Traceback" not in err
+    assert live.md.reassignment() is None and live.md.broker_config(1) is None
+    assert not live.md.topic_config("t")
+
+
 def test_execute_refuses_while_in_progress_then_cancel_reverts(live: Live, tmp_path: Path
                                                                 ) -> None:
     live.create("t", {0: [1, 2], 1: [2, 3], 2: [3, 4]})
@@ -301,7 +344,8 @@ def test_execute_refuses_while_in_progress_then_cancel_reverts(live: Live, tmp_p
     assert code == 1 and out == ""
     assert err == ("partctl: error: a partition reassignment of 2 partition(s) is already in "
                    "progress, with moves that are not this plan's (t-1 -> [2, 1]) and no partctl "
-                   "execute running it: verify or cancel it first\n")
+                   "execute running it: verify or cancel it first, or add this plan to it with "
+                   "--additional\n")
 
     code, out, err = run("reassign", "verify", "--coordinator", live.url,
                          "--reassignment-json-file", str(plan))
@@ -324,6 +368,54 @@ def test_execute_refuses_while_in_progress_then_cancel_reverts(live: Live, tmp_p
     assert live.replicas("t") == {0: (1, 2), 1: (2, 3), 2: (3, 4)}
     code, out, _ = run("reassign", "cancel", "--coordinator", live.url)
     assert code == 0 and out == "No reassignment is in progress: nothing to cancel.\n"
+
+
+def test_execute_additional_adds_a_plan_to_the_reassignment_in_progress(
+        live: Live, tmp_path: Path) -> None:
+    """Kafka's ``--additional``: the plan's moves join the ones in progress (left by another
+    tool), which carry on beside them; a partition of the plan already moving elsewhere is
+    still refused, with one line and nothing written."""
+    live.create("t", {0: [1, 2], 1: [2, 3], 2: [3, 4], 3: [4, 1]})
+    live.followers.running.clear()  # the moves in progress stall until the plan has joined
+    live.md.request_reassignment({TopicPartition("t", 0): [3, 4],
+                                  TopicPartition("t", 1): [2, 1]})
+    wait_until(lambda: 0 in live.md.assignments(["t"])["t"].value.adding, timeout=10)
+    clash = tmp_path / "clash.json"
+    clash.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "t", "partition": 1, "replicas": [3, 2]},
+        {"topic": "t", "partition": 2, "replicas": [4, 1]}]}))
+    code, out, err = run("reassign", "execute", "--coordinator", live.url, "--additional",
+                         "--reassignment-json-file", str(clash))
+    assert (code, out) == (1, "")
+    assert err == ("partctl: error: partitions of this plan are already moving elsewhere "
+                   "(t-1 -> [2, 1]): cancel those moves first, or leave them out of the plan\n")
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "t", "partition": 0, "replicas": [3, 4]},  # the same move: followed
+        {"topic": "t", "partition": 2, "replicas": [4, 1]},
+        {"topic": "t", "partition": 3, "replicas": [1, 2]}]}))
+    done: list[tuple[int, str, str]] = []
+    executing = threading.Thread(target=lambda: done.append(run(
+        "reassign", "execute", "--coordinator", live.url, "--additional",
+        "--max-concurrent-moves", "2", "--poll-interval", "0.05", "--timeout", "60",
+        "--reassignment-json-file", str(plan))))
+    executing.start()
+    try:  # within its window of 2 (the other tool's move not counted), beside the other's
+        wait_until(lambda: set(moves(live)) == {TopicPartition("t", p) for p in (0, 1, 2)},
+                   timeout=10, message="the plan's first moves beside the other's")
+    finally:
+        live.followers.running.set()
+        executing.join(60)
+    code, out, err = done[0]
+    assert code == 0, out + err
+    assert "in addition to the moves in progress" in out
+    wait_until(lambda: live.md.reassignment() is None, timeout=10)
+    assert live.replicas("t") == {0: (3, 4), 1: (2, 1), 2: (4, 1), 3: (1, 2)}
+
+
+def moves(live: Live) -> dict[TopicPartition, tuple[int, ...]]:
+    node = live.md.reassignment()
+    return {} if node is None else dict(node.value)
 
 
 def test_plain_progress_lines_are_periodic() -> None:

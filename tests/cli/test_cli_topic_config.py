@@ -99,3 +99,24 @@ def test_create_with_a_bad_config_creates_nothing(client: Coordinator, backend: 
     code, out, err = run("topics", "describe-config", "--coordinator", backend.url(),
                          "--topic", "t")
     assert (code, out, err) == (1, "", "partctl: error: topic 't' does not exist\n")
+
+
+def test_a_tiered_topic_is_refused_when_the_brokers_cannot_say_they_tier(
+        backend: Harness) -> None:
+    """``topics create --config remote.storage.enable=true`` asks the live brokers whether they
+    set remote.log.storage.system.enable; a broker that cannot be asked (here: nothing listens
+    where it registered) is one error line, and nothing is created."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    client = backend.connect()
+    MetadataClient(client).register_broker(BrokerInfo(id=7, host="127.0.0.1", port=port))
+    code, out, err = run("topics", "create", "--coordinator", backend.url(), "--topic", "t",
+                         "--partitions", "1", "--replication-factor", "1", "--config",
+                         "remote.storage.enable=true", "--timeout", "2")
+    assert (code, out) == (1, "")
+    assert err.startswith("partctl: error: remote.storage.enable: cannot learn whether the "
+                          "brokers tier: cannot reach any broker") and err.count("\n") == 1, err
+    assert Admin(client).list_topics() == []

@@ -19,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,15 +28,14 @@ from pathlib import Path
 import pytest
 
 import coordinator
+from broker.cluster import LaunchedBroker
 from coordinator.admin import Admin
-from coordinator.codecs import BrokerInfo, TopicPartition
+from coordinator.codecs import BrokerInfo
 from coordinator.metadata import MetadataClient
 from partctl.cli import build_parser, main
-from statemachines.channel import InProcessNetwork
-from statemachines.participant import Participant
-from tests.recording_broker import RecordingBroker
-from tests.servers import free_port
-from tests.waiting import wait_until
+from tests.broker.processes import create_topic, start_broker
+from tests.cli.memory_cluster import Cluster
+from tests.servers import Server, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -72,30 +72,33 @@ def flag(action: argparse.Action) -> str:
 # --- the context every command runs in ---------------------------------------------------------
 
 
-class Cluster:
-    """Three participants on a memory coordinator with a topic ``t`` of 3 partitions."""
+class WalkBroker:
+    """A broker process on the session's ZooKeeper with a topic ``t`` of 3 partitions, for the
+    commands that speak Kafka's protocol to brokers (``groups``); started when first asked
+    for. Without a ZooKeeper server those commands' cases skip."""
 
-    def __init__(self) -> None:
-        self.url = f"memory://walk-{uuid.uuid4().hex[:10]}"
-        self.network = InProcessNetwork()
-        self.participants = [Participant(self.url, b, handler=RecordingBroker, rack=f"r{b % 2}",
-                                         network=self.network).start() for b in (1, 2, 3)]
-        self.client = coordinator.connect(self.url)
-        self.md = MetadataClient(self.client)
-        wait_until(lambda: self.md.controller() is not None, timeout=15)
-        Admin(self.client).create_topic("t", assignment={0: [1, 2], 1: [2, 3], 2: [3, 1]})
-        keys = [TopicPartition("t", p) for p in range(3)]
-        wait_until(lambda: all(self.md.partition_states(keys).values()), timeout=15)
+    def __init__(self, server: Server | None, root: Path) -> None:
+        self.server = server
+        self.root = root
+        self.broker: LaunchedBroker | None = None
+
+    def url(self) -> str:
+        if self.server is None:
+            pytest.skip("the groups commands need a broker process, on a ZooKeeper server")
+        if self.broker is None:
+            self.broker = start_broker(self.root, self.server)
+            create_topic(self.broker, "t", 3)
+        return self.broker.coordinator_url
 
     def close(self) -> None:
-        for p in self.participants:
-            p.close()
-        self.client.close()
+        if self.broker is not None:
+            assert self.broker.stop() == 0, self.broker.log()[-3000:]
 
 
 @dataclass
 class Context:
     cluster: Cluster
+    broker: WalkBroker
     tmp: Path
     db: str
     silent: str
@@ -113,11 +116,17 @@ class Context:
 
 
 @pytest.fixture(scope="module")
-def ctx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Context]:
+def ctx(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+        ) -> Iterator[Context]:
     tmp = tmp_path_factory.mktemp("walk")
+    try:
+        server: Server | None = request.getfixturevalue("zookeeper_server")
+    except pytest.skip.Exception:
+        server = None
     cluster = Cluster()
     listener = socket.create_server(("127.0.0.1", 0))
-    c = Context(cluster=cluster, tmp=tmp, db=f"sqlite:///{tmp / 'walk.db'}",
+    c = Context(cluster=cluster, broker=WalkBroker(server, tmp / "broker"), tmp=tmp,
+                db=f"sqlite:///{tmp / 'walk.db'}",
                 silent=f"127.0.0.1:{listener.getsockname()[1]}", refused_port=free_port(),
                 plan=tmp / "plan.json")
     c.plan.write_text(json.dumps({"version": 1, "partitions": [
@@ -131,14 +140,21 @@ def ctx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Context]:
         assert code == 0, err
         yield c
     listener.close()
+    c.broker.close()
     cluster.close()
 
 
 def valid_value(ctx: Context, path: tuple[str, ...], action: argparse.Action) -> list[str]:
     """A value that lets the command get past this (required) option."""
     dest = action.dest
+    if action.option_strings and action.nargs == 0:
+        return []  # a flag (one of a required group)
     if dest == "coordinator":
-        return [ctx.cluster.url]
+        return [ctx.broker.url()] if path[0] == "groups" else [ctx.cluster.url]
+    if dest == "group":
+        return ["walk-group"]
+    if dest == "by_duration":
+        return ["PT1H"]
     if dest == "topic":
         return ["fresh-" + uuid.uuid4().hex[:6]] if path[-1] == "create" else ["t"]
     if dest == "output":
@@ -151,6 +167,10 @@ def valid_value(ctx: Context, path: tuple[str, ...], action: argparse.Action) ->
         return ["1h"] if dest == "every" else ["0 3 * * *"]
     if dest == "job_id":
         return ["j"]
+    if dest == "name" and path[0] == "users":
+        return ["walk-user"]
+    if dest == "mechanism":
+        return ["SCRAM-SHA-512"]
     raise AssertionError(f"{' '.join(path)}: no valid value known for {dest}: teach valid_value")
 
 
@@ -188,6 +208,11 @@ def baseline(ctx: Context, path: tuple[str, ...], parser: argparse.ArgumentParse
         for dest in ("partitions", "replication_factor"):
             if dest != skip:
                 argv += [f"--{dest.replace('_', '-')}", "1"]
+    if path[0] == "acls":  # a resource (and, to add, what is allowed to whom)
+        if skip != "topic":
+            argv += ["--topic", "t"]
+        if path[-1] == "add":
+            argv += ["--operation", "Read", "--allow-principal", "User:walk"]
     if path == ("topics", "alter-config") and skip != "set":  # one change at least
         argv += ["--set", "retention.ms=1000"]
     return argv + positionals
@@ -210,6 +235,35 @@ def run(*argv: str) -> tuple[int, str, str]:
 RUNS_UNTIL_STOPPED = {("scheduler", "run"): "partctl scheduler: running ",
                       ("cluster", "up"): "bootstrap.servers="}
 """Commands that run in the foreground until a signal, and the line that says they started."""
+SERVES_UNTIL_STOPPED = {("ui",): "partctl ui: serving "}
+"""Commands that serve until SIGINT or SIGTERM, handled by the command itself from before it
+says it started: run in this process (a process each costs a second), sent SIGTERM when the
+line shows."""
+
+
+def run_until_started(started: str, *argv: str) -> tuple[int, str, str]:
+    """:func:`run`, with a thread that sends this process SIGTERM once ``started`` is out."""
+    out, err = io.StringIO(), io.StringIO()
+    done = threading.Event()
+
+    def stop_when_started() -> None:
+        while not done.wait(0.02):
+            if started in out.getvalue():
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+
+    watcher = threading.Thread(target=stop_when_started, daemon=True)
+    watcher.start()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(argv), out=out, err=err)
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        done.set()
+        watcher.join()
+    return code, out.getvalue(), err.getvalue()
 
 
 def run_process(ctx: Context, *argv: str) -> tuple[int, str, str]:
@@ -236,6 +290,9 @@ def run_process(ctx: Context, *argv: str) -> tuple[int, str, str]:
 
 
 def run_any(ctx: Context, *argv: str) -> tuple[int, str, str]:
+    serves = SERVES_UNTIL_STOPPED.get(tuple(argv[:1]))
+    if serves is not None:
+        return run_until_started(serves, *argv)
     return run_process(ctx, *argv) if tuple(argv[:2]) in RUNS_UNTIL_STOPPED else run(*argv)
 
 
@@ -276,7 +333,7 @@ class Case:
 
 
 UNREACHABLE = "unreachable"
-NEGATIVE_OK = {"seed"}
+NEGATIVE_OK = {"seed", "shift_by"}
 """Options where a negative number is a meaningful value."""
 
 
@@ -286,7 +343,7 @@ def bad_values(path: tuple[str, ...], action: argparse.Action) -> list[Case]:
     if action.option_strings and action.nargs == 0:
         return out  # a flag takes no value
     if action.metavar == "FILE":
-        writes = action.dest == "output"
+        writes = action.dest in ("output", "plot")
         out.append(Case(path, opt, "<missing>",
                         ("cannot write", "No such file") if writes
                         else ("cannot read", "no such file")))
@@ -298,7 +355,9 @@ def bad_values(path: tuple[str, ...], action: argparse.Action) -> list[Case]:
                 Case(path, opt, "zk://", ("empty host",), True),
                 Case(path, opt, UNREACHABLE, ("could not connect", "could not reach"), True)]
     elif action.dest == "topic":
-        out += [Case(path, opt, "<unknown-topic>", ("does not exist",), path[-1] == "create"),
+        # an ACL may name a topic not created yet, as Kafka's ACLs may
+        out += [Case(path, opt, "<unknown-topic>", ("does not exist",),
+                     path[-1] == "create" or path[0] == "acls"),
                 Case(path, opt, "bad/name", ("illegal characters",))]
     elif action.dest == "job_id":
         out.append(Case(path, opt, "no-such-job", ("no-such-job",)))
@@ -343,7 +402,7 @@ def test_help(path: tuple[str, ...]) -> None:
 def test_no_arguments(path: tuple[str, ...], ctx: Context) -> None:
     code, out, err = run_any(ctx, *path)
     if code == 0:
-        assert not err or path in RUNS_UNTIL_STOPPED, err
+        assert not err or path in RUNS_UNTIL_STOPPED or path in SERVES_UNTIL_STOPPED, err
         assert "Traceback" not in err
     else:
         check_failure(code, err, " ".join(path), None)
@@ -465,3 +524,14 @@ def test_an_unexpected_error_is_one_line_unless_debugging(
     monkeypatch.setattr(topics, "cmd_list", value_error)  # ValueError is not a user error
     code, _, err = run(*argv)
     assert code == 2 and err.startswith("partctl: internal error: ValueError: a bug")
+
+
+def test_a_help_reworded_for_one_command_is_that_command_s_alone() -> None:
+    """``cluster up`` words --coordinator its own way (it starts a server when none is given);
+    the option comes from the parent parser every command shares, and its new help showed in
+    every command's --help."""
+    up = run("cluster", "up", "--help")[1]
+    assert "start one, see --store" in up
+    for path in (("topics", "list"), ("reassign", "execute")):
+        out = run(*path, "--help")[1]
+        assert "start one, see --store" not in out and "$PARTCTL_COORDINATOR" in out, path

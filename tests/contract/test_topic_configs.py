@@ -106,6 +106,31 @@ def test_bad_requests_write_nothing(client: Coordinator) -> None:
     assert client.exists("/config/topics/missing") is None
 
 
+def test_remote_storage_once_on_cannot_be_turned_off(client: Coordinator) -> None:
+    """As Kafka in ZooKeeper mode: set false, deleted, or left out of a full replacement,
+    remote.storage.enable of a tiered topic is refused (INVALID_CONFIG), nothing written;
+    turning it on and other changes of a tiered topic are taken."""
+    tiered = {"remote.log.storage.system.enable": "true"}
+    admin = Admin(client)
+    admin.metadata.ensure_layout()
+    admin.metadata.register_broker(BrokerInfo(id=1, host="h", port=9092))
+    admin.create_topic("t", assignment={0: [1]}, config={"remote.storage.enable": "true"},
+                       broker_config=tiered)
+    before = client.get("/config/topics/t")
+    message = "^Disabling remote storage feature on the topic level is not supported.$"
+    with pytest.raises(InvalidConfig, match=message):
+        admin.alter_topic_config("t", {"remote.storage.enable": "false"}, broker_config=tiered)
+    with pytest.raises(InvalidConfig, match=message):
+        admin.alter_topic_config("t", delete=["remote.storage.enable"], broker_config=tiered)
+    with pytest.raises(InvalidConfig, match=message):
+        admin.replace_topic_config("t", {"retention.ms": "-1"}, broker_config=tiered)
+    assert client.get("/config/topics/t") == before
+    assert changes(client) == []
+    admin.alter_topic_config("t", {"local.retention.ms": "1000"}, broker_config=tiered)
+    admin.create_topic("u", assignment={0: [1]})
+    admin.alter_topic_config("u", {"remote.storage.enable": "true"}, broker_config=tiered)
+
+
 def test_a_topic_without_a_config_node_gets_one(client: Coordinator) -> None:
     admin = admin_with_topic(client)
     client.delete("/config/topics/t")  # a topic written by an older tool

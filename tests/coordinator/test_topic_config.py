@@ -183,7 +183,8 @@ def test_the_keys_partctl_applies() -> None:
                        "max.compaction.lag.ms", "max.message.bytes", "min.cleanable.dirty.ratio",
                        "min.compaction.lag.ms", "min.insync.replicas", "retention.bytes",
                        "retention.ms", "segment.bytes", "segment.ms",
-                       "unclean.leader.election.enable"}
+                       "unclean.leader.election.enable", "remote.storage.enable",
+                       "local.retention.ms", "local.retention.bytes"}
     partial = {k for k, v in TOPIC_CONFIG_KEYS.items() if v.effect is Effect.PARTIAL}
     assert partial == {"compression.type"}
 
@@ -295,3 +296,37 @@ def test_describe_sources_synonyms_and_values_in_kafkas_form() -> None:
 def test_describe_only_the_names_asked_unknown_ones_left_out() -> None:
     entries = describe_config({}, names=["segment.ms", "nope", "min.insync.replicas"])
     assert [e.name for e in entries] == ["segment.ms", "min.insync.replicas"]
+
+
+TIERED_BROKER = {"remote.log.storage.system.enable": "true"}
+
+
+def test_remote_storage_needs_the_broker_switch() -> None:
+    assert validate_topic_config({"remote.storage.enable": "true"}, TIERED_BROKER) == {
+        "remote.storage.enable": True}
+    with pytest.raises(InvalidConfig, match="Tiered Storage functionality is disabled"):
+        validate_topic_config({"remote.storage.enable": "true"},
+                              {"remote.log.storage.system.enable": "false"})
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    ({"cleanup.policy": "compact"}, "Remote log storage is unsupported for the compacted topics"),
+    ({"retention.ms": "1000", "local.retention.ms": "2000"},
+     "Invalid value 2000 for configuration local.retention.ms: Value must not be more than "
+     "retention.ms property value: 1000"),
+    ({"retention.bytes": "100", "local.retention.bytes": "-1"},
+     "Invalid value -1 for configuration local.retention.bytes: Value must not be -1 as "
+     "retention.bytes value is set as 100"),
+])
+def test_remote_storage_rules(overrides: dict[str, str], message: str) -> None:
+    with pytest.raises(InvalidConfig) as failure:
+        validate_topic_config({"remote.storage.enable": "true", **overrides}, TIERED_BROKER)
+    assert str(failure.value) == message
+    # The same values on a topic that is not tiered are fine.
+    validate_topic_config(overrides)
+
+
+def test_local_retention_within_retention_is_accepted() -> None:
+    validate_topic_config({"remote.storage.enable": "true", "retention.ms": "-1",
+                           "local.retention.ms": "-1", "retention.bytes": "100",
+                           "local.retention.bytes": "-2"}, TIERED_BROKER)

@@ -75,6 +75,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--keep", action="store_true", help="keep clean runs' histories and cluster directories")
     p.add_argument("--no-timeline", dest="timeline", action="store_false",
                    help="do not draw each run's timeline.png")
+    p.add_argument("--tiered", action="store_true",
+                   help="tiered storage on: the workload's topics with remote.storage.enable, "
+                        "small segments and local retention, a file:// remote store in the "
+                        "run's directory")
     return p
 
 
@@ -99,7 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             progress.update(task, description=f"{kind} seed {seed}")
             result = run_seed(seed, kind, args.duration, args.out, brokers=args.brokers,
                               kinds=args.faults, rate=args.rate, timeline=args.timeline,
-                              keep=args.keep, say=lambda text: progress.console.log(text))
+                              keep=args.keep, tiered=args.tiered,
+                              say=lambda text: progress.console.log(text))
             results.append(result)
             progress.console.print(result.line(), markup=False, highlight=False)
             if not result.ok and result.verdict is not None:
@@ -154,6 +159,8 @@ def summarise(results: Sequence[SeedResult]) -> dict[str, dict[str, object]]:
             "acknowledged": sum(r.verdict.acknowledged for r in judged if r.verdict),
             "unknown_outcomes": sum(r.stats.unknown for r in rs if r.stats),
             "violations": dict(violations),
+            "resent_by_client": sum(r.verdict.resent.count for r in judged if r.verdict),
+            "resent_seeds": [r.seed for r in judged if r.verdict and r.verdict.resent.count],
             "undone_operations": sum(len(r.nemesis_errors) for r in rs),
             "isr_not_restored_seeds": [r.seed for r in rs if r.short_isrs],
             "availability_by_fault": {f: round(sum(v) / len(v), 4)
@@ -193,6 +200,9 @@ def _table(kind: str, row: dict[str, object]) -> Table:
     table.caption = ("led: mean share of partition-time with a leader in the auditor's view; "
                      "writes acked: mean share of partition-seconds in which a write was "
                      "acknowledged\nviolations: " + ", ".join(f"{k} {n}" for k, n in violations.items())
+                     + f"; re-sent by the client under a new producer epoch (not a "
+                       f"violation) {row['resent_by_client']} in seeds "
+                       f"{row['resent_seeds'] or '-'}"
                      + f"; undone operations {row['undone_operations']}"
                      + f"; ISR not restored after the heal in seeds "
                        f"{row['isr_not_restored_seeds'] or '-'}"

@@ -72,6 +72,7 @@ __all__ = [
     "check",
     "final_from_log_dirs",
     "final_partition",
+    "remote_batches",
 ]
 
 KINDS = ("lost", "duplicated", "reordered", "offset_conflicts", "divergent", "zombie")
@@ -95,6 +96,9 @@ class ReplicaLog:
     broker: int
     records: tuple[tuple[int, str | None], ...]
     batches: tuple[BatchDigest, ...]
+    writers: Mapping[int, tuple[int, int, int]] = field(default_factory=dict)
+    """offset -> (producer id, producer epoch, sequence) of the records an idempotent producer
+    wrote (batch headers: the sequence is the batch's base sequence plus the record's place)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -160,6 +164,13 @@ class Verdict:
     error_rates: dict[str, ErrorRate] = field(default_factory=dict)
     state_versions_seen: int = 0
     state_version_gaps: int = 0
+    resent: Tally = field(default_factory=Tally)
+    """Information, not a violation: a value at two offsets of a final log written by one
+    producer id under two producer epochs. The client bumped its epoch and sent the value
+    again as a new record (librdkafka renumbers messages whose first attempt is "possibly
+    persisted" when an epoch bump drains the producer: confluentinc/librdkafka#4953); a
+    broker's idempotence is scoped to one producer epoch and cannot see it. A duplicate with
+    one producer epoch (or no producer id) is a broker's and counts as ``duplicated``."""
     unexpected: Tally = field(default_factory=Tally)
     """Information, not a violation: values in a final log that no attempt acknowledged and
     that either were never sent or whose attempt was reported failed (certainly not written).
@@ -192,6 +203,10 @@ class Verdict:
         for kind in KINDS:
             for example in self.tally(kind).examples:
                 lines.append(f"  {kind}: {example}")
+        if self.resent.count:
+            lines.append(f"  re-sent by the client under a new producer epoch (not counted "
+                         f"against ok): {self.resent.count}, e.g. "
+                         f"{'; '.join(self.resent.examples)}")
         if self.unexpected.count:
             lines.append(f"  unexpected values in the logs (not counted against ok): "
                          f"{self.unexpected.count}, e.g. {'; '.join(self.unexpected.examples)}")
@@ -228,7 +243,7 @@ def check(events: Iterable[Event], final: Iterable[FinalPartition], *, examples:
     history = list(events)
     finals = {f.tp: f for f in final}
     verdict = Verdict()
-    for kind in (*KINDS, "unexpected"):
+    for kind in (*KINDS, "resent", "unexpected"):
         setattr(verdict, kind, Tally(limit=examples))
     _check_produces(history, finals, verdict)
     _check_reads(history, finals, verdict)
@@ -365,8 +380,29 @@ def _check_duplicates(history: Sequence[Event], finals: Mapping[TopicPartition, 
                 if value is not None and offset < e.high_watermark:
                     offsets[(_tp(e), value)].add(offset)
     for (tp, value), where in offsets.items():
-        if len(where) > 1:
-            verdict.duplicated.add(f"{value!r} at {_name(tp)} offsets {sorted(where)}")
+        if len(where) <= 1:
+            continue
+        text = f"{value!r} at {_name(tp)} offsets {sorted(where)}"
+        writers = _writers_of(finals.get(tp), where)
+        if writers is not None and len({pid for pid, _e, _s in writers}) == 1 \
+                and len({epoch for _p, epoch, _s in writers}) == len(writers):
+            epochs = ", ".join(f"epoch {e} seq {q}" for _p, e, q in writers)
+            verdict.resent.add(f"{text} (producer {writers[0][0]}: {epochs})")
+        else:
+            verdict.duplicated.add(text)
+
+
+def _writers_of(final: FinalPartition | None, offsets: Iterable[int]
+                ) -> list[tuple[int, int, int]] | None:
+    """The (producer id, epoch, sequence) of each of ``offsets`` in the leader's final log (or
+    any replica's), None if one of them was not written by an idempotent producer there."""
+    if final is None:
+        return None
+    for broker in sorted(final.replicas, key=lambda b: b != final.leader):
+        known = final.replicas[broker].writers
+        if all(o in known for o in offsets):
+            return [known[o] for o in sorted(offsets)]
+    return None
 
 
 def _check_divergence(finals: Mapping[TopicPartition, FinalPartition], verdict: Verdict) -> None:
@@ -559,44 +595,125 @@ def _check_error_rates(history: Sequence[Event], verdict: Verdict) -> None:
 
 
 def final_partition(tp: TopicPartition, leader: int, high_watermark: int,
-                    logs: Mapping[int, Log]) -> FinalPartition:
+                    logs: Mapping[int, Log], remote: Sequence[bytes] = ()) -> FinalPartition:
     """A :class:`FinalPartition` from replication logs (:class:`replication.log.Log`, by
-    broker id: the in-sync replicas'), each read below ``high_watermark``."""
-    from replication.records import decode_batch, iter_batches, validate_batches
-
+    broker id: the in-sync replicas'), each read below ``high_watermark``. ``remote``: the
+    batches of the partition's remote part (tiered storage, KIP-405, in offset order), which
+    every replica's log reads as its own below its local log start."""
     replicas: dict[int, ReplicaLog] = {}
     for broker, log in logs.items():
-        records: list[tuple[int, str | None]] = []
-        batches: list[BatchDigest] = []
-        offset = log.log_start_offset
+        reader = _ReplicaReader(high_watermark)
+        local = log.log_start_offset
+        for batch in remote:
+            reader.take(batch, min_offset=0, below=min(local, high_watermark))
+        offset = local
         while offset < high_watermark:
             data = log.read(offset, 1 << 22).records
             if not data:
                 break
-            nxt = offset
-            for header in iter_batches(data):
-                nxt = header.last_offset + 1
-                if header.last_offset < high_watermark:
-                    batches.append(BatchDigest(header.base_offset, header.last_offset,
-                                               header.partition_leader_epoch, header.crc))
-            for pos, *_ in validate_batches(data):
-                for record in decode_batch(data, pos).records:
-                    if offset <= record.offset < high_watermark:
-                        records.append((record.offset, value_text(record.value)))
+            nxt = reader.take(data, min_offset=offset, below=high_watermark)
             if nxt <= offset:
                 break
             offset = nxt
-        replicas[broker] = ReplicaLog(broker=broker, records=tuple(records),
-                                      batches=tuple(batches))
+        replicas[broker] = ReplicaLog(broker=broker, records=tuple(reader.records),
+                                      batches=tuple(reader.batches), writers=reader.writers)
     return FinalPartition(tp=tp, high_watermark=high_watermark, leader=leader,
                           replicas=replicas)
 
 
+class _ReplicaReader:
+    """The records, batch digests and writers of one replica's log, batch by batch."""
+
+    def __init__(self, high_watermark: int) -> None:
+        self.high_watermark = high_watermark
+        self.records: list[tuple[int, str | None]] = []
+        self.batches: list[BatchDigest] = []
+        self.writers: dict[int, tuple[int, int, int]] = {}
+
+    def take(self, data: bytes, *, min_offset: int, below: int) -> int:
+        """Take the batches of ``data`` ending below ``below`` (digests) and their records
+        from ``min_offset`` on; returns the offset after the last batch of ``data``."""
+        from replication.records import decode_batch, iter_batches, validate_batches
+
+        nxt = min_offset
+        for header in iter_batches(data):
+            nxt = header.last_offset + 1
+            if header.last_offset < below:
+                self.batches.append(BatchDigest(header.base_offset, header.last_offset,
+                                                header.partition_leader_epoch, header.crc))
+        for pos, *_ in validate_batches(data):
+            batch = decode_batch(data, pos)
+            head = batch.header
+            for record in batch.records:
+                if min_offset <= record.offset < below and record.offset < self.high_watermark:
+                    self.records.append((record.offset, value_text(record.value)))
+                    if head.producer_id >= 0 and head.base_sequence >= 0:
+                        self.writers[record.offset] = (
+                            head.producer_id, head.producer_epoch,
+                            head.base_sequence + record.offset - head.base_offset)
+        return nxt
+
+
+def remote_batches(tp: TopicPartition, remote: Path) -> list[bytes]:
+    """The batches of ``tp``'s remote part in a filesystem remote store (``remote``, the
+    directory of a ``file://`` ``remote.log.storage.url``, its metadata under
+    ``__remote_log_metadata``), in offset order: from the first offset of a finished copy,
+    each offset from one finished copy holding it, until an offset no copy holds."""
+    import base64
+    import uuid
+
+    from replication.records import iter_batches
+    from replication.tiered import (
+        FileRemoteLogMetadataManager,
+        FileSystemRemoteStorageManager,
+        RemoteLogSegmentState,
+        TopicIdPartition,
+    )
+
+    metadata_dir = remote / "__remote_log_metadata"
+    head, tail = f"{tp.topic}-", f"-{tp.partition}"
+    groups = [d.name for d in metadata_dir.iterdir() if d.is_dir()
+              and d.name.startswith(head) and d.name.endswith(tail)] \
+        if metadata_dir.is_dir() else []
+    rlmm = FileRemoteLogMetadataManager(metadata_dir)
+    rsm = FileSystemRemoteStorageManager(remote)
+    out: list[bytes] = []
+    for group in groups:
+        text = group[len(head):len(group) - len(tail)]
+        try:
+            topic_id = uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=="))
+        except ValueError:
+            continue  # another topic whose name starts alike
+        tid = TopicIdPartition(topic_id=topic_id, topic=tp.topic, partition=tp.partition)
+        copies = [m for m in rlmm.list_remote_log_segments(tid)
+                  if m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED]
+        offset = min((m.start_offset for m in copies), default=0)
+        while True:
+            holding = [m for m in copies if m.start_offset <= offset <= m.end_offset]
+            if not holding:
+                break
+            segment = max(holding, key=lambda m: m.end_offset)
+            with rsm.fetch_log_segment(segment, 0) as f:
+                data = f.read()
+            pos = 0
+            for header in iter_batches(data):
+                if header.last_offset >= offset:
+                    out.append(data[pos:pos + header.size])
+                pos += header.size
+            offset = segment.end_offset + 1
+    rsm.close()
+    rlmm.close()
+    return out
+
+
 def final_from_log_dirs(tp: TopicPartition, leader: int, high_watermark: int,
-                        log_dirs: Mapping[int, Path | str]) -> FinalPartition:
+                        log_dirs: Mapping[int, Path | str], remote: Path | None = None
+                        ) -> FinalPartition:
     """:func:`final_partition` from the log directories of *stopped* brokers (by broker id:
     the in-sync replicas'), as a multi-process run leaves them: each partition log is opened
-    (recovered, as its broker would on start), read and closed again."""
+    (recovered, as its broker would on start), read and closed again. ``remote``: the
+    filesystem remote store of a tiered run, whose part of the log (:func:`remote_batches`)
+    each replica reads below its local log start."""
     from replication.log import Log
 
     logs: dict[int, Log] = {}
@@ -607,7 +724,8 @@ def final_from_log_dirs(tp: TopicPartition, leader: int, high_watermark: int,
                 raise FileNotFoundError(f"broker {broker} has no log of {_name(tp)} "
                                         f"in {log_dir}")
             logs[broker] = Log.open(directory)
-        return final_partition(tp, leader, high_watermark, logs)
+        prefix = remote_batches(tp, remote) if remote is not None else []
+        return final_partition(tp, leader, high_watermark, logs, prefix)
     finally:
         for log in logs.values():
             log.close()

@@ -36,6 +36,19 @@ from tests.faults.workload import Workload, WorkloadStats, create_topics, finals
 
 TOPICS = ("alpha", "beta", "gamma")
 PARTITIONS = 3
+TIERED_BROKER_SETTINGS = {
+    "remote.log.storage.system.enable": "true",
+    "remote.log.manager.task.interval.ms": "1000",
+    "log.retention.check.interval.ms": "1000",
+}
+"""A tiered run's broker settings, besides ``remote.log.storage.url``: ``file://`` to the
+cluster directory's ``remote``, which every broker process shares (the hosts are network
+namespaces on one machine)."""
+TIERED_TOPIC_CONFIG = {"remote.storage.enable": "true", "segment.bytes": "4096",
+                       "local.retention.bytes": "4096"}
+"""A tiered run's workload topics: small segments, copied and deleted locally within seconds,
+so reads, follower catch-up, reassignment and the final logs cross the local/remote
+boundary."""
 
 
 @dataclass
@@ -86,10 +99,13 @@ class SeedResult:
 
 def run_seed(seed: int, kind: Kind, duration: float, out: Path, *, brokers: int = 3,
              kinds: Sequence[str] = KINDS, rate: float = 200.0, timeline: bool = False,
-             keep: bool = False, say: Callable[[str], None] = print) -> SeedResult:
+             keep: bool = False, tiered: bool = False,
+             say: Callable[[str], None] = print) -> SeedResult:
     """Run seed ``seed`` on a fresh cluster and judge it; never raises for what happens in the
-    cluster (that is the result's ``error``)."""
-    directory = out / f"{kind}-seed{seed}"
+    cluster (that is the result's ``error``). ``tiered``: the workload's topics keep their old
+    segments in a filesystem remote store (:data:`TIERED_TOPIC_CONFIG`), and the final logs
+    are read across both tiers."""
+    directory = out / f"{kind}-{'tiered-' if tiered else ''}seed{seed}"
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
     result = SeedResult(seed=seed, kind=kind, duration=duration, directory=directory)
@@ -105,18 +121,23 @@ def run_seed(seed: int, kind: Kind, duration: float, out: Path, *, brokers: int 
         logger.addHandler(handler)
     loggers[0].setLevel(logging.INFO)
     began = time.monotonic()
-    cluster = FaultCluster(kind, brokers, directory=directory / "cluster")
+    remote = directory / "cluster" / "remote" if tiered else None
+    cluster = FaultCluster(kind, brokers, directory=directory / "cluster", extra={
+        **TIERED_BROKER_SETTINGS, "remote.log.storage.url": f"file://{remote}"}
+        if remote is not None else None)
     finished = False
     try:
         with History(history_path) as history:
             cluster.start()
             say(f"{kind} seed {seed}: cluster up in {time.monotonic() - began:.0f}s; "
                 f"{len(faults)} faults planned over {duration:.0f}s")
-            create_topics(cluster, TOPICS, PARTITIONS)
+            create_topics(cluster, TOPICS, PARTITIONS,
+                          config=TIERED_TOPIC_CONFIG if tiered else None)
             auditor = StateAuditor(history, url=cluster.url(), timeout=10.0)
             cluster.client.call(auditor.start)
             try:
-                finals_ = _run(cluster, history, faults, duration, rate, result, say)
+                finals_ = _run(cluster, history, faults, duration, rate, result, say,
+                               remote)
             finally:
                 with contextlib.suppress(Exception):
                     auditor.stop()
@@ -143,7 +164,8 @@ def run_seed(seed: int, kind: Kind, duration: float, out: Path, *, brokers: int 
 
 
 def _run(cluster: FaultCluster, history: History, faults: Sequence[object], duration: float,
-         rate: float, result: SeedResult, say: Callable[[str], None]) -> list:
+         rate: float, result: SeedResult, say: Callable[[str], None],
+         remote: Path | None = None) -> list:
     workload = Workload(cluster, history, TOPICS, rate=rate, say=say)
     nemesis = Nemesis(cluster, history, TOPICS, say=say)
     stop = threading.Event()
@@ -167,7 +189,7 @@ def _run(cluster: FaultCluster, history: History, faults: Sequence[object], dura
     result.fault_seconds = nemesis.fault_seconds
     result.nemesis_errors = list(nemesis.errors)
     workload.final_reads()
-    return finals(cluster, TOPICS, short=result.short_isrs)
+    return finals(cluster, TOPICS, short=result.short_isrs, remote=remote)
 
 
 def _draw(history: Path, png: Path, title: str, say: Callable[[str], None]) -> None:

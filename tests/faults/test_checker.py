@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -160,6 +161,31 @@ def test_duplicated_a_value_at_two_offsets() -> None:
     verdict = check(h.events, [final(replica(1, logs), replica(2, logs))])
     only(verdict, "duplicated")
     assert "'a' at t-0 offsets [0, 2]" in verdict.duplicated.examples[0]
+
+
+def test_a_value_resent_under_a_new_producer_epoch_is_the_clients_not_a_violation() -> None:
+    """The seeds that found it (ZooKeeper 14 and 29): librdkafka bumped the producer epoch
+    and sent a possibly-persisted value again as epoch 1, sequence 0. Same producer, two
+    epochs: reported apart, not against ok. One epoch twice, or a record without a producer,
+    is the broker's: duplicated."""
+    h = Builder()
+    h.produce(0, "a")
+    h.produce(1, "b")
+    logs = ["a", "b", "a"]
+
+    def written(*writers: tuple[int, int, int]) -> list[ReplicaLog]:
+        return [replace(replica(b, logs), writers=dict(enumerate(writers))) for b in (1, 2)]
+
+    verdict = check(h.events, [final(*written((7, 0, 41), (7, 0, 42), (7, 1, 0)))])
+    only(verdict, None)
+    assert verdict.resent.count == 1
+    assert verdict.resent.examples == [
+        "'a' at t-0 offsets [0, 2] (producer 7: epoch 0 seq 41, epoch 1 seq 0)"]
+    assert "re-sent by the client under a new producer epoch" in verdict.summary()
+    for writers in ([(7, 0, 41), (7, 0, 42), (7, 0, 43)],  # one epoch: idempotence failed
+                    [(7, 0, 41), (7, 0, 42), (8, 1, 0)]):  # two producers
+        only(check(h.events, [final(*written(*writers))]), "duplicated")
+    only(check(h.events, [final(replica(1, logs), replica(2, logs))]), "duplicated")
 
 
 def test_reordered_acknowledged_values_out_of_send_order() -> None:
@@ -347,6 +373,69 @@ def test_final_logs_read_from_log_directories(tmp_path: Path) -> None:
     assert "from offset 3" in verdict.divergent.examples[0]
     with pytest.raises(FileNotFoundError, match="broker 3 has no log of t-0"):
         final_from_log_dirs(tp, 1, 3, {3: tmp_path / "none"})
+    assert below.replicas[1].writers == {}  # no producer id: no writer known
+
+    # an idempotent producer's batches: each record's (producer, epoch, sequence)
+    log = Log.open(tmp_path / "broker-4" / "t-0")
+    log.append_as_leader(encode_batch([Record(key=None, value=v.encode(), timestamp=1)
+                                       for v in ("x", "y")], producer_id=9, producer_epoch=0,
+                                      base_sequence=0), 0)
+    log.append_as_leader(encode_batch([Record(key=None, value=b"x", timestamp=1)],
+                                      producer_id=9, producer_epoch=1, base_sequence=0), 0)
+    log.close()
+    written = final_from_log_dirs(tp, 4, 3, {4: tmp_path / "broker-4"})
+    assert written.replicas[4].writers == {0: (9, 0, 0), 1: (9, 0, 1), 2: (9, 1, 0)}
+    verdict = check([], [written])
+    only(verdict, None)
+    assert verdict.resent.count == 1
+
+
+def test_final_logs_of_a_tiered_run_read_the_remote_part_too(tmp_path: Path) -> None:
+    """A tiered replica whose old segments are only in the filesystem remote store: read with
+    the store, the whole log is there and clean; without it, what is only remote is lost."""
+    import uuid
+
+    from replication.log import Log, LogConfig
+    from replication.records import Record, encode_batch
+    from replication.tiered import (
+        FileRemoteLogMetadataManager,
+        FileSystemRemoteStorageManager,
+        RemoteLogManager,
+        TieredPartition,
+        TopicIdPartition,
+    )
+
+    def batch(i: int) -> bytes:
+        return encode_batch([Record(key=None, value=f"v{i}".encode(), timestamp=1)])
+
+    remote = tmp_path / "remote"
+    log = Log.open(tmp_path / "broker-1" / "t-0", clock=lambda: 10_000, config=LogConfig(
+        segment_bytes=2 * len(batch(0)), remote_storage_enable=True, retention_ms=-1,
+        local_retention_bytes=0))
+    for i in range(9):
+        log.append_as_leader(batch(i), 0)
+    rlm = RemoteLogManager(1, FileSystemRemoteStorageManager(remote),
+                           FileRemoteLogMetadataManager(remote / "__remote_log_metadata"),
+                           lambda: 10_000)
+    tid = TopicIdPartition(topic_id=uuid.uuid4(), topic="t", partition=0)
+    assert rlm.copy_log_segments(TieredPartition(
+        id=tid, log=log, is_leader=True, leader_epoch=0, high_watermark=9,
+        still_leads=lambda e: True)) == 4
+    log.delete_old_segments()
+    assert log.local_log_start_offset == 8
+    log.close()
+    rlm.close()
+    tp = TopicPartition(topic="t", partition=0)
+    h = Builder()
+    for i in range(9):
+        h.produce(i, f"v{i}")
+    dirs = {1: tmp_path / "broker-1"}
+    whole = final_from_log_dirs(tp, 1, 9, dirs, remote)
+    assert whole.replicas[1].records == tuple((i, f"v{i}") for i in range(9))
+    assert [b.base_offset for b in whole.replicas[1].batches] == list(range(9))
+    only(check(h.events, [whole]), None)
+    verdict = check(h.events, [final_from_log_dirs(tp, 1, 9, dirs)])
+    assert verdict.lost.count == 8
 
 
 def test_unexpected_values_are_reported_apart_from_the_verdicts() -> None:

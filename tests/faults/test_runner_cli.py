@@ -51,6 +51,7 @@ def test_the_summary_adds_up_runs_per_coordinator(tmp_path: Path) -> None:
                     error_rates={"kill-leader": ErrorRate(attempts=100, errors=7)})
     lossy = Verdict(acknowledged=500, availability_by_fault={"kill-leader": 0.6})
     lossy.lost.add("alpha-0 offset 3")
+    clean.resent.add("'v' at alpha-0 offsets [3, 9] (producer 1: epoch 0 seq 3, epoch 1 seq 0)")
     results = [
         SeedResult(seed=1, kind="zookeeper", duration=60, directory=tmp_path, verdict=clean,
                    injected=Counter({"kill-leader": 2}), fault_seconds=20.0, seconds=90.0),
@@ -74,4 +75,6 @@ def test_the_summary_adds_up_runs_per_coordinator(tmp_path: Path) -> None:
     text = console.export_text()
     assert "kill-leader" in text and "70.0%" in text and "50.0%" in text and "7/100" in text
     assert "failed seeds [2]" in text
+    assert zk["resent_by_client"] == 1 and zk["resent_seeds"] == [1] and results[0].ok
+    assert "new producer epoch (not a violation) 1 in seeds [1]" in " ".join(text.split())
     assert "FAILED lost 1" in results[1].line() and "ERROR ServerStartError" in results[2].line()

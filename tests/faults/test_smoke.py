@@ -1,7 +1,7 @@
 """The fault harness's smoke set: a few seeds, short, on ZooKeeper and on etcd, with the real
 ensemble, broker processes and clients. Every run must be carried out and clean: no acknowledged
 write lost, nothing duplicated, reordered or divergent, no zombie write, every operation the
-nemesis started completed after the heal.
+nemesis started completed after the heal, and every ISR whole again after it.
 
 The long runs are ``python -m tests.faults --seeds 1-200 --duration 60 --coordinator ...``
 (on demand; the closing notes give their figures). A seed that once found a defect joins
@@ -18,17 +18,26 @@ from tests.faults.net import unavailable_reason
 from tests.faults.runner import run_seed
 from tests.servers import unavailable
 
+
+def _seed(kind: str, seed: int, seconds: float, *marks: pytest.MarkDecorator) -> object:
+    return pytest.param(kind, seed, seconds, marks=marks, id=f"{kind}-seed{seed}")
+
+
 SMOKE = [
     # (coordinator, seed, seconds): the plans are in each run's plan.txt
-    ("zookeeper", 2, 30.0),  # the controller killed during a reassignment (the defect the
-    #                          nemesis found: a request left in /admin/reassign_partitions)
-    ("etcd", 3, 30.0),  # a broker cut from the coordinator, then the controller paused
+    _seed("zookeeper", 2, 30.0),  # the controller killed during a reassignment (the defect the
+    #                               nemesis found: a request left in /admin/reassign_partitions)
+    _seed("etcd", 3, 30.0, pytest.mark.long),  # a broker cut from the coordinator, then the
+    #                  controller paused (long tier: the nemesis tests run each fault alone)
+    _seed("etcd", 17, 60.0),  # a leader cut from its followers after a reorder bumped its
+    #                           epoch: the old leader then looped on that empty epoch as a
+    #                           follower and never rejoined the ISR
+    #                           (tests/replication/test_kip101.py has it deterministic)
 ]
 
 
 @pytest.mark.servers
-@pytest.mark.parametrize(("kind", "seed", "duration"), SMOKE,
-                         ids=[f"{k}-seed{s}" for k, s, _ in SMOKE])
+@pytest.mark.parametrize(("kind", "seed", "duration"), SMOKE)
 def test_a_seed_runs_clean(kind: str, seed: int, duration: float, tmp_path: Path) -> None:
     reason = unavailable_reason()
     if reason is not None:
@@ -42,6 +51,7 @@ def test_a_seed_runs_clean(kind: str, seed: int, duration: float, tmp_path: Path
     assert result.verdict is not None
     assert result.ok, (result.line() + "\n" + result.verdict.summary() + "\n"
                        + "\n".join(result.nemesis_errors + result.workload_errors))
+    assert not result.short_isrs, result.line()  # every ISR whole again after the heal
     # the run did what a run is for: faults injected, writes acknowledged and read back
     assert sum(result.injected.values()) >= 1
     assert result.verdict.acknowledged > 100 and result.verdict.reads > 0

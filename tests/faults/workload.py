@@ -31,8 +31,9 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import (
@@ -131,14 +132,15 @@ class WorkloadStats:
 
 
 def create_topics(cluster: FaultCluster, topics: Sequence[str], partitions: int = 3,
-                  timeout: float = 60.0) -> None:
-    """Create ``topics`` (RF 3, min.insync.replicas 2) through the brokers' CreateTopics and
-    wait until every partition has a leader."""
+                  timeout: float = 60.0, config: Mapping[str, str] | None = None) -> None:
+    """Create ``topics`` (RF 3, min.insync.replicas 2, and ``config``) through the brokers'
+    CreateTopics and wait until every partition has a leader."""
     def create() -> None:
         admin = AdminClient({**CLIENT_LOG, "bootstrap.servers": cluster.bootstrap})
         futures = admin.create_topics(
             [NewTopic(t, num_partitions=partitions, replication_factor=REPLICATION_FACTOR,
-                      config={"min.insync.replicas": str(MIN_INSYNC)}) for t in topics],
+                      config={"min.insync.replicas": str(MIN_INSYNC), **(config or {})})
+             for t in topics],
             operation_timeout=timeout)
         for future in futures.values():
             future.result(timeout)
@@ -573,7 +575,8 @@ def _watermarks(consumer: Consumer, tp: TopicPartition, deadline: float) -> tupl
 
 
 def finals(cluster: FaultCluster, topics: Sequence[str], timeout: float = 120.0,
-           short: list[str] | None = None) -> list[FinalPartition]:
+           short: list[str] | None = None, remote: Path | None = None
+           ) -> list[FinalPartition]:
     """The final state of every partition of ``topics``, for the checker; stops the brokers.
 
     Waits (up to ``timeout``) until every partition has a leader and all its replicas in the
@@ -583,7 +586,8 @@ def finals(cluster: FaultCluster, topics: Sequence[str], timeout: float = 120.0,
     crash recovery) and reads the in-sync replicas' logs. A partition still without a leader at
     the timeout raises TimeoutError; one whose ISR is short is read as its ISR stands, and
     named in ``short`` when given (a replica that never came back into the ISR after the heal:
-    a liveness finding, not a safety one)."""
+    a liveness finding, not a safety one). ``remote``: the filesystem remote store of a tiered
+    run, whose part of each log is read with the replicas' local parts."""
     deadline = time.monotonic() + timeout
 
     def assignments(meta: MetadataClient) -> dict[TopicPartition, tuple[int, ...]]:
@@ -640,6 +644,7 @@ def finals(cluster: FaultCluster, topics: Sequence[str], timeout: float = 120.0,
     for i in cluster.ids:
         cluster.kill_broker(i)
     return [final_from_log_dirs(tp, leader, hws[tp],
-                                {b: cluster.broker(b).directory / "logs" for b in isr})
+                                {b: cluster.broker(b).directory / "logs" for b in isr},
+                                remote)
             for tp, (leader, isr) in sorted(now.items(),
                                             key=lambda item: (item[0].topic, item[0].partition))]

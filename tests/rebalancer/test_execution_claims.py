@@ -83,6 +83,15 @@ def test_claim_decision_is_pure() -> None:
     assert isinstance(refused, ClaimRefused) and refused.owner == holder
     assert ("plan plan-b.json (sha256 abababababab, 7 partition(s)), executed by pid 42 on ops1 "
             "since 2023-11-14 22:13:20 UTC") in refused.reason
+    # --additional: other moves are joined, unless one moves a partition of the plan elsewhere
+    # or a run is executing them
+    others = {tp("t", 1): (4, 1), tp("u", 0): (1, 2)}
+    assert claim_decision(own, others, None, additional=True) == "join"
+    assert claim_decision(own, {tp("t", 1): (4, 1)}, None, additional=True) == "adopt"
+    assert claim_decision(own, None, None, additional=True) == "create"
+    clash = claim_decision(own, {tp("t", 0): (4, 3)}, None, additional=True)
+    assert isinstance(clash, ClaimRefused) and "(t-0 -> [4, 3])" in clash.reason
+    assert isinstance(claim_decision(own, others, holder, additional=True), ClaimRefused)
 
 
 def test_a_run_holds_its_claim_between_batches_and_a_second_plan_is_refused(

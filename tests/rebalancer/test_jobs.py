@@ -484,6 +484,57 @@ def test_a_rebalance_job_plans_executes_verifies_and_records(db: str) -> None:
         c.close()
 
 
+def test_a_disk_job_keeps_its_goal_and_evens_the_bytes_of_the_sizes_it_reads(
+        db: str, tmp_path: Path) -> None:
+    """A stored job with goal disk: each run reads its sizes file, plans with BalanceDisk,
+    records the plan under its goal and options, and the bytes per broker come out even; a
+    sizes file that is gone makes a failed run with one line, nothing moved."""
+    c = Cluster((1, 2, 3, 4))
+    try:
+        # counts even (four replicas a broker), bytes not: 1 and 2 hold the big partitions
+        assignment = {p: [1 + p % 4, 1 + (p + 1) % 4] for p in range(8)}
+        c.create("logs", assignment)
+        mib = 1 << 20
+        sized = {p: (80 if 1 in r and 2 in r else 10 if 3 in r and 4 in r else 30) * mib
+                 for p, r in assignment.items()}
+        sizes = tmp_path / "sizes.json"
+        sizes.write_text(json.dumps({"partitions": [
+            {"topic": "logs", "partition": p, "size_bytes": n} for p, n in sized.items()]}))
+        job = jobs.add_job(db, kind="rebalance", schedule=every("1h"), job_id="disk",
+                           arguments={"coordinator": c.url, "goal": "disk",
+                                      "sizes": str(sizes), "count_slack": 0.25,
+                                      "poll_interval": 0.05, "timeout": 60})
+        assert jobs.list_jobs(db)[0].arguments["goal"] == "disk"  # the job keeps its goal
+        summary = jobs.run_job_now(db, job.id)
+        assert summary.outcome is RunOutcome.SUCCEEDED, summary.error
+        with Store.open(db) as store:
+            run = store.runs(job_id="disk")[0]
+            plan = store.get_plan(run.plan_id)
+        assert plan.goal == "disk" and plan.moves > 0
+        assert plan.options["count_slack"] == 0.25 and plan.options["sizes"] == str(sizes)
+        before, after = run.scores_before["bytes_per_broker"], run.scores_after["bytes_per_broker"]
+        assert before["max_over_mean"] > 1.3
+        assert after["max_over_mean"] < before["max_over_mean"]
+        assert after["max_over_mean"] <= 1.1
+        moved = c.replicas("logs")
+        sizes.unlink()
+        failed = jobs.run_job_now(db, job.id)
+        assert failed.outcome is RunOutcome.FAILED
+        assert failed.error == f"cannot read the sizes file {sizes}: No such file or directory"
+        assert c.replicas("logs") == moved
+    finally:
+        c.close()
+    for arguments, message in [
+            ({"goal": "disk"}, "goal disk needs sizes"),
+            ({"goal": "balance", "count_slack": 0.1, "sizes": str(sizes)},
+             "count_slack goes with goal disk"),
+            ({"goal": "disk", "sizes": "sizes.json"}, "absolute path"),
+            ({"goal": "disk", "sizes": str(sizes), "count_slack": 1}, "below 1")]:
+        with pytest.raises(jobs.JobSpecError, match=message):
+            jobs.add_job(db, kind="rebalance", schedule=every("1h"),
+                         arguments={"coordinator": "memory://x", **arguments})
+
+
 def test_a_stopping_scheduler_interrupts_a_running_rebalance(db: str) -> None:
     c = Cluster((1, 2, 3, 4))
     c.catch_up.close()  # moves never finish: the job is still executing when STOP comes

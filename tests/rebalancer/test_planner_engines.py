@@ -10,6 +10,7 @@ from rebalancer.engines import AUTO_SPARK_PARTITIONS, choose_engine, plan_reassi
 from rebalancer.engines.common import build_cluster, snapshot_rows
 from rebalancer.engines.local import plan_rows_local
 from rebalancer.planner import (
+    BalanceDisk,
     ChangeReplicationFactor,
     Decommission,
     RepairRacks,
@@ -89,6 +90,8 @@ CASES = [
     ("uneven-racks", (), 150),
     ("skewed", (RepairRacks(),), 400),
     ("small-even", (ChangeReplicationFactor.of({"t0001": 2, "t0002": 1}),), 60),
+    ("skewed", (BalanceDisk(),), 300),
+    ("decom", (BalanceDisk(count_slack=0.1),), 500),
 ]
 
 

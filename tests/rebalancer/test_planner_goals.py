@@ -10,6 +10,7 @@ from rebalancer.engines import plan_reassignment
 from rebalancer.planner import (
     AddBrokers,
     Balance,
+    BalanceDisk,
     ChangeReplicationFactor,
     Decommission,
     PlanningError,
@@ -157,15 +158,37 @@ def test_no_racks_means_no_rack_constraint():
     assert set(rep.values()) == {18}
 
 
-def test_bytes_are_balanced_when_sizes_are_known():
+def _two_size_cluster():
     racks = {**SIX, 7: "a", 8: "b", 9: "c"}
     parts = roundrobin([1, 2, 3, 4, 5, 6], topics=10, parts=12)
     sizes = {(t, n): (1000 if t in ("t0", "t1") else 10) for t, n, _ in parts}
-    snap = make_snapshot(racks, parts, sizes=sizes, new={7, 8, 9})
+    return make_snapshot(racks, parts, sizes=sizes, new={7, 8, 9})
+
+
+def test_balance_with_sizes_moves_the_smallest_replicas():
+    snap = _two_size_cluster()
     plan = plan_reassignment(snap, engine="local")
-    s = score_plan(snap, plan)
-    assert s.replicas_per_broker.spread <= 1
-    assert s.bytes_per_broker is not None and s.bytes_per_broker.max_over_mean < 1.15
+    s, lb = score_plan(snap, plan), lower_bounds(snap)
+    assert s.replicas_per_broker.spread == 0 and s.leaders_per_broker.spread <= 1
+    assert s.replicas_moved == lb.best_replicas_moved == 120
+    # 120 small replicas (10 bytes each) are enough: no partition of t0 or t1 moves
+    assert lb.bytes_moved_count_balance == 1200
+    assert s.bytes_moved == 1200
+    before = {p.key: set(p.replicas) for p in snap.partitions}
+    gained = {r.topic for r in plan.partitions if set(r.replicas) - before[(r.topic, r.partition)]}
+    assert gained and not gained & {"t0", "t1"}
+
+
+def test_disk_goal_evens_bytes_per_broker():
+    snap = _two_size_cluster()
+    plan = plan_reassignment(snap, [BalanceDisk()], engine="local")
+    assert_hard_constraints(snap, plan)
+    s, lb = score_plan(snap, plan), lower_bounds(snap)
+    assert lb.bytes_max_over_mean == 1.0
+    assert s.bytes_per_broker is not None and s.bytes_per_broker.max_over_mean <= 1.05
+    # counts stay within the 5% slack of their quota of 40 (int(40 * 0.05) = 2)
+    assert s.replicas_per_broker.max <= 42 and s.replicas_per_broker.min >= 38
+    assert s.leaders_per_broker.spread <= 1
 
 
 def test_same_input_and_seed_same_plan_and_seed_matters_only_for_ties():

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from rebalancer.scenarios import SCENARIOS, Scenario, generate
+from rebalancer.scenarios import SCENARIOS, Scenario, generate, scaled
 from rebalancer.scoring import score_plan
 from rebalancer.snapshot import load_snapshot
 
@@ -42,6 +42,26 @@ def test_standard_scenarios(name, brokers, new, racks, topics, partitions):
     assert {len(p.replicas) for p in snap.partitions} == {3}
     assert set(replicas_on(snap, sorted(snap.new_brokers))) <= {0}
     assert snap.has_sizes and not snap.decommission
+
+
+def test_the_five_million_partition_scenario_and_its_scaled_copies():
+    xxl = SCENARIOS["XXL"]  # the 5,000,000 partitions on 3,000 brokers
+    assert (xxl.brokers + xxl.new_brokers, xxl.total_partitions, xxl.rf) == (3_000, 5_000_000, 3)
+    tenth = scaled(xxl, 0.1)  # what the benchmark runs on a shared machine
+    assert (tenth.brokers, tenth.new_brokers, tenth.topics, tenth.total_partitions,
+            tenth.racks, tenth.seed) == (270, 30, 5_000, 500_000, 30, xxl.seed)
+    small = scaled(xxl, 0.005)  # the same shape, small enough to generate here
+    snap = generate(small)
+    snap.validate()
+    assert len(snap.partitions) == 25_000 and len(snap.brokers) == 14 + 2
+    assert len(snap.new_brokers) == 2 and len({p.topic for p in snap.partitions}) == 250
+    assert {len(p.replicas) for p in snap.partitions} == {3} and snap.has_sizes
+    assert score_plan(snap).rack_violations == 0
+    assert scaled(Scenario(brokers=4, topics=3, partitions=2, decommission=2), 0.1) == Scenario(
+        brokers=3, topics=1, partitions=2, decommission=0)  # never below what it needs
+    for factor in (0, -1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="the scale must be a number above 0"):
+            scaled(xxl, factor)
 
 
 def test_roundrobin_is_balanced_and_rack_aware():
@@ -103,6 +123,9 @@ def test_command_line_writes_a_snapshot(tmp_path):
     subprocess.run([sys.executable, "-m", "rebalancer.scenarios", "S", "--seed", "7",
                     "--partitions", "4", "-o", str(out)], check=True, capture_output=True)
     assert load_snapshot(out) == generate(replace(SCENARIOS["S"], seed=7, partitions=4))
+    subprocess.run([sys.executable, "-m", "rebalancer.scenarios", "XXL", "--scale", "0.001",
+                    "-o", str(out)], check=True, capture_output=True)
+    assert load_snapshot(out) == generate(scaled(SCENARIOS["XXL"], 0.001))
     bad = subprocess.run([sys.executable, "-m", "rebalancer.scenarios", "--topics", "3",
                           "-o", str(out)], capture_output=True, text=True)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr

@@ -21,7 +21,9 @@ def test_lower_bounds_count_share_and_racks():
         total_replicas=6, partitions=3, active_brokers=4, racks=2,
         target_replicas_per_broker=1.5, replica_spread=1, replica_spread_rackaware=1,
         leader_spread=1, replicas_moved_count=1, replicas_moved_rack=1, replicas_moved=1,
-        replicas_moved_rackaware_spread=1, bytes_moved_count_balance=2)
+        replicas_moved_rackaware_spread=1, bytes_moved_count_balance=2,
+        bytes_moved_disk_balance=3 + 5,  # mean 7: brokers 2 and 4 hold 4 and 2
+        bytes_max_over_mean=round(8 / 7, 4))  # t0's 8 bytes on one broker, 28 / 4 the mean
     assert lb.best_replica_spread == 1 and lb.best_replicas_moved == 1
 
 

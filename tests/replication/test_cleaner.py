@@ -1,16 +1,21 @@
 """Log compaction (replication.cleaner): the latest record per key survives with its offset,
 batches keep their boundaries, tombstones go after delete.retention.ms, the cleaner never
-passes the HW, the offset map's bound is kept, and a crash at any step of a swap recovers."""
+passes the HW, the offset map's bound is kept, and a crash at any step of a swap recovers.
+Compressed batches are compacted like the others: mapped, rebuilt in their codec when they
+lose records, copied byte for byte when they keep them all; a compacted log checks their keys."""
 
 from __future__ import annotations
 
 import os
 import random
+import struct
 import subprocess
 import sys
 from pathlib import Path
 
+import crc32c
 import pytest
+import zstandard
 
 from replication.cleaner import (
     DELETE_HORIZON_MASK,
@@ -19,9 +24,19 @@ from replication.cleaner import (
     OffsetMap,
     clean_log,
 )
-from replication.errors import InvalidRecordError
+from replication.compression import SNAPPY, ZSTD, compress, is_xerial
+from replication.errors import CorruptRecordError, InvalidRecordError
 from replication.log import Log, LogConfig
-from replication.records import Record, decode_batch, encode_batch, iter_batches
+from replication.records import (
+    ATTRIBUTES_OFFSET,
+    RECORDS_OFFSET,
+    Record,
+    decode_batch,
+    encode_batch,
+    iter_batches,
+    read_batch_header,
+    validate_batches,
+)
 
 Latest = dict[bytes, tuple[int, bytes | None]]
 
@@ -40,10 +55,11 @@ def open_log(path: Path, clock: Clock, **overrides: object) -> Log:
     return Log.open(path / "t-0", config=LogConfig(**cfg), clock=clock)  # type: ignore[arg-type]
 
 
-def write_random(log: Log, rng: random.Random, clock: Clock, batches: int, keys: int = 15
+def write_random(log: Log, rng: random.Random, clock: Clock, batches: int, keys: int = 15,
+                 codecs: tuple[int, ...] = (0,)
                  ) -> tuple[Latest, dict[int, tuple[bytes, bytes | None]]]:
-    """Random keyed writes and tombstones; returns the latest (offset, value) per key and
-    every record written by offset."""
+    """Random keyed writes and tombstones, each batch compressed with one of ``codecs`` (0:
+    none); returns the latest (offset, value) per key and every record written by offset."""
     latest: Latest = {}
     written: dict[int, tuple[bytes, bytes | None]] = {}
     for _ in range(batches):
@@ -52,7 +68,7 @@ def write_random(log: Log, rng: random.Random, clock: Clock, batches: int, keys:
             key = f"k{rng.randrange(keys)}".encode()
             value = None if rng.random() < 0.15 else os.urandom(rng.randint(0, 40))
             records.append(Record(key=key, value=value, timestamp=clock.now))
-        info = log.append_as_leader(encode_batch(records), 0)
+        info = log.append_as_leader(encode_batch(records, compression=rng.choice(codecs)), 0)
         for i, r in enumerate(records):
             assert r.key is not None
             latest[r.key] = (info.first_offset + i, r.value)
@@ -132,6 +148,58 @@ def test_any_writes_compact_to_the_latest_value_per_key(tmp_path: Path, seed: in
     reopened.close()
 
 
+def batches_by_base(log: Log) -> dict[int, bytes]:
+    """Every batch of ``log``, whole, by base offset."""
+    out = {}
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        got = log.read(offset, 1 << 20)
+        if not got.records:
+            break
+        for pos, size, base, *_rest in validate_batches(got.records):
+            out[base] = bytes(got.records[pos : pos + size])
+        offset = got.next_offset
+    return out
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_compressed_writes_compact_to_the_latest_value_per_key(tmp_path: Path, seed: int
+                                                               ) -> None:
+    """As above, with every batch compressed by a codec drawn from all of Kafka's (or none):
+    the latest value per key at its offset, every batch still in its codec (unless it lost
+    every record), and a batch that kept all its records byte for byte as it was."""
+    rng = random.Random(seed)
+    clock = Clock()
+    log = open_log(tmp_path, clock)
+    latest, written = write_random(log, rng, clock, batches=rng.randint(20, 120),
+                                   codecs=(0, 1, 2, 3, 4))
+    before = batches_by_base(log)
+    codecs = {base: read_batch_header(b).compression for base, b in before.items()}
+    assert len(set(codecs.values())) > 1
+    assert clean(log, clock) is not None
+    check_compacted(log, latest, written, tombstones_gone=False)
+    after = batches_by_base(log)
+    assert set(after) <= set(before), "batches keep their base offsets"
+    rebuilt = 0
+    for base, data in after.items():
+        header, old = read_batch_header(data), read_batch_header(before[base])
+        assert header.last_offset_delta == old.last_offset_delta
+        if header.records_count:
+            assert header.compression == codecs[base], f"batch {base} changed codec"
+        if header.records_count == old.records_count and not header.attributes & 0x40:
+            assert data == before[base], f"batch {base} kept every record: copied unchanged"
+        elif header.records_count and header.compression:
+            rebuilt += 1
+    assert rebuilt > 0, "some compressed batch lost records and was rebuilt"
+    clock.now += 10_001
+    clean(log, clock)
+    check_compacted(log, latest, written, tombstones_gone=True)
+    log.close(clean=seed % 2 == 0)
+    reopened = open_log(tmp_path, clock)
+    check_compacted(reopened, latest, written, tombstones_gone=True)
+    reopened.close()
+
+
 def test_a_small_offset_map_cleans_only_what_fit_and_later_passes_finish(tmp_path: Path
                                                                           ) -> None:
     rng = random.Random(7)
@@ -198,6 +266,89 @@ def test_a_batch_keeps_its_boundaries_and_producer_fields(tmp_path: Path) -> Non
             h.base_sequence, h.records_count) == (0, 2, 5, 1, 0, 2)
 
 
+@pytest.mark.parametrize("codec", [1, 2, 3, 4, "raw snappy"])
+def test_a_compressed_batch_that_loses_records_is_rebuilt_in_its_codec(
+        tmp_path: Path, codec: int | str) -> None:
+    clock = Clock()
+    log = open_log(tmp_path, clock)
+    records = [Record(key=k, value=b"v%d" % i * 50, timestamp=clock.now + i)
+               for i, k in enumerate([b"a", b"b", b"c", b"d"])]
+    first = encode_batch(records, producer_id=5, producer_epoch=1, base_sequence=0,
+                         compression=SNAPPY if codec == "raw snappy" else int(codec))
+    if codec == "raw snappy":  # as librdkafka frames snappy: one raw block
+        first = with_records(first, compress(SNAPPY, records_of(first), xerial=False))
+    log.append_as_leader(first, 4)
+    log.append_as_leader(encode_batch([Record(key=b"b", value=b"w", timestamp=clock.now),
+                                       Record(key=b"d", value=b"w", timestamp=clock.now)],
+                                      producer_id=5, producer_epoch=1, base_sequence=4), 4)
+    log.roll()
+    clean(log, clock)
+    data = log.read(0, 1 << 20).records
+    validate_batches(data)  # the CRC was recomputed
+    rebuilt = decode_batch(data)
+    assert [(r.offset, r.key, r.value, r.timestamp) for r in rebuilt.records] == [
+        (0, b"a", b"v0" * 50, clock.now), (2, b"c", b"v2" * 50, clock.now + 2)]
+    h, old = rebuilt.header, read_batch_header(first)
+    assert (h.base_offset, h.last_offset_delta, h.producer_id, h.producer_epoch,
+            h.base_sequence, h.partition_leader_epoch, h.records_count) == (0, 3, 5, 1, 0, 4, 2)
+    assert (h.attributes, h.base_timestamp, h.max_timestamp) == (
+        old.attributes, old.base_timestamp, old.max_timestamp)
+    section = bytes(data[RECORDS_OFFSET : h.size])
+    if codec in (SNAPPY, "raw snappy"):
+        assert is_xerial(section) == (codec == SNAPPY), "snappy keeps its producer's framing"
+
+
+def records_of(batch: bytes) -> bytes:
+    return encode_batch([r for r in decode_batch(batch).records])[RECORDS_OFFSET:]
+
+
+def with_records(batch: bytes, section: bytes) -> bytes:
+    """``batch`` with its records section replaced by ``section`` (length and CRC fixed)."""
+    out = bytearray(batch[:RECORDS_OFFSET] + section)
+    struct.pack_into(">i", out, 8, len(out) - 12)
+    struct.pack_into(">I", out, 17, crc32c.crc32c(bytes(out[ATTRIBUTES_OFFSET:])))
+    return bytes(out)
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+def test_compressed_tombstones_carry_a_delete_horizon_in_their_rebuilt_batch(
+        tmp_path: Path, codec: int) -> None:
+    clock = Clock()
+    log = open_log(tmp_path, clock)
+    log.append_as_leader(encode_batch([Record(key=b"a", value=b"1", timestamp=5),
+                                       Record(key=b"b", value=None, timestamp=7)],
+                                      compression=codec), 0)
+    log.roll()
+    clean(log, clock)
+    batch = decode_batch(log.read(0, 1 << 20).records)
+    assert batch.header.attributes & DELETE_HORIZON_MASK
+    assert batch.header.compression == codec
+    assert batch.header.base_timestamp == clock.now + 10_000
+    assert [(r.key, r.value, r.timestamp) for r in batch.records] == [(b"a", b"1", 5),
+                                                                      (b"b", None, 7)]
+    clock.now += 10_001
+    clean(log, clock)
+    batch = decode_batch(log.read(0, 1 << 20).records)
+    assert [(r.key, r.value) for r in batch.records] == [(b"a", b"1")]
+    assert batch.header.compression == codec
+
+
+def test_an_idempotent_producers_last_compressed_batch_stays_as_an_empty_plain_header(
+        tmp_path: Path) -> None:
+    clock = Clock()
+    log = open_log(tmp_path, clock)
+    log.append_as_leader(encode_batch([Record(key=b"a", value=b"1", timestamp=clock.now)],
+                                      producer_id=9, producer_epoch=0, base_sequence=0,
+                                      compression=ZSTD), 0)
+    log.append_as_leader(encode_batch([Record(key=b"a", value=b"2", timestamp=clock.now)]), 0)
+    log.roll()
+    clean(log, clock)
+    data = log.read(0, 1 << 20).records
+    header = next(iter_batches(data))
+    assert (header.producer_id, header.records_count, header.compression) == (9, 0, 0)
+    assert header.size == RECORDS_OFFSET, "no records, and no compressed stream of none"
+
+
 def test_an_idempotent_producers_last_batch_stays_as_an_empty_header(tmp_path: Path) -> None:
     clock = Clock()
     log = open_log(tmp_path, clock)
@@ -243,6 +394,71 @@ def test_a_compacted_log_refuses_records_without_a_key(tmp_path: Path) -> None:
     plain = Log.open(tmp_path / "u-0", config=LogConfig(), clock=clock)
     plain.append_as_leader(batch, 0)
     assert plain.log_end_offset == 2
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+def test_a_compacted_log_refuses_compressed_records_without_a_key(tmp_path: Path, codec: int
+                                                                   ) -> None:
+    clock = Clock()
+    log = open_log(tmp_path, clock)
+    batch = encode_batch([Record(key=b"a", value=b"1", timestamp=1),
+                          Record(key=None, value=b"2", timestamp=1)], compression=codec)
+    with pytest.raises(InvalidRecordError, match="without key in topic partition t-0"):
+        log.append_as_leader(batch, 0)
+    assert log.log_end_offset == 0
+    keyed = encode_batch([Record(key=b"a", value=b"1", timestamp=1)], compression=codec)
+    assert log.append_as_leader(keyed, 0).last_offset == 0
+
+
+def zstd_bomb(mib: int) -> bytes:
+    packer = zstandard.ZstdCompressor().compressobj()
+    zeros = bytes(1 << 20)
+    return b"".join(packer.compress(zeros) for _ in range(mib)) + packer.flush()
+
+
+def test_a_compacted_log_refuses_a_compressed_batch_that_does_not_inflate(tmp_path: Path
+                                                                          ) -> None:
+    """A body that is not what its codec says, or that inflates past the bound (64 MiB with
+    the default max.message.bytes): CorruptRecordError, nothing written. A log that is not
+    compacted never looks inside and stores both as sent."""
+    clock = Clock()
+    log = open_log(tmp_path, clock)
+    good = encode_batch([Record(key=b"a", value=b"1", timestamp=1)], compression=ZSTD)
+    garbled = with_records(good, bytes.fromhex("28b52ffd") + b"garbage" * 5)
+    bomb = with_records(good, zstd_bomb(65))
+    assert len(bomb) < 64 << 10
+    with pytest.raises(CorruptRecordError, match="do not decode"):
+        log.append_as_leader(garbled, 0)
+    with pytest.raises(CorruptRecordError, match="inflate past 67109632 bytes"):
+        log.append_as_leader(bomb, 0)
+    assert log.log_end_offset == 0 and log.size_bytes == 0
+    plain = Log.open(tmp_path / "u-0", config=LogConfig(), clock=clock)
+    plain.append_as_leader(garbled, 0)
+    plain.append_as_leader(bomb, 0)
+    assert plain.log_end_offset == 2
+
+
+def test_a_compressed_batch_that_does_not_inflate_costs_the_cleaner_its_pass(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A log written while not compacted (nothing looked inside) and compacted since: a
+    batch whose body does not decode is one warning, and the log stays as it was."""
+    clock = Clock()
+    log = open_log(tmp_path, clock, compact=False)
+    for i in range(10):
+        log.append_as_leader(encode_batch([Record(key=b"k", value=b"%d" % i,
+                                                  timestamp=clock.now)], compression=3), 0)
+    good = encode_batch([Record(key=b"k", value=b"x", timestamp=clock.now)], compression=3)
+    log.append_as_leader(with_records(good, compress(3, b"not records")), 0)
+    log.roll()
+    log.reconfigure(LogConfig(**{**_fields(log.config), "compact": True}))
+    before = {p.name: p.read_bytes() for p in log.directory.iterdir() if p.suffix == ".log"}
+    cleaner = LogCleaner(CleanerConfig(), lambda: {"t-0": (log, log.log_end_offset)}, clock)
+    with caplog.at_level("WARNING"):
+        assert cleaner.clean_once() is None
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "does not parse" in warnings[0].getMessage()
+    after = {p.name: p.read_bytes() for p in log.directory.iterdir() if p.suffix == ".log"}
+    assert after == before
 
 
 def test_a_corrupt_segment_is_one_warning_and_leaves_the_log_as_it_was(

@@ -1,10 +1,12 @@
 """Everything the data plane creates is owner-only: directories 0700, files not readable by
-other accounts, whatever the process umask would allow (issue 16)."""
+other accounts, whatever the process umask would allow (issue 16); the file store of the
+remote log metadata too (issue 20)."""
 
 from __future__ import annotations
 
 import os
 import stat
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,9 +16,19 @@ from replication.clock import ManualClock
 from replication.config import ReplicaConfig
 from replication.log import LogConfig
 from replication.replica_manager import ReplicaManager
+from replication.tiered import (
+    FileRemoteLogMetadataManager,
+    RemoteLogSegmentId,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataUpdate,
+    RemoteLogSegmentState,
+    TopicIdPartition,
+)
 
 from .test_replica_manager import TP, TP1, entry, lai
 from .test_replica_manager_cluster import make_batch
+
+S = RemoteLogSegmentState
 
 
 @pytest.fixture
@@ -62,3 +74,29 @@ def test_log_directories_and_files_are_owner_only(tmp_path: Path) -> None:
             assert mode == 0o700, name
         else:
             assert mode & 0o077 == 0, (name, oct(mode))
+
+
+@pytest.mark.usefixtures("open_umask")
+def test_the_file_metadata_store_is_owner_only(tmp_path: Path) -> None:
+    """The remote log metadata as files (its root's parent missing too): every directory
+    0700, every event and compaction summary 0600."""
+    root = tmp_path / "remote" / "__remote_log_metadata"
+    rlmm = FileRemoteLogMetadataManager(root)
+    tid = TopicIdPartition(topic_id=uuid.UUID(int=3), topic="t", partition=0)
+    for start in range(0, 20, 5):
+        m = RemoteLogSegmentMetadata(
+            segment_id=RemoteLogSegmentId.generate(tid), start_offset=start,
+            end_offset=start + 4, max_timestamp_ms=0, broker_id=1, event_timestamp_ms=1,
+            segment_leader_epochs=((0, start),), segment_size_in_bytes=10)
+        rlmm.add_remote_log_segment_metadata(m)
+        for state in (S.COPY_SEGMENT_FINISHED, S.DELETE_SEGMENT_STARTED,
+                      S.DELETE_SEGMENT_FINISHED):
+            rlmm.update_remote_log_segment_metadata(RemoteLogSegmentMetadataUpdate(
+                segment_id=m.segment_id, event_timestamp_ms=2, state=state, broker_id=1))
+    events = modes(tmp_path / "remote")
+    assert rlmm.compact(tid, 10, min_stale=1) == 16
+    summary = modes(tmp_path / "remote")
+    assert len(events) == 3 + 16 and len(summary) == 3 + 1
+    assert any(Path(name).name.startswith("compacted-") for name in summary)
+    for name, mode in {**events, **summary}.items():
+        assert mode == (0o700 if (tmp_path / name).is_dir() else 0o600), name

@@ -255,3 +255,34 @@ def test_a_leader_reelected_at_a_new_epoch_makes_followers_truncate_again(
         check(rule, outcome(cluster, m1), legacy_fails=("acked_survived",))
     finally:
         cluster.shutdown()
+
+
+@pytest.mark.parametrize("transport", [IN_PROCESS, NETWORK])
+def test_an_epoch_led_without_a_write_does_not_hold_the_follower_back(
+    tmp_path: Path, transport: str
+) -> None:
+    """A is re-elected at epoch 1 (a reassignment that reorders replicas bumps the epoch so)
+    and loses the leadership to B at epoch 2 before it appends anything: A's epoch cache ends
+    with an entry for epoch 1 at its log end, with no batch behind it. As B's follower, A is
+    told that epoch 1 diverged at A's own log end: the truncation must still drop the entry,
+    or A asks about epoch 1 for ever and never catches up (the fault harness found this: the
+    reordered partitions' ISRs stayed short after the heal)."""
+    cluster = MiniCluster(tmp_path, (1, 2), transport=transport)
+    try:
+        cluster.create(replicas=(1, 2))
+        cluster.settle()
+        future, values = cluster.produce(n=2, acks=ACKS_ALL)
+        cluster.settle()
+        m1 = acked(future, values)
+        assert cluster.elect() == 1  # same leader, epoch 1, nothing written in it
+        assert cluster.elect(prefer=2) == 2  # epoch 2
+        cluster.settle()  # raised "did not settle": A's fetcher looped on epoch 1
+        epochs = [e.epoch for e in cluster.log(1).leader_epoch_cache.entries]
+        assert 1 not in epochs
+        future, more = cluster.produce(n=1, acks=ACKS_ALL)
+        cluster.settle()
+        m2 = acked(future, more)
+        assert set(cluster.state()[0].isr) == {1, 2}
+        assert outcome(cluster, m1, m2) == Outcome(acked_survived=True, converged=True)
+    finally:
+        cluster.shutdown()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from coordinator import layout
 from coordinator.codecs import PartitionStateNode, TopicPartition
 from replication.config import ReplicaConfig
 from replication.isr import IsrChangeBatcher
+from statemachines.state_change import FIELD, LOGGER_NAME
 
 from .loopback import TRANSPORTS
 from .test_replica_manager_cluster import TP, MiniCluster
@@ -46,8 +48,10 @@ def test_a_lagging_follower_leaves_the_isr_only_after_the_lag_time(cluster: Mini
     assert leader.maybe_shrink_isr() == []
     cluster.step([2])
     cluster.clock.advance(1)
+    expands = leader.isr_counts.expands
     assert leader.maybe_shrink_isr() == [TP]
     assert isr(cluster) == (1, 2)
+    assert (leader.isr_counts.shrinks, leader.isr_counts.expands) == (1, expands)  # metrics
 
 
 def test_a_caught_up_follower_with_nothing_to_fetch_stays(cluster: MiniCluster) -> None:
@@ -90,8 +94,11 @@ def test_a_follower_rejoins_when_it_reaches_the_hw(cluster: MiniCluster) -> None
     cluster.start(3)
     cluster.step([3])  # truncation, then a fetch from its old log end: behind the HW
     assert isr(cluster) == (1, 2)
+    shrinks, expands = cluster.brokers[1].isr_counts.shrinks, cluster.brokers[1].isr_counts.expands
     cluster.step([3])  # fetches at the leader's log end
     assert isr(cluster) == (1, 2, 3)
+    assert (cluster.brokers[1].isr_counts.shrinks,
+            cluster.brokers[1].isr_counts.expands) == (shrinks, expands + 1)  # metrics
     assert cluster.brokers[1].status(TP).partition_epoch == cluster.state()[1]
 
 
@@ -135,7 +142,9 @@ def test_a_new_follower_joins_only_from_the_leaders_epoch_start(tmp_path: Path, 
         cluster.shutdown()
 
 
-def test_isr_write_stops_when_the_controller_moved_the_epoch(cluster: MiniCluster) -> None:
+def test_isr_write_stops_when_the_controller_moved_the_epoch(
+        cluster: MiniCluster, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger=LOGGER_NAME)
     leader = cluster.leader_manager()
     cluster.produce(acks=1)
     state, version = cluster.state()
@@ -146,6 +155,9 @@ def test_isr_write_stops_when_the_controller_moved_the_epoch(cluster: MiniCluste
     assert leader.maybe_shrink_isr() == []
     assert leader.status(TP).isr == (1, 2, 3)
     assert cluster.state()[0] == bumped  # untouched
+    fenced = [getattr(r, FIELD) for r in caplog.records if r.name == LOGGER_NAME]
+    assert [(f["event"], f["request"], f["reason"], f["given_epoch"], f["current_epoch"])
+            for f in fenced] == [("fenced", "ISR write", "stale leader epoch", 0, 1)]
 
 
 def test_isr_write_retries_after_a_version_bump_at_the_same_epoch(cluster: MiniCluster) -> None:

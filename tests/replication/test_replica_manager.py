@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import time
@@ -31,6 +32,7 @@ from statemachines.requests import (
     UpdateMetadataPartition,
     UpdateMetadataRequest,
 )
+from statemachines.state_change import FIELD, LOGGER_NAME
 
 from .test_replica_manager_cluster import (
     TP,
@@ -95,6 +97,21 @@ def test_older_leader_epochs_are_ignored_per_partition(rm: ReplicaManager) -> No
     assert same.partitions[TP] == ErrorCode.STALE_CONTROLLER_EPOCH
     wider = rm.handle_leader_and_isr(lai(entry(epoch=3, isr=(1, 2), partition_epoch=1)))
     assert wider.ok and rm.status(TP).isr == (1, 2)
+
+
+def test_refused_controller_requests_are_on_the_state_change_log(
+        rm: ReplicaManager, caplog: pytest.LogCaptureFixture) -> None:
+    """Each epoch refusal is one state-change line with what the request carried."""
+    caplog.set_level(logging.INFO, logger=LOGGER_NAME)
+    assert rm.handle_leader_and_isr(lai(entry(epoch=3), controller_epoch=5)).ok
+    rm.handle_leader_and_isr(lai(entry(epoch=4), controller_epoch=4))
+    rm.handle_leader_and_isr(lai(entry(epoch=2, leader=2), controller_epoch=5))
+    fenced = [getattr(r, FIELD) for r in caplog.records
+              if r.name == LOGGER_NAME and getattr(r, FIELD)["event"] == "fenced"]
+    assert [(f["node_id"], f["request"], f["reason"], f["given_epoch"], f["current_epoch"],
+             f.get("partition")) for f in fenced] == [
+        (1, "LeaderAndIsr", "stale controller epoch", 4, 5, None),
+        (1, "LeaderAndIsr", "stale leader epoch", 2, 3, 0)]
 
 
 def test_a_partition_not_assigned_here_is_refused(rm: ReplicaManager) -> None:

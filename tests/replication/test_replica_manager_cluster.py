@@ -148,6 +148,8 @@ class MiniCluster:
         self.lost_fetches: set[tuple[int, int]] = set()  # (follower, leader): answers lost
         self.broker_ids = tuple(broker_ids)
         self.assignments: dict[TopicPartition, tuple[int, ...]] = {}
+        self.topic_ids: dict[str, str] = {}
+        """Topic ids (Kafka's text form) sent with LeaderAndIsr, for topics that have one."""
         for b in self.broker_ids:
             self.start(b)
 
@@ -197,8 +199,9 @@ class MiniCluster:
             leader=state.leader, leader_epoch=state.leader_epoch, isr=state.isr,
             partition_epoch=version, replicas=self.assignments[tp],
         )
+        ids = {tp.topic: self.topic_ids[tp.topic]} if tp.topic in self.topic_ids else {}
         request = LeaderAndIsrRequest(controller_id=0, controller_epoch=self.epoch.epoch,
-                                      broker_epoch=-1, partitions=(entry,))
+                                      broker_epoch=-1, partitions=(entry,), topic_ids=ids)
         out = {}
         for b in brokers:
             if b in self.brokers:

@@ -43,10 +43,7 @@ def brokers(url: str) -> Iterator[Brokers]:  # noqa: F811 - the fixture imported
 
 
 def test_a_preferred_election_moves_leadership_back_per_partition(brokers: Brokers) -> None:
-    for b in (1, 2, 3):
-        brokers.add(b)
-    controller = brokers.participants[1].controller
-    wait_until(lambda: controller.active, 20, message="controller 1")
+    controller = brokers.start().controller
     brokers.admin.create_topic("moved", assignment={0: [2, 3]})
     wait_until(lambda: brokers.state("moved") is not None and brokers.state("moved").leader == 2,
                20, message="led by 2")
@@ -66,10 +63,7 @@ def test_a_preferred_election_moves_leadership_back_per_partition(brokers: Broke
 
 
 def test_an_unclean_election_takes_a_live_replica_out_of_sync(brokers: Brokers) -> None:
-    for b in (1, 2, 3):
-        brokers.add(b)
-    controller = brokers.participants[1].controller
-    wait_until(lambda: controller.active, 20, message="controller 1")
+    controller = brokers.start().controller
     brokers.admin.create_topic("a", assignment={0: [2, 3]})
     brokers.admin.create_topic("b", assignment={0: [2]})
     wait_until(lambda: all(brokers.state(t) is not None and brokers.state(t).leader == 2

@@ -12,6 +12,7 @@ from coordinator.codecs import BrokerInfo, TopicPartition, encode_reassignment
 from statemachines import BrokerResponse, ReplicaState, StaleBrokerEpoch
 from statemachines import events as ev
 from statemachines.requests import (
+    EPOCH_DURING_DELETE,
     BrokerRequest,
     LeaderAndIsrRequest,
     StopReplicaRequest,
@@ -191,6 +192,30 @@ def test_reassignment_follows_kafkas_procedure(cluster: Cluster) -> None:
     ctx = cluster.active().controller.ctx
     assert (tp("m", 0), 1) not in ctx.replica_states
     assert ctx.replicas[tp("m", 0)] == (3, 4)
+
+
+def test_a_replica_reassigned_away_is_deleted_at_the_leader_epoch_not_as_a_topic_deletion(
+        cluster: Cluster) -> None:
+    """Kafka's controller sends EPOCH_DURING_DELETE (-2) only for a topic being deleted: a
+    tiered replica told so deletes the topic's remote data too. A replica that leaves by
+    reassignment gets the partition's leader epoch: the remote data stays for the others."""
+    for b in (1, 2, 3, 4):
+        cluster.add(b)
+    cluster.admin.create_topic("m", assignment={0: [1, 2]})
+    cluster.pump()
+    cluster.admin.reassign({tp("m", 0): [3, 4]})
+    cluster.pump()
+    _catch_up(cluster, tp("m", 0), [1, 2, 3, 4])
+    epoch = cluster.state("m", 0).leader_epoch
+    deletes = [p for r in cluster.participants[1].handler.received(StopReplicaRequest)
+               for p in r.partitions if p.delete]
+    assert deletes and {p.leader_epoch for p in deletes} == {epoch}
+    assert epoch >= 0
+    cluster.admin.delete_topic("m")
+    cluster.pump()
+    deletes = [p for r in cluster.participants[3].handler.received(StopReplicaRequest)
+               for p in r.partitions if p.delete]
+    assert deletes and {p.leader_epoch for p in deletes} == {EPOCH_DURING_DELETE}
 
 
 def test_reassignment_to_an_offline_broker_waits_until_it_returns(cluster: Cluster) -> None:
@@ -454,7 +479,7 @@ def test_controlled_shutdown_leaves_a_topic_being_deleted_alone(
     led = (tp("t", 0), tp("t", 2))  # t-2's leader 3 died: 1 took over
     assert all(ctl.ctx.is_deleting(x) and ctl.ctx.leaders[x].leader == 1 for x in led)
     before = {x: ctl.ctx.leaders[x] for x in led}
-    caplog.set_level(logging.INFO, logger="partctl.state.change")
+    caplog.set_level(logging.INFO, logger="state.change.logger")
     future = ctl.request_controlled_shutdown(1, three.participants[1].broker_epoch)
     three.pump()
     assert future.result(1) == led

@@ -36,6 +36,16 @@ class Brokers:
         self.participants[broker_id] = p.start()
         return p
 
+    def start(self, broker_ids: tuple[int, ...] = (1, 2, 3)) -> Participant:
+        """Start the brokers, the first alone until it is the active controller: each stands
+        for election on its own event thread, so brokers started together race for it."""
+        first = self.add(broker_ids[0])
+        wait_until(lambda: first.controller.active, 20,
+                   message=f"controller {broker_ids[0]}")
+        for b in broker_ids[1:]:
+            self.add(b)
+        return first
+
     def kill(self, broker_id: int) -> None:
         self.participants.pop(broker_id).close()
 
@@ -61,9 +71,7 @@ def url(request: pytest.FixtureRequest) -> str:
 def out_of_sync_offline(cluster: Brokers, topics: list[str]) -> None:
     """Brokers 1, 2, 3 (1 the controller); each topic one partition on [2, 3] whose ISR shrank
     to [2]; then broker 2 dies: no replica of the ISR is live, 3 is live but out of sync."""
-    for b in (1, 2, 3):
-        cluster.add(b)
-    wait_until(lambda: cluster.participants[1].controller.active, 20, message="controller 1")
+    cluster.start()
     for t in topics:
         cluster.admin.create_topic(t, assignment={0: [2, 3]})
     for t in topics:
@@ -93,6 +101,8 @@ def test_setting_it_true_on_one_topic_elects_only_its_offline_partition(
                        message="a elects 3 out of sync")
     assert state.isr == (3,)
     controller = brokers.participants[1].controller
+    assert controller.stats.unclean_elections == 1  # what the metrics report
+    assert controller.stats.elections.count >= 2  # the first leaders, a's unclean one
     assert tp("b", 0) in controller.ctx.leaderless
     assert brokers.state("b").leader == -1  # b keeps the controller's default: false
     # A later change elsewhere leaves b offline too.
@@ -103,9 +113,7 @@ def test_setting_it_true_on_one_topic_elects_only_its_offline_partition(
 
 
 def test_the_override_is_read_at_the_election(brokers: Brokers) -> None:
-    for b in (1, 2, 3):
-        brokers.add(b)
-    wait_until(lambda: brokers.participants[1].controller.active, 20, message="controller 1")
+    brokers.start()
     brokers.admin.create_topic("a", assignment={0: [2, 3]},
                                config={"unclean.leader.election.enable": "true"})
     brokers.admin.create_topic("b", assignment={0: [2, 3]})
@@ -123,9 +131,7 @@ def test_the_override_is_read_at_the_election(brokers: Brokers) -> None:
 def test_a_topics_false_beats_a_controller_default_of_true(url: str) -> None:
     cluster = Brokers(url, ControllerConfig(unclean_leader_election_enable=True))
     try:
-        for b in (1, 2, 3):
-            cluster.add(b)
-        wait_until(lambda: cluster.participants[1].controller.active, 20)
+        cluster.start()
         cluster.admin.create_topic("a", assignment={0: [2, 3]})
         cluster.admin.create_topic("b", assignment={0: [2, 3]},
                                    config={"unclean.leader.election.enable": "false"})

@@ -1,0 +1,135 @@
+"""How partctl's long-running processes log: text or json lines on a stream, and the
+state-change log (:mod:`statemachines.state_change`) to a file of its own if asked.
+
+``text`` is the classic line, ``[time] LEVEL logger: message``. ``json`` is one object per line
+with ``time`` (UTC, ISO 8601, milliseconds), ``level``, ``logger`` and ``message``, the
+state-change log's structured fields under ``state_change`` and a traceback, if any, under
+``exception``: a log shipper reads it without a pattern. The broker and controller processes,
+the scheduler and the demo all set up their logging here (``--log-format``).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import time
+from typing import Any, TextIO
+
+from statemachines.state_change import FIELD, LOGGER_NAME
+
+__all__ = ["LOG_FORMATS", "JsonFormatter", "JsonLines", "formatter", "lines_for",
+           "setup_logging"]
+
+LOG_FORMATS = ("text", "json")
+TEXT_LINE = "[%(asctime)s] %(levelname)s %(name)s: %(message)s"
+_MARK = "_partctl_handler"
+"""Set on the handlers :func:`setup_logging` adds, so that a second call replaces them."""
+
+
+def _time(created: float) -> str:
+    millis = int(created * 1000) % 1000
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created)) + f".{millis:03d}Z"
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record, on one line (newlines in a message are escaped)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "time": _time(record.created),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        fields = getattr(record, FIELD, None)
+        if fields is not None:
+            out[FIELD] = fields
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        elif record.exc_text:
+            out["exception"] = record.exc_text
+        return json.dumps(out, default=str, ensure_ascii=False)
+
+
+class JsonLines(io.TextIOBase):
+    """A text stream that writes each line printed to it as a JSON object on ``raw``: a
+    process's own lines (its serving line, its one-line errors) in the json log format, so
+    that every line of its output parses. ``logger`` names the process; a line starting with
+    ``partctl: error:`` is an ERROR, any other an INFO."""
+
+    def __init__(self, raw: TextIO, logger: str) -> None:
+        super().__init__()
+        self._raw = raw
+        self._logger = logger
+        self._pending = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        *complete, self._pending = self._pending.split("\n")
+        for line in complete:
+            level = "ERROR" if line.startswith("partctl: error:") else "INFO"
+            self._raw.write(json.dumps({"time": _time(time.time()), "level": level,
+                                        "logger": self._logger, "message": line},
+                                       ensure_ascii=False) + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self._raw.flush()
+
+
+def lines_for(err: TextIO, log_format: str, logger: str) -> TextIO:
+    """``err`` itself for the text format, else ``err`` behind :class:`JsonLines`."""
+    return JsonLines(err, logger) if log_format == "json" else err  # type: ignore[return-value]
+
+
+def formatter(log_format: str) -> logging.Formatter:
+    """The formatter of ``log_format`` (one of :data:`LOG_FORMATS`)."""
+    if log_format == "json":
+        return JsonFormatter()
+    if log_format == "text":
+        return logging.Formatter(TEXT_LINE)
+    raise ValueError(f"log format {log_format!r}: one of {', '.join(LOG_FORMATS)}")
+
+
+def setup_logging(
+    err: TextIO,
+    *,
+    log_format: str = "text",
+    level: int = logging.INFO,
+    state_change_file: str | None = None,
+    quiet: tuple[str, ...] = ("kazoo", "asyncio"),
+) -> None:
+    """Log ``level`` and up to ``err`` in ``log_format``, for a process of its own (the root
+    logger's handlers are replaced). With ``state_change_file`` the state-change log goes to
+    that file (appended, same format) instead of ``err``, as Kafka's state-change.log does.
+    The ``quiet`` loggers (client libraries that log every reconnect) log warnings only.
+
+    Raises OSError when the file cannot be opened (nothing is changed then)."""
+    shape = formatter(log_format)
+    file_handler = None
+    if state_change_file is not None:
+        file_handler = logging.FileHandler(state_change_file, encoding="utf-8")
+        file_handler.setFormatter(shape)
+        setattr(file_handler, _MARK, True)
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    changes = logging.getLogger(LOGGER_NAME)
+    for handler in list(changes.handlers):
+        if getattr(handler, _MARK, False):
+            changes.removeHandler(handler)
+            handler.close()
+    handler = logging.StreamHandler(err)
+    handler.setFormatter(shape)
+    setattr(handler, _MARK, True)
+    root.addHandler(handler)
+    root.setLevel(level)
+    changes.propagate = file_handler is None
+    if file_handler is not None:
+        changes.addHandler(file_handler)
+    for noisy in quiet:
+        logging.getLogger(noisy).setLevel(logging.WARNING)
