@@ -90,6 +90,10 @@ READ_LIMIT = 1 << 20
 SASL_MAX_RECEIVE = 524_288
 """Kafka's sasl.server.max.receive.size: the largest frame read before authentication."""
 SSL_HANDSHAKE_TIMEOUT = 10.0
+SEND_GRACE = 5.0
+"""Seconds a response already being written may take to finish once its client has hung up:
+the client may hold all of it (a sendfile completes before this process resumes), so it is
+finished and counted rather than cut off."""
 ANONYMOUS = "User:ANONYMOUS"
 
 _CORK = getattr(socket, "TCP_CORK", None)
@@ -131,6 +135,8 @@ class _Connection:
         """When the SASL session ends (monotonic seconds; None: with the connection)."""
         self.reauth: SaslSession | None = None
         self.closing_after = False
+        self.sending: asyncio.Event | None = None
+        """Set once the response being written (if any) is written and counted."""
         auth = server.security.get(listener)
         self.auth = auth
         if auth is not None and auth.ssl_context is not None:
@@ -158,6 +164,10 @@ class _Connection:
                 self.queue.put_nowait(_CLOSE)
                 with contextlib.suppress(Exception):
                     await writing
+            elif reading in done and self.sending is not None:
+                # the client hung up while a response was being written: let that one finish
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self.sending.wait(), SEND_GRACE)
         finally:
             for task in (reading, writing):
                 task.cancel()
@@ -402,9 +412,16 @@ class _Connection:
                     return
                 if result is not NO_RESPONSE:
                     assert ctx is not None
-                    await self._send(encode_response(ctx.correlation_id, result,
-                                                     scatter=bool(ctx.slices)))
-                if ctx is not None and self.server.request_times is not None:
+                    self.sending = sent = asyncio.Event()
+                    try:
+                        await self._send(encode_response(ctx.correlation_id, result,
+                                                         scatter=bool(ctx.slices)))
+                        if self.server.request_times is not None:
+                            self.server.answered(ctx)
+                    finally:
+                        self.sending = None
+                        sent.set()
+                elif ctx is not None and self.server.request_times is not None:
                     self.server.answered(ctx)
             except (ConnectionError, asyncio.CancelledError):
                 raise

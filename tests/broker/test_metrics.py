@@ -55,6 +55,21 @@ def scrape(url: str) -> Samples:
             for family in text_string_to_metric_families(text) for s in family.samples}
 
 
+def answered(samples: Samples) -> dict[str, float]:
+    """The requests counted as answered in ``samples``, by request metric name."""
+    return {dict(labels)["request"]: value for (name, labels), value in samples.items()
+            if name == "kafka_network_requestmetrics_requestspersec_total"}
+
+
+def scrape_once_answered(url: str, **counts: int) -> Samples:
+    """Scrape ``url`` once the broker has counted ``counts`` requests (by metric name) as
+    answered. A request is counted after its response is written, as in Kafka (its total time
+    includes the send), so a client can hold the answer a moment before the broker counts it."""
+    return wait_until(lambda: (s := scrape(url)) and all(
+        answered(s).get(name, 0) >= n for name, n in counts.items()) and s,
+        timeout=10, message=f"the broker to count {counts} as answered")
+
+
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[InProcessBroker, MetricsServer]]:
     """A broker in this process counting its traffic, its metrics served on a free port."""
@@ -92,7 +107,7 @@ def test_a_scrape_shows_kafkas_metrics_from_the_brokers_state(
     fetched = len(answer.responses[0].partitions[0].records)
     assert fetched == len(sent)
 
-    samples = scrape(metrics.url)
+    samples = scrape_once_answered(metrics.url, Produce=2, FetchConsumer=1)
     assert metrics.url == f"http://127.0.0.1:{metrics.port}/metrics"
     with pytest.raises(urllib.error.HTTPError) as missing:
         urllib.request.urlopen(f"http://127.0.0.1:{metrics.port}/other", timeout=10)
@@ -129,9 +144,8 @@ def test_a_scrape_shows_kafkas_metrics_from_the_brokers_state(
         replicated = only_partition(client.call(follower_fetch(replica_id=2, partition=1)))
     assert replicated.error_code == ErrorCode.none
     assert len(replicated.records) == len(batch(2))
-    samples = scrape(metrics.url)
-    requests = {dict(labels)["request"]: value for (name, labels), value in samples.items()
-                if name == "kafka_network_requestmetrics_requestspersec_total"}
+    samples = scrape_once_answered(metrics.url, FetchFollower=1)
+    requests = answered(samples)
     assert (requests["FetchConsumer"], requests["FetchFollower"]) == (1, 1)
     assert "Fetch" not in requests
     for request in ("FetchConsumer", "FetchFollower"):
@@ -165,6 +179,23 @@ def test_consumer_lag_is_the_high_watermark_minus_the_committed_offset(
     row = (("consumergroup", "g"), ("partition", "0"), ("topic", "t"))
     assert samples["kafka_consumergroup_current_offset", row] == 4
     assert samples["kafka_consumergroup_lag", row] == 6
+
+
+def test_an_answer_the_client_holds_is_counted_though_it_hangs_up_at_once(
+        served: tuple[InProcessBroker, MetricsServer]) -> None:
+    # a Fetch's records leave by sendfile: the client can read the whole answer and close
+    # before the broker's writer resumes, and the hang-up must not cut the count off
+    broker, metrics = served
+    broker.set_partition("t", 0, replicas=(1,), isr=(1,))
+    with RawClient(broker.address) as client:
+        client.call(produce(acks=1, data={("t", 0): batch(7)}))
+    fetches = 25
+    for _ in range(fetches):
+        with RawClient(broker.address) as client:
+            answer = client.call(fetch(partitions=[(0, 0)]))
+        assert len(answer.responses[0].partitions[0].records) == len(batch(7))
+    samples = scrape_once_answered(metrics.url, FetchConsumer=fetches)
+    assert answered(samples)["FetchConsumer"] == fetches
 
 
 def test_record_count_reads_every_batch_header() -> None:
