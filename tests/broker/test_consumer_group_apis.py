@@ -218,17 +218,27 @@ def test_a_member_leaves_and_the_empty_group_can_be_deleted(broker: InProcessBro
 
 
 def test_a_silent_member_is_fenced_at_its_session_timeout(tmp_path: Path) -> None:
-    b = _start(tmp_path / "logs", consumer_session_timeout_ms=400)
+    session_s = 1.0
+    b = _start(tmp_path / "logs", consumer_session_timeout_ms=int(session_s * 1000))
     try:
         with RawClient(b.address) as c:
             a = ready(c, "g")
+            silent_since = time.monotonic()
             other = hb(c, "g")
             epoch = other.member_epoch
-            for _ in range(6):  # the other keeps its session; the first says nothing
-                time.sleep(0.15)
+
+            def the_other_heartbeats() -> bool:
+                """The other keeps its session (a beat every 0.15 s, well inside it) and sees
+                the group move on (epoch 3) once the silent member is gone."""
+                nonlocal epoch
                 answer = hb(c, "g", other.member_id, epoch, topics=None, owned={})
                 assert answer.error_code is ErrorCode.none
                 epoch = answer.member_epoch
+                return epoch == 3
+
+            wait_until(the_other_heartbeats, timeout=15, interval=0.15,
+                       message="the silent member fenced")
+            assert time.monotonic() - silent_since >= session_s  # not before its timeout
             assert hb(c, "g", a.member_id, 1, topics=None).error_code is \
                 ErrorCode.unknown_member_id
             now = hb(c, "g", other.member_id, epoch, topics=None, owned={})
