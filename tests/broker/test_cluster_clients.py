@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,13 +156,15 @@ def test_each_client_reads_what_the_other_wrote(trio: Trio) -> None:
 
 class Producing:
     """An idempotent acks=all producer on its own thread, sending numbered values to every
-    partition until stopped; what was acknowledged, in the order it was, per partition."""
+    partition until stopped; what was acknowledged, in the order it was, per partition.
+    ``rate``: at most that many values a second (None: as fast as they are taken)."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+    def __init__(self, bootstrap: str, topic: str, partitions: int,
+                 rate: float | None = None) -> None:
         self.producer = ck.Producer({
             "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
             "linger.ms": 5, "message.timeout.ms": 120_000, "retry.backoff.ms": 100})
-        self.topic, self.partitions = topic, partitions
+        self.topic, self.partitions, self.rate = topic, partitions, rate
         self.acked: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
         self.errors: list[ck.KafkaError] = []
         self._stop = threading.Event()
@@ -179,7 +182,12 @@ class Producing:
 
     def _run(self) -> None:
         i = 0
+        start = time.monotonic()
         while not self._stop.is_set():
+            if self.rate is not None and (ahead := start + i / self.rate
+                                          - time.monotonic()) > 0:
+                self.producer.poll(min(ahead, 0.1))
+                continue
             try:
                 self.producer.produce(self.topic, value=b"m-%08d" % i,
                                       partition=i % self.partitions,

@@ -23,6 +23,7 @@ from tests.waiting import wait_until
 from .processes import coordinator_url
 from .test_cluster_clients import Producing, create, serving
 from .test_group_clients import (
+    PACE,
     PARTITIONS,
     SETTINGS,
     TOPIC,
@@ -71,7 +72,7 @@ def test_consumer_protocol_group_survives_a_leave_and_a_coordinator_kill(
         trio: GroupTrio, tmp_path: Path, assignor: str) -> None:
     group = f"g848-{assignor}"
     create(trio, TOPIC, PARTITIONS, num_partitions=PARTITIONS, replication_factor=3)
-    producing = Producing(trio.bootstrap, TOPIC, PARTITIONS)
+    producing = Producing(trio.bootstrap, TOPIC, PARTITIONS, rate=PACE)
     members: list[Member] = []
     watcher = None
     try:

@@ -39,6 +39,10 @@ SETTINGS = TEST_SETTINGS + (
     "group.initial.rebalance.delay.ms=300\n")
 TOPIC = "orders"
 PARTITIONS = 6
+PACE = 100.0
+"""Values a second the group tests produce: under what the slowest member set consumes (a
+kafka-python member commits each message, about 60 a second), so the fault phases see steady
+traffic and the final drain is short, on any machine."""
 
 
 class GroupTrio(Trio):
@@ -141,7 +145,7 @@ def test_a_group_consumes_everything_through_member_and_coordinator_failures(
         trio: GroupTrio, tmp_path: Path, client: str, strategy: str, store: str) -> None:
     group = f"g-{client}-{strategy}"
     create(trio, TOPIC, PARTITIONS, num_partitions=PARTITIONS, replication_factor=3)
-    producing = Producing(trio.bootstrap, TOPIC, PARTITIONS)
+    producing = Producing(trio.bootstrap, TOPIC, PARTITIONS, rate=PACE)
     members: list[Member] = []
     watcher = None
     try:
