@@ -24,10 +24,11 @@ from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_writer
 
 from broker.security.client import AuthenticationFailed, Connector
 from broker.wire import build
+from broker.wire_check import read_checked
 
 __all__ = ["API_VERSIONS", "BrokerUnreachable", "KafkaConnection"]
 
@@ -192,8 +193,8 @@ class KafkaConnection:
                                     f"{exc}") from exc
         response_cls = load_response_schema(cls.__api_key__, cls.__version__)
         try:
-            header, offset = entity_reader(response_cls.__header_schema__)(data, 0)
-            body, _ = entity_reader(response_cls)(data, offset)
+            header, offset = read_checked(response_cls.__header_schema__, data)
+            body, _ = read_checked(response_cls, data, offset)
         except Exception as exc:  # kio raises several types; all mean an unreadable frame
             raise BrokerUnreachable(f"{self.host}:{self.port}: cannot read "
                                     f"{response_cls.__name__}: {exc}") from exc

@@ -46,10 +46,11 @@ from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_writer
 
 from broker.security.client import Connector
 from broker.wire import build
+from broker.wire_check import read_checked
 from coordinator import layout
 from coordinator.codecs import BrokerInfo, TopicPartition
 from coordinator.errors import NoNode
@@ -356,8 +357,8 @@ class _Connection:
         response_cls = load_response_schema(int(cls.__api_key__),
                                             int(cls.__version__))
         try:
-            header, offset = entity_reader(response_cls.__header_schema__)(frame, 0)
-            response, _ = entity_reader(response_cls)(frame, offset)
+            header, offset = read_checked(response_cls.__header_schema__, frame)
+            response, _ = read_checked(response_cls, frame, offset)
         except Exception as exc:  # kio raises several types; all mean a bad answer
             raise ConnectionError(f"cannot read {response_cls.__name__}: {exc!r}") from exc
         if header.correlation_id != correlation_id:

@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING, Any
 from kio.index import load_request_schema
 from kio.schema.consumer_protocol_assignment.v3 import data as assignment_v3
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader
 
 from broker.client import BrokerUnreachable, KafkaConnection
 from broker.offset_reset import LogRange, ResetSpec, ToTimestamp, plan_reset
 from broker.wire import build
+from broker.wire_check import read_checked
 from coordinator.codecs import TopicPartition
 
 if TYPE_CHECKING:
@@ -139,7 +139,7 @@ def decode_assignment(data: bytes) -> tuple[TopicPartition, ...]:
         raise GroupAdminError(f"a member assignment of version {version}")
     # every version up to 3 has the same two fields; v3's reader reads them all
     try:
-        body, _ = entity_reader(assignment_v3.ConsumerProtocolAssignment)(bytes(data[2:]), 0)
+        body, _ = read_checked(assignment_v3.ConsumerProtocolAssignment, bytes(data[2:]))
     except Exception as exc:  # kio raises several types; all mean unreadable bytes
         raise GroupAdminError(f"cannot read a member assignment: {exc}") from exc
     return tuple(TopicPartition(t.topic, int(p)) for t in body.assigned_partitions

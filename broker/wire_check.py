@@ -27,6 +27,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
+from kio.serial import entity_reader
 from kio.serial._introspect import (
     EntityField,
     EntityTupleField,
@@ -38,7 +39,7 @@ from kio.serial._introspect import (
     is_optional,
 )
 
-__all__ = ["MAX_STRING", "FrameError", "check_frame", "check_header"]
+__all__ = ["MAX_STRING", "FrameError", "check_frame", "check_header", "read_checked"]
 
 MAX_STRING = 0x7FFF
 """The longest string Kafka's readers accept (bytes fields may be longer)."""
@@ -79,6 +80,18 @@ def check_header(frame: bytes, header_class: type) -> bytes:
     edits: list[Edit] = []
     position = _entity_scan(header_class)(frame, 0, len(frame), edits)
     return _apply(frame, edits, 0, position) + frame[position:] if edits else frame
+
+
+def read_checked(cls: type, data: bytes, offset: int = 0) -> tuple[Any, int]:
+    """An entity of ``cls`` read by kio from ``data`` at ``offset`` once the walk passed it
+    (what a peer answered, or bytes a client stored, such as a member's assignment):
+    (value, size read). Raises :class:`FrameError` for what the walk refuses."""
+    edits: list[Edit] = []
+    _entity_scan(cls)(data, offset, len(data), edits)
+    if edits:
+        data = _apply(data, edits, offset, len(data))
+        offset = 0
+    return entity_reader(cls)(data, offset)
 
 
 def _apply(frame: bytes, edits: list[Edit], start: int, end: int) -> bytes:

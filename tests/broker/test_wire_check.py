@@ -167,3 +167,50 @@ def test_a_lying_length_at_any_position_of_any_served_request_never_reaches_kio(
     assert done.returncode == 0, done.stderr[-3000:]
     refused, parsed = map(int, done.stdout.split())
     assert refused > 10_000 and parsed > 0
+
+
+PEER_LIES = textwrap.dedent("""
+    import socket, struct, threading
+    from broker.client import BrokerUnreachable, KafkaConnection
+    from broker.group_admin import GroupAdminError, decode_assignment
+
+    # a member's stored assignment (a client's SyncGroup bytes) claiming 2^31-1 topics
+    try:
+        decode_assignment(struct.pack(">hi", 3, 0x7FFFFFFF))
+    except GroupAdminError as exc:
+        print("assignment:", exc)
+
+    # a peer that answers ApiVersions (v3, flexible) with an api array of 2^32-2 entries
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+
+    def answer():
+        conn, _ = server.accept()
+        head = conn.recv(4)
+        (size,) = struct.unpack(">i", head)
+        request = b""
+        while len(request) < size:
+            request += conn.recv(size - len(request))
+        correlation = request[4:8]
+        body = correlation + struct.pack(">h", 0) + b"\\xff\\xff\\xff\\xff\\x0f"
+        conn.sendall(struct.pack(">i", len(body)) + body)
+        conn.recv(1)
+        conn.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    try:
+        KafkaConnection("127.0.0.1", server.getsockname()[1], client_id="t", timeout=10).versions()
+    except BrokerUnreachable as exc:
+        print("peer:", exc)
+""")
+
+
+def test_what_peers_answer_and_clients_stored_is_walked_before_kio_reads_it() -> None:
+    """A broker's answer to our client and a member assignment stored from a client's
+    SyncGroup are read by kio too: a lying count there is refused, not an abort."""
+    done = subprocess.run([sys.executable, "-c", PEER_LIES], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "assignment: cannot read a member assignment" in done.stdout
+    assert "elements claimed" in done.stdout.split("peer:")[1]
