@@ -9,6 +9,9 @@ forward. Every check runs before the first byte is written: bad input changes no
 Opening a log without the clean-shutdown marker recovers it: every batch from the recovery point
 on is re-checked (size, magic, CRC, increasing offsets), the log is cut at the first that fails,
 later segments are dropped, indexes are rebuilt and the epoch cache is cut to what survived.
+Segments wholly below the recovery point were fsynced and are trusted, as Kafka trusts them:
+damage an open finds there is reported in one warning and kept (see
+:meth:`LogSegment.open_flushed`), never a reason to cut the log or drop a later segment.
 With the marker, each segment is trusted up to its last index entry and the batches past it (the
 only ones an open reads anyway) get the same checks; one that fails sends its segment through the
 same recovery, since a marker says the log was closed whole, not that nothing touched it since.
@@ -309,8 +312,10 @@ class Log:
         """Open (creating if needed) the log in ``directory``.
 
         After a clean shutdown, segments are trusted up to their last index entry, the batches
-        past it are checked, and indexes that are missing or corrupt are rebuilt. Otherwise every segment from the one holding ``recovery_point``
-        (the offset up to which the log was known flushed; 0 checks all) is recovered.
+        past it are checked, and indexes that are missing or corrupt are rebuilt. Otherwise every
+        segment from the one holding ``recovery_point`` (the offset up to which the log was
+        known flushed; 0 checks all) is recovered. Either way, the segments wholly below
+        ``recovery_point`` are never cut (damage found there is logged once and kept).
         ``clock`` returns milliseconds and drives ``segment.ms``, retention and the expiry of
         idle producers' state after ``producer_id_expiration_ms`` (a broker setting in Kafka,
         ``producer.id.expiration.ms``). ``log_start_offset`` is the checkpointed log start
@@ -371,9 +376,11 @@ class Log:
         directory, cfg, now = self.directory, self.config, self._clock()
         clean = has_clean_shutdown(directory)
         bases = self._scan_directory()
-        first_unchecked = len(bases)
-        if not clean:
-            first_unchecked = max(bisect_right(bases, recovery_point) - 1, 0)
+        # Segments wholly below the recovery point were fsynced: trusted, never cut (Kafka's
+        # rule); from the one holding it on, recovered after a crash, checked after a clean one.
+        flushed = max(bisect_right(bases, recovery_point) - 1, 0)
+        first_unchecked = len(bases) if clean else flushed
+        damage: list[str] = []
         cache = self.leader_epoch_cache
         latest = [cache.latest_epoch if cache.latest_epoch is not None else -1]
         rebuilt_epochs: list[tuple[int, int]] = []
@@ -385,7 +392,14 @@ class Log:
 
         producers, recovering = self._producers, False
         for i, base in enumerate(bases):
-            if i < first_unchecked:
+            if i < flushed:
+                seg, found = LogSegment.open_flushed(
+                    directory, base, index_interval_bytes=cfg.index_interval_bytes, now_ms=now,
+                    next_base=bases[i + 1])
+                if found is not None:
+                    damage.append(found)
+                cut = 0
+            elif i < first_unchecked:
                 seg, cut = LogSegment.open_existing(
                     directory, base, index_interval_bytes=cfg.index_interval_bytes, now_ms=now
                 )
@@ -418,6 +432,11 @@ class Log:
                 for later in bases[i + 1 :]:
                     self._delete_files(later)
                 break
+        if damage:
+            _logger.warning(
+                "%s: damage below the recovery point %d, in segments that were flushed and are "
+                "kept whole, as Kafka keeps them (a fetch of a damaged batch gets its bytes as "
+                "they are): %s", directory, recovery_point, "; ".join(damage))
         if not self._segments:
             self._segments.append(
                 LogSegment.create(
