@@ -1246,21 +1246,49 @@ class Log:
                     excess -= seg.size
                     by_size += 1
             count = max(by_time, by_size)
-            for seg in self._segments[:count]:
-                if tiered:
-                    _logger.info("%s: deleting local segment %d (offsets up to %d are in "
-                                 "remote storage)", self.directory.name, seg.base_offset,
-                                 self._highest_remote_offset)
-                seg.delete()
+            if tiered and count:
+                _logger.info("%s: deleting local segments %s (offsets up to %d are in remote "
+                             "storage)", self.directory.name, self._bases[:count],
+                             self._highest_remote_offset)
             if count:
-                del self._segments[:count]
-                del self._bases[:count]
-                self._dir_dirty = True
+                self._drop_oldest_segments(count)
                 if not tiered:
                     self._log_start_offset = self.local_log_start_offset
                 self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
-                self._producers.delete_snapshots_below(self.local_log_start_offset)
-                self._recovery_point = max(self._recovery_point, self.local_log_start_offset)
+            return count
+
+    def _drop_oldest_segments(self, count: int) -> None:
+        """Delete the ``count`` oldest segments (never the active one; lock held)."""
+        for seg in self._segments[:count]:
+            seg.delete()
+        del self._segments[:count]
+        del self._bases[:count]
+        self._dir_dirty = True
+        self._producers.delete_snapshots_below(self.local_log_start_offset)
+        self._recovery_point = max(self._recovery_point, self.local_log_start_offset)
+
+    def move_start_for_remote_retention(self, offset: int) -> int:
+        """Remote retention is deleting every remote segment below ``offset`` (the first one it
+        keeps, or the local log start when it keeps none): the log start moves there in the
+        same pass, as Kafka's updateLogStartOffsetFromRemoteTier moves it, so that ListOffsets'
+        EARLIEST never names an offset that no tier serves. The local segments wholly below
+        it go with it (Kafka deletes the segments below the log start; their remote copies
+        are going, expired by the same retention), never the active one; the start is then
+        ``offset``, or the first local offset if that is lower (that segment holds it).
+        Returns the local segments deleted; a log that is not tiered is left alone."""
+        with self._lock:
+            self._check_open()
+            if not self.config.remote_storage_enable or offset <= self.log_start_offset:
+                return 0
+            count = max(min(bisect_right(self._bases, offset) - 1, len(self._bases) - 1), 0)
+            if count:
+                _logger.info("%s: deleting local segments %s below the log start %d (remote "
+                             "retention)", self.directory.name, self._bases[:count], offset)
+                self._drop_oldest_segments(count)
+            new_start = min(offset, self._segments[0].base_offset)
+            if new_start > self._log_start_offset:
+                self._log_start_offset = new_start
+                self.leader_epoch_cache.truncate_from_start(new_start)
             return count
 
     def copy_candidates(self, from_offset: int, upto: int) -> list[SegmentCopySource]:
