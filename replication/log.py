@@ -9,6 +9,9 @@ forward. Every check runs before the first byte is written: bad input changes no
 Opening a log without the clean-shutdown marker recovers it: every batch from the recovery point
 on is re-checked (size, magic, CRC, increasing offsets), the log is cut at the first that fails,
 later segments are dropped, indexes are rebuilt and the epoch cache is cut to what survived.
+Segments wholly below the recovery point were fsynced and are trusted, as Kafka trusts them:
+damage an open finds there is reported in one warning and kept (see
+:meth:`LogSegment.open_flushed`), never a reason to cut the log or drop a later segment.
 With the marker, each segment is trusted up to its last index entry and the batches past it (the
 only ones an open reads anyway) get the same checks; one that fails sends its segment through the
 same recovery, since a marker says the log was closed whole, not that nothing touched it since.
@@ -309,8 +312,10 @@ class Log:
         """Open (creating if needed) the log in ``directory``.
 
         After a clean shutdown, segments are trusted up to their last index entry, the batches
-        past it are checked, and indexes that are missing or corrupt are rebuilt. Otherwise every segment from the one holding ``recovery_point``
-        (the offset up to which the log was known flushed; 0 checks all) is recovered.
+        past it are checked, and indexes that are missing or corrupt are rebuilt. Otherwise every
+        segment from the one holding ``recovery_point`` (the offset up to which the log was
+        known flushed; 0 checks all) is recovered. Either way, the segments wholly below
+        ``recovery_point`` are never cut (damage found there is logged once and kept).
         ``clock`` returns milliseconds and drives ``segment.ms``, retention and the expiry of
         idle producers' state after ``producer_id_expiration_ms`` (a broker setting in Kafka,
         ``producer.id.expiration.ms``). ``log_start_offset`` is the checkpointed log start
@@ -371,9 +376,11 @@ class Log:
         directory, cfg, now = self.directory, self.config, self._clock()
         clean = has_clean_shutdown(directory)
         bases = self._scan_directory()
-        first_unchecked = len(bases)
-        if not clean:
-            first_unchecked = max(bisect_right(bases, recovery_point) - 1, 0)
+        # Segments wholly below the recovery point were fsynced: trusted, never cut (Kafka's
+        # rule); from the one holding it on, recovered after a crash, checked after a clean one.
+        flushed = max(bisect_right(bases, recovery_point) - 1, 0)
+        first_unchecked = len(bases) if clean else flushed
+        damage: list[str] = []
         cache = self.leader_epoch_cache
         latest = [cache.latest_epoch if cache.latest_epoch is not None else -1]
         rebuilt_epochs: list[tuple[int, int]] = []
@@ -385,7 +392,14 @@ class Log:
 
         producers, recovering = self._producers, False
         for i, base in enumerate(bases):
-            if i < first_unchecked:
+            if i < flushed:
+                seg, found = LogSegment.open_flushed(
+                    directory, base, index_interval_bytes=cfg.index_interval_bytes, now_ms=now,
+                    next_base=bases[i + 1])
+                if found is not None:
+                    damage.append(found)
+                cut = 0
+            elif i < first_unchecked:
                 seg, cut = LogSegment.open_existing(
                     directory, base, index_interval_bytes=cfg.index_interval_bytes, now_ms=now
                 )
@@ -418,6 +432,11 @@ class Log:
                 for later in bases[i + 1 :]:
                     self._delete_files(later)
                 break
+        if damage:
+            _logger.warning(
+                "%s: damage below the recovery point %d, in segments that were flushed and are "
+                "kept whole, as Kafka keeps them (a fetch of a damaged batch gets its bytes as "
+                "they are): %s", directory, recovery_point, "; ".join(damage))
         if not self._segments:
             self._segments.append(
                 LogSegment.create(
@@ -1227,21 +1246,49 @@ class Log:
                     excess -= seg.size
                     by_size += 1
             count = max(by_time, by_size)
-            for seg in self._segments[:count]:
-                if tiered:
-                    _logger.info("%s: deleting local segment %d (offsets up to %d are in "
-                                 "remote storage)", self.directory.name, seg.base_offset,
-                                 self._highest_remote_offset)
-                seg.delete()
+            if tiered and count:
+                _logger.info("%s: deleting local segments %s (offsets up to %d are in remote "
+                             "storage)", self.directory.name, self._bases[:count],
+                             self._highest_remote_offset)
             if count:
-                del self._segments[:count]
-                del self._bases[:count]
-                self._dir_dirty = True
+                self._drop_oldest_segments(count)
                 if not tiered:
                     self._log_start_offset = self.local_log_start_offset
                 self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
-                self._producers.delete_snapshots_below(self.local_log_start_offset)
-                self._recovery_point = max(self._recovery_point, self.local_log_start_offset)
+            return count
+
+    def _drop_oldest_segments(self, count: int) -> None:
+        """Delete the ``count`` oldest segments (never the active one; lock held)."""
+        for seg in self._segments[:count]:
+            seg.delete()
+        del self._segments[:count]
+        del self._bases[:count]
+        self._dir_dirty = True
+        self._producers.delete_snapshots_below(self.local_log_start_offset)
+        self._recovery_point = max(self._recovery_point, self.local_log_start_offset)
+
+    def move_start_for_remote_retention(self, offset: int) -> int:
+        """Remote retention is deleting every remote segment below ``offset`` (the first one it
+        keeps, or the local log start when it keeps none): the log start moves there in the
+        same pass, as Kafka's updateLogStartOffsetFromRemoteTier moves it, so that ListOffsets'
+        EARLIEST never names an offset that no tier serves. The local segments wholly below
+        it go with it (Kafka deletes the segments below the log start; their remote copies
+        are going, expired by the same retention), never the active one; the start is then
+        ``offset``, or the first local offset if that is lower (that segment holds it).
+        Returns the local segments deleted; a log that is not tiered is left alone."""
+        with self._lock:
+            self._check_open()
+            if not self.config.remote_storage_enable or offset <= self.log_start_offset:
+                return 0
+            count = max(min(bisect_right(self._bases, offset) - 1, len(self._bases) - 1), 0)
+            if count:
+                _logger.info("%s: deleting local segments %s below the log start %d (remote "
+                             "retention)", self.directory.name, self._bases[:count], offset)
+                self._drop_oldest_segments(count)
+            new_start = min(offset, self._segments[0].base_offset)
+            if new_start > self._log_start_offset:
+                self._log_start_offset = new_start
+                self.leader_epoch_cache.truncate_from_start(new_start)
             return count
 
     def copy_candidates(self, from_offset: int, upto: int) -> list[SegmentCopySource]:

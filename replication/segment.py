@@ -156,37 +156,81 @@ class LogSegment:
     def open_existing(
         cls, directory: Path, base_offset: int, *, index_interval_bytes: int, now_ms: int
     ) -> tuple[LogSegment, int]:
-        """Open a segment written before and trusted to be whole (a clean shutdown, or below the
-        recovery point). Its indexes are checked, and so is every batch past the last index
-        entry (see :meth:`_load_tail`); if either fails, the segment is recovered, which rebuilds
-        the indexes and cuts the log at the first bad batch.
+        """Open a segment written before and trusted to be whole (a clean shutdown). Its
+        indexes are checked, and so is every batch past the last index entry (see
+        :meth:`_load_tail`); if either fails, the segment is recovered, which rebuilds the
+        indexes and cuts the log at the first bad batch.
 
         Returns the segment and the bytes cut off its end.
         """
         seg = cls(directory, base_offset, index_interval_bytes, now_ms)
-        seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_APPEND)
-        seg.size = os.fstat(seg._fd).st_size
+        if seg._open_checked():
+            return seg, 0
+        return seg, seg.recover()
+
+    @classmethod
+    def open_flushed(
+        cls, directory: Path, base_offset: int, *, index_interval_bytes: int, now_ms: int,
+        next_base: int,
+    ) -> tuple[LogSegment, str | None]:
+        """Open a segment that lies wholly below the recovery point (every byte was fsynced
+        before the last flush; the next segment starts at ``next_base``). Kafka trusts such a
+        segment and never cuts it: nothing is removed from it, and no later segment goes on
+        its account.
+
+        It is checked as :meth:`open_existing` checks one; if that fails, its indexes are
+        rebuilt by walking the batches, keeping those whose bytes fail their checks (a fetch
+        serves them as they are, and the client sees the CRC error, as from Kafka). Should a
+        batch's length or offsets not frame the batches after it, the segment ends there for
+        readers and the bytes past it stay in the file. Returns the segment and a description
+        of the damage found (None: none, the indexes only were stale)."""
+        seg = cls(directory, base_offset, index_interval_bytes, now_ms)
+        if seg._open_checked():
+            return seg, None
+        limit = min(base_offset + MAX_RELATIVE_OFFSET, next_base - 1)
+        end, damaged, first_damaged = seg._walk(limit=limit, keep_damaged=True)
+        seg.size = end
+        seg.offset_index.flush()
+        seg.time_index.flush()
+        unreadable = os.fstat(seg._fd).st_size - end
+        if not damaged and not unreadable:
+            return seg, None
+        parts = []
+        if damaged:
+            parts.append(f"{damaged} batch(es) failing their checks from offset {first_damaged}"
+                         " (kept as they are)")
+        if unreadable:
+            parts.append(f"{unreadable} bytes from position {end} that do not frame a batch "
+                         "(left in the file, not read)")
+        return seg, f"segment {base_offset}: " + "; ".join(parts)
+
+    def _open_checked(self) -> bool:
+        """Open the file and its indexes, checking them and the batches past the last index
+        entry. False when a check failed: the indexes are then new and empty, to be rebuilt."""
+        base_offset = self.base_offset
+        self._fd = os.open(self.log_path, os.O_RDWR | os.O_APPEND)
+        self.size = os.fstat(self._fd).st_size
         try:
-            seg.offset_index = OffsetIndex.open(
-                seg._index_path(INDEX_SUFFIX), base_offset, seg.size
+            self.offset_index = OffsetIndex.open(
+                self._index_path(INDEX_SUFFIX), base_offset, self.size
             )
             try:
-                seg._load_tail()
-                seg.time_index = TimeIndex.open(
-                    seg._index_path(TIME_INDEX_SUFFIX), base_offset, seg.next_offset
+                self._load_tail()
+                self.time_index = TimeIndex.open(
+                    self._index_path(TIME_INDEX_SUFFIX), base_offset, self.next_offset
                 )
             except BaseException:
-                seg.offset_index.close_and_delete()
+                self.offset_index.close_and_delete()
                 raise
         except CorruptIndexError:
-            seg.offset_index = OffsetIndex(seg._index_path(INDEX_SUFFIX), base_offset)
-            seg.time_index = TimeIndex(seg._index_path(TIME_INDEX_SUFFIX), base_offset)
-            return seg, seg.recover()
-        last = seg.time_index.last_entry()
-        if last is not None and last[0] > seg.max_timestamp:
-            seg.max_timestamp, seg.offset_of_max_timestamp = last
-        seg._load_first_timestamp()
-        return seg, 0
+            self.offset_index = OffsetIndex(self._index_path(INDEX_SUFFIX), base_offset)
+            self.time_index = TimeIndex(self._index_path(TIME_INDEX_SUFFIX), base_offset)
+            return False
+        last = self.time_index.last_entry()
+        if last is not None and last[0] > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = last
+        self._load_first_timestamp()
+        return True
 
     @classmethod
     def recover_existing(
@@ -470,6 +514,10 @@ class LogSegment:
         """
         found = self._find(offset)
         if found is None:
+            if os.fstat(self._fd).st_size > self.size:
+                # Unreadable bytes :meth:`open_flushed` left past the batches: they go once
+                # the segment is the log's end, or appends would land after them.
+                os.ftruncate(self._fd, self.size)
             return 0
         pos, _size, new_next, _last = found
         removed = self.size - pos
@@ -512,6 +560,32 @@ class LogSegment:
         idempotent producer that survived, so that it can rebuild its producer state in the
         same pass (as Kafka's recovery does).
         """
+        fd = self._fd
+        end, _damaged, _first = self._walk(
+            limit=self.base_offset + MAX_RELATIVE_OFFSET, keep_damaged=False,
+            on_epoch=on_epoch, on_producer=on_producer)
+        truncated = os.fstat(fd).st_size - end
+        if truncated:
+            os.ftruncate(fd, end)
+            os.fsync(fd)
+        self.size = end
+        self.offset_index.flush()
+        self.time_index.flush()
+        return truncated
+
+    def _walk(
+        self,
+        *,
+        limit: int,
+        keep_damaged: bool,
+        on_epoch: Callable[[int, int], None] | None = None,
+        on_producer: Callable[[ProducerBatch], None] | None = None,
+    ) -> tuple[int, int, int]:
+        """Walk the batches from the start, rebuilding both indexes (in memory), up to the
+        first that fails its checks, or with ``keep_damaged`` up to the first whose length or
+        offsets do not frame it (its magic, codec and CRC are then counted, not required).
+        Offsets must increase and end at or below ``limit``. Returns the position where the
+        walk stopped, the damaged batches kept and the base offset of the first (-1: none)."""
         self.offset_index.reset()
         self.time_index.reset()
         self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
@@ -521,8 +595,8 @@ class LogSegment:
         file_size = os.fstat(fd).st_size
         unpack = _RECOVER.unpack_from
         interval = self.index_interval_bytes
-        base_limit = self.base_offset + MAX_RELATIVE_OFFSET
         pos, next_offset = 0, self.base_offset
+        damaged, first_damaged = 0, -1
         window_start, view = 0, memoryview(b"")
         while file_size - pos >= BATCH_OVERHEAD:
             rel = pos - window_start
@@ -539,9 +613,15 @@ class LogSegment:
                 view = memoryview(
                     os.pread(fd, min(max(_RECOVERY_CHUNK, size), file_size - pos), pos)
                 )
-            if not _batch_ok(view, rel, size, base, magic, crc, attributes, last_delta,
-                             next_offset, base_limit):
-                break
+            whole = _batch_ok(view, rel, size, base, magic, crc, attributes, last_delta,
+                              next_offset, limit)
+            if not whole:
+                if not keep_damaged or not 0 <= last_delta <= limit - base or base < next_offset:
+                    break
+                damaged += 1
+                if first_damaged < 0:
+                    first_damaged = base
+                max_ts = -1  # a damaged batch's timestamp is not believed (retention uses it)
             last_offset = base + last_delta
             if max_ts > self.max_timestamp:
                 self.max_timestamp, self.offset_of_max_timestamp = max_ts, last_offset
@@ -550,7 +630,7 @@ class LogSegment:
                 self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
                 self._bytes_since_index = 0
             self._bytes_since_index += size
-            if self.first_batch_timestamp is None:
+            if self.first_batch_timestamp is None and whole:
                 self.first_batch_timestamp = max_ts
             if on_epoch is not None and epoch >= 0:
                 on_epoch(epoch, base)
@@ -559,12 +639,5 @@ class LogSegment:
                                           attributes))
             next_offset = last_offset + 1
             pos += size
-        truncated = file_size - pos
-        if truncated:
-            os.ftruncate(fd, pos)
-            os.fsync(fd)
-        self.size = pos
         self.next_offset = next_offset
-        self.offset_index.flush()
-        self.time_index.flush()
-        return truncated
+        return pos, damaged, first_damaged

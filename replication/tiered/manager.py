@@ -402,9 +402,14 @@ class RemoteLogManager:
             elif (m.state is _S.COPY_SEGMENT_FINISHED and m.end_offset < new_start
                   and m.end_offset >= known_from):
                 doomed[m.segment_id] = (m, f"below the log start offset {new_start}")
-        # The log start moves first: nothing is served from a segment about to go.
-        log_.update_remote_state(highest_remote_offset=log_.highest_offset_in_remote_storage,
-                                 log_start_offset=new_start)
+        # The log start moves first, in this pass: nothing is served from a segment about to
+        # go, and ListOffsets' EARLIEST names an offset a fetch serves. Past local copies of
+        # what retention expired too (they go with it); otherwise only up to the local start.
+        if any(m.segment_id in doomed for m in finished):
+            log_.move_start_for_remote_retention(new_start)
+        else:
+            log_.update_remote_state(highest_remote_offset=log_.highest_offset_in_remote_storage,
+                                     log_start_offset=new_start)
         deleted = 0
         for m, reason in sorted(doomed.values(), key=lambda item: item[0].start_offset):
             if self._delete(m, reason):

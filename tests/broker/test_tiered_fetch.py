@@ -9,6 +9,7 @@ timestamp (-3) counts the remote segments."""
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -325,3 +326,48 @@ def test_the_max_timestamp_counts_the_remote_part(broker: InProcessBroker) -> No
     assert max_timestamp() == (ErrorCode.none, 50_001, 7, 0)
     rm.produce(TP0, records(1, timestamp=50_002), 1).result(5)
     assert max_timestamp() == (ErrorCode.none, 50_002, 25, 0)
+
+
+def test_remote_retention_moves_the_earliest_offset_to_one_a_fetch_serves(
+        broker: InProcessBroker) -> None:
+    """Remote retention deletes the old segments while the local log still holds them: the
+    pass that deletes moves the log start (Kafka's rule), so once local retention has run too,
+    ListOffsets' EARLIEST still names an offset a fetch serves, and a consumer resetting to
+    earliest reads from there instead of looping on OFFSET_OUT_OF_RANGE."""
+    GATE.set()
+    rm = broker.replica_manager
+    config = {"remote.storage.enable": "true", "segment.bytes": "300", "retention.ms": "-1"}
+    rm.update_topic_config("t", config)
+    broker.set_partition("t", 0, topic_id=TOPIC_ID)
+    now = int(time.time() * 1000)
+    for i in range(12):  # batch i: offsets 2i, 2i+1; the first six are a day old
+        rm.produce(TP0, records(2, timestamp=now - (86_400_000 if i < 6 else 0)), 1).result(5)
+    assert rm.remote is not None
+    rm.remote.run_once()  # copies every rolled segment; nothing expires yet
+    p0 = rm.partition(TP0)
+    assert p0 is not None and p0.log.local_log_start_offset == 0
+    rm.update_topic_config("t", {**config, "retention.ms": "3600000"})
+    rm.remote.run_once()  # remote retention: the day-old segments go
+    rm.cleanup_logs()  # and local retention, on its own timer
+    with RawClient(broker.address) as client:
+        answer = client.call(list_offsets(7, [-2]))
+        earliest = answer.topics[0].partitions[0].offset
+        got = client.call(fetch(12, partitions=[(0, earliest)])).responses[0].partitions[0]
+        assert got.error_code == ErrorCode.none
+        assert int.from_bytes(bytes(got.records)[:8], "big") == earliest
+        assert earliest == p0.log.log_start_offset == 12
+    # A consumer at offset 0, gone: OFFSET_OUT_OF_RANGE resets it to the earliest offset.
+    consumer = ck.Consumer({"bootstrap.servers": f"127.0.0.1:{broker.port}",
+                            "group.id": "unused", "enable.auto.commit": False,
+                            "auto.offset.reset": "earliest"})
+    offsets: list[int] = []
+    try:
+        consumer.assign([ck.TopicPartition("t", 0, 0)])
+        deadline = time.monotonic() + 30
+        while len(offsets) < 24 - earliest and time.monotonic() < deadline:
+            for msg in consumer.consume(100, 0.5):
+                assert msg.error() is None, msg.error()
+                offsets.append(msg.offset())
+    finally:
+        consumer.close()
+    assert offsets == list(range(earliest, 24))

@@ -289,3 +289,155 @@ def test_corrupt_epoch_checkpoint_is_moved_aside_and_rebuilt_from_the_log(
         f"{e.epoch} {e.start_offset}\n".encode() for e in expected)
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert len(warnings) == 1 and str(checkpoint) in warnings[0]
+
+
+# -- below the recovery point, segments were flushed: Kafka trusts them and never cuts them -----
+
+BROKER_INDEXING = LogConfig(segment_bytes=2000)  # a broker's index.interval.bytes (4096)
+
+
+def flushed_then_more(directory: Path, flushed: int = 40) -> tuple[Log, int]:
+    """A log of 43 batches of 2 records (11 batches a segment; epochs 1, 2, 3), flushed after
+    the first ``flushed``: the log and its recovery point."""
+    log = Log.open(directory, config=BROKER_INDEXING)
+    for i in range(43):
+        log.append_as_leader(batch(2, value_size=50), leader_epoch=1 + i // 15)
+        if i + 1 == flushed:
+            log.flush()
+            point = log.recovery_point
+    return log, point
+
+
+def damage_segment(path: Path, index: int, damage) -> tuple[int, int, int]:
+    """Damage batch ``index`` of the segment file ``path``; returns its position, size, base."""
+    data = bytearray(path.read_bytes())
+    pos, size, base, *_ = validate_batches(data)[index]
+    damage(data, pos, size)
+    path.write_bytes(bytes(data))
+    return pos, size, base
+
+
+def _flip_record_byte(data: bytearray, pos: int, size: int) -> None:
+    data[pos + size - 5] ^= 0xFF  # inside a record: the CRC no longer matches
+
+
+def _flip_length(data: bytearray, pos: int, size: int) -> None:
+    data[pos + 8 : pos + 12] = (1 << 30).to_bytes(4, "big")  # runs past the end of the file
+
+
+def all_batches(log: Log, start: int) -> list[tuple[int, int]]:
+    """(base, last offset) of every batch read from ``start`` to the log end, each validated."""
+    out, offset = [], start
+    while offset < log.log_end_offset:
+        result = log.read(offset, 1 << 20)
+        out += [(b, b + d) for _p, _s, b, d, *_ in validate_batches(result.records)]
+        offset = result.next_offset
+    return out
+
+
+@pytest.mark.parametrize("clean", [False, True], ids=["crashed", "clean"])
+def test_a_damaged_batch_below_the_recovery_point_keeps_every_later_record(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, clean: bool
+) -> None:
+    d = tmp_path / "t-0"
+    log, point = flushed_then_more(d)
+    bases, end = log.segment_base_offsets, log.log_end_offset
+    epochs = log.leader_epoch_cache.entries
+    assert len(bases) >= 3 and len(epochs) == 3 and point < end
+    if clean:
+        log.close()
+    else:
+        d = crash(log)
+    sizes = [p.stat().st_size for p in segment_files(d)]
+    pos, size, base = damage_segment(segment_files(d)[0], 2, _flip_record_byte)
+    damaged = segment_files(d)[0].read_bytes()[pos : pos + size]
+    with caplog.at_level("WARNING", logger="replication.log"):
+        reopened = Log.open(d, config=BROKER_INDEXING, recovery_point=point)
+    assert (reopened.log_end_offset, reopened.segment_base_offsets) == (end, bases)
+    assert [p.stat().st_size for p in segment_files(d)] == sizes
+    assert reopened.leader_epoch_cache.entries == epochs
+    # Every batch past the damaged one reads back whole, in order, to the log end.
+    after = all_batches(reopened, base + 2)
+    assert after[0][0] == base + 2 and after[-1][1] == end - 1
+    assert all(b == last + 1 for (_, last), (b, _) in zip(after, after[1:], strict=False))
+    # The damaged batch is served as it is on disk (the consumer sees the CRC error, as from
+    # Kafka), and the log takes appends at its end.
+    assert reopened.read(base, 1).records == damaged
+    assert reopened.append_as_leader(batch(1), leader_epoch=3).first_offset == end
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1
+    assert f"segment {bases[0]}" in warnings[0] and f"offset {base}" in warnings[0]
+
+
+def test_a_batch_below_the_recovery_point_that_breaks_the_framing_keeps_later_segments(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    d = tmp_path / "t-0"
+    log, point = flushed_then_more(d)
+    bases, end = log.segment_base_offsets, log.log_end_offset
+    d = crash(log)
+    first = segment_files(d)[0]
+    size_before = first.stat().st_size
+    _pos, _size, base = damage_segment(first, 3, _flip_length)
+    with caplog.at_level("WARNING", logger="replication.log"):
+        reopened = Log.open(d, config=BROKER_INDEXING, recovery_point=point)
+    assert (reopened.log_end_offset, reopened.segment_base_offsets) == (end, bases)
+    assert first.stat().st_size == size_before  # nothing cut from the file
+    # What precedes the break reads; a read inside the unreadable part moves on to the next
+    # segment; every later record is there.
+    assert all_batches(reopened, 0)[-1][1] == end - 1
+    assert reopened.read(base, 1 << 20).first_offset == bases[1]
+    assert all_batches(reopened, bases[1])[0][0] == bases[1]
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "do not frame a batch" in warnings[0]
+    # Truncated back into it, as a follower may be, the segment drops the unreadable bytes
+    # before taking appends again.
+    reopened.truncate_to(2)
+    assert reopened.append_as_leader(batch(1), leader_epoch=3).first_offset == 2
+    assert [b for b, _ in all_batches(reopened, 0)] == [0, 2]
+
+
+def test_damage_above_the_recovery_point_is_still_cut_and_below_it_kept(tmp_path: Path) -> None:
+    d = tmp_path / "t-0"
+    log, point = flushed_then_more(d, flushed=20)
+    bases = log.segment_base_offsets
+    d = crash(log)
+    files = segment_files(d)
+    _pos, _size, below = damage_segment(files[0], 1, _flip_record_byte)
+    # The segment holding the recovery point is recovered, as Kafka recovers it: cut at the
+    # damaged batch, every later segment dropped.
+    holding = max(i for i, b in enumerate(bases) if b <= point)
+    assert 0 < holding < len(bases) - 1
+    pos, _size, above = damage_segment(files[holding], 2, _flip_record_byte)
+    reopened = Log.open(d, config=BROKER_INDEXING, recovery_point=point)
+    assert reopened.log_end_offset == above
+    assert reopened.segment_base_offsets == bases[: holding + 1]
+    assert files[holding].stat().st_size == pos
+    assert all(e.start_offset < above for e in reopened.leader_epoch_cache.entries)
+    assert all_batches(reopened, below + 2)[-1][1] == above - 1
+
+
+def test_a_follower_copies_from_a_log_with_damage_below_the_recovery_point(
+    tmp_path: Path,
+) -> None:
+    """A follower caught up past the damage fetches on, and its epochs match the leader's."""
+    log, point = flushed_then_more(tmp_path / "t-0")
+    d = crash(log)
+    follower = Log.open(tmp_path / "f" / "t-0", config=BROKER_INDEXING)
+    for_follower = Log.open(d, config=BROKER_INDEXING)  # an undamaged copy, up to the point
+    offset = 0
+    while offset < point:
+        result = for_follower.read(offset, 1 << 20, upto=point)
+        follower.append_as_follower(result.records)
+        offset = result.next_offset
+    for_follower.close()
+    (d / ".kafka_cleanshutdown").unlink()
+    damage_segment(segment_files(d)[0], 2, _flip_record_byte)
+    leader = Log.open(d, config=BROKER_INDEXING, recovery_point=point)
+    while offset < leader.log_end_offset:
+        result = leader.read(offset, 1 << 20)
+        follower.append_as_follower(result.records)
+        offset = result.next_offset
+    assert follower.log_end_offset == leader.log_end_offset
+    assert follower.leader_epoch_cache.entries == leader.leader_epoch_cache.entries
+    assert leader.end_offset_for_epoch(2) == follower.end_offset_for_epoch(2)

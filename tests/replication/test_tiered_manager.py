@@ -13,7 +13,7 @@ import pytest
 
 from replication.errors import OffsetOutOfRangeError
 from replication.log import Log, LogConfig, LogSlice
-from replication.records import Record, encode_batch
+from replication.records import Record, encode_batch, validate_batches
 from replication.tiered import (
     FileRemoteLogMetadataManager,
     FileSystemRemoteStorageManager,
@@ -283,6 +283,64 @@ def test_remote_retention_deletes_expired_segments_and_moves_the_log_start(
     # By time: nothing below the log start is found any more, though its time is asked.
     assert rlm.find_offset_by_timestamp(TP, log, 0) == (9_000, 4, 0)
     assert rlm.find_offset_by_timestamp(TP, log, 9_001) is None  # not in the remote part
+
+
+def fetch_at_log_start(rlm: RemoteLogManager, log: Log) -> bytes:
+    """What a fetch at the log start (ListOffsets' EARLIEST answer) gets, as a broker serves
+    it: from remote storage below the local log start, else from the local log."""
+    offset = log.log_start_offset
+    if offset < log.local_log_start_offset:
+        data = rlm.read(TP, log, offset, 1, upto=log.log_end_offset)
+        assert isinstance(data, bytes)
+        return data
+    return log.read(offset, 1).records
+
+
+def test_remote_retention_moves_the_log_start_in_the_same_pass_past_local_copies(
+        tmp_path: Path) -> None:
+    """Retention deletes remote segments whose offsets the local log still holds (local
+    retention runs on its own timer): the pass that deletes them moves the log start at once,
+    as Kafka's does, and the local segments below it go with it, so that local retention
+    afterwards never leaves the log start on an offset nothing serves."""
+    clock = Clock()
+    log = tiered_log(tmp_path, clock)
+    fill(log, 4, ts=1_000)   # 0-1, 2-3
+    fill(log, 5, ts=9_000)   # 4-5, 6-7, active 8
+    rlm = manager(tmp_path, clock)
+    rlm.run_once([leader(log)])
+    assert finished(rlm) == [(0, 1), (2, 3), (4, 5), (6, 7)]
+    assert (log.log_start_offset, log.local_log_start_offset) == (0, 0)
+    log.reconfigure(LogConfig(segment_bytes=2 * ONE, remote_storage_enable=True,
+                              retention_ms=5_000))
+    rlm.run_once([leader(log)])
+    assert finished(rlm) == [(4, 5), (6, 7)]
+    assert (log.log_start_offset, log.local_log_start_offset) == (4, 4)
+    assert validate_batches(fetch_at_log_start(rlm, log))[0][2] == 4
+    log.delete_old_segments(high_watermark=9)  # the broker's local retention, later
+    assert log.log_start_offset == 4
+    assert validate_batches(fetch_at_log_start(rlm, log))[0][2] == 4
+
+
+@pytest.mark.parametrize(("offset", "start", "bases"), [
+    (3, 2, (2, 4, 6, 8)),    # inside a local segment: it stays, and holds the start
+    (6, 6, (6, 8)),          # at a segment's base
+    (9, 8, (8,)),            # past the active segment's base: the active one stays
+    (0, 0, (0, 2, 4, 6, 8)),  # not past the start: nothing moves
+])
+def test_the_start_remote_retention_sets_drops_the_local_segments_below_it(
+        tmp_path: Path, offset: int, start: int, bases: tuple[int, ...]) -> None:
+    log = tiered_log(tmp_path, Clock())
+    fill(log, 9)
+    epochs_before = log.leader_epoch_cache.entries
+    assert log.move_start_for_remote_retention(offset) == 5 - len(bases)
+    assert (log.log_start_offset, log.segment_base_offsets) == (start, bases)
+    assert log.leader_epoch_cache.entries[0].start_offset == start
+    assert [e.epoch for e in log.leader_epoch_cache.entries] == [e.epoch for e in epochs_before]
+    assert validate_batches(log.read(start, 1).records)[0][2] == start
+    plain = Log.open(tmp_path / "plain" / "t-0", config=LogConfig(segment_bytes=2 * ONE))
+    fill(plain, 9)
+    assert plain.move_start_for_remote_retention(offset) == 0  # not tiered: left alone
+    assert plain.segment_base_offsets == (0, 2, 4, 6, 8)
 
 
 def test_remote_size_retention_counts_both_tiers(tmp_path: Path) -> None:
