@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -79,8 +80,35 @@ class ServerStartError(ServerError):
     """The server was started but did not answer in time (the message ends with its log)."""
 
 
+PORT_RANGE = "PARTCTL_PORT_RANGE"
+"""``LOW-HIGH``: where :func:`free_port` looks, when set. Several test runs (or pytest
+workers) on one machine each get their own range, below the kernel's ephemeral ports, so that
+a port one picked and released is never picked by another, nor handed by the kernel to a
+socket bound to port 0, before its server binds it."""
+
+
+_next_port: dict[str, int] = {}
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    """A TCP port on 127.0.0.1 that nothing listens on right now: one the kernel picks, or,
+    with ``PARTCTL_PORT_RANGE`` set, a random one of that range."""
+    span = os.environ.get(PORT_RANGE)
+    if span:
+        low, _, high = span.partition("-")
+        first, count = int(low), int(high) - int(low) + 1
+        # in turn from a random start: a process never picks one port twice in a row
+        at = _next_port.get(span, random.randrange(count))
+        for step in range(min(count, 200)):
+            port = first + (at + step) % count
+            with socket.socket() as s:
+                try:
+                    s.bind((HOST, port))
+                except OSError:
+                    continue
+            _next_port[span] = (at + step + 1) % count
+            return port
+        raise ServerError(f"no free port in {PORT_RANGE}={span}")
     with socket.socket() as s:
         s.bind((HOST, 0))
         return s.getsockname()[1]

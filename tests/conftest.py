@@ -1,5 +1,5 @@
-"""Session-wide fixtures: the real servers, started once per test run and stopped at the end;
-and the long tier: tests marked ``long`` (the longer variants of tests whose short form runs
+"""Session-wide fixtures: the real servers, started once per test run (per worker, under
+pytest-xdist, each with its own range of ports) and stopped at the end; and the long tier: tests marked ``long`` (the longer variants of tests whose short form runs
 every time) are deselected unless ``PARTCTL_LONG_TESTS=1``."""
 
 from __future__ import annotations
@@ -9,7 +9,15 @@ from collections.abc import Iterator
 
 import pytest
 
+from coordinator.servers import PORT_RANGE
 from tests.servers import Server, start_etcd, start_zookeeper
+
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _WORKER.startswith("gw") and PORT_RANGE not in os.environ:
+    # each pytest-xdist worker picks the ports of its servers from a range of its own, below
+    # the kernel's ephemeral ports: a port one worker picked is never another's meanwhile
+    _low = 10_000 + 5_000 * (int(_WORKER[2:]) % 4)
+    os.environ[PORT_RANGE] = f"{_low}-{_low + 4_999}"
 
 
 @pytest.fixture(scope="session")

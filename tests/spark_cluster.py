@@ -7,19 +7,15 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from coordinator.servers import free_port
+
 __all__ = ["SparkCluster", "start_spark_cluster"]
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _spark_home() -> Path:
@@ -84,7 +80,7 @@ def start_spark_cluster(logs: Path, *, workers: int = 1, cores: int = 1, memory:
     """A master on 127.0.0.1 (free ports, its UI too) and ``workers`` workers of ``cores``
     cores and ``memory`` each, registered with it before this returns."""
     logs.mkdir(parents=True, exist_ok=True)
-    port, ui = _free_port(), _free_port()
+    port, ui = free_port(), free_port()
     cluster = SparkCluster(master_url=f"spark://127.0.0.1:{port}", logs=logs)
     cluster.processes.append(_launch(logs, "master", [
         "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
@@ -93,7 +89,7 @@ def start_spark_cluster(logs: Path, *, workers: int = 1, cores: int = 1, memory:
     for i in range(workers):
         cluster.processes.append(_launch(logs, f"worker-{i}", [
             "org.apache.spark.deploy.worker.Worker", cluster.master_url, "--host", "127.0.0.1",
-            "--port", str(_free_port()), "--webui-port", str(_free_port()),
+            "--port", str(free_port()), "--webui-port", str(free_port()),
             "--cores", str(cores), "--memory", memory, "--work-dir", str(logs / f"work-{i}")]))
         _wait_for(cluster, f"worker-{i}", r"Successfully registered with master", timeout)
     return cluster

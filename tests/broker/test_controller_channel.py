@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import io
-import socket
 import threading
 import uuid
 from collections.abc import Iterator
@@ -41,6 +40,7 @@ from broker.wire import parse_request
 from coordinator.admin import Admin
 from coordinator.codecs import BrokerInfo, TopicPartition
 from coordinator.metadata import MetadataClient
+from coordinator.servers import free_port
 from replication.clock import SystemClock
 from replication.config import ReplicaConfig
 from replication.replica_manager import ReplicaManager
@@ -164,11 +164,6 @@ def test_an_update_metadata_shared_by_a_batch_is_encoded_once_per_batch() -> Non
 # --- the channel against real servers -----------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 class _Server:
     """A broker's real server on loopback (the default registry, a real replica manager) whose
@@ -266,7 +261,7 @@ def test_requests_arrive_in_order_and_answers_come_back(tmp_path: Path,
 
 def test_a_down_broker_is_retried_until_it_listens(tmp_path: Path,
                                                    servers: list[_Server]) -> None:
-    port = _free_port()
+    port = free_port()
     channel = NetworkChannel(controller_id=1, retry_backoff=0.02, max_retry_backoff=0.1)
     answers: Recorder[tuple[int, BrokerRequest, BrokerResponse]] = Recorder()
     try:
@@ -286,7 +281,7 @@ def test_a_down_broker_is_retried_until_it_listens(tmp_path: Path,
 
 def test_a_removed_broker_gets_nothing_more_and_a_new_registration_gets_fresh_requests(
         tmp_path: Path, servers: list[_Server]) -> None:
-    port = _free_port()
+    port = free_port()
     channel = NetworkChannel(controller_id=1, retry_backoff=0.02, max_retry_backoff=0.1)
     answers: Recorder[tuple[int, BrokerRequest, BrokerResponse]] = Recorder()
     try:
