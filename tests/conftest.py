@@ -1,4 +1,4 @@
-"""Session-wide fixtures: the real servers, started once per test run and stopped at the end;
+"""Session-wide fixtures: the real servers (ZooKeeper, etcd, PostgreSQL), started once per test run and stopped at the end;
 and the long tier: tests marked ``long`` (the longer variants of tests whose short form runs
 every time) are deselected unless ``PARTCTL_LONG_TESTS=1``."""
 
@@ -9,7 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.servers import Server, start_etcd, start_zookeeper
+from tests.postgres_server import PostgresServer
+from tests.servers import Server, start_etcd, start_postgres, start_zookeeper
 
 
 @pytest.fixture(scope="session")
@@ -22,6 +23,15 @@ def zookeeper_server() -> Iterator[Server]:
 @pytest.fixture(scope="session")
 def etcd_server() -> Iterator[Server]:
     server = start_etcd()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A PostgreSQL of the tests' own (initdb in a temporary directory, a free loopback port),
+    never a server the machine runs."""
+    server = start_postgres()
     yield server
     server.stop()
 
