@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import coordinator
 from coordinator.base import Coordinator
 from coordinator.codecs import BrokerInfo, TopicPartition
-from coordinator.metadata import MetadataClient
+from coordinator.metadata import BrokerIdInUse, MetadataClient
 from coordinator.model import SessionState
 from statemachines.broker_side import ControllerClient
 from statemachines.channel import (
@@ -49,6 +50,17 @@ __all__ = ["HandlerFactory", "Participant"]
 
 HandlerFactory = Callable[[ControllerClient], RequestHandler]
 """Builds a broker's request handler, given the client it calls the controller with."""
+
+REGISTRATION_POLL = 0.1
+"""Seconds between looks at a previous registration the participant waits to see go."""
+
+
+def registration_wait(session_timeout: float) -> float:
+    """How long a starting broker waits for a previous session's registration of its id to
+    expire: that session's timeout (taken to be ours: the same broker, the same configuration)
+    and a margin for the server to notice (ZooKeeper checks expiry by ticks, etcd leases
+    whole seconds)."""
+    return session_timeout + max(3.0, session_timeout / 2)
 
 
 class Participant:
@@ -100,6 +112,7 @@ class Participant:
         # with NotController (or waits in its queue), as Kafka's brokers answer.
         self.network.register_controller(broker_id, self.controller)
         self._started = False
+        self._closing = threading.Event()
         self.cluster_id: str | None = None
         """Read (or, by the cluster's first broker, created) at start, as a Kafka broker does."""
 
@@ -116,7 +129,7 @@ class Participant:
         self._started = True
         self.network.attach(self.id, self._fenced)
         self.cluster_id = self.metadata.init_broker()
-        self.register()
+        self._register_once_free()
         self.coordinator.add_listener(self._on_session)
         self.controller.start()
         return self
@@ -124,6 +137,34 @@ class Participant:
     def register(self) -> int:
         self._broker_epoch = self.metadata.register_broker(self.info)
         return self._broker_epoch
+
+    def _register_once_free(self) -> int:
+        """Register; if another session holds this id's node (a previous run of this broker
+        killed a moment ago: its session lives until it times out), say so once, wait for the
+        node to go, up to :func:`registration_wait`, then register. A node still there after
+        that (another live broker with this id) raises :class:`BrokerIdInUse`, as at once
+        before. As Kafka's brokers wait on their registration's ephemeral node."""
+        try:
+            return self.register()
+        except BrokerIdInUse:
+            pass
+        path = f"/brokers/ids/{self.id}"
+        wait = registration_wait(self.coordinator.session_timeout)
+        stat = self.coordinator.exists(path)
+        owner = f"session 0x{stat.ephemeral_owner:x}" if stat is not None else "a session"
+        log.warning("broker %d: %s is still registered by %s (this broker's previous run?): "
+                    "waiting up to %.0f s for that session to expire before registering",
+                    self.id, path, owner, wait)
+        deadline = time.monotonic() + wait
+        while True:
+            stat = self.coordinator.exists(path)
+            if stat is None or stat.ephemeral_owner == self.coordinator.session_id:
+                try:
+                    return self.register()
+                except BrokerIdInUse:
+                    pass  # taken again meanwhile: wait on
+            if time.monotonic() >= deadline or self._closing.wait(REGISTRATION_POLL):
+                raise BrokerIdInUse(self.id)
 
     def _on_session(self, state: SessionState) -> None:
         if state is SessionState.CONNECTED and self._started:
@@ -143,6 +184,7 @@ class Participant:
         """Stop answering the controller, stop standing for it, and close the session if the
         participant opened it."""
         self._started = False
+        self._closing.set()
         self.network.detach(self.id, self._fenced)
         self.network.unregister_controller(self.id)
         self.coordinator.remove_listener(self._on_session)

@@ -1,5 +1,6 @@
-"""Session-wide fixtures: the real servers, started once per test run (per worker, under
-pytest-xdist, each with its own range of ports) and stopped at the end; and the long tier: tests marked ``long`` (the longer variants of tests whose short form runs
+"""Session-wide fixtures: the real servers (ZooKeeper, etcd, PostgreSQL), started once per test
+run (per worker, under pytest-xdist, each with its own range of ports) and stopped at the end;
+and the long tier: tests marked ``long`` (the longer variants of tests whose short form runs
 every time) are deselected unless ``PARTCTL_LONG_TESTS=1``."""
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from collections.abc import Iterator
 import pytest
 
 from coordinator.servers import PORT_RANGE
-from tests.servers import Server, start_etcd, start_zookeeper
+from tests.postgres_server import PostgresServer
+from tests.servers import Server, start_etcd, start_postgres, start_zookeeper
 
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 if _WORKER.startswith("gw") and PORT_RANGE not in os.environ:
@@ -30,6 +32,15 @@ def zookeeper_server() -> Iterator[Server]:
 @pytest.fixture(scope="session")
 def etcd_server() -> Iterator[Server]:
     server = start_etcd()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A PostgreSQL of the tests' own (initdb in a temporary directory, a free loopback port),
+    never a server the machine runs."""
+    server = start_postgres()
     yield server
     server.stop()
 

@@ -1,5 +1,6 @@
 """The real ZooKeeper and etcd servers of the test session, through the product's launcher
-(:mod:`coordinator.servers`), with what only tests need on top.
+(:mod:`coordinator.servers`), with what only tests need on top; and the PostgreSQL of the SQL
+tests (:mod:`tests.postgres_server`).
 
 Where a server's program is missing the tests that need it skip with a loud reason, unless
 ``PARTCTL_REQUIRE_SERVERS=1`` (CI), where a missing server fails the run. The servers do not
@@ -17,11 +18,13 @@ import pytest
 
 from coordinator import servers
 from coordinator.servers import LocalServer, free_port
+from tests import postgres_server
+from tests.postgres_server import PostgresServer
 
 Server = LocalServer
 
 __all__ = ["Server", "free_port", "require_servers", "start_ensemble", "start_etcd",
-           "start_zookeeper", "unavailable", "zookeeper_watches"]
+           "start_postgres", "start_zookeeper", "unavailable", "zookeeper_watches"]
 
 
 def require_servers() -> bool:
@@ -58,6 +61,17 @@ def start_ensemble(kind: str, n: int = 3, **options: object) -> servers.LocalEns
     program is missing)."""
     try:
         return servers.start_ensemble(kind, n, fsync=False, **options)  # type: ignore[arg-type]
+    except servers.ServerNotInstalled as exc:
+        unavailable(str(exc))
+    except servers.ServerStartError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+def start_postgres() -> PostgresServer:
+    """A PostgreSQL of the tests' own: initdb in a temporary directory, trust authentication,
+    no fsync, a free port of 127.0.0.1."""
+    try:
+        return postgres_server.start_postgres()
     except servers.ServerNotInstalled as exc:
         unavailable(str(exc))
     except servers.ServerStartError as exc:

@@ -26,7 +26,14 @@ from coordinator.metadata import MetadataClient
 from tests.servers import Server
 from tests.waiting import wait_until
 
-from .processes import REPO, BrokerProcess, create_topic, start_broker, wait_for_leaders
+from .processes import (
+    REPO,
+    BrokerProcess,
+    coordinator_settings,
+    create_topic,
+    start_broker,
+    wait_for_leaders,
+)
 from .wire_client import RawClient, request, request_module
 
 pytestmark = pytest.mark.servers
@@ -136,6 +143,35 @@ def test_registration_and_sigterm_stop_cleanly(tmp_path: Path, server: Server) -
     again = start_broker(tmp_path, server, broker_id=7)
     try:
         assert "cut" not in again.log()
+    finally:
+        assert again.stop() == 0
+
+
+def test_a_broker_restarted_at_once_after_a_kill_waits_for_its_old_registration(
+        tmp_path: Path, server: Server) -> None:
+    """A broker killed and started again at once finds its previous run's registration still
+    there (that session lives until it times out): it says so once, waits for it to go, then
+    registers and serves, rather than exiting "already registered by another session"."""
+    from confluent_kafka.admin import AdminClient
+
+    # short, so the test is quick, yet longer than the restarted process takes to reach its
+    # registration on a busy machine (seconds: Python's imports, opening the logs)
+    session = "zookeeper.session.timeout.ms=12000\n"
+    settings = coordinator_settings(server)
+    first = start_broker(tmp_path, server, broker_id=4, extra=session, settings=settings)
+    create_topic(first, "kept", 1)
+    first.kill()
+    again = start_broker(tmp_path, server, broker_id=4, extra=session, settings=settings,
+                         timeout=60)
+    try:
+        brokers = AdminClient({"bootstrap.servers": again.bootstrap}).list_topics(
+            timeout=30).brokers
+        assert [(b.id, b.port) for b in brokers.values()] == [(4, again.port)]
+        wait_for_leaders(again, "kept", 1)
+        log = again.log()
+        assert log.count("is still registered by session") == 1, log
+        assert "waiting up to 18 s for that session to expire" in log
+        assert "Traceback" not in log
     finally:
         assert again.stop() == 0
 

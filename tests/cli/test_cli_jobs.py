@@ -31,6 +31,7 @@ from rebalancer.store import RunOutcome, Store
 from rebalancer.store.migrate import head_revision
 from statemachines.channel import InProcessNetwork
 from statemachines.participant import Participant
+from tests.postgres_server import PostgresServer
 from tests.rebalancer.test_migrations import Exploit, legacy_store
 from tests.rebalancer.test_store import postgres_database
 from tests.recording_broker import RecordingBroker, change_isr
@@ -77,7 +78,7 @@ def any_db(request: pytest.FixtureRequest, db: str) -> Iterator[str]:
     if request.param == "sqlite":
         yield db
     else:
-        with postgres_database() as url:
+        with postgres_database(request.getfixturevalue("postgres_server")) as url:
             yield url
 
 
@@ -475,10 +476,10 @@ def test_scheduler_run_records_failures_and_stops_cleanly_on_sigterm(db: str) ->
 
 
 @pytest.mark.postgres
-def test_no_password_is_shown_or_stored() -> None:
+def test_no_password_is_shown_or_stored(postgres_server: PostgresServer) -> None:
     """A PostgreSQL store's password never appears in what partctl prints or logs, nor in the
     jobs and runs it stores (a job's pickled state used to hold the store's URL)."""
-    with postgres_database() as plain:
+    with postgres_database(postgres_server) as plain:
         url = plain.replace("postgres@", "postgres:s3cret@")  # trust auth: any password works
         masked = plain.replace("postgres@", "postgres:***@")
         code, out, err = run("db", "upgrade", "--db", url)
@@ -516,8 +517,9 @@ def test_no_password_is_shown_or_stored() -> None:
         stored = {name: sql(plain, f'SELECT * FROM "{name}"') for name in names}
         assert len(stored["partctl_jobs"]) == 2 and len(stored["partctl_job_runs"]) == 2
         assert "s3cret" not in repr(stored)  # in no table, no column, pickled or not
-        for bad in (url.replace("127.0.0.1:5432", "127.0.0.1:1"),
-                    f"{plain.replace('127.0.0.1:5432', '127.0.0.1:1')}?password=s3cret"):
+        here = f"127.0.0.1:{postgres_server.port}"
+        for bad in (url.replace(here, "127.0.0.1:1"),
+                    f"{plain.replace(here, '127.0.0.1:1')}?password=s3cret"):
             code, out, err = run("jobs", "list", "--db", bad)
             assert code == 1 and err.count("\n") == 1 and "cannot open the store" in err
             assert "s3cret" not in err and "***" in err

@@ -402,9 +402,10 @@ class Nemesis:
 
     def _launch(self, broker: int, seconds: float) -> None:
         """Start ``broker`` again and wait until it serves. A broker started while its
-        killed predecessor's registration lives (its session not yet expired) refuses to
-        start, as Kafka's does ("already registered by another session"): started again
-        until that registration is gone, as a supervisor would."""
+        killed predecessor's registration lives (its session not yet expired) waits for it
+        to go, up to its session timeout and a margin, then exits ("already registered by
+        another session"): started again until that registration is gone, as a supervisor
+        would."""
         deadline = time.monotonic() + seconds
         while True:
             try:

@@ -30,6 +30,7 @@ from rebalancer.jobs import tasks, triggers
 from rebalancer.store import ExecutionStatus, MoveProgress, RunOutcome, Store
 from statemachines.channel import InProcessNetwork
 from statemachines.participant import Participant
+from tests.postgres_server import PostgresServer
 from tests.recording_broker import RecordingBroker, change_isr
 from tests.waiting import wait_until
 
@@ -668,13 +669,13 @@ def test_the_scheduler_skips_a_job_another_process_is_running(
 
 
 @pytest.mark.postgres
-def test_jobs_and_their_runs_in_postgresql(fast: None) -> None:
+def test_jobs_and_their_runs_in_postgresql(fast: None, postgres_server: PostgresServer) -> None:
     """Jobs and their runs side by side in one PostgreSQL database."""
     from sqlalchemy import inspect
 
     from tests.rebalancer.test_store import postgres_database
 
-    with postgres_database() as url:
+    with postgres_database(postgres_server) as url:
         job = jobs.add_job(url, kind="preferred-election", schedule=every("1s", now=True),
                            arguments={"coordinator": UNREACHABLE, "connect_timeout": 0.5},
                            job_id="pg")

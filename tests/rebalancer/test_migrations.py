@@ -31,7 +31,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'migrations.db'}"
     else:
-        with postgres_database() as url:
+        with postgres_database(request.getfixturevalue("postgres_server")) as url:
             yield url
 
 

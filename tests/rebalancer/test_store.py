@@ -1,7 +1,8 @@
 """The SQL store's repository: plans, executions with progress, job runs; SQLite and PostgreSQL.
 
-PostgreSQL is the server at 127.0.0.1:5432 (database ``test``, trust auth): each run creates a
-uniquely named database and drops it afterwards. Unreachable -> skipped loudly, unless
+PostgreSQL is the test session's own server (the ``postgres_server`` fixture: initdb in a
+temporary directory, a free loopback port, trust auth): each use creates a uniquely named database
+and drops it afterwards. Without PostgreSQL's programs -> skipped loudly, unless
 PARTCTL_REQUIRE_SERVERS=1 (CI), where it fails.
 """
 
@@ -34,41 +35,29 @@ from rebalancer.store import (
     scores_json,
     snapshot_digest,
 )
+from tests.postgres_server import PostgresServer
 from tests.rebalancer.conftest import make_snapshot
-
-PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-
-
-def _require_servers() -> bool:
-    return os.environ.get("PARTCTL_REQUIRE_SERVERS") == "1"
 
 
 @contextmanager
-def postgres_database() -> Iterator[str]:
-    """A fresh, uniquely named database on the local PostgreSQL server; dropped at exit.
-    (psycopg comes with the test extra: without it these tests fail, they do not skip.)"""
+def postgres_database(server: PostgresServer) -> Iterator[str]:
+    """A fresh, uniquely named database on the session's PostgreSQL (the ``postgres_server``
+    fixture); dropped at exit. (psycopg comes with the test extra: without it these tests fail,
+    they do not skip.)"""
     import psycopg
 
-    try:
-        admin = psycopg.connect("host=127.0.0.1 port=5432 user=postgres dbname=test",
-                                autocommit=True, connect_timeout=3)
-    except psycopg.OperationalError as exc:
-        reason = f"PostgreSQL at 127.0.0.1:5432 is unreachable: {str(exc).strip()}"
-        if _require_servers():
-            pytest.fail(f"PARTCTL_REQUIRE_SERVERS=1 but {reason}")
-        pytest.skip(f"SKIPPED LOUDLY: {reason}")
     name = f"partctl_test_{uuid.uuid4().hex[:12]}"
-    with admin:
+    with psycopg.connect(server.conninfo(), autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
         try:
-            yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+            yield server.url(name)
         finally:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(scope="module")
-def pg_url() -> Iterator[str]:
-    with postgres_database() as url:
+def pg_url(postgres_server: PostgresServer) -> Iterator[str]:
+    with postgres_database(postgres_server) as url:
         yield url
 
 
