@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 
-from coordinator.codecs import TopicPartition
+from coordinator.codecs import CorruptMetadata, TopicAssignment, TopicPartition
 from coordinator.layout import topic_name_problem
+from coordinator.metadata import MetadataClient, Versioned
 
-__all__ = ["SkippedTopics", "WarnOnce"]
+__all__ = ["SkippedTopics", "WarnOnce", "readable_assignments", "topic_problems"]
 
 WARNED_LIMIT = 10_000
 """How many distinct bad topics (or partitions) are named in a warning each; beyond it, one
@@ -99,3 +100,44 @@ class SkippedTopics:
         elif first is None:
             self._log.warning("%s: more than %d bad topics or partitions in the store: skipping "
                               "further ones without naming each", self.who, WARNED_LIMIT)
+
+
+def readable_assignments(
+    md: MetadataClient, names: Iterable[str] | None = None, skipped: SkippedTopics | None = None
+) -> dict[str, Versioned[TopicAssignment]]:
+    """The assignments of every topic in the store (or of ``names``) whose name is legal and
+    whose node decodes, in one bulk read; the others are left out, and reported to ``skipped``
+    when given (a tool run once warns; a request handler, whose controller has warned, not)."""
+    if skipped is None:
+        skipped = _QUIET
+    wanted = md.topics() if names is None else names
+    return md.assignments([t for t in wanted if skipped.legal(t)], on_corrupt=skipped.corrupt)
+
+
+class _Quiet(SkippedTopics):
+    __slots__ = ()
+
+    def _warn(self, key: Hashable, message: str, *args: object) -> None:
+        self._log.debug(message, *args)
+
+
+_QUIET = _Quiet(logging.getLogger(__name__), "reader", limit=0)
+
+
+def topic_problems(md: MetadataClient) -> dict[str, str]:
+    """Every topic in the store that readers skip, with why: an illegal name, or a topic node
+    that does not decode (one bulk read). What ``partctl topics list`` marks invalid."""
+    problems: dict[str, str] = {}
+    legal: list[str] = []
+    for name in md.topics():
+        problem = topic_name_problem(name)
+        if problem is None:
+            legal.append(name)
+        else:
+            problems[name] = f"invalid name: {problem}"
+
+    def corrupt(name: str, exc: CorruptMetadata) -> None:
+        problems[name] = f"invalid node: {exc}"
+
+    md.assignments(legal, on_corrupt=corrupt)
+    return problems
