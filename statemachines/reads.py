@@ -35,12 +35,12 @@ __all__ = [
 
 def read_partition_states(
     metadata: MetadataClient, ctx: ControllerContext, tps: list[TopicPartition],
-    skipped: SkippedTopics | None = None,
+    skipped: SkippedTopics | None = None, *, drop: bool = False,
 ) -> None:
     """Read the leader and ISR of ``tps`` in one bulk read into the view (what
     ``MetadataClient.partition_states`` does, with its read retry, decoding straight into the
-    view's values). A malformed state node (another tool's) leaves the view's value as it was,
-    and is reported to ``skipped`` (else it raises CorruptMetadata)."""
+    view's values). A malformed state node (another tool's) leaves the view's value as it was
+    (with ``drop``, removes it), and is reported to ``skipped`` (without, CorruptMetadata)."""
     items = metadata.retry(metadata.coordinator.get_many,
                            [layout.partition_state(tp.topic, tp.partition) for tp in tps])
     set_leader, remove_leader = ctx.set_leader, ctx.remove_leader
@@ -55,6 +55,8 @@ def read_partition_states(
             if skipped is None:
                 raise
             skipped.corrupt_state(tp, exc)
+            if drop:
+                remove_leader(tp)
             continue
         set_leader(tp, value)
 
