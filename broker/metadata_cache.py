@@ -23,6 +23,7 @@ marker) loses its id, so a topic created again under the same name is looked up 
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import Callable, Mapping
@@ -31,6 +32,7 @@ from types import MappingProxyType
 
 from broker.controller_channel import topic_uuid
 from coordinator.codecs import TopicPartition
+from coordinator.skipped import SkippedTopics
 from statemachines.channel import BrokerResponse, RequestHandler
 from statemachines.requests import (
     LeaderAndIsrRequest,
@@ -41,6 +43,8 @@ from statemachines.requests import (
 )
 
 __all__ = ["NO_TOPIC_ID", "MetadataCache", "MetadataSnapshot", "ObservingHandler"]
+
+log = logging.getLogger(__name__)
 
 LEADER_DURING_DELETE = -2
 
@@ -77,9 +81,11 @@ class MetadataCache:
     """The latest :class:`MetadataSnapshot`; updates are serialised, reads take
     :attr:`snapshot`."""
 
-    def __init__(self) -> None:
+    def __init__(self, broker_id: int | None = None) -> None:
         self._snapshot = MetadataSnapshot()
         self._lock = threading.Lock()
+        self._skipped = SkippedTopics(
+            log, "metadata cache" if broker_id is None else f"broker {broker_id}")
 
     @property
     def snapshot(self) -> MetadataSnapshot:
@@ -88,12 +94,17 @@ class MetadataCache:
     def update(self, request: UpdateMetadataRequest) -> MetadataSnapshot:
         """Apply ``request``: the live brokers are replaced, the partitions it names updated
         (or, with the delete marker, dropped); partitions it does not name are kept, as Kafka's
-        controller sends only what changed."""
+        controller sends only what changed. A topic whose name Kafka forbids is left out (with
+        one warning): no client is told of it."""
         with self._lock:
             old = self._snapshot
             topics = dict(old.topics)
             changed: dict[str, dict[int, UpdateMetadataPartition]] = {}
+            illegal = {t for t in {e.topic for e in request.partitions}
+                       if t not in topics and not self._skipped.legal(t)}
             for entry in request.partitions:
+                if illegal and entry.topic in illegal:
+                    continue
                 partitions = changed.get(entry.topic)
                 if partitions is None:
                     partitions = changed[entry.topic] = dict(topics.get(entry.topic, {}))

@@ -122,7 +122,7 @@ class BrokerProcess:
     def __init__(self, config: BrokerConfig, *, err: TextIO) -> None:
         self.config = config
         self.err = err
-        self.metadata = MetadataCache()
+        self.metadata = MetadataCache(config.broker_id)
         self.node: BrokerNode | None = None
         self.server: KafkaServer | None = None
         self.groups: GroupCoordinator | None = None

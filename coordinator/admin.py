@@ -31,6 +31,7 @@ from coordinator.codecs import TopicAssignment, TopicPartition
 from coordinator.errors import BadVersion
 from coordinator.layout import validate_topic
 from coordinator.metadata import MetadataClient, TopicExists, UnknownTopic
+from coordinator.skipped import readable_assignments
 from coordinator.topic_config import (
     AlterOp,
     ConfigEntry,
@@ -233,11 +234,16 @@ class Admin:
         return sorted(self.metadata.topics())
 
     def describe_topics(self, topics: Iterable[str] | None = None) -> list[TopicDescription]:
-        names = sorted(self.metadata.topics()) if topics is None else list(topics)
-        if topics is not None:
+        """The named topics, or every topic the store holds but those another tool wrote with
+        an illegal name or an assignment that does not decode (``topics list`` shows them)."""
+        if topics is None:
+            assignments = readable_assignments(self.metadata)
+            names = sorted(assignments)
+        else:
+            names = list(topics)
             for name in names:
                 _check_name(name)
-        assignments = self.metadata.assignments(names)
+            assignments = self.metadata.assignments(names)
         for name in names:
             if name not in assignments:
                 raise UnknownTopic(name)

@@ -87,7 +87,7 @@ def _loads(path: str, data: bytes) -> dict[str, Any]:
 def _int(path: str, obj: Mapping[str, Any], key: str) -> int:
     value = obj.get(key)
     if not isinstance(value, int) or isinstance(value, bool):
-        raise CorruptMetadata(path, f"{key!r} must be an integer, found {value!r}")
+        raise CorruptMetadata(path, f"{key!r} must be an integer, found {value!r:.200}")
     return value
 
 
@@ -103,7 +103,7 @@ def is_int_list(value: Any) -> bool:
 
 def _int_list(path: str, value: Any, what: str) -> tuple[int, ...]:
     if not is_int_list(value):
-        raise CorruptMetadata(path, f"{what} must be a list of integers, found {value!r}")
+        raise CorruptMetadata(path, f"{what} must be a list of integers, found {value!r:.200}")
     return tuple(value)
 
 
@@ -220,16 +220,33 @@ class BrokerInfo:
 # --- /brokers/topics/<t> -----------------------------------------------------------------------
 
 
+MAX_INT32 = 2**31 - 1
+MAX_REPLICAS = 1000
+"""The most replicas a partition's list may name in a topic node: Kafka sets no bound, but a
+list longer than any cluster's broker count is another tool's garbage, not an assignment."""
+
+
 def _partition_map(path: str, value: Any, what: str) -> dict[int, tuple[int, ...]]:
+    """A partition -> replicas object, as Kafka's rules have it: keys are partition numbers
+    (decimal, 0 to 2^31-1), each list names distinct broker ids (0 to 2^31-1), at most
+    :data:`MAX_REPLICAS` of them. Anything else is another tool's writing: CorruptMetadata."""
     if not isinstance(value, dict):
-        raise CorruptMetadata(path, f"{what} must be an object, found {value!r}")
+        raise CorruptMetadata(path, f"{what} must be an object, found {value!r:.200}")
     out: dict[int, tuple[int, ...]] = {}
     for key, replicas in value.items():
-        try:
-            index = int(key)
-        except ValueError:
-            raise CorruptMetadata(path, f"{what} key {key!r} is not a partition number") from None
-        out[index] = _int_list(path, replicas, f"{what}[{key}]")
+        if not (key.isascii() and key.isdigit()) or int(key) > MAX_INT32:
+            raise CorruptMetadata(path, f"{what} key {key!r:.50} is not a partition number")
+        index = int(key)
+        ids = _int_list(path, replicas, f"{what}[{key}]")
+        if len(ids) > MAX_REPLICAS:
+            raise CorruptMetadata(path, f"{what}[{key}] names {len(ids)} replicas, more than "
+                                        f"{MAX_REPLICAS}")
+        if ids and (min(ids) < 0 or max(ids) > MAX_INT32):
+            raise CorruptMetadata(path, f"{what}[{key}] has a broker id out of range: "
+                                        f"{list(ids)!r:.200}")
+        if len(set(ids)) != len(ids):
+            raise CorruptMetadata(path, f"{what}[{key}] names a broker twice: {list(ids)!r:.200}")
+        out[index] = ids
     return out
 
 
@@ -262,7 +279,7 @@ class TopicAssignment:
         obj = _loads(path, data)
         topic_id = obj.get("topic_id")
         if topic_id is not None and not isinstance(topic_id, str):
-            raise CorruptMetadata(path, f"topic_id must be a string: {topic_id!r}")
+            raise CorruptMetadata(path, f"topic_id must be a string: {topic_id!r:.200}")
         return cls(
             topic=topic,
             topic_id=topic_id,

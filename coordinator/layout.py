@@ -129,6 +129,20 @@ LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVW
 MAX_TOPIC_LENGTH = 249
 
 
+def topic_name_problem(name: str) -> str | None:
+    """Why ``name`` breaks Kafka's topic name rules (1 to 249 of ``[a-zA-Z0-9._-]``, not ``.``
+    nor ``..``), or None for a legal name. For names read from the store, which another tool
+    may have written: the reason quotes the name with ``repr`` (no raw control characters)."""
+    if len(name) <= MAX_TOPIC_LENGTH and name not in ("", ".", "..") and (
+            LEGAL_TOPIC_CHARS.issuperset(name)):
+        return None
+    try:
+        validate_topic(name)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def validate_topic(name: str) -> str:
     """Kafka's topic name rules; returns the name or raises ValueError with the reason."""
     if not name:

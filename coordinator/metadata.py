@@ -8,7 +8,7 @@ is a multi (or a chunked series of multis) whose first op checks the version of
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -580,17 +580,27 @@ class MetadataClient:
                 f"partitions is {len(data):,} bytes encoded, more than one {caps.name} node "
                 f"holds ({caps.max_multi_bytes:,} bytes): use fewer partitions or replicas")
 
-    def assignments(self, topics: Iterable[str]) -> dict[str, Versioned[TopicAssignment]]:
-        """Assignments of the given topics in one bulk read; absent topics are left out."""
+    def assignments(
+        self, topics: Iterable[str], *,
+        on_corrupt: Callable[[str, CorruptMetadata], None] | None = None,
+    ) -> dict[str, Versioned[TopicAssignment]]:
+        """Assignments of the given topics in one bulk read; absent topics are left out.
+        A malformed node (another tool's) raises CorruptMetadata, or with ``on_corrupt`` is
+        left out too and handed to it."""
         names = list(topics)
         items = self._get_many([layout.topic(t) for t in names])
         out: dict[str, Versioned[TopicAssignment]] = {}
         for name, item in zip(names, items, strict=True):
             if item is not None:
                 data, stat = item
-                out[name] = Versioned(
-                    value=TopicAssignment.decode(layout.topic(name), data, name),
-                    version=stat.version)
+                try:
+                    value = TopicAssignment.decode(layout.topic(name), data, name)
+                except CorruptMetadata as exc:
+                    if on_corrupt is None:
+                        raise
+                    on_corrupt(name, exc)
+                    continue
+                out[name] = Versioned(value=value, version=stat.version)
         return out
 
     def set_assignment(

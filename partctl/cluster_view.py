@@ -37,6 +37,7 @@ from coordinator.admin import controller_status
 from coordinator.base import Coordinator
 from coordinator.codecs import TopicAssignment, TopicPartition, decode_partition_state
 from coordinator.metadata import MetadataClient
+from coordinator.skipped import readable_assignments
 from elections import leader_imbalance
 from rebalancer.live_snapshot import metadata_client, target_replicas
 
@@ -154,8 +155,7 @@ def read_cluster(coordinator: Coordinator | MetadataClient, *,
     md = metadata_client(coordinator)
     registered = md.brokers()
     controller = controller_status(md)
-    names = md.topics()
-    assignments = {t: v.value for t, v in md.assignments(names).items()}
+    assignments = {t: v.value for t, v in readable_assignments(md).items()}
     tps = [TopicPartition(t, p) for t in sorted(assignments) for p in sorted(
         assignments[t].partitions)]
     leaders = _leaders_and_isrs(md, tps)

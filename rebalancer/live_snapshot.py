@@ -8,14 +8,18 @@ from ``/brokers/ids``, ordered replicas from ``/brokers/topics/<t>``. Scoping is
 from __future__ import annotations
 
 import datetime as _dt
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from coordinator.base import Coordinator
 from coordinator.codecs import TopicAssignment
 from coordinator.metadata import MetadataClient
+from coordinator.skipped import SkippedTopics, readable_assignments
 from rebalancer import strict_json
 from rebalancer.snapshot import PartitionReplicas, Snapshot, SnapshotBroker, SnapshotError
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "cluster_state",
@@ -37,8 +41,8 @@ def cluster_state(md: MetadataClient) -> tuple[dict[int, str | None], dict[str, 
     """Registered brokers with their racks, every topic's assignment, and the topics being
     deleted: three bulk reads."""
     brokers = {b: r.info.rack for b, r in md.brokers().items()}
-    names = md.topics()
-    topics = {t: v.value for t, v in md.assignments(names).items()}
+    topics = {t: v.value for t, v in readable_assignments(
+        md, skipped=SkippedTopics(log, "cluster snapshot")).items()}
     return brokers, topics, frozenset(md.topics_to_delete())
 
 

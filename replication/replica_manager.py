@@ -28,6 +28,7 @@ from pathlib import Path
 
 from coordinator.codecs import TopicPartition
 from coordinator.errors import CoordinatorError
+from coordinator.skipped import SkippedTopics
 from replication.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT_FILE,
     HIGH_WATERMARK_CHECKPOINT_FILE,
@@ -179,6 +180,9 @@ class ReplicaManager:
         # Partitions named in LeaderAndIsr requests: like the metadata cache, what this broker
         # knows to exist in the cluster whether or not it hosts them.
         self._named_in_leader_and_isr: set[TopicPartition] = set()
+        self._skipped = SkippedTopics(log, f"broker {broker_id}")
+        """Topics with names Kafka forbids (another tool wrote them in the store, another
+        controller sent them): no log directory, one warning each."""
         self._live_brokers: dict[int, LiveBroker] = {}
         self._append_listeners: list[Callable[[], None]] = []
         self._hw_checkpoint = OffsetCheckpointFile(self.log_dir / HIGH_WATERMARK_CHECKPOINT_FILE)
@@ -509,13 +513,19 @@ class ReplicaManager:
                 topic_id = _topic_id(text)
                 if topic_id is not None:
                     self._topic_ids[topic] = topic_id
+            illegal = {t for t in {e.topic for e in request.partitions}
+                       if not self._skipped.legal(t)}
             self._fetch_topic_configs({
                 e.topic for e in request.partitions
                 if self.broker_id in e.replicas and TopicPartition(
-                    topic=e.topic, partition=e.partition) not in self._partitions})
+                    topic=e.topic, partition=e.partition) not in self._partitions
+                and e.topic not in illegal})
             errors = {}
             for entry in request.partitions:
                 tp = TopicPartition(topic=entry.topic, partition=entry.partition)
+                if illegal and tp.topic in illegal:
+                    errors[tp] = ErrorCode.INVALID_TOPIC_EXCEPTION
+                    continue
                 self._named_in_leader_and_isr.add(tp)
                 errors[tp] = self._apply(tp, entry, request)
             self._tell_remote_of_roles(tp for tp, e in errors.items() if not e)

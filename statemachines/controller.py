@@ -413,7 +413,7 @@ class Controller:
         ctx = self.ctx
         partitions = PartitionStateMachine(
             ctx, fence, self.metadata, unclean=self.config.unclean_leader_election_enable,
-            controller_id=self.broker_id, stats=self.stats)
+            controller_id=self.broker_id, stats=self.stats, skipped=self.view.skipped)
         view_ready = time.monotonic()
         self.services = ControllerServices(
             broker_id=self.broker_id, ctx=ctx, partitions=partitions,

@@ -29,6 +29,7 @@ from coordinator.codecs import (
 from coordinator.errors import BadVersion, CoordinatorError, NodeExists
 from coordinator.metadata import MetadataClient
 from coordinator.model import SetData, Stat
+from coordinator.skipped import SkippedTopics
 from coordinator.topic_config import TOPIC_CONFIG_KEYS, InvalidConfig, parse_value
 from elections.controller_election import Fence
 from elections.leader import (
@@ -175,6 +176,7 @@ class PartitionStateMachine:
         unclean: bool = False,
         controller_id: int = -1,
         stats: ControllerStats | None = None,
+        skipped: SkippedTopics | None = None,
     ) -> None:
         self.ctx = ctx
         self.fence = fence
@@ -184,6 +186,8 @@ class PartitionStateMachine:
         """The broker id this controller runs as, for the state-change log."""
         self.stats = stats if stats is not None else ControllerStats()
         """Election counts (the controller's, which outlive this machine's term)."""
+        self.skipped = skipped or SkippedTopics(log, f"controller {controller_id}")
+        """Malformed state nodes met on a re-read (the view's record: one warning each)."""
 
     @property
     def controller_epoch(self) -> int:
@@ -553,5 +557,7 @@ class PartitionStateMachine:
             yield ops
 
     def refresh(self, tps: Iterable[TopicPartition]) -> None:
-        """Re-read leader and ISR of ``tps`` in one bulk read into the context."""
-        read_partition_states(self.metadata, self.ctx, list(tps))
+        """Re-read leader and ISR of ``tps`` in one bulk read into the context. A state node
+        another tool wrote malformed leaves its partition without a leader and ISR in the
+        context: the election fails for it (no leader and ISR in the store), once."""
+        read_partition_states(self.metadata, self.ctx, list(tps), self.skipped, drop=True)

@@ -11,9 +11,16 @@ into the context's values.
 from __future__ import annotations
 
 from coordinator import layout
-from coordinator.codecs import BrokerInfo, TopicAssignment, TopicPartition, decode_partition_state
+from coordinator.codecs import (
+    BrokerInfo,
+    CorruptMetadata,
+    TopicAssignment,
+    TopicPartition,
+    decode_partition_state,
+)
 from coordinator.metadata import MetadataClient, RegisteredBroker
 from coordinator.model import Stat
+from coordinator.skipped import SkippedTopics
 from elections.leader import LeaderAndIsr
 from statemachines import events as ev
 from statemachines.context import ControllerContext
@@ -27,11 +34,13 @@ __all__ = [
 
 
 def read_partition_states(
-    metadata: MetadataClient, ctx: ControllerContext, tps: list[TopicPartition]
+    metadata: MetadataClient, ctx: ControllerContext, tps: list[TopicPartition],
+    skipped: SkippedTopics | None = None, *, drop: bool = False,
 ) -> None:
     """Read the leader and ISR of ``tps`` in one bulk read into the view (what
     ``MetadataClient.partition_states`` does, with its read retry, decoding straight into the
-    view's values)."""
+    view's values). A malformed state node (another tool's) leaves the view's value as it was
+    (with ``drop``, removes it), and is reported to ``skipped`` (without, CorruptMetadata)."""
     items = metadata.retry(metadata.coordinator.get_many,
                            [layout.partition_state(tp.topic, tp.partition) for tp in tps])
     set_leader, remove_leader = ctx.set_leader, ctx.remove_leader
@@ -39,8 +48,17 @@ def read_partition_states(
     for tp, item in zip(tps, items, strict=True):
         if item is None:
             remove_leader(tp)
-        else:
-            set_leader(tp, decode(tp, item[0], item[1].version, make))
+            continue
+        try:
+            value = decode(tp, item[0], item[1].version, make)
+        except CorruptMetadata as exc:
+            if skipped is None:
+                raise
+            skipped.corrupt_state(tp, exc)
+            if drop:
+                remove_leader(tp)
+            continue
+        set_leader(tp, value)
 
 
 def registered_broker(broker_id: int, data: bytes, stat: Stat) -> RegisteredBroker:

@@ -24,10 +24,11 @@ from typing import Any
 
 from coordinator import layout
 from coordinator.base import Coordinator
-from coordinator.codecs import TopicPartition, decode_partition_state
+from coordinator.codecs import CorruptMetadata, TopicPartition, decode_partition_state
 from coordinator.errors import CoordinatorError
 from coordinator.metadata import MetadataClient
 from coordinator.model import ChildrenEvent, DataEvent, Stat, TreeEvent, Watch
+from coordinator.skipped import SkippedTopics
 from elections.leader import LeaderAndIsr
 from statemachines import events as ev
 from statemachines.config import ControllerConfig
@@ -85,6 +86,9 @@ class View:
         self._tree_revision = 0
         self._tree_moved = threading.Condition(self._states_lock)
         self._topics_pending: dict[str, tuple[bytes | None, Stat | None, int]] = {}
+        self.skipped = SkippedTopics(log, f"controller {broker_id}")
+        """Topic nodes another tool wrote that Kafka's layout forbids (an illegal name, a
+        malformed assignment or state): never in the view, each warned of once."""
 
     # --- watches -------------------------------------------------------------------------
 
@@ -135,7 +139,8 @@ class View:
                         broker_id=b, data=e.data, stat=e.stat))))
         else:
             for t in event.topics:
-                self.watch_topic(t)
+                if self.skipped.legal(t):
+                    self.watch_topic(t)
 
     def watch_topic(self, topic: str) -> None:
         c, put = self.coordinator, self.events.put
@@ -165,7 +170,7 @@ class View:
             self._watch("states", lambda: self.coordinator.watch_tree(
                 "/", self.on_tree_event))
             if tps:
-                read_partition_states(self.metadata, self.ctx, tps)
+                read_partition_states(self.metadata, self.ctx, tps, self.skipped)
         except CoordinatorError as exc:
             log.info("controller %d: standby could not follow partition states yet: %s",
                      self.broker_id, exc)
@@ -234,7 +239,7 @@ class View:
                     topic=topic, data=data, stat=stat), revision=revision)
         if resync:  # changes may have been missed: read every state the view knows
             try:
-                read_partition_states(self.metadata, ctx, list(ctx.replicas))
+                read_partition_states(self.metadata, ctx, list(ctx.replicas), self.skipped)
             except CoordinatorError:
                 with self._states_lock:
                     self._states_resync = True
@@ -264,6 +269,8 @@ class View:
         ignored: watches of different keys need not keep pace with each other (etcd). With
         ``only_new`` the replicas of known partitions are kept (the active controller's)."""
         ctx, topic = self.ctx, event.topic
+        if not self.skipped.legal(topic):
+            return []
         if revision is None and event.stat is not None:
             revision = event.stat.modify_id
         if revision is not None:
@@ -277,8 +284,13 @@ class View:
             return []
         if topic in ctx.topics and event.stat.version <= ctx.topic_versions.get(topic, -1):
             return []
-        added = ctx.set_topic(decode_assignment(topic, event.data), event.stat.version,
-                              only_new=only_new)
+        try:
+            assignment = decode_assignment(topic, event.data)
+        except CorruptMetadata as exc:  # another tool's writing: the view keeps what it had
+            self.skipped.corrupt(topic, exc)
+            return []
+        self.skipped.fixed(topic)
+        added = ctx.set_topic(assignment, event.stat.version, only_new=only_new)
         self.watch_partition_states(added)
         return added
 
@@ -291,7 +303,12 @@ class View:
         current = ctx.leaders.get(tp)
         if current is not None and stat.version <= current.partition_epoch:
             return False
-        ctx.set_leader(tp, decode_partition_state(tp, data, stat.version, LeaderAndIsr))
+        try:
+            value = decode_partition_state(tp, data, stat.version, LeaderAndIsr)
+        except CorruptMetadata as exc:  # another tool's writing: the view keeps what it had
+            self.skipped.corrupt_state(tp, exc)
+            return False
+        ctx.set_leader(tp, value)
         return True
 
     def caught_up(self, revision: int, timeout: float = 10.0) -> bool:
@@ -333,7 +350,7 @@ class View:
             # Partitions whose state the view lacks (none written yet, or a re-read that failed).
             missing = [tp for tp in self.ctx.replicas if tp not in self.ctx.leaders]
             if missing:
-                read_partition_states(self.metadata, self.ctx, missing)
+                read_partition_states(self.metadata, self.ctx, missing, self.skipped)
         return exact
 
     def finish_failover(self) -> None:
@@ -358,8 +375,8 @@ class View:
                 ctx.remove_broker(b)
         for broker in registered.values():
             ctx.add_broker(broker)
-        names = md.topics()
-        assignments = md.assignments(names)
+        names = [t for t in md.topics() if self.skipped.legal(t)]
+        assignments = md.assignments(names, on_corrupt=self.skipped.corrupt)
         for t in list(ctx.topics):
             if t not in assignments:
                 ctx.remove_topic(t)
@@ -367,7 +384,7 @@ class View:
         for t, versioned in assignments.items():
             ctx.set_topic(versioned.value, versioned.version)
             tps.extend(TopicPartition(t, p) for p in versioned.value.partitions)
-        read_partition_states(md, ctx, tps)
+        read_partition_states(md, ctx, tps, self.skipped)
 
     def _rebuild(self) -> None:
         """Forget the view and read it whole from the store (a candidate whose view is
@@ -419,14 +436,15 @@ class View:
 
     def _reconcile_topics(self) -> None:
         ctx = self.ctx
-        names = set(self.metadata.topics())
+        names = {t for t in self.metadata.topics() if self.skipped.legal(t)}
         for t in [t for t in ctx.topics if t not in names]:
             ctx.remove_topic(t)
             self.unwatch_topic(t)
         missing = [t for t in names if t not in ctx.topics]
         if not missing:
             return
-        for t, versioned in self.metadata.assignments(missing).items():
+        for t, versioned in self.metadata.assignments(
+                missing, on_corrupt=self.skipped.corrupt).items():
             ctx.set_topic(versioned.value, versioned.version)
             self.watch_topic(t)
 

@@ -48,6 +48,7 @@ from coordinator import layout
 from coordinator.admin import Admin
 from coordinator.codecs import TopicAssignment, TopicPartition, encode_reassignment
 from coordinator.errors import BadVersion, CoordinatorError, NodeExists, NoNode
+from coordinator.skipped import readable_assignments
 
 __all__ = ["ALTER", "APIS", "LIST", "Moving", "moving_partition"]
 
@@ -185,7 +186,7 @@ def _list(admin: Admin, wanted: Mapping[str, tuple[int, ...]] | None
     entries = dict(node.value) if node is not None else {}
     names = sorted(md.topics()) if wanted is None else list(wanted)
     out: dict[TopicPartition, Moving] = {}
-    for name, versioned in md.assignments(names).items():
+    for name, versioned in readable_assignments(md, names).items():
         a = versioned.value
         partitions = sorted(a.partitions) if wanted is None else wanted[name]
         for p in partitions:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
 from coordinator.codecs import TopicPartition
+from coordinator.skipped import topic_problems
 from coordinator.topic_config import ConfigSource, Effect
 from partctl.commands.common import admin
 from partctl.errors import UserError
@@ -92,11 +93,26 @@ def _parse_assignment(text: str) -> dict[int, list[int]]:
 
 
 def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
+    """Every topic; one another tool wrote against Kafka's rules (an illegal name, a topic
+    node that does not decode) is marked, its name quoted (it may hold control characters):
+    brokers and the controller skip it."""
     with admin(args) as a:
         names = a.list_topics()
+        problems = topic_problems(a.metadata)
     for name in names:
-        print(name, file=out)
+        problem = problems.get(name)
+        if problem is None:
+            print(name, file=out)
+        else:
+            print(_printable(f"{name!r}\t({problem})"), file=out)
     return 0
+
+
+def _printable(text: str) -> str:
+    """``text`` with every character that is not printable escaped (never raw to a terminal)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == "\t" else ascii(c)[1:-1] for c in text)
 
 
 def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:

@@ -167,10 +167,11 @@ def _imbalance(coord: Coordinator, percentage: float) -> tuple[MetadataClient, A
     controller's own timer sets them aside."""
     from coordinator.codecs import TopicPartition
     from coordinator.metadata import MetadataClient
+    from coordinator.skipped import SkippedTopics, readable_assignments
     from elections.imbalance import leader_imbalance
 
     md = MetadataClient(coord)
-    assignments = md.assignments(md.topics())
+    assignments = readable_assignments(md, skipped=SkippedTopics(log, "preferred election job"))
     tps = [TopicPartition(t, p) for t, a in assignments.items() for p in a.value.partitions]
     states = md.partition_states(tps)
     view: dict[TopicPartition, tuple[Sequence[int], int | None, Iterable[int]]] = {}

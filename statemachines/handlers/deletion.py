@@ -31,7 +31,7 @@ def on_delete_topics_request(svc: ControllerServices) -> None:
     for topic in svc.metadata.topics_to_delete():
         if topic not in ctx.topics or not svc.config.delete_topic_enable:
             if topic not in ctx.topics:
-                log.info("deletion of unknown topic %s ignored", topic)
+                log.info("deletion of unknown topic %.300r ignored", topic)
             else:
                 log.warning("deletion of %s ignored: topic deletion is disabled", topic)
             fence.delete_topic_request(topic)

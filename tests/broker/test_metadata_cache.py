@@ -129,3 +129,14 @@ def test_topic_ids_the_controller_sends_are_taken() -> None:
     cache.update(dataclasses.replace(update([("b", 0, 1)]), topic_ids={"b": text_of(c)}))
     assert cache.snapshot.topic_ids["b"] == c  # the controller's id wins over one read
     assert cache.snapshot.topic_names[c] == "b"
+
+
+def test_topics_with_names_kafka_forbids_are_left_out_with_one_warning(caplog) -> None:  # noqa: ANN001
+    import logging
+
+    caplog.set_level(logging.WARNING)
+    cache = MetadataCache(1)
+    for _ in range(3):
+        cache.update(update([("good", 0, 1), ("ü", 0, 1), ("a b", 0, 1), ("x" * 300, 0, 1)]))
+    assert list(cache.snapshot.topics) == ["good"]
+    assert len([r for r in caplog.records if "skipping topic" in r.getMessage()]) == 3

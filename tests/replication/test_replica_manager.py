@@ -504,3 +504,19 @@ def test_a_follower_whose_epochs_the_leader_deleted_restarts_at_the_leaders_log_
         assert cluster.state()[0].isr == (1, 2)
     finally:
         cluster.shutdown()
+
+
+def test_a_topic_name_kafka_forbids_gets_no_log_directory_and_one_warning(
+        rm: ReplicaManager, caplog: pytest.LogCaptureFixture) -> None:
+    """Another controller (or a tool writing the store) names topics Kafka refuses: no
+    ``ü-0`` or over-long directory, no traceback, one warning per topic however often."""
+    caplog.set_level(logging.WARNING)
+    bad = [TopicPartition("ü", 0), TopicPartition("a b", 0), TopicPartition("x" * 300, 0),
+           TopicPartition("..", 0)]
+    for n in range(3):
+        response = rm.handle_leader_and_isr(lai(entry(epoch=n), *(entry(tp) for tp in bad)))
+        assert response.partitions[TP] == ErrorCode.NONE
+        assert {response.partitions[tp] for tp in bad} == {ErrorCode.INVALID_TOPIC_EXCEPTION}
+    assert sorted(p.name for p in rm.log_dir.iterdir() if p.is_dir()) == [f"{TP.topic}-0"]
+    warnings = [r for r in caplog.records if "skipping topic" in r.getMessage()]
+    assert len(warnings) == len(bad) and not [r for r in caplog.records if r.exc_info]
