@@ -3,8 +3,8 @@ listener with SCRAM-SHA-512 for clients and brokers alike, the brokers' own user
 ``admin`` super users), driven by confluent-kafka: a principal without Write gets
 TOPIC_AUTHORIZATION_FAILED and nothing is appended; Metadata leaves out the topics it may not
 Describe; a PREFIXED ACL grants what it covers and no more; a DENY beats an ALLOW; group APIs
-check the group (OffsetCommit without Read on the group refuses every partition); an ACL created through one broker is enforced by every broker within
-moments; the throttle rates of a broker need AlterConfigs on the cluster; a KIP-848 regex
+check the group (OffsetCommit without Read on the group refuses every partition); an ACL
+created through one broker is enforced by every broker within moments; the throttle rates of a broker need AlterConfigs on the cluster; a KIP-848 regex
 subscription is assigned only the topics its principal may Describe."""
 
 from __future__ import annotations
