@@ -337,8 +337,9 @@ class BrokerConfig:
     """A broker's settings, Kafka's names in snake case, Kafka's defaults."""
 
     broker_id: int
-    coordinator_url: str
-    """``zookeeper.connect`` as a ``zookeeper://`` URL, or ``partctl.coordinator``."""
+    coordinator_url: str = field(repr=False)
+    """``zookeeper.connect`` as a ``zookeeper://`` URL, or ``partctl.coordinator`` (perhaps
+    with a password: left out of the repr)."""
     listeners: tuple[Listener, ...] = (Listener(name="PLAINTEXT", host="", port=9092),)
     advertised_listeners: tuple[Listener, ...] = ()
     """As configured; empty means the listeners (see :meth:`advertised`)."""

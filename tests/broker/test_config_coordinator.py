@@ -89,7 +89,7 @@ def test_a_zookeeper_connect_with_credentials_is_a_sensitive_key() -> None:
                           f'username="b" password="{SECRET}";\n').config
     assert config.sensitive_keys == {
         "zookeeper.connect", "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config"}
-    assert SECRET not in repr(dict(config.properties))
+    assert SECRET not in repr(dict(config.properties)) and SECRET not in repr(config)
     plain = parse_config("broker.id=1\nzookeeper.connect=127.0.0.1:2181/c\n").config
     assert plain.properties["zookeeper.connect"] == "127.0.0.1:2181/c"
     assert not plain.sensitive_keys
