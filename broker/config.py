@@ -38,6 +38,7 @@ from broker.security import (
     ListenerSecurity,
     SecurityConfigError,
     client_security,
+    hides_value,
     is_security_key,
     is_sensitive,
     listener_security,
@@ -336,8 +337,9 @@ class BrokerConfig:
     """A broker's settings, Kafka's names in snake case, Kafka's defaults."""
 
     broker_id: int
-    coordinator_url: str
-    """``zookeeper.connect`` as a ``zookeeper://`` URL, or ``partctl.coordinator``."""
+    coordinator_url: str = field(repr=False)
+    """``zookeeper.connect`` as a ``zookeeper://`` URL, or ``partctl.coordinator`` (perhaps
+    with a password: left out of the repr)."""
     listeners: tuple[Listener, ...] = (Listener(name="PLAINTEXT", host="", port=9092),)
     advertised_listeners: tuple[Listener, ...] = ()
     """As configured; empty means the listeners (see :meth:`advertised`)."""
@@ -429,7 +431,12 @@ class BrokerConfig:
     properties: Mapping[str, str] = field(default_factory=dict, compare=False)
     """Every key read here that server.properties sets, with its value as written (trimmed):
     the broker's static config, as DescribeConfigs shows it (where the settings came from,
-    not a setting: left out of comparisons)."""
+    not a setting: left out of comparisons). Keys whose value is secret are not here but in
+    :attr:`sensitive_keys`."""
+    sensitive_keys: frozenset[str] = field(default=frozenset(), compare=False)
+    """The keys server.properties sets whose values are never shown
+    (:func:`~broker.security.hides_value`: passwords, JAAS entries, a coordinator or storage
+    URL with credentials): DescribeConfigs names them with a null value and is_sensitive."""
 
     def applied_properties(self) -> dict[str, str]:
         """The keys of :attr:`properties` this broker applies: what topic configs default to
@@ -644,6 +651,7 @@ def _build(values: dict[str, Any], raw: dict[str, str], source: str,
     url = (_check_url(_zookeeper_url(zk), "zookeeper.connect") if zk is not None
            else _check_url(other.strip(), "partctl.coordinator"))
     coordinator_options = _coordinator_options(get, parse_url(url).scheme)
+    shown = {**{k: raw[k].strip() for k in values}, **(security or {})}
 
     protocols = dict(DEFAULT_SECURITY_PROTOCOL_MAP)
     if "listener.security.protocol.map" in values:
@@ -775,9 +783,8 @@ def _build(values: dict[str, Any], raw: dict[str, str], source: str,
         allow_everyone_if_no_acl_found=get("allow.everyone.if.no.acl.found", False),
         metrics_listener=_metrics_listener(get("metrics.listener")),
         extra={k: raw[k] for k in values if not _KEYS[k].applies},
-        properties={**{k: raw[k].strip() for k in values},
-                    **({"partctl.coordinator": redact(url)} if other is not None else {}),
-                    **{k: v for k, v in security.items() if not is_sensitive(k)}},
+        properties={k: v for k, v in shown.items() if not hides_value(k, v)},
+        sensitive_keys=frozenset(k for k, v in shown.items() if hides_value(k, v)),
     )
 
 
@@ -883,15 +890,15 @@ def _remote_log_config(get: Callable[[str, Any], Any]) -> RemoteLogConfig:
                               "(file:///path) or remote.log.storage.manager.class.name")
         parsed = urlparse(url)
         if parsed.scheme not in ("file", "s3"):
-            raise ConfigError(f"remote.log.storage.url: {url!r}: unsupported scheme "
+            raise ConfigError(f"remote.log.storage.url: {redact(url)!r}: unsupported scheme "
                               f"{parsed.scheme or '(none)'!r} (file:///path or "
                               "s3://bucket/prefix)")
         if parsed.scheme == "s3" and not parsed.netloc:
-            raise ConfigError(f"remote.log.storage.url: {url!r}: name the bucket, "
+            raise ConfigError(f"remote.log.storage.url: {redact(url)!r}: name the bucket, "
                               "s3://bucket/prefix")
         if parsed.scheme == "file" and (parsed.netloc not in ("", "localhost")
                                         or not parsed.path.startswith("/")):
-            raise ConfigError(f"remote.log.storage.url: {url!r}: give an absolute path, "
+            raise ConfigError(f"remote.log.storage.url: {redact(url)!r}: give an absolute path, "
                               "file:///path")
     try:
         return RemoteLogConfig(

@@ -24,6 +24,11 @@ answer for a broker resource); APPEND and SUBTRACT are INVALID_CONFIG. A broker 
 this broker's, or one that is not a number, is INVALID_REQUEST as in Kafka. BROKER_LOGGER
 (Kafka's log4j levels) and other resource types are INVALID_REQUEST.
 
+Secrets are never answered: a password or JAAS key (Kafka's PASSWORD type, listener-prefixed
+ones too) and a URL-valued key whose value carries credentials (``zookeeper.connect`` as
+``user:password@host/chroot``, ``partctl.coordinator``, the remote storage URL) have a null
+value and ``is_sensitive``, in their synonyms too, as Kafka answers (``hides_value``).
+
 Request checks first, as Kafka's ConfigAdminManager makes them: a resource named twice
 (INVALID_REQUEST for both), a key named twice, a missing value (other than for DELETE), an
 operation that does not exist.
@@ -41,6 +46,7 @@ from kio.schema.errors import ErrorCode
 from broker.apis import Api, BrokerServices, RequestContext
 from broker.apis.admin_support import blocking
 from broker.config import key_type
+from broker.security import hides_value, is_sensitive
 from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
 from coordinator.admin import InvalidRequest
@@ -66,6 +72,7 @@ TOPIC = 2
 BROKER = 4
 BROKER_LOGGER = 8
 _TYPE_IDS = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "LONG": 5, "DOUBLE": 6, "LIST": 7}
+_PASSWORD = 9
 
 
 class _Refused(Exception):
@@ -108,26 +115,47 @@ class _Described:
     read_only: bool
     synonyms: tuple[tuple[str, str | None, int], ...]
     documentation: str | None = None
+    sensitive: bool = False
+    """A secret: ``value`` (and the synonyms' values) are None, as Kafka answers for its
+    PASSWORD keys."""
+
+
+def _shown(name: str, value: str | None) -> str | None:
+    return None if hides_value(name, value) else value
 
 
 def _from_topic_entry(entry: ConfigEntry) -> _Described:
-    return _Described(name=entry.name, value=entry.value, source=entry.source.value,
-                      type=entry.type.value, read_only=entry.read_only,
-                      synonyms=tuple((s.name, s.value, s.source.value) for s in entry.synonyms),
-                      documentation=entry.documentation)
+    return _Described(name=entry.name, value=_shown(entry.name, entry.value),
+                      source=entry.source.value, type=entry.type.value,
+                      read_only=entry.read_only,
+                      synonyms=tuple((s.name, _shown(s.name, s.value), s.source.value)
+                                     for s in entry.synonyms),
+                      documentation=entry.documentation,
+                      sensitive=hides_value(entry.name, entry.value))
 
 
 def describe_broker(services: BrokerServices, names: list[str] | None) -> list[_Described]:
-    """This broker's static config: the keys server.properties sets, read-only."""
-    props = services.config.properties
-    wanted = sorted(props) if names is None else [n for n in dict.fromkeys(names) if n in props]
+    """This broker's static config: the keys server.properties sets, read-only; a secret one
+    (a password, a JAAS entry, a URL with credentials) with a null value and is_sensitive."""
+    props, secret = services.config.properties, services.config.sensitive_keys
+    known = set(props) | secret
+    wanted = sorted(known) if names is None else [n for n in dict.fromkeys(names)
+                                                  if n in known]
     out = []
     for name in wanted:
         source = ConfigSource.STATIC_BROKER_CONFIG.value
-        out.append(_Described(name=name, value=props[name], source=source,
-                              type=_TYPE_IDS.get(key_type(name) or "", 0), read_only=True,
-                              synonyms=((name, props[name], source),)))
+        value = None if name in secret else props[name]
+        out.append(_Described(name=name, value=value, source=source,
+                              type=_type_id(name), read_only=True,
+                              synonyms=((name, value, source),), sensitive=name in secret))
     return out
+
+
+def _type_id(name: str) -> int:
+    """Kafka's ConfigType id of a static key: PASSWORD (9) for a password or JAAS entry."""
+    if is_sensitive(name):
+        return _PASSWORD
+    return _TYPE_IDS.get(key_type(name) or "", 0)
 
 
 def _describe_one(services: BrokerServices, rtype: int, name: str, keys: list[str] | None
@@ -209,7 +237,7 @@ async def _describe_configs(ctx: RequestContext, request: Any) -> Any:
         configs = tuple(
             build(module.DescribeConfigsResourceResult, name=e.name, value=e.value,
                   read_only=e.read_only, is_default=e.source == ConfigSource.DEFAULT_CONFIG.value,
-                  config_source=e.source, is_sensitive=False,
+                  config_source=e.source, is_sensitive=e.sensitive,
                   synonyms=tuple(build(module.DescribeConfigsSynonym, name=n, value=v, source=s)
                                  for n, v, s in e.synonyms) if synonyms else (),
                   config_type=e.type, documentation=e.documentation if documentation else None)

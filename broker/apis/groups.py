@@ -315,6 +315,9 @@ def offset_commit(ctx: RequestContext, request: Any) -> Any:
     valid: dict[tuple[str, int], CommittedOffset] = {}
     order: list[tuple[str, list[int]]] = []
     readable: dict[str, bool] = {}
+    # Kafka checks Read on the group first: without it every partition of the answer is
+    # GROUP_AUTHORIZATION_FAILED, whatever the topics (nothing about them is told)
+    group_denied = not _may(ctx, Operation.READ, request.group_id)
     for topic in request.topics:
         indexes = []
         order.append((topic.name, indexes))
@@ -322,7 +325,9 @@ def offset_commit(ctx: RequestContext, request: Any) -> Any:
             tp = (topic.name, p.partition_index)
             indexes.append(p.partition_index)
             metadata = p.committed_metadata or ""
-            if not readable.setdefault(topic.name, ctx.authorized(
+            if group_denied:
+                errors[tp] = ErrorCode.group_authorization_failed
+            elif not readable.setdefault(topic.name, ctx.authorized(
                     Operation.READ, ResourceType.TOPIC, topic.name)):
                 errors[tp] = ErrorCode.topic_authorization_failed
             elif not snap.contains(TopicPartition(*tp)):
@@ -347,10 +352,10 @@ def offset_commit(ctx: RequestContext, request: Any) -> Any:
                       error_code=errors[(name, i)]) for i in indexes))
             for name, indexes in order))
 
+    if group_denied:
+        return answer(ErrorCode.group_authorization_failed)
     if groups is None:
         return answer(ErrorCode.coordinator_not_available)
-    if not _may(ctx, Operation.READ, request.group_id):
-        return answer(ErrorCode.group_authorization_failed)
     if not request.group_id:
         return answer(ErrorCode.invalid_group_id)
     generation = getattr(request, "generation_id_or_member_epoch", -1)

@@ -3,7 +3,10 @@
 A session is told the mechanism the client chose (SaslHandshake), then fed the client's tokens
 (SaslAuthenticate, or raw frames after a version 0 handshake) until it is complete; it then
 names the principal (``User:<name>``). A failure is :class:`SaslFailed` carrying Kafka's
-message for it (no secret in it); the connection is closed after that answer.
+message for it (no secret in it): an unknown SCRAM user or a wrong proof is "invalid
+credentials", a SCRAM message that breaks the protocol (malformed, a nonce that does not
+match) a "SCRAM protocol failure" naming what was wrong; the connection is closed after that
+answer.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from dataclasses import dataclass
 
 from broker.security.credentials import CredentialCache
 from broker.security.scram import MECHANISMS as SCRAM_MECHANISMS
-from broker.security.scram import ScramError, ScramServer
+from broker.security.scram import ScramCredentialsError, ScramError, ScramServer
 from broker.security.settings import ListenerSecurity, SaslSettings
 from broker.security.tls import server_context
 
@@ -77,9 +80,12 @@ class SaslSession:
         assert self._scram is not None
         try:
             answer = self._scram.step(token)
-        except ScramError as exc:
+        except ScramCredentialsError as exc:
             raise SaslFailed(f"Authentication failed during authentication due to invalid "
                              f"credentials with SASL mechanism {self.mechanism}") from exc
+        except ScramError as exc:  # the client broke the protocol: said as such (no secret)
+            raise SaslFailed(f"Authentication failed: SCRAM protocol failure with SASL "
+                             f"mechanism {self.mechanism}: {exc}") from exc
         if self._scram.complete:
             self.principal = f"User:{self._scram.username}"
         return answer

@@ -22,6 +22,7 @@ __all__ = [
     "MAX_ITERATIONS",
     "ScramClient",
     "ScramCredential",
+    "ScramCredentialsError",
     "ScramError",
     "ScramServer",
     "decode_saslname",
@@ -41,8 +42,13 @@ _GS2_HEADER = "n,,"
 
 
 class ScramError(Exception):
-    """The exchange failed: a malformed message, an unknown user or a wrong proof. The message
+    """The exchange failed: a protocol failure (a malformed message, a nonce that does not
+    match) or, as :class:`ScramCredentialsError`, an unknown user or a wrong proof. The message
     is safe to log (it never holds a password or a proof)."""
+
+
+class ScramCredentialsError(ScramError):
+    """The client is not who it says: no credential for the user, or a wrong proof."""
 
 
 def _b64(data: bytes) -> str:
@@ -200,7 +206,7 @@ class ScramServer:
             raise ScramError("the authorization id is not the username")
         credential = self._lookup(user)
         if credential is None:
-            raise ScramError(f"unknown user for {self.mechanism}")
+            raise ScramCredentialsError(f"unknown user for {self.mechanism}")
         self._credential = credential
         self.username = user
         self._client_first_bare = bare
@@ -215,8 +221,12 @@ class ScramServer:
         if not sep:
             raise ScramError("malformed client-final message")
         attrs = _attributes(without_proof)
-        if attrs.get("r") != self._nonce:
-            raise ScramError("the nonce does not match")
+        # Kafka 3.8.1 to 3.9 accept a final nonce that ends with the server-first's: librdkafka
+        # before 2.6.1 (Debian 12's kcat) sends its own nonce again in front of it. The proof
+        # is still checked over the message as sent.
+        if not attrs.get("r", "").endswith(self._nonce):
+            raise ScramError("the nonce of the client-final message does not end with the "
+                             "server-first message's nonce")
         credential = self._credential
         assert credential is not None
         proof = _unb64(proof_text, "the proof")
@@ -224,11 +234,11 @@ class ScramServer:
                                  without_proof)).encode("utf-8")
         signature = _hmac(self._hash, credential.stored_key, auth_message)
         if len(proof) != len(signature):
-            raise ScramError("invalid credentials")
+            raise ScramError("the proof is not as long as the mechanism's hash")
         client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=True))
         if not hmac.compare_digest(hashlib.new(self._hash, client_key).digest(),
                                    credential.stored_key):
-            raise ScramError("invalid credentials")
+            raise ScramCredentialsError("invalid credentials")
         self._state = 2
         self.complete = True
         server_signature = _hmac(self._hash, credential.server_key, auth_message)

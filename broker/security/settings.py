@@ -17,10 +17,11 @@ from broker.security.jaas import PLAIN_MODULE, SCRAM_MODULE, JaasConfig, JaasErr
 from broker.security.password import Password
 from broker.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from broker.security.tls import CLIENT_AUTH, PROTOCOLS, SslSettings
+from coordinator.url import redact
 
 __all__ = ["MECHANISMS", "ClientSecurity", "ListenerSecurity", "SaslSettings",
-           "SecurityConfigError", "is_security_key", "is_sensitive", "listener_security",
-           "client_security"]
+           "SecurityConfigError", "hides_value", "is_security_key", "is_sensitive",
+           "listener_security", "client_security"]
 
 MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
 """The SASL mechanisms a partctl broker serves."""
@@ -39,6 +40,9 @@ _GLOBAL_KEYS = frozenset({"sasl.mechanism.inter.broker.protocol"})
 _SENSITIVE = frozenset({"ssl.keystore.password", "ssl.key.password", "ssl.keystore.key",
                         "ssl.keystore.certificate.chain", "ssl.truststore.password",
                         "ssl.truststore.certificates"})
+_URL_KEYS = frozenset({"zookeeper.connect", "partctl.coordinator", "remote.log.storage.url",
+                       "remote.log.storage.s3.endpoint"})
+"""Keys whose value is a URL (or ZooKeeper's connect string) that may carry credentials."""
 _PREFIXED = re.compile(r"listener\.name\.([^.]+)\.(.+)")
 _JAAS = re.compile(r"[a-z0-9-]+\.sasl\.jaas\.config")
 
@@ -65,6 +69,20 @@ def is_sensitive(key: str) -> bool:
     """Kafka's PASSWORD keys: never shown (DescribeConfigs, logs)."""
     _, rest = _unprefixed(key)
     return rest in _SENSITIVE or rest.endswith("sasl.jaas.config")
+
+
+def hides_value(key: str, value: str | None) -> bool:
+    """Whether ``key``'s value is never shown (DescribeConfigs answers null with
+    ``is_sensitive``, as Kafka does for its PASSWORD keys): a sensitive key whatever its value,
+    and a URL-valued key (``zookeeper.connect``, ``partctl.coordinator``, the remote storage
+    URL) whose value carries credentials: user info before a host, or a query (whose values
+    may be keys or tokens). Such a URL without credentials is shown as it is."""
+    if is_sensitive(key):
+        return True
+    if key not in _URL_KEYS or value is None:
+        return False
+    text = value.strip()
+    return redact(text) != text
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -208,12 +208,26 @@ def cmd_describe_config(args: argparse.Namespace, out: TextIO) -> int:
                                       if e.source is ConfigSource.TOPIC_CONFIG]
     print(f"{'All' if args.all else 'Dynamic'} configs for topic {args.topic} are:", file=out)
     for e in shown:
-        synonyms = ", ".join(f"{_source(s.source)}:{s.name}={s.value}" for s in e.synonyms)
-        line = f"  {e.name}={e.value} sensitive=false synonyms={{{synonyms}}}"
+        synonyms = ", ".join(f"{_source(s.source)}:{s.name}={_shown(s.name, s.value)}"
+                             for s in e.synonyms)
+        sensitive = str(_secret(e.name, e.value)).lower()
+        line = f"  {e.name}={_shown(e.name, e.value)} sensitive={sensitive} synonyms={{{synonyms}}}"
         if e.effect is not Effect.APPLIED:
             line += f" ({e.documentation})"
         print(line, file=out)
     return 0
+
+
+def _secret(name: str, value: str | None) -> bool:
+    from broker.security.settings import hides_value
+
+    return hides_value(name, value)
+
+
+def _shown(name: str, value: str | None) -> str | None:
+    """A value as kafka-configs prints it: null for a secret (a password, a URL with
+    credentials)."""
+    return "null" if _secret(name, value) else value
 
 
 def cmd_alter_config(args: argparse.Namespace, out: TextIO) -> int:

@@ -7,7 +7,16 @@ prints the page's address and serves until a signal, which ends it with status 0
 
 Read-only unless ``--allow-actions``, which needs a user with SCRAM credentials in the cluster
 to log in as (``partctl users create``): the actions are behind HTTP Basic auth checked against
-them, and the command refuses to start on a cluster without one.
+them (failed logins from one address slowed down), and the command refuses to start on a
+cluster without one. Each action is then authorized by the cluster's ACLs as the brokers
+authorize the Kafka API that does the same (Alter on the Cluster); ``--super-users`` and
+``--allow-everyone-if-no-acl-found`` are the brokers' ``super.users`` and
+``allow.everyone.if.no.acl.found`` (false by default, as Kafka's: on a cluster without ACLs,
+give it, or name the users allowed in ``--super-users``).
+
+Only requests whose ``Host`` names this server are answered (DNS rebinding):
+``--allowed-host NAME[:PORT]`` (repeatable) lists the names; by default the listening address,
+localhost and 127.0.0.1 at its port.
 """
 
 from __future__ import annotations
@@ -37,6 +46,16 @@ def listen_address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def super_users(text: str) -> frozenset[str]:
+    """Kafka's ``super.users``: ``User:a;User:b``."""
+    users = [u.strip() for u in text.split(";") if u.strip()]
+    for user in users:
+        kind, sep, name = user.partition(":")
+        if not sep or not kind or not name:
+            raise argparse.ArgumentTypeError(f"{user!r} is not a principal (User:name)")
+    return frozenset(users)
+
+
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     ui = sub.add_parser("ui", parents=[common],
                         help="serve the cluster page (brokers, topics, under-replicated "
@@ -50,6 +69,16 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     ui.add_argument("--allow-actions", action="store_true",
                     help="offer preferred elections and cancelling the reassignment, to users "
                          "of the cluster (HTTP Basic auth against their SCRAM credentials)")
+    ui.add_argument("--super-users", type=super_users, default=frozenset(),
+                    metavar="User:a;User:b",
+                    help="principals allowed every action whatever the ACLs (the brokers' "
+                         "super.users)")
+    ui.add_argument("--allow-everyone-if-no-acl-found", action="store_true",
+                    help="with no ACL on the Cluster, any user of the cluster may act (the "
+                         "brokers' allow.everyone.if.no.acl.found; default: only super users)")
+    ui.add_argument("--allowed-host", action="append", default=[], metavar="NAME[:PORT]",
+                    help="a host name the page answers for (repeatable; default: the "
+                         "listening address, localhost and 127.0.0.1 at its port)")
     ui.add_argument("--plan", metavar="FILE",
                     help="a reassignment plan (JSON) to picture before and after")
     ui.add_argument("--state-change-log", metavar="FILE",
@@ -77,12 +106,16 @@ def cmd_ui(args: argparse.Namespace, out: TextIO) -> int:
                             "with partctl users create")
         app = ClusterPage(client, refresh=args.refresh, allow_actions=args.allow_actions,
                           plan=plan, state_change_log=args.state_change_log, sizes=known,
-                          timeout=args.timeout, refresh_in_background=True)
+                          timeout=args.timeout, refresh_in_background=True,
+                          super_users=args.super_users,
+                          allow_if_no_acls=args.allow_everyone_if_no_acl_found)
         app.view()  # the cluster can be read
         try:
-            server = serve(app, host, port)
+            server = serve(app, host, port, allowed_hosts=args.allowed_host)
         except OSError as exc:
             raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        except ValueError as exc:  # a malformed --allowed-host
+            raise UserError(str(exc)) from None
         try:
             with _stop_on_signal() as stop:  # before the line that says it serves
                 bound = server.server_address

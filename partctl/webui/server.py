@@ -17,7 +17,16 @@ the cancellation of the reassignment in progress. A POST is served only when
   cannot forge (the cross-site request forgery check); and
 - it carries HTTP Basic credentials of a user of the cluster, checked against that user's SCRAM
   credentials in the coordinator (``partctl users create``), as the brokers check a SASL/SCRAM
-  login. The command refuses ``--allow-actions`` on a cluster that has no such user.
+  login (failures from one address are slowed: :class:`~partctl.webui.access.LoginThrottle`).
+  The command refuses ``--allow-actions`` on a cluster that has no such user; and
+- that user may do it by the cluster's ACLs, as the brokers decide for the Kafka API that does
+  the same (Alter on the Cluster for ElectLeaders and AlterPartitionReassignments; super
+  users and ``allow.everyone.if.no.acl.found`` as the brokers have them:
+  :mod:`partctl.webui.access`); else 403 saying what is missing.
+
+With ``allowed_hosts`` (what ``partctl ui`` sets: ``--allowed-host``, by default the address
+it listens on, localhost and 127.0.0.1 at its port) a request for any other ``Host`` is
+refused (421), so that a site re-pointed at this address (DNS rebinding) reads nothing.
 
 Every response forbids framing and scripts (Content-Security-Policy), and is not cached.
 """
@@ -32,7 +41,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -41,6 +50,16 @@ from urllib.parse import parse_qs, urlsplit
 
 from partctl.cluster_view import ClusterView, read_cluster
 from partctl.webui import pages
+from partctl.webui.access import (
+    ACTIONS,
+    LoginThrottle,
+    cluster_bindings,
+    host_allowed,
+    may,
+)
+from partctl.webui.access import (
+    allowed_hosts as access_hosts,
+)
 from partctl.webui.pages import PageOptions
 
 if TYPE_CHECKING:
@@ -81,11 +100,22 @@ class ClusterPage:
                  plan: str | None = None, state_change_log: str | None = None,
                  sizes: Mapping[tuple[str, int], int] | None = None, timeout: float = 5.0,
                  cache_seconds: float = 1.0, refresh_in_background: bool = False,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 super_users: frozenset[str] = frozenset(), allow_if_no_acls: bool = False,
+                 allowed_hosts: frozenset[tuple[str, int]] | None = None,
+                 throttle: LoginThrottle | None = None) -> None:
         """``plan``: the text of a reassignment plan to picture; ``state_change_log``: a log
         file whose last lines are the "recent state changes"; ``sizes``: partition sizes for
-        the bytes per broker; ``timeout``: for the brokers asked about consumer groups."""
+        the bytes per broker; ``timeout``: for the brokers asked about consumer groups;
+        ``super_users`` and ``allow_if_no_acls``: the brokers' ``super.users`` and
+        ``allow.everyone.if.no.acl.found``, for the actions' ACL checks; ``allowed_hosts``:
+        the (name, port) pairs a request's Host may name (None: any); ``throttle``: slows
+        failed logins (default: :class:`LoginThrottle`'s)."""
         self.client = client
+        self.super_users = super_users
+        self.allow_if_no_acls = allow_if_no_acls
+        self.allowed_hosts = allowed_hosts
+        self.throttle = throttle if throttle is not None else LoginThrottle()
         self.allow_actions = allow_actions
         self.plan = plan
         self.state_change_log = state_change_log
@@ -172,16 +202,24 @@ class ClusterPage:
 
     # --- requests -------------------------------------------------------------------------
 
-    def handle(self, method: str, target: str, headers: Mapping[str, str], body: bytes = b""
-               ) -> Response:
-        """One request; ``headers`` with lower-case names."""
+    def handle(self, method: str, target: str, headers: Mapping[str, str], body: bytes = b"",
+               client: str = "") -> Response:
+        """One request; ``headers`` with lower-case names; ``client``: the address it came
+        from (for the ACLs' host and the slowing of failed logins)."""
+        if self.allowed_hosts is not None and not host_allowed(headers.get("host"),
+                                                               self.allowed_hosts):
+            log.info("partctl ui: refused a request from %s for host %r (not an allowed "
+                     "host)", client, (headers.get("host") or "")[:100])
+            return self._message(HTTPStatus.MISDIRECTED_REQUEST, "Wrong host",
+                                 "this server does not answer for that host name (partctl ui "
+                                 "--allowed-host)")
         url = urlsplit(target)
         query = parse_qs(url.query)
         try:
             if method in ("GET", "HEAD"):
                 return self._get(url.path, query)
             if method == "POST":
-                return self._post(url.path, headers, body)
+                return self._post(url.path, headers, body, client)
             return self._message(HTTPStatus.METHOD_NOT_ALLOWED, "Not allowed",
                                  f"{method} is not served here")
         except Exception as exc:
@@ -296,14 +334,15 @@ class ClusterPage:
 
     # --- actions --------------------------------------------------------------------------
 
-    def _post(self, path: str, headers: Mapping[str, str], body: bytes) -> Response:
+    def _post(self, path: str, headers: Mapping[str, str], body: bytes, client: str
+              ) -> Response:
         if not self.allow_actions:
             return self._message(HTTPStatus.METHOD_NOT_ALLOWED, "Read-only",
                                  "this page is read-only (partctl ui --allow-actions)")
         if not same_origin(headers):
             return self._message(HTTPStatus.FORBIDDEN, "Refused",
                                  "the request does not come from this page (Origin/Referer)")
-        user = self._authenticated(headers.get("authorization", ""))
+        user = self._login(headers.get("authorization"), client)
         if user is None:
             return self._message(HTTPStatus.UNAUTHORIZED, "Log in",
                                  "the actions need a user of the cluster (SCRAM credentials)",
@@ -313,9 +352,20 @@ class ClusterPage:
         actions = {"/actions/elect-preferred": lambda: self._elect(
                        (form.get("topic") or [None])[0]),
                    "/actions/cancel-reassignment": self._cancel}
-        action = actions.get(path)
-        if action is None:
+        action, rule = actions.get(path), ACTIONS.get(path)
+        if action is None or rule is None:
             return self._message(HTTPStatus.NOT_FOUND, "Not found", f"no action at {path}")
+        with self._io:
+            bindings = cluster_bindings(self.client)
+        if not may(bindings, rule, user=user, host=client or "*",
+                   super_users=self.super_users, allow_if_no_acls=self.allow_if_no_acls):
+            log.info("partctl ui: User:%s from %s may not %s", user, client, rule.api)
+            return self._message(
+                HTTPStatus.FORBIDDEN, "Not allowed",
+                f"User:{user} may not do this: it is Kafka's {rule.api}, which needs "
+                f"{rule.operation.label} on the {rule.resource_type.label} resource "
+                f"(partctl acls add --cluster --operation {rule.operation.label} "
+                f"--allow-principal User:{user}, or a super user)")
         try:
             text = action()
         except Exception as exc:
@@ -327,6 +377,25 @@ class ClusterPage:
             return self._message(HTTPStatus.CONFLICT, "Not done", str(problem))
         self._forget()
         return self._message(HTTPStatus.OK, "Done", text)
+
+    def _login(self, header: str | None, client: str) -> str | None:
+        """The user whose credentials ``header`` carries; None (after the failed-login delay
+        for ``client``) when it carries none that are right. No header: None at once (the
+        browser asks again with the user's credentials)."""
+        if not header:
+            return None
+        found: list[str] = []
+
+        def verify() -> bool:
+            user = self._authenticated(header)
+            if user is not None:
+                found.append(user)
+            return user is not None
+
+        if not self.throttle.check(client, verify):
+            log.info("partctl ui: a failed login from %s", client)
+            return None
+        return found[0]
 
     def _authenticated(self, header: str) -> str | None:
         from broker.security.scram import MECHANISMS, ScramCredential, password_matches
@@ -433,7 +502,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         body = self.rfile.read(length) if length else b""
         headers = {k.lower(): v for k, v in self.headers.items()}
-        response = self.server.app.handle(self.command, self.path, headers, body)
+        response = self.server.app.handle(self.command, self.path, headers, body,
+                                          client=str(self.client_address[0]))
         self.send_response(response.status)
         for name, value in {**SECURITY_HEADERS, **response.headers}.items():
             self.send_header(name, value)
@@ -461,10 +531,17 @@ class _Server(ThreadingHTTPServer):
         super().__init__(address, _Handler)
 
 
-def serve(app: ClusterPage, host: str, port: int) -> ThreadingHTTPServer:
+def serve(app: ClusterPage, host: str, port: int, *,
+          allowed_hosts: Sequence[str] | None = None) -> ThreadingHTTPServer:
     """Listen on ``host:port`` (port 0: a free one; see ``server_address``) and serve ``app``
     from a daemon thread; ``shutdown()`` and ``server_close()`` stop it. OSError when the
-    address cannot be listened on."""
+    address cannot be listened on. ``allowed_hosts`` (``NAME[:PORT]``; empty: the defaults of
+    :func:`~partctl.webui.access.allowed_hosts`) become the app's Host allow-list; None
+    leaves the app's as it is."""
+    if allowed_hosts is not None:
+        access_hosts(allowed_hosts, (host, port))  # a malformed one: ValueError, unbound
     server = _Server((host, port), app)
+    if allowed_hosts is not None:
+        app.allowed_hosts = access_hosts(allowed_hosts, (host, server.server_address[1]))
     threading.Thread(target=server.serve_forever, name="partctl-ui", daemon=True).start()
     return server

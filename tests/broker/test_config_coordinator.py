@@ -56,7 +56,43 @@ def test_etcd_user_and_tls_files(password_file: str) -> None:
 def test_a_password_in_the_coordinator_url_is_not_shown_as_a_property() -> None:
     config = parse_config(
         f"broker.id=1\npartctl.coordinator=etcd://root:{SECRET}@127.0.0.1:2379/k\n").config
-    assert config.properties["partctl.coordinator"] == "etcd://***@127.0.0.1:2379/k"
+    assert "partctl.coordinator" not in config.properties
+    assert "partctl.coordinator" in config.sensitive_keys
+
+
+@pytest.mark.parametrize(("key", "value", "hidden"), [
+    ("zookeeper.connect", f"kafka:{SECRET}@127.0.0.1:2181/c", True),
+    ("zookeeper.connect", "127.0.0.1:2181,127.0.0.1:2182/c", False),
+    ("remote.log.storage.url", f"s3://bucket/p?secret_key={SECRET}", True),
+    ("remote.log.storage.url", f"s3://key:{SECRET}@bucket/p", True),
+    ("remote.log.storage.url", "file:///var/tier", False),
+    ("listener.name.x.plain.sasl.jaas.config", "anything", True),
+    ("listener.name.x.ssl.keystore.password", "", True),
+    ("ssl.truststore.password", SECRET, True),
+    ("num.partitions", f"x:{SECRET}@y", False),
+])
+def test_which_values_are_never_shown(key: str, value: str, hidden: bool) -> None:
+    from broker.security import hides_value
+
+    assert hides_value(key, value) is hidden
+
+
+def test_a_zookeeper_connect_with_credentials_is_a_sensitive_key() -> None:
+    config = parse_config(f"broker.id=1\nzookeeper.connect=kafka:{SECRET}@127.0.0.1:2181/c\n"
+                          "listeners=SASL_PLAINTEXT://:9092\n"
+                          "listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT\n"
+                          "inter.broker.listener.name=SASL_PLAINTEXT\n"
+                          "sasl.enabled.mechanisms=SCRAM-SHA-512\n"
+                          "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512\n"
+                          "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config="
+                          "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                          f'username="b" password="{SECRET}";\n').config
+    assert config.sensitive_keys == {
+        "zookeeper.connect", "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config"}
+    assert SECRET not in repr(dict(config.properties)) and SECRET not in repr(config)
+    plain = parse_config("broker.id=1\nzookeeper.connect=127.0.0.1:2181/c\n").config
+    assert plain.properties["zookeeper.connect"] == "127.0.0.1:2181/c"
+    assert not plain.sensitive_keys
 
 
 @pytest.mark.parametrize(("text", "message"), [

@@ -3,8 +3,8 @@ listener with SCRAM-SHA-512 for clients and brokers alike, the brokers' own user
 ``admin`` super users), driven by confluent-kafka: a principal without Write gets
 TOPIC_AUTHORIZATION_FAILED and nothing is appended; Metadata leaves out the topics it may not
 Describe; a PREFIXED ACL grants what it covers and no more; a DENY beats an ALLOW; group APIs
-check the group; an ACL created through one broker is enforced by every broker within
-moments; the throttle rates of a broker need AlterConfigs on the cluster; a KIP-848 regex
+check the group (OffsetCommit without Read on the group refuses every partition); an ACL
+created through one broker is enforced by every broker within moments; the throttle rates of a broker need AlterConfigs on the cluster; a KIP-848 regex
 subscription is assigned only the topics its principal may Describe."""
 
 from __future__ import annotations
@@ -570,3 +570,46 @@ def test_a_regex_subscription_is_assigned_only_topics_its_principal_may_describe
         assert described() == {mine, other}
     finally:
         consumer.close()
+
+
+def test_offset_commit_without_read_on_the_group_refuses_every_partition(cluster: AclCluster
+                                                                         ) -> None:
+    """Kafka's rule (handleOffsetCommitRequest): Read on the group is checked first, and
+    without it every partition of the answer is GROUP_AUTHORIZATION_FAILED, a topic the
+    principal may read, one it may not and one that does not exist alike; nothing is
+    committed."""
+    from kio.schema.offset_commit.v8.request import (
+        OffsetCommitRequest,
+        OffsetCommitRequestPartition,
+        OffsetCommitRequestTopic,
+    )
+    from kio.static.primitive import i64
+
+    readable, hidden = _topic(cluster), _topic(cluster)
+    missing = f"missing-{uuid.uuid4().hex[:8]}"
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    _allow(cluster, "User:carol", readable, AclOperation.READ)
+
+    def commit(*topics: str) -> OffsetCommitRequest:
+        return OffsetCommitRequest(
+            group_id=group, generation_id_or_member_epoch=i32(-1), member_id="",
+            group_instance_id=None, topics=tuple(OffsetCommitRequestTopic(name=t, partitions=(
+                OffsetCommitRequestPartition(partition_index=i32(0), committed_offset=i64(1),
+                                             committed_metadata=""),)) for t in topics))
+
+    for answer in _call_each(cluster, "carol", commit(readable, hidden, missing)):
+        found = {t.name: [p.error_code for p in t.partitions] for t in answer.topics}
+        assert found == {t: [ErrorCode.group_authorization_failed]
+                         for t in (readable, hidden, missing)}, found
+    checker = ck.Consumer({**cluster.conf("admin"), "group.id": group})
+    try:
+        left = checker.committed([ck.TopicPartition(readable, 0)], timeout=20)
+    finally:
+        checker.close()
+    assert left[0].offset == ck.OFFSET_INVALID
+    _allow(cluster, "User:carol", group, AclOperation.READ, rtype=ResourceType.GROUP)
+    answers = [a for a in _call_each(cluster, "carol", commit(readable, hidden))
+               if a.topics[0].partitions[0].error_code is not ErrorCode.not_coordinator]
+    assert len(answers) == 1, answers
+    found = {t.name: [p.error_code for p in t.partitions] for t in answers[0].topics}
+    assert found == {readable: [ErrorCode.none], hidden: [ErrorCode.topic_authorization_failed]}
