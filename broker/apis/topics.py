@@ -52,6 +52,7 @@ from broker.apis import Api, BrokerServices, RequestContext
 from broker.apis.admin_support import blocking, milliseconds, wait_for
 from broker.apis.topic_ids import ZERO, ensure_topic_ids, uuid_of
 from broker.metadata_cache import MetadataSnapshot
+from broker.open_files import replicas_by_broker, would_exceed
 from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
 from coordinator.admin import Admin, InvalidRequest, colliding_topics
@@ -61,6 +62,7 @@ from coordinator.assignment import (
     InvalidPartitions,
     InvalidReplicationFactor,
     assign_replicas,
+    start_index_for_added_partitions,
 )
 from coordinator.errors import CoordinatorError
 from coordinator.layout import validate_topic
@@ -146,8 +148,8 @@ class _Wanted:
 
 
 def _create_one(admin: Admin, services: BrokerServices, want: _Wanted, validate_only: bool,
-                existing: set[str], deleting: set[str], racks: dict[int, str | None]
-                ) -> Outcome:
+                existing: set[str], deleting: set[str], racks: dict[int, str | None],
+                pending: Counter[int]) -> Outcome:
     """Kafka's ZkAdminManager.createTopics for one topic (blocking)."""
     name = want.name
     if name in services.metadata.snapshot.topics or name in existing:
@@ -193,6 +195,10 @@ def _create_one(admin: Admin, services: BrokerServices, want: _Wanted, validate_
         validate_topic_config(overrides, broker_config)
     except InvalidConfig as exc:
         return _fail(ErrorCode.invalid_config, str(exc))
+    too_many = would_exceed(services.broker_id, services.metadata.snapshot, assignment, pending)
+    if too_many is not None:
+        return _fail(ErrorCode.policy_violation, too_many)
+    pending.update(replicas_by_broker(assignment.values()))
     replication = len(next(iter(assignment.values())))
     described = tuple(describe_config(overrides, broker_config))
     if validate_only:
@@ -265,10 +271,11 @@ def _create_all(services: BrokerServices, wanted: list[_Wanted], validate_only: 
     except CoordinatorError as exc:
         return {w.name: _fail(ErrorCode.unknown_server_error, str(exc)) for w in wanted}
     out = {}
+    pending: Counter[int] = Counter()  # replicas this request placed already, by broker
     for want in wanted:
         try:
             out[want.name] = _create_one(admin, services, want, validate_only, existing,
-                                         deleting, racks)
+                                         deleting, racks, pending)
         except CoordinatorError as exc:
             out[want.name] = _fail(ErrorCode.unknown_server_error, str(exc))
     return out
@@ -420,9 +427,9 @@ def _delete_response(ctx: RequestContext,
 # --- CreatePartitions -------------------------------------------------------------------------
 
 
-def _grow_one(admin: Admin, name: str, count: int,
+def _grow_one(admin: Admin, services: BrokerServices, name: str, count: int,
               assignments: list[tuple[int, ...]] | None, validate_only: bool,
-              registered: set[int], deleting: set[str]) -> Outcome:
+              registered: set[int], deleting: set[str], pending: Counter[int]) -> Outcome:
     """Kafka's ZkAdminManager.createPartitions for one topic (blocking)."""
     if name in deleting:
         return _fail(ErrorCode.invalid_topic_exception, "The topic is queued for deletion.")
@@ -475,6 +482,15 @@ def _grow_one(admin: Admin, name: str, count: int,
         return _fail(ErrorCode.invalid_replication_factor,
                      f"Replication factor: {rf} larger than available brokers: "
                      f"{len(registered)}.")
+    else:  # placed here as the admin path would, so the open-file check sees where
+        placed = _placed(admin, a.partitions, have, count, rf)
+        if isinstance(placed, Outcome):
+            return placed
+        explicit = placed
+    too_many = would_exceed(services.broker_id, services.metadata.snapshot, explicit, pending)
+    if too_many is not None:
+        return _fail(ErrorCode.policy_violation, too_many)
+    pending.update(replicas_by_broker(explicit.values()))
     if validate_only:
         return Outcome(partitions=tuple(range(count)), replication_factor=rf)
     try:
@@ -488,18 +504,37 @@ def _grow_one(admin: Admin, name: str, count: int,
     return Outcome(partitions=tuple(sorted(grown.partitions)), replication_factor=rf)
 
 
-def _grow_all(admin: Admin, wanted: list[tuple[str, int, list[tuple[int, ...]] | None]],
+def _placed(admin: Admin, partitions: Mapping[int, Sequence[int]], have: int, count: int,
+            rf: int) -> dict[int, tuple[int, ...]] | Outcome:
+    """The replicas of partitions ``have`` to ``count`` - 1, placed as Kafka places added
+    partitions (what :meth:`Admin.add_partitions` does without an assignment)."""
+    racks = {b: r.info.rack for b, r in admin.metadata.brokers().items()}
+    start = (start_index_for_added_partitions(racks, partitions[0][0]) if 0 in partitions
+             else None)
+    try:
+        added = assign_replicas(racks, count - have, rf, start_index=start,
+                                start_partition_id=have)
+    except ValueError as exc:
+        return _fail(ErrorCode.invalid_request, str(exc))
+    return {p: tuple(r) for p, r in added.items()}
+
+
+def _grow_all(services: BrokerServices,
+              wanted: list[tuple[str, int, list[tuple[int, ...]] | None]],
               validate_only: bool) -> dict[str, Outcome]:
+    admin = services.admin
+    assert admin is not None
     try:
         registered = set(admin.metadata.broker_ids())
         deleting = set(admin.metadata.topics_to_delete())
     except CoordinatorError as exc:
         return {n: _fail(ErrorCode.unknown_server_error, str(exc)) for n, _c, _a in wanted}
     out = {}
+    pending: Counter[int] = Counter()  # replicas this request placed already, by broker
     for name, count, assignments in wanted:
         try:
-            out[name] = _grow_one(admin, name, count, assignments, validate_only, registered,
-                                  deleting)
+            out[name] = _grow_one(admin, services, name, count, assignments, validate_only,
+                                  registered, deleting, pending)
         except CoordinatorError as exc:
             out[name] = _fail(ErrorCode.unknown_server_error, str(exc))
     return out
@@ -528,8 +563,7 @@ async def _create_partitions(ctx: RequestContext, request: Any) -> Any:
             wanted.append((topic.name, topic.count, assignments))
     validate_only = bool(request.validate_only)
     if wanted:
-        outcomes.update(await blocking(ctx, _grow_all, ctx.broker.admin, wanted,
-                                       validate_only))
+        outcomes.update(await blocking(ctx, _grow_all, ctx.broker, wanted, validate_only))
     outcomes = await _settle(ctx, milliseconds(request.timeout), validate_only, outcomes)
     module = response_module(CREATE_PARTITIONS, ctx.api_version)
     results = []
