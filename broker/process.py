@@ -327,7 +327,8 @@ class BrokerProcess:
             return self._error(str(exc))
         server = self.server = KafkaServer(config.listeners, registry,
                                            max_request_bytes=config.socket_request_max_bytes,
-                                           security=security)
+                                           security=security,
+                                           connections_max_idle_ms=config.connections_max_idle_ms)
         try:
             ports = await server.bind()
         except OSError as exc:

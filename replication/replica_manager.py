@@ -976,8 +976,12 @@ class ReplicaManager:
         while not self._ticker_stop.wait(interval):
             try:
                 self.tick()
-            except Exception:
-                log.exception("broker %d: periodic duties failed", self.broker_id)
+            except Exception as exc:
+                if out_of_descriptors(exc):
+                    _OUT_OF_FILES.warning("broker %d: periodic duties failed: %s (the open-file "
+                                          "limit)", self.broker_id, exc)
+                else:
+                    log.exception("broker %d: periodic duties failed", self.broker_id)
 
     def _stop_threads(self) -> None:
         self.fetcher.stop()
