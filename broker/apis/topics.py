@@ -25,7 +25,8 @@ have different replica counts, a broker twice, no replicas, partitions not numbe
 (stricter than Kafka, which does not look) a broker that is not registered,
 INVALID_REPLICA_ASSIGNMENT; more partitions than one topic may have here, or an assignment too
 large for one coordinator node, POLICY_VIOLATION (partctl's limit, which Kafka's ZooKeeper mode
-met as a failed write); a config Kafka's LogConfig refuses INVALID_CONFIG (the topic config
+met as a failed write), and so is an assignment that would take a broker past its share of the
+open-file limit (:mod:`broker.open_files`; Kafka has no such check); a config Kafka's LogConfig refuses INVALID_CONFIG (the topic config
 library's rules; from version 5 a created topic's answer lists its configs). DeleteTopics:
 ``delete.topic.enable=false`` answers TOPIC_DELETION_DISABLED (INVALID_REQUEST before version
 3); a topic the metadata cache does not know UNKNOWN_TOPIC_OR_PARTITION, an id it cannot
@@ -34,7 +35,9 @@ twice INVALID_REQUEST, being deleted INVALID_TOPIC_EXCEPTION, being reassigned
 REASSIGNMENT_IN_PROGRESS, unknown UNKNOWN_TOPIC_OR_PARTITION, a count not above the current one
 INVALID_PARTITIONS, an assignment with unknown brokers, another number of partitions than
 added, no replicas, a broker twice or another replica count than partition 0's
-INVALID_REPLICA_ASSIGNMENT.
+INVALID_REPLICA_ASSIGNMENT, one past a broker's share of the open-file limit POLICY_VIOLATION
+(without an assignment, the new partitions are placed here as the admin path places them, so
+the check sees where they go).
 """
 
 from __future__ import annotations
