@@ -39,9 +39,9 @@ from dataclasses import dataclass
 
 from broker.metadata_cache import MetadataSnapshot
 
-__all__ = ["DESCRIPTORS_PER_PARTITION", "PARTITION_SHARE", "RESERVED", "OpenFileLimit",
-           "open_descriptors", "open_file_limit", "partition_budget", "raise_open_file_limit",
-           "refusal", "replicas_by_broker", "would_exceed"]
+__all__ = ["DESCRIPTORS_PER_PARTITION", "PARTITION_SHARE", "RESERVED", "Budget",
+           "OpenFileLimit", "open_descriptors", "open_file_limit", "partition_budget",
+           "raise_open_file_limit", "refusal", "replicas_by_broker"]
 
 log = logging.getLogger("partctl.broker")
 
@@ -150,19 +150,36 @@ def refusal(limit: int | None, held: Mapping[int, int], adding: Mapping[int, int
     return None
 
 
-def would_exceed(broker_id: int, snapshot: MetadataSnapshot,
-                 assignment: Mapping[int, Sequence[int]],
-                 pending: Mapping[int, int] | None = None) -> str | None:
-    """:func:`refusal` for the broker ``broker_id`` handling a request to add ``assignment``
-    (partition -> replicas), with ``pending`` replicas by broker that the same request added
-    already, against this process's limit (blocking: counts the descriptors open)."""
-    held = Counter({b: n * DESCRIPTORS_PER_PARTITION for b, n in replicas_by_broker(
-        p.replicas for partitions in snapshot.topics.values()
-        for p in partitions.values()).items()})
-    for broker, count in (pending or {}).items():
-        held[broker] += count * DESCRIPTORS_PER_PARTITION
-    mine = open_descriptors()
-    if mine is not None:
-        held[broker_id] = max(held[broker_id], mine + DESCRIPTORS_PER_PARTITION * (
-            pending or {}).get(broker_id, 0))
-    return refusal(open_file_limit(), held, replicas_by_broker(assignment.values()))
+class Budget:
+    """The descriptors each broker holds for partitions, taken once for one request:
+    :meth:`admit` checks an assignment against this process's limit and, when it fits,
+    counts it as held, so the next topic of the same request sees it."""
+
+    __slots__ = ("held", "limit")
+
+    def __init__(self, limit: int | None, held: Mapping[int, int]) -> None:
+        self.limit = limit
+        self.held: Counter[int] = Counter(held)
+
+    @classmethod
+    def now(cls, broker_id: int, snapshot: MetadataSnapshot) -> Budget:
+        """Three descriptors per replica the metadata cache places on each broker; for
+        ``broker_id``, the broker asked, the descriptors its process has open when that is more
+        (blocking: counts them)."""
+        held = Counter({b: n * DESCRIPTORS_PER_PARTITION for b, n in replicas_by_broker(
+            p.replicas for partitions in snapshot.topics.values()
+            for p in partitions.values()).items()})
+        mine = open_descriptors()
+        if mine is not None:
+            held[broker_id] = max(held[broker_id], mine)
+        return cls(open_file_limit(), held)
+
+    def admit(self, assignment: Mapping[int, Sequence[int]]) -> str | None:
+        """Why ``assignment`` (partition -> replicas) must be refused (:func:`refusal`), or
+        None, and then its replicas count as held from now on."""
+        adding = replicas_by_broker(assignment.values())
+        why = refusal(self.limit, self.held, adding)
+        if why is None:
+            for broker, count in adding.items():
+                self.held[broker] += count * DESCRIPTORS_PER_PARTITION
+        return why

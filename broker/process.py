@@ -64,7 +64,7 @@ from broker.metadata_cache import MetadataCache, ObservingHandler
 from broker.metrics.collector import KafkaCollector
 from broker.metrics.server import MetricsServer
 from broker.metrics.traffic import RequestTimes, TopicTraffic
-from broker.open_files import raise_open_file_limit, would_exceed
+from broker.open_files import Budget, raise_open_file_limit
 from broker.purgatory import Purgatory
 from broker.security.authorizer import Authorizer
 from broker.security.client import Connector
@@ -181,7 +181,8 @@ class BrokerProcess:
                                              partitions, replication_factor)
             except ValueError as exc:
                 raise InvalidRequest(str(exc)) from None
-            too_many = would_exceed(self.config.broker_id, self.metadata.snapshot, assignment)
+            too_many = Budget.now(self.config.broker_id, self.metadata.snapshot).admit(
+                assignment)
             if too_many is not None:
                 log.info("not creating topic %s: %s", name, too_many)
                 return ErrorCode.policy_violation

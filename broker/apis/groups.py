@@ -34,7 +34,7 @@ from broker.apis.cluster import NOT_ASKED
 from broker.groups.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from broker.groups.group import CommittedOffset
 from broker.groups.records import partition_for
-from broker.open_files import would_exceed
+from broker.open_files import Budget
 from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
 from coordinator.admin import InvalidRequest
@@ -122,8 +122,8 @@ def _create_offsets_topic(ctx: RequestContext, groups: GroupCoordinator) -> None
         try:
             racks = {b: r.info.rack for b, r in admin.metadata.brokers().items()}
             assignment = assign_replicas(racks, config.offsets_topic_num_partitions, replication)
-            too_many = would_exceed(ctx.broker.broker_id, ctx.broker.metadata.snapshot,
-                                    assignment)
+            too_many = Budget.now(ctx.broker.broker_id,
+                                  ctx.broker.metadata.snapshot).admit(assignment)
             if too_many is not None:
                 log.warning("not creating %s: %s", OFFSETS_TOPIC, too_many)
                 return

@@ -55,7 +55,7 @@ from broker.apis import Api, BrokerServices, RequestContext
 from broker.apis.admin_support import blocking, milliseconds, wait_for
 from broker.apis.topic_ids import ZERO, ensure_topic_ids, uuid_of
 from broker.metadata_cache import MetadataSnapshot
-from broker.open_files import replicas_by_broker, would_exceed
+from broker.open_files import Budget
 from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
 from coordinator.admin import Admin, InvalidRequest, colliding_topics
@@ -152,7 +152,7 @@ class _Wanted:
 
 def _create_one(admin: Admin, services: BrokerServices, want: _Wanted, validate_only: bool,
                 existing: set[str], deleting: set[str], racks: dict[int, str | None],
-                pending: Counter[int]) -> Outcome:
+                budget: Budget) -> Outcome:
     """Kafka's ZkAdminManager.createTopics for one topic (blocking)."""
     name = want.name
     if name in services.metadata.snapshot.topics or name in existing:
@@ -198,10 +198,9 @@ def _create_one(admin: Admin, services: BrokerServices, want: _Wanted, validate_
         validate_topic_config(overrides, broker_config)
     except InvalidConfig as exc:
         return _fail(ErrorCode.invalid_config, str(exc))
-    too_many = would_exceed(services.broker_id, services.metadata.snapshot, assignment, pending)
+    too_many = budget.admit(assignment)
     if too_many is not None:
         return _fail(ErrorCode.policy_violation, too_many)
-    pending.update(replicas_by_broker(assignment.values()))
     replication = len(next(iter(assignment.values())))
     described = tuple(describe_config(overrides, broker_config))
     if validate_only:
@@ -274,11 +273,11 @@ def _create_all(services: BrokerServices, wanted: list[_Wanted], validate_only: 
     except CoordinatorError as exc:
         return {w.name: _fail(ErrorCode.unknown_server_error, str(exc)) for w in wanted}
     out = {}
-    pending: Counter[int] = Counter()  # replicas this request placed already, by broker
+    budget = Budget.now(services.broker_id, services.metadata.snapshot)
     for want in wanted:
         try:
             out[want.name] = _create_one(admin, services, want, validate_only, existing,
-                                         deleting, racks, pending)
+                                         deleting, racks, budget)
         except CoordinatorError as exc:
             out[want.name] = _fail(ErrorCode.unknown_server_error, str(exc))
     return out
@@ -430,9 +429,9 @@ def _delete_response(ctx: RequestContext,
 # --- CreatePartitions -------------------------------------------------------------------------
 
 
-def _grow_one(admin: Admin, services: BrokerServices, name: str, count: int,
+def _grow_one(admin: Admin, name: str, count: int,
               assignments: list[tuple[int, ...]] | None, validate_only: bool,
-              registered: set[int], deleting: set[str], pending: Counter[int]) -> Outcome:
+              registered: set[int], deleting: set[str], budget: Budget) -> Outcome:
     """Kafka's ZkAdminManager.createPartitions for one topic (blocking)."""
     if name in deleting:
         return _fail(ErrorCode.invalid_topic_exception, "The topic is queued for deletion.")
@@ -490,10 +489,9 @@ def _grow_one(admin: Admin, services: BrokerServices, name: str, count: int,
         if isinstance(placed, Outcome):
             return placed
         explicit = placed
-    too_many = would_exceed(services.broker_id, services.metadata.snapshot, explicit, pending)
+    too_many = budget.admit(explicit)
     if too_many is not None:
         return _fail(ErrorCode.policy_violation, too_many)
-    pending.update(replicas_by_broker(explicit.values()))
     if validate_only:
         return Outcome(partitions=tuple(range(count)), replication_factor=rf)
     try:
@@ -533,11 +531,11 @@ def _grow_all(services: BrokerServices,
     except CoordinatorError as exc:
         return {n: _fail(ErrorCode.unknown_server_error, str(exc)) for n, _c, _a in wanted}
     out = {}
-    pending: Counter[int] = Counter()  # replicas this request placed already, by broker
+    budget = Budget.now(services.broker_id, services.metadata.snapshot)
     for name, count, assignments in wanted:
         try:
-            out[name] = _grow_one(admin, services, name, count, assignments, validate_only,
-                                  registered, deleting, pending)
+            out[name] = _grow_one(admin, name, count, assignments, validate_only, registered,
+                                  deleting, budget)
         except CoordinatorError as exc:
             out[name] = _fail(ErrorCode.unknown_server_error, str(exc))
     return out

@@ -10,7 +10,7 @@ import pytest
 
 from broker.config import ConfigError, parse_config
 from broker.connection_limits import idle_among, sweep_interval
-from broker.open_files import partition_budget, refusal
+from broker.open_files import Budget, partition_budget, refusal
 from replication.log_throttle import ThrottledLog, out_of_descriptors
 
 BASE = "broker.id=1\nzookeeper.connect=127.0.0.1:2181\n"
@@ -43,6 +43,16 @@ def test_a_broker_past_its_share_is_refused_naming_the_limit_and_what_fits() -> 
     assert refusal(20_000, {1: 15_936}, {2: 100, 1: 0}) is None
     assert "Broker 2" in (refusal(20_000, {2: 15_936}, {1: 1, 2: 1}) or "")
     assert refusal(None, {}, {1: 10**9}) is None  # no limit
+
+
+def test_a_budget_counts_what_one_request_admitted_already() -> None:
+    budget = Budget(20_000, {1: 300})
+    first = {p: (1, 2) for p in range(5_000)}
+    assert budget.admit(first) is None
+    assert budget.held[1] == 300 + 15_000 and budget.held[2] == 15_000
+    refused = budget.admit({p: (1,) for p in range(300)})
+    assert refused is not None and "212 more partition replica(s) fit" in refused
+    assert budget.held[1] == 15_300  # a refused assignment is not counted
 
 
 def test_a_throttled_log_writes_one_line_per_interval_with_the_count_left_out(
