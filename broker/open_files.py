@@ -9,7 +9,8 @@ anything. Kafka has no guard against this (its brokers fail the same way); partc
 the request that would get there.
 
 At start the broker raises its soft ``RLIMIT_NOFILE`` to the hard limit, as Kafka's JVM does
-(``-XX:+MaxFDLimit``), and logs the limit once (:func:`raise_open_file_limit`).
+(``-XX:+MaxFDLimit``), and logs the limit once it serves (:func:`raise_open_file_limit`,
+:func:`log_open_file_limit`).
 
 CreateTopics, CreatePartitions and the creation of topics on a client's request
 (``auto.create.topics.enable``, ``__consumer_offsets``) are refused with POLICY_VIOLATION
@@ -40,8 +41,8 @@ from dataclasses import dataclass
 from broker.metadata_cache import MetadataSnapshot
 
 __all__ = ["DESCRIPTORS_PER_PARTITION", "PARTITION_SHARE", "RESERVED", "Budget",
-           "OpenFileLimit", "open_descriptors", "open_file_limit", "partition_budget",
-           "raise_open_file_limit", "refusal", "replicas_by_broker"]
+           "OpenFileLimit", "log_open_file_limit", "open_descriptors", "open_file_limit",
+           "partition_budget", "raise_open_file_limit", "refusal", "replicas_by_broker"]
 
 log = logging.getLogger("partctl.broker")
 
@@ -77,7 +78,8 @@ def _nr_open() -> int | None:
 
 def raise_open_file_limit() -> OpenFileLimit:
     """Raise the soft open-file limit to the hard one (to the system's ``nr_open`` when the
-    hard one is unlimited) and log the limit in force once."""
+    hard one is unlimited); the limits, to log once the broker serves
+    (:func:`log_open_file_limit`: a broker that fails to start says one line only)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = _finite(hard)
     if target is None:
@@ -85,19 +87,23 @@ def raise_open_file_limit() -> OpenFileLimit:
     if target is not None and (_finite(soft) is not None and soft < target):
         try:
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-        except (OSError, ValueError) as exc:
-            log.warning("cannot raise the open-file limit from %d to %d: %s", soft, target, exc)
+        except (OSError, ValueError):
+            pass  # left as it was: the log line says so
     now, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    limit = _finite(now)
+    return OpenFileLimit(soft=now, hard=hard, was=soft)
+
+
+def log_open_file_limit(limits: OpenFileLimit) -> None:
+    """One line: the open-file limit in force, and what partitions may hold of it."""
+    limit = _finite(limits.soft)
     if limit is None:
         log.info("open-file limit: unlimited")
-    else:
-        log.info("open-file limit: %d (hard limit %s%s); partitions may hold %d descriptors, "
-                 "%d partitions at %d each", limit, _finite(hard) or "unlimited",
-                 f", raised from {soft}" if soft != now else "", partition_budget(limit),
-                 partition_budget(limit) // DESCRIPTORS_PER_PARTITION,
-                 DESCRIPTORS_PER_PARTITION)
-    return OpenFileLimit(soft=now, hard=hard, was=soft)
+        return
+    budget = partition_budget(limit)
+    log.info("open-file limit: %d (hard limit %s%s); partitions may hold %d descriptors, "
+             "%d partitions at %d each", limit, _finite(limits.hard) or "unlimited",
+             f", raised from {limits.was}" if limits.was != limit else "", budget,
+             budget // DESCRIPTORS_PER_PARTITION, DESCRIPTORS_PER_PARTITION)
 
 
 def open_file_limit() -> int | None:

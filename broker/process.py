@@ -64,7 +64,7 @@ from broker.metadata_cache import MetadataCache, ObservingHandler
 from broker.metrics.collector import KafkaCollector
 from broker.metrics.server import MetricsServer
 from broker.metrics.traffic import RequestTimes, TopicTraffic
-from broker.open_files import Budget, raise_open_file_limit
+from broker.open_files import Budget, log_open_file_limit, raise_open_file_limit
 from broker.purgatory import Purgatory
 from broker.security.authorizer import Authorizer
 from broker.security.client import Connector
@@ -311,7 +311,7 @@ class BrokerProcess:
 
     async def _main(self) -> int:
         config = self.config
-        raise_open_file_limit()
+        limits = raise_open_file_limit()
         loop = asyncio.get_running_loop()
         self._stop = loop.create_future()
         self._at_once = asyncio.Event()
@@ -431,6 +431,7 @@ class BrokerProcess:
         await self._await_first_metadata()
         server.gate.set()
         if not self._stop.done():
+            log_open_file_limit(limits)
             if self.metrics is not None:
                 print(f"partctl broker {config.broker_id}: metrics on {self.metrics.url}",
                       file=self.err, flush=True)
