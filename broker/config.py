@@ -200,6 +200,7 @@ _KEYS: dict[str, _Key] = {
     "log.cleaner.min.compaction.lag.ms": _Key(_LONG, at_least=0),
     "log.cleaner.max.compaction.lag.ms": _Key(_LONG, at_least=1),
     "socket.request.max.bytes": _Key(_INT, at_least=1),
+    "connections.max.idle.ms": _Key(_LONG, at_least=-1),
     "controlled.shutdown.enable": _Key(_boolean),
     "controlled.shutdown.max.retries": _Key(_INT, at_least=0),
     "controlled.shutdown.retry.backoff.ms": _Key(_LONG, at_least=0),
@@ -383,6 +384,9 @@ class BrokerConfig:
     log_cleaner_min_compaction_lag_ms: int = 0
     log_cleaner_max_compaction_lag_ms: int = (1 << 63) - 1
     socket_request_max_bytes: int = 100 * 1024 * 1024
+    connections_max_idle_ms: int = 600_000
+    """A connection with no request read and no response written for this long is closed
+    (one holding part of a request too); -1: never."""
     controlled_shutdown_enable: bool = True
     controlled_shutdown_max_retries: int = 3
     controlled_shutdown_retry_backoff_ms: int = 5_000
@@ -557,10 +561,10 @@ CONTROLLER_KEYS = frozenset({
     "partctl.coordinator", "zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms",
     "unclean.leader.election.enable", "auto.leader.rebalance.enable", "delete.topic.enable",
     "leader.imbalance.check.interval.seconds", "leader.imbalance.per.broker.percentage",
-    "socket.request.max.bytes", "partctl.state.change.log.file", "zookeeper.set.acl",
-    "zookeeper.digest.user", "zookeeper.digest.password.file", "etcd.user",
-    "etcd.password.file", "etcd.ssl.cafile", "etcd.ssl.certfile", "etcd.ssl.keyfile",
-    "metrics.listener",
+    "socket.request.max.bytes", "connections.max.idle.ms", "partctl.state.change.log.file",
+    "zookeeper.set.acl", "zookeeper.digest.user", "zookeeper.digest.password.file",
+    "etcd.user", "etcd.password.file", "etcd.ssl.cafile", "etcd.ssl.certfile",
+    "etcd.ssl.keyfile", "metrics.listener",
 })
 """The keys a controller-only process applies (``node.id`` is read as ``broker.id``)."""
 
@@ -762,6 +766,7 @@ def _build(values: dict[str, Any], raw: dict[str, str], source: str,
         log_cleaner_max_compaction_lag_ms=get("log.cleaner.max.compaction.lag.ms",
                                               (1 << 63) - 1),
         socket_request_max_bytes=get("socket.request.max.bytes", 100 * 1024 * 1024),
+        connections_max_idle_ms=get("connections.max.idle.ms", 600_000),
         controlled_shutdown_enable=get("controlled.shutdown.enable", True),
         controller_candidate=get("partctl.controller.candidate", True),
         state_change_log_file=get("partctl.state.change.log.file", None),

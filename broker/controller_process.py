@@ -160,7 +160,8 @@ class ControllerProcess:
             return self._error(str(exc))
         server = KafkaServer(config.listeners, registry,
                              max_request_bytes=config.socket_request_max_bytes,
-                             security=security)
+                             security=security,
+                             connections_max_idle_ms=config.connections_max_idle_ms)
         try:
             ports = await server.bind()
         except OSError as exc:

@@ -64,6 +64,7 @@ from broker.metadata_cache import MetadataCache, ObservingHandler
 from broker.metrics.collector import KafkaCollector
 from broker.metrics.server import MetricsServer
 from broker.metrics.traffic import RequestTimes, TopicTraffic
+from broker.open_files import Budget, log_open_file_limit, raise_open_file_limit
 from broker.purgatory import Purgatory
 from broker.security.authorizer import Authorizer
 from broker.security.client import Connector
@@ -72,6 +73,7 @@ from broker.security.sasl import listener_auth
 from broker.security.tls import TlsError
 from broker.server import KafkaServer
 from coordinator.admin import Admin, InvalidRequest
+from coordinator.assignment import assign_replicas
 from coordinator.codecs import BrokerInfo, TopicPartition
 from coordinator.errors import CoordinatorError
 from coordinator.metadata import MetadataClient, TopicExists
@@ -164,16 +166,27 @@ class BrokerProcess:
 
     def _create_topic(self, name: str, partitions: int, replication_factor: int) -> ErrorCode:
         """Create ``name`` as an admin would (runs off the loop). The Metadata answer for a topic
-        just created is LEADER_NOT_AVAILABLE: its leaders are elected next."""
+        just created is LEADER_NOT_AVAILABLE: its leaders are elected next; one that would take
+        a broker past its open-file share (:mod:`broker.open_files`) is POLICY_VIOLATION."""
         node = self.node
         assert node is not None and node.coordinator is not None
         try:
-            brokers = MetadataClient(node.coordinator).broker_ids()
+            brokers = MetadataClient(node.coordinator).brokers()
             if replication_factor > len(brokers):
                 log.info("not creating topic %s: replication factor %d larger than the %d "
                          "broker(s) registered", name, replication_factor, len(brokers))
                 return ErrorCode.invalid_replication_factor
-            Admin(node.coordinator).create_topic(name, partitions, replication_factor)
+            try:
+                assignment = assign_replicas({b: r.info.rack for b, r in brokers.items()},
+                                             partitions, replication_factor)
+            except ValueError as exc:
+                raise InvalidRequest(str(exc)) from None
+            too_many = Budget.now(self.config.broker_id, self.metadata.snapshot).admit(
+                assignment)
+            if too_many is not None:
+                log.info("not creating topic %s: %s", name, too_many)
+                return ErrorCode.policy_violation
+            Admin(node.coordinator).create_topic(name, assignment=assignment)
             log.info("created topic %s (%d partitions, replication factor %d) on a client's "
                      "request", name, partitions, replication_factor)
         except TopicExists:
@@ -298,6 +311,7 @@ class BrokerProcess:
 
     async def _main(self) -> int:
         config = self.config
+        limits = raise_open_file_limit()
         loop = asyncio.get_running_loop()
         self._stop = loop.create_future()
         self._at_once = asyncio.Event()
@@ -314,7 +328,8 @@ class BrokerProcess:
             return self._error(str(exc))
         server = self.server = KafkaServer(config.listeners, registry,
                                            max_request_bytes=config.socket_request_max_bytes,
-                                           security=security)
+                                           security=security,
+                                           connections_max_idle_ms=config.connections_max_idle_ms)
         try:
             ports = await server.bind()
         except OSError as exc:
@@ -416,6 +431,7 @@ class BrokerProcess:
         await self._await_first_metadata()
         server.gate.set()
         if not self._stop.done():
+            log_open_file_limit(limits)
             if self.metrics is not None:
                 print(f"partctl broker {config.broker_id}: metrics on {self.metrics.url}",
                       file=self.err, flush=True)

@@ -27,6 +27,11 @@ client, which re-authenticates on the same connection (SaslHandshake v1 and Sasl
 answered in order with its other requests, as the same principal); a request after the
 session's end closes the connection.
 
+A connection that neither completes a request nor receives a response for
+``connections.max.idle.ms`` is closed, one holding part of a request too; descriptors running
+out fail an accept (asyncio retries it a second later) or a request, one log line per interval
+(:mod:`broker.connection_limits`).
+
 Fetch responses carry their records as :class:`~replication.log.LogSlice` parts, sent with
 ``loop.sendfile`` (``os.sendfile`` on plaintext sockets), the rest of the frame around them
 with the transport, TCP_CORK holding the pieces together where the platform has it; on a TLS
@@ -60,6 +65,7 @@ from broker.apis import (
 )
 from broker.apis import versions as api_versions
 from broker.config import Listener
+from broker.connection_limits import expire_idle, guard_out_of_descriptors, log_failure
 from broker.metrics.traffic import RequestTimes
 from broker.security.client import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from broker.security.sasl import ListenerAuth, SaslFailed, SaslSession
@@ -116,25 +122,6 @@ async def _write_in_pieces(writer: asyncio.StreamWriter, data: bytes) -> None:
 
 
 _CLOSE = object()
-_FAILURES_SEEN: set[tuple[str, type, str]] = set()
-
-
-def handler_failed(peer: str, what: str, exc: BaseException) -> None:
-    """An unexpected error answering a request: the connection closes (as Kafka closes it).
-    The first of each kind (where, type, place raised) is logged with its traceback, as a bug
-    to fix; the same again is one line, so that a client repeating a request that trips it
-    cannot fill the log with tracebacks."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    place = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}" if tb is not None else "?"
-    key = (what.split(" v")[0], type(exc), place)
-    if key in _FAILURES_SEEN or len(_FAILURES_SEEN) >= 1000:
-        log.error("closing %s: %s failed: %s: %s (again)", peer, what, type(exc).__name__,
-                  str(exc)[:200])
-        return
-    _FAILURES_SEEN.add(key)
-    log.error("closing %s: %s failed", peer, what, exc_info=exc)
 
 
 class _Connection:
@@ -158,6 +145,10 @@ class _Connection:
         self.closing_after = False
         self.sending: asyncio.Event | None = None
         """Set once the response being written (if any) is written and counted."""
+        self.active = time.monotonic()
+        """When a request last came in whole or a response went out (idle expiry)."""
+        self.answering = False
+        """Whether the writer waits for a handler's answer (not idle meanwhile)."""
         auth = server.security.get(listener)
         self.auth = auth
         if auth is not None and auth.ssl_context is not None:
@@ -198,6 +189,13 @@ class _Connection:
             self._drop_pending()
             self.writer.close()
 
+    def busy(self) -> bool:
+        return self.answering
+
+    def expire(self) -> None:
+        """Close at once (idle expiry): a client that reads nothing holds no write back."""
+        self.writer.transport.abort()
+
     def _drop_pending(self) -> None:
         while not self.queue.empty():
             entry = self.queue.get_nowait()
@@ -224,9 +222,11 @@ class _Connection:
                         self.peer, size, limit)
             return None
         try:
-            return await self.reader.readexactly(size)
+            frame = await self.reader.readexactly(size)
         except (asyncio.IncompleteReadError, ConnectionError):
             return None
+        self.active = time.monotonic()
+        return frame
 
     async def _answer(self, correlation_id: int, response: Any) -> None:
         await self._send(encode_response(correlation_id, response))
@@ -248,6 +248,7 @@ class _Connection:
                     return False
                 self.writer.write(SIZE.pack(len(token)) + token)
                 await self.writer.drain()
+                self.active = time.monotonic()
                 if session.complete:
                     return self._authenticated(session)
                 continue
@@ -394,6 +395,7 @@ class _Connection:
                 frame = await self.reader.readexactly(size)
             except (asyncio.IncompleteReadError, ConnectionError):
                 return False
+            self.active = time.monotonic()
             await self.slots.acquire()
             if self.auth is not None and self.auth.sasl is not None:
                 try:
@@ -428,7 +430,12 @@ class _Connection:
             ctx, result = entry
             try:
                 if inspect.isawaitable(result):
-                    result = await result
+                    self.answering = True
+                    try:
+                        result = await result
+                    finally:
+                        self.answering = False
+                        self.active = time.monotonic()
                 if result is CLOSE_CONNECTION:
                     return
                 if result is not NO_RESPONSE:
@@ -447,7 +454,8 @@ class _Connection:
             except (ConnectionError, asyncio.CancelledError):
                 raise
             except Exception as exc:
-                handler_failed(self.peer, f"answering api {ctx.api_key if ctx else '?'}", exc)
+                log_failure(exc, "closing %s: answering api %s failed", self.peer,
+                            ctx.api_key if ctx is not None else "?")
                 return
             finally:
                 if ctx is not None:
@@ -464,6 +472,7 @@ class _Connection:
                 for chunk in encoded.chunks():
                     await _write_in_pieces(writer, chunk)  # type: ignore[arg-type]
             await writer.drain()
+            self.active = time.monotonic()
             return
         transport = writer.transport
         if transport.get_extra_info("sslcontext") is not None:
@@ -472,6 +481,7 @@ class _Connection:
             for chunk in encoded.chunks():
                 writer.write(chunk.read() if type(chunk) is LogSlice else chunk)
             await writer.drain()
+            self.active = time.monotonic()
             return
         sock = transport.get_extra_info("socket")
         corked = _CORK is not None and sock is not None
@@ -489,6 +499,7 @@ class _Connection:
                 elif chunk:
                     await _write_in_pieces(writer, chunk)
             await writer.drain()
+            self.active = time.monotonic()
         finally:
             if corked and not transport.is_closing():
                 with contextlib.suppress(OSError):
@@ -505,7 +516,8 @@ class KafkaServer:
 
     def __init__(self, listeners: Sequence[Listener], registry: ApiRegistry, *,
                  max_request_bytes: int,
-                 security: Mapping[str, ListenerAuth] | None = None) -> None:
+                 security: Mapping[str, ListenerAuth] | None = None,
+                 connections_max_idle_ms: int = -1) -> None:
         self.listeners = tuple(listeners)
         self.security: Mapping[str, ListenerAuth] = dict(security or {})
         """Per listener name: its TLS context and SASL settings (absent: plaintext)."""
@@ -516,6 +528,10 @@ class KafkaServer:
         self.ungated: frozenset[int] = frozenset()
         self._servers: dict[str, asyncio.Server] = {}
         self._connections: set[asyncio.Task] = set()
+        self._open: set[_Connection] = set()
+        self.connections_max_idle_ms = connections_max_idle_ms
+        """Idle connections are closed after this long (negative: never)."""
+        self._expiry: asyncio.Task | None = None
         self.request_times: RequestTimes | None = None
         """Where answered requests are counted with their total time (the metrics); None:
         they are not."""
@@ -559,6 +575,10 @@ class KafkaServer:
     async def start_serving(self) -> None:
         if self.services is None:
             raise RuntimeError("no broker services to serve")
+        guard_out_of_descriptors(asyncio.get_running_loop())
+        if self.connections_max_idle_ms >= 0 and self._expiry is None:
+            self._expiry = asyncio.create_task(
+                expire_idle(lambda: self._open, self.connections_max_idle_ms))
         for server in self._servers.values():
             await server.start_serving()
 
@@ -567,15 +587,18 @@ class KafkaServer:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
+        connection = _Connection(self, listener, reader, writer)
+        self._open.add(connection)
         try:
-            await _Connection(self, listener, reader, writer).run()
+            await connection.run()
         except asyncio.CancelledError:
             # close() ends connections so; ending the task normally keeps asyncio's stream
             # callback (which asks a finished connection task for its exception) quiet
             pass
-        except Exception:
-            log.exception("connection on %s failed", listener)
+        except Exception as exc:
+            log_failure(exc, "connection on %s failed", listener)
         finally:
+            self._open.discard(connection)
             self._connections.discard(task)
 
     def dispatch(self, frame: bytes, listener: str, peer: str, *,
@@ -609,7 +632,7 @@ class KafkaServer:
         try:
             return ctx, api.handle(ctx, request)
         except Exception as exc:
-            handler_failed(peer, f"{api.name} v{version}", exc)
+            log_failure(exc, "closing %s: %s v%d failed", peer, api.name, version)
             ctx.close_slices()
             return _CLOSE
 
@@ -623,6 +646,11 @@ class KafkaServer:
 
     async def close(self) -> None:
         """Stop accepting and close every connection (parked requests are dropped)."""
+        if self._expiry is not None:
+            self._expiry.cancel()
+            with contextlib.suppress(BaseException):
+                await self._expiry
+            self._expiry = None
         for server in self._servers.values():
             server.close()
         for task in list(self._connections):

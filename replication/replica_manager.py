@@ -53,6 +53,7 @@ from replication.errors import (
 from replication.fetcher import ReplicaFetcher
 from replication.isr import IsrChangeBatcher, IsrStore, LocalIsrStore
 from replication.log import Log, LogSlice
+from replication.log_throttle import ThrottledLog, out_of_descriptors
 from replication.partition import IsrCounts, Partition, ProduceFuture, ReplicaStatus, Role
 from replication.protocol import (
     ACKS_ALL,
@@ -102,6 +103,8 @@ from statemachines.state_change import log_fenced
 __all__ = ["ReplicaManager"]
 
 log = logging.getLogger(__name__)
+_OUT_OF_FILES = ThrottledLog(log)
+"""Logs the logs that cannot open for want of descriptors: once per interval, no traceback."""
 
 LEADER_DURING_DELETE = -2  # UpdateMetadata's leader for a partition being deleted
 
@@ -572,8 +575,12 @@ class ReplicaManager:
                     clock=self.clock.now_ms,
                     producer_id_expiration_ms=self.config.producer_id_expiration_ms,
                 )
-            except (StorageError, OSError, ValueError):
-                log.exception("broker %d cannot open the log of %s", self.broker_id, tp)
+            except (StorageError, OSError, ValueError) as exc:
+                if out_of_descriptors(exc):  # one line per interval, not one per partition
+                    _OUT_OF_FILES.warning("broker %d cannot open the log of %s: %s (the "
+                                          "open-file limit)", self.broker_id, tp, exc)
+                else:
+                    log.exception("broker %d cannot open the log of %s", self.broker_id, tp)
                 return ErrorCode.KAFKA_STORAGE_ERROR
             partition = self._partitions[tp] = self._new_partition(tp, log_, 0)
         if entry.leader == self.broker_id:
@@ -979,8 +986,12 @@ class ReplicaManager:
         while not self._ticker_stop.wait(interval):
             try:
                 self.tick()
-            except Exception:
-                log.exception("broker %d: periodic duties failed", self.broker_id)
+            except Exception as exc:
+                if out_of_descriptors(exc):
+                    _OUT_OF_FILES.warning("broker %d: periodic duties failed: %s (the open-file "
+                                          "limit)", self.broker_id, exc)
+                else:
+                    log.exception("broker %d: periodic duties failed", self.broker_id)
 
     def _stop_threads(self) -> None:
         self.fetcher.stop()

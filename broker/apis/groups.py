@@ -34,9 +34,11 @@ from broker.apis.cluster import NOT_ASKED
 from broker.groups.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from broker.groups.group import CommittedOffset
 from broker.groups.records import partition_for
+from broker.open_files import Budget
 from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
 from coordinator.admin import InvalidRequest
+from coordinator.assignment import assign_replicas
 from coordinator.codecs import TopicPartition
 from coordinator.errors import CoordinatorError
 from coordinator.metadata import TopicExists
@@ -118,7 +120,14 @@ def _create_offsets_topic(ctx: RequestContext, groups: GroupCoordinator) -> None
 
     def create() -> None:
         try:
-            admin.create_topic(OFFSETS_TOPIC, config.offsets_topic_num_partitions, replication,
+            racks = {b: r.info.rack for b, r in admin.metadata.brokers().items()}
+            assignment = assign_replicas(racks, config.offsets_topic_num_partitions, replication)
+            too_many = Budget.now(ctx.broker.broker_id,
+                                  ctx.broker.metadata.snapshot).admit(assignment)
+            if too_many is not None:
+                log.warning("not creating %s: %s", OFFSETS_TOPIC, too_many)
+                return
+            admin.create_topic(OFFSETS_TOPIC, assignment=assignment,
                                config={"cleanup.policy": "compact",
                                        "compression.type": "producer",
                                        "segment.bytes": str(config.offsets_topic_segment_bytes)})

@@ -25,7 +25,8 @@ have different replica counts, a broker twice, no replicas, partitions not numbe
 (stricter than Kafka, which does not look) a broker that is not registered,
 INVALID_REPLICA_ASSIGNMENT; more partitions than one topic may have here, or an assignment too
 large for one coordinator node, POLICY_VIOLATION (partctl's limit, which Kafka's ZooKeeper mode
-met as a failed write); a config Kafka's LogConfig refuses INVALID_CONFIG (the topic config
+met as a failed write), and so is an assignment that would take a broker past its share of the
+open-file limit (:mod:`broker.open_files`; Kafka has no such check); a config Kafka's LogConfig refuses INVALID_CONFIG (the topic config
 library's rules; from version 5 a created topic's answer lists its configs). DeleteTopics:
 ``delete.topic.enable=false`` answers TOPIC_DELETION_DISABLED (INVALID_REQUEST before version
 3); a topic the metadata cache does not know UNKNOWN_TOPIC_OR_PARTITION, an id it cannot
@@ -34,7 +35,9 @@ twice INVALID_REQUEST, being deleted INVALID_TOPIC_EXCEPTION, being reassigned
 REASSIGNMENT_IN_PROGRESS, unknown UNKNOWN_TOPIC_OR_PARTITION, a count not above the current one
 INVALID_PARTITIONS, an assignment with unknown brokers, another number of partitions than
 added, no replicas, a broker twice or another replica count than partition 0's
-INVALID_REPLICA_ASSIGNMENT.
+INVALID_REPLICA_ASSIGNMENT, one past a broker's share of the open-file limit POLICY_VIOLATION
+(without an assignment, the new partitions are placed here as the admin path places them, so
+the check sees where they go).
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from broker.apis import Api, BrokerServices, RequestContext
 from broker.apis.admin_support import blocking, milliseconds, wait_for
 from broker.apis.topic_ids import ZERO, ensure_topic_ids, uuid_of
 from broker.metadata_cache import MetadataSnapshot
+from broker.open_files import Budget
 from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
 from coordinator.admin import Admin, InvalidRequest, colliding_topics
@@ -61,6 +65,7 @@ from coordinator.assignment import (
     InvalidPartitions,
     InvalidReplicationFactor,
     assign_replicas,
+    start_index_for_added_partitions,
 )
 from coordinator.errors import CoordinatorError
 from coordinator.layout import validate_topic
@@ -146,8 +151,8 @@ class _Wanted:
 
 
 def _create_one(admin: Admin, services: BrokerServices, want: _Wanted, validate_only: bool,
-                existing: set[str], deleting: set[str], racks: dict[int, str | None]
-                ) -> Outcome:
+                existing: set[str], deleting: set[str], racks: dict[int, str | None],
+                budget: Budget) -> Outcome:
     """Kafka's ZkAdminManager.createTopics for one topic (blocking)."""
     name = want.name
     if name in services.metadata.snapshot.topics or name in existing:
@@ -193,6 +198,9 @@ def _create_one(admin: Admin, services: BrokerServices, want: _Wanted, validate_
         validate_topic_config(overrides, broker_config)
     except InvalidConfig as exc:
         return _fail(ErrorCode.invalid_config, str(exc))
+    too_many = budget.admit(assignment)
+    if too_many is not None:
+        return _fail(ErrorCode.policy_violation, too_many)
     replication = len(next(iter(assignment.values())))
     described = tuple(describe_config(overrides, broker_config))
     if validate_only:
@@ -265,10 +273,11 @@ def _create_all(services: BrokerServices, wanted: list[_Wanted], validate_only: 
     except CoordinatorError as exc:
         return {w.name: _fail(ErrorCode.unknown_server_error, str(exc)) for w in wanted}
     out = {}
+    budget = Budget.now(services.broker_id, services.metadata.snapshot)
     for want in wanted:
         try:
             out[want.name] = _create_one(admin, services, want, validate_only, existing,
-                                         deleting, racks)
+                                         deleting, racks, budget)
         except CoordinatorError as exc:
             out[want.name] = _fail(ErrorCode.unknown_server_error, str(exc))
     return out
@@ -422,7 +431,7 @@ def _delete_response(ctx: RequestContext,
 
 def _grow_one(admin: Admin, name: str, count: int,
               assignments: list[tuple[int, ...]] | None, validate_only: bool,
-              registered: set[int], deleting: set[str]) -> Outcome:
+              registered: set[int], deleting: set[str], budget: Budget) -> Outcome:
     """Kafka's ZkAdminManager.createPartitions for one topic (blocking)."""
     if name in deleting:
         return _fail(ErrorCode.invalid_topic_exception, "The topic is queued for deletion.")
@@ -475,6 +484,14 @@ def _grow_one(admin: Admin, name: str, count: int,
         return _fail(ErrorCode.invalid_replication_factor,
                      f"Replication factor: {rf} larger than available brokers: "
                      f"{len(registered)}.")
+    else:  # placed here as the admin path would, so the open-file check sees where
+        placed = _placed(admin, a.partitions, have, count, rf)
+        if isinstance(placed, Outcome):
+            return placed
+        explicit = placed
+    too_many = budget.admit(explicit)
+    if too_many is not None:
+        return _fail(ErrorCode.policy_violation, too_many)
     if validate_only:
         return Outcome(partitions=tuple(range(count)), replication_factor=rf)
     try:
@@ -488,18 +505,37 @@ def _grow_one(admin: Admin, name: str, count: int,
     return Outcome(partitions=tuple(sorted(grown.partitions)), replication_factor=rf)
 
 
-def _grow_all(admin: Admin, wanted: list[tuple[str, int, list[tuple[int, ...]] | None]],
+def _placed(admin: Admin, partitions: Mapping[int, Sequence[int]], have: int, count: int,
+            rf: int) -> dict[int, tuple[int, ...]] | Outcome:
+    """The replicas of partitions ``have`` to ``count`` - 1, placed as Kafka places added
+    partitions (what :meth:`Admin.add_partitions` does without an assignment)."""
+    racks = {b: r.info.rack for b, r in admin.metadata.brokers().items()}
+    start = (start_index_for_added_partitions(racks, partitions[0][0]) if 0 in partitions
+             else None)
+    try:
+        added = assign_replicas(racks, count - have, rf, start_index=start,
+                                start_partition_id=have)
+    except ValueError as exc:
+        return _fail(ErrorCode.invalid_request, str(exc))
+    return {p: tuple(r) for p, r in added.items()}
+
+
+def _grow_all(services: BrokerServices,
+              wanted: list[tuple[str, int, list[tuple[int, ...]] | None]],
               validate_only: bool) -> dict[str, Outcome]:
+    admin = services.admin
+    assert admin is not None
     try:
         registered = set(admin.metadata.broker_ids())
         deleting = set(admin.metadata.topics_to_delete())
     except CoordinatorError as exc:
         return {n: _fail(ErrorCode.unknown_server_error, str(exc)) for n, _c, _a in wanted}
     out = {}
+    budget = Budget.now(services.broker_id, services.metadata.snapshot)
     for name, count, assignments in wanted:
         try:
             out[name] = _grow_one(admin, name, count, assignments, validate_only, registered,
-                                  deleting)
+                                  deleting, budget)
         except CoordinatorError as exc:
             out[name] = _fail(ErrorCode.unknown_server_error, str(exc))
     return out
@@ -528,8 +564,7 @@ async def _create_partitions(ctx: RequestContext, request: Any) -> Any:
             wanted.append((topic.name, topic.count, assignments))
     validate_only = bool(request.validate_only)
     if wanted:
-        outcomes.update(await blocking(ctx, _grow_all, ctx.broker.admin, wanted,
-                                       validate_only))
+        outcomes.update(await blocking(ctx, _grow_all, ctx.broker, wanted, validate_only))
     outcomes = await _settle(ctx, milliseconds(request.timeout), validate_only, outcomes)
     module = response_module(CREATE_PARTITIONS, ctx.api_version)
     results = []
