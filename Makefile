@@ -8,8 +8,8 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-# the C source too: the install compiles the cleaner's C extension in place
-$(STAMP): pyproject.toml replication/_cleaner_native.c
+# the C sources too: the install compiles the C extensions in place
+$(STAMP): pyproject.toml replication/_cleaner_native.c replication/_records_native.c
 	bash .ci/setup
 	touch $(STAMP)
 

@@ -481,6 +481,7 @@ class BrokerConfig:
     def log_config(self) -> LogConfig:
         return LogConfig(segment_bytes=self.log_segment_bytes, retention_ms=self.log_retention_ms,
                          retention_bytes=self.log_retention_bytes,
+                         max_message_bytes=self.message_max_bytes,  # max.message.bytes' default
                          cleanup_delete="delete" in self.log_cleanup_policy,
                          compact="compact" in self.log_cleanup_policy,
                          min_cleanable_dirty_ratio=self.log_cleaner_min_cleanable_ratio,

@@ -74,7 +74,8 @@ _PRODUCER_FIELDS = struct.Struct(">qhi")  # producerId, producerEpoch, baseSeque
 _PRODUCER_ID_OFFSET = 43
 _CRC = struct.Struct(">I")
 _FATAL = frozenset({
-    ErrorCode.CORRUPT_MESSAGE, ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.INVALID_REQUIRED_ACKS,
+    ErrorCode.CORRUPT_MESSAGE, ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE,
+    ErrorCode.INVALID_REQUIRED_ACKS,
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_PRODUCER_EPOCH,
     ErrorCode.INVALID_RECORD,
 })

@@ -19,6 +19,7 @@ __all__ = [
     "OutOfOrderOffsetError",
     "OutOfOrderSequenceError",
     "ProducerStateError",
+    "RecordBatchTooLargeError",
     "RecordTooLargeError",
     "StorageError",
     "UnsupportedCompressionError",
@@ -38,7 +39,12 @@ class UnsupportedCompressionError(CorruptRecordError):
 
 
 class RecordTooLargeError(StorageError):
-    """A batch larger than a segment may hold."""
+    """A batch larger than ``max.message.bytes`` (Kafka's MESSAGE_TOO_LARGE)."""
+
+
+class RecordBatchTooLargeError(RecordTooLargeError):
+    """An append larger than a segment may hold, ``segment.bytes`` (Kafka's
+    RECORD_LIST_TOO_LARGE): checked after ``max.message.bytes``, as Kafka checks it."""
 
 
 class OutOfOrderOffsetError(StorageError):

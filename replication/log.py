@@ -47,16 +47,15 @@ from replication.checkpoints import (
     move_aside,
     parse_log_directory_name,
 )
-from replication.cleaner import record_spans
 from replication.compression import inflate_limit
 from replication.epochs import EpochEndOffset, LeaderEpochCache
 from replication.errors import (
     CorruptCheckpointError,
     CorruptSnapshotError,
     InvalidEpochError,
-    InvalidRecordError,
     OffsetOutOfRangeError,
     OutOfOrderOffsetError,
+    RecordBatchTooLargeError,
     RecordTooLargeError,
     StorageError,
 )
@@ -70,9 +69,6 @@ from replication.producer_state import (
     snapshot_file_name,
 )
 from replication.records import (
-    RECORDS_OFFSET,
-    batch_records,
-    read_batch_header,
     stamp_batch,
     validate_batches,
 )
@@ -86,6 +82,7 @@ from replication.segment import (
     next_offset_of_file,
 )
 from replication.truncation import FollowerEpochView
+from replication.validation import check_client_records
 
 __all__ = ["AppendInfo", "DuplicateAppend", "Log", "LogConfig", "LogSlice", "ReadResult",
            "SegmentCopySource"]
@@ -683,8 +680,8 @@ class Log:
             if fact[1] > limit:
                 raise RecordTooLargeError(
                     f"a batch of {fact[1]} bytes exceeds max.message.bytes {limit}")
-        if self.config.compact:
-            self._check_keys(records, facts)
+        check_client_records(records, facts, limit=inflate_limit(limit),
+                             compacted=self.config.compact, where=self.directory.name)
         if leader_epoch < 0:
             raise InvalidEpochError(f"leader epoch {leader_epoch} is negative")
         if isinstance(records, bytearray) or (
@@ -760,7 +757,7 @@ class Log:
     ) -> AppendInfo:
         size = len(data)
         if size > self.config.segment_bytes:
-            raise RecordTooLargeError(
+            raise RecordBatchTooLargeError(
                 f"{size} bytes of batches exceed segment.bytes {self.config.segment_bytes}"
             )
         first_offset = facts[0][2]
@@ -957,30 +954,6 @@ class Log:
         self.close()
 
     # -- compaction ----------------------------------------------------------------------------
-
-    def _check_keys(self, records: bytes | bytearray | memoryview, facts: list[BatchFacts]
-                    ) -> None:
-        """Kafka's rule for a compacted topic: every record a producer sends has a key, or
-        the produce is refused whole (INVALID_RECORD). A compressed batch is inflated to be
-        checked (bounded by :func:`~replication.compression.inflate_limit`); one that does not
-        inflate is a :class:`CorruptRecordError` (CORRUPT_MESSAGE)."""
-        data = bytes(records)
-        limit = inflate_limit(self.config.max_message_bytes)
-        for pos, size, *_rest in facts:
-            header = read_batch_header(data, pos)
-            if header.is_control:
-                continue
-            if header.compression:
-                section = batch_records(data, pos, limit=limit)
-                start, end = 0, len(section)
-            else:
-                section, start, end = data, pos + RECORDS_OFFSET, pos + size
-            for _s, _e, _delta, key, _null in record_spans(section, start, end,
-                                                           header.records_count):
-                if key is None:
-                    raise InvalidRecordError(
-                        "Compacted topic cannot accept message without key in topic "
-                        f"partition {self.directory.name}")
 
     def segment_infos(self) -> list[tuple[int, int, int, int]]:
         """``(base offset, next offset, size, largest timestamp)`` of each segment, the active

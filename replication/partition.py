@@ -33,6 +33,7 @@ from replication.errors import (
     InvalidRecordError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
+    RecordBatchTooLargeError,
     RecordTooLargeError,
     StorageError,
 )
@@ -333,6 +334,8 @@ class Partition:
                 info = self.log.append_as_leader(records, self._leader_epoch)
             except CorruptRecordError:
                 return _failed(future, ErrorCode.CORRUPT_MESSAGE)
+            except RecordBatchTooLargeError:
+                return _failed(future, ErrorCode.RECORD_LIST_TOO_LARGE)
             except RecordTooLargeError:
                 return _failed(future, ErrorCode.MESSAGE_TOO_LARGE)
             except OutOfOrderSequenceError as exc:

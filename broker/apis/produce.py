@@ -2,9 +2,11 @@
 
 Each partition's records pass through as bytes. Before the data plane sees them they get
 Kafka's request checks: exactly one v2 batch (INVALID_RECORD otherwise; CORRUPT_MESSAGE when it
-is cut short), zstd only from version 7 (UNSUPPORTED_COMPRESSION_TYPE), at most
-``message.max.bytes`` (MESSAGE_TOO_LARGE) and at most ``log.segment.bytes``
-(RECORD_LIST_TOO_LARGE). The data plane then checks the CRC (CORRUPT_MESSAGE), leadership
+is cut short), zstd only from version 7 (UNSUPPORTED_COMPRESSION_TYPE), at most the topic's
+``max.message.bytes`` (MESSAGE_TOO_LARGE) and then at most its ``segment.bytes``
+(RECORD_LIST_TOO_LARGE), as Kafka's log checks them; and no client writes to an internal topic
+(INVALID_TOPIC_EXCEPTION, see :data:`INTERNAL_TOPICS`). The data plane then checks the CRC and
+every record's framing (CORRUPT_MESSAGE, INVALID_RECORD: :mod:`replication.validation`), leadership
 (NOT_LEADER_OR_FOLLOWER, or UNKNOWN_TOPIC_OR_PARTITION when the metadata does not know the
 partition either), ``min.insync.replicas`` for acks=all (NOT_ENOUGH_REPLICAS), assigns offsets
 and appends.
@@ -41,9 +43,13 @@ from replication.records import (
     MAGIC_V2,
 )
 
-__all__ = ["APIS", "API_KEY", "check_records"]
+__all__ = ["APIS", "API_KEY", "INTERNAL_TOPICS", "check_records"]
 
 API_KEY = 0
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+"""Kafka's internal topics: written by their coordinators only (the group coordinator appends
+through the replica manager, never through Produce), so a client's Produce to one is refused
+with INVALID_TOPIC_EXCEPTION for that partition, whatever its ACLs allow."""
 ZSTD = 4
 FIRST_ZSTD_VERSION = 7
 
@@ -77,7 +83,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     rm = broker.replica_manager
     snap = broker.metadata.snapshot
-    config = broker.config
     traffic = broker.traffic
     acks = request.acks
     timeout_ms = int(request.timeout / timedelta(milliseconds=1))
@@ -95,12 +100,18 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 partitions.append((data.index, ErrorCode.invalid_required_acks))
                 continue
             partition = rm.partition(tp)
-            if partition is None:
-                partitions.append((data.index, ErrorCode.not_leader_or_follower
-                                   if snap.contains(tp) else ErrorCode.unknown_topic_or_partition))
+            if partition is None and not snap.contains(tp):
+                partitions.append((data.index, ErrorCode.unknown_topic_or_partition))
                 continue
-            problem = check_records(data.records, ctx.api_version, config.message_max_bytes,
-                                    config.log_segment_bytes)
+            if topic.name in INTERNAL_TOPICS:  # on every broker, leader or not, as Kafka
+                partitions.append((data.index, ErrorCode.invalid_topic_exception))
+                continue
+            if partition is None:
+                partitions.append((data.index, ErrorCode.not_leader_or_follower))
+                continue
+            log_config = partition.log.config  # the topic's: its overrides included
+            problem = check_records(data.records, ctx.api_version,
+                                    log_config.max_message_bytes, log_config.segment_bytes)
             if problem is not ErrorCode.none:
                 partitions.append((data.index, problem))
                 continue

@@ -152,11 +152,15 @@ def decode_consumer_key(record_type: int, data: bytes, pos: int) -> ConsumerKey:
     """The key of ``record_type`` whose fields start at ``pos`` of ``data``."""
     r = _Reader(data, pos)
     group = r.legacy_string()
+    key: ConsumerKey
     if record_type in _GROUP_KEYS:
-        return ConsumerGroupKey(record_type, group)
-    if record_type in CONSUMER_KEY_TYPES:
-        return ConsumerMemberKey(record_type, group, r.legacy_string())
-    raise ConsumerRecordError(f"unknown key type {record_type}")
+        key = ConsumerGroupKey(record_type, group)
+    elif record_type in CONSUMER_KEY_TYPES:
+        key = ConsumerMemberKey(record_type, group, r.legacy_string())
+    else:
+        raise ConsumerRecordError(f"unknown key type {record_type}")
+    r.end()
+    return key
 
 
 # --- values (flexible, version 0) -------------------------------------------------------------
@@ -243,6 +247,11 @@ class _Reader:
 
     def fixed(self, s: struct.Struct) -> int:
         return s.unpack(self._take(s.size))[0]
+
+    def end(self) -> None:
+        """Refuse bytes after the last field: the record is not in the schema it names."""
+        if self.pos != len(self.data):
+            raise ConsumerRecordError(f"{len(self.data) - self.pos} bytes after the record")
 
     def varint(self) -> int:
         value = shift = 0
@@ -340,4 +349,5 @@ def decode_consumer_value(key: ConsumerKey, data: bytes | None) -> ConsumerValue
                 state=r.fixed(_I8), assigned=r.topic_partitions(),
                 pending_revocation=r.topic_partitions())
     r.tags()
+    r.end()
     return value

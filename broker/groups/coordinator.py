@@ -52,6 +52,7 @@ from broker.groups.group import (
 )
 from broker.groups.loading import Loaded, build_groups, read_records
 from broker.groups.records import (
+    COORDINATOR_HEADER,
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
@@ -81,6 +82,7 @@ __all__ = [
 log = logging.getLogger("partctl.groups")
 
 OFFSETS_TOPIC = "__consumer_offsets"
+_MARKED = (COORDINATOR_HEADER,)
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 """How long a new member's parked JoinGroup may wait (Kafka's NewMemberJoinTimeoutMs)."""
 LEADERSHIP_CHECK_S = 0.2
@@ -169,7 +171,7 @@ def _commit_error(error: int) -> ErrorCode:
         case (DataErrorCode.NOT_ENOUGH_REPLICAS | DataErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
               | DataErrorCode.REQUEST_TIMED_OUT):
             return ErrorCode.coordinator_not_available
-        case DataErrorCode.MESSAGE_TOO_LARGE:
+        case DataErrorCode.MESSAGE_TOO_LARGE | DataErrorCode.RECORD_LIST_TOO_LARGE:
             return ErrorCode.invalid_commit_offset_size
         case _:
             return ErrorCode.unknown_server_error
@@ -388,7 +390,8 @@ class GroupCoordinator:
         (a committer's view of it, see :func:`_commit_error`)."""
         answer: asyncio.Future = self.loop.create_future()
         now = self.now_ms()
-        batch = encode_batch([Record(key=k, value=v, timestamp=now) for k, v in records])
+        batch = encode_batch([Record(key=k, value=v, timestamp=now, headers=_MARKED)
+                              for k, v in records])
         tp = TopicPartition(OFFSETS_TOPIC, p)
         produced: Future = self.replica_manager.produce(tp, batch, -1,
                                                         self.config.offsets_commit_timeout_ms)

@@ -6,7 +6,27 @@ it is file I/O) and decodes every record; :func:`build_groups` replays them in l
 pure function: the last value of each key wins, a tombstone deletes (an offset, or a group with
 its offsets), and each group comes back Stable when its last stored generation has members
 (they keep their ids, assignments and timeouts; their sessions start again) and Empty
-otherwise. Records of formats this broker cannot read are logged and skipped.
+otherwise.
+
+Only what a group coordinator wrote is believed. Clients cannot write here (a Produce to an
+internal topic is INVALID_TOPIC_EXCEPTION), but a log may hold records from before that rule
+or put there by other means, and a forged offset commit would otherwise steer a group's
+consumers. A record counts as the coordinator's when all of this holds:
+
+- its batch is a plain one, as the coordinator writes them: not a control batch, not
+  transactional, no producer id (-1: partctl's coordinator has no transactional offset commits);
+- the record carries exactly the one header :data:`~broker.groups.records.COORDINATOR_HEADER`,
+  which every record the coordinator appends carries (Kafka's tools, reading by key and value,
+  pass over it) and which no client could have known to add before clients were refused;
+- its key and value parse as one of Kafka's group schemas and versions this broker reads, field
+  for field, with no byte left over (:class:`~broker.groups.records.RecordFormatError`).
+
+Everything else is skipped: records of another origin, records that do not parse, batches that
+do not decode (a poisoned batch from before leaders validated records). A load that skips any
+says so in one warning (how many, of which kind, and the first offset of each), never one line
+per record. This is provenance against clients, not against whoever can write the log files:
+anyone who can do that can write the header too. A consequence: records written by a partctl
+coordinator older than this rule carry no header and are skipped (the groups commit again).
 """
 
 from __future__ import annotations
@@ -15,6 +35,7 @@ import logging
 
 from broker.groups.group import CommittedOffset, Group, GroupState, Member
 from broker.groups.records import (
+    COORDINATOR_HEADER,
     GroupMetadataKey,
     GroupMetadataValue,
     Key,
@@ -25,8 +46,9 @@ from broker.groups.records import (
     decode_key,
     decode_value,
 )
+from replication.errors import CorruptRecordError
 from replication.log import Log
-from replication.records import decode_batch, read_batch_header
+from replication.records import NO_PRODUCER_ID, BatchHeader, decode_batch, read_batch_header
 
 __all__ = ["build_groups", "read_records"]
 
@@ -35,12 +57,16 @@ log = logging.getLogger("partctl.groups")
 READ_BYTES = 1 << 20
 
 Loaded = list[tuple[Key, Value | None]]
+_MARKED = (COORDINATOR_HEADER,)
+_FOREIGN = "not written by a group coordinator"
 
 
 def read_records(plog: Log, where: str) -> Loaded:
-    """Every (key, value) of ``plog`` from its start to its end, in log order (blocking)."""
+    """Every (key, value) a group coordinator wrote to ``plog``, from its start to its end, in
+    log order (blocking); what it did not write is skipped with one warning."""
     offset, end = plog.log_start_offset, plog.log_end_offset
     found: Loaded = []
+    skipped = _Skipped()
     while offset < end:
         read = plog.read(offset, READ_BYTES)
         data = read.records
@@ -50,17 +76,51 @@ def read_records(plog: Log, where: str) -> Loaded:
         while pos < len(data):
             header = read_batch_header(data, pos)
             if not header.is_control:
-                for record in decode_batch(data, pos).records:
-                    if record.key is None:
-                        continue
-                    try:
-                        key = decode_key(record.key)
-                        found.append((key, decode_value(key, record.value)))
-                    except RecordFormatError as exc:
-                        log.warning("%s offset %d: skipped: %s", where, record.offset, exc)
+                _read_batch(data, pos, header, found, skipped)
             pos += header.size
         offset = read.next_offset
+    if skipped.count:
+        log.warning("%s: loaded %d records, skipped %d: %s", where, len(found), skipped.count,
+                    "; ".join(f"{n} {why} (first at offset {first})"
+                              for why, (n, first) in skipped.kinds.items()))
     return found
+
+
+class _Skipped:
+    """What a load left out, by kind: (how many, the first offset)."""
+
+    __slots__ = ("count", "kinds")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.kinds: dict[str, tuple[int, int]] = {}
+
+    def add(self, why: str, offset: int, n: int = 1) -> None:
+        self.count += n
+        seen, first = self.kinds.get(why, (0, offset))
+        self.kinds[why] = (seen + n, first)
+
+
+def _read_batch(data: bytes, pos: int, header: BatchHeader, found: Loaded,
+                skipped: _Skipped) -> None:
+    records = header.last_offset_delta + 1
+    if header.is_transactional or header.producer_id != NO_PRODUCER_ID:
+        skipped.add(_FOREIGN, header.base_offset, records)
+        return
+    try:
+        batch = decode_batch(data, pos)
+    except CorruptRecordError:
+        skipped.add("in batches that do not decode", header.base_offset, records)
+        return
+    for record in batch.records:
+        if record.headers != _MARKED or record.key is None:
+            skipped.add(_FOREIGN, record.offset)
+            continue
+        try:
+            key = decode_key(record.key)
+            found.append((key, decode_value(key, record.value)))
+        except RecordFormatError:
+            skipped.add("not in a group schema", record.offset)
 
 
 def build_groups(partition: int, records: Loaded) -> list[Group]:

@@ -42,8 +42,10 @@ from broker.groups.consumer_records import (
     encode_consumer_key,
     encode_consumer_value,
 )
+from replication.records import Header
 
 __all__ = [
+    "COORDINATOR_HEADER",
     "GroupMetadataKey",
     "GroupMetadataValue",
     "Key",
@@ -69,6 +71,12 @@ GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_WITH_EXPIRY = 1
 GROUP_METADATA_VALUE_VERSION = 3
+
+
+COORDINATOR_HEADER = Header(key="partctl.coordinator", value=None)
+"""The one header every record a group coordinator writes carries, and what the loader
+requires of a record before it believes it (see :mod:`broker.groups.loading`). Kafka's tools
+read ``__consumer_offsets`` by key and value and pass over headers."""
 
 
 class RecordFormatError(ValueError):
@@ -259,14 +267,24 @@ class _Reader:
         size = self.i32()
         return b"" if size == -1 else self._blob(size)
 
+    def end(self) -> None:
+        """Refuse bytes after the last field: the record is not in the schema it names."""
+        if self.pos != len(self.data):
+            raise RecordFormatError(f"{len(self.data) - self.pos} bytes after the record")
+
 
 def decode_key(data: bytes) -> Key:
     r = _Reader(data)
     version = r.i16()
+    key: Key
     if version in (0, 1):
-        return OffsetCommitKey(r.string(), r.string(), r.i32())
+        key = OffsetCommitKey(r.string(), r.string(), r.i32())
+        r.end()
+        return key
     if version == 2:
-        return GroupMetadataKey(r.string())
+        key = GroupMetadataKey(r.string())
+        r.end()
+        return key
     if version in CONSUMER_KEY_TYPES:
         try:
             return decode_consumer_key(version, data, r.pos)
@@ -294,6 +312,7 @@ def decode_value(key: Key, data: bytes | None) -> Value | None:
         metadata = r.string()
         committed = r.i64()
         expire = r.i64() if version == 1 else -1
+        r.end()
         return OffsetCommitValue(offset=offset, leader_epoch=epoch, metadata=metadata,
                                  commit_timestamp=committed, expire_timestamp=expire)
     if not 0 <= version <= 3:
@@ -317,6 +336,7 @@ def decode_value(key: Key, data: bytes | None) -> Value | None:
                                     client_id=client_id, client_host=client_host,
                                     rebalance_timeout_ms=rebalance, session_timeout_ms=session,
                                     subscription=r.bytes_(), assignment=r.bytes_()))
+    r.end()
     return GroupMetadataValue(protocol_type=protocol_type, generation=generation,
                               protocol=protocol, leader=leader,
                               current_state_timestamp=timestamp, members=tuple(members))

@@ -457,10 +457,10 @@ def test_responses_leave_in_request_order_behind_a_parked_one(broker: InProcessB
 
 def test_a_crc_is_what_guards_a_batch(broker: InProcessBroker) -> None:
     """A batch whose attributes were changed after its CRC was computed is refused; recomputed,
-    the same bytes are taken (the data plane reads nothing else of a batch)."""
+    the same bytes are taken (here the timestamp type, which leaves the records as they are)."""
     broker.set_partition("t", 0)
     data = bytearray(records())
-    struct.pack_into(">h", data, ATTRIBUTES_OFFSET, 2)
+    struct.pack_into(">h", data, ATTRIBUTES_OFFSET, 8)
     with RawClient(broker.address) as client:
         assert errors_of(client.call(produce(data={("t", 0): bytes(data)}))) == {
             ("t", 0): ErrorCode.corrupt_message}

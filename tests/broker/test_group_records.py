@@ -5,7 +5,10 @@ reading a consumer's subscription, rebuilding groups from the log and offset exp
 from __future__ import annotations
 
 import itertools
+import struct
+from pathlib import Path
 
+import crc32c
 import pytest
 
 from broker.groups.group import (
@@ -19,8 +22,9 @@ from broker.groups.group import (
     select_protocol,
     subscribed_topics,
 )
-from broker.groups.loading import build_groups
+from broker.groups.loading import build_groups, read_records
 from broker.groups.records import (
+    COORDINATOR_HEADER,
     GroupMetadataKey,
     GroupMetadataValue,
     MemberRecord,
@@ -33,6 +37,14 @@ from broker.groups.records import (
     encode_value,
     java_string_hash,
     partition_for,
+)
+from replication.log import Log
+from replication.records import (
+    ATTRIBUTES_OFFSET,
+    RECORDS_OFFSET,
+    Record,
+    encode_batch,
+    stamp_batch,
 )
 
 
@@ -175,3 +187,39 @@ def test_expired_offsets_follow_kafkas_rules() -> None:
     # a rebalancing group keeps everything
     empty.state = GroupState.PREPARING_REBALANCE
     assert expired_offsets(empty, 10 * day, day) == []
+
+
+def _commit_batch(group: str, offset: int, *, marked: bool = True, producer_id: int = -1,
+                  value_tail: bytes = b"") -> bytes:
+    key = encode_key(OffsetCommitKey(group, "t", 0))
+    value = encode_value(OffsetCommitValue(offset=offset, commit_timestamp=1_000)) + value_tail
+    headers = (COORDINATOR_HEADER,) if marked else ()
+    return encode_batch([Record(key=key, value=value, timestamp=1_000, headers=headers)],
+                        producer_id=producer_id, producer_epoch=0 if producer_id >= 0 else -1,
+                        base_sequence=0 if producer_id >= 0 else -1)
+
+
+def test_the_loader_believes_only_what_a_coordinator_wrote_with_one_warning(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Forged commits put in the log directly (past Produce): without the coordinator's
+    header, from a producer, with a byte after the value, in a batch that does not decode.
+    None is loaded; the load says so once."""
+    log = Log.open(tmp_path / "__consumer_offsets-0")
+    log.append_as_leader(_commit_batch("g", 5), 0)
+    for forged in (_commit_batch("g", 999, marked=False),
+                   _commit_batch("g", 998, producer_id=7),
+                   _commit_batch("g", 997, value_tail=b"\x00")):
+        log.append_as_leader(forged, 0)
+    poisoned = bytearray(_commit_batch("g", 996))
+    poisoned[RECORDS_OFFSET] += 80  # its record's length: past the batch
+    struct.pack_into(">I", poisoned, 17, crc32c.crc32c(bytes(poisoned[ATTRIBUTES_OFFSET:])))
+    stamp_batch(poisoned, 0, log.log_end_offset, 0)
+    log.append_as_follower(bytes(poisoned))  # as a log from before validation holds it
+    with caplog.at_level("WARNING", logger="partctl.groups"):
+        loaded = read_records(log, "__consumer_offsets-0")
+    log.close()
+    (group,) = build_groups(0, loaded)
+    assert group.offsets[("t", 0)].offset == 5
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1, warnings
+    assert "skipped 4" in warnings[0] and "not written by a group coordinator" in warnings[0]

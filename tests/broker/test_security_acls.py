@@ -40,6 +40,13 @@ from kio.static.primitive import i8, i32, i32Timedelta
 
 import coordinator
 from broker.client import KafkaConnection
+from broker.groups.records import (
+    OffsetCommitKey,
+    OffsetCommitValue,
+    encode_key,
+    encode_value,
+    partition_for,
+)
 from broker.security.client import Connector
 from broker.security.password import Password
 from broker.security.settings import ClientSecurity
@@ -50,6 +57,7 @@ from .security_fixtures import SCRAM_MODULE, listener_ports, partctl, secret
 
 pytestmark = pytest.mark.servers
 USERS = ("broker", "admin", "alice", "bob", "carol")
+OFFSETS = "__consumer_offsets"
 
 
 @dataclass
@@ -613,3 +621,39 @@ def test_offset_commit_without_read_on_the_group_refuses_every_partition(cluster
     assert len(answers) == 1, answers
     found = {t.name: [p.error_code for p in t.partitions] for t in answers[0].topics}
     assert found == {readable: [ErrorCode.none], hidden: [ErrorCode.topic_authorization_failed]}
+
+
+def test_write_on_every_topic_does_not_reach_consumer_offsets(cluster: AclCluster) -> None:
+    """carol may Write (and Describe) topic ``*``, and has no group ACL: her Produce of a forged
+    offset commit to ``__consumer_offsets`` is INVALID_TOPIC_EXCEPTION, and the group's
+    committed offset stays the one its coordinator wrote."""
+    topic = _topic(cluster)
+    group = f"forged-{uuid.uuid4().hex[:8]}"
+    admin_consumer = ck.Consumer({**cluster.conf("admin"), "group.id": group,
+                                  "enable.auto.commit": False})
+    try:
+        admin_consumer.commit(offsets=[ck.TopicPartition(topic, 0, 3)], asynchronous=False)
+        partitions = len(cluster.admin().list_topics(OFFSETS, timeout=20).topics[OFFSETS]
+                         .partitions)
+        bindings = [_allow(cluster, "User:carol", "*", op)
+                    for op in (AclOperation.WRITE, AclOperation.DESCRIBE)]
+        try:
+            producer = ck.Producer({**cluster.conf("carol"), "enable.idempotence": False,
+                                    "message.send.max.retries": 0, "acks": "all"})
+            result: list[ck.KafkaError | None] = []
+            producer.produce(OFFSETS, encode_value(OffsetCommitValue(
+                offset=999, commit_timestamp=int(time.time() * 1000))),
+                encode_key(OffsetCommitKey(group, topic, 0)),
+                partition=partition_for(group, partitions),
+                on_delivery=lambda err, _m: result.append(err))
+            producer.flush(30)
+            assert result and result[0] is not None, "the forged commit was taken"
+            assert result[0].code() == ck.KafkaError.TOPIC_EXCEPTION
+        finally:
+            cluster.admin().delete_acls([AclBindingFilter(
+                b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation,
+                b.permission_type) for b in bindings], request_timeout=20)
+        (committed,) = admin_consumer.committed([ck.TopicPartition(topic, 0)], timeout=20)
+        assert committed.offset == 3
+    finally:
+        admin_consumer.close()

@@ -35,6 +35,7 @@ from replication.records import (
     encode_batch,
     iter_batches,
     read_batch_header,
+    stamp_batch,
     validate_batches,
 )
 
@@ -420,7 +421,7 @@ def test_a_compacted_log_refuses_a_compressed_batch_that_does_not_inflate(tmp_pa
                                                                           ) -> None:
     """A body that is not what its codec says, or that inflates past the bound (64 MiB with
     the default max.message.bytes): CorruptRecordError, nothing written. A log that is not
-    compacted never looks inside and stores both as sent."""
+    compacted looks inside too (every record a client sends is validated) and refuses both."""
     clock = Clock()
     log = open_log(tmp_path, clock)
     good = encode_batch([Record(key=b"a", value=b"1", timestamp=1)], compression=ZSTD)
@@ -433,22 +434,26 @@ def test_a_compacted_log_refuses_a_compressed_batch_that_does_not_inflate(tmp_pa
         log.append_as_leader(bomb, 0)
     assert log.log_end_offset == 0 and log.size_bytes == 0
     plain = Log.open(tmp_path / "u-0", config=LogConfig(), clock=clock)
-    plain.append_as_leader(garbled, 0)
-    plain.append_as_leader(bomb, 0)
-    assert plain.log_end_offset == 2
+    for refused in (garbled, bomb):
+        with pytest.raises(CorruptRecordError):
+            plain.append_as_leader(refused, 0)
+    assert plain.log_end_offset == 0
 
 
 def test_a_compressed_batch_that_does_not_inflate_costs_the_cleaner_its_pass(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """A log written while not compacted (nothing looked inside) and compacted since: a
-    batch whose body does not decode is one warning, and the log stays as it was."""
+    """A log written before leaders validated records (the bad batch comes in as a follower
+    append, which takes the leader's batches as they are) and compacted since: a batch whose
+    body does not decode is one warning, and the log stays as it was."""
     clock = Clock()
     log = open_log(tmp_path, clock, compact=False)
     for i in range(10):
         log.append_as_leader(encode_batch([Record(key=b"k", value=b"%d" % i,
                                                   timestamp=clock.now)], compression=3), 0)
     good = encode_batch([Record(key=b"k", value=b"x", timestamp=clock.now)], compression=3)
-    log.append_as_leader(with_records(good, compress(3, b"not records")), 0)
+    bad = bytearray(with_records(good, compress(3, b"not records")))
+    stamp_batch(bad, 0, log.log_end_offset, 0)
+    log.append_as_follower(bytes(bad))
     log.roll()
     log.reconfigure(LogConfig(**{**_fields(log.config), "compact": True}))
     before = {p.name: p.read_bytes() for p in log.directory.iterdir() if p.suffix == ".log"}
