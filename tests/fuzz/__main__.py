@@ -29,8 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-regressions", action="store_true",
                         help="skip the fixed regression cases")
     parser.add_argument("--keep-going", action="store_true",
-                        help="a traceback does not end the run: each distinct one is "
-                             "reproduced and written under --out (a crash still ends it)")
+                        help="a traceback does not end the run (each distinct one is "
+                             "reproduced and written under --out), and a broker that dies "
+                             "is replaced (for hunting; the exit status still says)")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     work = Path(tempfile.mkdtemp(prefix="partctl-fuzz-"))
@@ -50,9 +51,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         server.stop()
-    if result.tracebacks:
+    if result.tracebacks or result.failure:
         print(f"fuzz: FAILED (seed {seed}): {len(result.tracebacks)} distinct tracebacks: "
-              + "; ".join(result.tracebacks) + f"\nfuzz: details in {out}", file=sys.stderr)
+              + "; ".join(result.tracebacks) + f"; broker deaths: {result.failure or 'none'}"
+              + f"\nfuzz: details in {out}", file=sys.stderr)
         return 1
     print(f"fuzz: passed (seed {seed}): {result.sent} requests, {result.cases} regression "
           f"cases, max rss {result.max_rss >> 20} MiB; mutations {dict(result.by_mutation)}")

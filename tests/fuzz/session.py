@@ -3,12 +3,13 @@ a while, the checks, the broker stopped."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from tests.broker.wire_client import RawClient, request
 
-from .runner import Result, run, run_cases
+from .runner import Failure, Result, run, run_cases
 from .seeds import kio_seeds, recorded_seeds, regression_cases
 from .target import RSS_BOUND, Target, start_target
 
@@ -27,26 +28,44 @@ def fuzz(directory: Path, coordinator_url: str, *, seconds: float, count: int | 
          seed: int = 0, out: Path, regressions: bool = True, rss_bound: int = RSS_BOUND,
          say: Callable[[str], None] = print, keep_going: bool = False) -> Result:
     """Start a broker in ``directory`` on ``coordinator_url``, fuzz it, stop it. Raises
-    :class:`~tests.fuzz.runner.Failure` (after writing what failed under ``out``)."""
-    target = start_target(directory, coordinator_url, rss_bound=rss_bound)
-    try:
-        apis = advertised(target)
-        served = {(key, v) for key, low, high in apis for v in range(low, high + 1)}
-        seeds = kio_seeds(apis)
-        recorded = [s for s in recorded_seeds() if (s.api_key, s.version) in served]
-        say(f"fuzz: broker pid {target.pid} at {target.address[0]}:{target.address[1]}, "
-            f"{len(served)} api versions; {len(seeds)} kio seeds, {len(recorded)} recorded "
-            f"seeds; seed {seed}")
-        result = Result()
-        if regressions:
-            cases = regression_cases(apis)
-            run_cases(target, cases, result, out)
-            say(f"fuzz: {len(cases)} regression cases passed")
-        fuzzed = run(target, seeds + recorded, seconds=seconds, count=count, seed=seed,
-                     out=out, say=say, keep_going=keep_going)
-        fuzzed.cases = result.cases
-        fuzzed.max_rss = max(fuzzed.max_rss, result.max_rss)
-        return fuzzed
-    finally:
-        if target.alive():
-            target.stop()
+    :class:`~tests.fuzz.runner.Failure` (after writing what failed under ``out``).
+
+    With ``keep_going`` (for hunting, not for CI) a traceback does not end the run, and a
+    broker that dies is replaced by a new one until the time is up: each death is written
+    under ``out/run-N/`` and counted in the result's ``failure``."""
+    deadline = time.monotonic() + seconds
+    deaths: list[str] = []
+    total = Result()
+    for n in range(1000):
+        where = out / f"run-{n}" if keep_going else out
+        target = start_target(directory / f"run-{n}", coordinator_url, rss_bound=rss_bound)
+        try:
+            apis = advertised(target)
+            served = {(key, v) for key, low, high in apis for v in range(low, high + 1)}
+            seeds = kio_seeds(apis)
+            recorded = [s for s in recorded_seeds() if (s.api_key, s.version) in served]
+            say(f"fuzz: broker pid {target.pid} at {target.address[0]}:{target.address[1]}, "
+                f"{len(served)} api versions; {len(seeds)} kio seeds, {len(recorded)} "
+                f"recorded seeds; seed {seed + n}")
+            if regressions and n == 0:
+                cases = regression_cases(apis)
+                run_cases(target, cases, total, where)
+                say(f"fuzz: {len(cases)} regression cases passed")
+            result = run(target, seeds + recorded, seconds=deadline - time.monotonic(),
+                         count=count, seed=seed + n, out=where, say=say,
+                         keep_going=keep_going)
+        except Failure as exc:
+            if not keep_going or target.alive() or deadline - time.monotonic() < 10:
+                raise
+            deaths.append(f"run-{n}: {exc}")
+            say(f"fuzz: {exc}; details in {where}; starting another broker")
+            continue
+        finally:
+            if target.alive():
+                target.stop()
+        result.cases = total.cases
+        result.max_rss = max(result.max_rss, total.max_rss)
+        if deaths:
+            result.failure = "; ".join(deaths)
+        return result
+    raise AssertionError("unreachable")
