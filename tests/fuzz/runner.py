@@ -14,10 +14,12 @@ find the one that logs it again (``culprit.txt``).
 from __future__ import annotations
 
 import collections
+import contextlib
 import random
 import selectors
 import socket
 import struct
+import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -120,6 +122,16 @@ def _outcome(address: tuple[str, int], data: bytes, wait: float = 2.0) -> str:
             return "closed"
 
 
+def _unreachable(target: Target, exc: OSError) -> str:
+    """Why the broker refused a connection: it exited (given a moment to be reaped), or
+    it did not accept."""
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        target.broker.process.wait(5)
+    if not target.alive():
+        return f"the broker exited: {target.broker.exit_reason()}"
+    return f"cannot reach the broker: {exc}"
+
+
 def _check(target: Target, result: Result, *, client: bool) -> None:
     if not target.alive():
         raise Failure(f"the broker exited: {target.broker.exit_reason()}")
@@ -141,12 +153,12 @@ def run_cases(target: Target, cases: Sequence[Case], result: Result, out: Path) 
     """Each case on a connection of its own, the broker checked after each. A case with a
     baseline must be answered when its baseline is."""
     for case in cases:
-        try:
-            outcome = _outcome(target.address, case.data)
-        except OSError as exc:
-            outcome = f"refused ({exc})"
         result.cases += 1
         try:
+            try:
+                outcome = _outcome(target.address, case.data)
+            except OSError as exc:
+                raise Failure(_unreachable(target, exc)) from None
             _check(target, result, client=False)
             if case.baseline is not None and outcome != "answered" \
                     and _outcome(target.address, case.baseline) == "answered":
@@ -241,7 +253,9 @@ def run(target: Target, seeds: Sequence[Seed], *, seconds: float, count: int | N
                 except Failure as exc:
                     if not (keep_going and exc.kind == "traceback" and target.alive()):
                         raise
-                    last = str(exc).strip().splitlines()[-1]
+                    lines = str(exc).strip().splitlines()
+                    where = [x.strip() for x in lines if x.strip().startswith("File ")]
+                    last = (where[-1] + ": " if where else "") + lines[-1]
                     say(f"fuzz: traceback: {last}")
                     if last not in result.tracebacks:
                         result.tracebacks.append(last)
@@ -259,8 +273,7 @@ def run(target: Target, seeds: Sequence[Seed], *, seconds: float, count: int | N
             _triage(target, list(recent), out)
         raise
     except OSError as exc:  # cannot connect: the broker is gone or does not accept
-        result.failure = (f"the broker exited: {target.broker.exit_reason()}"
-                          if not target.alive() else f"cannot reach the broker: {exc}")
+        result.failure = _unreachable(target, exc)
         _write_failure(out, target, result.failure, list(recent),
                        {c.ident for c in conns.values() if c.inflight is not None})
         raise Failure(result.failure) from None
