@@ -113,7 +113,28 @@ async def _write_in_pieces(writer: asyncio.StreamWriter, data: bytes) -> None:
     for start in range(0, len(view), _WRITE_CHUNK):
         writer.write(view[start:start + _WRITE_CHUNK])
         await writer.drain()
+
+
 _CLOSE = object()
+_FAILURES_SEEN: set[tuple[str, type, str]] = set()
+
+
+def handler_failed(peer: str, what: str, exc: BaseException) -> None:
+    """An unexpected error answering a request: the connection closes (as Kafka closes it).
+    The first of each kind (where, type, place raised) is logged with its traceback, as a bug
+    to fix; the same again is one line, so that a client repeating a request that trips it
+    cannot fill the log with tracebacks."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    place = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}" if tb is not None else "?"
+    key = (what.split(" v")[0], type(exc), place)
+    if key in _FAILURES_SEEN or len(_FAILURES_SEEN) >= 1000:
+        log.error("closing %s: %s failed: %s: %s (again)", peer, what, type(exc).__name__,
+                  str(exc)[:200])
+        return
+    _FAILURES_SEEN.add(key)
+    log.error("closing %s: %s failed", peer, what, exc_info=exc)
 
 
 class _Connection:
@@ -425,9 +446,8 @@ class _Connection:
                     self.server.answered(ctx)
             except (ConnectionError, asyncio.CancelledError):
                 raise
-            except Exception:
-                log.exception("closing %s: answering api %s failed", self.peer,
-                              ctx.api_key if ctx is not None else "?")
+            except Exception as exc:
+                handler_failed(self.peer, f"answering api {ctx.api_key if ctx else '?'}", exc)
                 return
             finally:
                 if ctx is not None:
@@ -588,8 +608,8 @@ class KafkaServer:
             return ctx, self._after(gate, ctx, api.handle, request)
         try:
             return ctx, api.handle(ctx, request)
-        except Exception:
-            log.exception("closing %s: %s v%d failed", peer, api.name, version)
+        except Exception as exc:
+            handler_failed(peer, f"{api.name} v{version}", exc)
             ctx.close_slices()
             return _CLOSE
 

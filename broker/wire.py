@@ -31,6 +31,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
+from broker.wire_check import FrameError, check_frame, check_header
 from broker.wire_schemas import EXTRA_REQUESTS, RESPONSE_AS
 from replication.log import LogSlice
 
@@ -51,10 +52,6 @@ __all__ = [
 
 SIZE = struct.Struct(">i")
 HEADER_PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
-
-
-class FrameError(Exception):
-    """A request that costs its connection (Kafka closes it): the message says why."""
 
 
 def peek(frame: bytes) -> tuple[int, int, int]:
@@ -78,11 +75,13 @@ def response_module(api_key: int, version: int) -> ModuleType:
 
 
 def parse_request(frame: bytes, api_key: int, version: int) -> tuple[Any, Any]:
-    """(header, body) of a frame whose api key and version are supported. Anything kio cannot
-    read (truncated, malformed, an unknown tagged field: kio raises KeyError for those where the
-    protocol would skip them) is a :class:`FrameError`. Bytes after the body are ignored, as
-    Kafka ignores them."""
+    """(header, body) of a frame whose api key and version are supported. The frame is
+    walked against its schema first (:mod:`broker.wire_check`: lengths against the bytes that
+    remain, nulls where the field allows none, unknown tagged fields skipped), since kio's
+    reader trusts lengths; anything refused there or that kio cannot read is a
+    :class:`FrameError`. Bytes after the body are ignored, as Kafka ignores them."""
     cls = request_class(api_key, version)
+    frame = check_frame(frame, cls, cls.__header_schema__)
     try:
         header, offset = entity_reader(cls.__header_schema__)(frame, 0)
         body, _size = entity_reader(cls)(frame, offset)
@@ -93,6 +92,7 @@ def parse_request(frame: bytes, api_key: int, version: int) -> tuple[Any, Any]:
 
 
 def parse_header(frame: bytes, header_class: type) -> Any:
+    frame = check_header(frame, header_class)
     try:
         return entity_reader(header_class)(frame, 0)[0]
     except Exception as exc:

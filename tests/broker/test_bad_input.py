@@ -161,3 +161,44 @@ def test_pipelined_requests_are_answered_in_order(broker: BrokerProcess, topic: 
         answers = [client.receive(3, 12)[0], client.receive(1, 12)[0], client.receive(18, 3)[0],
                    client.receive(3, 1)[0]]
     assert answers == [1, 2, 3, 4]
+
+
+LENGTH_LIES = {
+    # a Metadata v9 header, then a compact array of 2^32-2 topics: 12 bytes that made kio's
+    # reader allocate 200 GiB and abort the process
+    "metadata-v9-topics-2^32-1": struct.pack(">hhih", 3, 9, 1, 1) + b"x\x00"
+                                 + b"\xff\xff\xff\xff\x0f",
+    "incremental-alter-configs-v1-2^32-1": struct.pack(">hhih", 44, 1, 1, 1) + b"x\x00"
+                                           + b"\xff\xff\xff\xff\x0f",
+    "produce-v3-2^31-1-topics": struct.pack(">hhih", 0, 3, 1, 1) + b"x" + b"\xff\xff"
+                                + struct.pack(">hi", 1, 1000) + b"\x7f\xff\xff\xff",
+    # a -1 count in a non-nullable array: kio read it as None and 23 handlers raised TypeError
+    "describe-groups-v0-null-groups": struct.pack(">hhih", 15, 0, 1, 1) + b"x"
+                                      + b"\xff\xff\xff\xff",
+    "create-topics-v2-null-topics": struct.pack(">hhih", 19, 2, 1, 1) + b"x"
+                                    + b"\xff\xff\xff\xff" + struct.pack(">i?", 1000, False),
+}
+
+
+@pytest.mark.usefixtures("still_serving")
+@pytest.mark.parametrize("body", LENGTH_LIES.values(), ids=LENGTH_LIES.keys())
+def test_a_lying_length_costs_its_connection_and_one_line_never_the_broker(
+        broker: BrokerProcess, body: bytes) -> None:
+    before = broker.log().count("\n")
+    with RawClient(broker.address) as client:
+        client.send_bytes(struct.pack(">i", len(body)) + body)
+        assert client.closed_by_peer()
+        after = broker.log().splitlines()[before:]
+    assert not [line for line in after if "Traceback" in line], after
+    assert sum("closing" in line for line in after) == 1, after
+
+
+@pytest.mark.usefixtures("still_serving")
+def test_an_unknown_tagged_field_is_skipped_and_answered(broker: BrokerProcess) -> None:
+    frame = encode_request(metadata(), 5)
+    assert frame.endswith(b"\x00")  # Metadata v12 ends with its (empty) tagged fields
+    tagged = frame[4:-1] + b"\x01" + b"\x63\x03abc"  # tag 99, three bytes
+    with RawClient(broker.address) as client:
+        client.send_bytes(struct.pack(">i", len(tagged)) + tagged)
+        correlation_id, response = client.receive(3, 12)
+        assert correlation_id == 5 and response.controller_id == 1

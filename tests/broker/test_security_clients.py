@@ -9,6 +9,8 @@ and CLI output hold none of the passwords used."""
 from __future__ import annotations
 
 import socket
+import ssl
+import struct
 import time
 import uuid
 from collections.abc import Iterator
@@ -458,3 +460,27 @@ def test_a_broker_whose_key_store_cannot_be_read_exits_with_one_line(tmp_path) -
     lines = broker.log().splitlines()
     assert lines == [f"partctl: error: broker 1: ssl.keystore.location: cannot read "
                      f"{tmp_path / 'missing.p12'}: No such file or directory"]
+
+
+# --- hostile lengths on secured listeners ---------------------------------------------------------
+
+LENGTH_LIE = struct.pack(">hhih", 3, 9, 1, 1) + b"x\x00" + b"\xff\xff\xff\xff\x0f"
+"""Metadata v9 whose topic array claims 2^32-2 elements: it aborted the broker before any
+check, parsed before authorization."""
+
+
+def test_a_lying_length_over_tls_or_after_a_sasl_login_costs_the_connection_only(
+        secure: SecureBroker) -> None:
+    topic = new_topic(secure)
+    context = ssl.create_default_context(cafile=str(secure.material.ca))
+    with socket.create_connection(("127.0.0.1", secure.ports["SSL"]), timeout=10) as raw, \
+            context.wrap_socket(raw, server_hostname="localhost") as tls:
+        tls.sendall(struct.pack(">i", len(LENGTH_LIE)) + LENGTH_LIE)
+        assert tls.recv(1) == b""
+    with RawClient(("127.0.0.1", secure.ports["SASL_PLAINTEXT"])) as client:
+        assert scram_login(client, "alice", secure.secrets["alice"]).error_code == \
+            ErrorCode.none
+        client.send_bytes(struct.pack(">i", len(LENGTH_LIE)) + LENGTH_LIE)
+        assert client.closed_by_peer()
+    assert secure.broker.process.poll() is None, secure.broker.log()[-3000:]
+    ck_round_trip(ck_ssl(secure), topic)
