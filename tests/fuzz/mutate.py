@@ -73,7 +73,7 @@ def _length_lie(rng: random.Random, body: bytes, m: FrameMap) -> tuple[bytes, st
     elif roll < 0.3:  # exactly one more than what is left
         left = len(body) - site.offset - site.width
         new = _encode_length(site, left + 1, raw=False)
-        name = f"left+1-{site.what}:{site.field}"
+        name = f"left-plus-1-{site.what}:{site.field}"
     else:
         claim = rng.choice(LENGTH_LIES)
         if site.encoding == "uvarint" and rng.random() < 0.5:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import random
+import re
 import selectors
 import socket
 import struct
@@ -122,6 +123,12 @@ def _outcome(address: tuple[str, int], data: bytes, wait: float = 2.0) -> str:
             return "closed"
 
 
+def _kind(name: str) -> str:
+    """A mutation's kind, for the summary: ``len=0xffff-array:topics+size>`` -> ``len``."""
+    first = name.split("+")[0].split(":")[0].split("=")[0]
+    return re.sub(r"-(array|string|bytes)$", "", first)
+
+
 def _unreachable(target: Target, exc: OSError) -> str:
     """Why the broker refused a connection: it exited (given a moment to be reaped), or
     it did not accept."""
@@ -215,7 +222,7 @@ def run(target: Target, seeds: Sequence[Seed], *, seconds: float, count: int | N
                     conn.inflight = sent
                     recent.append(sent)
                     result.sent += 1
-                    result.by_mutation[name.split(":")[0].split("+")[0]] += 1
+                    result.by_mutation[_kind(name)] += 1
                     try:
                         conn.sock.sendall(data)
                     except OSError:

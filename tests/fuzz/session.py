@@ -33,7 +33,7 @@ def fuzz(directory: Path, coordinator_url: str, *, seconds: float, count: int | 
     With ``keep_going`` (for hunting, not for CI) a traceback does not end the run, and a
     broker that dies is replaced by a new one until the time is up: each death is written
     under ``out/run-N/`` and counted in the result's ``failure``."""
-    deadline = time.monotonic() + seconds
+    deadline: float | None = None  # the mutations' time starts after the regression cases
     deaths: list[str] = []
     total = Result()
     for n in range(1000):
@@ -49,13 +49,18 @@ def fuzz(directory: Path, coordinator_url: str, *, seconds: float, count: int | 
                 f"recorded seeds; seed {seed + n}")
             if regressions and n == 0:
                 cases = regression_cases(apis)
+                began = time.monotonic()
                 run_cases(target, cases, total, where)
-                say(f"fuzz: {len(cases)} regression cases passed")
+                say(f"fuzz: {len(cases)} regression cases passed in "
+                    f"{time.monotonic() - began:.1f}s")
+            if deadline is None:
+                deadline = time.monotonic() + seconds
             result = run(target, seeds + recorded, seconds=deadline - time.monotonic(),
                          count=count, seed=seed + n, out=where, say=say,
                          keep_going=keep_going)
         except Failure as exc:
-            if not keep_going or target.alive() or deadline - time.monotonic() < 10:
+            if not keep_going or target.alive() or deadline is None \
+                    or deadline - time.monotonic() < 10:
                 raise
             deaths.append(f"run-{n}: {exc}")
             say(f"fuzz: {exc}; details in {where}; starting another broker")
