@@ -32,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="a traceback does not end the run (each distinct one is "
                              "reproduced and written under --out), and a broker that dies "
                              "is replaced (for hunting; the exit status still says)")
+    parser.add_argument("--sasl", action="store_true",
+                        help="fuzz a SASL_PLAINTEXT listener before authentication")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     work = Path(tempfile.mkdtemp(prefix="partctl-fuzz-"))
@@ -45,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         result = fuzz(work / "broker", server.url("/"), seconds=args.seconds,
                       count=args.count, seed=seed, out=out,
                       regressions=not args.no_regressions, rss_bound=args.rss_mib << 20,
-                      keep_going=args.keep_going)
+                      keep_going=args.keep_going, sasl=args.sasl)
     except Failure as exc:
         print(f"fuzz: FAILED (seed {seed}): {exc}\nfuzz: details in {out}", file=sys.stderr)
         return 1

@@ -22,13 +22,15 @@ __all__ = ["Seed", "frame", "mutate", "uvarint"]
 @dataclass(frozen=True, slots=True)
 class Seed:
     """A request body and what it is: its api key and version, its origin (``kio`` or the
-    client that sent it), and its map (None when the schema walk failed)."""
+    client that sent it), and its map (None when the schema walk failed). A ``prime`` is a
+    frame sent first, unmutated, on a new connection (a SASL handshake before the token)."""
 
     body: bytes
     api_key: int
     version: int
     origin: str
     map: FrameMap | None
+    prime: bytes = b""
 
 
 def uvarint(value: int) -> bytes:

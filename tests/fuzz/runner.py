@@ -77,7 +77,7 @@ class Result:
 
 
 class _Conn:
-    __slots__ = ("buf", "ident", "inflight", "sock")
+    __slots__ = ("buf", "ident", "inflight", "sock", "used")
 
     def __init__(self, ident: int, address: tuple[str, int]) -> None:
         self.ident = ident
@@ -86,6 +86,21 @@ class _Conn:
         self.sock.settimeout(2.0)
         self.buf = b""
         self.inflight: Sent | None = None
+        self.used = False
+
+    def prime(self, data: bytes) -> bool:
+        """Send ``data`` and wait for its answer (blocking): whether it came."""
+        try:
+            self.sock.sendall(data)
+            while len(self.buf) < 4 or len(self.buf) < 4 + struct.unpack_from(">i", self.buf)[0]:
+                chunk = self.sock.recv(65536)
+                if not chunk:
+                    return False
+                self.buf += chunk
+        except OSError:
+            return False
+        self.frames()
+        return True
 
     def frames(self) -> int:
         """Complete response frames in the buffer, consumed."""
@@ -181,10 +196,13 @@ def run_cases(target: Target, cases: Sequence[Case], result: Result, out: Path) 
 
 def run(target: Target, seeds: Sequence[Seed], *, seconds: float, count: int | None,
         seed: int, out: Path, say: Callable[[str], None] = print,
-        keep_going: bool = False) -> Result:
+        keep_going: bool = False, one_per_connection: bool = False) -> Result:
     """Mutated seeds for ``seconds`` (or ``count`` requests, whichever ends first). With
     ``keep_going`` a traceback does not end the run: its culprit is looked for and written
-    under ``out`` (``culprit-N.txt``), and the run goes on (for hunting, not for CI)."""
+    under ``out`` (``culprit-N.txt``), and the run goes on (for hunting, not for CI). With
+    ``one_per_connection`` each request goes on a new connection (before authentication,
+    where the first requests are the ones that matter). A seed with a ``prime`` always
+    does, after its prime (a SASL handshake) is answered."""
     rng = random.Random(seed)
     result = Result()
     recent: collections.deque[Sent] = collections.deque(maxlen=RECENT)
@@ -194,12 +212,13 @@ def run(target: Target, seeds: Sequence[Seed], *, seconds: float, count: int | N
     start = time.monotonic()
     last_check = last_client = last_progress = start
 
-    def connect() -> None:
+    def connect() -> _Conn:
         nonlocal ident
         ident += 1
         conn = _Conn(ident, target.address)
         conns[conn.ident] = conn
         selector.register(conn.sock, selectors.EVENT_READ, conn)
+        return conn
 
     def drop(conn: _Conn) -> None:
         selector.unregister(conn.sock)
@@ -216,6 +235,15 @@ def run(target: Target, seeds: Sequence[Seed], *, seconds: float, count: int | N
             for conn in list(conns.values()):
                 if conn.inflight is None:
                     base = rng.choice(seeds)
+                    if base.prime or (one_per_connection and conn.used):
+                        drop(conn)
+                        conn = connect()
+                        if base.prime and not conn.prime(base.prime):
+                            result.closes += 1
+                            drop(conn)
+                            connect()
+                            continue
+                    conn.used = True
                     data, name = mutate(rng, base)
                     sent = Sent(now, conn.ident, name,
                                 f"{base.origin} api {base.api_key} v{base.version}", data)
@@ -262,12 +290,15 @@ def run(target: Target, seeds: Sequence[Seed], *, seconds: float, count: int | N
                         raise
                     lines = str(exc).strip().splitlines()
                     where = [x.strip() for x in lines if x.strip().startswith("File ")]
-                    last = (where[-1] + ": " if where else "") + lines[-1]
+                    last = re.sub(r"0x[0-9a-f]+", "0x...",
+                                  (where[-1] + ": " if where else "") + lines[-1])
                     say(f"fuzz: traceback: {last}")
                     if last not in result.tracebacks:
                         result.tracebacks.append(last)
-                        _triage(target, list(recent), out,
-                                f"culprit-{len(result.tracebacks)}.txt")
+                        n = len(result.tracebacks)
+                        _write_failure(out, target, str(exc), list(recent), set(),
+                                       f"-{n}")
+                        _triage(target, list(recent), out, f"culprit-{n}.txt")
             if now - last_progress >= PROGRESS_EVERY:
                 last_progress = now
                 say(result.line(now - start, target.rss()))
@@ -293,16 +324,16 @@ def run(target: Target, seeds: Sequence[Seed], *, seconds: float, count: int | N
 
 
 def _write_failure(out: Path, target: Target, reason: str, recent: Sequence[Sent],
-                   inflight: set[int]) -> None:
+                   inflight: set[int], suffix: str = "") -> None:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "failure.txt").write_text(
+    (out / f"failure{suffix}.txt").write_text(
         f"{reason}\n\nbroker pid {target.pid}, log {target.broker.log_path}\n\n"
         f"--- the broker's log (tail) ---\n{target.log_tail()}\n")
     lines = []
     for s in recent:
         mark = "IN FLIGHT " if s.conn in inflight else ""
         lines.append(f"# {mark}conn {s.conn} {s.seed} mutation {s.name}\n{s.data.hex()}\n")
-    (out / "frames.txt").write_text("".join(lines))
+    (out / f"frames{suffix}.txt").write_text("".join(lines))
 
 
 def _triage(target: Target, recent: Sequence[Sent], out: Path,

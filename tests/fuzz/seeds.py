@@ -24,8 +24,8 @@ from broker.wire import request_class
 from .mutate import Seed, frame, uvarint
 from .schema import default_instance, walk
 
-__all__ = ["CORPUS", "Case", "encode", "kio_seeds", "read_stream", "recorded_seeds",
-           "regression_cases"]
+__all__ = ["CORPUS", "SASL_PASSWORD", "SASL_USER", "Case", "encode", "kio_seeds",
+           "read_stream", "recorded_seeds", "regression_cases", "sasl_seeds"]
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 
@@ -84,6 +84,35 @@ def recorded_seeds(directory: Path = CORPUS) -> list[Seed]:
             if seed is not None:
                 out.append(seed)
     return out
+
+
+SASL_USER = "fuzz"
+SASL_PASSWORD = "fuzz-password"  # noqa: S105 - a test broker's PLAIN user
+"""The PLAIN user of the SASL_PLAINTEXT listener the fuzzer targets with ``--sasl``."""
+
+
+def sasl_seeds() -> list[Seed]:
+    """What a client sends before it is authenticated: SaslHandshake for each mechanism;
+    SaslAuthenticate with a PLAIN token and a SCRAM client-first message, each after the
+    handshake that makes it expected; and the same tokens raw (a v0 handshake's framing)."""
+    plain = b"\0" + SASL_USER.encode() + b"\0" + SASL_PASSWORD.encode()
+    first = b"n,,n=" + SASL_USER.encode() + b",r=fyko+d2lbbFgONRv9qkxdawL"
+    out = []
+    for mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        for version in (0, 1):
+            out.append(_seed(encode(17, version, request_class(17, version)(
+                mechanism=mechanism)), "sasl"))
+    for mechanism, token in (("PLAIN", plain), ("SCRAM-SHA-256", first),
+                             ("SCRAM-SHA-512", first)):
+        handshake = frame(encode(17, 1, request_class(17, 1)(mechanism=mechanism)))
+        for version in (0, 1, 2):
+            seed = _seed(encode(36, version, request_class(36, version)(auth_bytes=token)),
+                         "sasl")
+            assert seed is not None
+            out.append(Seed(seed.body, 36, version, "sasl", seed.map, prime=handshake))
+        raw = frame(encode(17, 0, request_class(17, 0)(mechanism=mechanism)))
+        out.append(Seed(token, -1, -1, f"sasl raw {mechanism}", None, prime=raw))
+    return [s for s in out if s is not None]  # type: ignore[misc]
 
 
 # --- the fixed cases ----------------------------------------------------------------------------

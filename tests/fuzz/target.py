@@ -15,6 +15,8 @@ from broker.cluster import LaunchedBroker, start_broker
 from tests.broker.processes import create_topic
 from tests.broker.wire_client import RawClient, request
 
+from .seeds import SASL_PASSWORD, SASL_USER
+
 __all__ = ["RSS_BOUND", "TOPIC", "Target", "start_target"]
 
 RSS_BOUND = 1 << 30
@@ -26,13 +28,21 @@ fetch requests reach a partition)."""
 SETTINGS = ("num.partitions=1\n"
             "zookeeper.connection.timeout.ms=20000\n"
             "controlled.shutdown.retry.backoff.ms=200\n")
+LISTENING = re.compile(r"(\w+)://127\.0\.0\.1:(\d+)")
+PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 TRACEBACK = re.compile(rb"^Traceback \(most recent call last\)", re.M)
 
 
 @dataclass
 class Target:
+    """The broker; ``address`` is the listener fuzzed, ``check_address`` the PLAINTEXT one
+    the fresh-client check uses (the same unless the fuzzed listener is SASL's, where the
+    check also logs in there)."""
+
     broker: LaunchedBroker
     address: tuple[str, int]
+    check_address: tuple[str, int]
+    sasl: bool = False
     rss_bound: int = RSS_BOUND
     _log_read: int = 0
     _carry: bytes = b""
@@ -93,13 +103,23 @@ class Target:
         metadata = request(3, 12, topics=None, allow_auto_topic_creation=False,
                            include_topic_authorized_operations=False)
         try:
-            with RawClient(self.address, timeout=deadline) as client:
+            with RawClient(self.check_address, timeout=deadline) as client:
                 answer = client.call(versions)
                 if answer.error_code != 0:
                     return f"ApiVersions answered {answer.error_code}"
                 brokers = client.call(metadata).brokers
                 if not brokers:
                     return "Metadata lists no broker"
+            if self.sasl:
+                with RawClient(self.address, timeout=deadline) as client:
+                    if client.call(request(17, 1, mechanism="PLAIN")).error_code != 0:
+                        return "SaslHandshake PLAIN refused"
+                    token = f"\0{SASL_USER}\0{SASL_PASSWORD}".encode()
+                    answer = client.call(request(36, 2, auth_bytes=token))
+                    if answer.error_code != 0:
+                        return f"SASL PLAIN login failed: {answer.error_code}"
+                    if not client.call(metadata).brokers:
+                        return "Metadata after a SASL login lists no broker"
         except (OSError, ConnectionError, struct.error) as exc:
             return f"a fresh client got no answer: {type(exc).__name__}: {exc}"
         return None
@@ -108,13 +128,30 @@ class Target:
         return self.broker.stop(timeout=60)
 
 
+def _sasl_settings() -> str:
+    jaas = (f'{PLAIN_MODULE} required user_{SASL_USER}="{SASL_PASSWORD}";')
+    return ("listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0\n"
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT\n"
+            "inter.broker.listener.name=PLAINTEXT\n"
+            "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512\n"
+            f"listener.name.sasl_plaintext.plain.sasl.jaas.config={jaas}\n")
+
+
 def start_target(directory: Path, coordinator_url: str, *, rss_bound: int = RSS_BOUND,
-                 extra: str = "", port: int = 0) -> Target:
+                 extra: str = "", port: int = 0, sasl: bool = False) -> Target:
     """A broker in ``directory`` on a fresh chroot of ``coordinator_url``, serving, with the
-    topic :data:`TOPIC`."""
+    topic :data:`TOPIC`; with ``sasl`` the fuzzed listener is a SASL_PLAINTEXT one (PLAIN
+    and SCRAM enabled, the PLAIN user :data:`~tests.fuzz.seeds.SASL_USER`)."""
     url = coordinator_url.rstrip("/") + f"/fuzz-{uuid.uuid4().hex[:8]}"
-    broker = start_broker(directory, 1, url, extra=SETTINGS + extra, port=port, timeout=120)
-    target = Target(broker=broker, address=broker.address, rss_bound=rss_bound)
+    extra = SETTINGS + (_sasl_settings() if sasl else "") + extra
+    broker = start_broker(directory, 1, url, extra=extra, port=port, timeout=120)
+    address = broker.address
+    if sasl:
+        line = next(x for x in broker.log().splitlines() if ": serving " in x)
+        port_of = dict(LISTENING.findall(line.split(" on ")[0]))
+        address = ("127.0.0.1", int(port_of["SASL_PLAINTEXT"]))
+    target = Target(broker=broker, address=address, check_address=broker.address, sasl=sasl,
+                    rss_bound=rss_bound)
     create_topic(broker, TOPIC, 1)
     return target
 
