@@ -154,7 +154,7 @@ def _unreachable(target: Target, exc: OSError) -> str:
     return f"cannot reach the broker: {exc}"
 
 
-def _check(target: Target, result: Result, *, client: bool) -> None:
+def _check(target: Target, result: Result, *, client: bool, again: bool = True) -> None:
     if not target.alive():
         raise Failure(f"the broker exited: {target.broker.exit_reason()}")
     rss = target.rss()
@@ -162,7 +162,7 @@ def _check(target: Target, result: Result, *, client: bool) -> None:
     if rss > target.rss_bound:
         raise Failure(f"the broker's RSS is {rss >> 20} MiB, over the bound of "
                       f"{target.rss_bound >> 20} MiB")
-    tracebacks = target.new_tracebacks()
+    tracebacks = target.new_tracebacks(again)
     if tracebacks:
         raise Failure("the broker logged a traceback:\n" + tracebacks[0], "traceback")
     if client:
@@ -284,7 +284,8 @@ def run(target: Target, seeds: Sequence[Seed], *, seconds: float, count: int | N
                 if client:
                     last_client = now
                 try:
-                    _check(target, result, client=client)
+                    # going on, a failure seen before is not news
+                    _check(target, result, client=client, again=not keep_going)
                 except Failure as exc:
                     if not (keep_going and exc.kind == "traceback" and target.alive()):
                         raise

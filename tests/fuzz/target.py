@@ -31,6 +31,8 @@ SETTINGS = ("num.partitions=1\n"
 LISTENING = re.compile(r"(\w+)://127\.0\.0\.1:(\d+)")
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 TRACEBACK = re.compile(rb"^Traceback \(most recent call last\)", re.M)
+AGAIN = re.compile(r"^.* failed: .* \(again\)$", re.M)
+"""The line the server logs for a handler failure it has logged with a traceback before."""
 
 
 @dataclass
@@ -64,8 +66,10 @@ class Target:
         match = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
         return int(match.group(1)) * 1024 if match else 0
 
-    def new_tracebacks(self) -> list[str]:
-        """Tracebacks the broker logged since the last call (each with the lines around it)."""
+    def new_tracebacks(self, again: bool = True) -> list[str]:
+        """Tracebacks the broker logged since the last call (each with the log line before it
+        and its exception line); with ``again``, also the lines saying a handler failed as
+        it failed before (logged once with a traceback, then in one line)."""
         try:
             with open(self.broker.log_path, "rb") as f:
                 f.seek(max(self._log_read, self.broker.log_offset))
@@ -89,6 +93,8 @@ class Target:
                                                      "The above exception"))),
                        len(lines) - 1)
             found.append("\n".join(lines[:end + 1]))
+        if again:
+            found += AGAIN.findall(text.decode(errors="replace"))
         self.tracebacks += found
         return found
 
