@@ -113,9 +113,9 @@ class Target:
                 answer = client.call(versions)
                 if answer.error_code != 0:
                     return f"ApiVersions answered {answer.error_code}"
-                brokers = client.call(metadata).brokers
-                if not brokers:
-                    return "Metadata lists no broker"
+                # answered is what counts: what it says may be what a forged UpdateMetadata
+                # told the broker (docs/fuzzing.md)
+                client.call(metadata)
             if self.sasl:
                 with RawClient(self.address, timeout=deadline) as client:
                     if client.call(request(17, 1, mechanism="PLAIN")).error_code != 0:
@@ -124,8 +124,7 @@ class Target:
                     answer = client.call(request(36, 2, auth_bytes=token))
                     if answer.error_code != 0:
                         return f"SASL PLAIN login failed: {answer.error_code}"
-                    if not client.call(metadata).brokers:
-                        return "Metadata after a SASL login lists no broker"
+                    client.call(metadata)
         except (OSError, ConnectionError, struct.error) as exc:
             return f"a fresh client got no answer: {type(exc).__name__}: {exc}"
         return None
