@@ -13,13 +13,14 @@ request's timeout.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
 from broker.apis import RequestContext
 
-__all__ = ["ADMIN_KEY", "blocking", "milliseconds", "wait_for"]
+__all__ = ["ADMIN_KEY", "blocking", "controller_reply", "milliseconds", "wait_for"]
 
 T = TypeVar("T")
 
@@ -55,3 +56,13 @@ def wait_for(ctx: RequestContext, timeout_ms: int, ready: Callable[[], bool]
     ctx.broker.purgatory.park(ADMIN_KEY, max(timeout_ms, 0) / 1000,
                               lambda: answer.done() or ready(), complete)
     return answer
+
+
+async def controller_reply(reply: concurrent.futures.Future[T]) -> T:
+    """Wait for a reply the controller's event thread completes. A wait cancelled (its
+    client hung up) leaves the reply alone: cancelling it would make the controller's
+    ``set_result`` raise on its thread, and the controller resign."""
+    waiting = asyncio.wrap_future(reply)
+    # nobody may be left to read it: read it here, so asyncio does not log it as lost
+    waiting.add_done_callback(lambda f: f.cancelled() or f.exception())
+    return await asyncio.shield(waiting)

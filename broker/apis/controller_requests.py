@@ -28,6 +28,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.apis import Api, RequestContext
+from broker.apis.admin_support import controller_reply
 from broker.apis.topic_ids import text_of
 from broker.controller_channel import (
     CONTROLLED_SHUTDOWN,
@@ -201,7 +202,7 @@ async def _controlled_shutdown(ctx: RequestContext, request: Any) -> Any:
     if controller is None or not controller.active:
         return answer(ErrorCode.not_controller)
     try:
-        remaining = await asyncio.wrap_future(controller.request_controlled_shutdown(
+        remaining = await controller_reply(controller.request_controlled_shutdown(
             request.broker_id, request.broker_epoch))
     except NotController:
         return answer(ErrorCode.not_controller)

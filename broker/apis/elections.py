@@ -16,7 +16,6 @@ INVALID_REQUEST.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -24,7 +23,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.apis import Api, RequestContext
-from broker.apis.admin_support import milliseconds, wait_for
+from broker.apis.admin_support import controller_reply, milliseconds, wait_for
 from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
 from coordinator.codecs import TopicPartition
@@ -66,7 +65,7 @@ async def _elect(ctx: RequestContext, request: Any) -> Any:
         answers = {tp: (ErrorCode.not_controller, None) for tp in wanted}
         return _response(ctx, ErrorCode.none, answers)
     try:
-        results: Mapping[TopicPartition, AdminElectionResult] = await asyncio.wrap_future(
+        results: Mapping[TopicPartition, AdminElectionResult] = await controller_reply(
             controller.request_leader_election(wanted, unclean=election == UNCLEAN))
     except NotController:
         return _response(ctx, ErrorCode.none, {tp: (ErrorCode.not_controller, None)

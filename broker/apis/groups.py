@@ -303,8 +303,11 @@ def leave_group(ctx: RequestContext, request: Any) -> Any:
         if error is ErrorCode.none and errors:
             error = errors[0]
         return build(module.LeaveGroupResponse, throttle_time=_ZERO, error_code=error)
-    members = tuple(build(module.MemberResponse, member_id=m, group_instance_id=i,
-                          error_code=e) for (m, i), e in zip(leaving, errors, strict=True))
+    # an error for the whole request (not the coordinator, no group id, not authorized)
+    # comes alone, with no members, as Kafka answers it
+    members = () if error is not ErrorCode.none else tuple(
+        build(module.MemberResponse, member_id=m, group_instance_id=i, error_code=e)
+        for (m, i), e in zip(leaving, errors, strict=True))
     return build(module.LeaveGroupResponse, throttle_time=_ZERO, error_code=error,
                  members=members)
 

@@ -200,6 +200,23 @@ def test_a_group_not_led_here_is_not_coordinator(tmp_path: Path) -> None:
         b.close()
 
 
+def test_a_batched_leave_refused_for_its_group_is_one_top_level_error(tmp_path: Path) -> None:
+    """LeaveGroup v3+ for a group this broker does not answer for, or with no group id, has
+    the error at the top and no members (as Kafka answers), on a connection that stays open:
+    the fuzzer found these logging a traceback and costing the connection."""
+    b = InProcessBroker(tmp_path / "logs", groups=CONFIG)
+    try:
+        for p in range(PARTITIONS):
+            b.set_partition(OFFSETS_TOPIC, p, leader=2, replicas=(1, 2))
+        with _client(b) as c:
+            elsewhere = leave(c, "g", [("m", None), ("n", "i")])
+            assert (elsewhere.error_code, elsewhere.members) == (ErrorCode.not_coordinator, ())
+            nameless = leave(c, "", [("m", None)])
+            assert (nameless.error_code, nameless.members) == (ErrorCode.invalid_group_id, ())
+    finally:
+        b.close()
+
+
 # --- OffsetCommit / OffsetFetch ---------------------------------------------------------------
 
 
