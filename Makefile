@@ -8,8 +8,9 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-# the C source too: the install compiles the cleaner's C extension in place
-$(STAMP): pyproject.toml replication/_cleaner_native.c
+# the C source too: the install compiles the cleaner's C extension in place; the reference
+# Kafka's pom and versions: setup resolves them
+$(STAMP): pyproject.toml replication/_cleaner_native.c tests/kafka/pom.xml tests/kafka/versions.env
 	bash .ci/setup
 	touch $(STAMP)
 
