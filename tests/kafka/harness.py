@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+import coordinator
 from coordinator.servers import LocalServer, free_port
 from tests.broker.wire_client import RawClient, request
 
@@ -273,7 +274,8 @@ class KafkaBroker:
 
     def stop(self, timeout: float = 30.0) -> int | None:
         """SIGTERM (Kafka's controlled shutdown), SIGKILL after ``timeout``: the exit status
-        (None if it never ran). Stopping a stopped broker does nothing more."""
+        (143 for a JVM that stopped on SIGTERM, -9 if killed; None if it never ran). Stopping
+        a stopped broker does nothing more."""
         if self.process is None:
             return None
         if self.process.poll() is None:
@@ -387,12 +389,29 @@ class KafkaCluster:
 
     def restart(self, node_id: int, *, timeout: float = 120.0, stop_timeout: float = 30.0
                 ) -> None:
-        """Stop one broker (if running) and start it again on its directory and ports; return
-        once the cluster's brokers all serve again."""
+        """Stop one broker (if running: SIGTERM, SIGKILL after ``stop_timeout``) and start it
+        again on its directory and ports; return once the cluster's brokers all serve again.
+        In ZooKeeper mode it starts once its last registration has gone: a killed broker's
+        lives until its session expires, and Kafka refuses to start beside it."""
         broker = self.brokers[node_id]
         broker.stop(stop_timeout)
+        if self.mode == "zookeeper":
+            self._wait_unregistered(node_id, timeout)
         broker.start()
         self.wait_serving(timeout=timeout)
+
+    def _wait_unregistered(self, node_id: int, timeout: float) -> None:
+        assert self.zookeeper_connect is not None
+        client = coordinator.connect(f"zookeeper://{self.zookeeper_connect}", timeout=10)
+        path = f"/brokers/ids/{node_id}"
+        try:
+            deadline = time.monotonic() + timeout
+            while client.exists(path) is not None:
+                if time.monotonic() > deadline:
+                    raise KafkaStartError(f"{path} still registered after {timeout:.0f}s")
+                time.sleep(0.1)
+        finally:
+            client.close()
 
     def log(self, node_id: int | None = None) -> str:
         """One broker's server.log, or every broker's, each under a header line."""
@@ -474,7 +493,8 @@ def start_kafka_zk(directory: str | Path, zookeeper_server: LocalServer | str, *
             "log.dirs": broker.directory / "data",
             "zookeeper.connect": connect,
             "zookeeper.connection.timeout.ms": 30000,
-            "zookeeper.session.timeout.ms": 18000,
+            # a killed broker's registration goes in 6 s (Kafka's default: 18)
+            "zookeeper.session.timeout.ms": 6000,
             **_small_cluster(len(broker_ids)),
             **(extra or {}),
         })

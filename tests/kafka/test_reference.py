@@ -15,6 +15,7 @@ import subprocess
 import uuid
 import zipfile
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -36,6 +37,9 @@ from .harness import (
 
 pytestmark = pytest.mark.servers
 
+REPO = Path(__file__).resolve().parents[2]
+PRODUCT = ("coordinator", "elections", "statemachines", "replication", "broker", "rebalancer",
+           "partctl", "migrations")
 RECORDS = 1000
 RECORD_SIZE = 100
 PARTITION = re.compile(r"Partition: (\d+)\s+Leader: (\S+)\s+Replicas: (\S+)\s+Isr: (\S*)")
@@ -103,6 +107,15 @@ def _produce_and_consume(version: str, bootstrap: str) -> None:
     values = _ok(consumed).splitlines()
     assert len(values) == RECORDS and {len(v) for v in values} == {RECORD_SIZE}, values[:3]
     assert f"Processed a total of {RECORDS} messages" in consumed.stderr, consumed.stderr
+
+
+def test_no_product_package_refers_to_the_reference_kafka() -> None:
+    """Kafka is a test and benchmark dependency only."""
+    needles = ("tests.kafka", "tests/kafka", "PARTCTL_KAFKA_CACHE", "kafka_2.13", "partctl/kafka")
+    found = [f"{path.relative_to(REPO)}: {needle}"
+             for package in PRODUCT for path in sorted((REPO / package).rglob("*.py"))
+             for needle in needles if needle in path.read_text(errors="replace")]
+    assert not found, found
 
 
 @pytest.mark.parametrize("version", [KAFKA_3, KAFKA_4])
