@@ -613,3 +613,17 @@ def test_offset_commit_without_read_on_the_group_refuses_every_partition(cluster
     assert len(answers) == 1, answers
     found = {t.name: [p.error_code for p in t.partitions] for t in answers[0].topics}
     assert found == {readable: [ErrorCode.none], hidden: [ErrorCode.topic_authorization_failed]}
+
+
+def test_delete_records_needs_delete_on_the_topic(cluster: AclCluster) -> None:
+    topic = _topic(cluster)
+    assert _produce(cluster, "admin", topic) is None
+    _allow(cluster, "User:carol", topic, AclOperation.DESCRIBE)
+    wanted = [ck.TopicPartition(topic, 0, 1)]
+    carol = AdminClient(cluster.conf("carol"))
+    with pytest.raises(ck.KafkaException) as refused:
+        carol.delete_records(wanted, request_timeout=20)[wanted[0]].result(timeout=30)
+    assert refused.value.args[0].code() == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED
+    _allow(cluster, "User:carol", topic, AclOperation.DELETE)
+    deleted = carol.delete_records(wanted, request_timeout=20)[wanted[0]].result(timeout=30)
+    assert deleted.low_watermark == 1
