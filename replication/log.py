@@ -902,14 +902,17 @@ class Log:
             return None
 
     def offset_for_timestamp(self, timestamp: int) -> int | None:
-        """The first offset of the first batch with a timestamp >= ``timestamp`` (ListOffsets)."""
+        """The first offset of the first batch with a timestamp >= ``timestamp`` (ListOffsets)
+        that ends at or after the log start; never below the log start (the batch may begin
+        below it when records were deleted inside it)."""
         with self._lock:
             self._check_open()
-            for segment in self._segments:
-                if segment.max_timestamp >= timestamp:
-                    found = segment.offset_for_timestamp(timestamp)
+            start = self.local_log_start_offset
+            for segment, nxt in zip(self._segments, [*self._bases[1:], None], strict=True):
+                if segment.max_timestamp >= timestamp and (nxt is None or nxt > start):
+                    found = segment.offset_for_timestamp(timestamp, start)
                     if found is not None:
-                        return found
+                        return max(found, start)
             return None
 
     def max_timestamp(self) -> tuple[int, int] | None:

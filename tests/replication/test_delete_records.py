@@ -100,3 +100,27 @@ def test_a_truncation_below_the_log_start_moves_it_back(tmp_path: Path) -> None:
     log.maybe_increment_log_start_offset(6, high_watermark=10)
     log.truncate_to(5)
     assert (log.log_start_offset, log.log_end_offset) == (5, 5)
+
+
+def test_a_tiered_log_start_past_the_local_one_moves_the_local_start_with_it(
+        tmp_path: Path) -> None:
+    log = open_log(tmp_path, start=0, remote_storage_enable=True)
+    fill(log, 10)
+    assert (log.log_start_offset, log.local_log_start_offset) == (0, 0)
+    log.maybe_increment_log_start_offset(6, high_watermark=10)
+    assert (log.log_start_offset, log.local_log_start_offset) == (6, 6)
+    # nothing is in remote storage, yet the segment wholly below the log start goes
+    assert log.delete_old_segments(now_ms=0, high_watermark=10) == 1
+    assert log.segment_base_offsets == (4, 8)
+    assert log.log_start_offset == 6
+
+
+def test_a_search_by_timestamp_never_answers_below_the_log_start(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    for i in range(10):
+        log.append_as_leader(batch(1, value_size=100, timestamp=1000 + i), leader_epoch=0)
+    log.maybe_increment_log_start_offset(6, high_watermark=10)
+    assert log.offset_for_timestamp(0) == 6
+    assert log.offset_for_timestamp(1003) == 6
+    assert log.offset_for_timestamp(1008) == 8
+    assert log.offset_for_timestamp(2000) is None
