@@ -186,7 +186,8 @@ class NetworkFetchEndpoint:
         for want in wanted:
             part = build(module.FetchPartition, partition=want.tp.partition,
                          current_leader_epoch=want.leader_epoch, fetch_offset=want.fetch_offset,
-                         last_fetched_epoch=want.last_fetched_epoch, log_start_offset=-1,
+                         last_fetched_epoch=want.last_fetched_epoch,
+                         log_start_offset=want.log_start_offset,
                          partition_max_bytes=want.max_bytes)
             if topics and topics[-1][0] == want.tp.topic:
                 topics[-1][1].append(part)

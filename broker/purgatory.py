@@ -16,12 +16,18 @@ import logging
 import threading
 from collections.abc import Callable, Hashable, Iterable
 
-__all__ = ["Delayed", "Purgatory"]
+__all__ = ["Delayed", "Purgatory", "delete_records_key"]
 
 log = logging.getLogger(__name__)
 
 ALL = object()
 """Wakes every parked operation (leadership or metadata changed)."""
+
+
+def delete_records_key(tp: Hashable) -> Hashable:
+    """The key DeleteRecords requests on ``tp`` wait on (Kafka's delete-records purgatory):
+    woken when a follower's fetch may have moved its log start, not by appends."""
+    return ("DeleteRecords", tp)
 
 
 class Delayed:

@@ -233,7 +233,8 @@ class ReplicaFetcher:
             last = self._last_fetched_epoch(partition) if on_fetch else -1
             wanted.append(PartitionFetch(
                 tp=tp, fetch_offset=state.fetch_offset, leader_epoch=state.leader_epoch,
-                last_fetched_epoch=last, max_bytes=self._max_bytes(tp, state)))
+                last_fetched_epoch=last, max_bytes=self._max_bytes(tp, state),
+                log_start_offset=partition.log.log_start_offset))
         self.fetch_requests += 1
         results = fetch_partitions(self.broker_id, wanted)
         # A leader that held the request (a long poll) waited already; with no wait at the
@@ -367,7 +368,10 @@ class ReplicaFetcher:
                 return 0
             state.fetch_offset = leo
             if result.log_start_offset >= 0:
-                partition.log.maybe_increment_log_start_offset(result.log_start_offset)
+                # Records the leader deleted (DeleteRecords, retention) go here too, up to
+                # this replica's HW (Kafka's follower takes the leader's log start).
+                partition.log.maybe_increment_log_start_offset(
+                    result.log_start_offset, high_watermark=partition.high_watermark)
             return len(result.records)
         if error == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE:
             return self._start_from_remote(tp, state, partition, result, endpoint)

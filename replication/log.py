@@ -317,24 +317,27 @@ class Log:
         idle producers' state after ``producer_id_expiration_ms`` (a broker setting in Kafka,
         ``producer.id.expiration.ms``). ``log_start_offset`` is the checkpointed log start
         (``log-start-offset-checkpoint``): with remote storage it may be below the first local
-        segment (None: 0, until the remote tier says more); otherwise the first local offset is
-        the log start.
+        segment (None: 0, until the remote tier says more); otherwise the log start is the later
+        of it and the first local offset (records deleted below it by DeleteRecords stay gone
+        while their segment is still on disk). Either way it never passes the log end.
         """
         directory = Path(directory)
         make_private_directory(directory)
         log = cls(directory, config or LogConfig(), clock or _wall_clock_ms,
                   producer_id_expiration_ms)
         log._load(recovery_point)
-        local = log.local_log_start_offset
+        local = log._first_base
         if not log.config.remote_storage_enable:
-            log._log_start_offset = local
+            start = local if log_start_offset is None else max(log_start_offset, local)
+            log._log_start_offset = min(start, log._leo)
+            log.leader_epoch_cache.truncate_from_start(log._log_start_offset)
         else:
             # Without a checkpointed one (a broker killed before it wrote one), a tiered log
             # starts at 0, as Kafka's does: the remote log manager's first pass moves it up to
             # what remote storage holds; starting at the first local offset would hide the
             # remote part for good, as the log start never moves back.
             start = 0 if log_start_offset is None else log_start_offset
-            log._log_start_offset = min(max(start, 0), local)
+            log._log_start_offset = min(max(start, 0), log._leo)
             log.leader_epoch_cache.truncate_from_start(log._log_start_offset)
         return log
 
@@ -452,7 +455,7 @@ class Log:
             cache.truncate_from_end(self._leo)
         if not cfg.remote_storage_enable:
             # A tiered log keeps the epochs of its remote part: open() cuts at the log start.
-            cache.truncate_from_start(self.local_log_start_offset)
+            cache.truncate_from_start(self._first_base)
         self._recovery_point = self._leo
         self._load_producer_state(recovered=recovering)
         fsync_directory(directory)
@@ -467,10 +470,10 @@ class Log:
         if recovered:
             producers.finish_load(self._leo)
         else:
-            producers.load(segment_bases=self._bases, log_start=self.local_log_start_offset,
+            producers.load(segment_bases=self._bases, log_start=self._first_base,
                            log_end=self._leo, replay=self._producer_batches)
         snapshots = producers.snapshot_offsets
-        if self._leo > (snapshots[-1] if snapshots else self.local_log_start_offset):
+        if self._leo > (snapshots[-1] if snapshots else self._first_base):
             producers.take_snapshot(self._leo, sync=True)
 
     def _producer_batches(self, start: int, end: int) -> Iterator[ProducerBatch]:
@@ -539,15 +542,21 @@ class Log:
     @property
     def log_start_offset(self) -> int:
         """The first offset still in the log: in the remote tier too when the log is tiered
-        (``remote.storage.enable``), else the first local offset."""
-        local = self._segments[0].base_offset
+        (``remote.storage.enable``), else the first local offset, or later when records were
+        deleted (DeleteRecords) inside the first local segment."""
         if not self.config.remote_storage_enable:
-            return local
-        return min(self._log_start_offset, local)
+            return max(self._log_start_offset, self._segments[0].base_offset)
+        return self._log_start_offset
 
     @property
     def local_log_start_offset(self) -> int:
-        """The first offset in a local segment (Kafka's localLogStartOffset)."""
+        """The first offset readable on local disk (Kafka's localLogStartOffset): the first
+        local segment's base, or the log start when that is later."""
+        return max(self._segments[0].base_offset, self._log_start_offset)
+
+    @property
+    def _first_base(self) -> int:
+        """The base offset of the first local segment (where its files begin)."""
         return self._segments[0].base_offset
 
     @property
@@ -890,14 +899,17 @@ class Log:
             return None
 
     def offset_for_timestamp(self, timestamp: int) -> int | None:
-        """The first offset of the first batch with a timestamp >= ``timestamp`` (ListOffsets)."""
+        """The first offset of the first batch with a timestamp >= ``timestamp`` (ListOffsets)
+        that ends at or after the log start; never below the log start (the batch may begin
+        below it when records were deleted inside it)."""
         with self._lock:
             self._check_open()
-            for segment in self._segments:
-                if segment.max_timestamp >= timestamp:
-                    found = segment.offset_for_timestamp(timestamp)
+            start = self.local_log_start_offset
+            for segment, nxt in zip(self._segments, [*self._bases[1:], None], strict=True):
+                if segment.max_timestamp >= timestamp and (nxt is None or nxt > start):
+                    found = segment.offset_for_timestamp(timestamp, start)
                     if found is not None:
-                        return found
+                        return max(found, start)
             return None
 
     def max_timestamp(self) -> tuple[int, int] | None:
@@ -1076,9 +1088,12 @@ class Log:
                 self.leader_epoch_cache.truncate_from_end(self._leo)
                 return False
             self._note_truncation(offset)
-            if offset < self.local_log_start_offset:
+            if offset < self._first_base:
                 self.truncate_fully_and_start_at(offset)
                 return True
+            # Kafka's rule: records below the log start come back no more, but a truncation
+            # below it (to what the leader holds) moves the log start back with it.
+            self._log_start_offset = min(self._log_start_offset, offset)
             while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
                 self._segments.pop().delete()
                 self._bases.pop()
@@ -1095,7 +1110,7 @@ class Log:
         end. The snapshots past the end are deleted durably at once: one resurrected by a
         power failure would describe batches the log no longer holds."""
         before = self._producers.snapshot_offsets
-        self._producers.reload(log_start=self.local_log_start_offset, log_end=self._leo,
+        self._producers.reload(log_start=self._first_base, log_end=self._leo,
                                replay=self._producer_batches)
         if self._producers.snapshot_offsets != before:
             fsync_directory(self.directory)
@@ -1158,17 +1173,24 @@ class Log:
             if producer_snapshot is not None:
                 self._producers.install_snapshot(offset, producer_snapshot)
 
-    def maybe_increment_log_start_offset(self, offset: int) -> bool:
-        """Move a tiered log's start up to ``offset`` (the leader's, from a fetch answer),
-        never past the local log start; returns whether it moved."""
+    def maybe_increment_log_start_offset(self, offset: int, *,
+                                         high_watermark: int | None = None) -> bool:
+        """Move the log start up to ``offset`` (DeleteRecords on a leader, or the leader's log
+        start from a fetch answer on a follower), never past ``high_watermark`` (when given)
+        nor the log end, never back (Kafka's maybeIncrementLogStartOffset); returns whether
+        it moved. The records below it are gone for readers at once; the segments wholly
+        below it go on the next retention pass (:meth:`delete_old_segments`), the active
+        one never. The epoch cache is cut at the new start, as the recovery point."""
         with self._lock:
-            if not self.config.remote_storage_enable:
-                return False
-            new = min(offset, self._segments[0].base_offset)
-            if new <= self._log_start_offset:
+            self._check_open()
+            bound = self._leo if high_watermark is None else min(high_watermark, self._leo)
+            new = min(offset, bound)
+            if new <= self.log_start_offset:
                 return False
             self._log_start_offset = new
+            self._recovery_point = max(self._recovery_point, min(new, self._leo))
             self.leader_epoch_cache.truncate_from_start(new)
+            _logger.info("%s: log start offset moved to %d", self.directory.name, new)
             return True
 
     def delete_old_segments(
@@ -1188,8 +1210,9 @@ class Log:
         with self._lock:
             self._check_open()
             cfg = self.config
+            breached = self._delete_below_log_start()
             if not cfg.cleanup_delete:
-                return 0
+                return breached
             now = self._clock() if now_ms is None else now_ms
             bound = self._leo if high_watermark is None else min(high_watermark, self._leo)
             tiered = cfg.remote_storage_enable
@@ -1228,7 +1251,19 @@ class Log:
                 if not tiered:
                     self._log_start_offset = self.local_log_start_offset
                 self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
-            return count
+            return breached + count
+
+    def _delete_below_log_start(self) -> int:
+        """Delete the segments wholly below the log start (the local log start of a tiered
+        log), whatever ``cleanup.policy`` says, never the active one (Kafka's
+        deleteLogStartOffsetBreachedSegments); returns how many (lock held)."""
+        start = self.local_log_start_offset
+        count = max(bisect_right(self._bases, start) - 1, 0)
+        if count:
+            _logger.info("%s: deleting segments %s below the log start %d",
+                         self.directory.name, self._bases[:count], start)
+            self._drop_oldest_segments(count)
+        return count
 
     def _drop_oldest_segments(self, count: int) -> None:
         """Delete the ``count`` oldest segments (never the active one; lock held)."""
@@ -1237,8 +1272,8 @@ class Log:
         del self._segments[:count]
         del self._bases[:count]
         self._dir_dirty = True
-        self._producers.delete_snapshots_below(self.local_log_start_offset)
-        self._recovery_point = max(self._recovery_point, self.local_log_start_offset)
+        self._producers.delete_snapshots_below(self._first_base)
+        self._recovery_point = max(self._recovery_point, self._first_base)
 
     def move_start_for_remote_retention(self, offset: int) -> int:
         """Remote retention is deleting every remote segment below ``offset`` (the first one it

@@ -27,6 +27,7 @@ from enum import Enum
 from coordinator.codecs import PartitionStateNode, TopicPartition
 from replication.clock import Clock
 from replication.config import ReplicaConfig
+from replication.delete_records import DeleteRecordsResult, low_watermark, resolve_delete_offset
 from replication.errors import (
     CorruptRecordError,
     InvalidProducerEpochError,
@@ -175,6 +176,7 @@ class Partition:
         self._caught_up_ms: dict[int, int] = {}
         self._last_fetch_leader_leo: dict[int, int] = {}
         self._last_fetch_ms: dict[int, int] = {}
+        self._log_starts: dict[int, int] = {}  # each follower's, as its last fetch said
         self._pending: deque[_Pending] = deque()
 
     # -- state ---------------------------------------------------------------------------------
@@ -249,11 +251,13 @@ class Partition:
                 self._leos = dict.fromkeys(followers, UNKNOWN_OFFSET)
                 self._last_fetch_leader_leo = dict.fromkeys(followers, UNKNOWN_OFFSET)
                 self._last_fetch_ms = dict.fromkeys(followers, 0)
+                self._log_starts = dict.fromkeys(followers, UNKNOWN_OFFSET)
             else:
                 for r in followers:
                     self._leos.setdefault(r, UNKNOWN_OFFSET)
                     self._last_fetch_leader_leo.setdefault(r, UNKNOWN_OFFSET)
                     self._last_fetch_ms.setdefault(r, 0)
+                    self._log_starts.setdefault(r, UNKNOWN_OFFSET)
             self._caught_up_ms = {r: (now if r in self._isr else 0) for r in followers}
             done = self._advance_hw()
         _complete(done)
@@ -270,6 +274,7 @@ class Partition:
             self._take_entry(entry)
             self._role = Role.FOLLOWER
             self._leos.clear()
+            self._log_starts.clear()
             self._caught_up_ms.clear()
             done = self._fail_pending(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         _complete(done)
@@ -286,6 +291,7 @@ class Partition:
                         self._caught_up_ms.setdefault(r, 0)
                         self._last_fetch_leader_leo.setdefault(r, UNKNOWN_OFFSET)
                         self._last_fetch_ms.setdefault(r, 0)
+                        self._log_starts.setdefault(r, UNKNOWN_OFFSET)
                 done = self._advance_hw()
             else:
                 done = []
@@ -434,9 +440,10 @@ class Partition:
 
     def fetch_for_follower(
         self, replica_id: int, offset: int, max_bytes: int, leader_epoch: int,
-        last_fetched_epoch: int = -1, *, update_state: bool = True,
+        last_fetched_epoch: int = -1, *, update_state: bool = True, log_start_offset: int = -1,
     ) -> FetchResult:
-        """Serve a follower's fetch: its fetch offset is its log end offset, which may move the
+        """Serve a follower's fetch (``log_start_offset``: the follower's own, kept for
+        :meth:`low_watermark`): its fetch offset is its log end offset, which may move the
         HW, complete produces and let it into the ISR. Without ``update_state`` (a long poll
         answered later: Kafka's DelayedFetch reads from the purgatory without updating) only
         the read is done; the follower may be gone by then, and must not rejoin the ISR on
@@ -503,6 +510,7 @@ class Partition:
             self._leos[replica_id] = offset
             self._last_fetch_leader_leo[replica_id] = leo
             self._last_fetch_ms[replica_id] = now
+            self._log_starts[replica_id] = log_start_offset
             if replica_id not in self._isr and can_join_isr(
                 offset, self._hw, self._epoch_start_offset
             ) and (self._isr_eligible is None or self._isr_eligible(replica_id)):
@@ -517,6 +525,33 @@ class Partition:
             )
         _complete(done)
         return result
+
+    def delete_records(self, offset: int) -> DeleteRecordsResult:
+        """DeleteRecords on the leader: move the log start to ``offset`` (-1: the HW);
+        POLICY_VIOLATION unless ``cleanup.policy`` has ``delete``, OFFSET_OUT_OF_RANGE above
+        the HW, NOT_LEADER_OR_FOLLOWER off the leader."""
+        with self._lock:
+            if self._role is not Role.LEADER:
+                return DeleteRecordsResult(error=ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            if not self.log.config.cleanup_delete:
+                return DeleteRecordsResult(error=ErrorCode.POLICY_VIOLATION)
+            resolved = resolve_delete_offset(offset, self._hw)
+            if resolved is None:
+                return DeleteRecordsResult(error=ErrorCode.OFFSET_OUT_OF_RANGE)
+            self.log.maybe_increment_log_start_offset(resolved, high_watermark=self._hw)
+            return DeleteRecordsResult(error=ErrorCode.NONE, requested_offset=resolved,
+                                       low_watermark=self._low_watermark())
+
+    def low_watermark(self) -> int | None:
+        """The lowest log start over this leader and its followers on live brokers (Kafka's
+        lowWatermarkIfLeader); None off the leader."""
+        with self._lock:
+            return self._low_watermark() if self._role is Role.LEADER else None
+
+    def _low_watermark(self) -> int:
+        live = self._isr_eligible or (lambda _replica: True)
+        starts = {r: s for r, s in self._log_starts.items() if r in self._replicas}
+        return low_watermark(self.log.log_start_offset, starts, live)
 
     def end_offset_for_epoch(self, epoch: int, current_leader_epoch: int) -> tuple[
         ErrorCode, int, int

@@ -60,6 +60,7 @@ class ErrorCode(IntEnum):
     NOT_ENOUGH_REPLICAS = 19
     NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
     INVALID_REQUIRED_ACKS = 21
+    POLICY_VIOLATION = 44
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45
     INVALID_PRODUCER_EPOCH = 47
     KAFKA_STORAGE_ERROR = 56
@@ -183,6 +184,9 @@ class PartitionFetch:
     leader_epoch: int
     last_fetched_epoch: int
     max_bytes: int
+    log_start_offset: int = -1
+    """The follower's own log start, which the leader keeps for DeleteRecords' low
+    watermark (Fetch v5+; -1: not sent)."""
 
 
 @runtime_checkable

@@ -710,12 +710,12 @@ class ReplicaManager:
 
     def fetch(
         self, tp: TopicPartition, offset: int, max_bytes: int, replica_id: int, leader_epoch: int,
-        last_fetched_epoch: int = -1, *, update_state: bool = True,
+        last_fetched_epoch: int = -1, *, update_state: bool = True, log_start_offset: int = -1,
     ) -> FetchResult:
         """A fetch from a follower (``replica_id`` >= 0: up to the log end, moving its state
         here unless ``update_state`` is false, answering a diverging epoch against
         ``last_fetched_epoch``, see :meth:`Partition.fetch_for_follower`) or a consumer (below
-        the HW only)."""
+        the HW only). ``log_start_offset`` is a follower's own (for DeleteRecords)."""
         if not self._running:
             return FetchResult(error=ErrorCode.BROKER_NOT_AVAILABLE)
         partition = self._partitions.get(tp)
@@ -729,7 +729,8 @@ class ReplicaManager:
         if throttled and self.leader_quota.exceeded():
             max_bytes = 0  # the follower's position is still recorded; no records go out
         result = partition.fetch_for_follower(replica_id, offset, max_bytes, leader_epoch,
-                                              last_fetched_epoch, update_state=update_state)
+                                              last_fetched_epoch, update_state=update_state,
+                                              log_start_offset=log_start_offset)
         if throttled and max_bytes == 0 and result.records:
             result = replace(result, records=b"")
         if throttled and result.records:

@@ -494,13 +494,15 @@ class LogSegment:
                 yield ProducerBatch(base, last_delta, max_ts, pid, epoch, seq, attributes)
             pos += length + LOG_OVERHEAD
 
-    def offset_for_timestamp(self, timestamp: int) -> int | None:
-        """Base offset of the first batch whose max timestamp is >= ``timestamp``, if any."""
-        pos = self.offset_index.lookup(self.time_index.lookup(timestamp))
+    def offset_for_timestamp(self, timestamp: int, min_offset: int = 0) -> int | None:
+        """Base offset of the first batch whose max timestamp is >= ``timestamp``, if any,
+        among the batches ending at or after ``min_offset`` (the log start)."""
+        pos = self.offset_index.lookup(max(self.time_index.lookup(timestamp), min_offset))
         fd, end = self._fd, self.size
         while pos < end:
-            base, length, *_mid, max_ts = _SCAN.unpack(os.pread(fd, _SCAN.size, pos))
-            if max_ts >= timestamp:
+            base, length, *_mid, last_delta, _base_ts, max_ts = _SCAN.unpack(
+                os.pread(fd, _SCAN.size, pos))
+            if max_ts >= timestamp and base + last_delta >= min_offset:
                 return base
             pos += length + LOG_OVERHEAD
         return None

@@ -232,6 +232,7 @@ def default_registry() -> ApiRegistry:
         configs,
         consumer_groups,
         controller_requests,
+        delete_records,
         elections,
         fetch,
         groups,
@@ -250,7 +251,8 @@ def default_registry() -> ApiRegistry:
                         *versions.APIS, *producers.APIS, *topics.APIS, *configs.APIS,
                         *cluster.APIS, *elections.APIS, *reassignments.APIS,
                         *controller_requests.APIS, *groups.APIS,
-                        *consumer_groups.APIS, *acls.APIS, *log_dirs.APIS])
+                        *consumer_groups.APIS, *acls.APIS, *log_dirs.APIS,
+                        *delete_records.APIS])
 
 
 def controller_registry() -> ApiRegistry:

@@ -67,6 +67,7 @@ from kio.schema.errors import ErrorCode
 from broker.apis import Api, RequestContext
 from broker.apis.topic_ids import ensure_topic_ids
 from broker.metadata_cache import MetadataSnapshot
+from broker.purgatory import delete_records_key
 from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
 from coordinator.codecs import TopicPartition
@@ -134,6 +135,8 @@ class _Wanted:
     last_fetched_epoch: int = -1
     denied: bool = False
     """The principal may not Read the topic (TOPIC_AUTHORIZATION_FAILED)."""
+    log_start_offset: int = -1
+    """A follower's own log start (v5+), for DeleteRecords' low watermark."""
 
 
 def leader_partition(ctx: RequestContext, tp: TopicPartition, leader_epoch: int
@@ -220,7 +223,8 @@ def _wanted(request: Any, names: Mapping[uuid.UUID, str] | None = None) -> list[
             out.append(_Wanted(TopicPartition(name, p.partition), p.fetch_offset,
                                p.partition_max_bytes, getattr(p, "current_leader_epoch", -1),
                                topic_id, names is not None and not name,
-                               getattr(p, "last_fetched_epoch", -1)))
+                               getattr(p, "last_fetched_epoch", -1),
+                               log_start_offset=getattr(p, "log_start_offset", -1)))
     return out
 
 
@@ -345,9 +349,12 @@ def _follower_read(ctx: RequestContext, want: _Wanted, replica_id: int, limit: i
     hw_before = partition.high_watermark
     result = ctx.broker.replica_manager.fetch(want.tp, want.offset, limit, replica_id,
                                               want.leader_epoch, want.last_fetched_epoch,
-                                              update_state=update)
+                                              update_state=update,
+                                              log_start_offset=want.log_start_offset)
     if result.high_watermark > hw_before:
         ctx.broker.purgatory.wake(want.tp)  # consumers parked on the HW may now read
+    if update:  # the follower's log start may have reached a DeleteRecords' offset
+        ctx.broker.purgatory.wake(delete_records_key(want.tp))
     read = PartitionRead(index=index, error=ErrorCode(int(result.error)),
                          high_watermark=result.high_watermark,
                          log_start_offset=result.log_start_offset,

@@ -91,9 +91,11 @@ def _earliest_epoch(log: Log) -> int:
 
 
 def _record_in_batch(log: Log, offset: int, wanted: Any) -> _Found | None:
-    """The first record of the batch holding ``offset`` whose timestamp ``wanted`` accepts."""
+    """The first record of the batch holding ``offset`` whose timestamp ``wanted`` accepts,
+    none below the (local) log start: records deleted inside a batch are not answered."""
+    offset = max(offset, log.local_log_start_offset)
     data = log.read(offset, 1).records
-    return find_record(data, wanted) if data else None
+    return find_record(data, wanted, min_offset=offset) if data else None
 
 
 def _by_timestamp(log: Log, timestamp: int) -> _Found | None:

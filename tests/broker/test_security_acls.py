@@ -657,3 +657,17 @@ def test_write_on_every_topic_does_not_reach_consumer_offsets(cluster: AclCluste
         assert committed.offset == 3
     finally:
         admin_consumer.close()
+
+
+def test_delete_records_needs_delete_on_the_topic(cluster: AclCluster) -> None:
+    topic = _topic(cluster)
+    assert _produce(cluster, "admin", topic) is None
+    _allow(cluster, "User:carol", topic, AclOperation.DESCRIBE)
+    wanted = [ck.TopicPartition(topic, 0, 1)]
+    carol = AdminClient(cluster.conf("carol"))
+    with pytest.raises(ck.KafkaException) as refused:
+        carol.delete_records(wanted, request_timeout=20)[wanted[0]].result(timeout=30)
+    assert refused.value.args[0].code() == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED
+    _allow(cluster, "User:carol", topic, AclOperation.DELETE)
+    deleted = carol.delete_records(wanted, request_timeout=20)[wanted[0]].result(timeout=30)
+    assert deleted.low_watermark == 1
