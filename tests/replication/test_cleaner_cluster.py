@@ -68,7 +68,9 @@ def test_a_follower_copies_a_compacted_leader_through_its_gaps(tmp_path: Path) -
                    message="the late follower catches up")
         late_log = cluster.replica_manager(late).partition(tp).log
         late_latest, late_offsets = latest_per_key(late_log)
-        assert any(b - a > 1 for a, b in zip(late_offsets, late_offsets[1:], strict=False)), \
+        # the gaps may all lie before the first record kept (the cleaner can have removed
+        # everything below a contiguous tail): the records do not fill the log's offsets
+        assert late_offsets != list(range(late_log.log_start_offset, late_log.log_end_offset)), \
             "the late follower's log has the leader's gaps"
         for broker in (1, 2, 3):
             log = cluster.replica_manager(broker).partition(tp).log
