@@ -17,7 +17,9 @@ reads what Kafka wrote and shows it as Kafka's tools show it:
   member of each partition);
 - ``reassign generate | execute | verify`` through ZooKeeper: partctl writes
   ``/admin/reassign_partitions`` in Kafka's format, Kafka's controller carries the moves out
-  and deletes the node, ``verify`` reports them complete, ``kafka-topics`` shows the result.
+  and deletes the node, ``verify`` reports them complete, ``kafka-topics`` shows the result;
+- ``elect preferred``: ``/admin/preferred_replica_election`` as Kafka writes it, carried out by
+  Kafka's controller.
 """
 
 from __future__ import annotations
@@ -383,3 +385,43 @@ def test_reassign_through_zookeeper_carried_out_by_kafkas_controller(
     assert all("3" not in kafkas[(ASSIGNED, p)][1].split(",") for p in range(3))
     assert {(t, p): _json(tree, f"/brokers/topics/{t}")["partitions"][str(p)]
             for t, p in target} == target
+
+
+def test_elect_preferred_through_zookeeper_carried_out_by_kafkas_controller(
+        seeded: Seeded, tree: Coordinator, tmp_path: Path) -> None:
+    """A partition whose leader is not its preferred replica (a reorder of its replicas that
+    keeps the leader: Kafka's controller does not move it); ``elect preferred`` writes
+    ``/admin/preferred_replica_election`` as Kafka writes it, and Kafka's controller moves the
+    leadership to the preferred replica and deletes the node."""
+    tp = (ASSIGNED, 0)
+    leader, replicas, _ = _kafka_describe(seeded)[tp]
+    reordered = [int(r) for r in replicas.split(",") if r != leader] + [int(leader)]
+    plan = tmp_path / "reorder.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": ASSIGNED, "partition": 0, "replicas": reordered}]}))
+    partctl("reassign", "execute", "--coordinator", seeded.url, "--reassignment-json-file",
+            str(plan), "--timeout", "60")
+    # execute returns once Kafka's controller has finished (and written the topic node)
+    assert _json(tree, f"/brokers/topics/{ASSIGNED}")["partitions"]["0"] == reordered
+    state = f"/brokers/topics/{ASSIGNED}/partitions/0/state"
+    assert _json(tree, state)["leader"] == int(leader) != reordered[0]  # not the preferred one
+
+    written: list[bytes] = []
+    watch = tree.watch_data("/admin/preferred_replica_election",
+                            lambda event: written.append(event.data) if event.data else None)
+    try:
+        out = partctl("elect", "preferred", "--coordinator", seeded.url, "--topic", ASSIGNED,
+                      "--partition", "0")
+        assert out == "Requested a preferred replica election for 1 partition(s).\n"
+        wait_until(lambda: tree.exists("/admin/preferred_replica_election") is None,
+                   timeout=60, message="Kafka's controller took the election request")
+    finally:
+        watch.cancel()
+    assert written and written[0] == (
+        b'{"version":1,"partitions":[{"topic":"%s","partition":0}]}' % ASSIGNED.encode())
+    wait_until(lambda: _json(tree, state)["leader"] == reordered[0], timeout=60,
+               message="Kafka's controller elected the preferred replica")
+    assert _kafka_describe(seeded)[tp][:2] == (str(reordered[0]), ",".join(map(str, reordered)))
+    described = _partctl_partitions(partctl("topics", "describe", "--coordinator", seeded.url,
+                                            "--topic", ASSIGNED))
+    assert described[tp][0] == str(reordered[0])
