@@ -53,6 +53,8 @@ TOPIC = "orders"
 ASSIGNED = "placed"
 """Created with --replica-assignment 1:2,2:3,3:1."""
 GROUP = "billing"
+RACK = "rack-a"
+"""Every broker's broker.rack (the harness gives all brokers the same settings)."""
 PER_PARTITION = 20
 EXTRA_ON_0 = 5
 """Records produced to partition 0 of TOPIC after the group committed: its lag."""
@@ -94,7 +96,8 @@ def seeded(zookeeper_server: Server, tmp_path_factory: pytest.TempPathFactory
                            broker_ids=(1, 2, 3), extra={
                                "authorizer.class.name":
                                    "kafka.security.authorizer.AclAuthorizer",
-                               "super.users": "User:ANONYMOUS"})
+                               "super.users": "User:ANONYMOUS",
+                               "broker.rack": RACK})
     try:
         assert kafka.zookeeper_connect is not None
         chroot = "/" + kafka.zookeeper_connect.partition("/")[2]
@@ -203,18 +206,18 @@ def test_cluster_status_reads_kafkas_broker_registrations(seeded: Seeded,
                                                           tree: Coordinator) -> None:
     registered = {b: _json(tree, f"/brokers/ids/{b}") for b in (1, 2, 3)}
     for b, node in registered.items():  # Kafka 3.9's registration, version 5
-        assert node["version"] == 5 and node["endpoints"] == [
+        assert node["version"] == 5 and node["rack"] == RACK and node["endpoints"] == [
             f"PLAINTEXT://{seeded.kafka.broker(b).bootstrap}"], node
     # partctl's reader keeps what it does not model, so nothing Kafka wrote is lost
     brokers = MetadataClient(tree).brokers()
     for b, reg in brokers.items():
         node = registered[b]
         assert (reg.info.host, reg.info.port, reg.info.endpoints, reg.info.rack) == (
-            node["host"], node["port"], tuple(node["endpoints"]), node.get("rack"))
+            node["host"], node["port"], tuple(node["endpoints"]), RACK)
         assert json.loads(reg.info.encode()) == node
     view = read_cluster(tree)
-    assert {b.id: (b.host, b.port, b.live) for b in view.brokers} == {
-        b: ("127.0.0.1", seeded.kafka.broker(b).port, True) for b in (1, 2, 3)}
+    assert {b.id: (b.host, b.port, b.rack, b.live) for b in view.brokers} == {
+        b: ("127.0.0.1", seeded.kafka.broker(b).port, RACK, True) for b in (1, 2, 3)}
 
     kafkas = _kafka_describe(seeded)
     leaders = {b: sum(1 for leader, _, _ in kafkas.values() if leader == str(b))
@@ -229,7 +232,7 @@ def test_cluster_status_reads_kafkas_broker_registrations(seeded: Seeded,
             f"{topics} topics, {len(kafkas)} partitions") in screen, screen
     assert re.search(r"Offline partitions 0\s+Under-replicated 0", screen), screen
     rows = {int(m[0]): (int(m[1]), int(m[2])) for m in re.findall(
-        r"│\s+(\d)\s+│[^│]*│[^│]*│\s+(\d+)\s+│\s+(\d+)\s+│", screen)}
+        rf"│\s+(\d)\s+│ {RACK}\s+│[^│]*│\s+(\d+)\s+│\s+(\d+)\s+│", screen)}
     assert rows == {b: (leaders[b], replicas[b]) for b in (1, 2, 3)}, screen
 
 
