@@ -614,26 +614,38 @@ def resolve_default(key: TopicConfigKey, broker: Mapping[str, str]
                     ) -> tuple[object, ConfigSource, list[ConfigSynonymValue]]:
     """A key's value without a topic override: the first of its broker synonyms that the
     broker's static config sets (scaled to milliseconds), else the first synonym's own default,
-    else the key's default. Returns the value, its source and the synonyms Kafka would list
-    (each set one as STATIC_BROKER_CONFIG, then each synonym default as DEFAULT_CONFIG)."""
+    else the key's default. Returns the value, its source and the synonyms Kafka lists.
+
+    Kafka gathers each set synonym as STATIC_BROKER_CONFIG, then each synonym default as
+    DEFAULT_CONFIG, and then drops every entry before the first that names the key's primary
+    broker synonym (ConfigHelper's ``dropWhile``, meant for listener overrides): a key whose
+    primary synonym is neither set nor defaulted (``retention.ms``: ``log.retention.ms``) lists
+    none, even where ``log.retention.hours`` supplies the value. The source is the first listed
+    synonym's, DEFAULT_CONFIG when none is listed, as Kafka derives it."""
     synonyms: list[ConfigSynonymValue] = []
-    chosen: tuple[object, ConfigSource] | None = None
+    chosen: object = None
+    found = False
     for syn in key.synonyms:
         raw = broker.get(syn.name)
         if raw is not None:
             synonyms.append(ConfigSynonymValue(name=syn.name, value=raw.strip(),
                                                source=ConfigSource.STATIC_BROKER_CONFIG))
-            if chosen is None:
-                chosen = (_scaled(key, syn, raw), ConfigSource.STATIC_BROKER_CONFIG)
+            if not found:
+                chosen, found = _scaled(key, syn, raw), True
     for syn in key.synonyms:
         if syn.default is not None:
             synonyms.append(ConfigSynonymValue(name=syn.name, value=syn.default,
                                                source=ConfigSource.DEFAULT_CONFIG))
-            if chosen is None:
-                chosen = (_scaled(key, syn, syn.default), ConfigSource.DEFAULT_CONFIG)
-    if chosen is None:
-        chosen = (parse_value(key, key.default), ConfigSource.DEFAULT_CONFIG)
-    return chosen[0], chosen[1], synonyms
+            if not found:
+                chosen, found = _scaled(key, syn, syn.default), True
+    if not found:
+        chosen = parse_value(key, key.default)
+    if key.synonyms:
+        primary = key.synonyms[0].name
+        listed = next((i for i, s in enumerate(synonyms) if s.name == primary), len(synonyms))
+        del synonyms[:listed]
+    source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
+    return chosen, source, synonyms
 
 
 def _scaled(key: TopicConfigKey, syn: Synonym, raw: str) -> object:

@@ -360,10 +360,10 @@ def _print(bindings: Iterable[Any], heading: str, out: TextIO) -> None:
         by_pattern.setdefault(b.pattern, []).append(b.entry)
     for pattern, entries in sorted(by_pattern.items(), key=lambda i: (
             i[0].resource_type, i[0].pattern_type, i[0].name)):
-        print(f"{heading} `{pattern}`: ", file=out)
-        for e in sorted(entries, key=lambda e: (e.principal, e.host, e.operation, e.permission)):
-            print(f" \t{e} ", file=out)
-        print(file=out)
+        # Kafka's AclCommand: "<heading> `<pattern>`: \n \t<acl>\n\t<acl> \n" and a blank line
+        lines = "\n".join(f"\t{e}" for e in sorted(
+            entries, key=lambda e: (e.principal, e.host, e.operation, e.permission)))
+        print(f"{heading} `{pattern}`: \n {lines} \n", file=out)
 
 
 # --- commands --------------------------------------------------------------------------------

@@ -273,14 +273,15 @@ def test_describe_sources_synonyms_and_values_in_kafkas_form() -> None:
     retention = entries["retention.ms"]
     assert (retention.value, retention.source, retention.type) == (
         "1000", ConfigSource.TOPIC_CONFIG, ConfigType.LONG)
+    # Kafka lists a key's broker synonyms from its primary one on (log.retention.ms): the
+    # hours setting and default before it are dropped (ConfigHelper's dropWhile)
     assert [(s.name, s.value, s.source) for s in retention.synonyms] == [
-        ("retention.ms", "1000", ConfigSource.TOPIC_CONFIG),
-        ("log.retention.hours", "24", ConfigSource.STATIC_BROKER_CONFIG),
-        ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG)]
+        ("retention.ms", "1000", ConfigSource.TOPIC_CONFIG)]
     assert entries["cleanup.policy"].value == "compact,delete"
     segment_ms = entries["segment.ms"]
-    assert (segment_ms.value, segment_ms.source) == ("3600000",
-                                                    ConfigSource.STATIC_BROKER_CONFIG)
+    # the value is the broker's log.roll.hours; no synonym is listed, so Kafka says DEFAULT
+    assert (segment_ms.value, segment_ms.source, segment_ms.synonyms) == (
+        "3600000", ConfigSource.DEFAULT_CONFIG, ())
     segment_bytes = entries["segment.bytes"]
     assert (segment_bytes.value, segment_bytes.source) == (str(1 << 30),
                                                           ConfigSource.DEFAULT_CONFIG)
@@ -291,6 +292,25 @@ def test_describe_sources_synonyms_and_values_in_kafkas_form() -> None:
     assert entries["preallocate"].documentation == (
         "partctl: stored: segments are not preallocated")
     assert entries["min.insync.replicas"].documentation is None
+
+
+def test_describe_lists_synonyms_from_the_primary_one_on_as_kafka() -> None:
+    """What Kafka 3.9's DescribeConfigs lists for a topic key's broker synonyms: nothing before
+    the primary synonym (log.retention.ms, log.roll.ms, log.flush.interval.ms,
+    log.roll.jitter.ms), so a key whose primary synonym has no value lists none."""
+    bare = {e.name: e for e in describe_config({})}
+    for name in ("retention.ms", "segment.ms", "segment.jitter.ms", "flush.ms"):
+        assert (bare[name].source, bare[name].synonyms) == (ConfigSource.DEFAULT_CONFIG, ()), \
+            name
+    assert [(s.name, s.value) for s in bare["segment.bytes"].synonyms] == [
+        ("log.segment.bytes", str(1 << 30))]
+    broker = {"log.retention.ms": "5000", "log.retention.hours": "24"}
+    retention = {e.name: e for e in describe_config({}, broker)}["retention.ms"]
+    assert (retention.value, retention.source) == ("5000", ConfigSource.STATIC_BROKER_CONFIG)
+    assert [(s.name, s.value, s.source) for s in retention.synonyms] == [
+        ("log.retention.ms", "5000", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.retention.hours", "24", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG)]
 
 
 def test_describe_only_the_names_asked_unknown_ones_left_out() -> None:
