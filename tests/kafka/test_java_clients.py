@@ -124,6 +124,8 @@ class JavaClient:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait(10)
+        if self.process.stdin is not None:
+            self.process.stdin.close()
 
     def tail(self, lines: int = 30) -> str:
         out = "\n".join(self.lines()[-lines:])
@@ -438,3 +440,26 @@ def _ends(bootstrap: str, topic: str) -> dict[int, int]:
                 for p in partitions}
     finally:
         consumer.close()
+
+
+def test_kafka_streams_kip1071_protocol_gets_kafkas_unsupported_version_answer(
+        partctl_three: LocalCluster, java_classes: Callable[[str], str],
+        tmp_path: Path) -> None:
+    """partctl has no streams group protocol (KIP-1071, StreamsGroupHeartbeat, api 88): an
+    application that asks for it (``group.protocol=streams``) is told so as a Kafka broker
+    without it tells it, through ApiVersions, and stops in ERROR; it does not hang."""
+    bootstrap = partctl_three.bootstrap_servers
+    source, sink = _topic("lines"), _topic("counts")
+    create_topic(bootstrap, source, 1)
+    with clients() as started:
+        streams = run_java(java_classes(KAFKA_4), tmp_path, "wordcount", "WordCount",
+                           bootstrap, f"kip1071-{uuid.uuid4().hex[:8]}", source, sink,
+                           str(tmp_path / "state"), "3", "group.protocol=streams",
+                           stdin=subprocess.PIPE)
+        started.append(streams)
+        assert streams.wait(120) == 1, streams.tail()
+    assert streams.words("state")[-2:] == [["PENDING_ERROR"], ["ERROR"]], streams.tail()
+    assert any("UnsupportedVersionException: The cluster does not support the STREAMS group "
+               "protocol" in " ".join(words) for words in streams.words("uncaught")), \
+        streams.tail()
+    assert "The node does not support STREAMS_GROUP_HEARTBEAT" in streams.stderr.read_text()

@@ -3,11 +3,14 @@ import java.util.Arrays;
 import java.util.Locale;
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicBoolean;
 
+import org.apache.kafka.common.errors.UnsupportedVersionException;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse;
 import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
@@ -16,10 +19,14 @@ import org.apache.kafka.streams.kstream.Produced;
  * Kafka Streams' word count: lines of INPUT split into words, regrouped by word (a repartition
  * topic, {@code APP-words-repartition}), counted in a state store backed by a compacted
  * changelog ({@code APP-counts-changelog}), each new count written to OUTPUT (word -> count as
- * a long). At-least-once. Prints {@code state NEW_STATE} on each state change; stops (closing
- * the application cleanly) when its standard input closes, then prints {@code closed}.
+ * a long). At-least-once. Prints {@code state NEW_STATE} on each state change and
+ * {@code uncaught ERROR} for an exception that ends a stream thread (replaced, unless the
+ * cluster lacks an API version the application needs: then the application stops, in state
+ * ERROR); stops (closing the application cleanly) when its standard input closes, then prints
+ * {@code closed} and exits, with status 1 if it ended in ERROR.
  *
- * <p>Usage: {@code WordCount BOOTSTRAP APP INPUT OUTPUT STATE_DIR REPLICATION}
+ * <p>Usage: {@code WordCount BOOTSTRAP APP INPUT OUTPUT STATE_DIR REPLICATION [KEY=VALUE ...]},
+ * the settings after the sixth argument going to the application's configuration last.
  */
 public final class WordCount {
     public static void main(String[] args) throws Exception {
@@ -35,6 +42,10 @@ public final class WordCount {
         props.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.String().getClass());
         props.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
         props.put(StreamsConfig.producerPrefix("acks"), "all");
+        for (int i = 6; i < args.length; i++) {
+            String[] setting = args[i].split("=", 2);
+            props.put(setting[0], setting[1]);
+        }
 
         StreamsBuilder builder = new StreamsBuilder();
         builder.<String, String>stream(args[2])
@@ -47,9 +58,13 @@ public final class WordCount {
 
         KafkaStreams streams = new KafkaStreams(builder.build(), props);
         CountDownLatch stopped = new CountDownLatch(1);
+        AtomicBoolean failed = new AtomicBoolean();
         streams.setStateListener((now, before) -> {
             System.out.println("state " + now);
             System.out.flush();
+            if (now == KafkaStreams.State.ERROR) {
+                failed.set(true);
+            }
             if (now == KafkaStreams.State.ERROR || now == KafkaStreams.State.NOT_RUNNING) {
                 stopped.countDown();
             }
@@ -57,8 +72,9 @@ public final class WordCount {
         streams.setUncaughtExceptionHandler(error -> {
             System.out.println("uncaught " + error);
             System.out.flush();
-            return org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler
-                    .StreamThreadExceptionResponse.REPLACE_THREAD;
+            // a broker that lacks what the application asks for will not grow it: give up
+            return unsupported(error) ? StreamThreadExceptionResponse.SHUTDOWN_CLIENT
+                    : StreamThreadExceptionResponse.REPLACE_THREAD;
         });
         streams.start();
         Thread stdin = new Thread(() -> {
@@ -77,5 +93,15 @@ public final class WordCount {
         streams.close(Duration.ofSeconds(30));
         System.out.println("closed");
         System.out.flush();
+        System.exit(failed.get() ? 1 : 0);
+    }
+
+    private static boolean unsupported(Throwable error) {
+        for (Throwable e = error; e != null; e = e.getCause()) {
+            if (e instanceof UnsupportedVersionException) {
+                return true;
+            }
+        }
+        return false;
     }
 }
