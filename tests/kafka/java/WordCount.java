@@ -23,7 +23,7 @@ import org.apache.kafka.streams.kstream.Produced;
  * {@code uncaught ERROR} for an exception that ends a stream thread (replaced, unless the
  * cluster lacks an API version the application needs: then the application stops, in state
  * ERROR); stops (closing the application cleanly) when its standard input closes, then prints
- * {@code closed} and exits, with status 1 if it ended in ERROR.
+ * {@code closed CLOSED_IN_TIME STATE} and exits, with status 1 if it went into ERROR.
  *
  * <p>Usage: {@code WordCount BOOTSTRAP APP INPUT OUTPUT STATE_DIR REPLICATION [KEY=VALUE ...]},
  * the settings after the sixth argument going to the application's configuration last.
@@ -90,8 +90,9 @@ public final class WordCount {
         stdin.setDaemon(true);
         stdin.start();
         stopped.await();
-        streams.close(Duration.ofSeconds(30));
-        System.out.println("closed");
+        boolean closed = streams.close(Duration.ofSeconds(60));
+        // the listener may not have printed the last state yet: say it here
+        System.out.println("closed " + closed + " " + streams.state());
         System.out.flush();
         System.exit(failed.get() ? 1 : 0);
     }
