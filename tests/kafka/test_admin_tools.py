@@ -9,17 +9,21 @@ ZooKeeper cluster, 4.4.0's against the etcd one (3.9.1's on etcd in the long tie
 ``kafka-topics``, ``kafka-configs`` (topics, brokers, SCRAM users), ``kafka-acls``,
 ``kafka-broker-api-versions``, ``kafka-log-dirs``, ``kafka-get-offsets`` and
 ``kafka-delete-records``; the KRaft-only tools (``kafka-metadata-quorum``, ``kafka-features``)
-in the long tier. A tool costs a JVM start (1.5 to 3.5 s), so each test batches its checks per
-invocation; whatever the tool needs first (a topic, records) is made with librdkafka.
+in the long tier. A tool costs a JVM start (1.5 to 3.5 s, 10 s on a loaded machine), so the
+tools of one version run one after another in one JVM for the module (:mod:`.tool_shell`: each
+is its main class with the script's arguments, its output and exit status its own), or each in
+a process of its own with ``PARTCTL_KAFKA_TOOL_PROCESSES=1``; whatever a tool needs first (a
+topic, records) is made with librdkafka.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import confluent_kafka as ck
@@ -35,6 +39,7 @@ from tests.waiting import wait_until
 
 from .conftest import require_kafka
 from .harness import KAFKA_3, KAFKA_4, run_tool
+from .tool_shell import ToolShell
 
 pytestmark = pytest.mark.servers
 
@@ -118,11 +123,29 @@ COMBOS = [
 ]
 
 
+Tool = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture(scope="module")
+def shells() -> Iterator[dict[str, ToolShell]]:
+    """One tool JVM per Kafka version, started when first wanted."""
+    started: dict[str, ToolShell] = {}
+    yield started
+    for shell in started.values():
+        shell.close()
+
+
 @pytest.fixture(params=COMBOS)
-def setup(request: pytest.FixtureRequest) -> tuple[Three, str]:
+def setup(request: pytest.FixtureRequest, shells: dict[str, ToolShell]) -> tuple[Three, Tool]:
+    """A cluster, and Kafka's tools of one version: ``run(tool, *args)``."""
     store, version = request.param
     require_kafka(version)
-    return request.getfixturevalue(store), version
+    three = request.getfixturevalue(store)
+    if os.environ.get("PARTCTL_KAFKA_TOOL_PROCESSES") == "1":
+        return three, lambda tool, *args: run_tool(version, tool, *args)
+    if version not in shells:
+        shells[version] = ToolShell(version)
+    return three, shells[version].run
 
 
 def _ok(result: subprocess.CompletedProcess[str]) -> str:
@@ -149,23 +172,23 @@ def _settled(parts: dict[int, tuple[str, list[int], list[int]]]) -> bool:
                for leader, replicas, isr in parts.values())
 
 
-def test_kafka_topics(setup: tuple[Three, str]) -> None:
-    three, version = setup
+def test_kafka_topics(setup: tuple[Three, Tool]) -> None:
+    three, run = setup
     tool = ("topics", "--bootstrap-server", three.bootstrap)
     made, placed = f"adm-{uuid.uuid4().hex[:8]}", f"adm-{uuid.uuid4().hex[:8]}"
-    out = _ok(run_tool(version, *tool, "--create", "--topic", made, "--partitions", "3",
+    out = _ok(run(*tool, "--create", "--topic", made, "--partitions", "3",
                        "--replication-factor", "3", "--config", "retention.ms=3600000",
                        "--config", "min.insync.replicas=2"))
     assert f"Created topic {made}." in out
-    out = _ok(run_tool(version, *tool, "--create", "--topic", placed,
+    out = _ok(run(*tool, "--create", "--topic", placed,
                        "--replica-assignment", "1:2,2:3,3:1"))
     assert f"Created topic {placed}." in out
-    out = _ok(run_tool(version, *tool, "--alter", "--topic", made, "--partitions", "5"))
+    out = _ok(run(*tool, "--alter", "--topic", made, "--partitions", "5"))
 
     seen: list[str] = []
 
     def described() -> bool:
-        seen[:] = [_ok(run_tool(version, *tool, "--describe", "--topic", f"{made},{placed}"))]
+        seen[:] = [_ok(run(*tool, "--describe", "--topic", f"{made},{placed}"))]
         a, b = _partitions(seen[0], made), _partitions(seen[0], placed)
         return len(a) == 5 and len(b) == 3 and _settled(a) and _settled(b)
 
@@ -180,44 +203,44 @@ def test_kafka_topics(setup: tuple[Three, str]) -> None:
     assert {p: int(leader) for p, (leader, _, _) in _partitions(out, placed).items()} == {
         0: 1, 1: 2, 2: 3}, out  # the preferred (first) replica leads a new partition
 
-    _ok(run_tool(version, *tool, "--delete", "--topic", placed))
+    _ok(run(*tool, "--delete", "--topic", placed))
     wait_until(lambda: placed not in three.admin().list_topics(timeout=10).topics, timeout=30,
                interval=0.2, message=f"{placed} deleted")
-    unknown = _failed(run_tool(version, *tool, "--describe", "--topic", placed))
+    unknown = _failed(run(*tool, "--describe", "--topic", placed))
     # Kafka's answer, from its tool (3.9.1 prints the name as Java's Optional[...])
     assert re.search(rf"Topic '(Optional\[)?{placed}\]?' does not exist as expected", unknown), \
         unknown
 
 
-def test_kafka_configs_of_topics_and_brokers(setup: tuple[Three, str]) -> None:
-    three, version = setup
+def test_kafka_configs_of_topics_and_brokers(setup: tuple[Three, Tool]) -> None:
+    three, run = setup
     tool = ("configs", "--bootstrap-server", three.bootstrap)
     topic = three.topic(1, 3)
     entity = ("--entity-type", "topics", "--entity-name", topic)
-    _ok(run_tool(version, *tool, *entity, "--alter", "--add-config",
+    _ok(run(*tool, *entity, "--alter", "--add-config",
                  "retention.ms=200000,cleanup.policy=compact"))
-    _ok(run_tool(version, *tool, *entity, "--alter", "--add-config", "retention.ms=300000",
+    _ok(run(*tool, *entity, "--alter", "--add-config", "retention.ms=300000",
                  "--delete-config", "cleanup.policy"))
-    out = _ok(run_tool(version, *tool, *entity, "--describe"))
+    out = _ok(run(*tool, *entity, "--describe"))
     assert f"Dynamic configs for topic {topic} are:" in out, out
     assert re.search(r"retention\.ms=300000 sensitive=false synonyms=\{DYNAMIC_TOPIC_CONFIG:"
                      r"retention\.ms=300000, DEFAULT_CONFIG:log\.retention\.hours=168\}", out), out
     assert "cleanup.policy" not in out, out
 
     broker = ("--entity-type", "brokers", "--entity-name", "1")
-    _ok(run_tool(version, *tool, *broker, "--alter", "--add-config",
+    _ok(run(*tool, *broker, "--alter", "--add-config",
                  "leader.replication.throttled.rate=1048576"))
-    out = _ok(run_tool(version, *tool, *broker, "--describe", "--all"))
+    out = _ok(run(*tool, *broker, "--describe", "--all"))
     assert "All configs for broker 1 are:" in out, out
     assert "broker.id=1 sensitive=false synonyms={STATIC_BROKER_CONFIG:broker.id=1}" in out, out
     assert ("leader.replication.throttled.rate=1048576 sensitive=false synonyms="
             "{DYNAMIC_BROKER_CONFIG:leader.replication.throttled.rate=1048576}") in out, out
-    refused = _failed(run_tool(version, *tool, *broker, "--alter", "--add-config",
+    refused = _failed(run(*tool, *broker, "--alter", "--add-config",
                                "log.cleaner.threads=2"))
     # Kafka's ZooKeeper-mode answer for a key that is not dynamic (INVALID_REQUEST)
     assert ("InvalidRequestException: Cannot update these configs dynamically: "
             "log.cleaner.threads") in refused, refused
-    _ok(run_tool(version, *tool, *broker, "--alter", "--delete-config",
+    _ok(run(*tool, *broker, "--alter", "--delete-config",
                  "leader.replication.throttled.rate"))
 
 
@@ -234,12 +257,12 @@ def _logs_in(three: Three, user: str, password: str, mechanism: str) -> bool:
     return True
 
 
-def test_kafka_configs_of_scram_users(setup: tuple[Three, str]) -> None:
-    three, version = setup
+def test_kafka_configs_of_scram_users(setup: tuple[Three, Tool]) -> None:
+    three, run = setup
     tool = ("configs", "--bootstrap-server", three.bootstrap)
     user, password = f"u{uuid.uuid4().hex[:8]}", f"pw-{uuid.uuid4().hex}"
     entity = ("--entity-type", "users", "--entity-name", user)
-    out = _ok(run_tool(version, *tool, *entity, "--alter", "--add-config",
+    out = _ok(run(*tool, *entity, "--alter", "--add-config",
                        f"SCRAM-SHA-256=[iterations=8192,password={password}],"
                        f"SCRAM-SHA-512=[password={password}]"))
     assert f"Completed updating config for user {user}." in out, out
@@ -251,7 +274,7 @@ def test_kafka_configs_of_scram_users(setup: tuple[Three, str]) -> None:
             "producer_byte_rate": "1024"}}).encode())
     finally:
         client.close()
-    out = _ok(run_tool(version, *tool, *entity, "--describe"))
+    out = _ok(run(*tool, *entity, "--describe"))
     assert (f"SCRAM credential configs for user-principal '{user}' are "
             "SCRAM-SHA-256=iterations=8192, SCRAM-SHA-512=iterations=4096") in out, out
     assert password not in out
@@ -259,12 +282,12 @@ def test_kafka_configs_of_scram_users(setup: tuple[Three, str]) -> None:
                interval=0.5, message=f"{user} logs in with SCRAM-SHA-256")
     assert not _logs_in(three, user, "wrong-" + password, "SCRAM-SHA-256")
 
-    out = _ok(run_tool(version, *tool, "--entity-type", "clients", "--entity-name",
+    out = _ok(run(*tool, "--entity-type", "clients", "--entity-name",
                        f"{user}-app", "--describe"))
     assert f"Quota configs for client-id '{user}-app' are producer_byte_rate=1024.0" in out, out
 
-    _ok(run_tool(version, *tool, *entity, "--alter", "--delete-config", "SCRAM-SHA-512"))
-    out = _ok(run_tool(version, *tool, *entity, "--describe"))
+    _ok(run(*tool, *entity, "--alter", "--delete-config", "SCRAM-SHA-512"))
+    out = _ok(run(*tool, *entity, "--describe"))
     assert (f"SCRAM credential configs for user-principal '{user}' are "
             "SCRAM-SHA-256=iterations=8192") in out, out
     assert "SCRAM-SHA-512" not in out, out
@@ -277,8 +300,8 @@ def _visible(three: Three, user: str, password: str, topic: str) -> bool:
     return topic in admin.list_topics(timeout=10).topics
 
 
-def test_kafka_acls(setup: tuple[Three, str]) -> None:
-    three, version = setup
+def test_kafka_acls(setup: tuple[Three, Tool]) -> None:
+    three, run = setup
     user, password = f"a{uuid.uuid4().hex[:8]}", f"pw-{uuid.uuid4().hex}"
     admin = three.admin()
     admin.alter_user_scram_credentials([ck.admin.UserScramCredentialUpsertion(
@@ -290,24 +313,24 @@ def test_kafka_acls(setup: tuple[Three, str]) -> None:
     assert not _visible(three, user, password, topic)  # the authorizer is on
     tool = ("acls", "--bootstrap-server", three.bootstrap)
     grant = ("--allow-principal", f"User:{user}", "--operation", "Read", "--topic", topic)
-    out = _ok(run_tool(version, *tool, "--add", *grant))
+    out = _ok(run(*tool, "--add", *grant))
     assert (f"Adding ACLs for resource `ResourcePattern(resourceType=TOPIC, name={topic}, "
             "patternType=LITERAL)`") in out, out
     listed = f"(principal=User:{user}, host=*, operation=READ, permissionType=ALLOW)"
-    out = _ok(run_tool(version, *tool, "--list", "--topic", topic))
+    out = _ok(run(*tool, "--list", "--topic", topic))
     assert listed in out, out
     wait_until(lambda: _visible(three, user, password, topic), timeout=30, interval=0.2,
                message=f"{user} sees {topic} (Read implies Describe)")
-    _ok(run_tool(version, *tool, "--remove", "--force", *grant))
-    out = _ok(run_tool(version, *tool, "--list", "--topic", topic))
+    _ok(run(*tool, "--remove", "--force", *grant))
+    out = _ok(run(*tool, "--list", "--topic", topic))
     assert listed not in out, out
     wait_until(lambda: not _visible(three, user, password, topic), timeout=30, interval=0.2,
                message=f"{topic} hidden from {user} again")
 
 
-def test_api_versions_log_dirs_offsets_and_delete_records(setup: tuple[Three, str]) -> None:
-    three, version = setup
-    out = _ok(run_tool(version, "broker-api-versions", "--bootstrap-server", three.bootstrap))
+def test_api_versions_log_dirs_offsets_and_delete_records(setup: tuple[Three, Tool]) -> None:
+    three, run = setup
+    out = _ok(run("broker-api-versions", "--bootstrap-server", three.bootstrap))
     for broker_id in (1, 2, 3):
         assert re.search(rf"^127\.0\.0\.1:\d+ \(id: {broker_id} rack: null", out, re.M), out
     for api in ("Produce(0)", "Fetch(1)", "Metadata(3)", "DeleteRecords(21)",
@@ -322,7 +345,7 @@ def test_api_versions_log_dirs_offsets_and_delete_records(setup: tuple[Three, st
         producer.produce(topic, b"v%d" % i, partition=i % 3)
     assert producer.flush(30) == 0
 
-    out = _ok(run_tool(version, "log-dirs", "--describe", "--bootstrap-server", three.bootstrap,
+    out = _ok(run("log-dirs", "--describe", "--bootstrap-server", three.bootstrap,
                        "--topic-list", topic))
     answer = json.loads(out.strip().splitlines()[-1])
     replicas = {(b["broker"], p["partition"]): p["size"] for b in answer["brokers"]
@@ -331,15 +354,15 @@ def test_api_versions_log_dirs_offsets_and_delete_records(setup: tuple[Three, st
     assert all(size > 0 for size in replicas.values()), answer
 
     offsets = ("get-offsets", "--bootstrap-server", three.bootstrap, "--topic", topic)
-    assert _ok(run_tool(version, *offsets, "--time", "-1")).split() == [
+    assert _ok(run(*offsets, "--time", "-1")).split() == [
         f"{topic}:{p}:10" for p in range(3)]
     plan = three.brokers[0].directory / f"delete-{topic}.json"
     plan.write_text(json.dumps({"version": 1, "partitions": [
         {"topic": topic, "partition": 0, "offset": 4}]}))
-    out = _ok(run_tool(version, "delete-records", "--bootstrap-server", three.bootstrap,
+    out = _ok(run("delete-records", "--bootstrap-server", three.bootstrap,
                        "--offset-json-file", str(plan)))
     assert re.search(rf"partition: {topic}-0\s+low_watermark: 4", out), out
-    assert _ok(run_tool(version, *offsets, "--time", "-2")).split() == [
+    assert _ok(run(*offsets, "--time", "-2")).split() == [
         f"{topic}:0:4", f"{topic}:1:0", f"{topic}:2:0"]
 
 
