@@ -281,6 +281,15 @@ def test_kafka_configs_of_scram_users(setup: tuple[Three, Tool]) -> None:
     wait_until(lambda: _logs_in(three, user, password, "SCRAM-SHA-256"), timeout=30,
                interval=0.5, message=f"{user} logs in with SCRAM-SHA-256")
     assert not _logs_in(three, user, "wrong-" + password, "SCRAM-SHA-256")
+    # the tool itself logs in as the user, who may not describe the cluster's configs
+    login = three.brokers[0].directory / f"{user}.properties"
+    login.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
+                     "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule "
+                     f'required username="{user}" password="{password}";\n')
+    refused = _failed(run("configs", "--bootstrap-server", three.sasl, "--command-config",
+                          str(login), "--entity-type", "users", "--describe"))
+    assert "ClusterAuthorizationException" in refused, refused
+    assert password not in refused
 
     out = _ok(run(*tool, "--entity-type", "clients", "--entity-name",
                        f"{user}-app", "--describe"))
