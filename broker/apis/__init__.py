@@ -241,6 +241,7 @@ def default_registry() -> ApiRegistry:
         offsets,
         produce,
         producers,
+        quotas,
         reassignments,
         sasl,
         topics,
@@ -252,7 +253,7 @@ def default_registry() -> ApiRegistry:
                         *cluster.APIS, *elections.APIS, *reassignments.APIS,
                         *controller_requests.APIS, *groups.APIS,
                         *consumer_groups.APIS, *acls.APIS, *log_dirs.APIS,
-                        *delete_records.APIS])
+                        *delete_records.APIS, *quotas.APIS])
 
 
 def controller_registry() -> ApiRegistry:

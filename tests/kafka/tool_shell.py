@@ -1,0 +1,93 @@
+"""Kafka's command-line tools run one after another in one JVM (``ToolShell.java``), so that a
+test module that runs dozens of them pays for one JVM start per Kafka version instead of one per
+invocation (1.5 to 3.5 s each here). A tool is still its main class called with the script's
+arguments; only the process is shared: each invocation's stdout and stderr (Kafka's log lines
+included) are its own, and its exit status is what it passed to Kafka's ``Exit``.
+:meth:`ToolShell.run` answers as :func:`harness.run_tool` does (a ``CompletedProcess``)."""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+import threading
+
+from .harness import HERE, TOOL_JVM_OPTIONS, kafka_classpath, main_class
+
+__all__ = ["ToolShell"]
+
+SOURCE = HERE / "ToolShell.java"
+
+
+class ToolShell:
+    """One JVM running ``version``'s tools on request (not a value: it has a lifetime). The
+    JVM's own output, outside any invocation, goes to a temporary file, read on a failure."""
+
+    def __init__(self, version: str) -> None:
+        self.version = version
+        command = ["java", *TOOL_JVM_OPTIONS,
+                   f"-Dlog4j.configuration=file:{HERE / 'log4j-shell.properties'}",
+                   f"-Dlog4j2.configurationFile={HERE / 'log4j2.properties'}",
+                   "-cp", kafka_classpath(version), str(SOURCE)]
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
+        self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=self._log)
+        self._lock = threading.Lock()
+
+    def run(self, tool: str, *args: str, timeout: float = 120.0
+            ) -> subprocess.CompletedProcess[str]:
+        """Run one tool (a main class or a script's name) and wait for its answer; after
+        ``timeout`` the shell is killed and :class:`subprocess.TimeoutExpired` raised."""
+        main = main_class(self.version, tool)
+        if any("\n" in a or "\0" in a for a in (main, *args)):
+            raise ValueError("a tool argument holds a newline or a NUL")
+        with self._lock:
+            stdin, stdout = self._process.stdin, self._process.stdout
+            assert stdin is not None and stdout is not None
+            killed = threading.Event()
+
+            def kill() -> None:
+                killed.set()
+                self._process.kill()
+
+            timer = threading.Timer(timeout, kill)
+            timer.start()
+            try:
+                stdin.write("\0".join((main, *args)).encode() + b"\n")
+                stdin.flush()
+                header = stdout.readline().split()
+                if len(header) == 3:
+                    status, out, err = (int(x) for x in header)
+                    answer = stdout.read(out), stdout.read(err)
+            except OSError:
+                header = []
+            finally:
+                timer.cancel()
+            if killed.is_set():
+                raise subprocess.TimeoutExpired([main, *args], timeout)
+            if len(header) != 3:
+                raise RuntimeError(f"the tool shell of Kafka {self.version} ended: "
+                                   f"{self.output()[-2000:]}")
+        return subprocess.CompletedProcess([main, *args], status,
+                                           answer[0].decode(errors="replace"),
+                                           answer[1].decode(errors="replace"))
+
+    def output(self) -> str:
+        """What the JVM wrote outside the invocations (its own errors)."""
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace")
+
+    def close(self) -> None:
+        if self._process.stdin is not None:
+            self._process.stdin.close()
+        try:
+            self._process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._log.close()
+
+    def __enter__(self) -> ToolShell:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
