@@ -2,7 +2,7 @@
 (``inter.broker.listener.name=SASL_SSL``, SCRAM-SHA-512 as the brokers' own user): the
 controller's requests and the followers' fetches authenticate like any client, a topic of
 replication factor 3 written with acks=all over SASL_SSL has an ISR of 3, and its messages are
-read back from another broker once the leader is killed; on ZooKeeper and on etcd. Sessions last 2 s
+read back from another broker once the leader is killed; on ZooKeeper and on etcd. Sessions last 4 s
 (``connections.max.reauth.ms``): the brokers' connections are renewed before theirs end."""
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
              + ssl_properties(material) +
              "replica.lag.time.max.ms=10000\n"
              # sessions of 2 s (KIP-368): the brokers' own connections renew theirs in time
-             "listener.name.sasl_ssl.connections.max.reauth.ms=2000\n" + locked)
+             "listener.name.sasl_ssl.connections.max.reauth.ms=4000\n" + locked)
     brokers = []
     try:
         for broker_id in (1, 2, 3):
@@ -124,7 +124,7 @@ def test_a_sasl_ssl_inter_broker_listener_replicates_with_an_isr_of_three(
         assert time.monotonic() < deadline, f"ISR stayed {partition.isrs}"
         time.sleep(0.5)
     assert sorted(partition.replicas) == [1, 2, 3]
-    time.sleep(3)  # the followers keep fetching past their first sessions' end
+    time.sleep(5)  # the followers keep fetching past their first sessions' end
     # the followers really hold the messages: with the leader killed, another broker of the
     # ISR leads and serves all 50 (unclean election is off)
     leader = next(b for b in brokers if b.broker_id == partition.leader)
