@@ -136,7 +136,7 @@ def test_api_versions_advertises_exactly_what_is_served(broker: BrokerProcess) -
                                   client_software_version="1"))
     assert response.error_code == ErrorCode.none
     assert [(k.api_key, k.min_version, k.max_version) for k in response.api_keys] == [
-        (0, 3, 11), (1, 4, 16), (2, 1, 9), (3, 0, 12), (4, 5, 7), (5, 3, 4), (6, 7, 8),
+        (0, 3, 11), (1, 4, 17), (2, 1, 9), (3, 0, 12), (4, 5, 7), (5, 3, 4), (6, 7, 8),
         (7, 2, 3), (8, 0, 9), (9, 0, 9), (10, 0, 5), (11, 0, 9), (12, 0, 4), (13, 0, 5),
         (14, 0, 5), (15, 0, 5), (16, 0, 5), (17, 0, 1), (18, 0, 4), (19, 0, 7), (20, 0, 6),
         (21, 0, 2), (22, 0, 5), (23, 0, 4), (29, 0, 3), (30, 0, 3), (31, 0, 3), (32, 0, 4), (33, 0, 2),

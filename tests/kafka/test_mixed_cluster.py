@@ -1,0 +1,319 @@
+"""One cluster of both kinds: Kafka 3.9.1 brokers 1 and 2 and partctl broker 3 on one ZooKeeper
+chroot, in ZooKeeper mode (issue 29, point 5).
+
+The cluster is shared by the module and started Kafka first, so that a Kafka broker wins
+``/controller``. Each kind reads the other's registration; Kafka's controller drives partctl's
+broker (LeaderAndIsr v7, UpdateMetadata v8, StopReplica v4, what 3.9 sends at its default
+``inter.broker.protocol.version``); a topic whose partitions are led by each kind and followed
+by the other takes an idempotent acks=all producer's records, every ISR whole, the replicas'
+logs identical batch for batch below the high watermark whichever kind wrote them. Then the
+controller moves to partctl's broker (both Kafka brokers paused while ``/controller`` is
+deleted, so that partctl's candidate wins the election): partctl's controller answers what a
+3.9 broker sends its controller (AlterPartition, AllocateProducerIds, ControlledShutdown), a
+Kafka broker restarts under it and every ISR is whole again. The fault run (``long``): a
+producer running while the Kafka broker that is controller and leader is SIGKILLed and
+restarted, then partctl's controller. A partctl broker refuses an
+``inter.broker.protocol.version`` it cannot follow, in one line."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+import coordinator
+from broker.cluster import BrokerStartError, LaunchedBroker, start_broker
+from coordinator.codecs import PartitionStateNode
+from coordinator.metadata import MetadataClient
+from replication.records import iter_batches
+from tests.broker.processes import TEST_SETTINGS
+from tests.servers import Server
+from tests.waiting import wait_until
+
+from .conftest import require_kafka
+from .harness import KAFKA_3, KafkaCluster, run_tool, start_kafka_zk
+
+pytestmark = pytest.mark.servers
+
+TOPIC = "mixed"
+ASSIGNMENT = "1:3:2,3:1:2,2:3:1"
+"""Partition 0 led by Kafka broker 1, partition 1 by partctl broker 3, partition 2 by Kafka
+broker 2; every partition has a replica of each kind."""
+REPLICAS = {0: [1, 3, 2], 1: [3, 1, 2], 2: [2, 3, 1]}
+PARTCTL_ID = 3
+PARTCTL_SETTINGS = TEST_SETTINGS + "zookeeper.session.timeout.ms=6000\n"
+
+
+@dataclass(eq=False)
+class Mixed:
+    """The module's cluster: Kafka brokers 1 and 2, partctl broker 3, one chroot."""
+
+    kafka: KafkaCluster
+    partctl: LaunchedBroker
+    url: str
+    directory: Path
+    md: MetadataClient = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.md = MetadataClient(coordinator.connect(self.url, timeout=10))
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.kafka.bootstrap},{self.partctl.bootstrap}"
+
+    def controller(self) -> int | None:
+        found = self.md.coordinator.exists("/controller")
+        if found is None:
+            return None
+        import json
+        data, _ = self.md.coordinator.get("/controller")
+        return int(json.loads(data)["brokerid"])
+
+    def states(self, topic: str = TOPIC) -> dict[int, PartitionStateNode]:
+        out = {}
+        for p in REPLICAS:
+            data, _ = self.md.coordinator.get(f"/brokers/topics/{topic}/partitions/{p}/state")
+            out[p] = PartitionStateNode.decode(f"{topic}/{p}", data)
+        return out
+
+    def isr_whole(self, topic: str = TOPIC) -> bool:
+        try:
+            return all(sorted(s.isr) == sorted(REPLICAS[p]) and s.leader >= 0
+                       for p, s in self.states(topic).items())
+        except Exception:
+            return False
+
+    def restart_partctl(self, *, kill: bool) -> None:
+        if kill:
+            self.partctl.kill()
+        else:
+            self.partctl.stop()
+        wait_until(lambda: self.md.coordinator.exists(f"/brokers/ids/{PARTCTL_ID}") is None,
+                   timeout=60, message="partctl broker 3's registration to go")
+        self.partctl = start_broker(self.directory / "partctl-3", PARTCTL_ID, self.url,
+                                    port=self.partctl.port or 0, extra=PARTCTL_SETTINGS)
+
+    def logs(self) -> str:
+        return (self.kafka.log() + f"=== partctl broker 3 ({self.partctl.log_path}) ===\n"
+                + self.partctl.log_path.read_text(errors="replace"))
+
+
+@pytest.fixture(scope="module")
+def mixed(zookeeper_server: Server, tmp_path_factory: pytest.TempPathFactory
+          ) -> Iterator[Mixed]:
+    require_kafka(KAFKA_3)
+    root = tmp_path_factory.mktemp("mixed")
+    chroot = f"/mixed-{uuid.uuid4().hex[:10]}"
+    kafka = start_kafka_zk(root / "kafka", zookeeper_server, broker_ids=(1, 2), chroot=chroot,
+                           extra={"auto.leader.rebalance.enable": "false"})
+    url = zookeeper_server.url(chroot)
+    try:
+        partctl = start_broker(root / "partctl-3", PARTCTL_ID, url, extra=PARTCTL_SETTINGS)
+    except BrokerStartError as exc:
+        kafka.stop()
+        raise AssertionError(f"partctl broker 3 did not start: {exc.reason}:\n"
+                             f"{exc.log_path.read_text(errors='replace')[-3000:]}") from None
+    cluster = Mixed(kafka=kafka, partctl=partctl, url=url, directory=root)
+    yield cluster
+    for broker in kafka.brokers.values():  # paused by a failed test: let it stop
+        if broker.pid is not None and broker.running():
+            os.kill(broker.pid, signal.SIGCONT)
+    partctl.stop() if cluster.partctl is partctl else cluster.partctl.stop()
+    kafka.stop()
+    cluster.md.coordinator.close()
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def _tool(*args: str) -> str:
+    result = run_tool(KAFKA_3, *args)
+    assert result.returncode == 0, f"{args}: {result.returncode}\n{result.stdout}{result.stderr}"
+    return result.stdout
+
+
+class Recorder:
+    """An idempotent acks=all producer that records every acknowledged (partition, offset,
+    value), on a thread of its own until :meth:`stop`."""
+
+    def __init__(self, bootstrap: str, topic: str = TOPIC) -> None:
+        self.topic = topic
+        self.acked: list[tuple[int, int, str]] = []
+        self.errors: list[str] = []
+        self._producer = Producer({
+            "bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+            "linger.ms": 5, "message.timeout.ms": 120000, "request.timeout.ms": 10000,
+            "retry.backoff.ms": 200, "topic.metadata.refresh.interval.ms": 2000})
+        self._stop = threading.Event()
+        self._sent = 0
+        self._thread: threading.Thread | None = None
+
+    def _delivered(self, err: object, msg: object) -> None:
+        if err is not None:
+            self.errors.append(str(err))
+        else:
+            self.acked.append((msg.partition(), msg.offset(), msg.value().decode()))  # type: ignore[attr-defined]
+
+    def send(self, count: int) -> None:
+        for _ in range(count):
+            self._one()
+        assert self._producer.flush(120) == 0, "records left unacknowledged"
+
+    def _one(self) -> None:
+        i = self._sent
+        self._sent += 1
+        while True:
+            try:
+                self._producer.produce(self.topic, value=f"v{i}", partition=i % len(REPLICAS),
+                                       on_delivery=self._delivered)
+                break
+            except BufferError:
+                self._producer.poll(0.1)
+        self._producer.poll(0)
+
+    def start(self, per_second: float = 100.0) -> None:
+        def run() -> None:
+            while not self._stop.is_set():
+                self._one()
+                time.sleep(1 / per_second)
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+        assert self._producer.flush(180) == 0, "records left unacknowledged"
+
+
+def _read_all(bootstrap: str, topic: str = TOPIC) -> dict[tuple[int, int], str]:
+    """Every record of ``topic`` (read committed: up to each partition's high watermark)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    out: dict[tuple[int, int], str] = {}
+    try:
+        for p in REPLICAS:
+            _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=20)
+            consumer.assign([TopicPartition(topic, p, 0)])
+            deadline = time.monotonic() + 60
+            while (not any(k[0] == p and k[1] == high - 1 for k in out) and high > 0
+                   and time.monotonic() < deadline):
+                for m in consumer.consume(500, 1.0):
+                    if m.error() is None:
+                        out[(m.partition(), m.offset())] = m.value().decode()
+    finally:
+        consumer.close()
+    return out
+
+
+def _check_acknowledged(recorder: Recorder, read: dict[tuple[int, int], str]) -> None:
+    """Every acknowledged value read back exactly once, at its acknowledged offset."""
+    assert recorder.acked, "nothing was acknowledged"
+    acked = {(p, o): v for p, o, v in recorder.acked}
+    assert len(acked) == len(recorder.acked), "an offset acknowledged twice"
+    moved = {k: (v, read.get(k)) for k, v in acked.items() if read.get(k) != v}
+    assert not moved, f"acknowledged records lost or moved: {list(moved.items())[:10]}"
+    values = list(read.values())
+    duplicated = {v for v in values if values.count(v) > 1} if len(set(values)) != len(values) \
+        else set()
+    assert not duplicated, f"values read more than once: {sorted(duplicated)[:10]}"
+
+
+def _partition_dir(mixed: Mixed, broker: int, partition: int, topic: str = TOPIC) -> Path:
+    if broker == PARTCTL_ID:
+        return mixed.directory / "partctl-3" / "logs" / f"{topic}-{partition}"
+    return mixed.kafka.brokers[broker].directory / "data" / f"{topic}-{partition}"
+
+
+def _batches(directory: Path, below: int) -> list[tuple[int, int, int, int]]:
+    """(base offset, last offset, leader epoch, CRC) of each batch wholly below ``below``,
+    read from the segment files (both kinds write Kafka's on-disk format)."""
+    out = []
+    for segment in sorted(directory.glob("*.log")):
+        data = segment.read_bytes()
+        try:
+            for b in iter_batches(data):
+                if b.last_offset < below:
+                    out.append((b.base_offset, b.last_offset, b.partition_leader_epoch, b.crc))
+        except Exception:  # a batch being written at the tail: above the HW anyway
+            pass
+    return out
+
+
+def _high_watermarks(bootstrap: str, topic: str = TOPIC) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "hw"})
+    try:
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=20)[1]
+                for p in REPLICAS}
+    finally:
+        consumer.close()
+
+
+def _check_logs_identical(mixed: Mixed, topic: str = TOPIC) -> None:
+    """Each partition's replicas hold the same batches below the high watermark."""
+    hws = _high_watermarks(mixed.bootstrap, topic)
+    for p, replicas in REPLICAS.items():
+        copies = {b: _batches(_partition_dir(mixed, b, p, topic), hws[p]) for b in replicas}
+        first = copies[replicas[0]]
+        assert first and first[-1][1] == hws[p] - 1, (p, hws[p], first[-3:])
+        for b, batches in copies.items():
+            assert batches == first, (f"{topic}-{p}: replica {b} differs from replica "
+                                      f"{replicas[0]} below HW {hws[p]}")
+
+
+# --- 1. together ------------------------------------------------------------------------------
+
+
+def test_kafka_controller_drives_a_partctl_broker(mixed: Mixed) -> None:
+    # each kind reads the other's registration: Kafka's brokers list partctl's, and partctl's
+    # Metadata lists Kafka's, with Kafka's controller
+    controller = mixed.controller()
+    assert controller in (1, 2), controller
+    wait_until(lambda: all({1, 2, 3} <= (b.metadata_brokers() or set())
+                           for b in mixed.kafka.brokers.values()),
+               timeout=30, message="Kafka's brokers to list partctl's")
+    import json
+    registration = json.loads(mixed.md.coordinator.get("/brokers/ids/3")[0])
+    assert registration["endpoints"] == [f"PLAINTEXT://{mixed.partctl.bootstrap}"]
+    assert registration["listener_security_protocol_map"] == {"PLAINTEXT": "PLAINTEXT"}
+    # Kafka's TopicCommand creates the topic; Kafka's controller sends partctl's broker its
+    # LeaderAndIsr (leader of partition 1, follower of 0 and 2)
+    _tool("topics", "--bootstrap-server", mixed.kafka.bootstrap, "--create", "--topic", TOPIC,
+          "--replica-assignment", ASSIGNMENT, "--config", "min.insync.replicas=2")
+    wait_until(mixed.isr_whole, timeout=60, message="every ISR whole")
+    assert {p: s.leader for p, s in mixed.states().items()} == {0: 1, 1: 3, 2: 2}
+    described = _tool("topics", "--bootstrap-server", mixed.partctl.bootstrap, "--describe",
+                      "--topic", TOPIC)
+    assert "Partition: 1\tLeader: 3\tReplicas: 3,1,2" in described, described
+    log = mixed.partctl.log()
+    assert "not served" not in log, log[-3000:]
+
+
+# --- 2. replicas of each kind follow leaders of the other ------------------------------------
+
+
+def test_followers_of_each_kind_fetch_from_leaders_of_the_other(mixed: Mixed) -> None:
+    wait_until(mixed.isr_whole, timeout=60, message="every ISR whole")
+    recorder = Recorder(mixed.bootstrap)
+    recorder.send(600)
+    assert not recorder.errors, recorder.errors[:5]
+    wait_until(mixed.isr_whole, timeout=60, message="every ISR whole after producing")
+    _check_acknowledged(recorder, _read_all(mixed.bootstrap))
+    wait_until(lambda: _logs_match(mixed), timeout=30, message="replicas' logs identical")
+    _check_logs_identical(mixed)
+
+
+def _logs_match(mixed: Mixed) -> bool:
+    try:
+        _check_logs_identical(mixed)
+        return True
+    except AssertionError:
+        return False
