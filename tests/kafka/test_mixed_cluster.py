@@ -35,6 +35,7 @@ from coordinator.codecs import PartitionStateNode
 from coordinator.metadata import MetadataClient
 from replication.records import iter_batches
 from tests.broker.processes import TEST_SETTINGS
+from tests.broker.wire_client import RawClient, request
 from tests.servers import Server
 from tests.waiting import wait_until
 
@@ -146,6 +147,7 @@ class Recorder:
 
     def __init__(self, bootstrap: str, topic: str = TOPIC) -> None:
         self.topic = topic
+        self.prefix = uuid.uuid4().hex[:8]
         self.acked: list[tuple[int, int, str]] = []
         self.errors: list[str] = []
         self._producer = Producer({
@@ -172,7 +174,7 @@ class Recorder:
         self._sent += 1
         while True:
             try:
-                self._producer.produce(self.topic, value=f"v{i}", partition=i % len(REPLICAS),
+                self._producer.produce(self.topic, value=f"{self.prefix}-{i}", partition=i % len(REPLICAS),
                                        on_delivery=self._delivered)
                 break
             except BufferError:
@@ -221,7 +223,7 @@ def _check_acknowledged(recorder: Recorder, read: dict[tuple[int, int], str]) ->
     assert len(acked) == len(recorder.acked), "an offset acknowledged twice"
     moved = {k: (v, read.get(k)) for k, v in acked.items() if read.get(k) != v}
     assert not moved, f"acknowledged records lost or moved: {list(moved.items())[:10]}"
-    values = list(read.values())
+    values = [v for v in read.values() if v.startswith(f"{recorder.prefix}-")]
     duplicated = {v for v in values if values.count(v) > 1} if len(set(values)) != len(values) \
         else set()
     assert not duplicated, f"values read more than once: {sorted(duplicated)[:10]}"
@@ -317,3 +319,57 @@ def _logs_match(mixed: Mixed) -> bool:
         return True
     except AssertionError:
         return False
+
+
+# --- 3. partctl's controller drives Kafka's brokers ------------------------------------------
+
+
+def _controller_seen_by(address: tuple[str, int]) -> int | None:
+    """The controller id a broker's Metadata answer names (None while it does not answer)."""
+    body = request(3, 12, topics=(), allow_auto_topic_creation=False,
+                   include_topic_authorized_operations=False)
+    try:
+        with RawClient(address, timeout=2.0) as client:
+            return client.call(body).controller_id
+    except (OSError, ConnectionError):
+        return None
+
+
+def _move_controller_to_partctl(mixed: Mixed) -> None:
+    """Pause Kafka's brokers, delete ``/controller``, let partctl's candidate win the election,
+    resume them (well within their 6 s ZooKeeper sessions): a Kafka broker that was controller
+    sees ``/controller`` name another and resigns, as after any re-election."""
+    pids = [b.pid for b in mixed.kafka.brokers.values() if b.pid is not None]
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        mixed.md.coordinator.delete("/controller")
+        wait_until(lambda: mixed.controller() == PARTCTL_ID, timeout=4,
+                   message="partctl's broker to win /controller")
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+    wait_until(lambda: all(_controller_seen_by(b.address) == PARTCTL_ID
+                           for b in mixed.kafka.brokers.values()),
+               timeout=60, message="Kafka's brokers to follow partctl's controller")
+
+
+def test_partctl_controller_drives_kafka_brokers(mixed: Mixed) -> None:
+    wait_until(mixed.isr_whole, timeout=60, message="every ISR whole")
+    _move_controller_to_partctl(mixed)
+    # Kafka broker 2 stops (its ControlledShutdown goes to partctl's controller) and starts
+    # again: it gets a producer id block from partctl's controller (AllocateProducerIds) and
+    # the Kafka leader it follows takes it back into the ISR through AlterPartition
+    offset = len(mixed.kafka.log(2))
+    mixed.kafka.restart(2)
+    wait_until(mixed.isr_whole, timeout=90, message="every ISR whole after broker 2 restarted")
+    assert mixed.controller() == PARTCTL_ID
+    stopped = mixed.kafka.log(2)[offset:]
+    assert "Controlled shutdown request returned successfully" in stopped, stopped[-3000:]
+    partctl_log = mixed.partctl.log()
+    assert "AlterPartition from broker 1" in partctl_log, partctl_log[-3000:]
+    recorder = Recorder(mixed.bootstrap)
+    recorder.send(300)
+    assert not recorder.errors, recorder.errors[:5]
+    _check_acknowledged(recorder, _read_all(mixed.bootstrap))
+    wait_until(lambda: _logs_match(mixed), timeout=30, message="replicas' logs identical")
