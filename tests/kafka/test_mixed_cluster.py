@@ -30,7 +30,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 import coordinator
-from broker.cluster import BrokerStartError, LaunchedBroker, start_broker
+from broker.cluster import BrokerStartError, LaunchedBroker, launch_broker, start_broker
+from broker.config import ConfigError, parse_config
 from coordinator.codecs import PartitionStateNode
 from coordinator.metadata import MetadataClient
 from replication.records import iter_batches
@@ -373,3 +374,97 @@ def test_partctl_controller_drives_kafka_brokers(mixed: Mixed) -> None:
     assert not recorder.errors, recorder.errors[:5]
     _check_acknowledged(recorder, _read_all(mixed.bootstrap))
     wait_until(lambda: _logs_match(mixed), timeout=30, message="replicas' logs identical")
+
+
+# --- 4. the fault run -----------------------------------------------------------------------
+
+
+def _move_controller_to_kafka(mixed: Mixed) -> int:
+    """Pause partctl's broker, delete ``/controller``, let a Kafka broker win, resume it."""
+    os.kill(mixed.partctl.pid, signal.SIGSTOP)
+    try:
+        mixed.md.coordinator.delete("/controller")
+        wait_until(lambda: mixed.controller() in (1, 2), timeout=4,
+                   message="a Kafka broker to win /controller")
+    finally:
+        os.kill(mixed.partctl.pid, signal.SIGCONT)
+    controller = mixed.controller()
+    assert controller in (1, 2)
+    return controller
+
+
+def _leaders(mixed: Mixed) -> dict[int, int]:
+    return {p: s.leader for p, s in mixed.states().items()}
+
+
+@pytest.mark.long
+def test_nothing_acknowledged_is_lost_when_controllers_of_each_kind_are_killed(
+        mixed: Mixed) -> None:
+    wait_until(mixed.isr_whole, timeout=90, message="every ISR whole")
+    _tool("leader-election", "--bootstrap-server", mixed.bootstrap, "--election-type",
+          "preferred", "--all-topic-partitions")
+    wait_until(lambda: _leaders(mixed) == {0: 1, 1: 3, 2: 2}, timeout=60,
+               message="the preferred leaders back")
+    if mixed.controller() not in (1, 2):
+        _move_controller_to_kafka(mixed)
+    victim = mixed.controller()
+    assert victim in (1, 2) and victim in _leaders(mixed).values()
+    recorder = Recorder(mixed.bootstrap)
+    recorder.start()
+    try:
+        wait_until(lambda: len(recorder.acked) >= 200, timeout=60, message="records acked")
+        # SIGKILL the Kafka broker that is controller and leader, and start it again
+        mixed.kafka.kill(victim)
+        wait_until(lambda: mixed.controller() not in (None, victim)
+                   and victim not in _leaders(mixed).values(),
+                   timeout=60, message=f"a new controller and leaders without {victim}")
+        acked = len(recorder.acked)
+        wait_until(lambda: len(recorder.acked) > acked + 100, timeout=60,
+                   message="records acked without the killed broker")
+        mixed.kafka.restart(victim)
+        wait_until(mixed.isr_whole, timeout=120, message=f"every ISR whole after {victim} came back")
+        # SIGKILL partctl's controller (after moving the controller to it if a Kafka broker
+        # won the election), and start it again
+        if mixed.controller() != PARTCTL_ID:
+            _move_controller_to_partctl(mixed)
+        acked = len(recorder.acked)
+        mixed.restart_partctl(kill=True)
+        wait_until(lambda: len(recorder.acked) > acked + 100, timeout=60,
+                   message="records acked after partctl's controller was killed")
+        wait_until(mixed.isr_whole, timeout=120, message="every ISR whole after partctl came back")
+    finally:
+        recorder.stop()
+    assert not recorder.errors, recorder.errors[:5]
+    wait_until(mixed.isr_whole, timeout=60, message="every ISR whole at the end")
+    _check_acknowledged(recorder, _read_all(mixed.bootstrap))
+    wait_until(lambda: _logs_match(mixed), timeout=60, message="replicas' logs identical")
+    _check_logs_identical(mixed)
+
+
+# --- 5. an inter-broker protocol partctl cannot follow ----------------------------------------
+
+
+@pytest.mark.parametrize(("value", "accepted"), [
+    ("2.8", True), ("2.8-IV1", True), ("3.4.1", True), ("3.9", True), ("3.9-IV0", True),
+    ("2.7-IV2", False), ("2.0", False), ("0.10.2", False), ("4.0", False), ("latest", False),
+])
+def test_which_inter_broker_protocol_versions_partctl_follows(value: str, accepted: bool) -> None:
+    text = ("broker.id=1\nzookeeper.connect=127.0.0.1:2181\n"
+            f"inter.broker.protocol.version={value}\n")
+    if accepted:
+        assert not parse_config(text).warnings
+    else:
+        with pytest.raises(ConfigError, match="inter.broker.protocol.version"):
+            parse_config(text)
+
+
+def test_a_broker_refuses_an_inter_broker_protocol_it_cannot_follow_in_one_line(
+        zookeeper_server: Server, tmp_path: Path) -> None:
+    broker = launch_broker(tmp_path / "old", 5, zookeeper_server.url(f"/ibp-{uuid.uuid4().hex}"),
+                           extra="inter.broker.protocol.version=2.0\n")
+    assert broker.wait(60) == 1
+    lines = [line for line in broker.log().splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("partctl: error: ") and \
+        "invalid value '2.0' for inter.broker.protocol.version: partctl follows 2.8 to 3.9" \
+        in lines[0], lines
