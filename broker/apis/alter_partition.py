@@ -56,7 +56,10 @@ def _active_controller(ctx: RequestContext) -> Any | None:
 def _proposals(request: Any, version: int) -> tuple[ev.IsrProposal, ...]:
     out = []
     for t in request.topics:
-        topic = text_of(t.topic_id) if version >= 2 else t.topic_name
+        if version >= 2:  # the zero id (read as None) names no topic: UNKNOWN_TOPIC_ID
+            topic = text_of(t.topic_id) if t.topic_id is not None else ""
+        else:
+            topic = t.topic_name
         for p in t.partitions:
             isr = (tuple(s.broker_id for s in p.new_isr_with_epochs) if version >= 3
                    else tuple(p.new_isr))
