@@ -17,7 +17,9 @@ restarted, then partctl's controller. A partctl broker refuses an
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import threading
 import time
@@ -33,6 +35,7 @@ import coordinator
 from broker.cluster import BrokerStartError, LaunchedBroker, launch_broker, start_broker
 from broker.config import ConfigError, parse_config
 from coordinator.codecs import PartitionStateNode
+from coordinator.errors import NoNode
 from coordinator.metadata import MetadataClient
 from replication.records import iter_batches
 from tests.broker.processes import TEST_SETTINGS
@@ -51,7 +54,10 @@ ASSIGNMENT = "1:3:2,3:1:2,2:3:1"
 broker 2; every partition has a replica of each kind."""
 REPLICAS = {0: [1, 3, 2], 1: [3, 1, 2], 2: [2, 3, 1]}
 PARTCTL_ID = 3
-PARTCTL_SETTINGS = TEST_SETTINGS + "zookeeper.session.timeout.ms=6000\n"
+PARTCTL_SETTINGS = TEST_SETTINGS + "zookeeper.session.timeout.ms=6000\nreplica.lag.time.max.ms=3000\n"
+"""partctl's leader drops a follower 3 s behind (Kafka's default: 30), within the Kafka
+brokers' 12 s ZooKeeper sessions, so that a paused Kafka follower leaves the ISR without
+leaving the cluster."""
 
 
 @dataclass(eq=False)
@@ -72,11 +78,11 @@ class Mixed:
         return f"{self.kafka.bootstrap},{self.partctl.bootstrap}"
 
     def controller(self) -> int | None:
-        found = self.md.coordinator.exists("/controller")
-        if found is None:
+        """The broker ``/controller`` names (None while there is none)."""
+        try:
+            data, _ = self.md.coordinator.get("/controller")
+        except NoNode:
             return None
-        import json
-        data, _ = self.md.coordinator.get("/controller")
         return int(json.loads(data)["brokerid"])
 
     def states(self, topic: str = TOPIC) -> dict[int, PartitionStateNode]:
@@ -115,7 +121,8 @@ def mixed(zookeeper_server: Server, tmp_path_factory: pytest.TempPathFactory
     root = tmp_path_factory.mktemp("mixed")
     chroot = f"/mixed-{uuid.uuid4().hex[:10]}"
     kafka = start_kafka_zk(root / "kafka", zookeeper_server, broker_ids=(1, 2), chroot=chroot,
-                           extra={"auto.leader.rebalance.enable": "false"})
+                           extra={"auto.leader.rebalance.enable": "false",
+                                  "zookeeper.session.timeout.ms": "12000"})
     url = zookeeper_server.url(chroot)
     try:
         partctl = start_broker(root / "partctl-3", PARTCTL_ID, url, extra=PARTCTL_SETTINGS)
@@ -153,7 +160,7 @@ class Recorder:
         self.errors: list[str] = []
         self._producer = Producer({
             "bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-            "linger.ms": 5, "message.timeout.ms": 120000, "request.timeout.ms": 10000,
+            "linger.ms": 5, "message.timeout.ms": 120000, "request.timeout.ms": 30000,
             "retry.backoff.ms": 200, "topic.metadata.refresh.interval.ms": 2000})
         self._stop = threading.Event()
         self._sent = 0
@@ -163,7 +170,11 @@ class Recorder:
         if err is not None:
             self.errors.append(str(err))
         else:
-            self.acked.append((msg.partition(), msg.offset(), msg.value().decode()))  # type: ignore[attr-defined]
+            offset = msg.offset()  # type: ignore[attr-defined]
+            # None: acknowledged without its offset (librdkafka's implicit acknowledgement of
+            # an idempotent batch whose answer was lost, once a later one is answered)
+            self.acked.append((msg.partition(), -1 if offset is None else offset,  # type: ignore[attr-defined]
+                               msg.value().decode()))  # type: ignore[attr-defined]
 
     def send(self, count: int) -> None:
         for _ in range(count):
@@ -218,10 +229,21 @@ def _read_all(bootstrap: str, topic: str = TOPIC) -> dict[tuple[int, int], str]:
 
 
 def _check_acknowledged(recorder: Recorder, read: dict[tuple[int, int], str]) -> None:
-    """Every acknowledged value read back exactly once, at its acknowledged offset."""
+    """Every acknowledged value read back exactly once, at its acknowledged offset (in its
+    partition, when it was acknowledged without one)."""
     assert recorder.acked, "nothing was acknowledged"
-    acked = {(p, o): v for p, o, v in recorder.acked}
-    assert len(acked) == len(recorder.acked), "an offset acknowledged twice"
+    where = {v: k for k, v in read.items()}
+    unplaced = [(p, v) for p, o, v in recorder.acked if o < 0]
+    missing = [(p, v) for p, v in unplaced if where.get(v, (None,))[0] != p]
+    assert not missing, f"acknowledged records (no offset reported) lost: {missing[:10]}"
+    acked = {(p, o): v for p, o, v in recorder.acked if o >= 0}
+    recorder_acked = [(p, o, v) for p, o, v in recorder.acked if o >= 0]
+    if len(acked) != len(recorder_acked):
+        twice = {(p, o) for p, o, v in recorder_acked if acked[(p, o)] != v}
+        raise AssertionError("offsets acknowledged for two values (value: acknowledged at, "
+                             "read at): " + "; ".join(
+                                 f"{v}: {(p, o)}, {where.get(v)}"
+                                 for p, o, v in recorder_acked if (p, o) in twice))
     moved = {k: (v, read.get(k)) for k, v in acked.items() if read.get(k) != v}
     assert not moved, f"acknowledged records lost or moved: {list(moved.items())[:10]}"
     values = [v for v in read.values() if v.startswith(f"{recorder.prefix}-")]
@@ -283,7 +305,6 @@ def test_kafka_controller_drives_a_partctl_broker(mixed: Mixed) -> None:
     wait_until(lambda: all({1, 2, 3} <= (b.metadata_brokers() or set())
                            for b in mixed.kafka.brokers.values()),
                timeout=30, message="Kafka's brokers to list partctl's")
-    import json
     registration = json.loads(mixed.md.coordinator.get("/brokers/ids/3")[0])
     assert registration["endpoints"] == [f"PLAINTEXT://{mixed.partctl.bootstrap}"]
     assert registration["listener_security_protocol_map"] == {"PLAINTEXT": "PLAINTEXT"}
@@ -312,6 +333,68 @@ def test_followers_of_each_kind_fetch_from_leaders_of_the_other(mixed: Mixed) ->
     _check_acknowledged(recorder, _read_all(mixed.bootstrap))
     wait_until(lambda: _logs_match(mixed), timeout=30, message="replicas' logs identical")
     _check_logs_identical(mixed)
+
+
+def _isr_seen_by(address: tuple[str, int], partition: int, topic: str = TOPIC
+                 ) -> list[int] | None:
+    """The ISR of ``partition`` in one broker's Metadata answer (None while it does not
+    answer)."""
+    from kio.schema.metadata.v12.request import MetadataRequestTopic
+    body = request(3, 12, topics=(MetadataRequestTopic(topic_id=None, name=topic),),
+                   allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    try:
+        with RawClient(address, timeout=2.0) as client:
+            response = client.call(body)
+    except (OSError, ConnectionError):
+        return None
+    for t in response.topics:
+        for p in t.partitions:
+            if p.partition_index == partition:
+                return sorted(p.isr_nodes)
+    return None
+
+
+def test_partctl_leader_reports_isr_changes_to_kafka_controller(mixed: Mixed) -> None:
+    """A Kafka follower of partctl's leader stalls (SIGSTOP, within its ZooKeeper session)
+    under Kafka's controller while a producer runs: partctl's leader drops it from the ISR, and takes it back once it
+    catches up, each time by writing the state node and an ISR change notification, which
+    Kafka 3.9's controller still follows: it tells every broker, and Kafka's brokers' Metadata
+    shows the ISR whole again."""
+    wait_until(mixed.isr_whole, timeout=60, message="every ISR whole")
+    controller = mixed.controller()
+    assert controller in (1, 2), controller
+    follower = 3 - controller  # the Kafka broker that is not controller: a follower of p1
+    before = mixed.states()[1]
+    assert before.leader == PARTCTL_ID
+    offset = len(mixed.partctl.log())
+    pid = mixed.kafka.brokers[follower].pid
+    assert pid is not None
+    recorder = Recorder(mixed.bootstrap)  # a follower falls behind only while records come
+    recorder.start()
+    try:
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            wait_until(lambda: follower not in mixed.states()[1].isr, timeout=10,
+                       message=f"partctl's leader to drop {follower} from the ISR")
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        wait_until(mixed.isr_whole, timeout=60, message=f"{follower} back in every ISR")
+    finally:
+        recorder.stop()
+    assert not recorder.errors, recorder.errors[:5]
+    _check_acknowledged(recorder, _read_all(mixed.bootstrap))
+    after = mixed.states()[1]
+    # the leader's own writes: same leader and leader epoch, the controller's epoch kept
+    assert (after.leader, after.leader_epoch) == (PARTCTL_ID, before.leader_epoch)
+    changes = re.findall(rf"{TOPIC}-1: ISR \(([\d, ]*)\) -> \(([\d, ]*)\)",
+                         mixed.partctl.log()[offset:])
+    members = [(old.split(", "), new.split(", ")) for old, new in changes]
+    assert any(str(follower) in old and str(follower) not in new for old, new in members)
+    assert any(str(follower) not in old and str(follower) in new for old, new in members)
+    wait_until(lambda: all(_isr_seen_by(b.address, 1) == [1, 2, 3]
+                           for b in mixed.kafka.brokers.values()),
+               timeout=30, message="Kafka's brokers to see partition 1's ISR whole")
+    assert mixed.controller() == controller
 
 
 def _logs_match(mixed: Mixed) -> bool:
