@@ -545,7 +545,10 @@ def test_a_broker_refuses_an_inter_broker_protocol_it_cannot_follow_in_one_line(
         zookeeper_server: Server, tmp_path: Path) -> None:
     broker = launch_broker(tmp_path / "old", 5, zookeeper_server.url(f"/ibp-{uuid.uuid4().hex}"),
                            extra="inter.broker.protocol.version=2.0\n")
-    assert broker.wait(60) == 1
+    try:
+        assert broker.wait(60) == 1
+    finally:
+        broker.kill()  # one that started after all is not left running
     lines = [line for line in broker.log().splitlines() if line.strip()]
     assert len(lines) == 1, lines
     assert lines[0].startswith("partctl: error: ") and \
