@@ -141,6 +141,27 @@ def _cleanup_policy(text: str) -> tuple[str, ...]:
     return policy
 
 
+IBP_RANGE = ((2, 8), (3, 9))
+"""The ``inter.broker.protocol.version`` values a partctl broker follows: from 2.8, the oldest
+whose ZooKeeper-mode controller sends the LeaderAndIsr (5), UpdateMetadata (7) and StopReplica
+(3) versions it serves, to 3.9, the last with ZooKeeper mode."""
+
+
+def _ibp(text: str) -> str:
+    """Kafka's ``X.Y``, ``X.Y.Z`` or ``X.Y-IVn``, within :data:`IBP_RANGE`."""
+    parts = text.split("-", 1)[0].split(".")
+    try:
+        major, minor = int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        raise ValueError("not a Kafka version (such as 3.9 or 3.9-IV0)") from None
+    (lo_major, lo_minor), (hi_major, hi_minor) = IBP_RANGE
+    if not (lo_major, lo_minor) <= (major, minor) <= (hi_major, hi_minor):
+        raise ValueError(f"partctl follows {lo_major}.{lo_minor} to {hi_major}.{hi_minor} (it "
+                         "serves LeaderAndIsr 5-7, UpdateMetadata 7-8 and StopReplica 3-4; "
+                         "4.0 and later have no ZooKeeper mode)")
+    return text
+
+
 @dataclass(frozen=True, slots=True)
 class _Key:
     parse: Callable[[str], Any]
@@ -156,6 +177,7 @@ _KEYS: dict[str, _Key] = {
     "listener.security.protocol.map": _Key(_list),
     "inter.broker.listener.name": _Key(_string),
     "security.inter.broker.protocol": _Key(_string),
+    "inter.broker.protocol.version": _Key(_ibp),
     "log.dirs": _Key(_list),
     "log.dir": _Key(_string),
     "zookeeper.connect": _Key(_string),

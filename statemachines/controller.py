@@ -46,6 +46,7 @@ from statemachines.config import ControllerConfig, StandBackoff
 from statemachines.context import ControllerContext
 from statemachines.event_manager import EventManager
 from statemachines.handlers import (
+    alter_partition,
     brokers,
     configs,
     deletion,
@@ -198,6 +199,16 @@ class Controller:
             self.events.put(event)
         return event.reply
 
+    def request_alter_partition(self, event: ev.AlterPartitionRequested) -> Future[Any]:
+        """A partition leader's AlterPartition: the future gets a result per proposal
+        (:mod:`statemachines.handlers.alter_partition`), or fails with NotController or
+        StaleBrokerEpoch."""
+        if not self.active:
+            event.reply.set_exception(NotController(f"broker {self.broker_id} is not controller"))
+        else:
+            self.events.put(event)
+        return event.reply
+
     def request_leader_election(self, partitions: Iterable[TopicPartition], *,
                                 unclean: bool = False) -> Future[Any]:
         """An admin's preferred (or unclean) elections of ``partitions``: the future gets a
@@ -323,6 +334,10 @@ class Controller:
                 if (svc := self._running()) is None:
                     raise NotController(f"broker {self.broker_id} is not the controller")
                 elect_leaders.on_leader_election_request(svc, event)
+            case ev.AlterPartitionRequested():
+                if (svc := self._running()) is None:
+                    raise NotController(f"broker {self.broker_id} is not the controller")
+                alter_partition.on_alter_partition(svc, event)
             case _:
                 raise TypeError(f"not a controller event: {event!r}")
 

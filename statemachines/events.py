@@ -19,6 +19,7 @@ from coordinator.codecs import TopicPartition
 from coordinator.model import SessionState, Stat
 
 __all__ = [
+    "AlterPartitionRequested",
     "AutoRebalanceTick",
     "BrokerIdsChanged",
     "BrokerNodeChanged",
@@ -27,6 +28,7 @@ __all__ = [
     "ControllerNodeChanged",
     "DeleteTopicsChanged",
     "IsrChangeNotified",
+    "IsrProposal",
     "PartitionStatesPending",
     "PreferredElectionChanged",
     "ReassignmentChanged",
@@ -156,6 +158,34 @@ class LeaderElectionRequested:
     reply: Future[Any] = field(default_factory=Future, compare=False)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IsrProposal:
+    """One partition of an AlterPartition request: the ISR its leader proposes, with the
+    leader epoch and partition epoch (the state node's version) it holds. ``topic`` is the
+    topic's name, or its id (text) when the request names topics by id (version 2 and up)."""
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    new_isr: tuple[int, ...]
+    partition_epoch: int
+    leader_recovery_state: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterPartitionRequested:
+    """A partition leader's AlterPartition (KIP-497, what Kafka's brokers send their controller
+    from ``inter.broker.protocol.version`` 2.7 on); ``reply`` gets an
+    :class:`~statemachines.handlers.alter_partition.AlterPartitionResult` per proposal."""
+
+    broker_id: int
+    broker_epoch: int
+    proposals: tuple[IsrProposal, ...]
+    version: int = 3
+    """The request's version: from 2 on, topics are named by id."""
+    reply: Future[Any] = field(default_factory=Future, compare=False)
+
+
 ControllerEvent = (
     Stand
     | SessionChanged
@@ -174,6 +204,7 @@ ControllerEvent = (
     | ReplicaDeletionFinished
     | ControlledShutdownRequested
     | LeaderElectionRequested
+    | AlterPartitionRequested
 )
 
 VIEW_EVENTS = (BrokerIdsChanged, BrokerNodeChanged, TopicsChanged, TopicNodeChanged,

@@ -27,7 +27,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, RequestContext
+from broker.apis import Api, RequestContext, alter_partition
 from broker.apis.admin_support import controller_reply
 from broker.apis.topic_ids import text_of
 from broker.controller_channel import (
@@ -216,8 +216,10 @@ async def _controlled_shutdown(ctx: RequestContext, request: Any) -> Any:
 CONTROLLER_APIS = [
     Api(key=CONTROLLED_SHUTDOWN, name="ControlledShutdown", min_version=2, max_version=3,
         handle=handle_controlled_shutdown),
+    *alter_partition.APIS,
 ]
-"""What a controller candidate serves: brokers ask it for their controlled shutdown."""
+"""What a controller candidate serves: brokers ask it for their controlled shutdown, and
+Kafka's brokers for ISR changes and producer id blocks (:mod:`broker.apis.alter_partition`)."""
 
 APIS = [
     Api(key=LEADER_AND_ISR, name="LeaderAndIsr", min_version=5, max_version=7, handle=handle),

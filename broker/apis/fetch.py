@@ -43,7 +43,9 @@ ids of topics it has none for yet), and one it cannot resolve answers UNKNOWN_TO
 partitions. Version 15 carries the replica id in ``replica_state``. From version 16 a partition
 answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names the current leader and its epoch,
 and the response the leaders' endpoints on the request's listener (KIP-951), so the client
-moves without asking for metadata first.
+moves without asking for metadata first. Version 17 adds only the follower's log directory id
+(KIP-853, a tagged field), which is not used; a Kafka 3.9 follower at its default
+``inter.broker.protocol.version`` fetches with it and with nothing older.
 
 The request metrics count a follower's Fetch as ``FetchFollower`` and a consumer's as
 ``FetchConsumer`` (Kafka's names; no request is counted as ``Fetch``).
@@ -527,4 +529,4 @@ def _current_leader(ctx: RequestContext, module: Any, snap: MetadataSnapshot,
                                     leader_epoch=state.leader_epoch)}
 
 
-APIS = [Api(key=API_KEY, name="Fetch", min_version=4, max_version=16, handle=handle)]
+APIS = [Api(key=API_KEY, name="Fetch", min_version=4, max_version=17, handle=handle)]
