@@ -18,8 +18,10 @@ $(STAMP): pyproject.toml replication/_cleaner_native.c replication/_records_nati
 demo: setup
 	$(VENV)/bin/partctl demo
 
+# two pytest-xdist workers, a test module each at a time (its module-scoped clusters stay in one
+# worker); each worker starts its own servers, on ports of its own (tests/conftest.py)
 test: setup
-	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile
 
 lint: setup
 	$(VENV)/bin/ruff check .
