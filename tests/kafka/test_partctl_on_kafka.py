@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
+import signal
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -409,19 +411,22 @@ def test_elect_preferred_through_zookeeper_carried_out_by_kafkas_controller(
     state = f"/brokers/topics/{ASSIGNED}/partitions/0/state"
     assert _json(tree, state)["leader"] == int(leader) != reordered[0]  # not the preferred one
 
-    written: list[bytes] = []
-    watch = tree.watch_data("/admin/preferred_replica_election",
-                            lambda event: written.append(event.data) if event.data else None)
+    # Kafka's controller takes the node as soon as it appears: paused for the moment of the
+    # write (well inside its ZooKeeper session), it lets the test read what partctl wrote
+    pid = seeded.kafka.broker(_json(tree, "/controller")["brokerid"]).pid
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)
     try:
         out = partctl("elect", "preferred", "--coordinator", seeded.url, "--topic", ASSIGNED,
                       "--partition", "0")
-        assert out == "Requested a preferred replica election for 1 partition(s).\n"
-        wait_until(lambda: tree.exists("/admin/preferred_replica_election") is None,
-                   timeout=60, message="Kafka's controller took the election request")
+        written, _stat = tree.get("/admin/preferred_replica_election")
     finally:
-        watch.cancel()
-    assert written and written[0] == (
+        os.kill(pid, signal.SIGCONT)
+    assert out == "Requested a preferred replica election for 1 partition(s).\n"
+    assert written == (
         b'{"version":1,"partitions":[{"topic":"%s","partition":0}]}' % ASSIGNED.encode())
+    wait_until(lambda: tree.exists("/admin/preferred_replica_election") is None,
+               timeout=60, message="Kafka's controller took the election request")
     wait_until(lambda: _json(tree, state)["leader"] == reordered[0], timeout=60,
                message="Kafka's controller elected the preferred replica")
     assert _kafka_describe(seeded)[tp][:2] == (str(reordered[0]), ",".join(map(str, reordered)))
