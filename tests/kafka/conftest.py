@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -24,7 +25,7 @@ from .harness import (
     start_kafka_zk,
 )
 
-__all__ = ["require_kafka"]
+__all__ = ["partctl_cluster", "require_kafka"]
 
 
 def require_kafka(version: str) -> str:
@@ -65,10 +66,16 @@ def partctl_three(zookeeper_server: Server, tmp_path_factory: pytest.TempPathFac
     """partctl brokers 1-3, three processes in a fresh chroot of the session's ZooKeeper
     (``.bootstrap_servers``, ``.brokers``, ``.coordinator_url``)."""
     url = zookeeper_server.url(f"/kref-{uuid.uuid4().hex[:10]}")
+    yield from partctl_cluster(url, tmp_path_factory.mktemp("partctl-three"),
+                               _settings(TEST_SETTINGS))
+
+
+def partctl_cluster(url: str, directory: Path, extra: dict[str, str]
+                    ) -> Iterator[LocalCluster]:
+    """Three partctl broker processes on ``url``, for a fixture to yield from: a broker that
+    does not start fails with its log's tail, and each must stop cleanly at the end."""
     try:
-        cluster = start_cluster(3, coordinator_url=url,
-                                directory=tmp_path_factory.mktemp("partctl-three"),
-                                extra=_settings(TEST_SETTINGS))
+        cluster = start_cluster(3, coordinator_url=url, directory=directory, extra=extra)
     except BrokerStartError as exc:
         log = exc.log_path.read_text(errors="replace")[-3000:]
         raise AssertionError(f"partctl broker {exc.broker_id} did not start: {exc.reason}:\n"

@@ -28,12 +28,12 @@ import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from broker.cluster import BrokerStartError, LocalCluster, start_broker, start_cluster
+from broker.cluster import LocalCluster, start_broker
 from tests.broker.processes import TEST_SETTINGS
 from tests.servers import Server
 from tests.waiting import wait_until
 
-from .conftest import require_kafka
+from .conftest import partctl_cluster, require_kafka
 from .harness import KAFKA_3, KAFKA_4, run_tool
 
 pytestmark = pytest.mark.servers
@@ -63,16 +63,8 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     chroot (key prefix)."""
     server: Server = request.getfixturevalue(f"{request.param}_server")
     url = server.url(f"/tools-{uuid.uuid4().hex[:10]}")
-    try:
-        started = start_cluster(3, coordinator_url=url, extra=EXTRA,
-                                directory=tmp_path_factory.mktemp(f"data-tools-{request.param}"))
-    except BrokerStartError as exc:
-        log = exc.log_path.read_text(errors="replace")[-3000:]
-        raise AssertionError(f"partctl broker {exc.broker_id} did not start: {exc.reason}:\n"
-                             f"{log}") from None
-    yield started
-    statuses = started.stop()
-    assert all(status == 0 for status in statuses.values()), statuses
+    yield from partctl_cluster(url, tmp_path_factory.mktemp(f"data-tools-{request.param}"),
+                               EXTRA)
 
 
 def _stop(cluster: LocalCluster, broker_id: int) -> None:
