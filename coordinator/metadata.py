@@ -8,165 +8,63 @@ is a multi (or a chunked series of multis) whose first op checks the version of
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from coordinator import layout
-from coordinator.base import Coordinator
 from coordinator.codecs import (
-    PRODUCER_ID_BLOCK_SIZE,
     BrokerInfo,
     ControllerInfo,
     CorruptMetadata,
     PartitionStateNode,
-    ProducerIdBlock,
-    ReassignmentOwner,
     TopicAssignment,
     TopicPartition,
     decode_cluster_id,
-    decode_config_change,
-    decode_entity_config,
     decode_epoch,
     decode_partitions,
-    decode_reassignment,
     encode_cluster_id,
-    encode_config_change,
     encode_entity_config,
     encode_epoch,
     encode_partitions,
-    encode_reassignment,
     new_kafka_uuid,
 )
 from coordinator.errors import (
     BadVersion,
     CoordinatorError,
-    GuardFailed,
     MultiFailed,
     NodeExists,
     NoNode,
-    RequestTooLarge,
 )
-from coordinator.model import Check, Create, Delete, Op, OpResult, SetData, Stat, op_size
-from coordinator.retry import Retry
+from coordinator.metadata_admin import AdminNodes
+from coordinator.metadata_base import (
+    DEFAULT_RETRY,
+    AssignmentTooLarge,
+    BrokerIdInUse,
+    ControllerEpoch,
+    ControllerExists,
+    ControllerMoved,
+    MetadataBase,
+    ProducerIdsExhausted,
+    ReassignmentClaimLost,
+    RegisteredBroker,
+    RequestInProgress,
+    StateUpdateResult,
+    TopicExists,
+    UnknownTopic,
+    Versioned,
+)
+from coordinator.metadata_configs import ConfigNodes
+from coordinator.model import Create, Delete, Op, SetData, Stat, op_size
+
+__all__ = ["DEFAULT_RETRY", "AssignmentTooLarge", "BrokerIdInUse", "ControllerEpoch", "ControllerExists",
+           "ControllerMoved", "MetadataBase", "MetadataClient", "ProducerIdsExhausted",
+           "ReassignmentClaimLost", "RegisteredBroker", "RequestInProgress", "StateUpdateResult",
+           "TopicExists", "UnknownTopic", "Versioned"]
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
-
-DEFAULT_RETRY = Retry(max_tries=5, delay=0.1, max_delay=1.0, deadline=10.0)
 
 
-class ControllerMoved(CoordinatorError):
-    """The controller epoch moved on: another controller was elected. Resign; write nothing."""
-
-
-class ControllerExists(CoordinatorError):
-    """Another broker is the controller; ``broker_id`` names it (-1 if it just went away)."""
-
-    def __init__(self, broker_id: int) -> None:
-        self.broker_id = broker_id
-        super().__init__(f"broker {broker_id} is already the controller")
-
-
-class BrokerIdInUse(CoordinatorError):
-    def __init__(self, broker_id: int) -> None:
-        self.broker_id = broker_id
-        super().__init__(f"broker id {broker_id} is already registered by another session")
-
-
-class TopicExists(CoordinatorError):
-    def __init__(self, topic: str) -> None:
-        self.topic = topic
-        super().__init__(f"topic {topic!r} already exists")
-
-
-class UnknownTopic(CoordinatorError):
-    def __init__(self, topic: str) -> None:
-        self.topic = topic
-        super().__init__(f"topic {topic!r} does not exist")
-
-
-class AssignmentTooLarge(RequestTooLarge):
-    """A topic's assignment would not fit in one node of the coordinator."""
-
-
-class RequestInProgress(CoordinatorError):
-    """An admin request node already exists: the controller is still working on the last one."""
-
-
-class ReassignmentClaimLost(CoordinatorError):
-    """The owner node of a run executing a reassignment is gone (its session ended): it must
-    claim the node again before writing it."""
-
-
-class ProducerIdsExhausted(CoordinatorError):
-    """The next producer id block would pass the largest 64-bit id (Kafka's fatal error)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Versioned(Generic[T]):
-    value: T
-    version: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RegisteredBroker:
-    info: BrokerInfo
-    epoch: int
-    """The broker epoch: the registration node's create id (czxid / create_revision)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ControllerEpoch:
-    """A controller's epoch and the version of ``/controller_epoch`` it wrote: the fencing token."""
-
-    epoch: int
-    version: int
-    revision: int = 0
-    """The store's id of that write (``Stat.modify_id``: zxid, etcd revision): a watch that
-    reports ids has shown every earlier change once it reports this one or a later one."""
-
-    def guard(self) -> Check:
-        return Check(path=layout.CONTROLLER_EPOCH, version=self.version)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StateUpdateResult:
-    """Kafka's updateLeaderAndIsr outcome: written (with the new partition epoch), to retry after
-    a re-read (the partition epoch moved), or failed for another reason."""
-
-    finished: dict[TopicPartition, int] = field(default_factory=dict)
-    retry: list[TopicPartition] = field(default_factory=list)
-    failed: dict[TopicPartition, CoordinatorError] = field(default_factory=dict)
-
-
-class MetadataClient:
+class MetadataClient(ConfigNodes, AdminNodes):
     """Kafka's ZooKeeper layout, typed, over one coordinator session."""
-
-    def __init__(self, coordinator: Coordinator, *, retry: Retry = DEFAULT_RETRY) -> None:
-        """``retry`` applies to reads, which are idempotent. Writes are never retried here: after
-        a lost reply a retried create or conditional set would report a false conflict; the
-        caller re-reads and decides (see :class:`StateUpdateResult`)."""
-        self.coordinator = coordinator
-        self.retry = retry
-
-    def _get_many(self, paths_: Sequence[str]) -> list[tuple[bytes, Stat] | None]:
-        return self.retry(self.coordinator.get_many, paths_)
-
-    def _children(self, path: str) -> list[str]:
-        return self.retry(self.coordinator.children, path)
-
-    def _get(self, path: str) -> tuple[bytes, Stat]:
-        return self.retry(self.coordinator.get, path)
-
-    # --- set-up --------------------------------------------------------------------------
-
-    def ensure_layout(self) -> None:
-        """Create the persistent paths Kafka expects, where missing."""
-        existing = self._get_many(list(layout.PERSISTENT_PATHS))
-        for path, item in zip(layout.PERSISTENT_PATHS, existing, strict=True):
-            if item is None:
-                self.coordinator.ensure_path(path)
 
     def cluster_id(self) -> str:
         """The cluster id, created on first use (Kafka's ``/cluster/id``: a random UUID in
@@ -291,39 +189,6 @@ class MetadataClient:
         except (ControllerMoved, MultiFailed):
             pass
 
-    # --- fenced writes -------------------------------------------------------------------
-
-    def fenced(self, epoch: ControllerEpoch, ops: Sequence[Op]) -> list[OpResult]:
-        """One atomic multi guarded by the controller epoch; :class:`ControllerMoved` if stale.
-
-        Other failures raise :class:`MultiFailed` with the index into ``ops``.
-        """
-        try:
-            results = self.coordinator.multi([epoch.guard(), *ops])
-        except MultiFailed as failure:
-            if failure.index == 0:
-                raise ControllerMoved(
-                    f"controller epoch {epoch.epoch} is stale: {failure.cause}") from failure
-            raise MultiFailed(failure.index - 1, failure.cause) from failure
-        return results[1:]
-
-    def fenced_write_many(
-        self, epoch: ControllerEpoch, ops: Sequence[Op]
-    ) -> list[OpResult | CoordinatorError]:
-        """Many independent ops in guarded chunks; one result per op (see ``write_many``)."""
-        (results,) = self.fenced_write_stream(epoch, [ops])
-        return results
-
-    def fenced_write_stream(
-        self, epoch: ControllerEpoch, batches: Iterable[Sequence[Op]]
-    ) -> Iterator[list[OpResult | CoordinatorError]]:
-        """Batches of independent ops in guarded chunks, each batch's results as soon as it is
-        done (see ``write_stream``); :class:`ControllerMoved` if the epoch is stale."""
-        try:
-            yield from self.coordinator.write_stream(batches, guard=epoch.guard())
-        except GuardFailed as failure:
-            raise ControllerMoved(f"controller epoch {epoch.epoch} is stale") from failure
-
     # --- topics --------------------------------------------------------------------------
 
     def topics(self) -> list[str]:
@@ -373,192 +238,6 @@ class MetadataClient:
                     raise cause from None
                 # else: the config node changed meanwhile: look again
         raise CoordinatorError(f"{config_path} kept changing: try creating the topic again")
-
-    def topic_config(self, topic: str) -> dict[str, str] | None:
-        """A topic's config overrides (``/config/topics/<t>``); None without a config node."""
-        try:
-            data, _ = self._get(layout.topic_config(topic))
-        except NoNode:
-            return None
-        return decode_entity_config(layout.topic_config(topic), data)
-
-    def topic_configs(self, topics: Iterable[str]) -> dict[str, Versioned[dict[str, str]]]:
-        """Config overrides of the given topics, with their node versions, in one bulk read;
-        topics without a config node are left out."""
-        names = list(topics)
-        items = self._get_many([layout.topic_config(t) for t in names])
-        out: dict[str, Versioned[dict[str, str]]] = {}
-        for name, item in zip(names, items, strict=True):
-            if item is not None:
-                data, stat = item
-                out[name] = Versioned(value=decode_entity_config(layout.topic_config(name), data),
-                                      version=stat.version)
-        return out
-
-    def all_topic_configs(self) -> dict[str, dict[str, str]]:
-        """Every topic's config overrides (Kafka's fetchAllEntityConfigs for topics)."""
-        try:
-            names = self._children(layout.CONFIG_TOPICS)
-        except NoNode:
-            return {}
-        return {t: v.value for t, v in self.topic_configs(names).items()}
-
-    def set_topic_config(self, topic: str, config: Mapping[str, str], version: int | None
-                         ) -> str:
-        """Replace a topic's overrides, conditional on the config node's ``version`` (None: the
-        node is created, as Kafka's setOrCreateEntityConfigs does for a topic without one),
-        and announce the change (``/config/changes/config_change_<seq>``,
-        ``{"version":2,"entity_path":"topics/<t>"}``), in one atomic multi that also checks the
-        topic exists. Kafka writes the node and then the notification, so a tool that dies
-        between the two leaves a change no broker hears of until it restarts; here both land or
-        neither does. An admin write, not fenced. Returns the notification's name.
-
-        :class:`UnknownTopic` when the topic is gone; BadVersion when the config node changed
-        (or appeared, or went) since it was read: read again and retry."""
-        layout.validate_topic(topic)
-        config_path = layout.topic_config(topic)
-        data = encode_entity_config(config)
-        ops: list[Op] = [
-            Check(path=layout.topic(topic), version=-1),
-            Create(path=config_path, data=data) if version is None
-            else SetData(path=config_path, data=data, version=version),
-            Create(path=layout.CONFIG_CHANGE_SEQUENTIAL,
-                   data=encode_config_change(f"topics/{topic}"), sequential=True),
-        ]
-        for attempt in range(2):
-            try:
-                results = self.coordinator.multi(ops)
-            except MultiFailed as failure:
-                cause = failure.cause
-                if failure.index == 0 and isinstance(cause, (NoNode, BadVersion)):
-                    raise UnknownTopic(topic) from None
-                if failure.index == 1 and isinstance(cause, (NoNode, NodeExists, BadVersion)):
-                    if isinstance(cause, NoNode) and version is None and attempt == 0:
-                        self.ensure_layout()  # /config/topics is missing
-                        continue
-                    raise BadVersion(config_path) from None
-                if failure.index == 2 and isinstance(cause, NoNode) and attempt == 0:
-                    self.ensure_layout()  # /config/changes is missing
-                    continue
-                raise cause from None
-            created = results[2]
-            assert isinstance(created, str)
-            return created.rsplit("/", 1)[1]
-        raise CoordinatorError(f"{config_path}: the config layout kept missing")
-
-    def user_config(self, user: str) -> Versioned[dict[str, str]] | None:
-        """A user's config (``/config/users/<user>``: SCRAM credentials by mechanism), with
-        the node's version; None without a node."""
-        path = layout.user_config(user)
-        try:
-            data, stat = self._get(path)
-        except NoNode:
-            return None
-        return Versioned(value=decode_entity_config(path, data), version=stat.version)
-
-    def all_user_configs(self) -> dict[str, dict[str, str]]:
-        """Every user's config, by (desanitized) user name."""
-        try:
-            names = self._children(layout.CONFIG_USERS)
-        except NoNode:
-            return {}
-        paths = [f"{layout.CONFIG_USERS}/{n}" for n in names]
-        out: dict[str, dict[str, str]] = {}
-        for name, path, item in zip(names, paths, self._get_many(paths), strict=True):
-            if item is not None:
-                try:
-                    out[layout.desanitize_entity(name)] = decode_entity_config(path, item[0])
-                except CorruptMetadata as exc:
-                    log.warning("ignoring user config: %s", exc)
-        return out
-
-    def set_user_config(self, user: str, config: Mapping[str, str], version: int | None
-                        ) -> str:
-        """Write a user's config, conditional on ``version`` (None: create the node), and
-        announce it (``{"version":2,"entity_path":"users/<user>"}``) in one multi, as Kafka's
-        AdminZkClient.changeUserOrUserClientIdConfig. BadVersion when the node changed since
-        it was read (or appeared). Returns the notification's name."""
-        path = layout.user_config(user)
-        return self._set_entity_config(
-            path, config, version, f"users/{layout.sanitize_entity(user)}")
-
-    def broker_config(self, broker_id: int | str) -> Versioned[dict[str, str]] | None:
-        """A broker's dynamic config (``/config/brokers/<id>``; ``<default>`` for the
-        cluster's defaults), with the node's version; None without a node."""
-        path = layout.config_entity("brokers", str(broker_id))
-        try:
-            data, stat = self._get(path)
-        except NoNode:
-            return None
-        return Versioned(value=decode_entity_config(path, data), version=stat.version)
-
-    def set_broker_config(self, broker_id: int | str, config: Mapping[str, str],
-                          version: int | None) -> str:
-        """Write a broker's dynamic config, conditional on ``version`` (None: create the
-        node), and announce it (``{"version":2,"entity_path":"brokers/<id>"}``) in one multi,
-        as Kafka's AdminZkClient.changeBrokerConfig. BadVersion when the node changed since
-        it was read (or appeared). Returns the notification's name."""
-        path = layout.config_entity("brokers", str(broker_id))
-        return self._set_entity_config(path, config, version, f"brokers/{broker_id}")
-
-    def _set_entity_config(self, path: str, config: Mapping[str, str], version: int | None,
-                           entity_path: str) -> str:
-        """Write an entity's config node at ``path`` conditionally on ``version`` (None:
-        create it) and announce ``entity_path`` under /config/changes, in one multi; creates
-        the config layout once if a parent is missing. Returns the notification's name."""
-        ops: list[Op] = [
-            Create(path=path, data=encode_entity_config(config)) if version is None
-            else SetData(path=path, data=encode_entity_config(config), version=version),
-            Create(path=layout.CONFIG_CHANGE_SEQUENTIAL, data=encode_config_change(entity_path),
-                   sequential=True),
-        ]
-        for attempt in range(2):
-            try:
-                results = self.coordinator.multi(ops)
-            except MultiFailed as failure:
-                cause = failure.cause
-                if isinstance(cause, NoNode) and attempt == 0 and (
-                        failure.index == 1 or version is None):
-                    self.ensure_layout()  # /config/<entities> or /config/changes is missing
-                    continue
-                if failure.index == 0 and isinstance(cause, (NoNode, NodeExists, BadVersion)):
-                    raise BadVersion(path) from None
-                raise cause from None
-            created = results[1]
-            assert isinstance(created, str)
-            return created.rsplit("/", 1)[1]
-        raise CoordinatorError(f"{path}: the config layout kept missing")
-
-    def config_change_notifications(self) -> list[str]:
-        """Names of the config change notifications, oldest first (by sequence)."""
-        try:
-            names = self._children(layout.CONFIG_CHANGES)
-        except NoNode:
-            return []
-        return sorted(n for n in names if n.startswith(layout.CONFIG_CHANGE_PREFIX))
-
-    def read_config_changes(self, names: Sequence[str]
-                            ) -> list[tuple[str, tuple[str, str] | None]]:
-        """Each notification's entity (type, name), None where it is gone or unreadable."""
-        items = self._get_many([f"{layout.CONFIG_CHANGES}/{n}" for n in names])
-        out: list[tuple[str, tuple[str, str] | None]] = []
-        for name, item in zip(names, items, strict=True):
-            entity = None
-            if item is not None:
-                try:
-                    entity = decode_config_change(f"{layout.CONFIG_CHANGES}/{name}", item[0])
-                except CorruptMetadata as exc:
-                    log.warning("ignoring config change notification: %s", exc)
-            out.append((name, entity))
-        return out
-
-    def delete_config_changes(self, names: Sequence[str]) -> None:
-        """Delete notifications (the purge of expired ones); those already gone are fine."""
-        for name in names:
-            try:
-                self.coordinator.delete(f"{layout.CONFIG_CHANGES}/{name}")
-            except NoNode:
-                pass
 
     def replace_topic(self, assignment: TopicAssignment, version: int) -> int:
         """An admin's rewrite of a topic's assignment (partitions added), conditional on the
@@ -718,227 +397,3 @@ class MetadataClient:
 
     def delete_isr_change_notifications(self, epoch: ControllerEpoch, names: Sequence[str]) -> None:
         self.fenced_write_many(epoch, [Delete(path=layout.isr_change(n)) for n in names])
-
-    # --- admin: reassignment -------------------------------------------------------------
-
-    def reassignment(self) -> Versioned[dict[TopicPartition, tuple[int, ...]]] | None:
-        try:
-            data, stat = self._get(layout.REASSIGN_PARTITIONS)
-        except NoNode:
-            return None
-        return Versioned(value=decode_reassignment(layout.REASSIGN_PARTITIONS, data),
-                         version=stat.version)
-
-    def request_reassignment(self, moves: Mapping[TopicPartition, Iterable[int]]) -> None:
-        """Submit a reassignment (the admin side). Fails if one is still in progress."""
-        try:
-            self.coordinator.create(layout.REASSIGN_PARTITIONS, encode_reassignment(moves),
-                                    make_parents=True)
-        except NodeExists:
-            raise RequestInProgress("a partition reassignment is already in progress") from None
-
-    # --- admin: who executes the reassignment (partctl's own node) ------------------------
-
-    def reassignment_and_owner(
-        self,
-    ) -> tuple[Versioned[dict[TopicPartition, tuple[int, ...]]] | None,
-               tuple[ReassignmentOwner, Stat] | None]:
-        """The pending moves and the run executing them (with its node's stat: its
-        ``ephemeral_owner`` is that run's session), in one read."""
-        node, owner = self._get_many([layout.REASSIGN_PARTITIONS,
-                                      layout.REASSIGN_PARTITIONS_OWNER])
-        moves = None if node is None else Versioned(
-            value=decode_reassignment(layout.REASSIGN_PARTITIONS, node[0]), version=node[1].version)
-        holder = None if owner is None else (
-            ReassignmentOwner.decode(layout.REASSIGN_PARTITIONS_OWNER, owner[0]), owner[1])
-        return moves, holder
-
-    def claim_reassignment(
-        self, owner: ReassignmentOwner,
-        moves: Mapping[TopicPartition, Iterable[int]] | None = None, *,
-        node_version: int | None = None,
-    ) -> bool:
-        """Become the run that executes the reassignment, in one atomic multi: the ephemeral
-        owner node, with either the reassignment node created with ``moves`` (create-if-absent:
-        of two runs, one wins) or a check that it is still at ``node_version`` (taking over the
-        moves an earlier run of the same plan left). False, with nothing written, when another
-        run, a tool or the controller came first: re-read and decide again."""
-        ops: list[Op] = [Create(path=layout.REASSIGN_PARTITIONS_OWNER, data=owner.encode(),
-                                ephemeral=True)]
-        if moves is not None:
-            ops.append(Create(path=layout.REASSIGN_PARTITIONS, data=encode_reassignment(moves)))
-        else:
-            assert node_version is not None, "taking over needs the node's version"
-            ops.append(Check(path=layout.REASSIGN_PARTITIONS, version=node_version))
-        try:
-            self.coordinator.multi(ops)
-        except MultiFailed as failure:
-            if isinstance(failure.cause, NoNode) and failure.cause.path == layout.ADMIN:
-                self.coordinator.ensure_path(layout.ADMIN)
-                return False
-            if isinstance(failure.cause, (NodeExists, NoNode, BadVersion)):
-                return False
-            raise failure.cause from None
-        return True
-
-    def submit_reassignment(self, moves: Mapping[TopicPartition, Iterable[int]],
-                            node_version: int | None) -> bool:
-        """The claiming run's write of the node: replaced at the version read (created when
-        ``node_version`` is None), only while its owner node is there. False on a conflict
-        (the controller wrote in between, or a tool created the node: re-read and decide
-        again); :class:`ReassignmentClaimLost` when the owner node is gone."""
-        data = encode_reassignment(moves)
-        write: Op = (Create(path=layout.REASSIGN_PARTITIONS, data=data) if node_version is None
-                     else SetData(path=layout.REASSIGN_PARTITIONS, data=data,
-                                  version=node_version))
-        try:
-            self.coordinator.multi([Check(path=layout.REASSIGN_PARTITIONS_OWNER, version=0),
-                                    write])
-        except MultiFailed as failure:
-            if failure.index == 0:
-                raise ReassignmentClaimLost(
-                    f"{layout.REASSIGN_PARTITIONS_OWNER} is gone (the session ended?)"
-                ) from failure
-            if isinstance(failure.cause, (NodeExists, NoNode, BadVersion)):
-                return False
-            raise failure.cause from None
-        return True
-
-    def release_reassignment(self, owner: ReassignmentOwner) -> None:
-        """Delete the owner node if it is still ``owner``'s, of this session."""
-        c = self.coordinator
-        try:
-            data, stat = self._get(layout.REASSIGN_PARTITIONS_OWNER)
-            held = ReassignmentOwner.decode(layout.REASSIGN_PARTITIONS_OWNER, data)
-            if held.run == owner.run and stat.ephemeral_owner == c.session_id:
-                c.delete(layout.REASSIGN_PARTITIONS_OWNER, stat.version)
-        except (NoNode, BadVersion):
-            pass
-
-    def update_reassignment(
-        self, epoch: ControllerEpoch, moves: Mapping[TopicPartition, Iterable[int]],
-        version: int = -1,
-    ) -> None:
-        """The controller's rewrite of the pending moves; deletes the node when none are left."""
-        if moves:
-            op: Op = SetData(path=layout.REASSIGN_PARTITIONS, data=encode_reassignment(moves),
-                             version=version)
-        else:
-            op = Delete(path=layout.REASSIGN_PARTITIONS, version=version)
-        try:
-            self.fenced(epoch, [op])
-        except MultiFailed as failure:
-            if not isinstance(failure.cause, NoNode):
-                raise failure.cause from None
-
-    # --- admin: preferred replica election -----------------------------------------------
-
-    def preferred_election(self) -> list[TopicPartition] | None:
-        try:
-            data, _ = self._get(layout.PREFERRED_REPLICA_ELECTION)
-        except NoNode:
-            return None
-        return decode_partitions(layout.PREFERRED_REPLICA_ELECTION, data)
-
-    def request_preferred_election(self, partitions: Iterable[TopicPartition]) -> None:
-        try:
-            self.coordinator.create(layout.PREFERRED_REPLICA_ELECTION,
-                                    encode_partitions(partitions), make_parents=True)
-        except NodeExists:
-            raise RequestInProgress("a preferred replica election is already in progress") from None
-
-    def delete_preferred_election(self, epoch: ControllerEpoch) -> None:
-        try:
-            self.fenced(epoch, [Delete(path=layout.PREFERRED_REPLICA_ELECTION)])
-        except MultiFailed as failure:
-            if not isinstance(failure.cause, NoNode):
-                raise failure.cause from None
-
-    # --- admin: topic deletion -----------------------------------------------------------
-
-    def topics_to_delete(self) -> list[str]:
-        try:
-            return self._children(layout.DELETE_TOPICS)
-        except NoNode:
-            return []
-
-    def request_topic_deletion(self, topic: str) -> None:
-        """ValueError for a name Kafka would refuse: ``a/partitions`` would otherwise find a
-        node and ask the controller to delete topic ``a``."""
-        layout.validate_topic(topic)
-        if self.coordinator.exists(layout.topic(topic)) is None:
-            raise UnknownTopic(topic)
-        try:
-            self.coordinator.create(layout.delete_topic(topic), make_parents=True)
-        except NodeExists:
-            pass  # already requested
-
-    def complete_topic_deletion(self, epoch: ControllerEpoch, topic: str) -> None:
-        """Remove a deleted topic's nodes, leaves first, and its deletion request (fenced)."""
-        c = self.coordinator
-        partitions = self.partitions_of(topic)
-        layers: list[list[str]] = [
-            [layout.partition_state(topic, p) for p in partitions],
-            [layout.partition(topic, p) for p in partitions],
-            [layout.partitions(topic)],
-            # Kafka's order: the topic, its config, then the deletion request.
-            [layout.topic(topic), layout.topic_config(topic), layout.delete_topic(topic)],
-        ]
-        for paths_ in layers:
-            present = [p for p, item in zip(paths_, c.get_many(paths_), strict=True)
-                       if item is not None]
-            results = self.fenced_write_many(epoch, [Delete(path=p) for p in present])
-            for result in results:
-                if isinstance(result, CoordinatorError) and not isinstance(result, NoNode):
-                    raise result
-
-    # --- producer id blocks ---------------------------------------------------------------
-
-    def producer_id_block(self) -> Versioned[ProducerIdBlock | None] | None:
-        """The latest block of producer ids any broker claimed, with the node's version: a
-        value of None when the node holds no data (the broker start-up creates it empty, as
-        Kafka's does: no block claimed yet), None when the node does not exist at all."""
-        try:
-            data, stat = self._get(layout.LATEST_PRODUCER_ID_BLOCK)
-        except NoNode:
-            return None
-        block = ProducerIdBlock.decode(layout.LATEST_PRODUCER_ID_BLOCK, data) if data else None
-        return Versioned(value=block, version=stat.version)
-
-    def claim_producer_id_block(
-        self, broker_id: int, *, size: int = PRODUCER_ID_BLOCK_SIZE, max_conflicts: int = 100
-    ) -> ProducerIdBlock:
-        """Claim the next ``size`` producer ids for ``broker_id`` (Kafka's
-        ZkProducerIdManager.getNewProducerIdBlock): read ``/latest_producer_id_block``, take
-        the block after the one it holds (from 0 when it holds none), and write it
-        conditionally on the version read; when another broker claimed in between, read and
-        try again. Returns the block, which is this broker's alone.
-
-        A connection lost during the write leaves its outcome unknown; the error goes to the
-        caller, who may claim again: a block written without our knowing is skipped, never
-        handed out twice. :class:`ProducerIdsExhausted` past the largest 64-bit id."""
-        if size < 1:
-            raise ValueError(f"a producer id block holds at least one id: {size}")
-        c, path = self.coordinator, layout.LATEST_PRODUCER_ID_BLOCK
-        for _ in range(max_conflicts):
-            current = self.producer_id_block()
-            start = 0 if current is None or current.value is None else (
-                current.value.next_block_start)
-            if start > (1 << 63) - size:
-                raise ProducerIdsExhausted(
-                    f"{path}: no producer ids left after {start - 1} for a block of {size}")
-            block = ProducerIdBlock(broker=broker_id, block_start=start,
-                                    block_end=start + size - 1)
-            try:
-                if current is None:
-                    c.create(path, block.encode())
-                else:
-                    c.set(path, block.encode(), current.version)
-            except (BadVersion, NodeExists, NoNode):
-                log.debug("broker %d: %s changed while claiming a block; reading it again",
-                          broker_id, path)
-                continue
-            log.info("broker %d claimed producer ids %d..%d", broker_id, block.block_start,
-                     block.block_end)
-            return block
-        raise CoordinatorError(f"{path}: {max_conflicts} conflicting claims in a row")
