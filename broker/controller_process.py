@@ -53,7 +53,7 @@ from statemachines.controller import Controller
 
 __all__ = ["ControllerProcess", "run"]
 
-log = logging.getLogger("partctl.controller")
+log = logging.getLogger(__name__)
 
 
 class ControllerProcess:

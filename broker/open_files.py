@@ -44,7 +44,7 @@ __all__ = ["DESCRIPTORS_PER_PARTITION", "PARTITION_SHARE", "RESERVED", "Budget",
            "OpenFileLimit", "log_open_file_limit", "open_descriptors", "open_file_limit",
            "partition_budget", "raise_open_file_limit", "refusal", "replicas_by_broker"]
 
-log = logging.getLogger("partctl.broker")
+log = logging.getLogger(__name__)
 
 DESCRIPTORS_PER_PARTITION = 3
 """The log, offset index and time index of a partition's active segment."""

@@ -88,7 +88,7 @@ from statemachines.requests import LiveBroker
 __all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "SIGNAL_EXIT_BASE", "BrokerProcess",
            "registration", "run", "run_process", "setup_logging"]
 
-log = logging.getLogger("partctl.broker")
+log = logging.getLogger(__name__)
 
 EXIT_OK = 0
 EXIT_ERROR = 1

@@ -69,7 +69,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ConsumerGroups", "HeartbeatRequest", "HeartbeatResult"]
 
-log = logging.getLogger("partctl.groups.consumer")
+log = logging.getLogger(__name__)
 
 Records = list[tuple[bytes, bytes | None]]
 

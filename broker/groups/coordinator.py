@@ -79,7 +79,7 @@ __all__ = [
     "SyncResult",
 ]
 
-log = logging.getLogger("partctl.groups")
+log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 _MARKED = (COORDINATOR_HEADER,)

@@ -40,7 +40,7 @@ __all__ = [
     "subscribed_topics",
 ]
 
-state_log = logging.getLogger("partctl.groups.state")
+state_log = logging.getLogger(__name__ + ".state")
 
 CONSUMER_PROTOCOL = "consumer"
 

@@ -52,7 +52,7 @@ from replication.records import NO_PRODUCER_ID, BatchHeader, decode_batch, read_
 
 __all__ = ["build_groups", "read_records"]
 
-log = logging.getLogger("partctl.groups")
+log = logging.getLogger(__name__)
 
 READ_BYTES = 1 << 20
 

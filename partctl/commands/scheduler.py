@@ -43,8 +43,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
 
         setup_logging(sys.stderr, log_format="json", level=logging.ERROR,
                       quiet=())
-    for name in ("rebalancer.jobs", "rebalancer.jobs.tasks"):
-        logging.getLogger(name).setLevel(logging.INFO)
+    # the jobs' modules log under their package (every logger is named by its module)
+    logging.getLogger("rebalancer.jobs").setLevel(logging.INFO)
     logging.getLogger("apscheduler").setLevel(logging.ERROR)  # jobs log their runs themselves
     url = resolve_db_url(args.db)
     stop = threading.Event()

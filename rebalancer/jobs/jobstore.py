@@ -28,7 +28,7 @@ from rebalancer.jobs import spec, tasks
 from rebalancer.jobs.triggers import schedule_of, schedule_to_json, to_trigger
 from rebalancer.store import JobExists, RunConflict, Store, StoredJob
 
-log = logging.getLogger("rebalancer.jobs")
+log = logging.getLogger(__name__)
 
 JOB_DEFAULTS: Mapping[str, Any] = {"coalesce": True, "max_instances": 1,
                                    "misfire_grace_time": 600}

@@ -29,7 +29,7 @@ from datetime import datetime
 
 from rebalancer.store import JobRun, Store
 
-log = logging.getLogger("rebalancer.jobs")
+log = logging.getLogger(__name__)
 
 HEARTBEAT_EVERY = 5.0
 """Seconds between heartbeats of a running run."""

@@ -38,7 +38,7 @@ from rebalancer.jobs.triggers import (
 )
 from rebalancer.store import JobExists, RunOutcome, Store, resolve_db_url
 
-log = logging.getLogger("rebalancer.jobs")
+log = logging.getLogger(__name__)
 
 
 class JobNotFound(LookupError):

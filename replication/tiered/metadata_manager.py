@@ -77,7 +77,7 @@ SUMMARY_PREFIX = "compacted-"
 """Names of the records that sum up the events of deleted segments."""
 
 log = logging.getLogger(__name__)
-state_change_log = logging.getLogger("replication.tiered.state_change")
+state_change_log = logging.getLogger(__name__ + ".state_change")
 
 _S = RemoteLogSegmentState
 

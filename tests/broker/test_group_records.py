@@ -215,7 +215,7 @@ def test_the_loader_believes_only_what_a_coordinator_wrote_with_one_warning(
     struct.pack_into(">I", poisoned, 17, crc32c.crc32c(bytes(poisoned[ATTRIBUTES_OFFSET:])))
     stamp_batch(poisoned, 0, log.log_end_offset, 0)
     log.append_as_follower(bytes(poisoned))  # as a log from before validation holds it
-    with caplog.at_level("WARNING", logger="partctl.groups"):
+    with caplog.at_level("WARNING", logger="broker.groups"):
         loaded = read_records(log, "__consumer_offsets-0")
     log.close()
     (group,) = build_groups(0, loaded)
