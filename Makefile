@@ -23,8 +23,10 @@ demo: setup
 test: setup
 	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile
 
+# ruff over everything; mypy over the product (pyproject.toml's [tool.mypy] says where strict)
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 bench: setup
 	$(VENV)/bin/python benchmarks/coordinator.py

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from kio.index import load_request_schema
 from kio.schema.consumer_protocol_assignment.v3 import data as assignment_v3
@@ -166,7 +166,7 @@ class GroupAdmin:
         self._nodes: dict[int, Node] = {}
         self._coordinators: dict[str, Node] = {}
 
-    def __enter__(self) -> GroupAdmin:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -154,6 +154,7 @@ class Admin:
             _check_assignment(assignment)
         self._check_collisions(name)
         if assignment is None:
+            assert partitions is not None and replication_factor is not None  # checked above
             brokers = self.metadata.brokers()
             if not brokers:
                 raise InvalidRequest("no brokers are registered")
@@ -210,6 +211,7 @@ class Admin:
             brokers = self.metadata.brokers()
             racks = {b: r.info.rack for b, r in brokers.items()}
             rf = len(a.partitions[min(a.partitions)])
+            added: Mapping[int, Sequence[int]]
             if assignment is not None:
                 added = _check_added(assignment, have, total, rf, set(brokers))
             else:

@@ -6,6 +6,7 @@ Backends subclass :class:`Coordinator` and implement the abstract primitives; bu
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
@@ -176,7 +177,7 @@ class Coordinator(ABC):
         with self._listeners_lock:
             listeners = list(self._listeners)
         for listener in listeners:
-            self._dispatcher.submit(lambda fn=listener: fn(state))
+            self._dispatcher.submit(functools.partial(listener, state))
 
     def close(self) -> None:
         """Close the session (its ephemerals go) and stop delivering events. Idempotent."""

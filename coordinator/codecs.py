@@ -332,7 +332,7 @@ def encode_partition_state(state: StateFields) -> bytes:
 
 
 _T = TypeVar("_T")
-_scan_json = json.JSONDecoder().scan_once  # (text, index) -> (value, end); StopIteration if none
+_scan_json = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # (text, index) -> (value, end); StopIteration if none
 
 
 def decode_partition_state(
@@ -543,11 +543,11 @@ def decode_config_change(path: str, data: bytes) -> tuple[str, str]:
         entity_type, _, name = entity_path.partition("/")
         return entity_type, name
     if version == 1:
-        entity_type, name = obj.get("entity_type"), obj.get("entity_name")
-        if entity_type not in ("topics", "clients") or not isinstance(name, str):
+        kind, entity = obj.get("entity_type"), obj.get("entity_name")
+        if kind not in ("topics", "clients") or not isinstance(entity, str):
             raise CorruptMetadata(path, "version 1 needs 'entity_type' topics or clients and "
                                         "an 'entity_name'")
-        return entity_type, name
+        return str(kind), entity
     raise CorruptMetadata(path, f"unsupported config change version {version!r} "
                                 f"(supported: 1 and 2)")
 

@@ -372,9 +372,9 @@ class EtcdCoordinator(Coordinator):
             if resp.more and kvs:
                 in_flight.append((end, page(kvs[-1].key + b"\x00", end)))
             for kv in kvs:
-                i = get(kv.key)
-                if i is not None:
-                    out[i] = (kv.value, Stat(kv.version - 1, kv.create_revision,
+                at = get(kv.key)
+                if at is not None:
+                    out[at] = (kv.value, Stat(kv.version - 1, kv.create_revision,
                                              kv.mod_revision, kv.lease))
         for i, k in repeats:
             out[i] = out[index[k]]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import grpc
 from etcd3 import etcdrpc
@@ -230,7 +230,7 @@ class _Translating:
         return None
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: Any) -> bool:
+                 tb: Any) -> Literal[False]:
         if exc is None or not isinstance(exc, (grpc.RpcError, ValueError)):
             return False
         if is_connection_error(exc):

@@ -1,3 +1,5 @@
+# mypy: disable-error-code="union-attr"
+# (the hot loops dispatch on type(op) once per op, which mypy does not narrow by)
 """ZooKeeper ops as etcd transactions: the key layout, the compares, and the read-simulate-commit
 path for multis whose ops depend on each other.
 

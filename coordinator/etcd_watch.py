@@ -282,9 +282,10 @@ class WatchManager:
                     watch_id=resp.watch_id)))
             if not resp.canceled:
                 return
-        w = self._by_id.get(resp.watch_id)
-        if w is None:
+        found = self._by_id.get(resp.watch_id)
+        if found is None:
             return
+        w = found
         if resp.canceled:
             self._by_id.pop(resp.watch_id, None)
             if resp.compact_revision:  # missed history: report the current state instead

@@ -193,9 +193,9 @@ class MemoryStore:
                     path = paths.sequential_name(path, parent.cversion)
                 if path in nodes:
                     raise NodeExists(path)
-                node = _Node(bytes(data), zxid, session if ephemeral else 0)
+                created = _Node(bytes(data), zxid, session if ephemeral else 0)
                 name = paths.basename(path)
-                nodes[path] = node
+                nodes[path] = created
                 parent.children.add(name)
                 parent.cversion += 1
 
@@ -361,8 +361,11 @@ class MemoryCoordinator(Coordinator):
 
     @classmethod
     def from_url(
-        cls, parsed: CoordinatorURL, *, timeout: float = 10.0, session_timeout: float = 10.0
+        cls, parsed: CoordinatorURL, *, timeout: float = 10.0, session_timeout: float = 10.0,
+        **options: Any,
     ) -> MemoryCoordinator:
+        if options:
+            raise ValueError(f"memory:// takes no option {', '.join(sorted(options))}")
         if parsed.root:
             raise InvalidURL(f"memory URLs take no path: {parsed.display!r}")
         return cls(parsed.raw, MemoryStore.named(parsed.name), session_timeout=session_timeout)

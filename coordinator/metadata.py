@@ -295,12 +295,6 @@ class MetadataClient(ConfigNodes, AdminNodes):
         assert isinstance(stat, Stat)
         return stat.version
 
-    def partitions_of(self, topic: str) -> list[int]:
-        try:
-            return sorted(int(p) for p in self._children(layout.partitions(topic)))
-        except NoNode:
-            return []
-
     # --- partition states ----------------------------------------------------------------
 
     def partition_states(

@@ -20,6 +20,7 @@ from coordinator.errors import (
     CoordinatorError,
     GuardFailed,
     MultiFailed,
+    NoNode,
     RequestTooLarge,
 )
 from coordinator.model import Check, Op, OpResult, Stat
@@ -143,6 +144,12 @@ class MetadataBase:
         for path, item in zip(layout.PERSISTENT_PATHS, existing, strict=True):
             if item is None:
                 self.coordinator.ensure_path(path)
+
+    def partitions_of(self, topic: str) -> list[int]:
+        try:
+            return sorted(int(p) for p in self._children(layout.partitions(topic)))
+        except NoNode:
+            return []
 
     # --- fenced writes -------------------------------------------------------------------
 

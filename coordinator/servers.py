@@ -363,7 +363,7 @@ class EnsembleMember:
     @property
     def pid(self) -> int | None:
         """The PID of the process running now (None when stopped)."""
-        return self.process.pid if self.running() else None
+        return self.process.pid if self.process is not None and self.running() else None
 
     def running(self) -> bool:
         """Whether the process lives (a paused one does)."""

@@ -432,7 +432,7 @@ class ZooKeeperCoordinator(Coordinator):
                     if item != kx.NoNodeError.code:
                         raise _op_error(item, paths_[i])
                 else:
-                    out[i] = item  # type: ignore[assignment]
+                    out[i] = item
             per_item = request.response_bytes / (hi - lo)
             batch = max(1, min(READ_BATCH_MAX, int(READ_BATCH_TARGET_BYTES / per_item)))
             probing = False

@@ -11,7 +11,8 @@ a zombie stops before it even tries; the epoch check catches whatever slips past
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Concatenate, ParamSpec, TypeVar
 
 from coordinator import layout
 from coordinator.codecs import PartitionStateNode, TopicAssignment, TopicPartition
@@ -24,6 +25,9 @@ from coordinator.metadata import (
     StateUpdateResult,
 )
 from coordinator.model import Delete, Op, OpResult
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 __all__ = [
     "Fence",
@@ -88,10 +92,11 @@ class Fence:
         if not self._open:
             raise NotController(f"controller epoch {self.epoch.epoch} was given up")
 
-    def _run(self, fn, *args):  # type: ignore[no-untyped-def]
+    def _run(self, fn: Callable[Concatenate[ControllerEpoch, P], R], *args: P.args,
+             **kwargs: P.kwargs) -> R:
         self._check()
         try:
-            result = fn(self.epoch, *args)
+            result = fn(self.epoch, *args, **kwargs)
         except ControllerMoved:
             self.close()
             raise

@@ -11,12 +11,13 @@ once at the offset it was acknowledged at; the exit status is non-zero if it is 
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.markup import escape
@@ -181,6 +182,11 @@ def _change(old: PartitionStateNode | None, new: PartitionStateNode) -> str:
     return "  ".join(parts)
 
 
+def _record_ack(acked: _Acked, tp: TopicPartition, values: list[bytes], future: Any) -> None:
+    if future.exception() is None:
+        acked.add(tp, future.result().base_offset, values)
+
+
 def _produce(producer: Producer, tps: list[TopicPartition], messages: int, batch: int,
              tag: str, acked: _Acked) -> None:
     """Send ``messages`` unique values in batches round-robin over ``tps``; wait for all."""
@@ -189,9 +195,7 @@ def _produce(producer: Producer, tps: list[TopicPartition], messages: int, batch
         tp = tps[n % len(tps)]
         values = [f"{tag}-{i:07d}".encode() for i in range(start, min(start + batch, messages))]
         future = producer.send(tp, values)
-        future.add_done_callback(
-            lambda f, tp=tp, values=values: acked.add(tp, f.result().base_offset, values)
-            if f.exception() is None else None)
+        future.add_done_callback(functools.partial(_record_ack, acked, tp, values))
         futures.append(future)
     for future in futures:
         future.exception()  # wait; failures show up in the final check

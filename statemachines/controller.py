@@ -387,7 +387,7 @@ class Controller:
         if not deleting:
             return
         if response.error is not None:
-            failed, deleted = tuple(deleting), ()
+            failed, deleted = tuple(deleting), tuple[TopicPartition, ...]()
         else:
             errors = response.partition_errors
             failed = tuple(tp for tp in deleting if tp in errors)

@@ -54,7 +54,8 @@ class ReplicaStateMachine:
         ctx.replica_states.start_tracking(explicit)
 
     def state(self, key: ReplicaKey) -> ReplicaState:
-        return self.ctx.replica_states.get(key, ReplicaState.NON_EXISTENT)
+        state = self.ctx.replica_states.get(key)
+        return ReplicaState.NON_EXISTENT if state is None else state
 
     def handle(
         self, keys: Iterable[ReplicaKey], target: ReplicaState, batch: RequestBatch, *,

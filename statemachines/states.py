@@ -12,7 +12,7 @@ import enum
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, overload
 
 __all__ = [
     "PARTITION_VALID_PREVIOUS",
@@ -90,7 +90,12 @@ K = TypeVar("K", bound=Hashable)
 S = TypeVar("S", PartitionState, ReplicaState)
 
 
-def valid_previous_states(target: PartitionState | ReplicaState) -> frozenset:
+@overload
+def valid_previous_states(target: PartitionState) -> frozenset[PartitionState]: ...
+@overload
+def valid_previous_states(target: ReplicaState) -> frozenset[ReplicaState]: ...
+def valid_previous_states(
+        target: PartitionState | ReplicaState) -> frozenset[PartitionState] | frozenset[ReplicaState]:
     """The legal predecessors of `target`, from its machine's table."""
     if isinstance(target, PartitionState):
         return PARTITION_VALID_PREVIOUS[target]

@@ -131,16 +131,19 @@ class View:
         data(layout.PREFERRED_REPLICA_ELECTION, lambda e: ev.PreferredElectionChanged())
 
     def arm_children(self, event: ev.BrokerIdsChanged | ev.TopicsChanged) -> None:
-        c, put = self.coordinator, self.events.put
         if isinstance(event, ev.BrokerIdsChanged):
             for b in event.ids:
-                self._watch(f"broker:{b}", lambda b=b: c.watch_data(
-                    layout.broker(b), lambda e, b=b: put(ev.BrokerNodeChanged(
-                        broker_id=b, data=e.data, stat=e.stat))))
+                self.watch_broker(b)
         else:
             for t in event.topics:
                 if self.skipped.legal(t):
                     self.watch_topic(t)
+
+    def watch_broker(self, broker_id: int) -> None:
+        c, put = self.coordinator, self.events.put
+        self._watch(f"broker:{broker_id}", lambda: c.watch_data(
+            layout.broker(broker_id), lambda e: put(ev.BrokerNodeChanged(
+                broker_id=broker_id, data=e.data, stat=e.stat))))
 
     def watch_topic(self, topic: str) -> None:
         c, put = self.coordinator, self.events.put

@@ -12,6 +12,7 @@ the coordinator (``--coordinator``: the ACL nodes written directly, as ``kafka-a
 from __future__ import annotations
 
 import argparse
+import builtins
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -232,14 +233,14 @@ class _Brokers:
         for result in response.results:
             _check(result.error_code, result.error_message)
 
-    def list(self, flt: Any) -> list[Any]:
+    def list(self, flt: Any) -> builtins.list[Any]:
         from kio.schema.describe_acls.v3.request import DescribeAclsRequest
 
         response = self._call(DescribeAclsRequest(**_filter_fields(flt)))
         _check(response.error_code, response.error_message)
         return _described(response.resources)
 
-    def remove(self, flt: Any) -> list[Any]:
+    def remove(self, flt: Any) -> builtins.list[Any]:
         from kio.schema.delete_acls.v3.request import DeleteAclsFilter, DeleteAclsRequest
 
         response = self._call(DeleteAclsRequest(filters=(DeleteAclsFilter(**_filter_fields(flt)),)))
@@ -331,14 +332,14 @@ class _Coordinator:
 
         add_acls(self.client, bindings)
 
-    def list(self, flt: Any) -> list[Any]:
+    def list(self, flt: Any) -> builtins.list[Any]:
         from broker.security.acl_store import read_all
         from broker.security.acls import AclBinding
 
         return [AclBinding(pattern=p, entry=e) for p, entries in read_all(self.client).items()
                 for e in entries if flt.matches(AclBinding(pattern=p, entry=e))]
 
-    def remove(self, flt: Any) -> list[Any]:
+    def remove(self, flt: Any) -> builtins.list[Any]:
         from broker.security.acl_store import delete_acls
 
         return delete_acls(self.client, flt)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-from typing import TextIO
+from typing import Any, TextIO
 
 from partctl.commands.common import database_options, log_format_option
 from partctl.errors import UserError
@@ -48,7 +48,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     logging.getLogger("apscheduler").setLevel(logging.ERROR)  # jobs log their runs themselves
     url = resolve_db_url(args.db)
     stop = threading.Event()
-    previous = {}
+    previous: dict[signal.Signals, Any] = {}
 
     def on_signal(signum: int, _frame: object) -> None:
         # a second signal kills at once (the service manager's patience has limits)

@@ -119,7 +119,8 @@ def cmd_ui(args: argparse.Namespace, out: TextIO) -> int:
         try:
             with _stop_on_signal() as stop:  # before the line that says it serves
                 bound = server.server_address
-                shown = f"[{bound[0]}]" if ":" in str(bound[0]) else bound[0]
+                host = str(bound[0])
+                shown = f"[{host}]" if ":" in host else host
                 mode = "actions allowed" if args.allow_actions else "read-only"
                 print(f"partctl ui: serving http://{shown}:{bound[1]}/ ({mode}); Ctrl-C stops "
                       f"it", file=out, flush=True)

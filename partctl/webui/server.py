@@ -280,7 +280,7 @@ class ClusterPage:
         plot_loads(loads, buf, compare=False, title=f"{len(view.brokers)} brokers, "
                                                     f"{len(view.partitions)} partitions")
 
-    def _snapshot_and_plan(self):  # type: ignore[no-untyped-def]
+    def _snapshot_and_plan(self):
         from rebalancer.execution import snapshot_from_coordinator
         from rebalancer.plan import parse_plan
 
@@ -350,7 +350,7 @@ class ClusterPage:
                                           'Basic realm="partctl", charset="UTF-8"'})
         form = parse_qs(body.decode("utf-8", "replace"))
         actions = {"/actions/elect-preferred": lambda: self._elect(
-                       (form.get("topic") or [None])[0]),
+                       (form.get("topic") or [""])[0] or None),
                    "/actions/cancel-reassignment": self._cancel}
         action, rule = actions.get(path), ACTIONS.get(path)
         if action is None or rule is None:
