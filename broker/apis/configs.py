@@ -50,6 +50,7 @@ from broker.security import hides_value, is_sensitive
 from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
 from coordinator.admin import InvalidRequest
+from coordinator.configdef import InvalidConfig
 from coordinator.errors import CoordinatorError
 from coordinator.layout import validate_topic
 from coordinator.metadata import UnknownTopic
@@ -58,7 +59,6 @@ from coordinator.topic_config import (
     ConfigEntry,
     ConfigSource,
     IncrementalOp,
-    InvalidConfig,
 )
 
 __all__ = ["ALTER_CONFIGS", "APIS", "DESCRIBE_CONFIGS", "INCREMENTAL_ALTER_CONFIGS",

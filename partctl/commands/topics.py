@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, TextIO
 
 from coordinator.codecs import TopicPartition
 from coordinator.skipped import topic_problems
-from coordinator.topic_config import ConfigSource, Effect
+from coordinator.configdef import Effect
+from coordinator.topic_config import ConfigSource
 from partctl.commands.common import admin
 from partctl.errors import UserError
 

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from coordinator.configdef import ConfigType, Effect, InvalidConfig
 from coordinator.topic_config import (
     TOPIC_CONFIG_KEYS,
     AlterOp,
     ConfigSource,
-    ConfigType,
-    Effect,
     IncrementalOp,
-    InvalidConfig,
     apply_incremental,
     describe_config,
     validate_topic_config,
