@@ -148,7 +148,8 @@ def describe_dynamic(defaults: Mapping[str, str], own: Mapping[str, str] | None,
         if not synonyms:
             continue
         out.append(ConfigEntry(name=name, value=synonyms[0].value, source=synonyms[0].source,
-                               type=key.type, effect=key.effect, synonyms=synonyms))
+                               type=key.type, effect=key.effect, synonyms=synonyms,
+                               documentation=key.doc))
     return out
 
 

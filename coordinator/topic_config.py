@@ -554,9 +554,9 @@ def describe_config(overrides: Mapping[str, str], broker: Mapping[str, str] | No
             source = ConfigSource.TOPIC_CONFIG
             synonyms.insert(0, ConfigSynonymValue(name=name, value=value,
                                                   source=ConfigSource.TOPIC_CONFIG))
-        doc = None
-        if key.effect is not Effect.APPLIED:
-            doc = f"partctl: {key.note}" if key.note else None
+        doc = key.doc
+        if key.effect is not Effect.APPLIED and key.note:
+            doc += f" (partctl: {key.note})"
         out.append(ConfigEntry(name=name, value=value, source=source, type=key.type,
                                effect=key.effect, synonyms=tuple(synonyms),
                                documentation=doc))
