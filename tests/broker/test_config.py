@@ -17,6 +17,7 @@ from broker.config import (
 )
 from broker.config_keys import BROKER_CONFIG
 from broker.properties import PropertiesError, parse_properties
+from coordinator.configdef import AtLeast, Between, ConfigType
 
 BASE = "broker.id=1\nzookeeper.connect=127.0.0.1:2181\n"
 
@@ -411,3 +412,28 @@ def test_remote_log_storage_settings() -> None:
                                  "remote.log.storage.manager.class.name=m:C\n"
                                  "partctl.remote.log.metadata.dir=/var/meta\n").config
     assert custom.remote_log.manager_class_name == "m:C"
+
+
+_BOUNDED = sorted(name for name, key in BROKER_CONFIG.items()
+                  if isinstance(key.validator, AtLeast | Between))
+
+
+@pytest.mark.parametrize("name", _BOUNDED)
+def test_every_declared_bound_is_enforced_at_parse_time(name: str) -> None:
+    """Each key's declared validator refuses a value below its bound: one line naming the
+    file's line, the key and the bound, before anything starts."""
+    bound = BROKER_CONFIG[name].validator
+    assert isinstance(bound, AtLeast | Between)
+    below = bound.low - 1 if BROKER_CONFIG[name].type is not ConfigType.DOUBLE else -0.5
+    with pytest.raises(ConfigError) as failure:
+        parse_config(f"{BASE}{name}={below}\n")
+    message = str(failure.value)
+    assert message.startswith(f"server.properties line 3: invalid value '{below}' for {name}: "
+                              f"must be at least "), message
+    assert "\n" not in message
+
+
+def test_a_declared_validator_of_its_own_refuses_at_parse_time() -> None:
+    with pytest.raises(ConfigError, match=r"line 3: invalid value '4\.0' for "
+                                          r"inter.broker.protocol.version: partctl follows 2\.8"):
+        parse_config(BASE + "inter.broker.protocol.version=4.0\n")
