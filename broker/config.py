@@ -52,7 +52,7 @@ from broker.security import (
     is_sensitive,
     listener_security,
 )
-from coordinator.configdef import ConfigType, Effect, InvalidConfig, parse_value
+from coordinator.configdef import Effect, InvalidConfig, parse_value
 from coordinator.errors import InvalidURL
 from coordinator.url import parse as parse_url
 from replication.cleaner import CleanerConfig
@@ -441,7 +441,7 @@ def _typed(entry: Property, source: str) -> Any:
         reason = exc.reason[:1].lower() + exc.reason[1:]
         raise ConfigError(f"{source} line {entry.line}: invalid value {text!r} for "
                           f"{entry.key}: {reason.removeprefix('value ')}") from None
-    return tuple(value) if key.type is ConfigType.LIST else value
+    return tuple(value) if isinstance(value, list) else value
 
 
 _DEFAULTS: Mapping[str, Any] = MappingProxyType({

@@ -459,7 +459,7 @@ def apply_incremental(current: Mapping[str, str], ops: Sequence[IncrementalOp]
                     raise InvalidConfig(f"Config value {verb} is not allowed for config key: "
                                         f"{name}")
                 assert op.value is not None
-                old = out.get(name, key.default)
+                old = out.get(name, key.default or "")
                 given = _java_split(op.value)
                 if op.op is AlterOp.APPEND:
                     items = _java_split(old) if old else []
@@ -514,7 +514,7 @@ def resolve_default(key: ConfigKey, broker: Mapping[str, str]
             if not found:
                 chosen, found = _scaled(key, syn, syn.default), True
     if not found:
-        chosen = parse_value(key, key.default)
+        chosen = parse_value(key, key.default or "")  # every topic key has a default
     if key.synonyms:
         primary = key.synonyms[0].name
         listed = next((i for i, s in enumerate(synonyms) if s.name == primary), len(synonyms))

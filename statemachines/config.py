@@ -45,7 +45,7 @@ CONTROLLER_CONFIG = ConfigDef("controller", (
 """The controller's keys, by name."""
 
 
-def _default(name: str, kind: Callable[[object], object]) -> Any:
+def _default(name: str, kind: Callable[[Any], Any]) -> Any:
     return kind(CONTROLLER_CONFIG.default(name))
 
 
