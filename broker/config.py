@@ -23,13 +23,22 @@ coordinator URL's user info or the environment's ``PARTCTL_COORDINATOR_USER`` ap
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
-from urllib.parse import urlparse
 
+from broker.config_keys import BROKER_CONFIG, CONTROLLER_PROCESS_CONFIG
+from broker.config_sections import (
+    ConfigError,
+    authorizer,
+    coordinator_options,
+    group_config,
+    metrics_listener,
+    remote_log_config,
+    super_users,
+)
 from broker.groups.coordinator import GroupConfig
 from broker.properties import PropertiesError, Property, parse_properties
 from broker.security import (
@@ -43,31 +52,21 @@ from broker.security import (
     is_sensitive,
     listener_security,
 )
-from coordinator.credentials import Credentials, CredentialsError, read_password_file
+from coordinator.configdef import Effect, InvalidConfig, parse_value
 from coordinator.errors import InvalidURL
 from coordinator.url import parse as parse_url
-from coordinator.url import redact
 from replication.cleaner import CleanerConfig
 from replication.config import ReplicaConfig
 from replication.log import LogConfig
-from replication.records import BATCH_OVERHEAD
-from replication.tiered.config import (
-    FORGET_DELETED_AFTER_MS,
-    MIN_STALE_RECORDS,
-    MetadataCompaction,
-    RemoteLogConfig,
-    RetryBackoff,
-)
+from replication.tiered.config import RemoteLogConfig
 from statemachines.config import ControllerConfig
 
 __all__ = [
-    "CONTROLLER_KEYS",
     "DEFAULT_SECURITY_PROTOCOL_MAP",
     "BrokerConfig",
     "ConfigError",
     "Listener",
     "LoadedConfig",
-    "key_type",
     "load_config",
     "parse_config",
     "parse_controller_config",
@@ -77,212 +76,8 @@ KNOWN_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 DEFAULT_SECURITY_PROTOCOL_MAP: Mapping[str, str] = MappingProxyType(
     {p: p for p in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")})
 
-_INT32 = (-(1 << 31), (1 << 31) - 1)
-_INT64 = (-(1 << 63), (1 << 63) - 1)
 _HOUR_MS = 3_600_000
 _HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-%._:")
-
-
-class ConfigError(ValueError):
-    """A ``server.properties`` the broker cannot start with; the message names the key."""
-
-
-# --- value types ------------------------------------------------------------------------------
-
-
-def _integer(bounds: tuple[int, int], kind: str) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text, 10)
-        except ValueError:
-            raise ValueError(f"not a number of type {kind}") from None
-        if not bounds[0] <= value <= bounds[1]:
-            raise ValueError(f"out of range for type {kind}")
-        return value
-    return parse
-
-
-def _boolean(text: str) -> bool:
-    lowered = text.lower()
-    if lowered == "true":
-        return True
-    if lowered == "false":
-        return False
-    raise ValueError("expected true or false")
-
-
-def _string(text: str) -> str:
-    return text
-
-
-def _list(text: str) -> tuple[str, ...]:
-    return tuple(item.strip() for item in text.split(",")) if text else ()
-
-
-_INT = _integer(_INT32, "INT")
-_LONG = _integer(_INT64, "LONG")
-
-
-def _ratio(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError("not a number of type DOUBLE") from None
-    if not 0.0 <= value <= 1.0:  # also refuses nan
-        raise ValueError("must be between 0 and 1")
-    return value
-
-
-def _cleanup_policy(text: str) -> tuple[str, ...]:
-    policy = _list(text)
-    unknown = [p for p in policy if p not in ("compact", "delete")]
-    if unknown:
-        raise ValueError(f"{', '.join(unknown)}: a policy is compact or delete")
-    return policy
-
-
-IBP_RANGE = ((2, 8), (3, 9))
-"""The ``inter.broker.protocol.version`` values a partctl broker follows: from 2.8, the oldest
-whose ZooKeeper-mode controller sends the LeaderAndIsr (5), UpdateMetadata (7) and StopReplica
-(3) versions it serves, to 3.9, the last with ZooKeeper mode."""
-
-
-def _ibp(text: str) -> str:
-    """Kafka's ``X.Y``, ``X.Y.Z`` or ``X.Y-IVn``, within :data:`IBP_RANGE`."""
-    parts = text.split("-", 1)[0].split(".")
-    try:
-        major, minor = int(parts[0]), int(parts[1])
-    except (IndexError, ValueError):
-        raise ValueError("not a Kafka version (such as 3.9 or 3.9-IV0)") from None
-    (lo_major, lo_minor), (hi_major, hi_minor) = IBP_RANGE
-    if not (lo_major, lo_minor) <= (major, minor) <= (hi_major, hi_minor):
-        raise ValueError(f"partctl follows {lo_major}.{lo_minor} to {hi_major}.{hi_minor} (it "
-                         "serves LeaderAndIsr 5-7, UpdateMetadata 7-8 and StopReplica 3-4; "
-                         "4.0 and later have no ZooKeeper mode)")
-    return text
-
-
-@dataclass(frozen=True, slots=True)
-class _Key:
-    parse: Callable[[str], Any]
-    at_least: int | None = None
-    applies: bool = True
-    """False: accepted (Kafka has it) but nothing here uses it; setting it warns."""
-
-
-_KEYS: dict[str, _Key] = {
-    "broker.id": _Key(_INT, at_least=0),
-    "listeners": _Key(_list),
-    "advertised.listeners": _Key(_list),
-    "listener.security.protocol.map": _Key(_list),
-    "inter.broker.listener.name": _Key(_string),
-    "security.inter.broker.protocol": _Key(_string),
-    "inter.broker.protocol.version": _Key(_ibp),
-    "log.dirs": _Key(_list),
-    "log.dir": _Key(_string),
-    "zookeeper.connect": _Key(_string),
-    "partctl.coordinator": _Key(_string),
-    "partctl.controller.candidate": _Key(_boolean),
-    "partctl.state.change.log.file": _Key(_string),
-    "zookeeper.session.timeout.ms": _Key(_INT, at_least=1),
-    "zookeeper.connection.timeout.ms": _Key(_INT, at_least=1),
-    "zookeeper.set.acl": _Key(_boolean),
-    "zookeeper.digest.user": _Key(_string),
-    "zookeeper.digest.password.file": _Key(_string),
-    "etcd.user": _Key(_string),
-    "etcd.password.file": _Key(_string),
-    "etcd.ssl.cafile": _Key(_string),
-    "etcd.ssl.certfile": _Key(_string),
-    "etcd.ssl.keyfile": _Key(_string),
-    "broker.rack": _Key(_string),
-    "num.partitions": _Key(_INT, at_least=1),
-    "default.replication.factor": _Key(_INT, at_least=1),
-    "min.insync.replicas": _Key(_INT, at_least=1),
-    "unclean.leader.election.enable": _Key(_boolean),
-    "auto.create.topics.enable": _Key(_boolean),
-    "auto.leader.rebalance.enable": _Key(_boolean),
-    "delete.topic.enable": _Key(_boolean),
-    "leader.imbalance.check.interval.seconds": _Key(_LONG, at_least=1),
-    "leader.imbalance.per.broker.percentage": _Key(_INT, at_least=0),
-    "replica.lag.time.max.ms": _Key(_LONG, at_least=1),
-    "log.segment.bytes": _Key(_INT, at_least=BATCH_OVERHEAD),
-    "log.retention.hours": _Key(_INT, at_least=-1),
-    "log.retention.minutes": _Key(_INT, at_least=-1),
-    "log.retention.ms": _Key(_LONG, at_least=-1),
-    "log.retention.bytes": _Key(_LONG, at_least=-1),
-    "log.flush.interval.ms": _Key(_LONG, at_least=1),
-    "log.flush.interval.messages": _Key(_LONG, at_least=1, applies=False),
-    "log.cleanup.policy": _Key(_cleanup_policy),
-    "log.cleaner.enable": _Key(_boolean),
-    "log.cleaner.min.cleanable.ratio": _Key(_ratio),
-    "log.cleaner.threads": _Key(_INT, at_least=0),
-    "log.cleaner.dedupe.buffer.size": _Key(_LONG, at_least=24),
-    "log.cleaner.backoff.ms": _Key(_LONG, at_least=0),
-    "log.cleaner.delete.retention.ms": _Key(_LONG, at_least=0),
-    "log.cleaner.min.compaction.lag.ms": _Key(_LONG, at_least=0),
-    "log.cleaner.max.compaction.lag.ms": _Key(_LONG, at_least=1),
-    "socket.request.max.bytes": _Key(_INT, at_least=1),
-    "connections.max.idle.ms": _Key(_LONG, at_least=-1),
-    "controlled.shutdown.enable": _Key(_boolean),
-    "controlled.shutdown.max.retries": _Key(_INT, at_least=0),
-    "controlled.shutdown.retry.backoff.ms": _Key(_LONG, at_least=0),
-    "message.max.bytes": _Key(_INT, at_least=0),
-    "replica.fetch.max.bytes": _Key(_INT, at_least=1),
-    "replica.fetch.wait.max.ms": _Key(_INT, at_least=0),
-    "replica.fetch.backoff.ms": _Key(_INT, at_least=0),
-    "num.network.threads": _Key(_INT, at_least=1, applies=False),
-    "num.io.threads": _Key(_INT, at_least=1, applies=False),
-    "offsets.topic.num.partitions": _Key(_INT, at_least=1),
-    "offsets.topic.replication.factor": _Key(_INT, at_least=1),
-    "offsets.topic.segment.bytes": _Key(_INT, at_least=1),
-    "offsets.retention.minutes": _Key(_INT, at_least=1),
-    "offsets.retention.check.interval.ms": _Key(_LONG, at_least=1),
-    "offsets.commit.timeout.ms": _Key(_INT, at_least=1),
-    "offset.metadata.max.bytes": _Key(_INT, at_least=0),
-    "group.min.session.timeout.ms": _Key(_INT, at_least=0),
-    "group.max.session.timeout.ms": _Key(_INT, at_least=0),
-    "group.initial.rebalance.delay.ms": _Key(_INT, at_least=0),
-    "group.max.size": _Key(_INT, at_least=1),
-    "group.consumer.session.timeout.ms": _Key(_INT, at_least=1),
-    "group.consumer.heartbeat.interval.ms": _Key(_INT, at_least=1),
-    "group.consumer.assignors": _Key(_list),
-    "log.retention.check.interval.ms": _Key(_LONG, at_least=1),
-    "log.local.retention.ms": _Key(_LONG, at_least=-2),
-    "log.local.retention.bytes": _Key(_LONG, at_least=-2),
-    "remote.log.storage.system.enable": _Key(_boolean),
-    "remote.log.storage.url": _Key(_string),
-    "remote.log.storage.manager.class.name": _Key(_string),
-    "remote.log.storage.s3.endpoint": _Key(_string),
-    "partctl.remote.log.metadata.dir": _Key(_string),
-    "remote.log.manager.task.interval.ms": _Key(_LONG, at_least=1),
-    "remote.log.reader.threads": _Key(_INT, at_least=1),
-    "authorizer.class.name": _Key(_string),
-    "super.users": _Key(_string),
-    "allow.everyone.if.no.acl.found": _Key(_boolean),
-    "remote.log.manager.task.retry.backoff.ms": _Key(_LONG, at_least=0),
-    "remote.log.manager.task.retry.backoff.max.ms": _Key(_LONG, at_least=0),
-    "remote.log.manager.task.retry.jitter": _Key(_ratio),
-    "partctl.remote.log.metadata.compaction.min.stale.records": _Key(_INT, at_least=1),
-    "partctl.remote.log.metadata.compaction.delete.retention.ms": _Key(_LONG, at_least=0),
-    "metrics.listener": _Key(_string),
-}
-"""Every key read here. Kafka's defaults are the field defaults of :class:`BrokerConfig`."""
-
-def key_type(key: str) -> str | None:
-    """The Kafka ConfigDef type of a key read here (BOOLEAN, STRING, INT, LONG, LIST), None
-    for one it does not read."""
-    spec = _KEYS.get(key)
-    if spec is None:
-        return None
-    return {_INT: "INT", _LONG: "LONG", _boolean: "BOOLEAN", _string: "STRING",
-            _list: "LIST", _cleanup_policy: "LIST", _ratio: "DOUBLE"}.get(spec.parse)
-
-
-_NOT_APPLIED = {
-    "log.flush.interval.messages": "logs are flushed by time (log.flush.interval.ms) only",
-    "num.network.threads": "one event loop serves every connection",
-    "num.io.threads": "requests are handled on the event loop",
-}
 
 
 # --- listeners --------------------------------------------------------------------------------
@@ -578,24 +373,11 @@ def parse_config(data: str | bytes, *, source: str = "server.properties") -> Loa
     return _parse(data, source, controller_only=False)
 
 
-CONTROLLER_KEYS = frozenset({
-    "broker.id", "listeners", "advertised.listeners", "listener.security.protocol.map",
-    "inter.broker.listener.name", "security.inter.broker.protocol", "zookeeper.connect",
-    "partctl.coordinator", "zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms",
-    "unclean.leader.election.enable", "auto.leader.rebalance.enable", "delete.topic.enable",
-    "leader.imbalance.check.interval.seconds", "leader.imbalance.per.broker.percentage",
-    "socket.request.max.bytes", "connections.max.idle.ms", "partctl.state.change.log.file",
-    "zookeeper.set.acl", "zookeeper.digest.user", "zookeeper.digest.password.file",
-    "etcd.user", "etcd.password.file", "etcd.ssl.cafile", "etcd.ssl.certfile",
-    "etcd.ssl.keyfile", "metrics.listener",
-})
-"""The keys a controller-only process applies (``node.id`` is read as ``broker.id``)."""
-
-
 def parse_controller_config(data: str | bytes, *, source: str = "controller.properties"
                             ) -> LoadedConfig:
     """Read the ``controller.properties`` of ``partctl controller start``: a broker's keys
-    where they apply to a controller candidate without a data plane (:data:`CONTROLLER_KEYS`;
+    where they apply to a controller candidate without a data plane
+    (:data:`~broker.config_keys.CONTROLLER_PROCESS_CONFIG`;
     the others warn and are ignored), the candidacy id in ``node.id`` (or ``broker.id``), and
     ``listeners`` (default ``PLAINTEXT://:9093``) where brokers ask it for their controlled
     shutdown: they look for the listener named as their ``inter.broker.listener.name``, which
@@ -621,23 +403,24 @@ def _parse(data: str | bytes, source: str, *, controller_only: bool) -> LoadedCo
                                   "not both")
             key = "broker.id"
             entry = Property(key=key, value=entry.value, line=entry.line)
-        spec = _KEYS.get(key)
+        spec = BROKER_CONFIG.get(key)
         if spec is None and is_security_key(key):
             security[key] = entry.value if is_sensitive(key) else entry.value.strip()
             continue
         if spec is None:
             warnings.append(f"{source} line {entry.line}: unknown key {key!r} (ignored)")
             continue
-        if controller_only and key not in CONTROLLER_KEYS:
+        if controller_only and key not in CONTROLLER_PROCESS_CONFIG:
             warnings.append(f"{source} line {entry.line}: {key} is ignored: it does not apply "
                             "to a controller-only process")
             continue
-        values[key] = _typed(entry, spec, source)
+        values[key] = _typed(entry, source)
         lines[key] = entry.line
         raw[key] = entry.value
     for key in values:
-        if not _KEYS[key].applies:
-            warnings.append(f"{source} line {lines[key]}: {key} is ignored: {_NOT_APPLIED[key]}")
+        if BROKER_CONFIG[key].effect is Effect.STORED:
+            warnings.append(f"{source} line {lines[key]}: {key} is ignored: "
+                            f"{BROKER_CONFIG[key].note}")
     if controller_only:
         if "broker.id" not in values:
             raise ConfigError(f"{source}: node.id is not set (the controller's candidacy id)")
@@ -647,24 +430,35 @@ def _parse(data: str | bytes, source: str, *, controller_only: bool) -> LoadedCo
     return LoadedConfig(config=config, warnings=tuple(warnings))
 
 
-def _typed(entry: Property, spec: _Key, source: str) -> Any:
+def _typed(entry: Property, source: str) -> Any:
+    """A value parsed and checked by its key's declaration; a list as a tuple. A refused one
+    is one line naming the file, the line and the key."""
+    key = BROKER_CONFIG[entry.key]
     text = entry.value.strip()
     try:
-        value = spec.parse(text)
-    except ValueError as exc:
+        value = parse_value(key, text)
+    except InvalidConfig as exc:
+        reason = exc.reason[:1].lower() + exc.reason[1:]
         raise ConfigError(f"{source} line {entry.line}: invalid value {text!r} for "
-                          f"{entry.key}: {exc}") from None
-    if spec.at_least is not None and value < spec.at_least:
-        raise ConfigError(f"{source} line {entry.line}: invalid value {text!r} for "
-                          f"{entry.key}: must be at least {spec.at_least}")
-    return value
+                          f"{entry.key}: {reason.removeprefix('value ')}") from None
+    return tuple(value) if isinstance(value, list) else value
+
+
+_DEFAULTS: Mapping[str, Any] = MappingProxyType({
+    name: tuple(v) if isinstance(v := BROKER_CONFIG.default(name), list) else v
+    for name in BROKER_CONFIG})
+"""Each key's declared default, parsed."""
+_UNSET: Any = object()
 
 
 def _build(values: dict[str, Any], raw: dict[str, str], source: str,
            security: Mapping[str, str] | None = None, *, default_port: int = 9092
            ) -> BrokerConfig:
-    def get(key: str, default: Any = None) -> Any:
-        return values.get(key, default)
+    def get(key: str, default: Any = _UNSET) -> Any:
+        """The value set, else ``default`` if given, else the key's declared default."""
+        if key in values:
+            return values[key]
+        return _DEFAULTS[key] if default is _UNSET else default
 
     if "broker.id" not in values:
         raise ConfigError(f"{source}: broker.id is not set (automatic broker ids are not "
@@ -677,7 +471,7 @@ def _build(values: dict[str, Any], raw: dict[str, str], source: str,
                           "or partctl.coordinator (a coordinator URL)")
     url = (_check_url(_zookeeper_url(zk), "zookeeper.connect") if zk is not None
            else _check_url(other.strip(), "partctl.coordinator"))
-    coordinator_options = _coordinator_options(get, parse_url(url).scheme)
+    connect = coordinator_options(get, parse_url(url).scheme)
     shown = {**{k: raw[k].strip() for k in values}, **(security or {})}
 
     protocols = dict(DEFAULT_SECURITY_PROTOCOL_MAP)
@@ -699,7 +493,7 @@ def _build(values: dict[str, Any], raw: dict[str, str], source: str,
         raise ConfigError("give inter.broker.listener.name or security.inter.broker.protocol, "
                           "not both")
     if inter is None:
-        protocol = get("security.inter.broker.protocol", "PLAINTEXT").strip().upper()
+        protocol = get("security.inter.broker.protocol").strip().upper()
         if protocol not in KNOWN_PROTOCOLS:
             raise ConfigError(f"security.inter.broker.protocol: {protocol}: unknown (one of "
                               f"{', '.join(sorted(KNOWN_PROTOCOLS))})")
@@ -729,7 +523,7 @@ def _build(values: dict[str, Any], raw: dict[str, str], source: str,
                               f"{len(dirs)}: {raw['log.dirs']!r}")
         log_dir = dirs[0]
     else:
-        log_dir = get("log.dir", "/tmp/kafka-logs").strip()
+        log_dir = get("log.dir").strip()
     if not log_dir:
         raise ConfigError("log.dir: empty")
 
@@ -739,263 +533,80 @@ def _build(values: dict[str, Any], raw: dict[str, str], source: str,
         minutes = values["log.retention.minutes"]
         retention_ms = -1 if minutes < 0 else minutes * 60_000
     else:
-        hours = get("log.retention.hours", 168)
+        hours = get("log.retention.hours")
         retention_ms = -1 if hours < 0 else hours * _HOUR_MS
 
-    lag = get("replica.lag.time.max.ms", 30_000)
-    wait = get("replica.fetch.wait.max.ms", 500)
+    lag = get("replica.lag.time.max.ms")
+    wait = get("replica.fetch.wait.max.ms")
     if wait >= lag:
         raise ConfigError(f"replica.fetch.wait.max.ms ({wait}) must be less than "
                           f"replica.lag.time.max.ms ({lag}), or followers drop out of the ISR")
     rack = get("broker.rack")
-    remote_log = _remote_log_config(get)
-    authorizer = _authorizer(get("authorizer.class.name", ""))
-    super_users = _super_users(get("super.users", ""))
+    remote_log = remote_log_config(get)
+    acls = authorizer(get("authorizer.class.name"))
+    supers = super_users(get("super.users"))
     return BrokerConfig(
         broker_id=values["broker.id"],
         coordinator_url=url,
-        coordinator_options=MappingProxyType(coordinator_options),
+        coordinator_options=MappingProxyType(connect),
         listeners=listeners,
         advertised_listeners=advertised,
         security_protocol_map=MappingProxyType(protocols),
         inter_broker_listener_name=inter,
         log_dir=Path(log_dir).expanduser(),
-        session_timeout_ms=get("zookeeper.session.timeout.ms", 18_000),
+        session_timeout_ms=get("zookeeper.session.timeout.ms"),
         connection_timeout_ms=get("zookeeper.connection.timeout.ms"),
         rack=rack.strip() or None if rack is not None else None,
-        num_partitions=get("num.partitions", 1),
-        default_replication_factor=get("default.replication.factor", 1),
-        min_insync_replicas=get("min.insync.replicas", 1),
-        unclean_leader_election_enable=get("unclean.leader.election.enable", False),
-        auto_create_topics_enable=get("auto.create.topics.enable", True),
-        auto_leader_rebalance_enable=get("auto.leader.rebalance.enable", True),
-        delete_topic_enable=get("delete.topic.enable", True),
+        num_partitions=get("num.partitions"),
+        default_replication_factor=get("default.replication.factor"),
+        min_insync_replicas=get("min.insync.replicas"),
+        unclean_leader_election_enable=get("unclean.leader.election.enable"),
+        auto_create_topics_enable=get("auto.create.topics.enable"),
+        auto_leader_rebalance_enable=get("auto.leader.rebalance.enable"),
+        delete_topic_enable=get("delete.topic.enable"),
         leader_imbalance_check_interval_seconds=get(
             "leader.imbalance.check.interval.seconds", 300),
-        leader_imbalance_per_broker_percentage=get("leader.imbalance.per.broker.percentage", 10),
+        leader_imbalance_per_broker_percentage=get("leader.imbalance.per.broker.percentage"),
         replica_lag_time_max_ms=lag,
-        log_segment_bytes=get("log.segment.bytes", 1 << 30),
+        log_segment_bytes=get("log.segment.bytes"),
         log_retention_ms=retention_ms,
-        log_retention_bytes=get("log.retention.bytes", -1),
+        log_retention_bytes=get("log.retention.bytes"),
         log_flush_interval_ms=get("log.flush.interval.ms"),
-        log_cleanup_policy=get("log.cleanup.policy", ("delete",)),
-        log_cleaner_min_cleanable_ratio=get("log.cleaner.min.cleanable.ratio", 0.5),
-        log_cleaner_enable=get("log.cleaner.enable", True),
-        log_cleaner_threads=get("log.cleaner.threads", 1),
-        log_cleaner_dedupe_buffer_size=get("log.cleaner.dedupe.buffer.size", 128 << 20),
-        log_cleaner_backoff_ms=get("log.cleaner.backoff.ms", 15_000),
-        log_cleaner_delete_retention_ms=get("log.cleaner.delete.retention.ms", 24 * _HOUR_MS),
-        log_cleaner_min_compaction_lag_ms=get("log.cleaner.min.compaction.lag.ms", 0),
-        log_cleaner_max_compaction_lag_ms=get("log.cleaner.max.compaction.lag.ms",
-                                              (1 << 63) - 1),
-        socket_request_max_bytes=get("socket.request.max.bytes", 100 * 1024 * 1024),
-        connections_max_idle_ms=get("connections.max.idle.ms", 600_000),
-        controlled_shutdown_enable=get("controlled.shutdown.enable", True),
-        controller_candidate=get("partctl.controller.candidate", True),
+        log_cleanup_policy=get("log.cleanup.policy"),
+        log_cleaner_min_cleanable_ratio=get("log.cleaner.min.cleanable.ratio"),
+        log_cleaner_enable=get("log.cleaner.enable"),
+        log_cleaner_threads=get("log.cleaner.threads"),
+        log_cleaner_dedupe_buffer_size=get("log.cleaner.dedupe.buffer.size"),
+        log_cleaner_backoff_ms=get("log.cleaner.backoff.ms"),
+        log_cleaner_delete_retention_ms=get("log.cleaner.delete.retention.ms"),
+        log_cleaner_min_compaction_lag_ms=get("log.cleaner.min.compaction.lag.ms"),
+        log_cleaner_max_compaction_lag_ms=get("log.cleaner.max.compaction.lag.ms"),
+        socket_request_max_bytes=get("socket.request.max.bytes"),
+        connections_max_idle_ms=get("connections.max.idle.ms"),
+        controlled_shutdown_enable=get("controlled.shutdown.enable"),
+        controller_candidate=get("partctl.controller.candidate"),
         state_change_log_file=get("partctl.state.change.log.file", None),
-        controlled_shutdown_max_retries=get("controlled.shutdown.max.retries", 3),
-        controlled_shutdown_retry_backoff_ms=get("controlled.shutdown.retry.backoff.ms", 5_000),
-        message_max_bytes=get("message.max.bytes", 1024 * 1024 + 12),
-        replica_fetch_max_bytes=get("replica.fetch.max.bytes", 1024 * 1024),
+        controlled_shutdown_max_retries=get("controlled.shutdown.max.retries"),
+        controlled_shutdown_retry_backoff_ms=get("controlled.shutdown.retry.backoff.ms"),
+        message_max_bytes=get("message.max.bytes"),
+        replica_fetch_max_bytes=get("replica.fetch.max.bytes"),
         replica_fetch_wait_max_ms=wait,
-        replica_fetch_backoff_ms=get("replica.fetch.backoff.ms", 1_000),
-        groups=_group_config(get),
-        log_retention_check_interval_ms=get("log.retention.check.interval.ms", 300_000),
-        log_local_retention_ms=get("log.local.retention.ms", -2),
-        log_local_retention_bytes=get("log.local.retention.bytes", -2),
+        replica_fetch_backoff_ms=get("replica.fetch.backoff.ms"),
+        groups=group_config(get),
+        log_retention_check_interval_ms=get("log.retention.check.interval.ms"),
+        log_local_retention_ms=get("log.local.retention.ms"),
+        log_local_retention_bytes=get("log.local.retention.bytes"),
         remote_log=remote_log,
         listener_security=MappingProxyType(by_listener),
         inter_broker_security=inter_security,
-        authorizer=authorizer,
-        super_users=super_users,
-        allow_everyone_if_no_acl_found=get("allow.everyone.if.no.acl.found", False),
-        metrics_listener=_metrics_listener(get("metrics.listener")),
-        extra={k: raw[k] for k in values if not _KEYS[k].applies},
+        authorizer=acls,
+        super_users=supers,
+        allow_everyone_if_no_acl_found=get("allow.everyone.if.no.acl.found"),
+        metrics_listener=metrics_listener(get("metrics.listener")),
+        extra={k: raw[k] for k in values if BROKER_CONFIG[k].effect is Effect.STORED},
         properties={k: v for k, v in shown.items() if not hides_value(k, v)},
         sensitive_keys=frozenset(k for k, v in shown.items() if hides_value(k, v)),
     )
-
-
-def _metrics_listener(text: str | None) -> tuple[str, int] | None:
-    """``metrics.listener`` (``http://host:port``, optionally ending in ``/metrics``) as
-    (host, port); None when unset or empty."""
-    if text is None or not text.strip():
-        return None
-    text = text.strip()
-    problem = "want http://host:port (port 0: a free one)"
-    try:
-        parsed = urlparse(text)
-        port = parsed.port
-    except ValueError:
-        raise ConfigError(f"metrics.listener: {text!r}: {problem}") from None
-    if "@" in parsed.netloc:  # not echoed: it may hold a password
-        raise ConfigError(f"metrics.listener: no user or password belongs there; {problem}")
-    if parsed.scheme != "http" or port is None or parsed.path not in ("", "/", "/metrics") \
-            or parsed.query or parsed.fragment:
-        raise ConfigError(f"metrics.listener: {text!r}: {problem}")
-    return parsed.hostname or "", port
-
-
-_ZOOKEEPER_KEYS = ("zookeeper.set.acl", "zookeeper.digest.user", "zookeeper.digest.password.file")
-_ETCD_KEYS = ("etcd.user", "etcd.password.file", "etcd.ssl.cafile", "etcd.ssl.certfile",
-              "etcd.ssl.keyfile")
-
-
-def _coordinator_options(get: Callable[[str, Any], Any], scheme: str) -> dict[str, Any]:
-    """The coordinator's credentials, ACL and TLS settings as connect options; the keys of
-    the other kind of coordinator are refused, a password file is read now."""
-    zookeeper = scheme in ("zookeeper", "zk")
-    for key in _ETCD_KEYS if zookeeper else _ZOOKEEPER_KEYS:
-        if get(key, None) is not None:
-            raise ConfigError(f"{key}: the coordinator is not "
-                              f"{'etcd' if zookeeper else 'ZooKeeper'} ({scheme}://)")
-    prefix = "zookeeper.digest" if zookeeper else "etcd"
-    user, password_file = get(f"{prefix}.user", None), get(f"{prefix}.password.file", None)
-    out: dict[str, Any] = {}
-    if (user is None) != (password_file is None):
-        given, missing = ((f"{prefix}.user", f"{prefix}.password.file") if user is not None
-                          else (f"{prefix}.password.file", f"{prefix}.user"))
-        raise ConfigError(f"{given} is set but {missing} is not")
-    if user is not None:
-        try:
-            out["credentials"] = Credentials(
-                user.strip(), read_password_file(password_file.strip(),
-                                                 f"{prefix}.password.file"))
-        except CredentialsError as exc:
-            raise ConfigError(str(exc)) from None
-    if zookeeper:
-        out["set_acl"] = get("zookeeper.set.acl", False)  # Kafka's default
-    else:
-        for key, option in (("etcd.ssl.cafile", "ca_file"), ("etcd.ssl.certfile", "cert_file"),
-                            ("etcd.ssl.keyfile", "key_file")):
-            value = get(key, None)
-            if value is not None and value.strip():
-                out[option] = value.strip()
-        if ("cert_file" in out) != ("key_file" in out):
-            raise ConfigError("etcd.ssl.certfile and etcd.ssl.keyfile go together")
-        if "cert_file" in out and "ca_file" not in out:
-            raise ConfigError("etcd.ssl.certfile needs etcd.ssl.cafile (TLS to etcd)")
-    return out
-
-
-AUTHORIZER_CLASSES = frozenset({"kafka.security.authorizer.AclAuthorizer",
-                                "partctl.AclAuthorizer"})
-"""The ``authorizer.class.name`` values that enable ACLs (Kafka's ZooKeeper-mode name, or ours)."""
-
-
-def _authorizer(name: str) -> bool:
-    name = name.strip()
-    if not name:
-        return False
-    if name not in AUTHORIZER_CLASSES:
-        raise ConfigError(f"authorizer.class.name: {name}: unknown (one of "
-                          f"{', '.join(sorted(AUTHORIZER_CLASSES))})")
-    return True
-
-
-def _super_users(text: str) -> frozenset[str]:
-    users = [u.strip() for u in text.split(";") if u.strip()]
-    for user in users:
-        kind, sep, name = user.partition(":")
-        if not sep or not kind or not name:
-            raise ConfigError(f"super.users: {user!r} is not a principal of the form Type:name "
-                              "(User:admin)")
-    return frozenset(users)
-
-
-def _remote_log_config(get: Callable[[str, Any], Any]) -> RemoteLogConfig:
-    """The ``remote.log.*`` settings; the storage URL or class is checked now (one clear line
-    for a bad one), the store itself is opened when the broker starts."""
-    url = get("remote.log.storage.url", None)
-    url = url.strip() or None if url is not None else None
-    class_name = get("remote.log.storage.manager.class.name", None)
-    class_name = class_name.strip() or None if class_name is not None else None
-    metadata_dir = get("partctl.remote.log.metadata.dir", None)
-    enable = get("remote.log.storage.system.enable", False)
-    if enable and class_name is None:
-        if url is None:
-            raise ConfigError("remote.log.storage.system.enable: set remote.log.storage.url "
-                              "(file:///path) or remote.log.storage.manager.class.name")
-        parsed = urlparse(url)
-        if parsed.scheme not in ("file", "s3"):
-            raise ConfigError(f"remote.log.storage.url: {redact(url)!r}: unsupported scheme "
-                              f"{parsed.scheme or '(none)'!r} (file:///path or "
-                              "s3://bucket/prefix)")
-        if parsed.scheme == "s3" and not parsed.netloc:
-            raise ConfigError(f"remote.log.storage.url: {redact(url)!r}: name the bucket, "
-                              "s3://bucket/prefix")
-        if parsed.scheme == "file" and (parsed.netloc not in ("", "localhost")
-                                        or not parsed.path.startswith("/")):
-            raise ConfigError(f"remote.log.storage.url: {redact(url)!r}: give an absolute path, "
-                              "file:///path")
-    try:
-        return RemoteLogConfig(
-            system_enable=enable, storage_url=url, manager_class_name=class_name,
-            metadata_dir=Path(metadata_dir.strip()).expanduser() if metadata_dir else None,
-            task_interval_ms=get("remote.log.manager.task.interval.ms", 30_000),
-            reader_threads=get("remote.log.reader.threads", 10),
-            retry_backoff=RetryBackoff(
-                initial_ms=get("remote.log.manager.task.retry.backoff.ms", 500),
-                max_ms=get("remote.log.manager.task.retry.backoff.max.ms", 30_000),
-                jitter=get("remote.log.manager.task.retry.jitter", 0.2)),
-            metadata_compaction=MetadataCompaction(
-                min_stale_records=get("partctl.remote.log.metadata.compaction.min.stale.records",
-                                      MIN_STALE_RECORDS),
-                delete_retention_ms=get("partctl.remote.log.metadata.compaction.delete.retention.ms",
-                                        FORGET_DELETED_AFTER_MS)),
-            s3_endpoint=(get("remote.log.storage.s3.endpoint", None) or "").strip() or None)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-
-
-def _group_config(get: Callable[[str, Any], Any]) -> GroupConfig:
-    d = GroupConfig()
-    low = get("group.min.session.timeout.ms", d.group_min_session_timeout_ms)
-    high = get("group.max.session.timeout.ms", d.group_max_session_timeout_ms)
-    if low > high:
-        raise ConfigError(f"group.min.session.timeout.ms ({low}) is above "
-                          f"group.max.session.timeout.ms ({high})")
-    return GroupConfig(
-        offsets_topic_num_partitions=get("offsets.topic.num.partitions",
-                                         d.offsets_topic_num_partitions),
-        offsets_topic_replication_factor=get("offsets.topic.replication.factor",
-                                             d.offsets_topic_replication_factor),
-        offsets_topic_segment_bytes=get("offsets.topic.segment.bytes",
-                                        d.offsets_topic_segment_bytes),
-        offsets_retention_ms=get("offsets.retention.minutes",
-                                 d.offsets_retention_ms // 60_000) * 60_000,
-        offsets_retention_check_interval_ms=get("offsets.retention.check.interval.ms",
-                                                d.offsets_retention_check_interval_ms),
-        offsets_commit_timeout_ms=get("offsets.commit.timeout.ms", d.offsets_commit_timeout_ms),
-        offset_metadata_max_bytes=get("offset.metadata.max.bytes", d.offset_metadata_max_bytes),
-        group_min_session_timeout_ms=low,
-        group_max_session_timeout_ms=high,
-        group_initial_rebalance_delay_ms=get("group.initial.rebalance.delay.ms",
-                                             d.group_initial_rebalance_delay_ms),
-        group_max_size=get("group.max.size", d.group_max_size),
-        consumer_session_timeout_ms=get("group.consumer.session.timeout.ms",
-                                        d.consumer_session_timeout_ms),
-        consumer_heartbeat_interval_ms=get("group.consumer.heartbeat.interval.ms",
-                                           d.consumer_heartbeat_interval_ms),
-        consumer_assignors=_assignors(get("group.consumer.assignors", None),
-                                      d.consumer_assignors),
-    )
-
-
-def _assignors(given: tuple[str, ...] | None, default: tuple[str, ...]) -> tuple[str, ...]:
-    """``group.consumer.assignors``: short names or Kafka's class names of its two."""
-    if given is None:
-        return default
-    names = []
-    for raw in given:
-        name = raw.strip().rsplit(".", 1)[-1].lower().removesuffix("assignor")
-        if name not in ("uniform", "range"):
-            raise ConfigError(f"group.consumer.assignors: unknown assignor {raw.strip()!r} "
-                              f"(uniform and range are known)")
-        names.append(name)
-    if not names:
-        raise ConfigError("group.consumer.assignors: name at least one assignor")
-    return tuple(names)
 
 
 def load_config(path: str | Path, *, controller_only: bool = False) -> LoadedConfig:

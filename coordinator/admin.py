@@ -28,6 +28,7 @@ from coordinator.broker_config import (
     describe_dynamic,
 )
 from coordinator.codecs import TopicAssignment, TopicPartition
+from coordinator.configdef import InvalidConfig
 from coordinator.errors import BadVersion
 from coordinator.layout import validate_topic
 from coordinator.metadata import MetadataClient, TopicExists, UnknownTopic
@@ -36,7 +37,6 @@ from coordinator.topic_config import (
     AlterOp,
     ConfigEntry,
     IncrementalOp,
-    InvalidConfig,
     apply_incremental,
     describe_config,
     validate_topic_config,

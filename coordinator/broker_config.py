@@ -22,18 +22,22 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from coordinator.configdef import (
+    AtLeast,
+    ConfigDef,
+    ConfigKey,
+    ConfigType,
+    Importance,
+    InvalidConfig,
+    parse_value,
+    render_value,
+)
 from coordinator.topic_config import (
     AlterOp,
     ConfigEntry,
     ConfigSource,
     ConfigSynonymValue,
-    ConfigType,
-    Effect,
     IncrementalOp,
-    InvalidConfig,
-    TopicConfigKey,
-    parse_value,
-    render_value,
 )
 
 __all__ = [
@@ -57,25 +61,18 @@ FOLLOWER_RATE = "follower.replication.throttled.rate"
 _LONG_MAX = str((1 << 63) - 1)
 
 
-def _not_negative(name: str, value: object) -> None:
-    assert isinstance(value, int)
-    if value < 0:
-        raise InvalidConfig(f"Invalid value {value} for configuration {name}: Value must be "
-                            f"at least 0")
+def _rate(name: str, side: str) -> ConfigKey:
+    return ConfigKey(
+        name=name, type=ConfigType.LONG, default=_LONG_MAX, importance=Importance.MEDIUM,
+        validator=AtLeast(0),
+        doc=f"Bytes per second of the {side} side of replication for the replicas the topics' "
+            f"{side}.replication.throttled.replicas name; unset: no limit.")
 
 
-def _rate(name: str, side: str) -> TopicConfigKey:
-    return TopicConfigKey(
-        name=name, type=ConfigType.LONG, default=_LONG_MAX, effect=Effect.APPLIED,
-        check=_not_negative,
-        note=f"bytes per second of the {side} side of replication for the replicas the "
-             f"topics' {side}.replication.throttled.replicas name")
-
-
-DYNAMIC_BROKER_KEYS: Mapping[str, TopicConfigKey] = {
-    LEADER_RATE: _rate(LEADER_RATE, "leader"),
-    FOLLOWER_RATE: _rate(FOLLOWER_RATE, "follower"),
-}
+DYNAMIC_BROKER_KEYS = ConfigDef("dynamic broker", (
+    _rate(LEADER_RATE, "leader"),
+    _rate(FOLLOWER_RATE, "follower"),
+))
 """Every dynamic broker key partctl accepts, by name (Kafka's QuotaConfigs broker keys)."""
 
 
@@ -151,13 +148,14 @@ def describe_dynamic(defaults: Mapping[str, str], own: Mapping[str, str] | None,
         if not synonyms:
             continue
         out.append(ConfigEntry(name=name, value=synonyms[0].value, source=synonyms[0].source,
-                               type=key.type, effect=key.effect, synonyms=synonyms))
+                               type=key.type, effect=key.effect, synonyms=synonyms,
+                               documentation=key.doc))
     return out
 
 
-def _shown(key: TopicConfigKey, raw: str) -> str:
+def _shown(key: ConfigKey, raw: str) -> str:
     """A stored value as Kafka renders it; as stored when it does not parse."""
     try:
-        return render_value(key, parse_value(key, raw))
+        return render_value(parse_value(key, raw))
     except InvalidConfig:
         return raw

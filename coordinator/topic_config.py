@@ -19,10 +19,27 @@ Values are parsed as Kafka's ConfigDef parses them (trimmed; integers in Java's 
 from __future__ import annotations
 
 import enum
-import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
+
+from coordinator.configdef import (
+    AtLeast,
+    Between,
+    Check,
+    ConfigDef,
+    ConfigKey,
+    ConfigType,
+    Effect,
+    Importance,
+    InvalidConfig,
+    ListOf,
+    OneOf,
+    Synonym,
+    parse_value,
+    render_value,
+)
 
 __all__ = [
     "TOPIC_CONFIG_KEYS",
@@ -30,36 +47,13 @@ __all__ = [
     "ConfigEntry",
     "ConfigSource",
     "ConfigSynonymValue",
-    "ConfigType",
-    "Effect",
     "IncrementalOp",
-    "InvalidConfig",
-    "TopicConfigKey",
     "apply_incremental",
     "describe_config",
-    "parse_value",
     "typed_overrides",
     "validate_topic_config",
     "validate_topic_config_change",
 ]
-
-
-class InvalidConfig(ValueError):
-    """A topic config Kafka would refuse (Kafka's InvalidConfigurationException and
-    ConfigException, both answered with INVALID_CONFIG); nothing was written."""
-
-    kafka_error = "INVALID_CONFIG"
-
-
-class ConfigType(enum.Enum):
-    """Kafka's ConfigDef types, as DescribeConfigs reports them (``config_type``)."""
-
-    BOOLEAN = 1
-    STRING = 2
-    INT = 3
-    LONG = 5
-    DOUBLE = 6
-    LIST = 7
 
 
 class ConfigSource(enum.Enum):
@@ -70,17 +64,6 @@ class ConfigSource(enum.Enum):
     DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
-
-
-class Effect(enum.Enum):
-    """How far partctl applies a key."""
-
-    APPLIED = "applied"
-    """Takes effect, per topic, without a restart."""
-    PARTIAL = "partial"
-    """Part of it takes effect (the key's ``note`` says which)."""
-    STORED = "stored"
-    """Accepted, validated and kept; nothing in partctl acts on it yet."""
 
 
 class AlterOp(enum.Enum):
@@ -99,36 +82,6 @@ class IncrementalOp:
     name: str
     op: AlterOp
     value: str | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Synonym:
-    """A broker config that supplies a topic key's default (Kafka's ServerTopicConfigSynonyms):
-    its name, how many milliseconds one of its units is (``log.retention.hours``: 3,600,000),
-    and its own default, in its units, where Kafka's broker config has one."""
-
-    name: str
-    scale: int = 1
-    default: str | None = None
-
-
-Check = Callable[[str, object], None]
-"""A validator: raises InvalidConfig for a parsed value it refuses."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TopicConfigKey:
-    """One of Kafka's topic config keys."""
-
-    name: str
-    type: ConfigType
-    default: str
-    """Kafka's default, in Kafka's string form (what DescribeConfigs shows)."""
-    effect: Effect
-    note: str = ""
-    """What partctl does with it, said where the effect is not simply "applied"."""
-    check: Check | None = None
-    synonyms: tuple[Synonym, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -159,135 +112,26 @@ class ConfigEntry:
     def is_default(self) -> bool:
         return self.source is ConfigSource.DEFAULT_CONFIG
 
-
-# --- parsing, as Kafka's ConfigDef.parseType --------------------------------------------------
-
-_INT_RE = re.compile(r"[+-]?[0-9]+")
-_DOUBLE_RE = re.compile(
-    r"[+-]?(NaN|Infinity|(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?)[fFdD]?)")
-_LIST_SPLIT = re.compile(r"\s*,\s*")
-_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
-_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
-_JAVA_SPACE = "".join(chr(c) for c in range(0x21))  # what Java's String.trim() removes
+# --- validators of their own, as Kafka's -------------------------------------------------------
 
 
-def _invalid(name: str, value: object, message: str) -> InvalidConfig:
-    return InvalidConfig(f"Invalid value {_java(value)} for configuration {name}: {message}")
-
-
-def _java(value: object) -> str:
-    """A value as Java's toString would print it in Kafka's message."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "NaN"
-        if math.isinf(value):
-            return "Infinity" if value > 0 else "-Infinity"
-        return repr(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(value) + "]"
-    return str(value)
-
-
-def parse_value(key: TopicConfigKey, raw: str) -> object:
-    """``raw`` as Kafka parses a value of ``key``'s type, then checked by its validator:
-    bool, int, float, str or list of str. InvalidConfig with Kafka's message otherwise."""
-    if not isinstance(raw, str):
-        raise _invalid(key.name, raw, "Expected a string value")
-    name, trimmed = key.name, raw.strip(_JAVA_SPACE)
-    value: object
-    match key.type:
-        case ConfigType.BOOLEAN:
-            if trimmed.lower() == "true":
-                value = True
-            elif trimmed.lower() == "false":
-                value = False
-            else:
-                raise _invalid(name, raw, "Expected value to be either true or false")
-        case ConfigType.STRING:
-            value = trimmed
-        case ConfigType.INT | ConfigType.LONG:
-            low, high = ((_INT_MIN, _INT_MAX) if key.type is ConfigType.INT
-                         else (_LONG_MIN, _LONG_MAX))
-            if not _INT_RE.fullmatch(trimmed) or not low <= int(trimmed) <= high:
-                raise _invalid(name, raw, f"Not a number of type {key.type.name}")
-            value = int(trimmed)
-        case ConfigType.DOUBLE:
-            if not _DOUBLE_RE.fullmatch(trimmed):
-                raise _invalid(name, raw, "Not a number of type DOUBLE")
-            value = float(trimmed.rstrip("fFdD").replace("Infinity", "inf"))
-        case ConfigType.LIST:
-            value = [] if not trimmed else _LIST_SPLIT.split(trimmed)
-    if key.check is not None:
-        key.check(name, value)
-    return value
-
-
-def render_value(key: TopicConfigKey, value: object) -> str:
-    """A parsed value in Kafka's string form (ConfigDef.convertToString)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list):
-        return ",".join(value)
-    if isinstance(value, float):
-        return _java(value)
-    return str(value)
-
-
-# --- validators, as Kafka's ---------------------------------------------------------------------
-
-
-def _at_least(low: int | float) -> Check:
-    def check(name: str, value: object) -> None:
-        assert isinstance(value, (int, float))
-        if math.isnan(value) or value < low:
-            raise _invalid(name, value, f"Value must be at least {_java(low)}")
-    return check
-
-
-def _between(low: int | float, high: int | float) -> Check:
-    def check(name: str, value: object) -> None:
-        assert isinstance(value, (int, float))
-        if math.isnan(value) or value < low:
-            raise _invalid(name, value, f"Value must be at least {_java(low)}")
-        if value > high:
-            raise _invalid(name, value, f"Value must be no more than {_java(high)}")
-    return check
-
-
-def _one_of(*allowed: str) -> Check:
-    def check(name: str, value: object) -> None:
-        if value not in allowed:
-            raise _invalid(name, value, "String must be one of: " + ", ".join(allowed))
-    return check
-
-
-def _list_of(*allowed: str) -> Check:
-    each = _one_of(*allowed)
-
-    def check(name: str, value: object) -> None:
-        assert isinstance(value, list)
-        for item in value:
-            each(name, item)
-    return check
-
-
-def _gzip_level(name: str, value: object) -> None:
+def _gzip_level(name: str, value: object) -> str | None:
     assert isinstance(value, int)
     if value > 9 or (value < 1 and value != -1):
-        raise _invalid(name, value, "Value must be between 1 and 9 or equal to -1")
+        return "Value must be between 1 and 9 or equal to -1"
+    return None
 
 
 _THROTTLED_ITEM = re.compile(r"([0-9]+:[0-9]+)?")
 
 
-def _throttled_replicas(name: str, value: object) -> None:
+def _throttled_replicas(name: str, value: object) -> str | None:
     assert isinstance(value, list)
     items = [v.strip() for v in value]
     if not (all(_THROTTLED_ITEM.fullmatch(v) for v in items) or "".join(items) == "*"):
-        raise _invalid(name, value, f"{name} must be the literal '*' or a list of replicas in "
-                       "the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],...")
+        return (f"{name} must be the literal '*' or a list of replicas in the following "
+                "format: [partitionId]:[brokerId],[partitionId]:[brokerId],...")
+    return None
 
 
 def _metadata_versions() -> frozenset[str]:
@@ -308,20 +152,21 @@ def _metadata_versions() -> frozenset[str]:
 _MESSAGE_FORMAT_VERSIONS = _metadata_versions()
 
 
-def _message_format_version(name: str, value: object) -> None:
+def _message_format_version(name: str, value: object) -> str | None:
     text = str(value)
     parts = text.split(".")
     keep = 3 if text.startswith("0.") else 2
     key = text if keep >= len(parts) else ".".join(parts[:keep])
     if key not in _MESSAGE_FORMAT_VERSIONS:
-        raise _invalid(name, text, f"Version {text} is not a valid version")
+        return f"Version {text} is not a valid version"
+    return None
 
 
 # --- the table ---------------------------------------------------------------------------------
 
 _DAY_MS = 24 * 60 * 60 * 1000
 _HOUR_MS, _MINUTE_MS = 3_600_000, 60_000
-_LONG_MAX_S = str(_LONG_MAX)
+_LONG_MAX_S = str((1 << 63) - 1)
 _B, _S, _I, _L, _D, _LS = (ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT,
                            ConfigType.LONG, ConfigType.DOUBLE, ConfigType.LIST)
 _APPLIED, _PARTIAL, _STORED = Effect.APPLIED, Effect.PARTIAL, Effect.STORED
@@ -329,153 +174,183 @@ _COMPACTION = "applied by the log cleaner (log.cleaner.enable) to compacted topi
 _NO_TIERED = "remote storage has no per-topic copy/delete switch in ZooKeeper mode"
 _TIERED = ("applied to topics with remote.storage.enable: the local part of the log (only "
            "segments already in remote storage are deleted); -2: retention's value")
+_RECOMPRESS = "stored: partctl does not recompress"
+_FLUSH = "stored: partctl flushes on log.flush.interval.ms (broker-wide) and on shutdown"
+_NO_QUOTA = "stored: partctl has no replication quotas"
+_NOT_CHECKED = "stored: timestamps are not checked on append"
+_RETENTION = "with 'delete' in cleanup.policy; checked every log.retention.check.interval.ms"
+_THROTTLED = Check(_throttled_replicas, "[partitionId]:[brokerId],... or *")
 
 
 def _log(name: str, default: str | None = None) -> tuple[Synonym, ...]:
     return (Synonym(name=f"log.{name}", default=default),)
 
 
-TOPIC_CONFIG_KEYS: Mapping[str, TopicConfigKey] = {k.name: k for k in (
-    TopicConfigKey(name="cleanup.policy", type=_LS, default="delete", effect=_APPLIED,
-                   note="retention deletes segments with 'delete' in the policy; the log "
-                        "cleaner compacts with 'compact' (records without a key refused)",
-                   check=_list_of("compact", "delete"), synonyms=_log("cleanup.policy", "delete")),
-    TopicConfigKey(name="compression.type", type=_S, default="producer", effect=_PARTIAL,
-                   note="batches are kept as the producer compressed them ('producer'); other "
-                        "values are stored, not applied",
-                   check=_one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
-                   synonyms=(Synonym(name="compression.type", default="producer"),)),
-    TopicConfigKey(name="compression.gzip.level", type=_I, default="-1", effect=_STORED,
-                   note="stored: partctl does not recompress", check=_gzip_level,
-                   synonyms=(Synonym(name="compression.gzip.level", default="-1"),)),
-    TopicConfigKey(name="compression.lz4.level", type=_I, default="9", effect=_STORED,
-                   note="stored: partctl does not recompress", check=_between(1, 17),
-                   synonyms=(Synonym(name="compression.lz4.level", default="9"),)),
-    TopicConfigKey(name="compression.zstd.level", type=_I, default="3", effect=_STORED,
-                   note="stored: partctl does not recompress", check=_between(-131072, 22),
-                   synonyms=(Synonym(name="compression.zstd.level", default="3"),)),
-    TopicConfigKey(name="delete.retention.ms", type=_L, default=str(_DAY_MS), effect=_APPLIED,
-                   note=_COMPACTION, check=_at_least(0),
-                   synonyms=(Synonym(name="log.cleaner.delete.retention.ms",
-                                     default=str(_DAY_MS)),)),
-    TopicConfigKey(name="file.delete.delay.ms", type=_L, default="60000", effect=_STORED,
-                   note="stored: partctl deletes a segment's files at once",
-                   check=_at_least(0), synonyms=_log("segment.delete.delay.ms", "60000")),
-    TopicConfigKey(name="flush.messages", type=_L, default=_LONG_MAX_S, effect=_STORED,
-                   note="stored: partctl flushes on log.flush.interval.ms (broker-wide) and on "
-                        "shutdown", check=_at_least(1),
-                   synonyms=_log("flush.interval.messages", _LONG_MAX_S)),
-    TopicConfigKey(name="flush.ms", type=_L, default=_LONG_MAX_S, effect=_STORED,
-                   note="stored: partctl flushes on log.flush.interval.ms (broker-wide) and on "
-                        "shutdown", check=_at_least(0),
-                   synonyms=(Synonym(name="log.flush.interval.ms"),
-                             Synonym(name="log.flush.scheduler.interval.ms",
-                                     default=_LONG_MAX_S))),
-    TopicConfigKey(name="follower.replication.throttled.replicas", type=_LS, default="",
-                   effect=_STORED, note="stored: partctl has no replication quotas",
-                   check=_throttled_replicas),
-    TopicConfigKey(name="index.interval.bytes", type=_I, default="4096", effect=_APPLIED,
-                   note="segments rolled after the change use it", check=_at_least(0),
-                   synonyms=_log("index.interval.bytes", "4096")),
-    TopicConfigKey(name="leader.replication.throttled.replicas", type=_LS, default="",
-                   effect=_STORED, note="stored: partctl has no replication quotas",
-                   check=_throttled_replicas),
-    TopicConfigKey(name="local.retention.bytes", type=_L, default="-2", effect=_APPLIED,
-                   note=_TIERED, check=_at_least(-2),
-                   synonyms=_log("local.retention.bytes", "-2")),
-    TopicConfigKey(name="local.retention.ms", type=_L, default="-2", effect=_APPLIED,
-                   note=_TIERED, check=_at_least(-2),
-                   synonyms=_log("local.retention.ms", "-2")),
-    TopicConfigKey(name="max.compaction.lag.ms", type=_L, default=_LONG_MAX_S, effect=_APPLIED,
-                   note=_COMPACTION, check=_at_least(1),
-                   synonyms=(Synonym(name="log.cleaner.max.compaction.lag.ms",
-                                     default=_LONG_MAX_S),)),
-    TopicConfigKey(name="max.message.bytes", type=_I, default="1048588", effect=_APPLIED,
-                   note="a produced batch larger than this is refused (MESSAGE_TOO_LARGE)",
-                   check=_at_least(0),
-                   synonyms=(Synonym(name="message.max.bytes", default="1048588"),)),
-    TopicConfigKey(name="message.downconversion.enable", type=_B, default="true",
-                   effect=_STORED, note="stored: partctl serves record batches v2 only",
-                   synonyms=_log("message.downconversion.enable", "true")),
-    TopicConfigKey(name="message.format.version", type=_S, default="3.0-IV1", effect=_STORED,
-                   note="stored: partctl writes record batches v2 only",
-                   check=_message_format_version,
-                   synonyms=_log("message.format.version", "3.0-IV1")),
-    TopicConfigKey(name="message.timestamp.after.max.ms", type=_L, default=_LONG_MAX_S,
-                   effect=_STORED, note="stored: timestamps are not checked on append",
-                   check=_at_least(0),
-                   synonyms=_log("message.timestamp.after.max.ms", _LONG_MAX_S)),
-    TopicConfigKey(name="message.timestamp.before.max.ms", type=_L, default=_LONG_MAX_S,
-                   effect=_STORED, note="stored: timestamps are not checked on append",
-                   check=_at_least(0),
-                   synonyms=_log("message.timestamp.before.max.ms", _LONG_MAX_S)),
-    TopicConfigKey(name="message.timestamp.difference.max.ms", type=_L, default=_LONG_MAX_S,
-                   effect=_STORED, note="stored: timestamps are not checked on append",
-                   check=_at_least(0),
-                   synonyms=_log("message.timestamp.difference.max.ms", _LONG_MAX_S)),
-    TopicConfigKey(name="message.timestamp.type", type=_S, default="CreateTime",
-                   effect=_STORED, note="stored: batches keep the producer's timestamps",
-                   check=_one_of("CreateTime", "LogAppendTime"),
-                   synonyms=_log("message.timestamp.type", "CreateTime")),
-    TopicConfigKey(name="min.cleanable.dirty.ratio", type=_D, default="0.5", effect=_APPLIED,
-                   note=_COMPACTION, check=_between(0, 1),
-                   synonyms=(Synonym(name="log.cleaner.min.cleanable.ratio", default="0.5"),)),
-    TopicConfigKey(name="min.compaction.lag.ms", type=_L, default="0", effect=_APPLIED,
-                   note=_COMPACTION, check=_at_least(0),
-                   synonyms=(Synonym(name="log.cleaner.min.compaction.lag.ms", default="0"),)),
-    TopicConfigKey(name="min.insync.replicas", type=_I, default="1", effect=_APPLIED,
-                   note="acks=all produce and the high watermark (capped at the replication "
-                        "factor)", check=_at_least(1),
-                   synonyms=(Synonym(name="min.insync.replicas", default="1"),)),
-    TopicConfigKey(name="preallocate", type=_B, default="false", effect=_STORED,
-                   note="stored: segments are not preallocated",
-                   synonyms=_log("preallocate", "false")),
-    TopicConfigKey(name="remote.log.copy.disable", type=_B, default="false", effect=_STORED,
-                   note=f"only false is accepted: {_NO_TIERED}"),
-    TopicConfigKey(name="remote.log.delete.on.disable", type=_B, default="false",
-                   effect=_STORED, note=f"only false is accepted: {_NO_TIERED}"),
-    TopicConfigKey(name="remote.storage.enable", type=_B, default="false", effect=_APPLIED,
-                   note="rolled segments are copied to remote storage by the leader and "
-                        "read back below the local log start (KIP-405); needs "
-                        "remote.log.storage.system.enable=true on the brokers"),
-    TopicConfigKey(name="retention.bytes", type=_L, default="-1", effect=_APPLIED,
-                   note="with 'delete' in cleanup.policy; checked every "
-                        "log.retention.check.interval.ms",
-                   synonyms=_log("retention.bytes", "-1")),
-    TopicConfigKey(name="retention.ms", type=_L, default=str(7 * _DAY_MS), effect=_APPLIED,
-                   note="with 'delete' in cleanup.policy; checked every "
-                        "log.retention.check.interval.ms", check=_at_least(-1),
-                   synonyms=(Synonym(name="log.retention.ms"),
-                             Synonym(name="log.retention.minutes", scale=_MINUTE_MS),
-                             Synonym(name="log.retention.hours", scale=_HOUR_MS,
-                                     default="168"))),
-    TopicConfigKey(name="segment.bytes", type=_I, default=str(1 << 30), effect=_APPLIED,
-                   note="the roll size; a produced batch larger than it is refused",
-                   check=_at_least(14), synonyms=_log("segment.bytes", str(1 << 30))),
-    TopicConfigKey(name="segment.index.bytes", type=_I, default=str(10 << 20), effect=_STORED,
-                   note="stored: partctl's indexes grow as needed", check=_at_least(4),
-                   synonyms=_log("index.size.max.bytes", str(10 << 20))),
-    TopicConfigKey(name="segment.jitter.ms", type=_L, default="0", effect=_STORED,
-                   note="stored: segments roll at segment.ms exactly", check=_at_least(0),
-                   synonyms=(Synonym(name="log.roll.jitter.ms"),
-                             Synonym(name="log.roll.jitter.hours", scale=_HOUR_MS,
-                                     default="0"))),
-    TopicConfigKey(name="segment.ms", type=_L, default=str(7 * _DAY_MS), effect=_APPLIED,
-                   check=_at_least(1),
-                   synonyms=(Synonym(name="log.roll.ms"),
-                             Synonym(name="log.roll.hours", scale=_HOUR_MS, default="168"))),
-    TopicConfigKey(name="unclean.leader.election.enable", type=_B, default="false",
-                   effect=_APPLIED,
-                   note="the controller's offline elections; a change to true elects the "
-                        "topic's offline partitions",
-                   synonyms=(Synonym(name="unclean.leader.election.enable", default="false"),)),
-)}
+def _topic(name: str, type: ConfigType, default: str, doc: str, *, effect: Effect,
+           importance: Importance = Importance.MEDIUM, **more: Any) -> ConfigKey:
+    return ConfigKey(name=name, type=type, default=default, doc=doc, effect=effect,
+                     importance=importance, **more)
+
+
+TOPIC_CONFIG_KEYS = ConfigDef("topic", (
+    _topic("cleanup.policy", _LS, "delete",
+           "What happens to old segments: delete them past retention, compact them to the "
+           "last record of each key, or both.", effect=_APPLIED,
+           note="retention deletes segments with 'delete' in the policy; the log cleaner "
+                "compacts with 'compact' (records without a key refused)",
+           validator=ListOf(("compact", "delete")), synonyms=_log("cleanup.policy", "delete")),
+    _topic("compression.type", _S, "producer",
+           "The codec batches are stored with; 'producer' keeps the producer's.",
+           effect=_PARTIAL,
+           note="batches are kept as the producer compressed them ('producer'); other "
+                "values are stored, not applied",
+           validator=OneOf(("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+           synonyms=(Synonym(name="compression.type", default="producer"),)),
+    _topic("compression.gzip.level", _I, "-1", "The gzip level used when recompressing.",
+           effect=_STORED, note=_RECOMPRESS,
+           validator=Check(_gzip_level, "[1,...,9] or -1"),
+           synonyms=(Synonym(name="compression.gzip.level", default="-1"),)),
+    _topic("compression.lz4.level", _I, "9", "The lz4 level used when recompressing.",
+           effect=_STORED, note=_RECOMPRESS, validator=Between(1, 17),
+           synonyms=(Synonym(name="compression.lz4.level", default="9"),)),
+    _topic("compression.zstd.level", _I, "3", "The zstd level used when recompressing.",
+           effect=_STORED, note=_RECOMPRESS, validator=Between(-131072, 22),
+           synonyms=(Synonym(name="compression.zstd.level", default="3"),)),
+    _topic("delete.retention.ms", _L, str(_DAY_MS),
+           "How long a tombstone stays in a compacted log, so that readers see the delete.",
+           effect=_APPLIED, note=_COMPACTION, validator=AtLeast(0),
+           synonyms=(Synonym(name="log.cleaner.delete.retention.ms", default=str(_DAY_MS)),)),
+    _topic("file.delete.delay.ms", _L, "60000",
+           "How long a deleted segment's files wait before they are removed.",
+           effect=_STORED, note="stored: partctl deletes a segment's files at once",
+           validator=AtLeast(0), synonyms=_log("segment.delete.delay.ms", "60000")),
+    _topic("flush.messages", _L, _LONG_MAX_S,
+           "Force an fsync after this many records.", effect=_STORED, note=_FLUSH,
+           validator=AtLeast(1), synonyms=_log("flush.interval.messages", _LONG_MAX_S)),
+    _topic("flush.ms", _L, _LONG_MAX_S,
+           "Force an fsync once the oldest unflushed record is this old.", effect=_STORED,
+           note=_FLUSH, validator=AtLeast(0),
+           synonyms=(Synonym(name="log.flush.interval.ms"),
+                     Synonym(name="log.flush.scheduler.interval.ms", default=_LONG_MAX_S))),
+    _topic("follower.replication.throttled.replicas", _LS, "",
+           "The replicas whose follower-side replication is throttled.",
+           effect=_STORED, note=_NO_QUOTA, validator=_THROTTLED),
+    _topic("index.interval.bytes", _I, "4096",
+           "How many bytes of records lie between two offset index entries.",
+           effect=_APPLIED, note="segments rolled after the change use it",
+           validator=AtLeast(0), synonyms=_log("index.interval.bytes", "4096")),
+    _topic("leader.replication.throttled.replicas", _LS, "",
+           "The replicas whose leader-side replication is throttled.",
+           effect=_STORED, note=_NO_QUOTA, validator=_THROTTLED),
+    _topic("local.retention.bytes", _L, "-2",
+           "With remote storage: how many bytes of the log stay on local disk.",
+           effect=_APPLIED, note=_TIERED, validator=AtLeast(-2),
+           synonyms=_log("local.retention.bytes", "-2")),
+    _topic("local.retention.ms", _L, "-2",
+           "With remote storage: how long segments stay on local disk.",
+           effect=_APPLIED, note=_TIERED, validator=AtLeast(-2),
+           synonyms=_log("local.retention.ms", "-2")),
+    _topic("max.compaction.lag.ms", _L, _LONG_MAX_S,
+           "The longest a record may stay uncompacted.", effect=_APPLIED, note=_COMPACTION,
+           validator=AtLeast(1),
+           synonyms=(Synonym(name="log.cleaner.max.compaction.lag.ms", default=_LONG_MAX_S),)),
+    _topic("max.message.bytes", _I, "1048588",
+           "The largest record batch the topic takes.", effect=_APPLIED,
+           note="a produced batch larger than this is refused (MESSAGE_TOO_LARGE)",
+           validator=AtLeast(0), synonyms=(Synonym(name="message.max.bytes", default="1048588"),)),
+    _topic("message.downconversion.enable", _B, "true",
+           "Whether old consumers may be served batches converted down to their format.",
+           effect=_STORED, importance=Importance.LOW,
+           note="stored: partctl serves record batches v2 only",
+           synonyms=_log("message.downconversion.enable", "true")),
+    _topic("message.format.version", _S, "3.0-IV1",
+           "The record format version batches are written in (deprecated by Kafka).",
+           effect=_STORED, note="stored: partctl writes record batches v2 only",
+           validator=Check(_message_format_version, "a Kafka version such as 3.0-IV1"),
+           synonyms=_log("message.format.version", "3.0-IV1")),
+    _topic("message.timestamp.after.max.ms", _L, _LONG_MAX_S,
+           "How far ahead of the broker's clock a record's timestamp may be.",
+           effect=_STORED, note=_NOT_CHECKED, validator=AtLeast(0),
+           synonyms=_log("message.timestamp.after.max.ms", _LONG_MAX_S)),
+    _topic("message.timestamp.before.max.ms", _L, _LONG_MAX_S,
+           "How far behind the broker's clock a record's timestamp may be.",
+           effect=_STORED, note=_NOT_CHECKED, validator=AtLeast(0),
+           synonyms=_log("message.timestamp.before.max.ms", _LONG_MAX_S)),
+    _topic("message.timestamp.difference.max.ms", _L, _LONG_MAX_S,
+           "How far a record's timestamp may be from the broker's clock (deprecated by "
+           "Kafka for the two keys above).", effect=_STORED, note=_NOT_CHECKED,
+           validator=AtLeast(0), synonyms=_log("message.timestamp.difference.max.ms", _LONG_MAX_S)),
+    _topic("message.timestamp.type", _S, "CreateTime",
+           "Whether a record keeps the producer's timestamp or gets the append time.",
+           effect=_STORED, note="stored: batches keep the producer's timestamps",
+           validator=OneOf(("CreateTime", "LogAppendTime")),
+           synonyms=_log("message.timestamp.type", "CreateTime")),
+    _topic("min.cleanable.dirty.ratio", _D, "0.5",
+           "The share of a compacted log not yet cleaned above which the cleaner takes it.",
+           effect=_APPLIED, note=_COMPACTION, validator=Between(0, 1),
+           synonyms=(Synonym(name="log.cleaner.min.cleanable.ratio", default="0.5"),)),
+    _topic("min.compaction.lag.ms", _L, "0",
+           "The least time a record stays uncompacted.", effect=_APPLIED, note=_COMPACTION,
+           validator=AtLeast(0),
+           synonyms=(Synonym(name="log.cleaner.min.compaction.lag.ms", default="0"),)),
+    _topic("min.insync.replicas", _I, "1",
+           "How many in-sync replicas an acks=all write needs.", effect=_APPLIED,
+           note="acks=all produce and the high watermark (capped at the replication factor)",
+           validator=AtLeast(1), synonyms=(Synonym(name="min.insync.replicas", default="1"),)),
+    _topic("preallocate", _B, "false", "Whether a new segment's file is allocated whole.",
+           effect=_STORED, note="stored: segments are not preallocated",
+           synonyms=_log("preallocate", "false")),
+    _topic("remote.log.copy.disable", _B, "false",
+           "Stop copying segments to remote storage (KRaft mode only).",
+           effect=_STORED, note=f"only false is accepted: {_NO_TIERED}"),
+    _topic("remote.log.delete.on.disable", _B, "false",
+           "Delete the remote copy when remote storage is turned off (KRaft mode only).",
+           effect=_STORED, note=f"only false is accepted: {_NO_TIERED}"),
+    _topic("remote.storage.enable", _B, "false",
+           "Keep the topic's rolled segments in remote storage (tiered storage, KIP-405).",
+           effect=_APPLIED,
+           note="rolled segments are copied to remote storage by the leader and read back "
+                "below the local log start (KIP-405); needs "
+                "remote.log.storage.system.enable=true on the brokers"),
+    _topic("retention.bytes", _L, "-1",
+           "How many bytes a partition keeps before its oldest segments go; -1: no limit.",
+           effect=_APPLIED, note=_RETENTION, synonyms=_log("retention.bytes", "-1")),
+    _topic("retention.ms", _L, str(7 * _DAY_MS),
+           "How long a segment is kept after its last record; -1: no limit.",
+           effect=_APPLIED, note=_RETENTION, validator=AtLeast(-1),
+           synonyms=(Synonym(name="log.retention.ms"),
+                     Synonym(name="log.retention.minutes", scale=_MINUTE_MS),
+                     Synonym(name="log.retention.hours", scale=_HOUR_MS, default="168"))),
+    _topic("segment.bytes", _I, str(1 << 30), "The size at which a segment is rolled.",
+           effect=_APPLIED, note="the roll size; a produced batch larger than it is refused",
+           validator=AtLeast(14), synonyms=_log("segment.bytes", str(1 << 30))),
+    _topic("segment.index.bytes", _I, str(10 << 20), "The size of a segment's index files.",
+           effect=_STORED, note="stored: partctl's indexes grow as needed",
+           validator=AtLeast(4), synonyms=_log("index.size.max.bytes", str(10 << 20))),
+    _topic("segment.jitter.ms", _L, "0",
+           "A random time taken off segment.ms, so that segments do not all roll at once.",
+           effect=_STORED, note="stored: segments roll at segment.ms exactly",
+           validator=AtLeast(0),
+           synonyms=(Synonym(name="log.roll.jitter.ms"),
+                     Synonym(name="log.roll.jitter.hours", scale=_HOUR_MS, default="0"))),
+    _topic("segment.ms", _L, str(7 * _DAY_MS),
+           "The age at which a segment is rolled even if it is not full.", effect=_APPLIED,
+           validator=AtLeast(1),
+           synonyms=(Synonym(name="log.roll.ms"),
+                     Synonym(name="log.roll.hours", scale=_HOUR_MS, default="168"))),
+    _topic("unclean.leader.election.enable", _B, "false",
+           "Whether a replica outside the ISR may become leader when no ISR member is alive, "
+           "at the cost of losing records.", effect=_APPLIED,
+           note="the controller's offline elections; a change to true elects the topic's "
+                "offline partitions",
+           synonyms=(Synonym(name="unclean.leader.election.enable", default="false"),)),
+))
 """Every topic config key of Kafka 3.9 (LogConfig), by name."""
 
 LIST_KEYS = frozenset(k.name for k in TOPIC_CONFIG_KEYS.values() if k.type is ConfigType.LIST)
 
 
-def _key(name: str) -> TopicConfigKey:
+def _key(name: str) -> ConfigKey:
     key = TOPIC_CONFIG_KEYS.get(name)
     if key is None:
         raise InvalidConfig(f"Unknown topic config name: {name}")
@@ -584,7 +459,7 @@ def apply_incremental(current: Mapping[str, str], ops: Sequence[IncrementalOp]
                     raise InvalidConfig(f"Config value {verb} is not allowed for config key: "
                                         f"{name}")
                 assert op.value is not None
-                old = out.get(name, key.default)
+                old = out.get(name, key.default or "")
                 given = _java_split(op.value)
                 if op.op is AlterOp.APPEND:
                     items = _java_split(old) if old else []
@@ -610,7 +485,7 @@ def _java_split(text: str) -> list[str]:
     return parts
 
 
-def resolve_default(key: TopicConfigKey, broker: Mapping[str, str]
+def resolve_default(key: ConfigKey, broker: Mapping[str, str]
                     ) -> tuple[object, ConfigSource, list[ConfigSynonymValue]]:
     """A key's value without a topic override: the first of its broker synonyms that the
     broker's static config sets (scaled to milliseconds), else the first synonym's own default,
@@ -639,7 +514,7 @@ def resolve_default(key: TopicConfigKey, broker: Mapping[str, str]
             if not found:
                 chosen, found = _scaled(key, syn, syn.default), True
     if not found:
-        chosen = parse_value(key, key.default)
+        chosen = parse_value(key, key.default or "")  # every topic key has a default
     if key.synonyms:
         primary = key.synonyms[0].name
         listed = next((i for i, s in enumerate(synonyms) if s.name == primary), len(synonyms))
@@ -648,10 +523,10 @@ def resolve_default(key: TopicConfigKey, broker: Mapping[str, str]
     return chosen, source, synonyms
 
 
-def _scaled(key: TopicConfigKey, syn: Synonym, raw: str) -> object:
+def _scaled(key: ConfigKey, syn: Synonym, raw: str) -> object:
     if syn.scale == 1:
         return parse_value(replace(key, name=syn.name), raw)
-    units = parse_value(replace(key, name=syn.name, type=ConfigType.LONG, check=None), raw)
+    units = parse_value(replace(key, name=syn.name, type=ConfigType.LONG, validator=None), raw)
     assert isinstance(units, int)
     return units * syn.scale
 
@@ -669,19 +544,19 @@ def describe_config(overrides: Mapping[str, str], broker: Mapping[str, str] | No
     for name in wanted:
         key = TOPIC_CONFIG_KEYS[name]
         default, source, synonyms = resolve_default(key, broker)
-        value = render_value(key, default)
+        value = render_value(default)
         if name in overrides:
             raw = overrides[name]
             try:
-                value = render_value(key, parse_value(key, raw))
+                value = render_value(parse_value(key, raw))
             except InvalidConfig:
                 value = raw
             source = ConfigSource.TOPIC_CONFIG
             synonyms.insert(0, ConfigSynonymValue(name=name, value=value,
                                                   source=ConfigSource.TOPIC_CONFIG))
-        doc = None
-        if key.effect is not Effect.APPLIED:
-            doc = f"partctl: {key.note}" if key.note else None
+        doc = key.doc
+        if key.effect is not Effect.APPLIED and key.note:
+            doc += f" (partctl: {key.note})"
         out.append(ConfigEntry(name=name, value=value, source=source, type=key.type,
                                effect=key.effect, synonyms=tuple(synonyms),
                                documentation=doc))

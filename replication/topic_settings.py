@@ -17,7 +17,8 @@ import logging
 from collections.abc import Mapping
 from dataclasses import replace
 
-from coordinator.topic_config import TOPIC_CONFIG_KEYS, InvalidConfig, parse_value
+from coordinator.configdef import InvalidConfig, parse_value
+from coordinator.topic_config import TOPIC_CONFIG_KEYS
 from replication.config import ReplicaConfig
 
 __all__ = ["LOG_FIELDS", "topic_replica_config"]

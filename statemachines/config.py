@@ -1,4 +1,6 @@
-"""The controller's settings (Kafka's names and defaults where Kafka has them).
+"""The controller's settings (Kafka's names and defaults where Kafka has them) and its keys,
+declared once (:data:`CONTROLLER_CONFIG`): a broker's ``server.properties`` and a controller's
+``controller.properties`` read them, the reference page lists them.
 
 Apart from the controller so that the handlers, which are given the settings, do not import
 the controller to name their type."""
@@ -8,8 +10,43 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["ControllerConfig", "StandBackoff"]
+from coordinator.configdef import AtLeast, ConfigDef, ConfigKey, ConfigType, Importance
+
+__all__ = ["CONTROLLER_CONFIG", "ControllerConfig", "StandBackoff"]
+
+_HIGH = Importance.HIGH
+
+CONTROLLER_CONFIG = ConfigDef("controller", (
+    ConfigKey(name="auto.leader.rebalance.enable", type=ConfigType.BOOLEAN, default="true",
+              importance=_HIGH,
+              doc="Move leaderships back to the preferred replicas when a broker holds too "
+                  "few of its own (leader.imbalance.*)."),
+    ConfigKey(name="leader.imbalance.check.interval.seconds", type=ConfigType.LONG,
+              default="300", importance=_HIGH, validator=AtLeast(1),
+              doc="How often the controller checks the brokers' leader imbalance."),
+    ConfigKey(name="leader.imbalance.per.broker.percentage", type=ConfigType.INT,
+              default="10", importance=_HIGH, validator=AtLeast(0),
+              doc="The share of a broker's partitions led by another replica above which "
+                  "their preferred leaders are elected."),
+    ConfigKey(name="unclean.leader.election.enable", type=ConfigType.BOOLEAN,
+              default="false", importance=_HIGH,
+              doc="Let a replica outside the ISR become leader when no ISR member is alive "
+                  "(records may be lost); a topic may override it."),
+    ConfigKey(name="delete.topic.enable", type=ConfigType.BOOLEAN, default="true",
+              importance=_HIGH,
+              doc="Carry out topic deletions; false leaves them marked and pending."),
+    ConfigKey(name="partctl.controller.candidate", type=ConfigType.BOOLEAN, default="true",
+              importance=Importance.MEDIUM,
+              doc="Stand for controller; false leaves the role to the other brokers or to "
+                  "dedicated controller processes."),
+))
+"""The controller's keys, by name."""
+
+
+def _default(name: str, kind: Callable[[Any], Any]) -> Any:
+    return kind(CONTROLLER_CONFIG.default(name))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,11 +77,13 @@ class StandBackoff:
 class ControllerConfig:
     """Kafka's controller settings that apply here, with Kafka's defaults."""
 
-    leader_imbalance_check_interval_seconds: float = 300.0
-    leader_imbalance_per_broker_percentage: float = 10.0
-    auto_leader_rebalance_enable: bool = True
-    unclean_leader_election_enable: bool = False
-    delete_topic_enable: bool = True
+    leader_imbalance_check_interval_seconds: float = _default(
+        "leader.imbalance.check.interval.seconds", float)
+    leader_imbalance_per_broker_percentage: float = _default(
+        "leader.imbalance.per.broker.percentage", float)
+    auto_leader_rebalance_enable: bool = _default("auto.leader.rebalance.enable", bool)
+    unclean_leader_election_enable: bool = _default("unclean.leader.election.enable", bool)
+    delete_topic_enable: bool = _default("delete.topic.enable", bool)
     hot_standby: bool = True
     """Keep the view warm from watches while not active (else read everything on winning)."""
     view_sync_timeout: float = 5.0
@@ -58,7 +97,7 @@ class ControllerConfig:
     disabled it."""
     error_backoff: StandBackoff = field(default_factory=StandBackoff)
     """How long to hold back from standing after resigning over an unexpected error."""
-    candidate: bool = True
+    candidate: bool = _default("partctl.controller.candidate", bool)
     """Stand for controller. False: a participant that never stands (a broker process with
     ``partctl.controller.candidate=false``, leaving the role to dedicated controllers); it
     still answers a controlled shutdown with NotController, as any non-controller does."""

@@ -26,11 +26,12 @@ from coordinator.codecs import (
     encode_partition_state,
     sorted_partitions,
 )
+from coordinator.configdef import InvalidConfig, parse_value
 from coordinator.errors import BadVersion, CoordinatorError, NodeExists
 from coordinator.metadata import MetadataClient
 from coordinator.model import SetData, Stat
 from coordinator.skipped import SkippedTopics
-from coordinator.topic_config import TOPIC_CONFIG_KEYS, InvalidConfig, parse_value
+from coordinator.topic_config import TOPIC_CONFIG_KEYS
 from elections.controller_election import Fence
 from elections.leader import (
     NO_LEADER,

@@ -11,8 +11,9 @@ notification, unless ``validate_only``. A topic the metadata cache does not know
 UNKNOWN_TOPIC_OR_PARTITION; an empty topic name INVALID_REQUEST ("Default topic resources are
 not allowed.").
 
-BROKER resources: this broker's static config, as server.properties sets it (every key it reads
-that the file sets, source STATIC_BROKER_CONFIG, read-only), then its dynamic keys that are set
+BROKER resources: this broker's static config, read-only, as Kafka lists it: every key it
+declares (:mod:`broker.config_keys`), those server.properties sets as STATIC_BROKER_CONFIG, the
+others with their defaults as DEFAULT_CONFIG, each with its doc; then its dynamic keys that are set
 (:mod:`coordinator.broker_config`: the replication throttle rates, its own value as
 DYNAMIC_BROKER_CONFIG, else the cluster default's as DYNAMIC_DEFAULT_BROKER_CONFIG); an empty
 name describes the cluster's dynamic defaults alone. AlterConfigs (the whole dynamic config) and
@@ -45,11 +46,12 @@ from kio.schema.errors import ErrorCode
 
 from broker.apis import Api, BrokerServices, RequestContext
 from broker.apis.admin_support import blocking
-from broker.config import key_type
+from broker.config_keys import BROKER_CONFIG
 from broker.security import hides_value, is_sensitive
 from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
 from coordinator.admin import InvalidRequest
+from coordinator.configdef import ConfigType, InvalidConfig
 from coordinator.errors import CoordinatorError
 from coordinator.layout import validate_topic
 from coordinator.metadata import UnknownTopic
@@ -58,7 +60,6 @@ from coordinator.topic_config import (
     ConfigEntry,
     ConfigSource,
     IncrementalOp,
-    InvalidConfig,
 )
 
 __all__ = ["ALTER_CONFIGS", "APIS", "DESCRIBE_CONFIGS", "INCREMENTAL_ALTER_CONFIGS",
@@ -71,8 +72,6 @@ INCREMENTAL_ALTER_CONFIGS = 44
 TOPIC = 2
 BROKER = 4
 BROKER_LOGGER = 8
-_TYPE_IDS = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "LONG": 5, "DOUBLE": 6, "LIST": 7}
-_PASSWORD = 9
 
 
 class _Refused(Exception):
@@ -135,27 +134,38 @@ def _from_topic_entry(entry: ConfigEntry) -> _Described:
 
 
 def describe_broker(services: BrokerServices, names: list[str] | None) -> list[_Described]:
-    """This broker's static config: the keys server.properties sets, read-only; a secret one
-    (a password, a JAAS entry, a URL with credentials) with a null value and is_sensitive."""
+    """This broker's static config, read-only, as Kafka lists it: every declared key
+    (:data:`~broker.config_keys.BROKER_CONFIG`), the ones server.properties sets as
+    STATIC_BROKER_CONFIG and the others with their defaults (null where there is none) as
+    DEFAULT_CONFIG, and the TLS and SASL keys it sets; a secret one (a password, a JAAS entry,
+    a URL with credentials) with a null value and is_sensitive."""
     props, secret = services.config.properties, services.config.sensitive_keys
-    known = set(props) | secret
+    known = set(props) | secret | set(BROKER_CONFIG)
     wanted = sorted(known) if names is None else [n for n in dict.fromkeys(names)
                                                   if n in known]
     out = []
     for name in wanted:
-        source = ConfigSource.STATIC_BROKER_CONFIG.value
-        value = None if name in secret else props[name]
-        out.append(_Described(name=name, value=value, source=source,
-                              type=_type_id(name), read_only=True,
-                              synonyms=((name, value, source),), sensitive=name in secret))
+        key = BROKER_CONFIG.get(name)
+        doc = None if key is None else key.doc + (f" (partctl: {key.note})" if key.note else "")
+        if name in props or name in secret:
+            source = ConfigSource.STATIC_BROKER_CONFIG.value
+            value = None if name in secret else props[name]
+        else:
+            source = ConfigSource.DEFAULT_CONFIG.value
+            value = None if key is None else key.default
+        out.append(_Described(name=name, value=value, source=source, type=_type_id(name),
+                              read_only=True, synonyms=((name, value, source),),
+                              documentation=doc, sensitive=name in secret))
     return out
 
 
 def _type_id(name: str) -> int:
-    """Kafka's ConfigType id of a static key: PASSWORD (9) for a password or JAAS entry."""
+    """Kafka's ConfigType id of a static key: PASSWORD (9) for a password or JAAS entry;
+    0 (UNKNOWN) for a TLS or SASL key, which is not declared here."""
     if is_sensitive(name):
-        return _PASSWORD
-    return _TYPE_IDS.get(key_type(name) or "", 0)
+        return ConfigType.PASSWORD.value
+    key = BROKER_CONFIG.get(name)
+    return 0 if key is None else key.type.value
 
 
 def _describe_one(services: BrokerServices, rtype: int, name: str, keys: list[str] | None

@@ -67,12 +67,12 @@ from coordinator.assignment import (
     assign_replicas,
     start_index_for_added_partitions,
 )
+from coordinator.configdef import InvalidConfig
 from coordinator.errors import CoordinatorError
 from coordinator.layout import validate_topic
 from coordinator.metadata import AssignmentTooLarge, TopicExists, UnknownTopic
 from coordinator.topic_config import (
     ConfigEntry,
-    InvalidConfig,
     describe_config,
     validate_topic_config,
 )

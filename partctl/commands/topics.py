@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
 from coordinator.codecs import TopicPartition
+from coordinator.configdef import Effect
 from coordinator.skipped import topic_problems
-from coordinator.topic_config import ConfigSource, Effect
+from coordinator.topic_config import TOPIC_CONFIG_KEYS, ConfigSource
 from partctl.commands.common import admin
 from partctl.errors import UserError
 
@@ -212,8 +213,9 @@ def cmd_describe_config(args: argparse.Namespace, out: TextIO) -> int:
                              for s in e.synonyms)
         sensitive = str(_secret(e.name, e.value)).lower()
         line = f"  {e.name}={_shown(e.name, e.value)} sensitive={sensitive} synonyms={{{synonyms}}}"
-        if e.effect is not Effect.APPLIED:
-            line += f" ({e.documentation})"
+        key = TOPIC_CONFIG_KEYS.get(e.name)
+        if e.effect is not Effect.APPLIED and key is not None and key.note:
+            line += f" (partctl: {key.note})"
         print(line, file=out)
     return 0
 

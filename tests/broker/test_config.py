@@ -11,12 +11,13 @@ from broker.config import (
     BrokerConfig,
     ConfigError,
     Listener,
-    key_type,
     load_config,
     parse_config,
     parse_controller_config,
 )
+from broker.config_keys import BROKER_CONFIG
 from broker.properties import PropertiesError, parse_properties
+from coordinator.configdef import AtLeast, Between, ConfigType
 
 BASE = "broker.id=1\nzookeeper.connect=127.0.0.1:2181\n"
 
@@ -235,13 +236,14 @@ def test_unknown_and_unused_keys_warn_once_each() -> None:
     ("broker.id=one\nzookeeper.connect=h:1\n",
      "line 1: invalid value 'one' for broker.id: not a number of type INT"),
     ("broker.id=-1\nzookeeper.connect=h:1\n", "broker.id: must be at least 0"),
-    ("broker.id=99999999999\nzookeeper.connect=h:1\n", "broker.id: out of range for type INT"),
+    ("broker.id=99999999999\nzookeeper.connect=h:1\n", "broker.id: not a number of type INT"),
     (BASE + "zookeeper.session.timeout.ms=\n", "invalid value '' for zookeeper.session.timeout.ms"),
     (BASE + "num.partitions=0\n", "num.partitions: must be at least 1"),
     (BASE + "default.replication.factor=0\n", "default.replication.factor: must be at least 1"),
     (BASE + "min.insync.replicas=0\n", "min.insync.replicas: must be at least 1"),
     (BASE + "auto.create.topics.enable=yes\n",
-     "invalid value 'yes' for auto.create.topics.enable: expected true or false"),
+     "invalid value 'yes' for auto.create.topics.enable: expected value to be either true or "
+     "false"),
     (BASE + "log.segment.bytes=60\n", "log.segment.bytes: must be at least 61"),
     (BASE + "log.retention.ms=-2\n", "log.retention.ms: must be at least -1"),
     (BASE + "socket.request.max.bytes=0\n", "socket.request.max.bytes: must be at least 1"),
@@ -275,9 +277,9 @@ def test_unknown_and_unused_keys_warn_once_each() -> None:
     (BASE + "log.dirs=/a,/b\n", "exactly one log directory"),
     (BASE + "log.dir=\n", "log.dir: empty"),
     (BASE + "a=\\u00zz\n", "malformed"),
-    (BASE + "log.cleanup.policy=compact,shred\n", "log.cleanup.policy: shred: a policy is"),
+    (BASE + "log.cleanup.policy=compact,shred\n", "log.cleanup.policy: string must be one of: compact, delete"),
     (BASE + "log.cleaner.min.cleanable.ratio=1.5\n",
-     "log.cleaner.min.cleanable.ratio: must be between 0 and 1"),
+     "log.cleaner.min.cleanable.ratio: must be no more than 1"),
     (BASE + "log.cleaner.min.cleanable.ratio=half\n", "not a number of type DOUBLE"),
     (BASE + "remote.log.storage.system.enable=true\n",
      "remote.log.storage.system.enable: set remote.log.storage.url"),
@@ -291,7 +293,7 @@ def test_unknown_and_unused_keys_warn_once_each() -> None:
      "remote.log.manager.task.interval.ms: must be at least 1"),
     (BASE + "log.local.retention.ms=-3\n", "log.local.retention.ms: must be at least -2"),
     (BASE + "remote.log.manager.task.retry.jitter=2\n",
-     "remote.log.manager.task.retry.jitter: must be between 0 and 1"),
+     "remote.log.manager.task.retry.jitter: must be no more than 1"),
     (BASE + "remote.log.manager.task.retry.backoff.ms=900\n"
      "remote.log.manager.task.retry.backoff.max.ms=800\n",
      "remote.log.manager.task.retry.backoff.ms must be at least 0 and at most"),
@@ -355,9 +357,11 @@ def test_the_static_config_as_written_for_describe_configs() -> None:
     assert dict(config.properties) == {"broker.id": "3", "zookeeper.connect": "zk:2181",
                                        "log.retention.hours": "24", "num.io.threads": "8"}
     assert "num.io.threads" not in config.applied_properties()  # accepted, not applied
-    assert [key_type(k) for k in ("broker.id", "log.retention.ms", "delete.topic.enable",
-                                  "zookeeper.connect", "listeners", "no.such.key")] == [
-        "INT", "LONG", "BOOLEAN", "STRING", "LIST", None]
+    assert [BROKER_CONFIG[k].type.name for k in ("broker.id", "log.retention.ms",
+                                                 "delete.topic.enable", "zookeeper.connect",
+                                                 "listeners")] == [
+        "INT", "LONG", "BOOLEAN", "STRING", "LIST"]
+    assert "no.such.key" not in BROKER_CONFIG
 
 
 def test_the_readme_example_is_read_without_warnings() -> None:
@@ -408,3 +412,28 @@ def test_remote_log_storage_settings() -> None:
                                  "remote.log.storage.manager.class.name=m:C\n"
                                  "partctl.remote.log.metadata.dir=/var/meta\n").config
     assert custom.remote_log.manager_class_name == "m:C"
+
+
+_BOUNDED = sorted(name for name, key in BROKER_CONFIG.items()
+                  if isinstance(key.validator, AtLeast | Between))
+
+
+@pytest.mark.parametrize("name", _BOUNDED)
+def test_every_declared_bound_is_enforced_at_parse_time(name: str) -> None:
+    """Each key's declared validator refuses a value below its bound: one line naming the
+    file's line, the key and the bound, before anything starts."""
+    bound = BROKER_CONFIG[name].validator
+    assert isinstance(bound, AtLeast | Between)
+    below = bound.low - 1 if BROKER_CONFIG[name].type is not ConfigType.DOUBLE else -0.5
+    with pytest.raises(ConfigError) as failure:
+        parse_config(f"{BASE}{name}={below}\n")
+    message = str(failure.value)
+    assert message.startswith(f"server.properties line 3: invalid value '{below}' for {name}: "
+                              f"must be at least "), message
+    assert "\n" not in message
+
+
+def test_a_declared_validator_of_its_own_refuses_at_parse_time() -> None:
+    with pytest.raises(ConfigError, match=r"line 3: invalid value '4\.0' for "
+                                          r"inter.broker.protocol.version: partctl follows 2\.8"):
+        parse_config(BASE + "inter.broker.protocol.version=4.0\n")

@@ -11,9 +11,10 @@ from coordinator import Coordinator, layout
 from coordinator.admin import Admin, InvalidRequest
 from coordinator.codecs import BrokerInfo
 from coordinator.config_changes import ConfigChangeListener
+from coordinator.configdef import InvalidConfig
 from coordinator.errors import BadVersion
 from coordinator.metadata import MetadataClient, UnknownTopic
-from coordinator.topic_config import AlterOp, ConfigSource, IncrementalOp, InvalidConfig
+from coordinator.topic_config import AlterOp, ConfigSource, IncrementalOp
 
 
 def admin_with_topic(client: Coordinator, topic: str = "t", **config: str) -> Admin:

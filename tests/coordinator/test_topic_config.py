@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from coordinator.configdef import ConfigType, Effect, InvalidConfig
 from coordinator.topic_config import (
     TOPIC_CONFIG_KEYS,
     AlterOp,
     ConfigSource,
-    ConfigType,
-    Effect,
     IncrementalOp,
-    InvalidConfig,
     apply_incremental,
     describe_config,
     validate_topic_config,
@@ -290,8 +288,10 @@ def test_describe_sources_synonyms_and_values_in_kafkas_form() -> None:
         "false", ConfigSource.DEFAULT_CONFIG, ())
     assert not any(e.read_only or e.sensitive for e in entries.values())
     assert entries["preallocate"].documentation == (
-        "partctl: stored: segments are not preallocated")
-    assert entries["min.insync.replicas"].documentation is None
+        "Whether a new segment's file is allocated whole. "
+        "(partctl: stored: segments are not preallocated)")
+    assert entries["min.insync.replicas"].documentation == TOPIC_CONFIG_KEYS[
+        "min.insync.replicas"].doc
 
 
 def test_describe_lists_synonyms_from_the_primary_one_on_as_kafka() -> None:
