@@ -1,7 +1,7 @@
 """The documentation site builds with ``mkdocs build --strict`` (``make docs``, which CI runs),
 and ``--strict`` is what makes a broken page fail it: a link to a page that is not there, a link
 out of docs/ (into the repository beside it), an anchor no heading makes, and a page left out of
-the nav are each an error, proven here on a copy of the site with one such fault in it."""
+the nav are each an error, proven here on a copy of the site with such faults in it."""
 
 from __future__ import annotations
 
