@@ -5,6 +5,7 @@ the nav are each an error, proven here on a copy of the site with such faults in
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -68,3 +69,13 @@ def test_each_broken_link_fails_the_strict_build(tmp_path: Path) -> None:
     assert "Aborted with 4 warnings in strict mode" in said_all, said_all
     for said in [b[3] for b in BREAKS] + ["orphan.md"]:
         assert said in done.stderr, said
+
+
+def test_the_readmes_links_reach_files() -> None:
+    """The README is no page of the site, so --strict does not see its links: they are checked
+    here (every relative one names a file of the repository)."""
+    readme = (ROOT / "README.md").read_text()
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme)
+    relative = [link for link in links if "://" not in link]
+    assert len(relative) >= 10
+    assert [link for link in relative if not (ROOT / link).is_file()] == []
