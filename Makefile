@@ -30,3 +30,8 @@ lint: setup
 
 bench: setup
 	$(VENV)/bin/python benchmarks/coordinator.py
+
+# the documentation site (mkdocs.yml, docs/) in site/; --strict: a broken link fails it
+.PHONY: docs
+docs: setup
+	$(VENV)/bin/mkdocs build --strict
