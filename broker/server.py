@@ -110,7 +110,7 @@ async def _write_in_pieces(writer: asyncio.StreamWriter, data: bytes) -> None:
     """``data`` written ``_WRITE_CHUNK`` bytes at a time, draining in between. The transport
     keeps what the socket did not take in one buffer from whose front each send deletes
     (Python 3.11), which costs a move of the whole rest per send: megabytes of records from
-    remote storage written at once were moved over and over, a few times slower than sent.
+    remote storage written at once would be moved over and over.
     Each piece leaves at most a piece in that buffer."""
     if len(data) <= _WRITE_CHUNK:
         writer.write(data)

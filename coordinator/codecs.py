@@ -40,7 +40,7 @@ class TopicPartition(NamedTuple):
 
 
 def sorted_partitions(tps: Iterable[TopicPartition]) -> list[TopicPartition]:
-    """``sorted(tps)``, about three times faster for the ten thousands of a mass election:
+    """``sorted(tps)`` for the ten thousands of a mass election, cheaper:
     grouped by topic, each group ordered by partition number alone (sorting the tuples
     compares the topic names again at every step)."""
     by_topic: dict[str, list[TopicPartition]] = {}

@@ -338,8 +338,8 @@ class MemoryStore:
 
 def _version_mismatch(path: str, expected: int, found: int) -> BadVersion:
     """The error of a conditional op whose version is not the node's. The comparison itself
-    stays inline in :meth:`MemoryStore._apply_one`, the bulk-write path: a helper call per op
-    there took a fenced set from 1.68 to 1.70 us."""
+    stays inline in :meth:`MemoryStore._apply_one`, the bulk-write path, which makes no helper
+    call per op."""
     return BadVersion(path, f"version mismatch on {path}: expected {expected}, found {found}")
 
 

@@ -76,7 +76,8 @@ JUTE_MAXBUFFER = 0xFFFFF
 #: Encoded bytes of the ops in one multi: jute.maxbuffer less the frame, with a margin.
 MULTI_BYTES_LIMIT = 1_000_000
 assert MULTI_BYTES_LIMIT + FRAME_BYTES < JUTE_MAXBUFFER
-#: Bulk writes cut multis at about this size (measured: 100-300 KB chunks beat 1 MB ones).
+#: Bulk writes cut multis at about this size (chunks of a few hundred KB pipeline better than
+#: ones of a megabyte: benchmarks/coordinator.py).
 MULTI_CHUNK_TARGET = 256 << 10
 
 #: Paths in the probe that starts a bulk read, and at most in any later read-only multi.

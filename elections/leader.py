@@ -70,7 +70,7 @@ class LeaderAndIsr(NamedTuple):
     the write lands.
 
     A named tuple: the controller holds one per partition and builds two per election, ten
-    thousand at a time in a mass election, several times faster than a frozen dataclass.
+    thousand at a time in a mass election: the cheapest typed value to build.
     """
 
     leader: int

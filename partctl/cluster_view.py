@@ -181,7 +181,7 @@ def _leaders_and_isrs(md: MetadataClient, tps: list[TopicPartition]
                       ) -> dict[TopicPartition, tuple[int, tuple[int, ...]]]:
     """Leader and ISR of each partition that has a state node, in one bulk read, through the
     controller's decoder of state nodes (``MetadataClient.partition_states`` builds a node
-    object per partition, several times slower for a hundred thousand)."""
+    object per partition, too many for a hundred thousand)."""
     items = md.retry(md.coordinator.get_many,
                      [layout.partition_state(tp.topic, tp.partition) for tp in tps])
     return {tp: decode_partition_state(tp, item[0], item[1].version, _leader_and_isr)
