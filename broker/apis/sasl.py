@@ -1,10 +1,10 @@
 """SaslHandshake (key 17), SaslAuthenticate (key 36), DescribeUserScramCredentials (key 50) and
 AlterUserScramCredentials (key 51).
 
-The SASL exchange itself happens before a connection's first other request
-(:mod:`broker.server`); a SaslHandshake or SaslAuthenticate that reaches a handler came on a
-connection that is already authenticated, or on a listener without SASL, and is answered
-ILLEGAL_SASL_STATE, as Kafka's KafkaApis answers it.
+The SASL exchange itself, and re-authentication, are the connection's authenticator's
+(:mod:`broker.security.authenticator`); a SaslHandshake or SaslAuthenticate that reaches a
+handler came on a listener without SASL, and is answered ILLEGAL_SASL_STATE, as Kafka's
+KafkaApis answers it.
 
 The SCRAM credential APIs read and write ``/config/users/<user>`` on the broker's coordinator
 session (:mod:`broker.security.credentials`), with Kafka's per-user errors: a user named twice
