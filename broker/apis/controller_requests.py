@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, RequestContext, alter_partition
+from broker.apis import Api, Reply, RequestContext, alter_partition
 from broker.apis.admin_support import controller_reply
 from broker.apis.topic_ids import text_of
 from broker.controller_channel import (
@@ -57,6 +57,19 @@ from statemachines.requests import (
     UpdateMetadataPartition,
     UpdateMetadataRequest,
 )
+
+if TYPE_CHECKING:
+    from broker.apis.messages import (
+        ControlledShutdownRequest,
+        ControlledShutdownResponse,
+        LeaderAndIsrRequest,
+        LeaderAndIsrResponse,
+        StopReplicaRequest,
+        StopReplicaResponse,
+        UpdateMetadataRequest,
+        UpdateMetadataResponse,
+    )
+    from broker.apis.services import ControllerRequestServices
 
 __all__ = ["APIS", "CONTROLLER_APIS", "decode_request"]
 
@@ -160,7 +173,9 @@ def _call(network: KafkaNetwork, broker_id: int, value: BrokerRequest) -> Broker
     return deliver(handler, value)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(
+        ctx: RequestContext[ControllerRequestServices], request: LeaderAndIsrRequest | StopReplicaRequest | UpdateMetadataRequest,
+) -> Reply[LeaderAndIsrResponse | StopReplicaResponse | UpdateMetadataResponse]:
     """Keys 4 to 6: decoded here, handed to the handler thread now (keeping the order the
     frames came in), answered when it is done."""
     broker = ctx.broker
@@ -183,7 +198,9 @@ async def _answer(api_key: int, version: int, value: BrokerRequest,
     return encode_response(api_key, version, value, await done)
 
 
-def handle_controlled_shutdown(ctx: RequestContext, request: Any) -> Any:
+def handle_controlled_shutdown(
+        ctx: RequestContext[ControllerRequestServices], request: ControlledShutdownRequest,
+) -> Reply[ControlledShutdownResponse]:
     return _controlled_shutdown(ctx, request)
 
 
