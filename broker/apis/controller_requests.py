@@ -59,16 +59,7 @@ from statemachines.requests import (
 )
 
 if TYPE_CHECKING:
-    from broker.apis.messages import (
-        ControlledShutdownRequest,
-        ControlledShutdownResponse,
-        LeaderAndIsrRequest,
-        LeaderAndIsrResponse,
-        StopReplicaRequest,
-        StopReplicaResponse,
-        UpdateMetadataRequest,
-        UpdateMetadataResponse,
-    )
+    from broker.apis import messages
     from broker.apis.services import ControllerRequestServices
 
 __all__ = ["APIS", "CONTROLLER_APIS", "decode_request"]
@@ -173,9 +164,11 @@ def _call(network: KafkaNetwork, broker_id: int, value: BrokerRequest) -> Broker
     return deliver(handler, value)
 
 
-def handle(
-        ctx: RequestContext[ControllerRequestServices], request: LeaderAndIsrRequest | StopReplicaRequest | UpdateMetadataRequest,
-) -> Reply[LeaderAndIsrResponse | StopReplicaResponse | UpdateMetadataResponse]:
+def handle(ctx: RequestContext[ControllerRequestServices],
+           request: (messages.LeaderAndIsrRequest | messages.StopReplicaRequest
+                     | messages.UpdateMetadataRequest),
+           ) -> Reply[messages.LeaderAndIsrResponse | messages.StopReplicaResponse
+                      | messages.UpdateMetadataResponse]:
     """Keys 4 to 6: decoded here, handed to the handler thread now (keeping the order the
     frames came in), answered when it is done."""
     broker = ctx.broker
@@ -198,9 +191,9 @@ async def _answer(api_key: int, version: int, value: BrokerRequest,
     return encode_response(api_key, version, value, await done)
 
 
-def handle_controlled_shutdown(
-        ctx: RequestContext[ControllerRequestServices], request: ControlledShutdownRequest,
-) -> Reply[ControlledShutdownResponse]:
+def handle_controlled_shutdown(ctx: RequestContext[ControllerRequestServices],
+                               request: messages.ControlledShutdownRequest,
+                               ) -> Reply[messages.ControlledShutdownResponse]:
     return _controlled_shutdown(ctx, request)
 
 

@@ -3,8 +3,9 @@
 A handler is typed ``RequestContext[<its group's protocol>]``, so what it may reach is written
 beside it, not the whole :class:`~broker.apis.BrokerServices`; that class satisfies every one of
 these, and :class:`~broker.apis.ControllerNodeServices` those of the APIs a controller-only
-process serves (ApiVersions, ControlledShutdown, AlterPartition, AllocateProducerIds). tests/broker/test_api_services.py checks
-both. Members are read-only properties, as the services are frozen.
+process serves (ApiVersions, ControlledShutdown, AlterPartition, AllocateProducerIds):
+tests/broker/test_api_services.py checks both. Members are read-only properties, as the
+services are frozen.
 
 What a handler reads with ``getattr(..., None)`` (a member one kind of services lacks: the
 controller's ``network`` on a controller-only process) is not declared here.
@@ -204,6 +205,9 @@ class MetadataServices(TopicIdServices, Protocol):
 
     @property
     def cluster_id(self) -> str | None: ...
+
+    @property
+    def config(self) -> BrokerConfig: ...
 
     @property
     def create_topic(self) -> TopicCreator | None: ...

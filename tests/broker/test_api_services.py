@@ -1,6 +1,6 @@
 """Each API handler is typed against kio's message types and a narrow protocol of the services
 it uses (issue 30): BrokerServices satisfies every protocol, ControllerNodeServices those of the
-APIs a controller-only process serves (the controller's), and no registered handler takes or returns ``Any``."""
+APIs a controller-only process serves, and no registered handler takes or returns ``Any``."""
 
 from __future__ import annotations
 
@@ -47,13 +47,15 @@ def test_every_handler_is_typed_with_its_messages_and_services() -> None:
     with open(messages.__file__) as source:
         aliases = set(re.findall(r"^    (\w+): TypeAlias", source.read(), re.M))
     for key, api in [*default_registry().items(), *controller_registry().items()]:
-        hints = api.handle.__annotations__
+        hints = {name: re.sub(r"\s+", " ", hint.replace("messages.", "")).strip("()")
+                 for name, hint in api.handle.__annotations__.items()}
         context = re.fullmatch(r"RequestContext\[(\w+)\]", hints["ctx"])
         assert context is not None and context.group(1) in PROTOCOLS, (api.name, hints)
         assert f"{api.name}Request" in hints["request"].split(" | "), (api.name, hints)
         assert set(hints["request"].split(" | ")) <= aliases, (api.name, hints)
-        returned = re.fullmatch(r"(?:Reply\[)?(.+?)\]?", hints["return"]).group(1)
-        assert f"{api.name}Response" in returned.split(" | "), (key, api.name, hints)
+        returned = re.fullmatch(r"(?:Reply\[)?(.+?)\]?", hints["return"])
+        assert returned is not None
+        assert f"{api.name}Response" in returned.group(1).split(" | "), (key, api.name, hints)
 
 
 def _statically(broker: BrokerServices, node: ControllerNodeServices) -> None:
