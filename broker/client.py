@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import io
 import socket
-import struct
 import threading
 import time
 from collections.abc import Mapping
@@ -26,6 +25,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 
+from broker.frames import SIZE, FrameTooLarge, receive_frame
 from broker.security.client import AuthenticationFailed, Connector
 from broker.wire import build
 from broker.wire_check import read_checked
@@ -34,7 +34,6 @@ __all__ = ["API_VERSIONS", "BrokerUnreachable", "KafkaConnection"]
 
 API_VERSIONS = 18
 _API_VERSIONS_VERSION = 3  # client software name and version, flexible (KIP-511)
-_SIZE = struct.Struct(">i")
 _SOFTWARE_NAME = "partctl"
 _SOFTWARE_VERSION = "1"
 
@@ -178,16 +177,13 @@ class KafkaConnection:
             correlation_id=correlation_id, client_id=self.client_id))
         entity_writer(cls)(buffer, request)
         frame = buffer.getbuffer()
-        _SIZE.pack_into(frame, 0, len(frame) - _SIZE.size)
+        SIZE.pack_into(frame, 0, len(frame) - SIZE.size)
         try:
             sock.settimeout(timeout)
             sock.sendall(frame)
-            (size,) = _SIZE.unpack(self._read(sock, _SIZE.size))
-            if size < 0:
-                raise BrokerUnreachable(f"{self.host}:{self.port} sent a frame of size {size}")
-            data = self._read(sock, size)
-        except BrokerUnreachable:
-            raise
+            data = receive_frame(sock)
+        except FrameTooLarge as exc:
+            raise BrokerUnreachable(f"{self.host}:{self.port} sent {exc}") from exc
         except (OSError, TimeoutError) as exc:
             raise BrokerUnreachable(f"{self.host}:{self.port}: {type(exc).__name__}: "
                                     f"{exc}") from exc
@@ -202,15 +198,3 @@ class KafkaConnection:
             raise BrokerUnreachable(f"{self.host}:{self.port} answered correlation id "
                                     f"{header.correlation_id}, expected {correlation_id}")
         return body
-
-    @staticmethod
-    def _read(sock: socket.socket, n: int) -> bytes:
-        out = bytearray(n)
-        view = memoryview(out)
-        got = 0
-        while got < n:
-            chunk = sock.recv_into(view[got:], n - got)
-            if not chunk:
-                raise BrokerUnreachable(f"connection closed after {got} of {n} bytes")
-            got += chunk
-        return bytes(out)

@@ -48,6 +48,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 
+from broker.frames import SIZE, receive_frame
 from broker.security.client import Connector
 from broker.wire import build
 from broker.wire_check import read_checked
@@ -105,7 +106,6 @@ SEND_VERSIONS = {LEADER_AND_ISR: 7, UPDATE_METADATA: 8, STOP_REPLICA: 4, CONTROL
 SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 """Kafka's SecurityProtocol ids, as UpdateMetadata carries them."""
 
-_SIZE = struct.Struct(">i")
 ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -351,9 +351,8 @@ class _Connection:
             request_api_version=cls.__version__,
             correlation_id=correlation_id, client_id=self.client_id))
         head = buf.getvalue()
-        self.sock.sendall(b"".join((_SIZE.pack(len(head) + len(body)), head, body)))
-        (size,) = _SIZE.unpack(self._exact(4))
-        frame = self._exact(size)
+        self.sock.sendall(b"".join((SIZE.pack(len(head) + len(body)), head, body)))
+        frame = receive_frame(self.sock)
         response_cls = load_response_schema(int(cls.__api_key__),
                                             int(cls.__version__))
         try:
@@ -365,15 +364,6 @@ class _Connection:
             raise ConnectionError(f"correlation id {header.correlation_id}, expected "
                                   f"{correlation_id}")
         return response
-
-    def _exact(self, n: int) -> bytes:
-        out = bytearray()
-        while len(out) < n:
-            chunk = self.sock.recv(n - len(out))
-            if not chunk:
-                raise ConnectionError("connection closed by the broker")
-            out += chunk
-        return bytes(out)
 
 
 # --- the controller's channel ------------------------------------------------------------------

@@ -17,15 +17,12 @@ are sent before it closes.
 On a TLS listener (SSL, SASL_SSL) the connection is wrapped in TLS before any frame (TLS 1.2 and
 up; a client certificate as ``ssl.client.auth`` says), and the principal is the certificate's
 subject (``User:CN=...``; ``User:ANONYMOUS`` without one). On a SASL listener (SASL_PLAINTEXT,
-SASL_SSL) a connection must authenticate first, as Kafka's SaslServerAuthenticator has it:
-ApiVersions and SaslHandshake (v0 or v1) are answered, then the mechanism's tokens (in
-SaslAuthenticate requests after a v1 handshake, raw frames after v0) until the session is
-complete; any other request before that, an unknown mechanism or a failed authentication
-closes the connection (after the answer saying why), and nothing is handled. With
-``connections.max.reauth.ms`` (KIP-368) the session lasts that long: SaslAuthenticate tells the
-client, which re-authenticates on the same connection (SaslHandshake v1 and SaslAuthenticate,
-answered in order with its other requests, as the same principal); a request after the
-session's end closes the connection.
+SASL_SSL) each connection's frames are fed to its
+:class:`~broker.security.authenticator.Authenticator` (Kafka's SaslServerAuthenticator, with no
+I/O of its own), and the connection does what it answers: dispatch the request as the
+authenticated principal, send its answer (then perhaps close), send a raw token, or close.
+Before authentication the frames are read one at a time, each answered before the next is
+read; a re-authentication (KIP-368) is answered in order with the connection's other requests.
 
 A connection that neither completes a request nor receives a response for
 ``connections.max.idle.ms`` is closed, one holding part of a request too; descriptors running
@@ -48,10 +45,8 @@ import os
 import socket
 import time
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
 from typing import Any
 
-from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 
@@ -66,21 +61,12 @@ from broker.apis import (
 from broker.apis import versions as api_versions
 from broker.config import Listener
 from broker.connection_limits import expire_idle, guard_out_of_descriptors, log_failure
+from broker.frames import SIZE, FrameTooLarge, read_frame
 from broker.metrics.traffic import RequestTimes
-from broker.security.client import SASL_AUTHENTICATE, SASL_HANDSHAKE
-from broker.security.sasl import ListenerAuth, SaslFailed, SaslSession
+from broker.security.authenticator import Answer, Authenticator, Close, Dispatch, Token
+from broker.security.sasl import ListenerAuth
 from broker.security.tls import principal_of
-from broker.wire import (
-    SIZE,
-    Encoded,
-    FrameError,
-    build,
-    encode_response,
-    parse_header,
-    parse_request,
-    peek,
-    response_module,
-)
+from broker.wire import Encoded, FrameError, encode_response, parse_header, parse_request, peek
 from replication.log import LogSlice
 
 __all__ = ["MAX_IN_FLIGHT", "KafkaServer"]
@@ -93,8 +79,6 @@ MAX_IN_FLIGHT = 32
 READ_LIMIT = 1 << 20
 """The stream reader's buffer target (it pauses the socket beyond twice this)."""
 
-SASL_MAX_RECEIVE = 524_288
-"""Kafka's sasl.server.max.receive.size: the largest frame read before authentication."""
 SSL_HANDSHAKE_TIMEOUT = 10.0
 SEND_GRACE = 5.0
 """Seconds a response already being written may take to finish once its client has hung up:
@@ -139,10 +123,6 @@ class _Connection:
         self.slots = asyncio.Semaphore(MAX_IN_FLIGHT)
         self.pending: list[tuple[RequestContext | None, Any]] = []
         self.principal = ANONYMOUS
-        self.expires: float | None = None
-        """When the SASL session ends (monotonic seconds; None: with the connection)."""
-        self.reauth: SaslSession | None = None
-        self.closing_after = False
         self.sending: asyncio.Event | None = None
         """Set once the response being written (if any) is written and counted."""
         self.active = time.monotonic()
@@ -150,16 +130,18 @@ class _Connection:
         self.answering = False
         """Whether the writer waits for a handler's answer (not idle meanwhile)."""
         auth = server.security.get(listener)
-        self.auth = auth
         if auth is not None and auth.ssl_context is not None:
             self.principal = principal_of(writer.get_extra_info("peercert"))
+        self.authenticator: Authenticator | None = None
+        """The SASL state (:mod:`broker.security.authenticator`) on a SASL listener."""
+        if auth is not None and auth.sasl is not None:
+            self.authenticator = Authenticator(auth.sasl, auth.credentials, peer=self.peer,
+                                               listener=listener)
 
     async def run(self) -> None:
-        auth = self.auth
-        if auth is not None and auth.sasl is not None:
+        if self.authenticator is not None:
             try:
-                authenticated = await self._authenticate(SaslSession(auth.sasl,
-                                                                     auth.credentials))
+                authenticated = await self._authenticate(self.authenticator)
             except (ConnectionError, asyncio.IncompleteReadError):
                 authenticated = False
             if not authenticated:
@@ -210,209 +192,78 @@ class _Connection:
                 ctx.close_slices()
         self.pending.clear()
 
-    async def _frame(self, limit: int) -> bytes | None:
-        """The next frame, or None at the end of the stream or for one over ``limit``."""
+    async def _frame(self, limit: int | None) -> bytes | None:
+        """The next frame before authentication, or None at the end of the stream or for one
+        over ``limit``."""
         try:
-            head = await self.reader.readexactly(SIZE.size)
-        except (asyncio.IncompleteReadError, ConnectionError):
+            frame = await read_frame(self.reader, limit)
+        except FrameTooLarge as exc:
+            log.warning("closing %s: a request of %d bytes before authentication exceeds %s",
+                        self.peer, exc.size, limit)
             return None
-        (size,) = SIZE.unpack(head)
-        if size < 0 or size > limit:
-            log.warning("closing %s: a request of %d bytes before authentication exceeds %d",
-                        self.peer, size, limit)
-            return None
-        try:
-            frame = await self.reader.readexactly(size)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            return None
-        self.active = time.monotonic()
+        if frame is not None:
+            self.active = time.monotonic()
         return frame
 
-    async def _answer(self, correlation_id: int, response: Any) -> None:
-        await self._send(encode_response(correlation_id, response))
-
-    async def _authenticate(self, session: SaslSession) -> bool:
-        """The SASL exchange before any other request; True once authenticated (the
-        principal set), False when the connection must close."""
-        handshake: int | None = None
-        while True:
-            frame = await self._frame(SASL_MAX_RECEIVE)
+    async def _authenticate(self, authenticator: Authenticator) -> bool:
+        """The SASL exchange before any other request, fed to ``authenticator``; True once
+        authenticated (the principal set), False when the connection must close."""
+        while not authenticator.authenticated:
+            frame = await self._frame(authenticator.max_receive)
             if frame is None:
                 return False
-            if handshake == 0:  # a v0 handshake: raw tokens, framed by their size alone
-                try:
-                    token = session.step(frame)
-                except SaslFailed as exc:
-                    log.info("closing %s: SASL %s authentication failed: %s", self.peer,
-                             session.mechanism, exc)
-                    return False
-                self.writer.write(SIZE.pack(len(token)) + token)
-                await self.writer.drain()
-                self.active = time.monotonic()
-                if session.complete:
-                    return self._authenticated(session)
-                continue
-            try:
-                key, version, _ = peek(frame)
-            except FrameError:
-                return False
-            if key == api_versions.API_KEY and handshake is None:
+            step = authenticator.receive(frame, time.monotonic())
+            if isinstance(step, Dispatch):  # ApiVersions before the handshake
                 entry = self.server.dispatch(frame, self.listener, self.peer)
                 if entry is _CLOSE:
                     return False
                 ctx, result = entry
                 if inspect.isawaitable(result):
                     result = await result
-                await self._answer(ctx.correlation_id, result)
-                continue
-            if key == SASL_HANDSHAKE and handshake is None and version in (0, 1):
-                try:
-                    header, request = parse_request(frame, key, version)
-                except FrameError as exc:
-                    log.info("closing %s: %s", self.peer, exc)
+                await self._send(encode_response(ctx.correlation_id, result))
+            elif isinstance(step, Answer):
+                await self._send(encode_response(step.correlation_id, step.response))
+                if step.close:
                     return False
-                module = response_module(key, version)
-                known = session.handshake(request.mechanism)
-                await self._answer(header.correlation_id, build(
-                    module.SaslHandshakeResponse,
-                    error_code=(ErrorCode.none if known
-                                else ErrorCode.unsupported_sasl_mechanism),
-                    mechanisms=session.enabled))
-                if not known:
-                    log.info("closing %s: SASL mechanism %r is not enabled on %s", self.peer,
-                             request.mechanism[:64], self.listener)
-                    return False
-                handshake = version
-                continue
-            if key == SASL_AUTHENTICATE and handshake == 1 and 0 <= version <= 2:
-                try:
-                    header, request = parse_request(frame, key, version)
-                except FrameError as exc:
-                    log.info("closing %s: %s", self.peer, exc)
-                    return False
-                module = response_module(key, version)
-                try:
-                    token = session.step(bytes(request.auth_bytes))
-                except SaslFailed as exc:
-                    log.info("closing %s: SASL %s authentication failed: %s", self.peer,
-                             session.mechanism, exc)
-                    await self._answer(header.correlation_id, build(
-                        module.SaslAuthenticateResponse,
-                        error_code=ErrorCode.sasl_authentication_failed,
-                        error_message=str(exc), auth_bytes=b""))
-                    return False
-                await self._answer(header.correlation_id, build(
-                    module.SaslAuthenticateResponse, error_code=ErrorCode.none,
-                    error_message=None, auth_bytes=token,
-                    session_lifetime=timedelta(milliseconds=self._lifetime_ms(session))))
-                if session.complete:
-                    return self._authenticated(session)
-                continue
-            log.info("closing %s: api key %d v%d before SASL authentication on %s",
-                     self.peer, key, version, self.listener)
-            return False
-
-    def _lifetime_ms(self, session: SaslSession) -> int:
-        """The session lifetime to tell the client once ``session`` is complete:
-        ``connections.max.reauth.ms`` (KIP-368), 0 (no expiry) without it."""
-        return session.settings.reauth_ms if session.complete else 0
-
-    def _authenticated(self, session: SaslSession) -> bool:
-        assert session.principal is not None
-        self.principal = session.principal
-        lifetime = session.settings.reauth_ms
-        self.expires = time.monotonic() + lifetime / 1000 if lifetime > 0 else None
-        log.debug("%s authenticated as %s with %s", self.peer, self.principal,
-                  session.mechanism)
+            elif isinstance(step, Token):
+                self.writer.write(SIZE.pack(len(step.token)) + step.token)
+                await self.writer.drain()
+                self.active = time.monotonic()
+            else:
+                return False
+        assert authenticator.principal is not None
+        self.principal = authenticator.principal
         return True
-
-    def _reauthenticate(self, frame: bytes, key: int, version: int) -> Any:
-        """SaslHandshake (v1) and SaslAuthenticate on an authenticated connection: KIP-368's
-        re-authentication, answered in order with the other requests. The principal must
-        stay the same; a failure answers, then closes. (context, response) or ``_CLOSE``."""
-        auth = self.auth
-        assert auth is not None and auth.sasl is not None and self.server.services is not None
-        try:
-            header, request = parse_request(frame, key, version)
-        except FrameError as exc:
-            log.info("closing %s: %s", self.peer, exc)
-            return _CLOSE
-        ctx = RequestContext(self.server.services, api_key=key, api_version=version,
-                             correlation_id=header.correlation_id, client_id=header.client_id,
-                             listener=self.listener, peer=self.peer, principal=self.principal)
-        module = response_module(key, version)
-        if key == SASL_HANDSHAKE:
-            session = SaslSession(auth.sasl, auth.credentials)
-            known = version >= 1 and session.handshake(request.mechanism)
-            self.reauth = session if known else None
-            answer = build(module.SaslHandshakeResponse,
-                           error_code=(ErrorCode.none if known
-                                       else ErrorCode.unsupported_sasl_mechanism),
-                           mechanisms=session.enabled)
-            return ctx, (answer if known else self._then_close(answer))
-        session = self.reauth
-        if session is None or session.complete:
-            return ctx, self._then_close(build(
-                module.SaslAuthenticateResponse, error_code=ErrorCode.illegal_sasl_state,
-                error_message="SaslAuthenticate without a SaslHandshake", auth_bytes=b""))
-        try:
-            token = session.step(bytes(request.auth_bytes))
-            if session.complete and session.principal != self.principal:
-                raise SaslFailed(f"Cannot change principals during re-authentication from "
-                                 f"{self.principal}: {session.principal}")
-        except SaslFailed as exc:
-            log.info("closing %s: SASL re-authentication failed: %s", self.peer, exc)
-            return ctx, self._then_close(build(
-                module.SaslAuthenticateResponse, error_code=ErrorCode.sasl_authentication_failed,
-                error_message=str(exc), auth_bytes=b""))
-        if session.complete:
-            self._authenticated(session)
-            self.reauth = None
-        return ctx, build(module.SaslAuthenticateResponse, error_code=ErrorCode.none,
-                          error_message=None, auth_bytes=token,
-                          session_lifetime=timedelta(milliseconds=self._lifetime_ms(session)))
-
-    def _then_close(self, response: Any) -> Any:
-        """Send ``response``, then close the connection (after a refused authentication)."""
-        self.closing_after = True
-        return response
 
     async def _read_loop(self) -> bool:
         """Read and dispatch frames; True when the connection must close after the responses
         already due (a refused request), False at the end of the stream."""
         limit = self.server.max_request_bytes
+        authenticator = self.authenticator
         while True:
             try:
-                head = await self.reader.readexactly(SIZE.size)
-            except (asyncio.IncompleteReadError, ConnectionError):
-                return False
-            (size,) = SIZE.unpack(head)
-            if size < 0 or size > limit:
+                frame = await read_frame(self.reader, limit)
+            except FrameTooLarge as exc:
                 log.warning("closing %s: a request of %d bytes exceeds "
-                            "socket.request.max.bytes (%d)", self.peer, size, limit)
+                            "socket.request.max.bytes (%d)", self.peer, exc.size, limit)
                 return True
-            try:
-                frame = await self.reader.readexactly(size)
-            except (asyncio.IncompleteReadError, ConnectionError):
+            if frame is None:
                 return False
             self.active = time.monotonic()
             await self.slots.acquire()
-            if self.auth is not None and self.auth.sasl is not None:
-                try:
-                    key, version, _ = peek(frame)
-                except FrameError:
+            if authenticator is not None:
+                step = authenticator.receive(frame, time.monotonic())
+                if isinstance(step, Close | Token):
                     return True
-                if self.expires is not None and time.monotonic() > self.expires \
-                        and key not in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
-                    log.info("closing %s: its SASL session expired "
-                             "(connections.max.reauth.ms)", self.peer)
-                    return True
-                if key in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
-                    entry = self._reauthenticate(frame, key, version)
-                    if entry is _CLOSE:
-                        return True
-                    self.queue.put_nowait(entry)
-                    if self.closing_after:
+                if isinstance(step, Answer):  # re-authentication, answered in order
+                    assert self.server.services is not None
+                    ctx = RequestContext(self.server.services, api_key=step.api_key,
+                                         api_version=step.api_version,
+                                         correlation_id=step.correlation_id,
+                                         client_id=step.client_id, listener=self.listener,
+                                         peer=self.peer, principal=self.principal)
+                    self.queue.put_nowait((ctx, step.response))
+                    if step.close:
                         return True
                     continue
             entry = self.server.dispatch(frame, self.listener, self.peer,

@@ -31,13 +31,13 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
+from broker.frames import SIZE
 from broker.wire_check import FrameError, check_frame, check_header
 from broker.wire_schemas import EXTRA_REQUESTS, RESPONSE_AS
 from replication.log import LogSlice
 
 __all__ = [
     "HEADER_PREFIX",
-    "SIZE",
     "Encoded",
     "FrameError",
     "SGBuffer",
@@ -50,7 +50,6 @@ __all__ = [
     "response_module",
 ]
 
-SIZE = struct.Struct(">i")
 HEADER_PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
 
 

@@ -6,8 +6,9 @@ each group of APIs lives in its own module (:mod:`.versions`, :mod:`.metadata`,
 this broker handles: what ApiVersions advertises, exactly, and what the server accepts. A
 request outside them is refused the way Kafka refuses it (see :mod:`broker.server`).
 
-A handler takes the :class:`RequestContext` and the parsed request (a kio object) and returns
-the response (a kio object of the request's version), an awaitable of one when it must wait
+A handler takes the :class:`RequestContext` and the parsed request (a kio object: its type is
+its API's union of :mod:`.messages`) and returns the response (a kio object of the request's
+version), an awaitable of one when it must wait
 (acks=all, a long-poll fetch, topic creation), :data:`NO_RESPONSE` (acks=0) or
 :data:`CLOSE_CONNECTION`. It runs on the event loop: what it calls must not block.
 """
@@ -18,7 +19,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeAlias, TypeVar
 
 from broker.config import BrokerConfig
 from broker.controller_channel import KafkaNetwork
@@ -42,6 +43,7 @@ __all__ = [
     "BrokerServices",
     "ControllerNodeServices",
     "Handler",
+    "Reply",
     "RequestContext",
     "TopicCreator",
     "controller_registry",
@@ -122,16 +124,22 @@ class ControllerNodeServices:
     controller: Callable[[], Controller | None]
 
 
-class RequestContext:
+S = TypeVar("S", covariant=True)
+"""What a handler uses of the services (a protocol of :mod:`broker.apis.services`)."""
+R = TypeVar("R")
+
+
+class RequestContext(Generic[S]):
     """One request as a handler sees it. ``slices`` collects the log slices its response
     carries, which the server closes once the response is sent or dropped. ``broker`` is a
     controller-only process's :class:`ControllerNodeServices` only for the APIs of
-    :func:`controller_registry`."""
+    :func:`controller_registry`; a handler's type names the part of the services it uses
+    (``RequestContext[ProduceServices]``)."""
 
     __slots__ = ("api_key", "api_version", "broker", "client_id", "correlation_id", "listener",
                  "metric_name", "peer", "principal", "received", "slices")
 
-    def __init__(self, broker: BrokerServices | ControllerNodeServices, *, api_key: int, api_version: int,
+    def __init__(self, broker: S, *, api_key: int, api_version: int,
                  correlation_id: int, client_id: str | None, listener: str,
                  peer: str = "", principal: str = "User:ANONYMOUS") -> None:
         self.broker = broker
@@ -181,10 +189,14 @@ class RequestContext:
         self.slices.clear()
 
 
-Handler = Callable[[RequestContext, Any], Any]
-"""(context, request) -> response | Awaitable[response] | NO_RESPONSE | CLOSE_CONNECTION."""
+Reply: TypeAlias = R | Awaitable[R] | _Marker
+"""What a handler returns: its response (a kio response of the request's version), an
+awaitable of one, :data:`NO_RESPONSE` or :data:`CLOSE_CONNECTION`."""
 
-Response = Any | Awaitable[Any]
+Handler = Callable[[RequestContext[Any], Any], Reply[Any]]
+"""(context, request) -> response | Awaitable[response] | NO_RESPONSE | CLOSE_CONNECTION.
+Each handler is typed with its API's kio request and response unions
+(:mod:`broker.apis.messages`) and its group's services protocol (:mod:`broker.apis.services`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -11,11 +11,11 @@ make sense is refused on its own (INVALID_REQUEST), the others proceed.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, RequestContext
+from broker.apis import Api, Reply, RequestContext
 from broker.apis.admin_support import blocking
 from broker.security import acl_store
 from broker.security.acls import (
@@ -30,6 +30,17 @@ from broker.security.acls import (
     ResourceType,
 )
 from broker.wire import build, response_module
+
+if TYPE_CHECKING:
+    from broker.apis.messages import (
+        CreateAclsRequest,
+        CreateAclsResponse,
+        DeleteAclsRequest,
+        DeleteAclsResponse,
+        DescribeAclsRequest,
+        DescribeAclsResponse,
+    )
+    from broker.apis.services import AclServices
 
 __all__ = ["APIS", "CREATE_ACLS", "DELETE_ACLS", "DESCRIBE_ACLS", "binding_filter"]
 
@@ -63,7 +74,8 @@ def _refusal(ctx: RequestContext, operation: Operation) -> ErrorCode | None:
     return None
 
 
-def describe_acls(ctx: RequestContext, request: Any) -> Any:
+def describe_acls(ctx: RequestContext[AclServices],
+                  request: DescribeAclsRequest) -> Reply[DescribeAclsResponse]:
     module = response_module(DESCRIBE_ACLS, ctx.api_version)
 
     def answer(error: ErrorCode, message: str | None = None, resources: tuple = ()) -> Any:
@@ -92,7 +104,8 @@ def describe_acls(ctx: RequestContext, request: Any) -> Any:
     return answer(ErrorCode.none, None, resources)
 
 
-def create_acls(ctx: RequestContext, request: Any) -> Any:
+def create_acls(ctx: RequestContext[AclServices],
+                request: CreateAclsRequest) -> Reply[CreateAclsResponse]:
     return _create_acls(ctx, request)
 
 
@@ -131,7 +144,8 @@ async def _create_acls(ctx: RequestContext, request: Any) -> Any:
         build(module.AclCreationResult, error_code=e, error_message=m) for e, m in results))
 
 
-def delete_acls(ctx: RequestContext, request: Any) -> Any:
+def delete_acls(ctx: RequestContext[AclServices],
+                request: DeleteAclsRequest) -> Reply[DeleteAclsResponse]:
     return _delete_acls(ctx, request)
 
 

@@ -16,9 +16,12 @@ import asyncio
 import concurrent.futures
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from broker.apis import RequestContext
+
+if TYPE_CHECKING:
+    from broker.apis.services import LoopServices, ParkingServices
 
 __all__ = ["ADMIN_KEY", "blocking", "controller_reply", "milliseconds", "wait_for"]
 
@@ -35,12 +38,12 @@ def milliseconds(value: timedelta | int) -> int:
     return int(value)
 
 
-async def blocking(ctx: RequestContext, fn: Callable[..., T], *args: Any) -> T:
+async def blocking(ctx: RequestContext[LoopServices], fn: Callable[..., T], *args: Any) -> T:
     """``fn(*args)`` on the loop's executor: coordinator reads and writes."""
     return await ctx.broker.loop.run_in_executor(None, fn, *args)
 
 
-def wait_for(ctx: RequestContext, timeout_ms: int, ready: Callable[[], bool]
+def wait_for(ctx: RequestContext[ParkingServices], timeout_ms: int, ready: Callable[[], bool]
              ) -> asyncio.Future[bool]:
     """A future that is True as soon as ``ready()`` holds, or what ``ready()`` says at the
     timeout (False: timed out). Call on the loop."""

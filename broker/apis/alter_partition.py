@@ -22,11 +22,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, RequestContext
+from broker.apis import Api, Reply, RequestContext
 from broker.apis.admin_support import controller_reply
 from broker.apis.topic_ids import text_of
 from broker.controller_channel import topic_uuid
@@ -37,6 +37,15 @@ from elections.controller_election import NotController
 from statemachines import events as ev
 from statemachines.errors import StaleBrokerEpoch
 from statemachines.handlers.alter_partition import AlterPartitionResult
+
+if TYPE_CHECKING:
+    from broker.apis.messages import (
+        AllocateProducerIdsRequest,
+        AllocateProducerIdsResponse,
+        AlterPartitionRequest,
+        AlterPartitionResponse,
+    )
+    from broker.apis.services import AlterPartitionServices
 
 __all__ = ["ALLOCATE_PRODUCER_IDS", "ALTER_PARTITION", "APIS"]
 
@@ -92,7 +101,8 @@ def _alter_answer(version: int, code: ErrorCode,
         for t, parts in topics.items()))
 
 
-def handle_alter_partition(ctx: RequestContext, request: Any) -> Any:
+def handle_alter_partition(ctx: RequestContext[AlterPartitionServices],
+                           request: AlterPartitionRequest) -> Reply[AlterPartitionResponse]:
     return _alter_partition(ctx, request)
 
 
@@ -115,7 +125,9 @@ async def _alter_partition(ctx: RequestContext, request: Any) -> Any:
     return _alter_answer(version, ErrorCode.none, results)
 
 
-def handle_allocate_producer_ids(ctx: RequestContext, request: Any) -> Any:
+def handle_allocate_producer_ids(
+        ctx: RequestContext[AlterPartitionServices], request: AllocateProducerIdsRequest,
+) -> Reply[AllocateProducerIdsResponse]:
     return _allocate_producer_ids(ctx, request)
 
 

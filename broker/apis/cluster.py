@@ -14,13 +14,17 @@ in version 0).
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, RequestContext
+from broker.apis import Api, Reply, RequestContext
 from broker.security.acls import SUPPORTED_OPERATIONS, Operation, ResourceType
 from broker.wire import build, response_module
+
+if TYPE_CHECKING:
+    from broker.apis.messages import DescribeClusterRequest, DescribeClusterResponse
+    from broker.apis.services import ClusterServices
 
 __all__ = ["API_KEY", "APIS", "CLUSTER_OPERATIONS", "NOT_ASKED", "cluster_operations"]
 
@@ -40,7 +44,8 @@ def cluster_operations(ctx: RequestContext) -> int:
     return ctx.authorized_operations(ResourceType.CLUSTER)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext[ClusterServices],
+           request: DescribeClusterRequest) -> Reply[DescribeClusterResponse]:
     version = ctx.api_version
     module = response_module(API_KEY, version)
     endpoint_type = getattr(request, "endpoint_type", BROKER_ENDPOINT)

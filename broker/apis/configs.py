@@ -40,11 +40,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, BrokerServices, RequestContext
+from broker.apis import Api, Reply, RequestContext
 from broker.apis.admin_support import blocking
 from broker.config_keys import BROKER_CONFIG
 from broker.security import hides_value, is_sensitive
@@ -61,6 +61,17 @@ from coordinator.topic_config import (
     ConfigSource,
     IncrementalOp,
 )
+
+if TYPE_CHECKING:
+    from broker.apis.messages import (
+        AlterConfigsRequest,
+        AlterConfigsResponse,
+        DescribeConfigsRequest,
+        DescribeConfigsResponse,
+        IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse,
+    )
+    from broker.apis.services import ConfigServices
 
 __all__ = ["ALTER_CONFIGS", "APIS", "DESCRIBE_CONFIGS", "INCREMENTAL_ALTER_CONFIGS",
            "describe_broker"]
@@ -83,7 +94,7 @@ class _Refused(Exception):
         self.message = message
 
 
-def _broker_id(services: BrokerServices, name: str, *, empty_ok: bool) -> int | None:
+def _broker_id(services: ConfigServices, name: str, *, empty_ok: bool) -> int | None:
     """The broker a BROKER resource names: None for the cluster's defaults (an empty name)."""
     if not name:
         if empty_ok:
@@ -133,7 +144,7 @@ def _from_topic_entry(entry: ConfigEntry) -> _Described:
                       sensitive=hides_value(entry.name, entry.value))
 
 
-def describe_broker(services: BrokerServices, names: list[str] | None) -> list[_Described]:
+def describe_broker(services: ConfigServices, names: list[str] | None) -> list[_Described]:
     """This broker's static config, read-only, as Kafka lists it: every declared key
     (:data:`~broker.config_keys.BROKER_CONFIG`), the ones server.properties sets as
     STATIC_BROKER_CONFIG and the others with their defaults (null where there is none) as
@@ -168,7 +179,7 @@ def _type_id(name: str) -> int:
     return 0 if key is None else key.type.value
 
 
-def _describe_one(services: BrokerServices, rtype: int, name: str, keys: list[str] | None
+def _describe_one(services: ConfigServices, rtype: int, name: str, keys: list[str] | None
                   ) -> list[_Described]:
     """One resource's entries (blocking: a topic's config is read from the coordinator)."""
     if rtype == TOPIC:
@@ -199,7 +210,7 @@ def _describe_one(services: BrokerServices, rtype: int, name: str, keys: list[st
     raise _Refused(ErrorCode.invalid_request, f"Unsupported resource type: {rtype}")
 
 
-def _describe_all(services: BrokerServices, resources: list[tuple[int, str, list[str] | None]]
+def _describe_all(services: ConfigServices, resources: list[tuple[int, str, list[str] | None]]
                   ) -> list[tuple[ErrorCode, str | None, list[_Described]]]:
     out = []
     for rtype, name, keys in resources:
@@ -223,7 +234,8 @@ def _denied(ctx: RequestContext, operation: Operation, rtype: int, name: str
     return None
 
 
-def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
+def handle_describe_configs(ctx: RequestContext[ConfigServices],
+                            request: DescribeConfigsRequest) -> Reply[DescribeConfigsResponse]:
     return _describe_configs(ctx, request)
 
 
@@ -291,7 +303,7 @@ def _preprocess(resources: list[Any], incremental: bool) -> dict[int, _Refused]:
     return refused
 
 
-def _alter_one(services: BrokerServices, resource: Any, incremental: bool,
+def _alter_one(services: ConfigServices, resource: Any, incremental: bool,
                validate_only: bool) -> None:
     """One resource's change (blocking); raises _Refused."""
     rtype, name = resource.resource_type, resource.resource_name
@@ -329,7 +341,7 @@ def _alter_one(services: BrokerServices, resource: Any, incremental: bool,
         raise _Refused(ErrorCode.invalid_request, str(exc)) from None
 
 
-def _alter_broker(services: BrokerServices, broker: int | None, resource: Any,
+def _alter_broker(services: ConfigServices, broker: int | None, resource: Any,
                   incremental: bool, validate_only: bool) -> None:
     """A broker resource's dynamic config change (blocking); raises _Refused."""
     admin = services.admin
@@ -350,7 +362,7 @@ def _alter_broker(services: BrokerServices, broker: int | None, resource: Any,
         raise _Refused(ErrorCode.invalid_request, str(exc)) from None
 
 
-def _alter_all(services: BrokerServices, resources: list[Any], incremental: bool,
+def _alter_all(services: ConfigServices, resources: list[Any], incremental: bool,
                validate_only: bool) -> list[_Refused | None]:
     refused = _preprocess(resources, incremental)
     out: list[_Refused | None] = []
@@ -389,11 +401,14 @@ async def _alter(ctx: RequestContext, request: Any, incremental: bool) -> Any:
     return build(response, throttle_time=timedelta(0), responses=results)
 
 
-def handle_alter_configs(ctx: RequestContext, request: Any) -> Any:
+def handle_alter_configs(ctx: RequestContext[ConfigServices],
+                         request: AlterConfigsRequest) -> Reply[AlterConfigsResponse]:
     return _alter(ctx, request, incremental=False)
 
 
-def handle_incremental_alter_configs(ctx: RequestContext, request: Any) -> Any:
+def handle_incremental_alter_configs(
+        ctx: RequestContext[ConfigServices], request: IncrementalAlterConfigsRequest,
+) -> Reply[IncrementalAlterConfigsResponse]:
     return _alter(ctx, request, incremental=True)
 
 

@@ -24,17 +24,26 @@ from __future__ import annotations
 import asyncio
 import re
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, RequestContext
+from broker.apis import Api, Reply, RequestContext
 from broker.apis.cluster import NOT_ASKED
 from broker.apis.topic_ids import ensure_topic_ids
 from broker.groups.consumer_coordinator import HeartbeatRequest, HeartbeatResult
 from broker.groups.consumer_group import STATIC_LEAVE_EPOCH, regex_matches
 from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
+
+if TYPE_CHECKING:
+    from broker.apis.messages import (
+        ConsumerGroupDescribeRequest,
+        ConsumerGroupDescribeResponse,
+        ConsumerGroupHeartbeatRequest,
+        ConsumerGroupHeartbeatResponse,
+    )
+    from broker.apis.services import ConsumerGroupServices
 
 __all__ = ["APIS"]
 
@@ -84,7 +93,9 @@ def _ms(value: timedelta | int) -> int:
     return int(value.total_seconds() * 1000) if isinstance(value, timedelta) else int(value)
 
 
-def consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
+def consumer_group_heartbeat(
+        ctx: RequestContext[ConsumerGroupServices], request: ConsumerGroupHeartbeatRequest,
+) -> Reply[ConsumerGroupHeartbeatResponse]:
     module = response_module(CONSUMER_GROUP_HEARTBEAT, ctx.api_version)
     groups = getattr(ctx.broker, "groups", None)
 
@@ -152,7 +163,9 @@ def consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
     return asyncio.ensure_future(run())
 
 
-def consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
+def consumer_group_describe(
+        ctx: RequestContext[ConsumerGroupServices], request: ConsumerGroupDescribeRequest,
+) -> Reply[ConsumerGroupDescribeResponse]:
     module = response_module(CONSUMER_GROUP_DESCRIBE, ctx.api_version)
     groups = getattr(ctx.broker, "groups", None)
     described = []

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, RequestContext, alter_partition
+from broker.apis import Api, Reply, RequestContext, alter_partition
 from broker.apis.admin_support import controller_reply
 from broker.apis.topic_ids import text_of
 from broker.controller_channel import (
@@ -57,6 +57,10 @@ from statemachines.requests import (
     UpdateMetadataPartition,
     UpdateMetadataRequest,
 )
+
+if TYPE_CHECKING:
+    from broker.apis import messages
+    from broker.apis.services import ControllerRequestServices
 
 __all__ = ["APIS", "CONTROLLER_APIS", "decode_request"]
 
@@ -160,7 +164,11 @@ def _call(network: KafkaNetwork, broker_id: int, value: BrokerRequest) -> Broker
     return deliver(handler, value)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext[ControllerRequestServices],
+           request: (messages.LeaderAndIsrRequest | messages.StopReplicaRequest
+                     | messages.UpdateMetadataRequest),
+           ) -> Reply[messages.LeaderAndIsrResponse | messages.StopReplicaResponse
+                      | messages.UpdateMetadataResponse]:
     """Keys 4 to 6: decoded here, handed to the handler thread now (keeping the order the
     frames came in), answered when it is done."""
     broker = ctx.broker
@@ -183,7 +191,9 @@ async def _answer(api_key: int, version: int, value: BrokerRequest,
     return encode_response(api_key, version, value, await done)
 
 
-def handle_controlled_shutdown(ctx: RequestContext, request: Any) -> Any:
+def handle_controlled_shutdown(ctx: RequestContext[ControllerRequestServices],
+                               request: messages.ControlledShutdownRequest,
+                               ) -> Reply[messages.ControlledShutdownResponse]:
     return _controlled_shutdown(ctx, request)
 
 

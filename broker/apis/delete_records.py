@@ -22,16 +22,20 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, RequestContext
+from broker.apis import Api, Reply, RequestContext
 from broker.purgatory import delete_records_key
 from broker.security.acls import Operation, ResourceType
 from broker.wire import build, error_code, response_module
 from coordinator.codecs import TopicPartition
 from replication.errors import StorageError
+
+if TYPE_CHECKING:
+    from broker.apis.messages import DeleteRecordsRequest, DeleteRecordsResponse
+    from broker.apis.services import DeleteRecordsServices
 
 __all__ = ["API_KEY", "APIS", "INTERNAL_TOPICS"]
 
@@ -90,7 +94,8 @@ def _settle(ctx: RequestContext, tp: TopicPartition, status: _Status) -> None:
         status.error, status.required, status.low_watermark = ErrorCode.none, -1, lw
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext[DeleteRecordsServices],
+           request: DeleteRecordsRequest) -> Reply[DeleteRecordsResponse]:
     answers: list[tuple[str, list[tuple[TopicPartition, _Status]]]] = []
     for topic in request.topics:
         statuses: list[tuple[TopicPartition, _Status]] = []

@@ -18,17 +18,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, RequestContext
+from broker.apis import Api, Reply, RequestContext
 from broker.apis.admin_support import controller_reply, milliseconds, wait_for
 from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
 from coordinator.codecs import TopicPartition
 from elections.controller_election import NotController
 from statemachines.handlers.elect_leaders import AdminElectionResult
+
+if TYPE_CHECKING:
+    from broker.apis.messages import ElectLeadersRequest, ElectLeadersResponse
+    from broker.apis.services import ElectionServices
 
 __all__ = ["API_KEY", "APIS"]
 
@@ -38,7 +42,8 @@ PREFERRED, UNCLEAN = 0, 1
 _Answer = tuple[ErrorCode, str | None]
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext[ElectionServices],
+           request: ElectLeadersRequest) -> Reply[ElectLeadersResponse]:
     return _elect(ctx, request)
 
 

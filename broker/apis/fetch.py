@@ -62,11 +62,11 @@ from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, RequestContext
+from broker.apis import Api, Reply, RequestContext
 from broker.apis.topic_ids import ensure_topic_ids
 from broker.metadata_cache import MetadataSnapshot
 from broker.purgatory import delete_records_key
@@ -77,6 +77,10 @@ from replication.errors import OffsetOutOfRangeError, StorageError
 from replication.log import LogSlice
 from replication.partition import Partition, Role
 from replication.tiered import RemoteStorageError
+
+if TYPE_CHECKING:
+    from broker.apis.messages import FetchRequest, FetchResponse
+    from broker.apis.services import FetchServices
 
 __all__ = ["APIS", "API_KEY", "CONSUMER_METRIC", "FOLLOWER_METRIC", "PartitionRead", "check_epoch",
            "leader_partition"]
@@ -251,7 +255,7 @@ def _replica_id(request: Any) -> int:
     return state.replica_id if state is not None else request.replica_id
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext[FetchServices], request: FetchRequest) -> Reply[FetchResponse]:
     version = ctx.api_version
     ctx.metric_name = FOLLOWER_METRIC if _replica_id(request) >= 0 else CONSUMER_METRIC
     if version >= 7 and request.session_epoch not in _FULL_EPOCHS:

@@ -24,11 +24,11 @@ import asyncio
 import dataclasses
 import logging
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, RequestContext
+from broker.apis import Api, Reply, RequestContext
 from broker.apis.admin_support import blocking, milliseconds
 from broker.apis.cluster import NOT_ASKED
 from broker.groups.coordinator import OFFSETS_TOPIC, GroupCoordinator
@@ -42,6 +42,33 @@ from coordinator.assignment import assign_replicas
 from coordinator.codecs import TopicPartition
 from coordinator.errors import CoordinatorError
 from coordinator.metadata import TopicExists
+
+if TYPE_CHECKING:
+    from broker.apis.messages import (
+        DeleteGroupsRequest,
+        DeleteGroupsResponse,
+        DescribeGroupsRequest,
+        DescribeGroupsResponse,
+        FindCoordinatorRequest,
+        FindCoordinatorResponse,
+        HeartbeatRequest,
+        HeartbeatResponse,
+        JoinGroupRequest,
+        JoinGroupResponse,
+        LeaveGroupRequest,
+        LeaveGroupResponse,
+        ListGroupsRequest,
+        ListGroupsResponse,
+        OffsetCommitRequest,
+        OffsetCommitResponse,
+        OffsetDeleteRequest,
+        OffsetDeleteResponse,
+        OffsetFetchRequest,
+        OffsetFetchResponse,
+        SyncGroupRequest,
+        SyncGroupResponse,
+    )
+    from broker.apis.services import GroupServices
 
 __all__ = ["APIS"]
 
@@ -147,7 +174,8 @@ def _create_offsets_topic(ctx: RequestContext, groups: GroupCoordinator) -> None
     groups.creating = asyncio.ensure_future(run())
 
 
-def find_coordinator(ctx: RequestContext, request: Any) -> Any:
+def find_coordinator(ctx: RequestContext[GroupServices],
+                     request: FindCoordinatorRequest) -> Reply[FindCoordinatorResponse]:
     module = response_module(FIND_COORDINATOR, ctx.api_version)
     key_type = getattr(request, "key_type", GROUP_KEY)
     keys = [request.key] if ctx.api_version < 4 else list(request.coordinator_keys)
@@ -189,7 +217,8 @@ def _client_host(ctx: RequestContext) -> str:
     return f"/{host}"
 
 
-def join_group(ctx: RequestContext, request: Any) -> Any:
+def join_group(ctx: RequestContext[GroupServices],
+               request: JoinGroupRequest) -> Reply[JoinGroupResponse]:
     module = response_module(JOIN_GROUP, ctx.api_version)
     version = ctx.api_version
     groups = _groups(ctx)
@@ -252,7 +281,8 @@ def _then(future: asyncio.Future, fn: Any) -> Any:
     return answer
 
 
-def sync_group(ctx: RequestContext, request: Any) -> Any:
+def sync_group(ctx: RequestContext[GroupServices],
+               request: SyncGroupRequest) -> Reply[SyncGroupResponse]:
     module = response_module(SYNC_GROUP, ctx.api_version)
     groups = _groups(ctx)
 
@@ -275,7 +305,8 @@ def sync_group(ctx: RequestContext, request: Any) -> Any:
     return _then(future, answer)
 
 
-def heartbeat(ctx: RequestContext, request: Any) -> Any:
+def heartbeat(ctx: RequestContext[GroupServices],
+              request: HeartbeatRequest) -> Reply[HeartbeatResponse]:
     module = response_module(HEARTBEAT, ctx.api_version)
     groups = _groups(ctx)
     error = ErrorCode.coordinator_not_available if groups is None else \
@@ -287,7 +318,8 @@ def heartbeat(ctx: RequestContext, request: Any) -> Any:
     return build(module.HeartbeatResponse, throttle_time=_ZERO, error_code=error)
 
 
-def leave_group(ctx: RequestContext, request: Any) -> Any:
+def leave_group(ctx: RequestContext[GroupServices],
+                request: LeaveGroupRequest) -> Reply[LeaveGroupResponse]:
     module = response_module(LEAVE_GROUP, ctx.api_version)
     groups = _groups(ctx)
     batched = ctx.api_version >= 3
@@ -315,7 +347,8 @@ def leave_group(ctx: RequestContext, request: Any) -> Any:
 # --- OffsetCommit, OffsetFetch, OffsetDelete --------------------------------------------------
 
 
-def offset_commit(ctx: RequestContext, request: Any) -> Any:
+def offset_commit(ctx: RequestContext[GroupServices],
+                  request: OffsetCommitRequest) -> Reply[OffsetCommitResponse]:
     module = response_module(OFFSET_COMMIT, ctx.api_version)
     version = ctx.api_version
     groups = _groups(ctx)
@@ -417,7 +450,8 @@ def _fetch_one(ctx: RequestContext, group_id: str, topics: Any | None,
     return error, list(by_topic.items())
 
 
-def offset_fetch(ctx: RequestContext, request: Any) -> Any:
+def offset_fetch(ctx: RequestContext[GroupServices],
+                 request: OffsetFetchRequest) -> Reply[OffsetFetchResponse]:
     version = ctx.api_version
     module = response_module(OFFSET_FETCH, version)
 
@@ -452,7 +486,8 @@ def offset_fetch(ctx: RequestContext, request: Any) -> Any:
                               for t, ps in topics))
 
 
-def offset_delete(ctx: RequestContext, request: Any) -> Any:
+def offset_delete(ctx: RequestContext[GroupServices],
+                  request: OffsetDeleteRequest) -> Reply[OffsetDeleteResponse]:
     module = response_module(OFFSET_DELETE, ctx.api_version)
     groups = _groups(ctx)
     snap = ctx.broker.metadata.snapshot
@@ -485,7 +520,8 @@ def offset_delete(ctx: RequestContext, request: Any) -> Any:
 # --- DescribeGroups, ListGroups, DeleteGroups -------------------------------------------------
 
 
-def describe_groups(ctx: RequestContext, request: Any) -> Any:
+def describe_groups(ctx: RequestContext[GroupServices],
+                    request: DescribeGroupsRequest) -> Reply[DescribeGroupsResponse]:
     module = response_module(DESCRIBE_GROUPS, ctx.api_version)
     groups = _groups(ctx)
     described = []
@@ -520,7 +556,8 @@ def describe_groups(ctx: RequestContext, request: Any) -> Any:
     return build(module.DescribeGroupsResponse, throttle_time=_ZERO, groups=tuple(described))
 
 
-def list_groups(ctx: RequestContext, request: Any) -> Any:
+def list_groups(ctx: RequestContext[GroupServices],
+                request: ListGroupsRequest) -> Reply[ListGroupsResponse]:
     module = response_module(LIST_GROUPS, ctx.api_version)
     groups = _groups(ctx)
     if groups is None:
@@ -544,7 +581,8 @@ def list_groups(ctx: RequestContext, request: Any) -> Any:
                  groups=listed)
 
 
-def delete_groups(ctx: RequestContext, request: Any) -> Any:
+def delete_groups(ctx: RequestContext[GroupServices],
+                  request: DeleteGroupsRequest) -> Reply[DeleteGroupsResponse]:
     module = response_module(DELETE_GROUPS, ctx.api_version)
     names = list(request.groups_names)
     groups = _groups(ctx)

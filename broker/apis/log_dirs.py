@@ -21,7 +21,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterable
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
@@ -31,13 +31,17 @@ from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
 from coordinator.codecs import TopicPartition
 
+if TYPE_CHECKING:
+    from broker.apis.messages import DescribeLogDirsRequest, DescribeLogDirsResponse
+    from broker.apis.services import LogDirServices
+
 __all__ = ["API_KEY", "APIS", "remote_tier_name"]
 
 API_KEY = 35
 UNKNOWN_BYTES = -1
 
 
-def remote_tier_name(services: BrokerServices) -> str | None:
+def remote_tier_name(services: LogDirServices) -> str | None:
     """The ``log_dir`` the remote tier is reported under; None when this broker tiers
     nothing."""
     remote = services.config.remote_log
@@ -54,7 +58,7 @@ def _wanted(request: Any, hosted: Iterable[TopicPartition]) -> list[TopicPartiti
                    for p in t.partitions} & hosted)
 
 
-def _describe(services: BrokerServices, request: Any, version: int) -> Any:
+def _describe(services: LogDirServices, request: Any, version: int) -> Any:
     module = response_module(API_KEY, version)
     rm = services.replica_manager
     partitions = rm.partitions()
@@ -98,7 +102,8 @@ def _describe(services: BrokerServices, request: Any, version: int) -> Any:
                  error_code=ErrorCode.none, results=tuple(results))
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext[LogDirServices],
+                 request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
     services = ctx.broker
     assert isinstance(services, BrokerServices)
     if not ctx.authorized(Operation.DESCRIBE, ResourceType.CLUSTER):  # as Kafka's: no dirs

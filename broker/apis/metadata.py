@@ -30,11 +30,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import CLOSE_CONNECTION, Api, RequestContext
+from broker.apis import CLOSE_CONNECTION, Api, Reply, RequestContext
 from broker.apis.cluster import NOT_ASKED, cluster_operations
 from broker.apis.topic_ids import ZERO, ensure_topic_ids
 from broker.metadata_cache import MetadataSnapshot
@@ -42,6 +42,10 @@ from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
 from coordinator.layout import validate_topic
 from statemachines.requests import LiveBroker
+
+if TYPE_CHECKING:
+    from broker.apis.messages import MetadataRequest, MetadataResponse
+    from broker.apis.services import MetadataServices
 
 __all__ = ["APIS", "API_KEY"]
 
@@ -130,7 +134,8 @@ def _legal(name: str) -> bool:
     return True
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext[MetadataServices],
+           request: MetadataRequest) -> Reply[MetadataResponse]:
     broker = ctx.broker
     version = ctx.api_version
     if _bad_ids(request, version):

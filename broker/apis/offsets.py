@@ -38,11 +38,11 @@ import logging
 from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, RequestContext
+from broker.apis import Api, Reply, RequestContext
 from broker.apis.fetch import check_epoch, leader_partition
 from broker.security.acls import Operation, ResourceType
 from broker.wire import build, error_code, response_module
@@ -53,6 +53,15 @@ from replication.protocol import EpochAnswer
 from replication.protocol import ErrorCode as DataErrorCode
 from replication.records import find_record
 from replication.tiered import RemoteStorageError
+
+if TYPE_CHECKING:
+    from broker.apis.messages import (
+        ListOffsetsRequest,
+        ListOffsetsResponse,
+        OffsetForLeaderEpochRequest,
+        OffsetForLeaderEpochResponse,
+    )
+    from broker.apis.services import OffsetServices
 
 __all__ = ["APIS", "LIST_OFFSETS", "OFFSET_FOR_LEADER_EPOCH"]
 
@@ -193,7 +202,8 @@ class _RemoteSearch:
 _Topics = list[tuple[str, list[tuple[int, _Answer | _RemoteSearch]]]]
 
 
-def list_offsets(ctx: RequestContext, request: Any) -> Any:
+def list_offsets(ctx: RequestContext[OffsetServices],
+                 request: ListOffsetsRequest) -> Reply[ListOffsetsResponse]:
     isolated = request.replica_id == CONSUMER
     described: dict[str, bool] = {}
     topics: _Topics = []
@@ -239,7 +249,9 @@ def _list_response(ctx: RequestContext, topics: _Topics) -> Any:
         for name, answers in topics))
 
 
-def offset_for_leader_epoch(ctx: RequestContext, request: Any) -> Any:
+def offset_for_leader_epoch(
+        ctx: RequestContext[OffsetServices], request: OffsetForLeaderEpochRequest,
+) -> Reply[OffsetForLeaderEpochResponse]:
     module = response_module(OFFSET_FOR_LEADER_EPOCH, ctx.api_version)
     rm = ctx.broker.replica_manager
     snap = ctx.broker.metadata.snapshot

@@ -24,11 +24,11 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import Future
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import CLOSE_CONNECTION, NO_RESPONSE, Api, RequestContext
+from broker.apis import CLOSE_CONNECTION, NO_RESPONSE, Api, Reply, RequestContext
 from broker.security.acls import Operation, ResourceType
 from broker.wire import build, error_code, response_module
 from coordinator.codecs import TopicPartition
@@ -42,6 +42,10 @@ from replication.records import (
     MAGIC_OFFSET,
     MAGIC_V2,
 )
+
+if TYPE_CHECKING:
+    from broker.apis.messages import ProduceRequest, ProduceResponse
+    from broker.apis.services import ProduceServices
 
 __all__ = ["APIS", "API_KEY", "INTERNAL_TOPICS", "check_records"]
 
@@ -79,7 +83,7 @@ def check_records(records: bytes | None, version: int, max_message_bytes: int,
     return ErrorCode.none
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext[ProduceServices], request: ProduceRequest) -> Reply[ProduceResponse]:
     broker = ctx.broker
     rm = broker.replica_manager
     snap = broker.metadata.snapshot

@@ -25,14 +25,18 @@ says what is true here; clients retry it until their own timeout and then fail.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, RequestContext
+from broker.apis import Api, Reply, RequestContext
 from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
 from replication.producer_ids import ProducerIdAndEpoch, ProducerIdsUnavailable
+
+if TYPE_CHECKING:
+    from broker.apis.messages import InitProducerIdRequest, InitProducerIdResponse
+    from broker.apis.services import ProducerIdServices
 
 __all__ = ["APIS", "API_KEY"]
 
@@ -50,7 +54,8 @@ def _answer(ctx: RequestContext, error: ErrorCode, producer_id: int = NO_PRODUCE
                  producer_id=producer_id, producer_epoch=epoch)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext[ProducerIdServices],
+           request: InitProducerIdRequest) -> Reply[InitProducerIdResponse]:
     given_id = getattr(request, "producer_id", NO_PRODUCER_ID)
     given_epoch = getattr(request, "producer_epoch", NO_PRODUCER_EPOCH)
     if (given_id == NO_PRODUCER_ID) != (given_epoch == NO_PRODUCER_EPOCH):

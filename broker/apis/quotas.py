@@ -17,7 +17,7 @@ values (SCRAM credentials and other keys of the node left out).
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
@@ -29,12 +29,17 @@ from coordinator.client_quotas import FilterComponent, check_filter, describe_qu
 from coordinator.errors import CoordinatorError
 from coordinator.metadata import MetadataClient
 
+if TYPE_CHECKING:
+    from broker.apis.messages import DescribeClientQuotasRequest, DescribeClientQuotasResponse
+    from broker.apis.services import AdminServices
+
 __all__ = ["APIS", "DESCRIBE_CLIENT_QUOTAS"]
 
 DESCRIBE_CLIENT_QUOTAS = 48
 
 
-async def _describe(ctx: RequestContext, request: Any) -> Any:
+async def _describe(ctx: RequestContext[AdminServices],
+                    request: DescribeClientQuotasRequest) -> DescribeClientQuotasResponse:
     module = response_module(DESCRIBE_CLIENT_QUOTAS, ctx.api_version)
 
     def answer(code: ErrorCode, message: str | None, entries: tuple[Any, ...] | None) -> Any:

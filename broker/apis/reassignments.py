@@ -36,11 +36,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, RequestContext
+from broker.apis import Api, Reply, RequestContext
 from broker.apis.admin_support import blocking
 from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
@@ -49,6 +49,15 @@ from coordinator.admin import Admin
 from coordinator.codecs import TopicAssignment, TopicPartition, encode_reassignment
 from coordinator.errors import BadVersion, CoordinatorError, NodeExists, NoNode
 from coordinator.skipped import readable_assignments
+
+if TYPE_CHECKING:
+    from broker.apis.messages import (
+        AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse,
+        ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsResponse,
+    )
+    from broker.apis.services import AdminServices
 
 __all__ = ["ALTER", "APIS", "LIST", "Moving", "moving_partition"]
 
@@ -147,7 +156,9 @@ def _alter(admin: Admin, requested: Mapping[TopicPartition, tuple[int, ...] | No
                  f"{layout.REASSIGN_PARTITIONS} kept changing; try again") for tp in requested}
 
 
-def handle_alter(ctx: RequestContext, request: Any) -> Any:
+def handle_alter(
+        ctx: RequestContext[AdminServices], request: AlterPartitionReassignmentsRequest,
+) -> Reply[AlterPartitionReassignmentsResponse]:
     return _alter_reassignments(ctx, request)
 
 
@@ -199,7 +210,9 @@ def _list(admin: Admin, wanted: Mapping[str, tuple[int, ...]] | None
     return out
 
 
-def handle_list(ctx: RequestContext, request: Any) -> Any:
+def handle_list(
+        ctx: RequestContext[AdminServices], request: ListPartitionReassignmentsRequest,
+) -> Reply[ListPartitionReassignmentsResponse]:
     return _list_reassignments(ctx, request)
 
 

@@ -1,10 +1,10 @@
 """SaslHandshake (key 17), SaslAuthenticate (key 36), DescribeUserScramCredentials (key 50) and
 AlterUserScramCredentials (key 51).
 
-The SASL exchange itself happens before a connection's first other request
-(:mod:`broker.server`); a SaslHandshake or SaslAuthenticate that reaches a handler came on a
-connection that is already authenticated, or on a listener without SASL, and is answered
-ILLEGAL_SASL_STATE, as Kafka's KafkaApis answers it.
+The SASL exchange itself, and re-authentication, are the connection's authenticator's
+(:mod:`broker.security.authenticator`); a SaslHandshake or SaslAuthenticate that reaches a
+handler came on a listener without SASL, and is answered ILLEGAL_SASL_STATE, as Kafka's
+KafkaApis answers it.
 
 The SCRAM credential APIs read and write ``/config/users/<user>`` on the broker's coordinator
 session (:mod:`broker.security.credentials`), with Kafka's per-user errors: a user named twice
@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, RequestContext
+from broker.apis import Api, Reply, RequestContext
 from broker.apis.admin_support import blocking
 from broker.security.acls import Operation, ResourceType
 from broker.security.credentials import CredentialError, alter, describe
@@ -29,6 +29,19 @@ from broker.security.scram import ScramCredential, credential_from_salted
 from broker.wire import build, response_module
 from coordinator.errors import CoordinatorError
 from coordinator.metadata import MetadataClient
+
+if TYPE_CHECKING:
+    from broker.apis.messages import (
+        AlterUserScramCredentialsRequest,
+        AlterUserScramCredentialsResponse,
+        DescribeUserScramCredentialsRequest,
+        DescribeUserScramCredentialsResponse,
+        SaslAuthenticateRequest,
+        SaslAuthenticateResponse,
+        SaslHandshakeRequest,
+        SaslHandshakeResponse,
+    )
+    from broker.apis.services import AdminServices
 
 __all__ = ["APIS", "MECHANISM_IDS", "mechanism_name"]
 
@@ -45,13 +58,15 @@ def mechanism_name(mechanism_id: int) -> str | None:
     return next((n for n, i in MECHANISM_IDS.items() if i == mechanism_id), None)
 
 
-def _handshake(ctx: RequestContext, request: Any) -> Any:
+def _handshake(ctx: RequestContext[AdminServices],
+               request: SaslHandshakeRequest) -> Reply[SaslHandshakeResponse]:
     module = response_module(SASL_HANDSHAKE, ctx.api_version)
     return build(module.SaslHandshakeResponse, error_code=ErrorCode.illegal_sasl_state,
                  mechanisms=())
 
 
-def _authenticate(ctx: RequestContext, request: Any) -> Any:
+def _authenticate(ctx: RequestContext[AdminServices],
+                  request: SaslAuthenticateRequest) -> Reply[SaslAuthenticateResponse]:
     module = response_module(SASL_AUTHENTICATE, ctx.api_version)
     return build(module.SaslAuthenticateResponse, error_code=ErrorCode.illegal_sasl_state,
                  error_message="SaslAuthenticate request received after successful "
@@ -63,7 +78,9 @@ def _metadata(ctx: RequestContext) -> MetadataClient | None:
     return MetadataClient(admin.coordinator) if admin is not None else None
 
 
-async def _describe(ctx: RequestContext, request: Any) -> Any:
+async def _describe(
+        ctx: RequestContext[AdminServices], request: DescribeUserScramCredentialsRequest,
+) -> DescribeUserScramCredentialsResponse:
     module = response_module(DESCRIBE_USER_SCRAM_CREDENTIALS, ctx.api_version)
 
     def result(user: str, code: ErrorCode, message: str | None,
@@ -106,7 +123,8 @@ async def _describe(ctx: RequestContext, request: Any) -> Any:
     return answer(ErrorCode.none, None, results)
 
 
-async def _alter(ctx: RequestContext, request: Any) -> Any:
+async def _alter(ctx: RequestContext[AdminServices],
+                 request: AlterUserScramCredentialsRequest) -> AlterUserScramCredentialsResponse:
     module = response_module(ALTER_USER_SCRAM_CREDENTIALS, ctx.api_version)
     errors: dict[str, tuple[ErrorCode, str | None]] = {}
     seen: Counter[tuple[str, int]] = Counter()

@@ -17,11 +17,14 @@ import binascii
 import logging
 import uuid
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from broker.apis import BrokerServices
 from broker.metadata_cache import NO_TOPIC_ID, MetadataCache, MetadataSnapshot
 from coordinator.admin import Admin
 from coordinator.errors import CoordinatorError
+
+if TYPE_CHECKING:
+    from broker.apis.services import TopicIdServices
 
 __all__ = ["ZERO", "ensure_topic_ids", "read_topic_ids", "text_of", "uuid_of"]
 
@@ -66,7 +69,7 @@ def read_topic_ids(admin: Admin, cache: MetadataCache, names: Iterable[str]
     return cache.set_topic_ids(ids)
 
 
-async def ensure_topic_ids(services: BrokerServices, names: Iterable[str] | None = None
+async def ensure_topic_ids(services: TopicIdServices, names: Iterable[str] | None = None
                            ) -> MetadataSnapshot:
     """The metadata snapshot with the ids of ``names`` (every topic held when None) looked up
     where missing; unchanged when nothing is missing or there is no admin path."""

@@ -47,11 +47,11 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, BrokerServices, RequestContext
+from broker.apis import Api, Reply, RequestContext
 from broker.apis.admin_support import blocking, milliseconds, wait_for
 from broker.apis.topic_ids import ZERO, ensure_topic_ids, uuid_of
 from broker.metadata_cache import MetadataSnapshot
@@ -76,6 +76,17 @@ from coordinator.topic_config import (
     describe_config,
     validate_topic_config,
 )
+
+if TYPE_CHECKING:
+    from broker.apis.messages import (
+        CreatePartitionsRequest,
+        CreatePartitionsResponse,
+        CreateTopicsRequest,
+        CreateTopicsResponse,
+        DeleteTopicsRequest,
+        DeleteTopicsResponse,
+    )
+    from broker.apis.services import TopicServices
 
 __all__ = ["APIS", "CREATE_PARTITIONS", "CREATE_TOPICS", "DELETE_TOPICS", "Outcome"]
 
@@ -150,7 +161,7 @@ class _Wanted:
     configs: dict[str, str | None]
 
 
-def _create_one(admin: Admin, services: BrokerServices, want: _Wanted, validate_only: bool,
+def _create_one(admin: Admin, services: TopicServices, want: _Wanted, validate_only: bool,
                 existing: set[str], deleting: set[str], racks: dict[int, str | None],
                 budget: Budget) -> Outcome:
     """Kafka's ZkAdminManager.createTopics for one topic (blocking)."""
@@ -261,7 +272,7 @@ def _check_create(name: str, assignment: Mapping[int, Sequence[int]], existing: 
     return None
 
 
-def _create_all(services: BrokerServices, wanted: list[_Wanted], validate_only: bool
+def _create_all(services: TopicServices, wanted: list[_Wanted], validate_only: bool
                 ) -> dict[str, Outcome]:
     admin = services.admin
     assert admin is not None
@@ -283,7 +294,8 @@ def _create_all(services: BrokerServices, wanted: list[_Wanted], validate_only: 
     return out
 
 
-def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
+def handle_create_topics(ctx: RequestContext[TopicServices],
+                         request: CreateTopicsRequest) -> Reply[CreateTopicsResponse]:
     return _create_topics(ctx, request)
 
 
@@ -353,7 +365,8 @@ def _delete_all(admin: Admin, names: list[str]) -> dict[str, Outcome]:
     return out
 
 
-def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
+def handle_delete_topics(ctx: RequestContext[TopicServices],
+                         request: DeleteTopicsRequest) -> Reply[DeleteTopicsResponse]:
     return _delete_topics(ctx, request)
 
 
@@ -520,7 +533,7 @@ def _placed(admin: Admin, partitions: Mapping[int, Sequence[int]], have: int, co
     return {p: tuple(r) for p, r in added.items()}
 
 
-def _grow_all(services: BrokerServices,
+def _grow_all(services: TopicServices,
               wanted: list[tuple[str, int, list[tuple[int, ...]] | None]],
               validate_only: bool) -> dict[str, Outcome]:
     admin = services.admin
@@ -541,7 +554,8 @@ def _grow_all(services: BrokerServices,
     return out
 
 
-def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
+def handle_create_partitions(ctx: RequestContext[TopicServices],
+                             request: CreatePartitionsRequest) -> Reply[CreatePartitionsResponse]:
     return _create_partitions(ctx, request)
 
 

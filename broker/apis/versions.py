@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, ApiRegistry, RequestContext
+from broker.apis import Api, ApiRegistry, Reply, RequestContext
 from broker.wire import build, response_module
+
+if TYPE_CHECKING:
+    from broker.apis.messages import ApiVersionsRequest, ApiVersionsResponse
+    from broker.apis.services import VersionServices
 
 __all__ = ["APIS", "API_KEY", "unsupported_version"]
 
@@ -32,7 +36,8 @@ def _keys(module: Any, registry: ApiRegistry, only: int | None = None) -> tuple[
         for api in registry.values() if only is None or api.key == only)
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext[VersionServices],
+           request: ApiVersionsRequest) -> Reply[ApiVersionsResponse]:
     module = response_module(API_KEY, ctx.api_version)
     registry = ctx.broker.registry
     assert registry is not None
