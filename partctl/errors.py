@@ -52,7 +52,7 @@ LIBRARY_USER_ERRORS: tuple[tuple[str, str, Callable[[BaseException], str]], ...]
     ("rebalancer.planner.model", "PlanningError", _problem_lines),
     ("rebalancer.extras", "ExtraNotInstalled", _said),
     ("rebalancer.store.urls", "StoreURLError", _said),
-    ("rebalancer.store.repository", "StoreError", _unquoted),
+    ("rebalancer.store.records", "StoreError", _unquoted),
     ("rebalancer.jobs.errors", "JobSpecError", _said),
     ("rebalancer.jobs.triggers", "TriggerError", _said),
     ("rebalancer.jobs.scheduler", "JobNotFound", _unquoted),
