@@ -286,7 +286,8 @@ def _plan_file(args: argparse.Namespace) -> str:
 
 def cmd_execute(args: argparse.Namespace, out: TextIO) -> int:
     from partctl.render import ProgressDisplay, render_result
-    from rebalancer.execution import execute_plan, validate_plan
+    from rebalancer.execution import execute_plan
+    from rebalancer.validation import validate_plan
 
     text = _plan_file(args)
     with connect(args) as client:
@@ -318,8 +319,9 @@ def cmd_execute(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
     from partctl.render import render_verify
-    from rebalancer.execution import read_plan, verify_plan
     from rebalancer.throttles import remove_throttles
+    from rebalancer.validation import read_plan
+    from rebalancer.verification import verify_plan
 
     plan = read_plan(_plan_file(args))
     with connect(args) as client:
@@ -336,7 +338,7 @@ def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_cancel(args: argparse.Namespace, out: TextIO) -> int:
     from partctl.render import render_cancel
-    from rebalancer.execution import cancel_reassignment
+    from rebalancer.verification import cancel_reassignment
 
     with connect(args) as client:
         report = cancel_reassignment(client, wait=args.wait)

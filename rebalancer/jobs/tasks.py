@@ -357,7 +357,7 @@ def run_rebalance(*, job_id: str, coordinator: str, db: str | None = None,
 
     def body(store: Store, run_id: int) -> _Result:
         from coordinator.metadata import MetadataClient
-        from rebalancer import execution
+        from rebalancer import execution, validation, verification
         from rebalancer.engines import plan_reassignment
         from rebalancer.plan import score_plan
         from rebalancer.planner.goals import BalanceDisk
@@ -399,10 +399,10 @@ def run_rebalance(*, job_id: str, coordinator: str, db: str | None = None,
                 return _Result(outcome=RunOutcome.DRY_RUN,
                                summary=f"planned {moves} move(s) (plan {record.id}), not run")
             _checkpoint()
-            plan = execution.validate_plan(coord, plan)
+            plan = validation.validate_plan(coord, plan)
             ex = store.start_execution(record.id, max_concurrent_moves=max_concurrent_moves)
             store.update_run(run_id, execution_id=ex.id)
-            recorder = _ProgressRecorder(store, ex.id, lambda: execution.verify_plan(coord, plan))
+            recorder = _ProgressRecorder(store, ex.id, lambda: verification.verify_plan(coord, plan))
             try:
                 result = execution.execute_plan(
                     coord, plan, max_concurrent_moves=max_concurrent_moves,
@@ -410,7 +410,7 @@ def run_rebalance(*, job_id: str, coordinator: str, db: str | None = None,
                     label=f"job {job_id} (plan {record.id})")
             except (Interrupted, KeyboardInterrupt) as exc:
                 who = "the user" if isinstance(exc, KeyboardInterrupt) else "the scheduler"
-                _record_verify(store, ex.id, execution.verify_plan(coord, plan), final=False)
+                _record_verify(store, ex.id, verification.verify_plan(coord, plan), final=False)
                 store.finish_execution(ex.id, "interrupted",
                                        error=f"stopped by {who}; moves already submitted "
                                              f"continue in the controller")
@@ -418,7 +418,7 @@ def run_rebalance(*, job_id: str, coordinator: str, db: str | None = None,
             except Exception as exc:
                 store.finish_execution(ex.id, "failed", error=one_line(exc))
                 raise
-            statuses = _record_verify(store, ex.id, execution.verify_plan(coord, plan),
+            statuses = _record_verify(store, ex.id, verification.verify_plan(coord, plan),
                                       failed=result.failed)
             after_snap = execution.snapshot_from_coordinator(coord, **snapshot_options)
             after = scores_json(score_plan(after_snap))
