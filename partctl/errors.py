@@ -50,6 +50,7 @@ LIBRARY_USER_ERRORS: tuple[tuple[str, str, Callable[[BaseException], str]], ...]
     ("rebalancer.plan", "PlanError", _problem_lines),
     ("rebalancer.snapshot", "SnapshotError", _problem_lines),
     ("rebalancer.planner.model", "PlanningError", _problem_lines),
+    ("rebalancer.goals", "GoalError", _said),
     ("rebalancer.extras", "ExtraNotInstalled", _said),
     ("rebalancer.store.urls", "StoreURLError", _said),
     ("rebalancer.store.records", "StoreError", _unquoted),

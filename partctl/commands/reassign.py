@@ -22,12 +22,11 @@ from partctl.commands.common import (
     sizes,
 )
 from partctl.errors import UserError
+from rebalancer.goals import GOALS
 
 if TYPE_CHECKING:
     from rebalancer.planner.goals import Goal
     from rebalancer.snapshot import Snapshot
-
-GOALS = ("balance", "disk", "add-brokers", "decommission", "replication-factor", "repair-racks")
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -114,6 +113,7 @@ def cmd_generate(args: argparse.Namespace, out: TextIO) -> int:
         scope_snapshot,
         snapshot_from_coordinator,
     )
+    from rebalancer.goals import CLI, check_goal_options
     from rebalancer.plan import render_plan, score_plan
     from rebalancer.planner.goals import BalanceDisk
     from rebalancer.scoring import lower_bounds
@@ -123,10 +123,8 @@ def cmd_generate(args: argparse.Namespace, out: TextIO) -> int:
         raise UserError("give --snapshot FILE or --coordinator URL, not both")
     if not args.snapshot and not (args.coordinator or os.environ.get(ENV_COORDINATOR)):
         raise UserError(f"give --snapshot FILE or --coordinator URL (or set {ENV_COORDINATOR})")
-    if args.replication_factor and args.goal != "replication-factor":
-        raise UserError("--replication-factor goes with --goal replication-factor")
-    if args.count_slack is not None and args.goal != "disk":
-        raise UserError("--count-slack goes with --goal disk")
+    check_goal_options(args.goal, count_slack=args.count_slack,
+                       replication_factor=args.replication_factor, spelling=CLI)
     if args.plot:
         from partctl.plot import check_plot_target
 
@@ -199,52 +197,15 @@ def _rate(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _rf_changes(text: str | None) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for item in (text or "").split(","):
-        topic, eq, rf = item.strip().rpartition("=")
-        if not item.strip():
-            continue
-        if not eq or not topic or not rf.strip().isdigit():
-            raise UserError(f"bad --replication-factor {text!r}: want topic=rf,topic=rf")
-        out[topic] = int(rf)
-    return out
-
-
 def _goal(args: argparse.Namespace, snap: Snapshot) -> Goal:
-    from rebalancer.planner.goals import (
-        DEFAULT_COUNT_SLACK,
-        AddBrokers,
-        Balance,
-        BalanceDisk,
-        ChangeReplicationFactor,
-        Decommission,
-        RepairRacks,
-    )
+    """The goal of ``--goal`` and its options (rebalancer.goals, the jobs' parser too): the
+    brokers to add or drain are the snapshot's, with ``--new-brokers`` and ``--decommission``."""
+    from rebalancer.goals import CLI, parse_goal, parse_replication_factors
 
-    match args.goal:
-        case "balance":
-            return Balance()
-        case "disk":
-            slack = DEFAULT_COUNT_SLACK if args.count_slack is None else args.count_slack
-            return BalanceDisk(count_slack=slack)
-        case "add-brokers":
-            if not snap.new_brokers:
-                raise UserError("--goal add-brokers needs --new-brokers (or a snapshot that "
-                                "lists new brokers)")
-            return AddBrokers(brokers=snap.new_brokers)
-        case "decommission":
-            if not snap.decommission:
-                raise UserError("--goal decommission needs --decommission (or a snapshot that "
-                                "lists brokers to decommission)")
-            return Decommission(brokers=snap.decommission)
-        case "replication-factor":
-            changes = _rf_changes(args.replication_factor)
-            if not changes:
-                raise UserError("--goal replication-factor needs --replication-factor t=rf,...")
-            return ChangeReplicationFactor.of(changes)
-        case _:
-            return RepairRacks()
+    brokers = snap.new_brokers if args.goal == "add-brokers" else snap.decommission
+    return parse_goal(args.goal, brokers=brokers, count_slack=args.count_slack,
+                      replication_factor=parse_replication_factors(args.replication_factor),
+                      spelling=CLI)
 
 
 @contextmanager

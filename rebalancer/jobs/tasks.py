@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from coordinator.base import Coordinator
     from coordinator.codecs import TopicPartition
     from coordinator.metadata import MetadataClient
+    from rebalancer.goals import Spelling
     from rebalancer.planner.goals import Goal
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,6 @@ JOB_FUNCTIONS: Mapping[str, str] = {
 }
 """Job kind -> the import string stored with each job. Never rename these targets."""
 
-GOALS = ("balance", "disk", "add-brokers", "decommission", "repair-racks")
 ENGINES = ("local", "spark", "auto")
 
 STOP = threading.Event()
@@ -256,41 +256,21 @@ def run_preferred_election(*, job_id: str, coordinator: str, db: str | None = No
 
 
 def goals_for(goal: str, brokers: Sequence[int] = (), *, count_slack: float | None = None,
-              sizes: str | None = None) -> tuple[Goal, ...]:
-    """The planner's goals for a job's ``goal``: "disk" evens bytes per broker
-    (:class:`~rebalancer.planner.goals.BalanceDisk`, replica counts within ``count_slack``) and
-    needs ``sizes``, the partition sizes file each run reads; the others plan with sizes too
-    when the job has them (the fewest bytes moved). JobSpecError for what does not go
-    together."""
-    from rebalancer.planner.goals import (
-        DEFAULT_COUNT_SLACK,
-        AddBrokers,
-        Balance,
-        BalanceDisk,
-        Decommission,
-        RepairRacks,
-    )
+              sizes: str | None = None, replication_factor: Mapping[str, int] | None = None,
+              spelling: Spelling | None = None) -> tuple[Goal, ...]:
+    """The planner's goals for a job's ``goal``, by the one goal parser (rebalancer.goals):
+    "disk" evens bytes per broker (replica counts within ``count_slack``) and needs ``sizes``,
+    the partition sizes file each run reads; the others plan with sizes too when the job has
+    them (the fewest bytes moved); "replication-factor" sets the ``replication_factor`` of
+    each topic named. JobSpecError, with the parser's line, for what does not go together."""
+    from rebalancer.goals import JOB, GoalError, parse_goal
 
-    if count_slack is not None and goal != "disk":
-        raise JobSpecError("count_slack goes with goal disk")
-    match goal:
-        case "balance":
-            return (Balance(),)
-        case "disk":
-            if sizes is None:
-                raise JobSpecError("goal disk needs sizes: a partition sizes file, read at "
-                                   "each run")
-            slack = DEFAULT_COUNT_SLACK if count_slack is None else count_slack
-            return (BalanceDisk(count_slack=slack),)
-        case "repair-racks":
-            return (RepairRacks(),)
-        case "add-brokers":
-            return (AddBrokers(brokers=frozenset(brokers)),)
-        case "decommission":
-            if not brokers:
-                raise JobSpecError("goal decommission needs the brokers to drain")
-            return (Decommission(brokers=frozenset(brokers)),)
-    raise JobSpecError(f"unknown goal {goal!r} (expected one of {', '.join(GOALS)})")
+    try:
+        return (parse_goal(goal, brokers=brokers, count_slack=count_slack,
+                           replication_factor=replication_factor, sizes=sizes is not None,
+                           spelling=spelling or JOB, allow_no_new_brokers=True),)
+    except GoalError as exc:
+        raise JobSpecError(str(exc)) from None
 
 
 _STORE_STATUS = {"done": "done", "in progress": "in_progress", "failed": "failed"}
@@ -346,6 +326,7 @@ def read_sizes(path: str) -> dict[tuple[str, int], int]:
 def run_rebalance(*, job_id: str, coordinator: str, db: str | None = None,
                   goal: str = "balance", brokers: Sequence[int] = (),
                   count_slack: float | None = None, sizes: str | None = None,
+                  replication_factor: Mapping[str, int] | None = None,
                   max_concurrent_moves: int = 50, dry_run: bool = False, engine: str = "local",
                   seed: int = 0, spark_master: str = "local[*]", timeout: float | None = None,
                   poll_interval: float = 0.5, connect_timeout: float = 10.0) -> RunSummary:
@@ -353,7 +334,8 @@ def run_rebalance(*, job_id: str, coordinator: str, db: str | None = None,
     run, so the planner moves the fewest bytes and goal "disk" evens them), plan for ``goal``,
     record the plan, execute it with at most ``max_concurrent_moves`` partitions moving at
     once, verify, and record the outcome with the cluster's scores before and after.
-    ``dry_run`` records the plan and stops there."""
+    ``dry_run`` records the plan and stops there. Goal "replication-factor" sets each topic of
+    ``replication_factor`` to its count, as ``reassign generate --goal replication-factor``."""
 
     def body(store: Store, run_id: int) -> _Result:
         from coordinator.metadata import MetadataClient
@@ -362,7 +344,8 @@ def run_rebalance(*, job_id: str, coordinator: str, db: str | None = None,
         from rebalancer.plan import score_plan
         from rebalancer.planner.goals import BalanceDisk
 
-        goals = goals_for(goal, brokers, count_slack=count_slack, sizes=sizes)
+        goals = goals_for(goal, brokers, count_slack=count_slack, sizes=sizes,
+                          replication_factor=replication_factor)
         snapshot_options = {
             "decommission": tuple(brokers) if goal == "decommission" else (),
             "new_brokers": tuple(brokers) if goal == "add-brokers" else (),
@@ -387,6 +370,8 @@ def run_rebalance(*, job_id: str, coordinator: str, db: str | None = None,
                          "brokers": list(brokers), "max_concurrent_moves": max_concurrent_moves,
                          "dry_run": dry_run, **({"count_slack": goals[0].count_slack}
                                                 if isinstance(goals[0], BalanceDisk) else {}),
+                         **({"replication_factor": dict(replication_factor)}
+                            if replication_factor else {}),
                          "sizes": sizes})
             moves = len(plan.partitions)
             store.update_run(run_id, plan_id=record.id,
