@@ -45,7 +45,6 @@ from coordinator.metadata import (
 )
 from coordinator.retry import NO_RETRY, Retry, RetryFailed
 from rebalancer.live_snapshot import (
-    metadata_client,
     parse_sizes,
     parse_topics_to_move,
     scope_snapshot,
@@ -63,6 +62,7 @@ __all__ = [
     "ReassignmentInProgress",
     "claim_decision",
     "execute_plan",
+    "execution_client",
     "outage_retry",
     "parse_sizes",
     "parse_topics_to_move",
@@ -175,6 +175,19 @@ def claim_decision(own: Mapping[TopicPartition, tuple[int, ...]],
                                    f"({_listed(clashing)}): cancel those moves first, or leave "
                                    f"them out of the plan")
     return "join"
+
+
+def execution_client(coordinator: Coordinator | MetadataClient, *, retry: Retry | None = None
+                     ) -> MetadataClient:
+    """The one metadata client of an execution, which validation, throttles, execution, verify
+    and the job's snapshots all share: a metadata client given is used as it is (unless
+    ``retry`` asks for another policy); a coordinator session gets one whose reads ride out an
+    outage (``retry``, default :func:`outage_retry`)."""
+    if isinstance(coordinator, MetadataClient):
+        if retry is None:
+            return coordinator
+        coordinator = coordinator.coordinator
+    return MetadataClient(coordinator, retry=retry or outage_retry(coordinator))
 
 
 def outage_retry(coordinator: Coordinator) -> Retry:
@@ -403,7 +416,8 @@ def execute_plan(coordinator: Coordinator | MetadataClient, plan: Plan, *,
     The run tops the node up only with its own moves, only while its claim holds, and stops
     submitting (following what it sent) when anything else appears in the node: a cancel, a
     refusal, another writer. A coordinator outage is ridden out for ``retry``'s deadline
-    (default :func:`outage_retry`: twice the session timeout); past it, or when ``timeout``
+    (default :func:`outage_retry`: twice the session timeout; a metadata client given keeps its
+    own policy, see :func:`execution_client`); past it, or when ``timeout``
     seconds have passed, the run returns: moves still in the node are left to the controller
     (``in_flight``), moves never sent are ``not_sent``, both reported failed with the reason.
     """
@@ -412,9 +426,8 @@ def execute_plan(coordinator: Coordinator | MetadataClient, plan: Plan, *,
     if max_moves_per_broker is not None and max_moves_per_broker < 1:
         raise ValueError(f"max_moves_per_broker must be >= 1, got {max_moves_per_broker}")
     started = time.monotonic()
-    base = metadata_client(coordinator)
-    plan = validate_plan(base, plan)
-    md = MetadataClient(base.coordinator, retry=retry or outage_retry(base.coordinator))
+    md = execution_client(coordinator, retry=retry)
+    plan = validate_plan(md, plan)
     targets = plan_moves(plan)
     owner = ReassignmentOwner(run=uuid.uuid4().hex, digest=plan_digest(plan),
                               partitions=len(targets), plan=label, host=socket.gethostname(),
@@ -477,7 +490,7 @@ def execute_plan(coordinator: Coordinator | MetadataClient, plan: Plan, *,
     finally:
         watch.cancel()
         try:  # once, without riding out an outage: the node goes with the session anyway
-            MetadataClient(md.coordinator, retry=NO_RETRY).release_reassignment(owner)
+            md.release_reassignment(owner, retry=NO_RETRY)
         except CoordinatorError:
             pass
     report()

@@ -247,12 +247,13 @@ def _plan_file(args: argparse.Namespace) -> str:
 
 def cmd_execute(args: argparse.Namespace, out: TextIO) -> int:
     from partctl.render import ProgressDisplay, render_result
-    from rebalancer.execution import execute_plan
+    from rebalancer.execution import execute_plan, execution_client
     from rebalancer.validation import validate_plan
 
     text = _plan_file(args)
     with connect(args) as client:
-        plan = validate_plan(client, text)
+        md = execution_client(client)  # the execution's one metadata client
+        plan = validate_plan(md, text)
         header = (f"Executing a reassignment of {len(plan.partitions)} partition(s), at most "
                   f"{args.max_concurrent_moves} at a time"
                   + (f" and {args.max_moves_per_broker} per broker"
@@ -263,7 +264,7 @@ def cmd_execute(args: argparse.Namespace, out: TextIO) -> int:
                   + ".")
         try:
             with ProgressDisplay(out, every=args.status_every, header=header) as display:
-                result = execute_plan(client, plan,
+                result = execute_plan(md, plan,
                                       max_concurrent_moves=args.max_concurrent_moves,
                                       max_moves_per_broker=args.max_moves_per_broker,
                                       throttle=args.throttle, additional=args.additional,
@@ -279,6 +280,7 @@ def cmd_execute(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
+    from coordinator.metadata import MetadataClient
     from partctl.render import render_verify
     from rebalancer.throttles import remove_throttles
     from rebalancer.validation import read_plan
@@ -286,8 +288,9 @@ def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
 
     plan = read_plan(_plan_file(args))
     with connect(args) as client:
-        report = verify_plan(client, plan)
-        removed = (remove_throttles(client, {r.topic for r in plan.partitions})
+        md = MetadataClient(client)
+        report = verify_plan(md, plan)
+        removed = (remove_throttles(md, {r.topic for r in plan.partitions})
                    if report.all_done else None)
     print(render_verify(report), file=out)
     if removed is not None and (removed.brokers or removed.topics):
