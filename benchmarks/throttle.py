@@ -131,8 +131,9 @@ def main() -> None:
     import coordinator
     from coordinator.admin import Admin
     from rebalancer import PartitionMove, Plan
-    from rebalancer.execution import execute_plan, verify_plan
+    from rebalancer.execution import execute_plan
     from rebalancer.throttles import remove_throttles
+    from rebalancer.verification import verify_plan
 
     zk = start_server("zookeeper", args)
     directory = Path(tempfile.mkdtemp(prefix="partctl-throttle-"))

@@ -113,9 +113,12 @@ def controller_status(metadata: MetadataClient) -> ControllerStatus:
 
 
 class Admin:
-    def __init__(self, coordinator: Coordinator) -> None:
-        self.coordinator = coordinator
-        self.metadata = MetadataClient(coordinator)
+    def __init__(self, coordinator: Coordinator | MetadataClient) -> None:
+        """Over a coordinator session, or over a metadata client already made for it (used as
+        it is: an execution shares its one client)."""
+        self.metadata = (coordinator if isinstance(coordinator, MetadataClient)
+                         else MetadataClient(coordinator))
+        self.coordinator = self.metadata.coordinator
 
     # --- topics --------------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ from coordinator.metadata_base import (
     Versioned,
 )
 from coordinator.model import Check, Create, Delete, Op, SetData, Stat
+from coordinator.retry import Retry
 
 log = logging.getLogger(__name__)
 
@@ -126,11 +127,14 @@ class AdminNodes(MetadataBase):
             raise failure.cause from None
         return True
 
-    def release_reassignment(self, owner: ReassignmentOwner) -> None:
-        """Delete the owner node if it is still ``owner``'s, of this session."""
+    def release_reassignment(self, owner: ReassignmentOwner, *, retry: Retry | None = None
+                             ) -> None:
+        """Delete the owner node if it is still ``owner``'s, of this session. ``retry``, when
+        given, replaces the client's policy for the read (a run ending in an outage releases
+        once, without riding the outage out)."""
         c = self.coordinator
         try:
-            data, stat = self._get(layout.REASSIGN_PARTITIONS_OWNER)
+            data, stat = (retry or self.retry)(c.get, layout.REASSIGN_PARTITIONS_OWNER)
             held = ReassignmentOwner.decode(layout.REASSIGN_PARTITIONS_OWNER, data)
             if held.run == owner.run and stat.ephemeral_owner == c.session_id:
                 c.delete(layout.REASSIGN_PARTITIONS_OWNER, stat.version)

@@ -15,15 +15,11 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from coordinator.codecs import TopicPartition
-    from rebalancer.execution import (
-        CancelReport,
-        ExecutionProgress,
-        ExecutionResult,
-        VerifyReport,
-    )
+    from rebalancer.execution import ExecutionProgress, ExecutionResult
     from rebalancer.plan import Plan, Scores
     from rebalancer.scoring import LowerBounds
     from rebalancer.snapshot import Snapshot
+    from rebalancer.verification import CancelReport, VerifyReport
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -12,22 +12,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rebalancer.engines import plan_reassignment
     from rebalancer.execution import (
-        CancelledMove,
-        CancelReport,
         ExecutionProgress,
         ExecutionResult,
-        MoveState,
-        MoveStatus,
-        NoActiveController,
         ReassignmentInProgress,
-        VerifyReport,
-        cancel_reassignment,
         execute_plan,
         parse_topics_to_move,
         scope_snapshot,
         snapshot_from_coordinator,
-        validate_plan,
-        verify_plan,
     )
     from rebalancer.plan import (
         PartitionMove,
@@ -55,6 +46,17 @@ if TYPE_CHECKING:
         load_snapshot,
         save_snapshot,
     )
+    from rebalancer.validation import validate_plan
+    from rebalancer.verification import (
+        CancelledMove,
+        CancelReport,
+        MoveState,
+        MoveStatus,
+        NoActiveController,
+        VerifyReport,
+        cancel_reassignment,
+        verify_plan,
+    )
 
 _LAZY: dict[str, str] = {
     **dict.fromkeys(["Snapshot", "SnapshotBroker", "PartitionReplicas", "SnapshotError",
@@ -66,11 +68,13 @@ _LAZY: dict[str, str] = {
                      "RepairRacks", "Goal"], "rebalancer.planner.goals"),
     "PlanningError": "rebalancer.planner.model",
     "plan_reassignment": "rebalancer.engines",
-    **dict.fromkeys(["snapshot_from_coordinator", "validate_plan", "execute_plan", "verify_plan",
-                     "cancel_reassignment", "scope_snapshot", "parse_topics_to_move",
-                     "ExecutionProgress", "ExecutionResult", "VerifyReport", "MoveStatus",
-                     "MoveState", "CancelReport", "CancelledMove", "ReassignmentInProgress",
-                     "NoActiveController"], "rebalancer.execution"),
+    **dict.fromkeys(["snapshot_from_coordinator", "execute_plan", "scope_snapshot",
+                     "parse_topics_to_move", "ExecutionProgress", "ExecutionResult",
+                     "ReassignmentInProgress"], "rebalancer.execution"),
+    "validate_plan": "rebalancer.validation",
+    **dict.fromkeys(["verify_plan", "cancel_reassignment", "VerifyReport", "MoveStatus",
+                     "MoveState", "CancelReport", "CancelledMove", "NoActiveController"],
+                    "rebalancer.verification"),
 }
 
 

@@ -1,4 +1,4 @@
-"""Carrying out a plan through the controller: validate, execute in batches, verify, cancel.
+"""Carrying out a plan through the controller: claim the admin node, execute in batches.
 
 Plans reach the controller the way Kafka's tools reached it: through
 ``/admin/reassign_partitions`` (target replicas per partition). The controller watches that node's
@@ -7,16 +7,14 @@ is deleted when empty). The executor keeps at most N entries in the node: it cre
 the first N moves and, as the controller takes finished ones out, adds more with a conditional
 write (re-read and retried when the controller wrote in between), until the plan is done.
 
-Cancel is Kafka's: a partition still moving goes back to its original replicas (its current
-replicas minus the adding ones) and its pending entry is dropped. The executor writes the original
-replicas as the new target; the controller stops the replicas that target does not keep.
+A plan is validated first (rebalancer.validation, the one validation); verify and cancel are
+rebalancer.verification's.
 
 Talks to the coordinator only (MetadataClient, Kafka's layout): no controller code here.
 """
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import os
 import socket
@@ -24,7 +22,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -32,16 +30,11 @@ from coordinator import layout
 from coordinator.base import Coordinator
 from coordinator.codecs import (
     ReassignmentOwner,
-    TopicAssignment,
     TopicPartition,
-    encode_reassignment,
 )
 from coordinator.errors import (
-    BadVersion,
     ConnectionLoss,
     CoordinatorError,
-    NodeExists,
-    NoNode,
     SessionExpired,
 )
 from coordinator.metadata import (
@@ -52,41 +45,30 @@ from coordinator.metadata import (
 )
 from coordinator.retry import NO_RETRY, Retry, RetryFailed
 from rebalancer.live_snapshot import (
-    cluster_state,
-    metadata_client,
     parse_sizes,
     parse_topics_to_move,
     scope_snapshot,
     snapshot_from_coordinator,
-    target_replicas,
 )
-from rebalancer.plan import Plan, PlanError, load_plan_json, parse_plan, render_plan
-from rebalancer.snapshot import PartitionReplicas, Snapshot, SnapshotBroker
+from rebalancer.plan import Plan, render_plan
 from rebalancer.throttles import set_throttles
+from rebalancer.validation import validate_plan
+from rebalancer.verification import plan_moves, positions, require_controller
 
 __all__ = [
-    "CancelReport",
     "ClaimRefused",
-    "CancelledMove",
     "ExecutionProgress",
     "ExecutionResult",
-    "MoveState",
-    "NoActiveController",
-    "MoveStatus",
     "ReassignmentInProgress",
-    "VerifyReport",
-    "cancel_reassignment",
     "claim_decision",
     "execute_plan",
+    "execution_client",
     "outage_retry",
     "parse_sizes",
     "parse_topics_to_move",
     "plan_digest",
-    "read_plan",
     "scope_snapshot",
     "snapshot_from_coordinator",
-    "validate_plan",
-    "verify_plan",
 ]
 
 
@@ -100,10 +82,6 @@ class ReassignmentInProgress(RequestInProgress):
         super().__init__(message)
         self.owner = owner
         self.pending = MappingProxyType(dict(pending or {}))
-
-
-class NoActiveController(CoordinatorError):
-    """No controller is active to carry the request out."""
 
 
 # --- values ------------------------------------------------------------------------------------
@@ -144,212 +122,12 @@ class ExecutionResult:
         return not self.failed
 
 
-class MoveState(enum.Enum):
-    DONE = "done"
-    IN_PROGRESS = "in progress"
-    FAILED = "failed"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MoveStatus:
-    """One plan entry as verify finds it on the cluster: done, in progress or failed."""
-
-    partition: TopicPartition
-    state: MoveState
-    target: tuple[int, ...]
-    replicas: tuple[int, ...] = ()
-    """The replicas the topic node lists now (the full set while moving)."""
-    reason: str | None = None
-    """Why it failed (None unless FAILED)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class VerifyReport:
-    statuses: tuple[MoveStatus, ...]
-
-    def _in(self, state: MoveState) -> tuple[MoveStatus, ...]:
-        return tuple(s for s in self.statuses if s.state is state)
-
-    @property
-    def done(self) -> tuple[MoveStatus, ...]:
-        return self._in(MoveState.DONE)
-
-    @property
-    def in_progress(self) -> tuple[MoveStatus, ...]:
-        return self._in(MoveState.IN_PROGRESS)
-
-    @property
-    def failed(self) -> tuple[MoveStatus, ...]:
-        return self._in(MoveState.FAILED)
-
-    @property
-    def all_done(self) -> bool:
-        return all(s.state is MoveState.DONE for s in self.statuses)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CancelledMove:
-    partition: TopicPartition
-    target: tuple[int, ...]
-    """Where it was heading."""
-    original: tuple[int, ...]
-    """Where it goes back to (where it stays, when it had not started)."""
-    reverted: bool
-    """It had started (replicas were being added): the controller reverts it. Otherwise it had
-    not started and is only dropped."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CancelReport:
-    moves: tuple[CancelledMove, ...] = ()
-    still_reverting: tuple[TopicPartition, ...] = ()
-    """Partitions the controller had not finished reverting when the wait ended."""
-
-    @property
-    def reverted(self) -> tuple[CancelledMove, ...]:
-        return tuple(m for m in self.moves if m.reverted)
-
-    @property
-    def dropped(self) -> tuple[CancelledMove, ...]:
-        return tuple(m for m in self.moves if not m.reverted)
-
-
-# --- validation --------------------------------------------------------------------------------
-
-
-def _live_snapshot(brokers: Mapping[int, str | None], topics: Mapping[str, TopicAssignment]
-                   ) -> Snapshot:
-    """The live cluster as parse_plan needs it (not validated: offline brokers and mixed racks
-    do not matter to a plan's validity)."""
-    return Snapshot(
-        brokers=tuple(SnapshotBroker(id=b, rack=r) for b, r in sorted(brokers.items())),
-        partitions=tuple(PartitionReplicas(topic=t, partition=p, replicas=target_replicas(a, p))
-                         for t, a in sorted(topics.items()) for p in sorted(a.partitions)))
-
-
-def _rf_problems(text: str | bytes, snap: Snapshot) -> list[str]:
-    """A plan may change a topic's replication factor only for all its partitions at once, to
-    one count (a topic with mixed RF is a mistake). One line per offending partition."""
-    try:
-        doc = load_plan_json(text)
-        entries = [e for e in doc["partitions"] if isinstance(e, dict)]
-    except (PlanError, TypeError, KeyError):
-        return []  # malformed: parse_plan reports it
-    current = {p.key: len(p.replicas) for p in snap.partitions}
-    per_topic: dict[str, list[int]] = {}
-    for p in snap.partitions:
-        per_topic.setdefault(p.topic, []).append(p.partition)
-    new: dict[tuple[str, int], int] = {}
-    for e in entries:
-        key = (e.get("topic"), e.get("partition"))
-        if key in current and isinstance(e.get("replicas"), list):
-            new.setdefault(key, len(e["replicas"]))  # type: ignore[arg-type]
-    problems = []
-    for key, rf in sorted(new.items()):
-        topic, num = key
-        if rf == current[key]:
-            continue
-        others = {new.get((topic, p), current[(topic, p)]) for p in per_topic[topic]}
-        if len(others) > 1:
-            problems.append(f"partition {topic}-{num} changes replication factor "
-                            f"{current[key]} -> {rf}, but not every partition of topic "
-                            f"{topic} goes to {rf} replicas")
-    return problems
-
-
-def read_plan(text: str | bytes) -> Plan:
-    """A plan file on its own (format, types, duplicates; no cluster): for verify, which must
-    report on partitions that may no longer exist. PlanError lists every problem."""
-    doc = load_plan_json(text)
-    entries = doc.get("partitions") if isinstance(doc, dict) else None
-    parts: dict[tuple[str, int], PartitionReplicas] = {}
-    for e in entries if isinstance(entries, list) else ():
-        if (isinstance(e, dict) and isinstance(e.get("topic"), str)
-                and isinstance(e.get("partition"), int) and isinstance(e.get("replicas"), list)
-                and all(isinstance(r, int) for r in e["replicas"])):
-            key = (e["topic"], e["partition"])
-            parts.setdefault(key, PartitionReplicas(topic=key[0], partition=key[1],
-                                                    replicas=tuple(e["replicas"])))
-    ids = {r for p in parts.values() for r in p.replicas}
-    as_is = Snapshot(brokers=tuple(SnapshotBroker(id=b) for b in sorted(ids)),
-                     partitions=tuple(parts.values()))
-    return parse_plan(text, as_is, allow_rf_change=True)
-
-
-def validate_plan(coordinator: Coordinator | MetadataClient, plan_text_or_plan: str | bytes | Plan
-                  ) -> Plan:
-    """Check a plan against the live cluster; PlanError lists every problem, one line each.
-
-    Refused: malformed JSON, unknown partitions, partitions listed twice, brokers that are not
-    registered, duplicate or no replicas, a partition of a topic being deleted, and a changed
-    replication factor unless it changes for every partition of the topic alike.
-    """
-    text = (render_plan(plan_text_or_plan) if isinstance(plan_text_or_plan, Plan)
-            else plan_text_or_plan)
-    md = metadata_client(coordinator)
-    brokers, topics, deleting = cluster_state(md)
-    snap = _live_snapshot(brokers, topics)
-    problems: list[str] = []
-    plan: Plan | None = None
-    try:
-        plan = parse_plan(text, snap, allow_rf_change=True)
-    except PlanError as e:
-        problems += e.problems
-    problems += _rf_problems(text, snap)
-    if plan is not None:
-        problems += [f"partition {r.topic}-{r.partition}: topic {r.topic} is being deleted"
-                     for r in plan.partitions if r.topic in deleting]
-    if problems:
-        raise PlanError(problems)
-    assert plan is not None
-    return plan
-
-
 # --- execution ---------------------------------------------------------------------------------
-
-
-def _moves(plan: Plan) -> dict[TopicPartition, tuple[int, ...]]:
-    return {TopicPartition(r.topic, r.partition): r.replicas for r in plan.partitions}
 
 
 def plan_digest(plan: Plan) -> str:
     """The sha256 of a plan's canonical JSON: the same plan gives the same digest."""
     return hashlib.sha256(render_plan(plan).encode()).hexdigest()
-
-
-def _positions(md: MetadataClient, tps: Iterable[TopicPartition]
-               ) -> dict[TopicPartition, tuple[tuple[int, ...], bool] | None]:
-    """Per partition: (replicas in the topic node, whether a move is recorded), None if gone."""
-    tps = list(tps)
-    topics = {t: v.value for t, v in md.assignments({tp.topic for tp in tps}).items()}
-    out: dict[TopicPartition, tuple[tuple[int, ...], bool] | None] = {}
-    for tp in tps:
-        a = topics.get(tp.topic)
-        replicas = a.partitions.get(tp.partition) if a is not None else None
-        out[tp] = None if replicas is None else (
-            tuple(replicas), bool(a.adding.get(tp.partition) or a.removing.get(tp.partition)))
-    return out
-
-
-def _require_controller(md: MetadataClient, what: str) -> None:
-    if md.controller() is None:
-        raise NoActiveController(f"no controller is active to carry out the {what}")
-
-
-def _write_moves(md: MetadataClient, node_version: int | None,
-                 moves: Mapping[TopicPartition, Iterable[int]]) -> bool:
-    """Create the admin node, or replace its content at the version read; False on a conflict
-    (the controller wrote in between: re-read and decide again). For cancel, which needs no
-    claim: it is how a run is stopped."""
-    data = encode_reassignment(moves)
-    try:
-        if node_version is None:
-            md.coordinator.create(layout.REASSIGN_PARTITIONS, data, make_parents=True)
-        else:
-            md.coordinator.set(layout.REASSIGN_PARTITIONS, data, node_version)
-    except (NodeExists, NoNode, BadVersion):
-        return False
-    return True
 
 
 def _listed(moves: Mapping[TopicPartition, tuple[int, ...]], limit: int = 5) -> str:
@@ -399,6 +177,19 @@ def claim_decision(own: Mapping[TopicPartition, tuple[int, ...]],
     return "join"
 
 
+def execution_client(coordinator: Coordinator | MetadataClient, *, retry: Retry | None = None
+                     ) -> MetadataClient:
+    """The one metadata client of an execution, which validation, throttles, execution, verify
+    and the job's snapshots all share: a metadata client given is used as it is (unless
+    ``retry`` asks for another policy); a coordinator session gets one whose reads ride out an
+    outage (``retry``, default :func:`outage_retry`)."""
+    if isinstance(coordinator, MetadataClient):
+        if retry is None:
+            return coordinator
+        coordinator = coordinator.coordinator
+    return MetadataClient(coordinator, retry=retry or outage_retry(coordinator))
+
+
 def outage_retry(coordinator: Coordinator) -> Retry:
     """The retry policy of an executing run's reads: until twice the session timeout, so an
     outage shorter than the session (which keeps the run's claim) is ridden out with room for
@@ -442,7 +233,7 @@ class _Run:
         """Moves of this run have been in the node (written by it, or taken over)."""
 
     def start(self, node: Versioned[dict[TopicPartition, tuple[int, ...]]] | None) -> None:
-        now = _positions(self.md, self.targets)
+        now = positions(self.md, self.targets)
         entries = node.value if node is not None else {}
         adopted = {tp: t for tp, t in entries.items() if self.targets.get(tp) == t}
         self.others = set(entries) - set(adopted)
@@ -505,7 +296,7 @@ class _Run:
         self.involved |= self.claimed or any(tp in entries for tp in self.unsure)
         left = [tp for tp in self.in_flight if tp not in entries]
         if left:
-            for tp, pos in _positions(md, left).items():
+            for tp, pos in positions(md, left).items():
                 target = self.in_flight.pop(tp)
                 if pos == (target, False):
                     self.done.append(tp)
@@ -625,7 +416,8 @@ def execute_plan(coordinator: Coordinator | MetadataClient, plan: Plan, *,
     The run tops the node up only with its own moves, only while its claim holds, and stops
     submitting (following what it sent) when anything else appears in the node: a cancel, a
     refusal, another writer. A coordinator outage is ridden out for ``retry``'s deadline
-    (default :func:`outage_retry`: twice the session timeout); past it, or when ``timeout``
+    (default :func:`outage_retry`: twice the session timeout; a metadata client given keeps its
+    own policy, see :func:`execution_client`); past it, or when ``timeout``
     seconds have passed, the run returns: moves still in the node are left to the controller
     (``in_flight``), moves never sent are ``not_sent``, both reported failed with the reason.
     """
@@ -634,10 +426,9 @@ def execute_plan(coordinator: Coordinator | MetadataClient, plan: Plan, *,
     if max_moves_per_broker is not None and max_moves_per_broker < 1:
         raise ValueError(f"max_moves_per_broker must be >= 1, got {max_moves_per_broker}")
     started = time.monotonic()
-    base = metadata_client(coordinator)
-    plan = validate_plan(base, plan)
-    md = MetadataClient(base.coordinator, retry=retry or outage_retry(base.coordinator))
-    targets = _moves(plan)
+    md = execution_client(coordinator, retry=retry)
+    plan = validate_plan(md, plan)
+    targets = plan_moves(plan)
     owner = ReassignmentOwner(run=uuid.uuid4().hex, digest=plan_digest(plan),
                               partitions=len(targets), plan=label, host=socket.gethostname(),
                               pid=os.getpid())
@@ -647,7 +438,7 @@ def execute_plan(coordinator: Coordinator | MetadataClient, plan: Plan, *,
     if isinstance(decision, ClaimRefused):
         raise ReassignmentInProgress(decision.reason, owner=decision.owner,
                                      pending=node.value if node is not None else {})
-    _require_controller(md, "reassignment")
+    require_controller(md, "reassignment")
     if throttle is not None:
         set_throttles(md, plan, throttle)
     md.coordinator.ensure_path(layout.ADMIN)
@@ -699,94 +490,9 @@ def execute_plan(coordinator: Coordinator | MetadataClient, plan: Plan, *,
     finally:
         watch.cancel()
         try:  # once, without riding out an outage: the node goes with the session anyway
-            MetadataClient(md.coordinator, retry=NO_RETRY).release_reassignment(owner)
+            md.release_reassignment(owner, retry=NO_RETRY)
         except CoordinatorError:
             pass
     report()
     return run.result(elapsed=time.monotonic() - started, timed_out=timed_out, gave_up=gave_up,
                       detail=detail)
-
-
-# --- verification ------------------------------------------------------------------------------
-
-
-def verify_plan(coordinator: Coordinator | MetadataClient, plan: Plan) -> VerifyReport:
-    """Per partition of ``plan``: DONE (at its target, no move recorded), IN_PROGRESS (its move
-    to the target is pending), or FAILED with the reason (elsewhere, and not moving there)."""
-    md = metadata_client(coordinator)
-    node = md.reassignment()
-    pending = node.value if node is not None else {}
-    targets = _moves(plan)
-    topics = {t: v.value for t, v in md.assignments({tp.topic for tp in targets}).items()}
-    out = []
-    for tp, target in sorted(targets.items()):
-        a = topics.get(tp.topic)
-        if a is None or tp.partition not in a.partitions:
-            out.append(MoveStatus(partition=tp, state=MoveState.FAILED, target=target,
-                                  reason="the partition does not exist"))
-            continue
-        replicas = tuple(a.partitions[tp.partition])
-        moving = bool(a.adding.get(tp.partition) or a.removing.get(tp.partition))
-        heading = pending.get(tp) or (target_replicas(a, tp.partition) if moving else None)
-        if heading == target:
-            state, reason = MoveState.IN_PROGRESS, None
-        elif heading is not None:
-            state, reason = MoveState.FAILED, f"another move, to {list(heading)}, is in progress"
-        elif replicas == target:
-            state, reason = MoveState.DONE, None
-        else:
-            state, reason = MoveState.FAILED, (f"replicas are {list(replicas)}, not "
-                                               f"{list(target)}, and no move is pending")
-        out.append(MoveStatus(partition=tp, state=state, target=target, replicas=replicas,
-                              reason=reason))
-    return VerifyReport(statuses=tuple(out))
-
-
-# --- cancel ------------------------------------------------------------------------------------
-
-
-def cancel_reassignment(coordinator: Coordinator | MetadataClient, *, wait: float = 30.0,
-                        poll_interval: float = 0.2) -> CancelReport:
-    """Revert pending moves as Kafka does: every partition still moving goes back to its original
-    replicas (current replicas minus the adding ones) and its pending entry is dropped; an entry
-    the controller has not started is dropped. Waits up to ``wait`` seconds for the controller
-    to finish; what it has not finished by then is in ``still_reverting``."""
-    md = metadata_client(coordinator)
-    for _ in range(20):
-        node = md.reassignment()
-        pending = dict(node.value) if node is not None else {}
-        _, topics, _ = cluster_state(md)
-        recorded = {TopicPartition(t, p) for t, a in topics.items()
-                    for p in (*a.adding, *a.removing) if p in a.partitions}
-        moves: list[CancelledMove] = []
-        revert: dict[TopicPartition, tuple[int, ...]] = {}
-        for tp in sorted(set(pending) | recorded):
-            a = topics.get(tp.topic)
-            if a is None or tp.partition not in a.partitions:
-                continue  # gone: the controller drops its entry itself
-            replicas = a.partitions[tp.partition]
-            adding = set(a.adding.get(tp.partition, ()))
-            original = tuple(r for r in replicas if r not in adding)
-            started = tp in recorded
-            target = pending.get(tp) or target_replicas(a, tp.partition)
-            revert[tp] = original
-            moves.append(CancelledMove(partition=tp, target=tuple(target), original=original,
-                                       reverted=started and original != tuple(target)))
-        if not revert:
-            return CancelReport()
-        _require_controller(md, "cancellation")
-        if _write_moves(md, node.version if node is not None else None, revert):
-            break
-    else:
-        raise CoordinatorError("the reassignment node kept changing: try the cancel again")
-    deadline = time.monotonic() + wait
-    left = set(revert)
-    while left:
-        node = md.reassignment()
-        entries = node.value if node is not None else {}
-        positions = _positions(md, left)
-        left = {tp for tp in left if tp in entries or (positions[tp] or ((), False))[1]}
-        if not left or time.monotonic() >= deadline:
-            break
-        time.sleep(poll_interval)
-    return CancelReport(moves=tuple(moves), still_reverting=tuple(sorted(left)))

@@ -121,7 +121,7 @@ def set_throttles(coordinator: Coordinator | MetadataClient, plan: Plan, rate: i
     brokers, topics = throttle_targets(current, plan)
     for b in sorted(brokers):
         _merge_broker(md, b, {LEADER_RATE: str(rate), FOLLOWER_RATE: str(rate)})
-    admin = Admin(md.coordinator)
+    admin = Admin(md)
     for topic, lists in sorted(topics.items()):
         admin.alter_topic_config(topic, set={k: v for k, v in lists.items() if v},
                                  delete=[k for k, v in lists.items() if not v])
@@ -144,7 +144,7 @@ def remove_throttles(coordinator: Coordinator | MetadataClient, topics: Iterable
         if node is not None and any(k in node.value for k in BROKER_RATE_KEYS):
             _merge_broker(md, b, dict.fromkeys(BROKER_RATE_KEYS))
             cleared.append(b)
-    admin = Admin(md.coordinator)
+    admin = Admin(md)
     names = sorted(set(topics))
     existing = md.assignments(names)
     done: dict[str, dict[str, str]] = {}

@@ -16,6 +16,13 @@ from partctl.commands.common import (
     sizes,
 )
 from partctl.errors import UserError
+from rebalancer.goals import GOALS, Spelling
+
+SPELLING = Spelling(goal="--goal", count_slack="--count-slack", sizes="--sizes FILE",
+                    replication_factor="--replication-factor",
+                    new_brokers="the brokers to add (--brokers)",
+                    decommission="the brokers to drain (--brokers)")
+"""How ``jobs add rebalance`` names the goal's options in the goal parser's lines."""
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -38,14 +45,15 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parents = [common, database, schedule]
     rb = ksub.add_parser("rebalance", parents=parents,
                          help="snapshot, plan, execute within limits, verify, record")
-    rb.add_argument("--goal", choices=("balance", "disk", "add-brokers", "decommission",
-                                       "repair-racks"), default="balance",
+    rb.add_argument("--goal", choices=GOALS, default="balance",
                     help="as reassign generate's; disk needs --sizes")
     rb.add_argument("--brokers", metavar="1,2",
                     help="the brokers to add or to decommission (those goals)")
     rb.add_argument("--sizes", metavar="FILE",
                     help="partition sizes, read at each run (the job keeps the path): the "
                          "planner moves the fewest bytes, --goal disk evens them")
+    rb.add_argument("--replication-factor", metavar="t=3,u=2",
+                    help="new replication factors (--goal replication-factor)")
     rb.add_argument("--count-slack", type=fraction, default=None, metavar="F",
                     help="--goal disk: how far a broker's replica count may stray from its "
                          "balanced quota (default 0.05)")
@@ -91,19 +99,16 @@ def _job_kwargs(args: argparse.Namespace) -> dict:
     # credentials of the environment it runs in (PARTCTL_COORDINATOR_USER and its password).
     kwargs: dict = {"coordinator": without_credentials(url), "connect_timeout": args.timeout}
     if args.kind == "rebalance":
+        from rebalancer.goals import parse_replication_factors
         from rebalancer.jobs import goals_for
 
         try:
             brokers = [int(b) for b in args.brokers.split(",")] if args.brokers else []
         except ValueError:
             raise UserError(f"bad --brokers {args.brokers!r}: want e.g. 4,5") from None
-        if args.count_slack is not None and args.goal != "disk":
-            raise UserError("--count-slack goes with --goal disk")
-        if args.goal == "disk" and not args.sizes:
-            raise UserError("--goal disk needs --sizes FILE (the partition sizes, read at "
-                            "each run)")
+        rf = parse_replication_factors(args.replication_factor)
         goals_for(args.goal, brokers, count_slack=args.count_slack,  # they make sense
-                  sizes=args.sizes)
+                  sizes=args.sizes, replication_factor=rf, spelling=SPELLING)
         if args.max_concurrent_moves < 1:
             raise UserError("--max-concurrent-moves must be at least 1")
         if args.sizes:
@@ -111,6 +116,8 @@ def _job_kwargs(args: argparse.Namespace) -> dict:
             kwargs["sizes"] = os.path.abspath(args.sizes)
         if args.count_slack is not None:
             kwargs["count_slack"] = args.count_slack
+        if rf:
+            kwargs["replication_factor"] = rf
         kwargs.update(goal=args.goal, brokers=brokers,
                       max_concurrent_moves=args.max_concurrent_moves, dry_run=args.dry_run,
                       engine=args.engine, seed=args.seed, spark_master=args.spark_master,
@@ -154,7 +161,10 @@ def _job_args(kind: str, kwargs: dict) -> str:
             value = format_duration(value)
         if key == "percentage":
             key, value = "imbalance", f"{value:g}%"
-        text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+        if isinstance(value, dict):
+            text = ",".join(f"{k}={v}" for k, v in sorted(value.items()))
+        else:
+            text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
         shown.append(f"{key.replace('_', '-')}={text}")
     if kwargs.get("engine") not in (None, "local"):
         shown.append(f"engine={kwargs['engine']}")

@@ -22,12 +22,11 @@ from partctl.commands.common import (
     sizes,
 )
 from partctl.errors import UserError
+from rebalancer.goals import GOALS
 
 if TYPE_CHECKING:
     from rebalancer.planner.goals import Goal
     from rebalancer.snapshot import Snapshot
-
-GOALS = ("balance", "disk", "add-brokers", "decommission", "replication-factor", "repair-racks")
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -114,6 +113,7 @@ def cmd_generate(args: argparse.Namespace, out: TextIO) -> int:
         scope_snapshot,
         snapshot_from_coordinator,
     )
+    from rebalancer.goals import CLI, check_goal_options
     from rebalancer.plan import render_plan, score_plan
     from rebalancer.planner.goals import BalanceDisk
     from rebalancer.scoring import lower_bounds
@@ -123,10 +123,8 @@ def cmd_generate(args: argparse.Namespace, out: TextIO) -> int:
         raise UserError("give --snapshot FILE or --coordinator URL, not both")
     if not args.snapshot and not (args.coordinator or os.environ.get(ENV_COORDINATOR)):
         raise UserError(f"give --snapshot FILE or --coordinator URL (or set {ENV_COORDINATOR})")
-    if args.replication_factor and args.goal != "replication-factor":
-        raise UserError("--replication-factor goes with --goal replication-factor")
-    if args.count_slack is not None and args.goal != "disk":
-        raise UserError("--count-slack goes with --goal disk")
+    check_goal_options(args.goal, count_slack=args.count_slack,
+                       replication_factor=args.replication_factor, spelling=CLI)
     if args.plot:
         from partctl.plot import check_plot_target
 
@@ -199,52 +197,15 @@ def _rate(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _rf_changes(text: str | None) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for item in (text or "").split(","):
-        topic, eq, rf = item.strip().rpartition("=")
-        if not item.strip():
-            continue
-        if not eq or not topic or not rf.strip().isdigit():
-            raise UserError(f"bad --replication-factor {text!r}: want topic=rf,topic=rf")
-        out[topic] = int(rf)
-    return out
-
-
 def _goal(args: argparse.Namespace, snap: Snapshot) -> Goal:
-    from rebalancer.planner.goals import (
-        DEFAULT_COUNT_SLACK,
-        AddBrokers,
-        Balance,
-        BalanceDisk,
-        ChangeReplicationFactor,
-        Decommission,
-        RepairRacks,
-    )
+    """The goal of ``--goal`` and its options (rebalancer.goals, the jobs' parser too): the
+    brokers to add or drain are the snapshot's, with ``--new-brokers`` and ``--decommission``."""
+    from rebalancer.goals import CLI, parse_goal, parse_replication_factors
 
-    match args.goal:
-        case "balance":
-            return Balance()
-        case "disk":
-            slack = DEFAULT_COUNT_SLACK if args.count_slack is None else args.count_slack
-            return BalanceDisk(count_slack=slack)
-        case "add-brokers":
-            if not snap.new_brokers:
-                raise UserError("--goal add-brokers needs --new-brokers (or a snapshot that "
-                                "lists new brokers)")
-            return AddBrokers(brokers=snap.new_brokers)
-        case "decommission":
-            if not snap.decommission:
-                raise UserError("--goal decommission needs --decommission (or a snapshot that "
-                                "lists brokers to decommission)")
-            return Decommission(brokers=snap.decommission)
-        case "replication-factor":
-            changes = _rf_changes(args.replication_factor)
-            if not changes:
-                raise UserError("--goal replication-factor needs --replication-factor t=rf,...")
-            return ChangeReplicationFactor.of(changes)
-        case _:
-            return RepairRacks()
+    brokers = snap.new_brokers if args.goal == "add-brokers" else snap.decommission
+    return parse_goal(args.goal, brokers=brokers, count_slack=args.count_slack,
+                      replication_factor=parse_replication_factors(args.replication_factor),
+                      spelling=CLI)
 
 
 @contextmanager
@@ -286,11 +247,13 @@ def _plan_file(args: argparse.Namespace) -> str:
 
 def cmd_execute(args: argparse.Namespace, out: TextIO) -> int:
     from partctl.render import ProgressDisplay, render_result
-    from rebalancer.execution import execute_plan, validate_plan
+    from rebalancer.execution import execute_plan, execution_client
+    from rebalancer.validation import validate_plan
 
     text = _plan_file(args)
     with connect(args) as client:
-        plan = validate_plan(client, text)
+        md = execution_client(client)  # the execution's one metadata client
+        plan = validate_plan(md, text)
         header = (f"Executing a reassignment of {len(plan.partitions)} partition(s), at most "
                   f"{args.max_concurrent_moves} at a time"
                   + (f" and {args.max_moves_per_broker} per broker"
@@ -301,7 +264,7 @@ def cmd_execute(args: argparse.Namespace, out: TextIO) -> int:
                   + ".")
         try:
             with ProgressDisplay(out, every=args.status_every, header=header) as display:
-                result = execute_plan(client, plan,
+                result = execute_plan(md, plan,
                                       max_concurrent_moves=args.max_concurrent_moves,
                                       max_moves_per_broker=args.max_moves_per_broker,
                                       throttle=args.throttle, additional=args.additional,
@@ -317,14 +280,17 @@ def cmd_execute(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
+    from coordinator.metadata import MetadataClient
     from partctl.render import render_verify
-    from rebalancer.execution import read_plan, verify_plan
     from rebalancer.throttles import remove_throttles
+    from rebalancer.validation import read_plan
+    from rebalancer.verification import verify_plan
 
     plan = read_plan(_plan_file(args))
     with connect(args) as client:
-        report = verify_plan(client, plan)
-        removed = (remove_throttles(client, {r.topic for r in plan.partitions})
+        md = MetadataClient(client)
+        report = verify_plan(md, plan)
+        removed = (remove_throttles(md, {r.topic for r in plan.partitions})
                    if report.all_done else None)
     print(render_verify(report), file=out)
     if removed is not None and (removed.brokers or removed.topics):
@@ -336,7 +302,7 @@ def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_cancel(args: argparse.Namespace, out: TextIO) -> int:
     from partctl.render import render_cancel
-    from rebalancer.execution import cancel_reassignment
+    from rebalancer.verification import cancel_reassignment
 
     with connect(args) as client:
         report = cancel_reassignment(client, wait=args.wait)

@@ -450,7 +450,7 @@ class ClusterPage:
 
     def _cancel(self) -> str:
         from partctl.render import render_cancel
-        from rebalancer.execution import cancel_reassignment
+        from rebalancer.verification import cancel_reassignment
 
         with self._io:
             report = cancel_reassignment(self.client, wait=0)

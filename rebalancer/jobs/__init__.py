@@ -5,6 +5,7 @@ function's stable import string from ``JOB_FUNCTIONS``, the schedule and the arg
 nothing is pickled. Their runs are recorded in the store.
 """
 
+from rebalancer.goals import GOALS
 from rebalancer.jobs.jobstore import JOB_DEFAULTS, SqlJobStore
 from rebalancer.jobs.scheduler import (
     JobBroken,
@@ -21,7 +22,6 @@ from rebalancer.jobs.scheduler import (
 from rebalancer.jobs.spec import ARGUMENTS, JobSpec, JobSpecError
 from rebalancer.jobs.tasks import (
     ENGINES,
-    GOALS,
     JOB_FUNCTIONS,
     PREFERRED_ELECTION,
     REBALANCE,

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from rebalancer.goals import GOALS
 from rebalancer.jobs import tasks
 from rebalancer.jobs.errors import JobSpecError
 from rebalancer.jobs.triggers import Schedule, TriggerError, schedule_from_json
@@ -119,6 +120,19 @@ def _broker_ids(name: str, value: Any) -> Any:
     return value
 
 
+def _replication_factors(name: str, value: Any) -> Any:
+    """Goal replication-factor's topics: ``{"topic": rf, ...}``."""
+    if value is None:
+        return None
+    if (not isinstance(value, Mapping) or not value or len(value) > 10_000
+            or not all(isinstance(t, str) and 0 < len(t) <= 249 for t in value)
+            or not all(isinstance(rf, int) and not isinstance(rf, bool) and 1 <= rf <= 1000
+                       for rf in value.values())):
+        raise JobSpecError(f"argument {name} must be an object of topics and their new "
+                           f"replication factors (1 to 1000), not {value!r:.80}")
+    return dict(value)
+
+
 def _coordinator(name: str, value: Any) -> Any:
     from coordinator.errors import InvalidURL
     from coordinator.url import parse
@@ -136,9 +150,10 @@ ARGUMENTS: Mapping[str, Mapping[str, Check]] = {
     tasks.REBALANCE: {
         "coordinator": _coordinator,
         "connect_timeout": _TIMEOUT,
-        "goal": _choice(tasks.GOALS),
+        "goal": _choice(GOALS),
         "brokers": _broker_ids,
         "count_slack": _fraction,
+        "replication_factor": _replication_factors,
         "sizes": _absolute_path,
         "max_concurrent_moves": _integer(1),
         "dry_run": _boolean,
@@ -192,7 +207,8 @@ def check_arguments(kind: str, arguments: Any) -> dict[str, Any]:
     out = {name: schema[name](name, value) for name, value in arguments.items()}
     if kind == tasks.REBALANCE:
         tasks.goals_for(out.get("goal", "balance"), out.get("brokers", ()),  # JobSpecError
-                        count_slack=out.get("count_slack"), sizes=out.get("sizes"))
+                        count_slack=out.get("count_slack"), sizes=out.get("sizes"),
+                        replication_factor=out.get("replication_factor"))
     try:
         json.dumps(out, allow_nan=False)
     except (TypeError, ValueError) as exc:  # pragma: no cover - the checks above exclude it

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from coordinator.base import Coordinator
     from coordinator.codecs import TopicPartition
     from coordinator.metadata import MetadataClient
+    from rebalancer.goals import Spelling
     from rebalancer.planner.goals import Goal
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,6 @@ JOB_FUNCTIONS: Mapping[str, str] = {
 }
 """Job kind -> the import string stored with each job. Never rename these targets."""
 
-GOALS = ("balance", "disk", "add-brokers", "decommission", "repair-racks")
 ENGINES = ("local", "spark", "auto")
 
 STOP = threading.Event()
@@ -82,7 +82,10 @@ def runner_id() -> str:
 
 def one_line(exc: BaseException) -> str:
     """An exception as the one line a run records: ``Type: message``; errors that carry a list
-    of problems (PlanError, SnapshotError) have them joined on the line."""
+    of problems (PlanError, SnapshotError) have them joined on the line. A plan's problems
+    (rebalancer.validation's, as the CLI prints them) and JobFailed need no type name."""
+    from rebalancer.plan import PlanError
+
     text = str(exc).strip()
     first = text.splitlines()[0] if text else ""
     problems = getattr(exc, "problems", None)
@@ -90,7 +93,7 @@ def one_line(exc: BaseException) -> str:
         shown = "; ".join(str(p) for p in list(problems)[:5])
         more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
         first = f"{first.rstrip(':')}: {shown}{more}" if first else f"{shown}{more}"
-    if isinstance(exc, JobFailed):
+    if isinstance(exc, JobFailed | PlanError):
         return first
     name = type(exc).__name__
     return f"{name}: {first}" if first else name
@@ -161,16 +164,14 @@ def _connect(url: str, timeout: float) -> Coordinator:
 # --- preferred-leader election ---------------------------------------------------------------
 
 
-def _imbalance(coord: Coordinator, percentage: float) -> tuple[MetadataClient, Any]:
+def _imbalance(md: MetadataClient, percentage: float) -> Any:
     """The pure imbalance computation over what the coordinator holds now: assignments,
     leaders and ISRs, live brokers; partitions moving or being deleted are set aside as the
     controller's own timer sets them aside."""
     from coordinator.codecs import TopicPartition
-    from coordinator.metadata import MetadataClient
     from coordinator.skipped import SkippedTopics, readable_assignments
     from elections.imbalance import leader_imbalance
 
-    md = MetadataClient(coord)
     assignments = readable_assignments(md, skipped=SkippedTopics(log, "preferred election job"))
     tps = [TopicPartition(t, p) for t, a in assignments.items() for p in a.value.partitions]
     states = md.partition_states(tps)
@@ -185,7 +186,7 @@ def _imbalance(coord: Coordinator, percentage: float) -> tuple[MetadataClient, A
         reassigning.update(TopicPartition(t, p) for p in (*a.value.adding, *a.value.removing))
     deleting_topics = set(md.topics_to_delete())
     deleting = [tp for tp in tps if tp.topic in deleting_topics]
-    return md, leader_imbalance(view, md.broker_ids(), percentage=percentage,
+    return leader_imbalance(view, md.broker_ids(), percentage=percentage,
                                 reassigning=reassigning, deleting=deleting)
 
 
@@ -215,10 +216,12 @@ def run_preferred_election(*, job_id: str, coordinator: str, db: str | None = No
 
     def body(store: Store, run_id: int) -> _Result:
         from coordinator.admin import Admin, controller_status
+        from coordinator.metadata import MetadataClient
 
         coord = _connect(coordinator, connect_timeout)
         try:
-            md, before = _imbalance(coord, percentage)
+            md = MetadataClient(coord)  # the run's one metadata client
+            before = _imbalance(md, percentage)
             scores_before = _imbalance_scores(before)
             store.update_run(run_id, scores_before=scores_before)
             if not before.candidates:
@@ -233,7 +236,7 @@ def run_preferred_election(*, job_id: str, coordinator: str, db: str | None = No
             if controller_status(md).broker_id is None:
                 raise JobFailed("no controller is active to carry out the election")
             _checkpoint()
-            requested = Admin(coord).elect_preferred(before.candidates)
+            requested = Admin(md).elect_preferred(before.candidates)
             details = {"requested": _names(requested), "count": len(requested)}
             store.update_run(run_id, details=details)
             deadline = time.monotonic() + wait
@@ -242,7 +245,7 @@ def run_preferred_election(*, job_id: str, coordinator: str, db: str | None = No
                     raise JobFailed(f"requested {len(requested)} preferred election(s) but the "
                                     f"controller had not carried them out after {wait:g}s")
                 _wait(0.1, f"{len(requested)} election(s) requested")
-            _, after = _imbalance(coord, percentage)
+            after = _imbalance(md, percentage)
             return _Result(outcome=RunOutcome.SUCCEEDED,
                            summary=f"{len(requested)} preferred election(s) requested",
                            fields={"scores_after": _imbalance_scores(after)})
@@ -256,41 +259,21 @@ def run_preferred_election(*, job_id: str, coordinator: str, db: str | None = No
 
 
 def goals_for(goal: str, brokers: Sequence[int] = (), *, count_slack: float | None = None,
-              sizes: str | None = None) -> tuple[Goal, ...]:
-    """The planner's goals for a job's ``goal``: "disk" evens bytes per broker
-    (:class:`~rebalancer.planner.goals.BalanceDisk`, replica counts within ``count_slack``) and
-    needs ``sizes``, the partition sizes file each run reads; the others plan with sizes too
-    when the job has them (the fewest bytes moved). JobSpecError for what does not go
-    together."""
-    from rebalancer.planner.goals import (
-        DEFAULT_COUNT_SLACK,
-        AddBrokers,
-        Balance,
-        BalanceDisk,
-        Decommission,
-        RepairRacks,
-    )
+              sizes: str | None = None, replication_factor: Mapping[str, int] | None = None,
+              spelling: Spelling | None = None) -> tuple[Goal, ...]:
+    """The planner's goals for a job's ``goal``, by the one goal parser (rebalancer.goals):
+    "disk" evens bytes per broker (replica counts within ``count_slack``) and needs ``sizes``,
+    the partition sizes file each run reads; the others plan with sizes too when the job has
+    them (the fewest bytes moved); "replication-factor" sets the ``replication_factor`` of
+    each topic named. JobSpecError, with the parser's line, for what does not go together."""
+    from rebalancer.goals import JOB, GoalError, parse_goal
 
-    if count_slack is not None and goal != "disk":
-        raise JobSpecError("count_slack goes with goal disk")
-    match goal:
-        case "balance":
-            return (Balance(),)
-        case "disk":
-            if sizes is None:
-                raise JobSpecError("goal disk needs sizes: a partition sizes file, read at "
-                                   "each run")
-            slack = DEFAULT_COUNT_SLACK if count_slack is None else count_slack
-            return (BalanceDisk(count_slack=slack),)
-        case "repair-racks":
-            return (RepairRacks(),)
-        case "add-brokers":
-            return (AddBrokers(brokers=frozenset(brokers)),)
-        case "decommission":
-            if not brokers:
-                raise JobSpecError("goal decommission needs the brokers to drain")
-            return (Decommission(brokers=frozenset(brokers)),)
-    raise JobSpecError(f"unknown goal {goal!r} (expected one of {', '.join(GOALS)})")
+    try:
+        return (parse_goal(goal, brokers=brokers, count_slack=count_slack,
+                           replication_factor=replication_factor, sizes=sizes is not None,
+                           spelling=spelling or JOB, allow_no_new_brokers=True),)
+    except GoalError as exc:
+        raise JobSpecError(str(exc)) from None
 
 
 _STORE_STATUS = {"done": "done", "in progress": "in_progress", "failed": "failed"}
@@ -346,6 +329,7 @@ def read_sizes(path: str) -> dict[tuple[str, int], int]:
 def run_rebalance(*, job_id: str, coordinator: str, db: str | None = None,
                   goal: str = "balance", brokers: Sequence[int] = (),
                   count_slack: float | None = None, sizes: str | None = None,
+                  replication_factor: Mapping[str, int] | None = None,
                   max_concurrent_moves: int = 50, dry_run: bool = False, engine: str = "local",
                   seed: int = 0, spark_master: str = "local[*]", timeout: float | None = None,
                   poll_interval: float = 0.5, connect_timeout: float = 10.0) -> RunSummary:
@@ -353,16 +337,17 @@ def run_rebalance(*, job_id: str, coordinator: str, db: str | None = None,
     run, so the planner moves the fewest bytes and goal "disk" evens them), plan for ``goal``,
     record the plan, execute it with at most ``max_concurrent_moves`` partitions moving at
     once, verify, and record the outcome with the cluster's scores before and after.
-    ``dry_run`` records the plan and stops there."""
+    ``dry_run`` records the plan and stops there. Goal "replication-factor" sets each topic of
+    ``replication_factor`` to its count, as ``reassign generate --goal replication-factor``."""
 
     def body(store: Store, run_id: int) -> _Result:
-        from coordinator.metadata import MetadataClient
-        from rebalancer import execution
+        from rebalancer import execution, validation, verification
         from rebalancer.engines import plan_reassignment
         from rebalancer.plan import score_plan
         from rebalancer.planner.goals import BalanceDisk
 
-        goals = goals_for(goal, brokers, count_slack=count_slack, sizes=sizes)
+        goals = goals_for(goal, brokers, count_slack=count_slack, sizes=sizes,
+                          replication_factor=replication_factor)
         snapshot_options = {
             "decommission": tuple(brokers) if goal == "decommission" else (),
             "new_brokers": tuple(brokers) if goal == "add-brokers" else (),
@@ -370,10 +355,11 @@ def run_rebalance(*, job_id: str, coordinator: str, db: str | None = None,
         }
         coord = _connect(coordinator, connect_timeout)
         try:
-            if MetadataClient(coord).reassignment() is not None:
+            md = execution.execution_client(coord)  # the run's one metadata client
+            if md.reassignment() is not None:
                 raise JobFailed("a reassignment is already in progress; not planning on a "
                                 "cluster that is moving")
-            snap = execution.snapshot_from_coordinator(coord, **snapshot_options)
+            snap = execution.snapshot_from_coordinator(md, **snapshot_options)
             before = scores_json(score_plan(snap))
             store.update_run(run_id, scores_before=before)
             _checkpoint()
@@ -387,6 +373,8 @@ def run_rebalance(*, job_id: str, coordinator: str, db: str | None = None,
                          "brokers": list(brokers), "max_concurrent_moves": max_concurrent_moves,
                          "dry_run": dry_run, **({"count_slack": goals[0].count_slack}
                                                 if isinstance(goals[0], BalanceDisk) else {}),
+                         **({"replication_factor": dict(replication_factor)}
+                            if replication_factor else {}),
                          "sizes": sizes})
             moves = len(plan.partitions)
             store.update_run(run_id, plan_id=record.id,
@@ -399,18 +387,18 @@ def run_rebalance(*, job_id: str, coordinator: str, db: str | None = None,
                 return _Result(outcome=RunOutcome.DRY_RUN,
                                summary=f"planned {moves} move(s) (plan {record.id}), not run")
             _checkpoint()
-            plan = execution.validate_plan(coord, plan)
+            plan = validation.validate_plan(md, plan)
             ex = store.start_execution(record.id, max_concurrent_moves=max_concurrent_moves)
             store.update_run(run_id, execution_id=ex.id)
-            recorder = _ProgressRecorder(store, ex.id, lambda: execution.verify_plan(coord, plan))
+            recorder = _ProgressRecorder(store, ex.id, lambda: verification.verify_plan(md, plan))
             try:
                 result = execution.execute_plan(
-                    coord, plan, max_concurrent_moves=max_concurrent_moves,
+                    md, plan, max_concurrent_moves=max_concurrent_moves,
                     poll_interval=poll_interval, timeout=timeout, progress=recorder,
                     label=f"job {job_id} (plan {record.id})")
             except (Interrupted, KeyboardInterrupt) as exc:
                 who = "the user" if isinstance(exc, KeyboardInterrupt) else "the scheduler"
-                _record_verify(store, ex.id, execution.verify_plan(coord, plan), final=False)
+                _record_verify(store, ex.id, verification.verify_plan(md, plan), final=False)
                 store.finish_execution(ex.id, "interrupted",
                                        error=f"stopped by {who}; moves already submitted "
                                              f"continue in the controller")
@@ -418,9 +406,9 @@ def run_rebalance(*, job_id: str, coordinator: str, db: str | None = None,
             except Exception as exc:
                 store.finish_execution(ex.id, "failed", error=one_line(exc))
                 raise
-            statuses = _record_verify(store, ex.id, execution.verify_plan(coord, plan),
+            statuses = _record_verify(store, ex.id, verification.verify_plan(md, plan),
                                       failed=result.failed)
-            after_snap = execution.snapshot_from_coordinator(coord, **snapshot_options)
+            after_snap = execution.snapshot_from_coordinator(md, **snapshot_options)
             after = scores_json(score_plan(after_snap))
             not_done = sorted(f"{t}-{p}" for (t, p), s in statuses.items() if s != "done")
             if not_done:

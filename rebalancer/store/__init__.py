@@ -6,7 +6,8 @@ upgrades the schema on first use. SQLite by default at ``$PARTCTL_HOME/partctl.d
 (``~/.local/share/partctl/partctl.db``), any SQLAlchemy URL via ``$PARTCTL_DB``.
 """
 
-from rebalancer.store.repository import (
+from rebalancer.store.engine import create_store_engine
+from rebalancer.store.records import (
     ExecutionRecord,
     ExecutionStatus,
     JobExists,
@@ -16,14 +17,13 @@ from rebalancer.store.repository import (
     PlanRecord,
     RunConflict,
     RunOutcome,
-    Store,
     StoredJob,
     StoreError,
     canonical_json,
-    create_store_engine,
     scores_json,
     snapshot_digest,
 )
+from rebalancer.store.repository import Store
 from rebalancer.store.urls import (
     ENV_DB,
     ENV_HOME,

@@ -6,37 +6,19 @@ newest migration on first use, and hands out plain values: no ORM object or sess
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import json
-import os
-import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import StrEnum
-from pathlib import Path
 from typing import Any
 
-from sqlalchemy import (
-    column,
-    create_engine,
-    delete,
-    event,
-    func,
-    insert,
-    select,
-    table,
-    update,
-)
-from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import IntegrityError, NoSuchModuleError, OperationalError, SQLAlchemyError
+from sqlalchemy import column, delete, func, insert, select, table, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload, sessionmaker
 
 from rebalancer.store import migrate
+from rebalancer.store.engine import create_store_engine, first_line, sql_error
 from rebalancer.store.models import (
     ExecutionPartitionRow,
     ExecutionRow,
@@ -45,266 +27,23 @@ from rebalancer.store.models import (
     PlanRow,
     utcnow,
 )
+from rebalancer.store.records import (
+    ExecutionRecord,
+    ExecutionStatus,
+    JobExists,
+    JobRun,
+    MoveProgress,
+    PlanRecord,
+    RunConflict,
+    RunOutcome,
+    StoredJob,
+    StoreError,
+    canonical_json,
+    execution_record,
+    plan_record,
+    run_record,
+)
 from rebalancer.store.urls import display_url, resolve_db_url
-
-
-class StoreError(RuntimeError):
-    """The store cannot be opened or used: one line saying why."""
-
-
-class JobExists(StoreError):
-    """A job with that id is already stored."""
-
-
-class RunConflict(StoreError):
-    """The job is running already (its run holds the job's lock): nothing was started."""
-
-    def __init__(self, holder: JobRun) -> None:
-        started = holder.started_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
-        super().__init__(f"job {holder.job_id} is already running: run {holder.id} on "
-                         f"{holder.runner or 'an unknown process'}, started {started} UTC; "
-                         f"not started again")
-        self.holder = holder
-
-
-class ExecutionStatus(StrEnum):
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"
-    INTERRUPTED = "interrupted"
-    CANCELLED = "cancelled"
-
-
-class MoveProgress(StrEnum):
-    """Where one partition's move of an execution stands, as the store records it."""
-
-    PENDING = "pending"
-    IN_PROGRESS = "in_progress"
-    DONE = "done"
-    FAILED = "failed"
-
-
-class RunOutcome(StrEnum):
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    NOTHING_TO_DO = "nothing_to_do"
-    DRY_RUN = "dry_run"
-    FAILED = "failed"
-    INTERRUPTED = "interrupted"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PlanRecord:
-    id: int
-    created_at: datetime
-    snapshot_digest: str
-    goal: str
-    options: Mapping[str, Any]
-    scores: Mapping[str, Any]
-    plan: Mapping[str, Any]
-    moves: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PartitionProgress:
-    topic: str
-    partition: int
-    target_replicas: tuple[int, ...]
-    status: MoveProgress
-    updated_at: datetime
-    reason: str | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ExecutionRecord:
-    id: int
-    plan_id: int
-    started_at: datetime
-    finished_at: datetime | None
-    status: ExecutionStatus
-    max_concurrent_moves: int
-    error: str | None
-    partitions: tuple[PartitionProgress, ...]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class JobRun:
-    id: int
-    job_id: str
-    kind: str
-    started_at: datetime
-    ended_at: datetime | None
-    outcome: RunOutcome
-    error: str | None
-    scores_before: Mapping[str, Any] | None
-    scores_after: Mapping[str, Any] | None
-    details: Mapping[str, Any] | None
-    plan_id: int | None
-    execution_id: int | None
-    runner: str | None
-    heartbeat_at: datetime | None = None
-    """When the running process last said it is alive, by the database's clock."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StoredJob:
-    """A row of ``partctl_jobs`` exactly as read: nothing in it is trusted yet. The fields are
-    whatever the database returned (a damaged or crafted row may hold anything, even in a typed
-    column on SQLite); ``rebalancer.jobs`` checks them before a job is listed as runnable, and
-    never runs one that fails."""
-
-    id: Any
-    kind: Any
-    func_ref: Any
-    schedule: Any
-    """The schedule's JSON text."""
-    arguments: Any
-    """The arguments' JSON text."""
-    next_run_time: Any
-    """Seconds since the epoch (UTC), or None."""
-    problem: Any
-
-
-def canonical_json(doc: Any) -> str:
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-
-
-def snapshot_digest(snapshot: Any) -> str:
-    """sha256 of the snapshot's canonical JSON: brokers, partitions (with sizes), decommission
-    and new brokers; free-form ``meta`` (timestamps, sources) is left out so that the same
-    cluster gives the same digest."""
-    from rebalancer.snapshot import snapshot_to_dict
-
-    doc = snapshot_to_dict(snapshot)
-    doc["meta"] = {"new_brokers": doc["meta"].get("new_brokers", [])}
-    return hashlib.sha256(canonical_json(doc).encode()).hexdigest()
-
-
-def scores_json(scores: Any) -> dict[str, Any]:
-    """A Scores value (or any dataclass) as plain JSON-able data."""
-    return dataclasses.asdict(scores) if dataclasses.is_dataclass(scores) else dict(scores)
-
-
-def _plan_record(row: PlanRow) -> PlanRecord:
-    return PlanRecord(id=row.id, created_at=row.created_at, snapshot_digest=row.snapshot_digest,
-                      goal=row.goal, options=row.options, scores=row.scores, plan=row.plan,
-                      moves=row.moves)
-
-
-def _execution_record(row: ExecutionRow) -> ExecutionRecord:
-    return ExecutionRecord(
-        id=row.id, plan_id=row.plan_id, started_at=row.started_at, finished_at=row.finished_at,
-        status=ExecutionStatus(row.status), max_concurrent_moves=row.max_concurrent_moves,
-        error=row.error,
-        partitions=tuple(PartitionProgress(topic=p.topic, partition=p.partition,
-                                           target_replicas=tuple(p.target_replicas),
-                                           status=MoveProgress(p.status),
-                                           updated_at=p.updated_at, reason=p.reason)
-                         for p in row.partitions))
-
-
-def _run_record(row: JobRunRow) -> JobRun:
-    return JobRun(id=row.id, job_id=row.job_id, kind=row.kind, started_at=row.started_at,
-                  ended_at=row.ended_at, outcome=RunOutcome(row.outcome), error=row.error,
-                  scores_before=row.scores_before, scores_after=row.scores_after,
-                  details=row.details, plan_id=row.plan_id, execution_id=row.execution_id,
-                  runner=row.runner, heartbeat_at=row.heartbeat_at)
-
-
-def create_store_engine(url: str) -> Engine:
-    """An engine for ``url``: SQLite files get their directory, foreign keys, WAL and a busy
-    timeout (a scheduler and the CLI share the file); a bare ``postgresql://`` uses psycopg 3
-    when psycopg2 is not installed."""
-    parsed = make_url(url)
-    backend = parsed.get_backend_name()
-    options: dict[str, Any] = {}
-    if backend == "sqlite":
-        db = parsed.database
-        if db and db != ":memory:" and not db.startswith("file:"):
-            create_private_file(Path(db))
-        options["connect_args"] = {"timeout": 30, "check_same_thread": False}
-    else:
-        options["pool_pre_ping"] = True
-    if backend == "postgresql" and parsed.drivername == "postgresql":
-        parsed = parsed.set(drivername=_default_postgres_driver())
-    try:
-        engine = create_engine(parsed, **options)
-    except (NoSuchModuleError, ModuleNotFoundError) as exc:
-        raise StoreError(f"no database driver for {display_url(url)}: {exc} "
-                         f"(for PostgreSQL: pip install 'partctl[postgres]')") from None
-    if backend == "sqlite":
-        event.listen(engine, "connect", _sqlite_pragmas)
-    return engine
-
-
-def create_private_file(path: Path) -> None:
-    """Create the SQLite file (and any missing directory above it) readable by its owner only:
-    0700 directories, as the XDG base directory spec asks, and a 0600 file, created before
-    SQLite opens it because SQLite gives its -wal, -shm and -journal files the database file's
-    mode. An existing file or directory keeps its mode. One line (StoreError) when it cannot
-    be done: a path under a regular file, a directory that is not writable."""
-    missing = []
-    parent = path.parent
-    while not parent.exists():
-        missing.append(parent)
-        if parent.parent == parent:
-            break
-        parent = parent.parent
-    try:
-        for directory in reversed(missing):
-            try:
-                os.mkdir(directory, 0o700)
-            except FileExistsError:
-                continue  # made at the same moment by another process
-            os.chmod(directory, 0o700)  # whatever the umask
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        os.close(fd)
-    except FileExistsError:
-        if not path.is_file():
-            raise StoreError(f"cannot create the store at {path}: it exists and is not a "
-                             f"file") from None
-    except OSError as exc:
-        where = exc.filename or path
-        raise StoreError(f"cannot create the store at {path}: {where}: "
-                         f"{exc.strerror or exc}") from None
-
-
-def _default_postgres_driver() -> str:
-    import importlib.util
-
-    if importlib.util.find_spec("psycopg2") is None and importlib.util.find_spec("psycopg"):
-        return "postgresql+psycopg"
-    return "postgresql"
-
-
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    cur = dbapi_connection.cursor()
-    cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute("PRAGMA busy_timeout=30000")
-    # Switching a fresh file to WAL needs it to itself, and SQLite answers "database is locked"
-    # at once (no busy wait) when another connection (a scheduler starting beside a CLI call)
-    # is opening it too: try again for a while.
-    deadline = time.monotonic() + 30
-    while True:
-        cur.execute("PRAGMA journal_mode")
-        if cur.fetchone()[0].lower() in ("memory", "wal"):
-            break
-        try:
-            cur.execute("PRAGMA journal_mode=WAL")
-        except sqlite3.OperationalError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
-    cur.close()
-
-
-def _sql_error(url: str, exc: SQLAlchemyError) -> StoreError:
-    """A database error met opening or migrating the store, as one line without the password."""
-    if isinstance(exc, OperationalError):
-        return StoreError(f"cannot open the store at {display_url(url)}: "
-                          f"{_first_line(exc.orig or exc)}")
-    return StoreError(f"store {display_url(url)}: {_first_line(exc)}")
-
 
 _upgraded: set[str] = set()
 _upgraded_lock = threading.Lock()
@@ -369,7 +108,7 @@ class Store:
         except FileNotFoundError as exc:
             raise StoreError(str(exc)) from None
         except SQLAlchemyError as exc:
-            raise _sql_error(key, exc) from None
+            raise sql_error(key, exc) from None
         except Exception as exc:
             if type(exc).__name__ == "CommandError":  # alembic: e.g. an unknown revision
                 raise StoreError(f"store {display_url(key)}: {exc} (is the database newer "
@@ -382,7 +121,7 @@ class Store:
         try:
             migrate.downgrade(self.engine, revision)
         except SQLAlchemyError as exc:
-            raise StoreError(f"store {display_url(self.url)}: {_first_line(exc)}") from None
+            raise StoreError(f"store {display_url(self.url)}: {first_line(exc)}") from None
         except Exception as exc:
             if type(exc).__name__ == "CommandError":
                 raise StoreError(f"store {display_url(self.url)}: {exc}") from None
@@ -396,7 +135,7 @@ class Store:
         try:
             return migrate.current_revision(self.engine)
         except SQLAlchemyError as exc:
-            raise _sql_error(self.url, exc) from None
+            raise sql_error(self.url, exc) from None
 
     # --- sessions --------------------------------------------------------------------------
 
@@ -416,12 +155,12 @@ class Store:
         with self._session() as s:
             s.add(row)
             s.flush()
-            return _plan_record(row)
+            return plan_record(row)
 
     def get_plan(self, plan_id: int) -> PlanRecord | None:
         with self._session() as s:
             row = s.get(PlanRow, plan_id)
-            return None if row is None else _plan_record(row)
+            return None if row is None else plan_record(row)
 
     def plans(self, *, limit: int = 20, snapshot_digest: str | None = None
               ) -> list[PlanRecord]:
@@ -430,7 +169,7 @@ class Store:
         if snapshot_digest is not None:
             q = q.where(PlanRow.snapshot_digest == snapshot_digest)
         with self._session() as s:
-            return [_plan_record(r) for r in s.scalars(q)]
+            return [plan_record(r) for r in s.scalars(q)]
 
     # --- executions ------------------------------------------------------------------------
 
@@ -457,7 +196,7 @@ class Store:
                 for t, p, r in targets]
             s.add(row)
             s.flush()
-            return _execution_record(row)
+            return execution_record(row)
 
     def set_partition_status(self, execution_id: int,
                              statuses: Mapping[tuple[str, int], MoveProgress | str], *,
@@ -495,13 +234,13 @@ class Store:
             row.finished_at = utcnow()
             row.error = error
             s.flush()
-            return _execution_record(row)
+            return execution_record(row)
 
     def get_execution(self, execution_id: int) -> ExecutionRecord | None:
         with self._session() as s:
             row = s.get(ExecutionRow, execution_id,
                         options=[selectinload(ExecutionRow.partitions)])
-            return None if row is None else _execution_record(row)
+            return None if row is None else execution_record(row)
 
     def executions(self, *, plan_id: int | None = None, limit: int = 20
                    ) -> list[ExecutionRecord]:
@@ -510,7 +249,7 @@ class Store:
         if plan_id is not None:
             q = q.where(ExecutionRow.plan_id == plan_id)
         with self._session() as s:
-            return [_execution_record(r) for r in s.scalars(q)]
+            return [execution_record(r) for r in s.scalars(q)]
 
     # --- job runs --------------------------------------------------------------------------
 
@@ -539,9 +278,9 @@ class Store:
                         JobRunRow.job_id == job_id,
                         JobRunRow.outcome == RunOutcome.RUNNING.value)).all()
                     for row in running:
-                        why = is_gone(_run_record(row), now)
+                        why = is_gone(run_record(row), now)
                         if why is None:
-                            holder = _run_record(row)
+                            holder = run_record(row)
                             break
                         self._interrupt(s, [row.id], why)
                     if holder is None:
@@ -553,7 +292,7 @@ class Store:
                         s.add(row)
                         s.flush()
                         s.refresh(row)
-                        return _run_record(row)
+                        return run_record(row)
             except IntegrityError:
                 continue  # another process took it between our read and our write: look again
             raise RunConflict(holder)
@@ -581,7 +320,7 @@ class Store:
             for name, value in fields.items():
                 setattr(row, name, value)
             s.flush()
-            return _run_record(row)
+            return run_record(row)
 
     def finish_run(self, run_id: int, outcome: RunOutcome | str, *, error: str | None = None,
                    **fields: Any) -> JobRun:
@@ -596,12 +335,12 @@ class Store:
             row.error = error
             row.ended_at = utcnow()
             s.flush()
-            return _run_record(row)
+            return run_record(row)
 
     def get_run(self, run_id: int) -> JobRun | None:
         with self._session() as s:
             row = s.get(JobRunRow, run_id)
-            return None if row is None else _run_record(row)
+            return None if row is None else run_record(row)
 
     def runs(self, *, job_id: str | None = None, limit: int | None = 20,
              outcome: RunOutcome | str | None = None) -> list[JobRun]:
@@ -614,7 +353,7 @@ class Store:
         if limit is not None:
             q = q.limit(limit)
         with self._session() as s:
-            return [_run_record(r) for r in s.scalars(q)]
+            return [run_record(r) for r in s.scalars(q)]
 
     # --- jobs ------------------------------------------------------------------------------
     #
@@ -722,8 +461,3 @@ def _aware(value: Any) -> datetime:
     if isinstance(value, str):
         value = datetime.fromisoformat(value)
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def _first_line(exc: BaseException | object) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

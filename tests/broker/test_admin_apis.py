@@ -28,7 +28,7 @@ from broker.wire import build
 from coordinator.codecs import BrokerInfo, TopicPartition
 from coordinator.metadata import MetadataClient
 from coordinator.topic_config import TOPIC_CONFIG_KEYS
-from rebalancer.execution import cancel_reassignment
+from rebalancer.verification import cancel_reassignment
 from replication.producer_ids import ProducerIdManager
 from tests.waiting import wait_until
 

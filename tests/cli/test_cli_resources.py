@@ -123,11 +123,12 @@ def test_no_session_outlives_its_command(url: str, opened: list[Coordinator], tm
 
     # a bug and Ctrl-C in the middle of a command, its session open
     import rebalancer.execution as execution
+    import rebalancer.verification as verification
 
-    monkeypatch.setattr(execution, "verify_plan", raising(KeyError("replicas")))
+    monkeypatch.setattr(verification, "verify_plan", raising(KeyError("replicas")))
     code, _, err = run("reassign", "verify", *c, "--reassignment-json-file", str(plan))
     assert code == 2 and err.startswith("partctl: internal error: KeyError"), err
-    monkeypatch.setattr(execution, "cancel_reassignment", raising(KeyboardInterrupt()))
+    monkeypatch.setattr(verification, "cancel_reassignment", raising(KeyboardInterrupt()))
     assert run("reassign", "cancel", *c) == (130, "", "partctl: interrupted\n")
     monkeypatch.setattr(execution, "execute_plan", raising(KeyboardInterrupt()))
     code, out, err = run("reassign", "execute", *c, "--reassignment-json-file", str(plan))

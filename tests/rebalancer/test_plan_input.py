@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rebalancer import strict_json
-from rebalancer.execution import parse_sizes, parse_topics_to_move, read_plan
+from rebalancer.execution import parse_sizes, parse_topics_to_move
 from rebalancer.plan import PlanError, parse_plan
 from rebalancer.snapshot import (
     PartitionReplicas,
@@ -23,6 +23,7 @@ from rebalancer.snapshot import (
     load_snapshot,
     save_snapshot,
 )
+from rebalancer.validation import read_plan
 
 DEEP = "[" * 100_000 + "]" * 100_000
 SNAP = Snapshot(brokers=(SnapshotBroker(id=1), SnapshotBroker(id=2), SnapshotBroker(id=3)),
