@@ -58,7 +58,7 @@ class KvReplica:
 
 
 class KvBroker:
-    """The application's broker side: a ``statemachines.RequestHandler`` over its replicas.
+    """The application's broker side: an ``interbroker.RequestHandler`` over its replicas.
 
     ``peers`` is the application's own way to reach another broker's replicas (here, the
     objects themselves)."""
