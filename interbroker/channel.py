@@ -46,6 +46,7 @@ __all__ = [
     "deliver",
 ]
 
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerResponse:
     """A broker's answer: a request-level error code, and a code per partition (a partition
@@ -53,9 +54,8 @@ class BrokerResponse:
 
     Codes are Kafka's (:class:`~interbroker.errors.ErrorCode`); a refused request (stale
     controller or broker epoch) has its code in ``error`` and no partitions. The controller
-    acts on the answers
-    to a StopReplica that deletes: a request-level error, or an error for a partition, means
-    that replica was not deleted (it is retried later, as Kafka's topic deletion does). The
+    acts on the answers to a StopReplica that deletes: a request-level error, or an error for
+    a partition, means that replica was not deleted (it is retried later, as Kafka's topic deletion does). The
     answers to LeaderAndIsr and UpdateMetadata are not acted on (the controller does not wait
     for them), but the answer must still say what happened, for the logs and for tests.
     """
