@@ -72,22 +72,15 @@ from coordinator.codecs import (  # noqa: E402
 )
 from coordinator.metadata import MetadataClient  # noqa: E402
 from coordinator.model import Check, Create, Delete, SetData  # noqa: E402
-from statemachines.channel import (  # noqa: E402
-    STALE_BROKER_EPOCH,
-    STALE_CONTROLLER_EPOCH,
-    BrokerResponse,
-    InProcessNetwork,
-)
+from interbroker.channel import BrokerResponse
+from interbroker.errors import ErrorCode
+from interbroker.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 from statemachines.controller import (  # noqa: E402
     Controller,
     ControllerConfig,
     FailoverTimings,
 )
-from statemachines.requests import (  # noqa: E402
-    LeaderAndIsrRequest,
-    StopReplicaRequest,
-    UpdateMetadataRequest,
-)
+from statemachines.in_process import InProcessNetwork
 
 MARK = "/bench-mark"  # written after each step: see mark() in run()
 PER_TOPIC = 1000
@@ -222,15 +215,15 @@ class Delivered:
     def _check(self, controller_epoch: int, broker_epoch: int) -> BrokerResponse:
         with self._lock:
             if controller_epoch < self.controller_epoch:
-                return BrokerResponse(error=STALE_CONTROLLER_EPOCH)
+                return BrokerResponse(error=ErrorCode.STALE_CONTROLLER_EPOCH)
             if broker_epoch != self.epoch:
-                return BrokerResponse(error=STALE_BROKER_EPOCH)
+                return BrokerResponse(error=ErrorCode.STALE_BROKER_EPOCH)
             self.controller_epoch = controller_epoch
             return BrokerResponse()
 
     def handle_leader_and_isr(self, request: LeaderAndIsrRequest) -> BrokerResponse:
         response = self._check(request.controller_epoch, request.broker_epoch)
-        if response.error is None:
+        if not response.error:
             self.leader_and_isr.append((time.perf_counter(), MachineCPU.read(), request))
             self.arrived.set()
         return response

@@ -34,7 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import MIB, make_batch, parse_size  # noqa: E402
-from replication.clients import restamp_producer  # noqa: E402
+from node.clients import restamp_producer
 from replication.log import Log, LogConfig  # noqa: E402
 from replication.producer_state import ProducerStateManager  # noqa: E402
 from replication.records import validate_batches  # noqa: E402

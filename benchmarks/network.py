@@ -116,7 +116,7 @@ def consume(bootstrap: str, topic: str, count: int, partitions: int,
 def embedded(count: int, partitions: int, batch: int) -> tuple[float, float]:
     """(seconds, CPU seconds of this process) for ``count`` 1 KiB records with acks=all on
     the embedded cluster, after a warm-up."""
-    from replication import EmbeddedCluster, embedded_replica_config
+    from node import EmbeddedCluster, embedded_replica_config
     from replication.protocol import ACKS_ALL
 
     template = make_batch(batch, VALUE_SIZE)

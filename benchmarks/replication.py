@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import MIB, make_batch, parse_size  # noqa: E402
-from replication import EmbeddedCluster, embedded_replica_config  # noqa: E402
+from node import EmbeddedCluster, embedded_replica_config  # noqa: E402
 from replication.log import LogConfig  # noqa: E402
 from replication.protocol import ACKS_ALL  # noqa: E402
 

@@ -1,15 +1,15 @@
 """The controller's requests over Kafka's protocol: the network a broker process plugs into.
 
-:class:`KafkaNetwork` is the :class:`~statemachines.channel.BrokerNetwork` of broker (and
+:class:`KafkaNetwork` is the :class:`~interbroker.channel.BrokerNetwork` of broker (and
 controller-only) processes. Its channels (:class:`NetworkChannel`, one per controller candidate)
 work as Kafka's ControllerChannelManager does: one connection and one queue per broker, a
 sender thread per broker sending one request at a time in the order queued, to the endpoint of
 the inter-broker listener (``inter.broker.listener.name``) in the broker's registration. A
 broker that cannot be reached is retried, with backoff, until it answers or the controller
 drops it (a broker gone, or registered again with another epoch: its queue goes with it, the new
-registration gets a queue of its own). The answers' error codes come back as the error names of
-:class:`~statemachines.channel.BrokerResponse`, so the controller acts on them as on in-process
-answers.
+registration gets a queue of its own). The answers' error codes come back as they are, in a
+:class:`~interbroker.channel.BrokerResponse` (the contract's :class:`~interbroker.errors.ErrorCode`
+is Kafka's numbers), so the controller acts on them as on in-process answers.
 
 Versions are those Kafka 3.9's ZooKeeper-mode controller sends: LeaderAndIsr v7, UpdateMetadata
 v8 and StopReplica v4 (``isKRaftController`` false); ControlledShutdown v3. The codecs are kio's
@@ -45,7 +45,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
-from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 
 from broker.frames import SIZE, receive_frame
@@ -57,15 +56,9 @@ from coordinator.codecs import BrokerInfo, TopicPartition
 from coordinator.errors import NoNode
 from coordinator.metadata import MetadataClient
 from elections.controller_election import NotController
-from statemachines.channel import (
-    BROKER_NOT_AVAILABLE,
-    AttachedHere,
-    BrokerResponse,
-    ResponseCallback,
-    Target,
-)
-from statemachines.errors import BrokerNotAvailable, StaleBrokerEpoch
-from statemachines.requests import (
+from interbroker.channel import AttachedHere, BrokerResponse, ResponseCallback, Target
+from interbroker.errors import BrokerNotAvailable, ErrorCode, StaleBrokerEpoch
+from interbroker.requests import (
     BrokerRequest,
     Endpoint,
     LeaderAndIsrRequest,
@@ -86,8 +79,6 @@ __all__ = [
     "decode_response",
     "encode_body",
     "encode_request",
-    "error_code",
-    "error_name",
     "request_module",
     "security_protocol_id",
     "topic_uuid",
@@ -112,21 +103,12 @@ ZERO_UUID = uuid.UUID(int=0)
 # --- values <-> kio ---------------------------------------------------------------------------
 
 
-def error_name(code: int) -> str | None:
-    """The error name of a Kafka error code as :class:`BrokerResponse` has it (None for 0)."""
-    if code == 0:
-        return None
+def _name(code: int) -> str:
+    """A code's name for a message (``UNKNOWN_ERROR_<code>`` for one the contract lacks)."""
     try:
-        return ErrorCode(code).name.upper()
+        return ErrorCode(code).name
     except ValueError:
         return f"UNKNOWN_ERROR_{code}"
-
-
-def error_code(name: str | None) -> ErrorCode:
-    """The Kafka error code of an error name (UNKNOWN_SERVER_ERROR for one Kafka lacks)."""
-    if name is None:
-        return ErrorCode.none
-    return getattr(ErrorCode, name.lower(), ErrorCode.unknown_server_error)
 
 
 def topic_uuid(text: str | None) -> uuid.UUID:
@@ -235,25 +217,28 @@ def _encode_stop_replica(request: StopReplicaRequest, version: int) -> Any:
 
 
 def decode_response(request: BrokerRequest, response: Any) -> BrokerResponse:
-    """A broker's kio answer to ``request`` as the controller's :class:`BrokerResponse`."""
-    error = error_name(int(response.error_code))
-    partition_errors: dict[TopicPartition, str] = {}
+    """A broker's kio answer to ``request`` as the controller's :class:`BrokerResponse` (the
+    partitions with an error only)."""
+    error = ErrorCode.of(response.error_code)
+    partition_errors: dict[TopicPartition, ErrorCode] = {}
     match request:
         case LeaderAndIsrRequest():
             names = {topic_uuid(i): t for t, i in request.topic_ids.items()}
             for topic in response.topics:
                 name = names.get(topic.topic_id)
                 for p in topic.partition_errors:
-                    if (e := error_name(int(p.error_code))) is not None and name is not None:
+                    if not (e := ErrorCode.of(p.error_code)):
+                        continue
+                    if name is not None:
                         partition_errors[TopicPartition(name, p.partition_index)] = e
-                    elif e is not None:  # a topic without id: every partition of that number
+                    else:  # a topic without id: every partition of that number
                         for q in request.partitions:
                             if q.partition == p.partition_index and q.topic not in \
                                     request.topic_ids:
                                 partition_errors[TopicPartition(q.topic, q.partition)] = e
         case StopReplicaRequest():
             for p in response.partition_errors:
-                if (e := error_name(int(p.error_code))) is not None:
+                if e := ErrorCode.of(p.error_code):
                     partition_errors[TopicPartition(p.topic_name, p.partition_index)] = e
     return BrokerResponse(error=error, partition_errors=partition_errors)
 
@@ -429,7 +414,7 @@ class _BrokerQueue:
             if endpoint is None:
                 log.warning("controller %s: broker %d registers no %s endpoint",
                             channel.controller_id, self.broker_id, channel.listener)
-                return BrokerResponse(error=BROKER_NOT_AVAILABLE)
+                return BrokerResponse(error=ErrorCode.BROKER_NOT_AVAILABLE)
             try:
                 conn = self._conn
                 if conn is not None and conn.renew_at is not None \
@@ -501,7 +486,7 @@ class NetworkChannel:
                     q.queue.put((request, on_response))
                 return
         for request in requests:  # not registered as far as the controller told us
-            on_response(broker_id, request, BrokerResponse(error=BROKER_NOT_AVAILABLE))
+            on_response(broker_id, request, BrokerResponse(error=ErrorCode.BROKER_NOT_AVAILABLE))
 
     def update_brokers(self, brokers: Mapping[int, Target]) -> None:
         dropped = []
@@ -553,7 +538,7 @@ def controller_endpoint(metadata: MetadataClient, controller_id: int, listener: 
 
 
 class KafkaNetwork(AttachedHere):
-    """A broker (or controller-only) process's :class:`~statemachines.channel.BrokerNetwork`:
+    """A broker (or controller-only) process's :class:`~interbroker.channel.BrokerNetwork`:
     the handler and controller candidate of this process, channels over Kafka's protocol to
     the brokers' ``listener`` endpoints, and controlled shutdown sent to the active
     controller's endpoint on that listener."""
@@ -617,15 +602,15 @@ class KafkaNetwork(AttachedHere):
         finally:
             conn.close()
         code = int(response.error_code)
-        if code == ErrorCode.not_controller:
+        if code == ErrorCode.NOT_CONTROLLER:
             raise NotController(f"broker {controller_id} is not the controller")
-        if code == ErrorCode.stale_broker_epoch:
+        if code == ErrorCode.STALE_BROKER_EPOCH:
             raise StaleBrokerEpoch(broker_id, broker_epoch, -1)
-        if code == ErrorCode.broker_not_available:
+        if code == ErrorCode.BROKER_NOT_AVAILABLE:
             raise BrokerNotAvailable(broker_id)
-        if code == ErrorCode.request_timed_out:
+        if code == ErrorCode.REQUEST_TIMED_OUT:
             raise TimeoutError(f"controller {controller_id} did not answer in time")
-        if code != 0:
-            raise NotController(f"controller {controller_id} answered {error_name(code)}")
+        if code != ErrorCode.NONE:
+            raise NotController(f"controller {controller_id} answered {_name(code)}")
         return tuple(TopicPartition(p.topic_name, p.partition_index)
                      for p in response.remaining_partitions)

@@ -50,6 +50,7 @@ from broker.config import BrokerConfig
 from broker.security.client import Connector
 from broker.wire import build
 from coordinator.codecs import TopicPartition
+from interbroker.requests import LiveBroker
 from replication.protocol import (
     EpochAnswer,
     ErrorCode,
@@ -58,7 +59,6 @@ from replication.protocol import (
     OffsetAnswer,
     PartitionFetch,
 )
-from statemachines.requests import LiveBroker
 
 __all__ = [
     "FETCH",

@@ -16,7 +16,7 @@ import logging
 import time
 from typing import Any, TextIO
 
-from statemachines.state_change import FIELD, LOGGER_NAME
+from interbroker.fencing import FIELD, LOGGER_NAME
 
 __all__ = ["LOG_FORMATS", "JsonFormatter", "JsonLines", "formatter", "lines_for",
            "setup_logging"]

@@ -33,8 +33,8 @@ from types import MappingProxyType
 from broker.controller_channel import topic_uuid
 from coordinator.codecs import TopicPartition
 from coordinator.skipped import SkippedTopics
-from statemachines.channel import BrokerResponse, RequestHandler
-from statemachines.requests import (
+from interbroker.channel import BrokerResponse, RequestHandler
+from interbroker.requests import (
     LeaderAndIsrRequest,
     LiveBroker,
     StopReplicaRequest,
@@ -155,7 +155,7 @@ def _with_ids(snapshot: MetadataSnapshot, ids: Mapping[str, uuid.UUID],
 
 
 class ObservingHandler:
-    """A :class:`~statemachines.channel.RequestHandler` that passes requests to ``inner`` and
+    """A :class:`~interbroker.channel.RequestHandler` that passes requests to ``inner`` and
     keeps ``cache`` in step with the UpdateMetadata requests ``inner`` accepts; ``on_change``
     is called (on the controller's thread) after every request."""
 
@@ -174,7 +174,7 @@ class ObservingHandler:
 
     def handle_update_metadata(self, request: UpdateMetadataRequest) -> BrokerResponse:
         response = self._inner.handle_update_metadata(request)
-        if response.error is None:
+        if not response.error:
             self._cache.update(request)
         self._on_change()
         return response

@@ -79,11 +79,11 @@ from coordinator.errors import CoordinatorError
 from coordinator.metadata import MetadataClient, TopicExists
 from coordinator.url import redact
 from elections.controller_election import NotController
-from replication.broker_node import BrokerNode
+from interbroker.channel import RequestHandler
+from interbroker.errors import BrokerNotAvailable, StaleBrokerEpoch
+from interbroker.requests import LiveBroker
+from node.broker_node import BrokerNode
 from replication.errors import StorageError
-from statemachines.channel import RequestHandler
-from statemachines.errors import BrokerNotAvailable, StaleBrokerEpoch
-from statemachines.requests import LiveBroker
 
 __all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "SIGNAL_EXIT_BASE", "BrokerProcess",
            "registration", "run", "run_process", "setup_logging"]

@@ -28,7 +28,7 @@ from coordinator import layout
 from coordinator.admin import controller_status
 from coordinator.codecs import PartitionStateNode, TopicPartition
 from coordinator.metadata import MetadataClient
-from replication import EmbeddedCluster, Producer, check_acknowledged, embedded_replica_config
+from node import EmbeddedCluster, Producer, check_acknowledged, embedded_replica_config
 
 __all__ = ["DemoOptions", "DemoResult", "run_demo"]
 

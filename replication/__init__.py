@@ -16,13 +16,12 @@ Idempotent producers: each log keeps its partition's producer state
 (:mod:`replication.producer_state`), and a broker hands out producer ids from blocks it claims
 in the coordinator (:class:`ProducerIdManager`, :mod:`replication.producer_ids`).
 
-Driven by the real controller: a :class:`BrokerNode` (:mod:`replication.broker_node`) is a
-broker with its registration, controller candidacy and replica manager; an
-:class:`EmbeddedCluster` (:mod:`replication.cluster`) runs several in one process, with a small
-:class:`Producer` and :class:`Consumer` (:mod:`replication.clients`).
+The data plane knows the controller only through the contract (:mod:`interbroker`): its
+requests, the ``ControllerClient`` leaders write ISR changes with. A broker node with its
+registration and controller candidacy, the embedded cluster and the in-process clients are
+assembled above, in :mod:`node`.
 """
 
-from replication.broker_node import BrokerNode, ControlledShutdownFailed
 from replication.checkpoints import (
     CLEAN_SHUTDOWN_FILE,
     HIGH_WATERMARK_CHECKPOINT_FILE,
@@ -32,24 +31,7 @@ from replication.checkpoints import (
     log_directory_name,
     parse_log_directory_name,
 )
-from replication.clients import (
-    AckCheck,
-    ClientError,
-    ConsumedRecord,
-    Consumer,
-    Delivery,
-    ProduceError,
-    Producer,
-    check_acknowledged,
-)
 from replication.clock import Clock, ManualClock, SystemClock
-from replication.cluster import (
-    ClusterTimeout,
-    EmbeddedCluster,
-    PartitionReport,
-    ReplicaReport,
-    embedded_replica_config,
-)
 from replication.config import ReplicaConfig
 from replication.crash import cut_unflushed
 from replication.epochs import (
@@ -99,7 +81,6 @@ from replication.protocol import (
     FetchEndpoint,
     FetchResult,
     ProduceResult,
-    ReplicaResponse,
 )
 from replication.records import (
     BatchHeader,
@@ -132,26 +113,17 @@ __all__ = [
     "RECOVERY_POINT_CHECKPOINT_FILE",
     "UNDEFINED_EPOCH",
     "UNDEFINED_EPOCH_OFFSET",
-    "AckCheck",
     "AppendInfo",
     "AskAgain",
     "BatchHeader",
     "BatchMetadata",
-    "BrokerNode",
-    "ClientError",
     "Clock",
-    "ClusterTimeout",
-    "ConsumedRecord",
-    "Consumer",
     "ConsumerRead",
-    "ControlledShutdownFailed",
     "CorruptCheckpointError",
     "CorruptIndexError",
     "CorruptRecordError",
     "CorruptSnapshotError",
-    "Delivery",
     "DuplicateAppend",
-    "EmbeddedCluster",
     "EpochAnswer",
     "EpochEndOffset",
     "EpochEntry",
@@ -176,11 +148,8 @@ __all__ = [
     "OutOfOrderOffsetError",
     "OutOfOrderSequenceError",
     "Partition",
-    "PartitionReport",
-    "ProduceError",
     "ProduceFuture",
     "ProduceResult",
-    "Producer",
     "ProducerEntry",
     "ProducerIdAndEpoch",
     "ProducerIdManager",
@@ -194,8 +163,6 @@ __all__ = [
     "ReplicaConfig",
     "ReplicaFetcher",
     "ReplicaManager",
-    "ReplicaReport",
-    "ReplicaResponse",
     "ReplicaStatus",
     "Role",
     "StorageError",
@@ -204,13 +171,11 @@ __all__ = [
     "TruncationDecision",
     "UnsupportedCompressionError",
     "can_join_isr",
-    "check_acknowledged",
     "cut_unflushed",
     "decide_truncation",
     "decide_without_epochs",
     "decode_batch",
     "effective_min_isr",
-    "embedded_replica_config",
     "encode_batch",
     "first_epoch_to_ask",
     "high_watermark",

@@ -14,7 +14,7 @@ The leader alone changes the ISR between elections. Its decisions are pure funct
   older leader's that the current one might have overwritten.
 
 A decided ISR is written to the partition state node conditionally on its version (the
-partition epoch), through the broker's :class:`~statemachines.broker_side.ControllerClient`:
+partition epoch), through the broker's :class:`~interbroker.controller_client.ControllerClient`:
 the leader is not the controller, so it is not fenced by the controller epoch, only by that
 version. On a version conflict it re-reads the node; if the leader epoch moved, the controller
 has taken over and the leader stops. Written changes are announced to the controller through
@@ -28,12 +28,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Protocol
 
 from coordinator.codecs import PartitionStateNode, TopicPartition
-from statemachines.broker_side import (
-    IsrConflict,
-    IsrWriteFailed,
-    IsrWriteOutcome,
-    IsrWritten,
-)
+from interbroker.controller_client import IsrConflict, IsrWriteFailed, IsrWriteOutcome, IsrWritten
 
 __all__ = [
     "IsrChangeBatcher",
@@ -122,7 +117,7 @@ def can_join_isr(follower_leo: int, high_watermark: int, epoch_start_offset: int
 
 class IsrStore(Protocol):
     """Where a leader writes the ISR it decided: its broker's
-    :class:`~statemachines.broker_side.ControllerClient` (the partition state node, fenced by
+    :class:`~interbroker.controller_client.ControllerClient` (the partition state node, fenced by
     its version), or a :class:`LocalIsrStore`."""
 
     def write_isr(

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 from coordinator.codecs import PartitionStateNode, TopicPartition
+from interbroker.fencing import log_fenced
+from interbroker.requests import LeaderAndIsrPartition
 from replication.clock import Clock
 from replication.config import ReplicaConfig
 from replication.delete_records import DeleteRecordsResult, low_watermark, resolve_delete_offset
@@ -58,8 +60,6 @@ from replication.protocol import (
     ProduceResult,
 )
 from replication.truncation import FollowerEpochView
-from statemachines.requests import LeaderAndIsrPartition
-from statemachines.state_change import log_fenced
 
 __all__ = ["IsrCounts", "Partition", "ProduceFuture", "ReplicaStatus", "Role"]
 

@@ -1,6 +1,8 @@
-"""The replica manager's request and response values, its error codes, and the fetch endpoint.
+"""The replica manager's data-plane request and response values and the fetch endpoint.
 
-Error codes are Kafka's numbers, so a network transport can put them on the wire unchanged.
+Error codes are the contract's (:class:`interbroker.errors.ErrorCode`, Kafka's numbers, so a
+network transport can put them on the wire unchanged; the answers to the controller's requests
+are :class:`interbroker.channel.BrokerResponse`).
 Responses carry codes rather than raising: one bad partition never fails a batch, and a
 follower decides what to do from the code (retry, truncate, back off).
 
@@ -11,13 +13,11 @@ A :class:`~replication.replica_manager.ReplicaManager` is one; a network client
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from enum import IntEnum
-from types import MappingProxyType
+from dataclasses import dataclass
 from typing import NamedTuple, Protocol, runtime_checkable
 
 from coordinator.codecs import TopicPartition
+from interbroker.errors import ErrorCode
 
 __all__ = [
     "ACKS_ALL",
@@ -30,7 +30,6 @@ __all__ = [
     "FetchResult",
     "PartitionFetch",
     "ProduceResult",
-    "ReplicaResponse",
 ]
 
 ACKS_ALL = -1
@@ -38,65 +37,6 @@ ACKS_ALL = -1
 
 CONSUMER_REPLICA_ID = -1
 """The replica id of an ordinary consumer's fetch (Kafka's ``-1``)."""
-
-
-class ErrorCode(IntEnum):
-    """Kafka's error codes, the ones the data plane answers with."""
-
-    UNKNOWN_SERVER_ERROR = -1
-    NONE = 0
-    OFFSET_OUT_OF_RANGE = 1
-    CORRUPT_MESSAGE = 2
-    UNKNOWN_TOPIC_OR_PARTITION = 3
-    NOT_LEADER_OR_FOLLOWER = 6
-    REQUEST_TIMED_OUT = 7
-    BROKER_NOT_AVAILABLE = 8
-    REPLICA_NOT_AVAILABLE = 9
-    MESSAGE_TOO_LARGE = 10
-    STALE_CONTROLLER_EPOCH = 11
-    RECORD_LIST_TOO_LARGE = 18
-    COORDINATOR_LOAD_IN_PROGRESS = 14
-    INVALID_TOPIC_EXCEPTION = 17
-    NOT_ENOUGH_REPLICAS = 19
-    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
-    INVALID_REQUIRED_ACKS = 21
-    POLICY_VIOLATION = 44
-    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-    INVALID_PRODUCER_EPOCH = 47
-    KAFKA_STORAGE_ERROR = 56
-    FENCED_LEADER_EPOCH = 74
-    UNKNOWN_LEADER_EPOCH = 75
-    STALE_BROKER_EPOCH = 77
-    INVALID_RECORD = 87
-    OFFSET_MOVED_TO_TIERED_STORAGE = 109
-
-
-def _frozen_map(
-    items: Mapping[TopicPartition, ErrorCode] | None = None,
-) -> Mapping[TopicPartition, ErrorCode]:
-    return MappingProxyType(dict(items or {}))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReplicaResponse:
-    """The answer to a LeaderAndIsr, StopReplica or UpdateMetadata request.
-
-    ``error`` is the request-level code (a stale controller or broker epoch rejects the whole
-    request, and then ``partitions`` is empty); ``partitions`` holds one code per partition.
-    """
-
-    error: ErrorCode = ErrorCode.NONE
-    partitions: Mapping[TopicPartition, ErrorCode] = field(default_factory=_frozen_map)
-
-    @classmethod
-    def of(cls, partitions: Mapping[TopicPartition, ErrorCode]) -> ReplicaResponse:
-        return cls(partitions=_frozen_map(partitions))
-
-    @property
-    def ok(self) -> bool:
-        return self.error == ErrorCode.NONE and all(
-            e == ErrorCode.NONE for e in self.partitions.values()
-        )
 
 
 class ProduceResult(NamedTuple):

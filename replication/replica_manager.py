@@ -29,6 +29,19 @@ from pathlib import Path
 from coordinator.codecs import TopicPartition
 from coordinator.errors import CoordinatorError
 from coordinator.skipped import SkippedTopics
+from interbroker.channel import BrokerResponse
+from interbroker.controller_client import ControllerClient
+from interbroker.fencing import RequestFence, log_fenced
+from interbroker.requests import (
+    EPOCH_DURING_DELETE,
+    NO_EPOCH,
+    LeaderAndIsrPartition,
+    LeaderAndIsrRequest,
+    LiveBroker,
+    StopReplicaRequest,
+    UpdateMetadataPartition,
+    UpdateMetadataRequest,
+)
 from replication.checkpoints import (
     CLEANER_OFFSET_CHECKPOINT_FILE,
     HIGH_WATERMARK_CHECKPOINT_FILE,
@@ -64,7 +77,6 @@ from replication.protocol import (
     FetchResult,
     OffsetAnswer,
     ProduceResult,
-    ReplicaResponse,
 )
 from replication.quota import (
     FOLLOWER_RATE,
@@ -87,18 +99,6 @@ from replication.tiered import (
 from replication.tiered.follower import RemoteAuxState, TierStateError, build_remote_aux_state
 from replication.tiered.metadata_manager import S3RemoteLogMetadataManager
 from replication.topic_settings import topic_replica_config
-from statemachines.broker_side import ControllerClient
-from statemachines.requests import (
-    EPOCH_DURING_DELETE,
-    NO_EPOCH,
-    LeaderAndIsrPartition,
-    LeaderAndIsrRequest,
-    LiveBroker,
-    StopReplicaRequest,
-    UpdateMetadataPartition,
-    UpdateMetadataRequest,
-)
-from statemachines.state_change import log_fenced
 
 __all__ = ["ReplicaManager"]
 
@@ -133,6 +133,8 @@ class ReplicaManager:
     round, so it may be a live view that changes as brokers come and go. ``broker_epoch``, if
     given, refuses requests for an earlier registration; under a
     :class:`~statemachines.participant.Participant` (a broker node) the participant does that.
+    The manager is a :class:`~interbroker.channel.RequestHandler`: the controller's requests
+    reach it as they are and it answers with the contract's codes.
 
     Per-topic configs: ``config`` holds the broker's defaults; :meth:`update_topic_config`
     gives a topic's overrides (Kafka's keys), applied to its partitions at once and to those
@@ -178,7 +180,7 @@ class ReplicaManager:
         self._topic_configs = topic_configs
         self._topic_overrides: dict[str, dict[str, str]] = {}
         self._topic_settings: dict[str, ReplicaConfig] = {}
-        self._controller_epoch = -1
+        self._fence = RequestFence(broker_id, lambda: self.broker_epoch)
         self._metadata_cache: dict[TopicPartition, UpdateMetadataPartition] = {}
         # Partitions named in LeaderAndIsr requests: like the metadata cache, what this broker
         # knows to exist in the cluster whether or not it hosts them.
@@ -447,7 +449,7 @@ class ReplicaManager:
     @property
     def controller_epoch(self) -> int:
         """The highest controller epoch seen."""
-        return self._controller_epoch
+        return self._fence.controller_epoch
 
     def partition(self, tp: TopicPartition) -> Partition | None:
         return self._partitions.get(tp)
@@ -484,24 +486,13 @@ class ReplicaManager:
         self, what: str,
         request: LeaderAndIsrRequest | StopReplicaRequest | UpdateMetadataRequest,
     ) -> ErrorCode:
-        """The epoch checks of a controller request, each refusal on the state-change log."""
+        """The epoch checks of a controller request (the contract's fence), each refusal on the
+        state-change log."""
         if not self._running:
             return ErrorCode.BROKER_NOT_AVAILABLE
-        controller_epoch, broker_epoch = request.controller_epoch, request.broker_epoch
-        if controller_epoch < self._controller_epoch:
-            log_fenced("broker", self.broker_id, what, "stale controller epoch",
-                       given=controller_epoch, current=self._controller_epoch,
-                       controller_id=request.controller_id, controller_epoch=controller_epoch)
-            return ErrorCode.STALE_CONTROLLER_EPOCH
-        if self.broker_epoch is not None and 0 <= broker_epoch < self.broker_epoch:
-            log_fenced("broker", self.broker_id, what, "stale broker epoch",
-                       given=broker_epoch, current=self.broker_epoch,
-                       controller_id=request.controller_id, controller_epoch=controller_epoch)
-            return ErrorCode.STALE_BROKER_EPOCH
-        self._controller_epoch = controller_epoch
-        return ErrorCode.NONE
+        return self._fence.check(what, request)
 
-    def handle_leader_and_isr(self, request: LeaderAndIsrRequest) -> ReplicaResponse:
+    def handle_leader_and_isr(self, request: LeaderAndIsrRequest) -> BrokerResponse:
         """Become leader or follower of each partition in ``request``."""
         with self._lock:
             error = self._check_request("LeaderAndIsr", request)
@@ -509,7 +500,7 @@ class ReplicaManager:
                 log.warning("broker %d refuses LeaderAndIsr from controller %d epoch %d: %s",
                             self.broker_id, request.controller_id, request.controller_epoch,
                             error.name)
-                return ReplicaResponse(error=error)
+                return BrokerResponse(error=error)
             for broker in request.live_leaders:
                 self._live_brokers[broker.id] = broker
             for topic, text in request.topic_ids.items():
@@ -532,7 +523,7 @@ class ReplicaManager:
                 self._named_in_leader_and_isr.add(tp)
                 errors[tp] = self._apply(tp, entry, request)
             self._tell_remote_of_roles(tp for tp, e in errors.items() if not e)
-            return ReplicaResponse.of(errors)
+            return BrokerResponse.of(errors)
 
     def _tell_remote_of_roles(self, tps: Iterable[TopicPartition]) -> None:
         """The remote log metadata manager's onPartitionLeadershipChange."""
@@ -599,12 +590,12 @@ class ReplicaManager:
                 self.fetcher.remove_partition(tp)
         return ErrorCode.NONE
 
-    def handle_stop_replica(self, request: StopReplicaRequest) -> ReplicaResponse:
+    def handle_stop_replica(self, request: StopReplicaRequest) -> BrokerResponse:
         """Stop leading or following each partition; delete its log when asked."""
         with self._lock:
             error = self._check_request("StopReplica", request)
             if error:
-                return ReplicaResponse(error=error)
+                return BrokerResponse(error=error)
             errors = {}
             for entry in request.partitions:
                 tp = TopicPartition(topic=entry.topic, partition=entry.partition)
@@ -640,7 +631,7 @@ class ReplicaManager:
                     errors[tp] = self._delete_partition(tp, partition)
                 else:
                     errors[tp] = ErrorCode.NONE
-            return ReplicaResponse.of(errors)
+            return BrokerResponse.of(errors)
 
     def _delete_partition(self, tp: TopicPartition, partition: Partition | None) -> ErrorCode:
         self._partitions.pop(tp, None)
@@ -656,12 +647,12 @@ class ReplicaManager:
             return ErrorCode.KAFKA_STORAGE_ERROR
         return ErrorCode.NONE
 
-    def handle_update_metadata(self, request: UpdateMetadataRequest) -> ReplicaResponse:
+    def handle_update_metadata(self, request: UpdateMetadataRequest) -> BrokerResponse:
         """Remember leaders and live brokers, for clients and fetchers."""
         with self._lock:
             error = self._check_request("UpdateMetadata", request)
             if error:
-                return ReplicaResponse(error=error)
+                return BrokerResponse(error=error)
             self._live_brokers = {b.id: b for b in request.live_brokers}
             for entry in request.partitions:
                 tp = TopicPartition(topic=entry.topic, partition=entry.partition)
@@ -670,7 +661,7 @@ class ReplicaManager:
                     self._named_in_leader_and_isr.discard(tp)
                 else:
                     self._metadata_cache[tp] = entry
-            return ReplicaResponse()
+            return BrokerResponse()
 
     # -- data plane ----------------------------------------------------------------------------
 

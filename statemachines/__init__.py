@@ -1,35 +1,19 @@
-"""Partition and replica state machines and the controller that drives them."""
+"""Partition and replica state machines, the controller that drives them, and the participant
+(one broker's registration and candidacy) an embedding application starts. What passes between
+controller and brokers is :mod:`interbroker`."""
 
-from statemachines.broker_side import (
-    ControllerClient,
-    IsrConflict,
-    IsrWriteFailed,
-    IsrWriteOutcome,
-    IsrWritten,
-)
-from statemachines.channel import (
-    BrokerChannel,
-    BrokerResponse,
-    InProcessChannel,
-    InProcessNetwork,
-    RequestHandler,
-)
 from statemachines.config import ControllerConfig, StandBackoff
 from statemachines.context import ControllerContext, OngoingReassignment
 from statemachines.controller import Controller, FailoverTimings
-from statemachines.errors import BrokerNotAvailable, NotController, StaleBrokerEpoch
 from statemachines.event_manager import EventManager
+from statemachines.in_process import InProcessChannel, InProcessNetwork
 from statemachines.participant import HandlerFactory, Participant
 from statemachines.partition_sm import ElectionOutcome, PartitionStateMachine
 from statemachines.replica_sm import ReplicaStateMachine
 from statemachines.states import PartitionState, ReplicaState
 
 __all__ = [
-    "BrokerChannel",
-    "BrokerNotAvailable",
-    "BrokerResponse",
     "Controller",
-    "ControllerClient",
     "ControllerConfig",
     "ControllerContext",
     "ElectionOutcome",
@@ -38,18 +22,11 @@ __all__ = [
     "HandlerFactory",
     "InProcessChannel",
     "InProcessNetwork",
-    "IsrConflict",
-    "IsrWriteFailed",
-    "IsrWriteOutcome",
-    "IsrWritten",
-    "NotController",
     "OngoingReassignment",
     "Participant",
     "PartitionState",
     "PartitionStateMachine",
     "ReplicaState",
     "ReplicaStateMachine",
-    "RequestHandler",
-    "StaleBrokerEpoch",
     "StandBackoff",
 ]

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from coordinator.codecs import BrokerInfo, TopicAssignment, TopicPartition
 from coordinator.metadata import RegisteredBroker
 from elections.leader import LeaderAndIsr
-from statemachines.requests import Endpoint, LiveBroker
+from interbroker.requests import Endpoint, LiveBroker
 from statemachines.states import PartitionState, ReplicaState
 
 __all__ = ["ControllerContext", "OngoingReassignment", "ReplicaKey", "ReplicaStates",

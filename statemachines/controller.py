@@ -40,8 +40,10 @@ from coordinator.errors import CoordinatorError
 from coordinator.metadata import ControllerMoved, MetadataClient
 from coordinator.model import SessionState, Stat, Watch
 from elections.controller_election import Fence, NotController, stand_for_controller
+from interbroker.channel import BrokerChannel, BrokerResponse, Target
+from interbroker.fencing import log_fenced
+from interbroker.requests import BrokerRequest, RequestBatch, StopReplicaRequest
 from statemachines import events as ev
-from statemachines.channel import BrokerChannel, BrokerResponse, Target
 from statemachines.config import ControllerConfig, StandBackoff
 from statemachines.context import ControllerContext
 from statemachines.event_manager import EventManager
@@ -62,9 +64,7 @@ from statemachines.handlers import (
 from statemachines.partition_sm import PartitionStateMachine
 from statemachines.reads import apply_broker_node
 from statemachines.replica_sm import ReplicaStateMachine
-from statemachines.requests import BrokerRequest, RequestBatch, StopReplicaRequest
 from statemachines.services import ControllerServices
-from statemachines.state_change import log_fenced
 from statemachines.stats import ControllerStats
 from statemachines.view import View
 
@@ -386,12 +386,12 @@ class Controller:
                     for p in request.partitions if p.delete]
         if not deleting:
             return
-        if response.error is not None:
+        if response.error:
             failed, deleted = tuple(deleting), tuple[TopicPartition, ...]()
         else:
             errors = response.partition_errors
-            failed = tuple(tp for tp in deleting if tp in errors)
-            deleted = tuple(tp for tp in deleting if tp not in errors)
+            failed = tuple(tp for tp in deleting if errors.get(tp))
+            deleted = tuple(tp for tp in deleting if not errors.get(tp))
         self.events.put(ev.ReplicaDeletionFinished(
             broker_id=broker_id, controller_epoch=request.controller_epoch,
             deleted=deleted, failed=failed))

@@ -17,6 +17,7 @@ from typing import Any
 
 from coordinator.codecs import TopicPartition
 from coordinator.model import SessionState, Stat
+from interbroker.requests import IsrProposal
 
 __all__ = [
     "AlterPartitionRequested",
@@ -28,7 +29,6 @@ __all__ = [
     "ControllerNodeChanged",
     "DeleteTopicsChanged",
     "IsrChangeNotified",
-    "IsrProposal",
     "PartitionStatesPending",
     "PreferredElectionChanged",
     "ReassignmentChanged",
@@ -159,24 +159,10 @@ class LeaderElectionRequested:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class IsrProposal:
-    """One partition of an AlterPartition request: the ISR its leader proposes, with the
-    leader epoch and partition epoch (the state node's version) it holds. ``topic`` is the
-    topic's name, or its id (text) when the request names topics by id (version 2 and up)."""
-
-    topic: str
-    partition: int
-    leader_epoch: int
-    new_isr: tuple[int, ...]
-    partition_epoch: int
-    leader_recovery_state: int = 0
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class AlterPartitionRequested:
     """A partition leader's AlterPartition (KIP-497, what Kafka's brokers send their controller
     from ``inter.broker.protocol.version`` 2.7 on); ``reply`` gets an
-    :class:`~statemachines.handlers.alter_partition.AlterPartitionResult` per proposal."""
+    :class:`~interbroker.requests.AlterPartitionResult` per proposal."""
 
     broker_id: int
     broker_epoch: int

@@ -1,7 +1,7 @@
 """A participant: one coordinator session, one broker id, registered and standing for controller.
 
 The embedded entry point. The application passes its broker side, a factory that builds its
-:class:`~statemachines.channel.RequestHandler` from the :class:`ControllerClient` the
+:class:`~interbroker.channel.RequestHandler` from the :class:`ControllerClient` the
 participant gives it (a class taking the client will do)::
 
     participant = Participant("memory://demo", 1, handler=MyBroker).start()
@@ -27,22 +27,12 @@ from coordinator.base import Coordinator
 from coordinator.codecs import BrokerInfo, TopicPartition
 from coordinator.metadata import BrokerIdInUse, MetadataClient
 from coordinator.model import SessionState
-from statemachines.broker_side import ControllerClient
-from statemachines.channel import (
-    STALE_BROKER_EPOCH,
-    STALE_CONTROLLER_EPOCH,
-    BrokerNetwork,
-    BrokerResponse,
-    InProcessNetwork,
-    RequestHandler,
-)
+from interbroker.channel import BrokerNetwork, BrokerResponse, RequestHandler
+from interbroker.controller_client import ControllerClient
+from interbroker.fencing import RequestFence
+from interbroker.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 from statemachines.controller import Controller, ControllerConfig
-from statemachines.requests import (
-    LeaderAndIsrRequest,
-    StopReplicaRequest,
-    UpdateMetadataRequest,
-)
-from statemachines.state_change import log_fenced
+from statemachines.in_process import InProcessNetwork
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +62,7 @@ class Participant:
     registration has them; ``registration`` replaces them with a whole
     :class:`~coordinator.codecs.BrokerInfo` (a broker process registers its advertised
     listeners, as Kafka's brokers do). ``network`` is where the handler is attached and
-    the controller reachable (default: a new :class:`~statemachines.channel.InProcessNetwork`;
+    the controller reachable (default: a new :class:`~statemachines.in_process.InProcessNetwork`;
     a broker process passes its network one, ``broker.controller_channel``).
     """
 
@@ -197,46 +187,30 @@ class _Fenced:
     """What the participant attaches to the network for its handler: it refuses, as a Kafka
     broker does, a request from a controller older than the newest it has heard from
     (``STALE_CONTROLLER_EPOCH``) and one meant for an earlier registration of this broker
-    (``STALE_BROKER_EPOCH``), and passes the rest on."""
+    (``STALE_BROKER_EPOCH``), by :class:`~interbroker.fencing.RequestFence`, and passes the
+    rest on."""
 
-    __slots__ = ("_broker_epoch", "_broker_id", "_controller_epoch", "_handler", "_lock")
+    __slots__ = ("_fence", "_handler")
 
     def __init__(self, handler: RequestHandler, broker_epoch: Callable[[], int | None],
                  broker_id: int) -> None:
         self._handler = handler
-        self._broker_epoch = broker_epoch
-        self._broker_id = broker_id
-        self._controller_epoch = -1
-        self._lock = threading.Lock()
-
-    def _refusal(self, what: str, request: LeaderAndIsrRequest | UpdateMetadataRequest
-                 | StopReplicaRequest) -> BrokerResponse | None:
-        controller_epoch, broker_epoch = request.controller_epoch, request.broker_epoch
-        with self._lock:
-            if controller_epoch < self._controller_epoch:
-                log_fenced("broker", self._broker_id, what, "stale controller epoch",
-                           given=controller_epoch, current=self._controller_epoch,
-                           controller_id=request.controller_id,
-                           controller_epoch=controller_epoch)
-                return BrokerResponse(error=STALE_CONTROLLER_EPOCH)
-            current = self._broker_epoch()
-            if current is not None and 0 <= broker_epoch < current:
-                log_fenced("broker", self._broker_id, what, "stale broker epoch",
-                           given=broker_epoch, current=current,
-                           controller_id=request.controller_id,
-                           controller_epoch=controller_epoch)
-                return BrokerResponse(error=STALE_BROKER_EPOCH)
-            self._controller_epoch = controller_epoch
-            return None
+        self._fence = RequestFence(broker_id, broker_epoch)
 
     def handle_leader_and_isr(self, request: LeaderAndIsrRequest) -> BrokerResponse:
-        refused = self._refusal("LeaderAndIsr", request)
-        return refused or self._handler.handle_leader_and_isr(request)
+        refused = self._fence.check("LeaderAndIsr", request)
+        if refused:
+            return BrokerResponse(error=refused)
+        return self._handler.handle_leader_and_isr(request)
 
     def handle_update_metadata(self, request: UpdateMetadataRequest) -> BrokerResponse:
-        refused = self._refusal("UpdateMetadata", request)
-        return refused or self._handler.handle_update_metadata(request)
+        refused = self._fence.check("UpdateMetadata", request)
+        if refused:
+            return BrokerResponse(error=refused)
+        return self._handler.handle_update_metadata(request)
 
     def handle_stop_replica(self, request: StopReplicaRequest) -> BrokerResponse:
-        refused = self._refusal("StopReplica", request)
-        return refused or self._handler.handle_stop_replica(request)
+        refused = self._fence.check("StopReplica", request)
+        if refused:
+            return BrokerResponse(error=refused)
+        return self._handler.handle_stop_replica(request)

@@ -42,9 +42,9 @@ from elections.leader import (
     apply_election,
     elector,
 )
+from interbroker.requests import RequestBatch, UpdateMetadataPartition
 from statemachines.context import ControllerContext
 from statemachines.reads import read_partition_states
-from statemachines.requests import RequestBatch, UpdateMetadataPartition
 from statemachines.state_change import (
     election_kind,
     enabled,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from coordinator.codecs import TopicPartition
+from interbroker.requests import EPOCH_DURING_DELETE, NO_EPOCH, RequestBatch
 from statemachines.context import ControllerContext, ReplicaKey
 from statemachines.partition_sm import (
     ElectionOutcome,
@@ -19,7 +20,6 @@ from statemachines.partition_sm import (
     record_leader_and_isr,
     shrink_isr,
 )
-from statemachines.requests import EPOCH_DURING_DELETE, NO_EPOCH, RequestBatch
 from statemachines.state_change import (
     DEBUG,
     enabled,

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 from coordinator.metadata import MetadataClient
 from elections.controller_election import Fence
+from interbroker.requests import RequestBatch
 from statemachines.config import ControllerConfig
 from statemachines.context import ControllerContext
 from statemachines.partition_sm import PartitionStateMachine
 from statemachines.replica_sm import ReplicaStateMachine
-from statemachines.requests import RequestBatch
 
 __all__ = ["ControllerServices"]
 

@@ -1,5 +1,6 @@
 """The state-change log: one line per partition or replica transition, leader election, ISR
-change and fenced decision, on the logger named ``state.change.logger``.
+change and fenced decision, on the logger named ``state.change.logger``
+(:mod:`interbroker.fencing` holds the logger and the fenced line, which brokers write too).
 
 The name is Kafka's, so that log routing written for a Kafka cluster (a file of its own, a
 level of its own) applies unchanged. Each line says what happened in words and carries the
@@ -30,6 +31,8 @@ from elections.leader import (
     Preferred,
     Reassign,
 )
+from interbroker.fencing import FIELD, LOGGER_NAME, enabled, state_change_log
+from interbroker.fencing import emit as _emit
 
 __all__ = [
     "FIELD",
@@ -37,26 +40,14 @@ __all__ = [
     "election_kind",
     "enabled",
     "log_elections",
-    "log_fenced",
     "log_isr_changes",
     "log_partition_transitions",
     "log_replica_transitions",
     "state_change_log",
 ]
 
-LOGGER_NAME = "state.change.logger"
-FIELD = "state_change"
-"""The record attribute holding a line's structured fields (a dict of JSON-ready values)."""
-
-state_change_log = logging.getLogger(LOGGER_NAME)
-
 INFO = logging.INFO
 DEBUG = logging.DEBUG
-
-
-def enabled(level: int = INFO) -> bool:
-    """Whether lines at ``level`` would be written (the logger caches the answer)."""
-    return state_change_log.isEnabledFor(level)
 
 
 def election_kind(strategy: ElectionStrategy) -> str:
@@ -88,10 +79,6 @@ def _leader_text(value: LeaderAndIsr) -> str:
 def _leader_fields(value: LeaderAndIsr) -> dict[str, Any]:
     return {"leader": value.leader, "leader_epoch": value.leader_epoch, "isr": list(value.isr),
             "partition_epoch": value.partition_epoch}
-
-
-def _emit(level: int, message: str, fields: dict[str, Any]) -> None:
-    state_change_log.log(level, message, extra={FIELD: fields})
 
 
 def log_partition_transitions(
@@ -187,37 +174,3 @@ def log_isr_changes(
             "reason": reason, **_leader_fields(value)}
         _emit(INFO, f"{prefix} Leader and ISR of {tp} rewritten ({reason}): "
                     f"{_leader_text(value)}", fields)
-
-
-def log_fenced(
-    who: str,
-    node_id: int,
-    what: str,
-    reason: str,
-    *,
-    given: int,
-    current: int | None = None,
-    partition: TopicPartition | None = None,
-    controller_id: int | None = None,
-    controller_epoch: int | None = None,
-) -> None:
-    """One INFO line for a request or write refused by an epoch check: ``who`` (controller or
-    broker) ``node_id`` refused ``what`` (a request or write kind) for ``reason`` (stale
-    controller epoch, stale broker epoch, stale leader epoch) because it carried ``given``
-    where ``current`` is the newest known (None: not known here, the store's check said no)."""
-    if not enabled(INFO):
-        return
-    fields: dict[str, Any] = {"event": "fenced", "node": who, "node_id": node_id,
-                              "request": what, "reason": reason, "given_epoch": given,
-                              "current_epoch": current}
-    about = ""
-    if partition is not None:
-        fields.update(topic=partition.topic, partition=partition.partition)
-        about = f" for {partition}"
-    sender = ""
-    if controller_id is not None:
-        fields.update(controller_id=controller_id, controller_epoch=controller_epoch)
-        sender = f" from controller {controller_id} epoch {controller_epoch}"
-    measured = f"carried {given}" + (f", current {current}" if current is not None else "")
-    _emit(INFO, f"[{who.capitalize()} id={node_id}] Refused {what}{sender}{about}: {reason} "
-                f"({measured})", fields)

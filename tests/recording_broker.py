@@ -17,9 +17,10 @@ from coordinator import layout
 from coordinator.codecs import PartitionStateNode, TopicPartition
 from coordinator.errors import BadVersion, NoNode
 from coordinator.metadata import MetadataClient
-from statemachines.broker_side import ControllerClient
-from statemachines.channel import STALE_BROKER_EPOCH, STALE_CONTROLLER_EPOCH, BrokerResponse
-from statemachines.requests import (
+from interbroker.channel import BrokerResponse
+from interbroker.controller_client import ControllerClient
+from interbroker.errors import ErrorCode
+from interbroker.requests import (
     BrokerRequest,
     LeaderAndIsrPartition,
     LeaderAndIsrRequest,
@@ -34,11 +35,11 @@ __all__ = ["RecordingBroker", "Rejected", "change_isr"]
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Rejected:
     request: BrokerRequest
-    error: str
+    error: ErrorCode
 
 
 class RecordingBroker:
-    """A :class:`~statemachines.channel.RequestHandler` that records what it is told."""
+    """A :class:`~interbroker.channel.RequestHandler` that records what it is told."""
 
     def __init__(self, controller: ControllerClient) -> None:
         self.controller = controller
@@ -66,12 +67,14 @@ class RecordingBroker:
         """Any request: refuse it if stale, else record and acknowledge it."""
         with self._lock:
             if request.controller_epoch < self._controller_epoch:
-                self._rejected.append(Rejected(request=request, error=STALE_CONTROLLER_EPOCH))
-                return BrokerResponse(error=STALE_CONTROLLER_EPOCH)
+                refused = ErrorCode.STALE_CONTROLLER_EPOCH
+                self._rejected.append(Rejected(request=request, error=refused))
+                return BrokerResponse(error=refused)
             epoch = self.epoch
             if epoch is None or request.broker_epoch != epoch:
-                self._rejected.append(Rejected(request=request, error=STALE_BROKER_EPOCH))
-                return BrokerResponse(error=STALE_BROKER_EPOCH)
+                refused = ErrorCode.STALE_BROKER_EPOCH
+                self._rejected.append(Rejected(request=request, error=refused))
+                return BrokerResponse(error=refused)
             self._controller_epoch = request.controller_epoch
             self._received.append(request)
             return BrokerResponse()

@@ -12,8 +12,8 @@ from importlib.metadata import packages_distributions
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PRODUCT = ("coordinator", "elections", "statemachines", "replication", "broker", "rebalancer",
-           "partctl", "migrations")
+PRODUCT = ("coordinator", "elections", "interbroker", "statemachines", "replication", "node",
+           "broker", "rebalancer", "partctl", "migrations")
 
 
 def _normal(name: str) -> str:

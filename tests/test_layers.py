@@ -12,18 +12,23 @@ import pytest
 from tests.imports import cycles_across, import_graph
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("coordinator", "elections", "statemachines", "replication", "broker", "rebalancer",
-            "partctl", "migrations", "benchmarks", "tests")
-PRODUCT = ("coordinator", "elections", "statemachines", "replication", "broker", "rebalancer",
-           "partctl")
+PACKAGES = ("coordinator", "elections", "interbroker", "statemachines", "replication", "node",
+            "broker", "rebalancer", "partctl", "migrations", "benchmarks", "tests")
+PRODUCT = ("coordinator", "elections", "interbroker", "statemachines", "replication", "node",
+           "broker", "rebalancer", "partctl")
 
 MAY_IMPORT: dict[str, set[str]] = {
     "coordinator": set(),
     "elections": {"coordinator"},
-    "statemachines": {"coordinator", "elections"},
-    "replication": {"coordinator", "elections", "statemachines"},
-    # a broker process: Kafka's protocol over the data plane, registered as a participant
-    "broker": {"coordinator", "elections", "statemachines", "replication"},
+    # the controller-broker contract: requests, channel protocols, error codes, the fence
+    "interbroker": {"coordinator", "elections"},
+    # the controller and the data plane meet in the contract, never in each other
+    "statemachines": {"coordinator", "elections", "interbroker"},
+    "replication": {"coordinator", "elections", "interbroker"},
+    # one broker node assembled: a participant whose handler is a replica manager
+    "node": {"coordinator", "elections", "interbroker", "statemachines", "replication"},
+    # a broker process: Kafka's protocol over a broker node
+    "broker": {"coordinator", "elections", "interbroker", "statemachines", "replication", "node"},
     # plans reach the controller through the admin nodes; the leader-imbalance rule is elections'
     "rebalancer": {"coordinator", "elections"},
     "partctl": set(PRODUCT),
@@ -46,6 +51,25 @@ def test_every_import_between_packages_points_down() -> None:
             if top != package and top not in rules:
                 upward.append(f"{importer} imports {module}")
     assert upward == []
+
+
+def test_the_controller_and_the_data_plane_meet_only_in_the_contract() -> None:
+    """statemachines/ and replication/ import nothing of each other (they share interbroker/'s
+    types), and the node assembly left replication/ for node/: its old modules are gone and
+    nothing imports them."""
+    graph = import_graph(*(REPO / p for p in (*PACKAGES, "docs")))
+    across = sorted(f"{importer} imports {module}" for importer, modules in graph.items()
+                    for module in modules
+                    if {importer.partition(".")[0], module.partition(".")[0]}
+                    == {"statemachines", "replication"})
+    assert across == []
+    moved = ("replication.broker_node", "replication.cluster", "replication.clients",
+             "statemachines.broker_side", "statemachines.channel", "statemachines.requests",
+             "statemachines.errors")
+    assert [m for m in moved if (REPO / (m.replace(".", "/") + ".py")).exists()] == []
+    assert sorted(f"{importer} imports {module}" for importer, modules in graph.items()
+                  for module in modules if module.startswith(moved)) == []
+    assert {"interbroker.fencing", "node.broker_node"} <= graph.keys()
 
 
 def test_no_import_cycle_joins_modules_of_different_concerns() -> None:

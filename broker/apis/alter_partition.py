@@ -24,8 +24,6 @@ import logging
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from kio.schema.errors import ErrorCode
-
 from broker.apis import Api, Reply, RequestContext
 from broker.apis.admin_support import controller_reply
 from broker.apis.topic_ids import text_of
@@ -34,9 +32,9 @@ from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
 from coordinator.errors import CoordinatorError
 from elections.controller_election import NotController
+from interbroker.errors import ErrorCode, StaleBrokerEpoch
+from interbroker.requests import AlterPartitionResult, IsrProposal
 from statemachines import events as ev
-from statemachines.errors import StaleBrokerEpoch
-from statemachines.handlers.alter_partition import AlterPartitionResult
 
 if TYPE_CHECKING:
     from broker.apis.messages import (
@@ -62,7 +60,7 @@ def _active_controller(ctx: RequestContext) -> Any | None:
     return controller if controller is not None and controller.active else None
 
 
-def _proposals(request: Any, version: int) -> tuple[ev.IsrProposal, ...]:
+def _proposals(request: Any, version: int) -> tuple[IsrProposal, ...]:
     out = []
     for t in request.topics:
         if version >= 2:  # the zero id (read as None) names no topic: UNKNOWN_TOPIC_ID
@@ -72,7 +70,7 @@ def _proposals(request: Any, version: int) -> tuple[ev.IsrProposal, ...]:
         for p in t.partitions:
             isr = (tuple(s.broker_id for s in p.new_isr_with_epochs) if version >= 3
                    else tuple(p.new_isr))
-            out.append(ev.IsrProposal(
+            out.append(IsrProposal(
                 topic=topic, partition=p.partition_index, leader_epoch=p.leader_epoch,
                 new_isr=isr, partition_epoch=p.partition_epoch,
                 leader_recovery_state=p.leader_recovery_state if version >= 1 else 0))
@@ -86,11 +84,11 @@ def _alter_answer(version: int, code: ErrorCode,
     for r in results:
         fields: dict[str, Any] = {"partition_index": r.proposal.partition}
         if r.state is not None:
-            fields.update(error_code=ErrorCode.none, leader_id=r.state.leader,
+            fields.update(error_code=ErrorCode.NONE, leader_id=r.state.leader,
                           leader_epoch=r.state.leader_epoch, isr=tuple(r.state.isr),
                           partition_epoch=r.state.partition_epoch)
         else:
-            fields.update(error_code=ErrorCode[(r.error or "UNKNOWN_SERVER_ERROR").lower()],
+            fields.update(error_code=r.error or ErrorCode.UNKNOWN_SERVER_ERROR,
                           leader_id=-1, leader_epoch=-1, isr=(), partition_epoch=-1)
         if version >= 1:
             fields["leader_recovery_state"] = 0
@@ -109,20 +107,20 @@ def handle_alter_partition(ctx: RequestContext[AlterPartitionServices],
 async def _alter_partition(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     if not ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER):
-        return _alter_answer(version, ErrorCode.cluster_authorization_failed)
+        return _alter_answer(version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     controller = _active_controller(ctx)
     if controller is None:
-        return _alter_answer(version, ErrorCode.not_controller)
+        return _alter_answer(version, ErrorCode.NOT_CONTROLLER)
     event = ev.AlterPartitionRequested(broker_id=request.broker_id,
                                        broker_epoch=request.broker_epoch,
                                        proposals=_proposals(request, version), version=version)
     try:
         results = await controller_reply(controller.request_alter_partition(event))
     except NotController:
-        return _alter_answer(version, ErrorCode.not_controller)
+        return _alter_answer(version, ErrorCode.NOT_CONTROLLER)
     except StaleBrokerEpoch:
-        return _alter_answer(version, ErrorCode.stale_broker_epoch)
-    return _alter_answer(version, ErrorCode.none, results)
+        return _alter_answer(version, ErrorCode.STALE_BROKER_EPOCH)
+    return _alter_answer(version, ErrorCode.NONE, results)
 
 
 def handle_allocate_producer_ids(
@@ -139,23 +137,23 @@ async def _allocate_producer_ids(ctx: RequestContext, request: Any) -> Any:
                      producer_id_start=start, producer_id_len=length)
 
     if not ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER):
-        return answer(ErrorCode.cluster_authorization_failed)
+        return answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     controller = _active_controller(ctx)
     if controller is None:
-        return answer(ErrorCode.not_controller)
+        return answer(ErrorCode.NOT_CONTROLLER)
     registered = controller.ctx.brokers.get(request.broker_id)
     if registered is None or registered.epoch != request.broker_epoch:
         log.info("AllocateProducerIds from broker %d with a stale broker epoch %d",
                  request.broker_id, request.broker_epoch)
-        return answer(ErrorCode.stale_broker_epoch)
+        return answer(ErrorCode.STALE_BROKER_EPOCH)
     loop = asyncio.get_running_loop()
     try:
         block = await loop.run_in_executor(None, lambda: controller.metadata.
                                            claim_producer_id_block(request.broker_id))
     except CoordinatorError as exc:
         log.warning("AllocateProducerIds from broker %d failed: %s", request.broker_id, exc)
-        return answer(ErrorCode.unknown_server_error)
-    return answer(ErrorCode.none, block.block_start, block.block_end - block.block_start + 1)
+        return answer(ErrorCode.UNKNOWN_SERVER_ERROR)
+    return answer(ErrorCode.NONE, block.block_start, block.block_end - block.block_start + 1)
 
 
 APIS = [

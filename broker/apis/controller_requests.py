@@ -2,13 +2,14 @@
 and a broker's ControlledShutdown (key 7) to the controller.
 
 Keys 4 to 6 arrive from the active controller's channel (:mod:`broker.controller_channel`): each
-is decoded into the controller's request value (:mod:`statemachines.requests`) and handed to the
+is decoded into the controller's request value (:mod:`interbroker.requests`) and handed to the
 handler the broker's participant attached to its network, the one behind the participant's fence
 (it refuses a stale controller epoch or an earlier registration's broker epoch, as Kafka's
 brokers do). Its calls take the replica manager's lock, so they run off the event loop, on the
 network's single handler thread, submitted as the frames are read: the order of the controller's
-requests is kept. The answer carries the handler's error names as Kafka's codes: per partition
-for LeaderAndIsr (by topic id, from version 5) and StopReplica, one code for UpdateMetadata.
+requests is kept. The answer carries the handler's codes (:class:`~interbroker.errors.ErrorCode`,
+Kafka's numbers) as they are: per partition for LeaderAndIsr (by topic id, from version 5) and
+StopReplica, one code for UpdateMetadata.
 
 ControlledShutdown is answered by this process's controller candidate when it is the active
 controller (:meth:`~statemachines.controller.Controller.request_controlled_shutdown`): the
@@ -25,8 +26,6 @@ import asyncio
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from kio.schema.errors import ErrorCode
-
 from broker.apis import Api, Reply, RequestContext, alter_partition
 from broker.apis.admin_support import controller_reply
 from broker.apis.topic_ids import text_of
@@ -37,16 +36,15 @@ from broker.controller_channel import (
     STOP_REPLICA,
     UPDATE_METADATA,
     KafkaNetwork,
-    error_code,
     topic_uuid,
 )
 from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
 from coordinator.codecs import TopicPartition
 from elections.controller_election import NotController
-from statemachines.channel import BROKER_NOT_AVAILABLE, BrokerResponse, deliver
-from statemachines.errors import BrokerNotAvailable, StaleBrokerEpoch
-from statemachines.requests import (
+from interbroker.channel import BrokerResponse, deliver
+from interbroker.errors import BrokerNotAvailable, ErrorCode, StaleBrokerEpoch
+from interbroker.requests import (
     BrokerRequest,
     Endpoint,
     LeaderAndIsrPartition,
@@ -132,12 +130,12 @@ def encode_response(api_key: int, version: int, request: BrokerRequest,
     """The kio answer to ``request`` from the handler's ``response``: a request-level error
     is every partition's too, as Kafka answers a refused request."""
     m = response_module(api_key, version)
-    top = error_code(response.error)
+    top = response.error
 
     def code(topic: str, partition: int) -> ErrorCode:
-        if response.error is not None:
+        if top:
             return top
-        return error_code(response.partition_errors.get(TopicPartition(topic, partition)))
+        return response.partition_errors.get(TopicPartition(topic, partition), ErrorCode.NONE)
 
     if isinstance(request, LeaderAndIsrRequest):
         by_topic: dict[str, list[Any]] = {}
@@ -160,7 +158,7 @@ def encode_response(api_key: int, version: int, request: BrokerRequest,
 def _call(network: KafkaNetwork, broker_id: int, value: BrokerRequest) -> BrokerResponse:
     handler = network.handler(broker_id)
     if handler is None:
-        return BrokerResponse(error=BROKER_NOT_AVAILABLE)
+        return BrokerResponse(error=ErrorCode.BROKER_NOT_AVAILABLE)
     return deliver(handler, value)
 
 
@@ -177,10 +175,10 @@ def handle(ctx: RequestContext[ControllerRequestServices],
     value = decode_request(ctx.api_key, request, listener)
     if not ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER):
         return encode_response(ctx.api_key, ctx.api_version, value,
-                               BrokerResponse(error="CLUSTER_AUTHORIZATION_FAILED"))
+                               BrokerResponse(error=ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
     if network is None:
         return encode_response(ctx.api_key, ctx.api_version, value,
-                               BrokerResponse(error=BROKER_NOT_AVAILABLE))
+                               BrokerResponse(error=ErrorCode.BROKER_NOT_AVAILABLE))
     done = broker.loop.run_in_executor(network.executor, _call, network, broker.broker_id,
                                        value)
     return _answer(ctx.api_key, ctx.api_version, value, done)
@@ -206,21 +204,21 @@ async def _controlled_shutdown(ctx: RequestContext, request: Any) -> Any:
             for tp in remaining))
 
     if not ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER):
-        return answer(ErrorCode.cluster_authorization_failed)
+        return answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     find = ctx.broker.controller
     controller = find() if find is not None else None
     if controller is None or not controller.active:
-        return answer(ErrorCode.not_controller)
+        return answer(ErrorCode.NOT_CONTROLLER)
     try:
         remaining = await controller_reply(controller.request_controlled_shutdown(
             request.broker_id, request.broker_epoch))
     except NotController:
-        return answer(ErrorCode.not_controller)
+        return answer(ErrorCode.NOT_CONTROLLER)
     except StaleBrokerEpoch:
-        return answer(ErrorCode.stale_broker_epoch)
+        return answer(ErrorCode.STALE_BROKER_EPOCH)
     except BrokerNotAvailable:
-        return answer(ErrorCode.broker_not_available)
-    return answer(ErrorCode.none, tuple(remaining))
+        return answer(ErrorCode.BROKER_NOT_AVAILABLE)
+    return answer(ErrorCode.NONE, tuple(remaining))
 
 
 CONTROLLER_APIS = [

@@ -41,7 +41,7 @@ from broker.metadata_cache import MetadataSnapshot
 from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
 from coordinator.layout import validate_topic
-from statemachines.requests import LiveBroker
+from interbroker.requests import LiveBroker
 
 if TYPE_CHECKING:
     from broker.apis.messages import MetadataRequest, MetadataResponse

@@ -24,14 +24,9 @@ from dataclasses import dataclass, field
 import coordinator
 from coordinator.admin import Admin
 from coordinator.codecs import PartitionStateNode, TopicPartition
-from statemachines import (
-    BrokerResponse,
-    ControllerClient,
-    InProcessNetwork,
-    IsrWritten,
-    Participant,
-)
-from statemachines.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
+from interbroker import BrokerResponse, ControllerClient, ErrorCode, IsrWritten
+from interbroker.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
+from statemachines import InProcessNetwork, Participant
 
 log = logging.getLogger("embedded_kv")
 
@@ -63,7 +58,7 @@ class KvReplica:
 
 
 class KvBroker:
-    """The application's broker side: a ``statemachines.RequestHandler`` over its replicas.
+    """The application's broker side: an ``interbroker.RequestHandler`` over its replicas.
 
     ``peers`` is the application's own way to reach another broker's replicas (here, the
     objects themselves)."""
@@ -80,16 +75,16 @@ class KvBroker:
     # -- the controller's requests (on the controller's thread: quick, no calls back) ----------
 
     def handle_leader_and_isr(self, request: LeaderAndIsrRequest) -> BrokerResponse:
-        errors = {}
+        errors: dict[TopicPartition, ErrorCode] = {}
         with self._lock:
             for p in request.partitions:
                 tp = TopicPartition(p.topic, p.partition)
                 replica = self._replicas.get(tp)
                 if self.id not in p.replicas:
-                    errors[tp] = "UNKNOWN_TOPIC_OR_PARTITION"
+                    errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue
                 if replica is not None and p.leader_epoch < replica.leader_epoch:
-                    errors[tp] = "STALE_CONTROLLER_EPOCH"  # an older leader epoch: ignore it
+                    errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH  # an older leader epoch: ignore it
                     continue
                 if replica is None:
                     replica = self._replicas[tp] = KvReplica(

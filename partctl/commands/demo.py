@@ -33,7 +33,7 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
         import sys
 
         from broker.logs import setup_logging
-        from statemachines.state_change import LOGGER_NAME
+        from interbroker.fencing import LOGGER_NAME
 
         setup_logging(sys.stderr, log_format=args.log_format, level=logging.ERROR,
                       quiet=())

@@ -27,59 +27,49 @@ keep no recovery state here, so a RECOVERING leader is never one this controller
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 from coordinator.codecs import TopicPartition
 from elections.leader import LeaderAndIsr
+from interbroker.errors import ErrorCode, StaleBrokerEpoch
+from interbroker.fencing import log_fenced
+from interbroker.requests import AlterPartitionResult, IsrProposal, UpdateMetadataPartition
 from statemachines import events as ev
-from statemachines.errors import StaleBrokerEpoch
 from statemachines.handlers import reassignment
 from statemachines.partition_sm import ElectionOutcome
-from statemachines.requests import UpdateMetadataPartition
 from statemachines.services import ControllerServices
-from statemachines.state_change import log_fenced
 
-__all__ = ["AlterPartitionResult", "decide", "on_alter_partition"]
+__all__ = ["decide", "on_alter_partition"]
 
 log = logging.getLogger(__name__)
 
 RECOVERED = 0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AlterPartitionResult:
-    """One proposal's answer: the leader and ISR now stored (with the partition epoch), or
-    Kafka's error name."""
-
-    proposal: ev.IsrProposal
-    state: LeaderAndIsr | None = None
-    error: str | None = None
-
-
-def decide(broker_id: int, proposal: ev.IsrProposal, current: LeaderAndIsr | None,
+def decide(broker_id: int, proposal: IsrProposal, current: LeaderAndIsr | None,
            replicas: tuple[int, ...], eligible: frozenset[int], controller_epoch: int,
-           version: int = 3) -> LeaderAndIsr | str:
+           version: int = 3) -> LeaderAndIsr | ErrorCode:
     """What to do with one proposal (pure): the value to write, the ``current`` value itself
-    (nothing to write: it is what was proposed), or Kafka's error name."""
+    (nothing to write: it is what was proposed), or Kafka's error code."""
     if current is None or not replicas:
-        return "UNKNOWN_TOPIC_OR_PARTITION"
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     if (proposal.partition_epoch > current.partition_epoch
             or proposal.leader_epoch > current.leader_epoch):
-        return "NOT_CONTROLLER"
+        return ErrorCode.NOT_CONTROLLER
     if proposal.leader_epoch < current.leader_epoch:
-        return "FENCED_LEADER_EPOCH"
+        return ErrorCode.FENCED_LEADER_EPOCH
     isr = proposal.new_isr
     if (broker_id != current.leader or not isr or len(set(isr)) != len(isr)
             or broker_id not in isr or any(r not in replicas for r in isr)):
-        return "INVALID_REQUEST"
+        return ErrorCode.INVALID_REQUEST
     if isr == current.isr and proposal.leader_recovery_state == RECOVERED:
         return current
     if proposal.partition_epoch < current.partition_epoch:
-        return "INVALID_UPDATE_VERSION"
+        return ErrorCode.INVALID_UPDATE_VERSION
     if proposal.leader_recovery_state != RECOVERED:
-        return "INVALID_REQUEST"
+        return ErrorCode.INVALID_REQUEST
     if any(r not in eligible for r in isr):
-        return "INELIGIBLE_REPLICA" if version > 1 else "OPERATION_NOT_ATTEMPTED"
+        return (ErrorCode.INELIGIBLE_REPLICA if version > 1
+                else ErrorCode.OPERATION_NOT_ATTEMPTED)
     return LeaderAndIsr(current.leader, current.leader_epoch, isr, controller_epoch,
                         current.partition_epoch)
 
@@ -103,15 +93,15 @@ def on_alter_partition(svc: ControllerServices, event: ev.AlterPartitionRequeste
     for i, proposal in enumerate(event.proposals):
         topic = names.get(proposal.topic) if names is not None else proposal.topic
         if topic is None:
-            results[i] = AlterPartitionResult(proposal=proposal, error="UNKNOWN_TOPIC_ID")
+            results[i] = AlterPartitionResult(proposal=proposal, error=ErrorCode.UNKNOWN_TOPIC_ID)
             continue
         tp = TopicPartition(topic, proposal.partition)
         if tp in proposed:  # the same partition twice: the first one counts
-            results[i] = AlterPartitionResult(proposal=proposal, error="INVALID_REQUEST")
+            results[i] = AlterPartitionResult(proposal=proposal, error=ErrorCode.INVALID_REQUEST)
             continue
         decided = decide(b, proposal, ctx.leaders.get(tp), ctx.replicas.get(tp, ()),
                          eligible, epoch, version)
-        if isinstance(decided, str):
+        if isinstance(decided, ErrorCode):
             results[i] = AlterPartitionResult(proposal=proposal, error=decided)
         elif decided is ctx.leaders.get(tp):
             results[i] = AlterPartitionResult(proposal=proposal, state=decided)
@@ -120,12 +110,17 @@ def on_alter_partition(svc: ControllerServices, event: ev.AlterPartitionRequeste
     if proposed:
         by_tp = {tp: event.proposals[i] for tp, i in proposed.items()}
 
+        refused: dict[TopicPartition, ErrorCode] = {}
+
         def again(tp: TopicPartition, current: LeaderAndIsr) -> LeaderAndIsr | str | None:
             # the first round decides as above; after a conflicting write, against what the
             # store holds now (a newer partition epoch: INVALID_UPDATE_VERSION, as Kafka's
             # answer to a bad version, unless it holds the proposal already)
             decided = decide(b, by_tp[tp], current, ctx.replicas.get(tp, ()), eligible, epoch,
                              version)
+            if isinstance(decided, ErrorCode):
+                refused[tp] = decided
+                return decided.name
             return None if decided is current else decided
 
         outcome = ElectionOutcome()
@@ -136,11 +131,11 @@ def on_alter_partition(svc: ControllerServices, event: ev.AlterPartitionRequeste
                 results[i] = AlterPartitionResult(proposal=proposal, state=outcome.elected[tp])
             elif tp in outcome.failed:
                 why = outcome.failed[tp]
-                error = why if why.isupper() else (
-                    "NOT_CONTROLLER" if "newer controller epoch" in why else
-                    "INVALID_UPDATE_VERSION" if "epoch kept moving" in why else
-                    "UNKNOWN_SERVER_ERROR")
-                if error == "UNKNOWN_SERVER_ERROR":
+                error = refused.get(tp) or (
+                    ErrorCode.NOT_CONTROLLER if "newer controller epoch" in why else
+                    ErrorCode.INVALID_UPDATE_VERSION if "epoch kept moving" in why else
+                    ErrorCode.UNKNOWN_SERVER_ERROR)
+                if error == ErrorCode.UNKNOWN_SERVER_ERROR:
                     log.warning("AlterPartition of %s from broker %d failed: %s", tp, b, why)
                 results[i] = AlterPartitionResult(proposal=proposal, error=error)
             else:  # found as proposed on a second read

@@ -7,10 +7,10 @@ incarnation is treated as failed, then the new one as joined.
 from __future__ import annotations
 
 from coordinator.codecs import sorted_partitions
+from interbroker.requests import UpdateMetadataPartition
 from statemachines import events as ev
 from statemachines.handlers import deletion, reassignment
 from statemachines.reads import apply_broker_node
-from statemachines.requests import UpdateMetadataPartition
 from statemachines.services import ControllerServices
 from statemachines.states import ReplicaState
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import logging
 
+from interbroker.requests import RequestBatch, UpdateMetadataPartition
 from statemachines import events as ev
 from statemachines.context import ReplicaKey
-from statemachines.requests import RequestBatch, UpdateMetadataPartition
 from statemachines.services import ControllerServices
 from statemachines.states import ReplicaState
 

@@ -4,8 +4,8 @@ delete the processed notifications."""
 
 from __future__ import annotations
 
+from interbroker.requests import UpdateMetadataPartition
 from statemachines.handlers import reassignment
-from statemachines.requests import UpdateMetadataPartition
 from statemachines.services import ControllerServices
 
 

@@ -25,10 +25,10 @@ import logging
 from coordinator.codecs import TopicAssignment, TopicPartition
 from coordinator.errors import BadVersion
 from elections.leader import Reassign
+from interbroker.requests import RequestBatch
 from statemachines.context import OngoingReassignment
 from statemachines.handlers import topics
 from statemachines.partition_sm import ElectionOutcome, record_leader_and_isr
-from statemachines.requests import RequestBatch
 from statemachines.services import ControllerServices
 from statemachines.state_change import enabled, log_isr_changes
 from statemachines.states import ReplicaState

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from coordinator.codecs import TopicPartition, sorted_partitions
 from elections.leader import ControlledShutdown
+from interbroker.errors import BrokerNotAvailable, StaleBrokerEpoch
+from interbroker.fencing import log_fenced
 from statemachines import events as ev
-from statemachines.errors import BrokerNotAvailable, StaleBrokerEpoch
 from statemachines.partition_sm import record_leader_and_isr
 from statemachines.services import ControllerServices
-from statemachines.state_change import log_fenced
 from statemachines.states import ReplicaState
 
 

@@ -4,7 +4,7 @@ itself is applied to the view by the controller, which hands over the partitions
 from __future__ import annotations
 
 from coordinator.codecs import TopicPartition
-from statemachines.requests import RequestBatch
+from interbroker.requests import RequestBatch
 from statemachines.services import ControllerServices
 from statemachines.states import ReplicaState
 

@@ -19,11 +19,12 @@ from broker.process import registration
 from broker.purgatory import Purgatory
 from broker.server import KafkaServer
 from coordinator.admin import Admin
-from replication.broker_node import BrokerNode
+from interbroker.channel import RequestHandler
+from interbroker.requests import LiveBroker
+from node.broker_node import BrokerNode
 from replication.config import ReplicaConfig
 from replication.protocol import FetchEndpoint
-from statemachines.channel import InProcessNetwork, RequestHandler
-from statemachines.requests import LiveBroker
+from statemachines.in_process import InProcessNetwork
 
 __all__ = ["ClusterBroker", "LiveEndpoints"]
 

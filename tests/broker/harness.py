@@ -16,10 +16,7 @@ from broker.groups import GroupCoordinator
 from broker.metadata_cache import MetadataCache
 from broker.purgatory import Purgatory
 from broker.server import KafkaServer
-from replication.clock import SystemClock
-from replication.protocol import FetchEndpoint
-from replication.replica_manager import ReplicaManager
-from statemachines.requests import (
+from interbroker.requests import (
     Endpoint,
     LeaderAndIsrPartition,
     LeaderAndIsrRequest,
@@ -27,6 +24,9 @@ from statemachines.requests import (
     UpdateMetadataPartition,
     UpdateMetadataRequest,
 )
+from replication.clock import SystemClock
+from replication.protocol import FetchEndpoint
+from replication.replica_manager import ReplicaManager
 
 __all__ = ["InProcessBroker"]
 

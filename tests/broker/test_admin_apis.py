@@ -740,9 +740,9 @@ def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
          ) -> Iterator[ClusterBroker]:
     """Broker 1 (serving, the controller) and broker 2 (a broker node of this process that
     follows it), on one coordinator."""
-    from replication.broker_node import BrokerNode
+    from node.broker_node import BrokerNode
     from replication.config import ReplicaConfig
-    from statemachines.channel import InProcessNetwork
+    from statemachines.in_process import InProcessNetwork
 
     from .admin_fixtures import backend_url, wait_serving
     from .cluster_harness import LiveEndpoints

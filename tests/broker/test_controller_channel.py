@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kio.schema.errors import ErrorCode as KioErrorCode
 from kio.serial import entity_writer
 
 import coordinator
@@ -41,14 +42,10 @@ from coordinator.admin import Admin
 from coordinator.codecs import BrokerInfo, TopicPartition
 from coordinator.metadata import MetadataClient
 from coordinator.servers import free_port
-from replication.clock import SystemClock
-from replication.config import ReplicaConfig
-from replication.replica_manager import ReplicaManager
-from statemachines.broker_side import ControllerClient
-from statemachines.channel import BROKER_NOT_AVAILABLE, BrokerResponse, Target
-from statemachines.errors import StaleBrokerEpoch
-from statemachines.participant import Participant
-from statemachines.requests import (
+from interbroker.channel import BrokerResponse, Target
+from interbroker.controller_client import ControllerClient
+from interbroker.errors import ErrorCode, StaleBrokerEpoch
+from interbroker.requests import (
     BrokerRequest,
     Endpoint,
     LeaderAndIsrPartition,
@@ -59,6 +56,10 @@ from statemachines.requests import (
     UpdateMetadataPartition,
     UpdateMetadataRequest,
 )
+from replication.clock import SystemClock
+from replication.config import ReplicaConfig
+from replication.replica_manager import ReplicaManager
+from statemachines.participant import Participant
 from tests.recording_broker import RecordingBroker
 from tests.waiting import Recorder, wait_until
 
@@ -130,21 +131,24 @@ def test_the_versions_sent_are_served() -> None:
 
 @pytest.mark.parametrize("original", [LAI, UM, SR], ids=["LeaderAndIsr", "UpdateMetadata",
                                                           "StopReplica"])
-def test_answers_round_trip_error_names(original: BrokerRequest) -> None:
+def test_answers_round_trip_error_codes(original: BrokerRequest) -> None:
+    """The contract's codes are Kafka's numbers: they go on the wire and come back as they are."""
     key = {LeaderAndIsrRequest: LEADER_AND_ISR, UpdateMetadataRequest: UPDATE_METADATA,
            StopReplicaRequest: STOP_REPLICA}[type(original)]
     version = max(_versions(key))
     fine = BrokerResponse()
     assert decode_response(original, encode_response(key, version, original, fine)) == fine
-    refused = BrokerResponse(error="STALE_CONTROLLER_EPOCH")
-    assert decode_response(original, encode_response(key, version, original, refused)
-                           ).error == "STALE_CONTROLLER_EPOCH"
+    refused = BrokerResponse(error=ErrorCode.STALE_CONTROLLER_EPOCH)
+    wire = encode_response(key, version, original, refused)
+    assert int(wire.error_code) == 11 == KioErrorCode.stale_controller_epoch
+    assert decode_response(original, wire).error is ErrorCode.STALE_CONTROLLER_EPOCH
     if key != UPDATE_METADATA:  # UpdateMetadata answers one code only
         first = original.partitions[0]
         tp = TopicPartition(first.topic, first.partition)
-        some = BrokerResponse(partition_errors={tp: "KAFKA_STORAGE_ERROR"})
+        some = BrokerResponse(partition_errors={tp: ErrorCode.KAFKA_STORAGE_ERROR})
         back = decode_response(original, encode_response(key, version, original, some))
-        assert back.error is None and dict(back.partition_errors) == {tp: "KAFKA_STORAGE_ERROR"}
+        assert not back.error
+        assert dict(back.partition_errors) == {tp: ErrorCode.KAFKA_STORAGE_ERROR}
 
 
 def test_an_update_metadata_shared_by_a_batch_is_encoded_once_per_batch() -> None:
@@ -291,7 +295,7 @@ def test_a_removed_broker_gets_nothing_more_and_a_new_registration_gets_fresh_re
         assert channel.brokers() == {}
         channel.send(2, [_um(1, epoch=77)], lambda *a: answers(a))
         (gone,) = answers.wait_count(1)
-        assert gone[2].error == BROKER_NOT_AVAILABLE and gone[1] == _um(1, epoch=77)
+        assert gone[2].error == ErrorCode.BROKER_NOT_AVAILABLE and gone[1] == _um(1, epoch=77)
         # It registers again (epoch 78) and listens: only what was sent to it now arrives.
         recording = _Recording(epoch=78)
         servers.append(_Server(tmp_path / "b2", 2, recording, port=port))
@@ -317,7 +321,7 @@ def test_a_broker_without_a_handler_answers_broker_not_available(
         channel.update_brokers({2: _target(server.port)})
         channel.send(2, [LAI, SR], lambda *a: answers(a))
         got = answers.wait_count(2)
-        assert [resp.error for _, _, resp in got] == [BROKER_NOT_AVAILABLE] * 2
+        assert [resp.error for _, _, resp in got] == [ErrorCode.BROKER_NOT_AVAILABLE] * 2
     finally:
         channel.reset()
 
@@ -382,6 +386,6 @@ def test_services_without_a_network_refuse_controller_requests(tmp_path: Path,
     try:
         channel.update_brokers({2: _target(server.port)})
         channel.send(2, [_um(0)], lambda *a: answers(a))
-        assert answers.wait_count(1)[0][2].error == BROKER_NOT_AVAILABLE
+        assert answers.wait_count(1)[0][2].error == ErrorCode.BROKER_NOT_AVAILABLE
     finally:
         channel.reset()

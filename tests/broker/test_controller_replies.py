@@ -16,7 +16,7 @@ import pytest
 
 from broker.apis.controller_requests import _controlled_shutdown
 from broker.apis.elections import _elect
-from statemachines.errors import BrokerNotAvailable
+from interbroker.errors import BrokerNotAvailable
 
 
 class Controller:

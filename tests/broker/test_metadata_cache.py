@@ -10,8 +10,9 @@ import threading
 from broker.metadata_cache import MetadataCache, ObservingHandler
 from broker.purgatory import Purgatory
 from coordinator.codecs import TopicPartition
-from statemachines.channel import BrokerResponse
-from statemachines.requests import LiveBroker, UpdateMetadataPartition, UpdateMetadataRequest
+from interbroker.channel import BrokerResponse
+from interbroker.errors import ErrorCode
+from interbroker.requests import LiveBroker, UpdateMetadataPartition, UpdateMetadataRequest
 
 
 def update(partitions: list[tuple[str, int, int]], brokers: tuple[int, ...] = (1,),
@@ -42,7 +43,7 @@ def test_updates_are_partial_and_snapshots_stay_as_taken() -> None:
 
 
 class Inner:
-    def __init__(self, error: str | None) -> None:
+    def __init__(self, error: ErrorCode = ErrorCode.NONE) -> None:
         self.error = error
 
     def handle_leader_and_isr(self, request):  # noqa: ANN001, ANN201
@@ -58,10 +59,11 @@ class Inner:
 def test_only_accepted_metadata_is_applied_and_every_request_is_reported() -> None:
     cache = MetadataCache()
     changes = []
-    refused = ObservingHandler(Inner("STALE_CONTROLLER_EPOCH"), cache, lambda: changes.append(1))
+    refused = ObservingHandler(Inner(ErrorCode.STALE_CONTROLLER_EPOCH), cache,
+                               lambda: changes.append(1))
     refused.handle_update_metadata(update([("a", 0, 1)]))
     assert not cache.snapshot.topics
-    accepted = ObservingHandler(Inner(None), cache, lambda: changes.append(2))
+    accepted = ObservingHandler(Inner(), cache, lambda: changes.append(2))
     accepted.handle_update_metadata(update([("a", 0, 1)]))
     accepted.handle_leader_and_isr(None)
     accepted.handle_stop_replica(None)

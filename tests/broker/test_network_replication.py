@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from coordinator.codecs import TopicPartition
-from statemachines.channel import InProcessNetwork
+from statemachines.in_process import InProcessNetwork
 from tests.replication.test_replica_manager_cluster import batch_signature
 from tests.waiting import wait_until
 

@@ -9,7 +9,7 @@ import coordinator
 from coordinator.admin import Admin
 from coordinator.codecs import TopicPartition
 from coordinator.metadata import MetadataClient
-from statemachines.channel import InProcessNetwork
+from statemachines.in_process import InProcessNetwork
 from statemachines.participant import Participant
 from tests.recording_broker import RecordingBroker
 from tests.waiting import wait_until

@@ -16,7 +16,7 @@ import coordinator
 from coordinator.codecs import TopicPartition
 from coordinator.metadata import MetadataClient
 from partctl.cli import main
-from statemachines.channel import InProcessNetwork
+from statemachines.in_process import InProcessNetwork
 from statemachines.participant import Participant
 from tests.recording_broker import RecordingBroker, change_isr
 from tests.waiting import wait_until

@@ -29,7 +29,7 @@ from rebalancer import jobs
 from rebalancer.jobs import JOB_FUNCTIONS
 from rebalancer.store import RunOutcome, Store
 from rebalancer.store.migrate import head_revision
-from statemachines.channel import InProcessNetwork
+from statemachines.in_process import InProcessNetwork
 from statemachines.participant import Participant
 from tests.postgres_server import PostgresServer
 from tests.rebalancer.test_migrations import Exploit, legacy_store

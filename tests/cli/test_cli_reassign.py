@@ -29,7 +29,7 @@ from partctl.cli import main
 from partctl.render import ProgressDisplay
 from rebalancer.execution import ExecutionProgress
 from rebalancer.snapshot import load_snapshot
-from statemachines.channel import InProcessNetwork
+from statemachines.in_process import InProcessNetwork
 from statemachines.participant import Participant
 from tests.proxy import TcpProxy
 from tests.recording_broker import RecordingBroker, change_isr

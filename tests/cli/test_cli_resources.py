@@ -21,7 +21,7 @@ from coordinator.codecs import TopicPartition
 from coordinator.metadata import MetadataClient
 from coordinator.model import SessionState
 from partctl.cli import main
-from statemachines.channel import InProcessNetwork
+from statemachines.in_process import InProcessNetwork
 from statemachines.participant import Participant
 from tests.recording_broker import RecordingBroker
 from tests.waiting import wait_until

@@ -30,7 +30,7 @@ def test_demo_ends_with_every_acknowledged_message_readable_once() -> None:
 
 def test_demo_exits_non_zero_when_the_check_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     import partctl.demo as demo
-    from replication.clients import AckCheck
+    from node.clients import AckCheck
 
     def broken(records: object, acknowledged: dict[int, bytes]) -> AckCheck:
         return AckCheck(acknowledged=len(acknowledged), read=0,

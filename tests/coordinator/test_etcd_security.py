@@ -23,8 +23,8 @@ from coordinator import ConnectionFailed, Credentials, NotAuthorized
 from coordinator.codecs import TopicPartition
 from coordinator.credentials import ENV_PASSWORD_FILE, ENV_USER
 from coordinator.etcd_conn import Security, _Endpoint
+from node.cluster import EmbeddedCluster
 from partctl.cli import main
-from replication.cluster import EmbeddedCluster
 from tests.broker.processes import TEST_SETTINGS
 from tests.broker.tls_material import Material, make_material
 from tests.servers import Server, start_etcd

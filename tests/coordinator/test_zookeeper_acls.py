@@ -19,8 +19,8 @@ import coordinator
 from coordinator import Credentials, NotAuthorized
 from coordinator.codecs import TopicPartition
 from coordinator.credentials import ENV_PASSWORD_FILE, ENV_USER
+from node.cluster import EmbeddedCluster
 from partctl.cli import main
-from replication.cluster import EmbeddedCluster
 from tests.servers import Server
 
 pytestmark = pytest.mark.servers

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-import replication.broker_node
+import node.broker_node
 from coordinator.codecs import TopicPartition
-from replication.cluster import EmbeddedCluster, embedded_replica_config
+from node.cluster import EmbeddedCluster, embedded_replica_config
 from replication.protocol import ErrorCode, FetchEndpoint, FetchResult
 from replication.replica_manager import ReplicaManager
 from tests.faults.checker import Verdict, check, final_partition
@@ -122,7 +122,7 @@ def wait_followed(cluster: EmbeddedCluster, broker: int, leader_epoch: int) -> N
 
 def run_scenario(root: Path, manager: type[ReplicaManager],
                  monkeypatch: pytest.MonkeyPatch, url: str | None = None) -> Verdict:
-    monkeypatch.setattr(replication.broker_node, "ReplicaManager", manager)
+    monkeypatch.setattr(node.broker_node, "ReplicaManager", manager)
     links = LossyLinks()
     cluster = EmbeddedCluster(3, url=url, root=root / "logs", fetch_transport=links.transport,
                               replica_config=embedded_replica_config())

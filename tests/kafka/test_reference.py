@@ -38,8 +38,8 @@ from .harness import (
 pytestmark = pytest.mark.servers
 
 REPO = Path(__file__).resolve().parents[2]
-PRODUCT = ("coordinator", "elections", "statemachines", "replication", "broker", "rebalancer",
-           "partctl", "migrations")
+PRODUCT = ("coordinator", "elections", "interbroker", "statemachines", "replication", "node",
+           "broker", "rebalancer", "partctl", "migrations")
 RECORDS = 1000
 RECORD_SIZE = 100
 PARTITION = re.compile(r"Partition: (\d+)\s+Leader: (\S+)\s+Replicas: (\S+)\s+Isr: (\S*)")

@@ -18,6 +18,7 @@ from coordinator import layout
 from coordinator.admin import Admin
 from coordinator.codecs import TopicPartition
 from coordinator.metadata import MetadataClient
+from interbroker.requests import StopReplicaRequest
 from rebalancer import (
     Balance,
     ExecutionProgress,
@@ -38,9 +39,8 @@ from rebalancer import (
     verify_plan,
 )
 from rebalancer.execution import parse_topics_to_move, scope_snapshot
-from statemachines.channel import InProcessNetwork
+from statemachines.in_process import InProcessNetwork
 from statemachines.participant import Participant
-from statemachines.requests import StopReplicaRequest
 from tests.recording_broker import RecordingBroker, change_isr
 from tests.waiting import wait_until
 

@@ -28,7 +28,7 @@ from coordinator.metadata import MetadataClient
 from rebalancer import jobs
 from rebalancer.jobs import tasks, triggers
 from rebalancer.store import ExecutionStatus, MoveProgress, RunOutcome, Store
-from statemachines.channel import InProcessNetwork
+from statemachines.in_process import InProcessNetwork
 from statemachines.participant import Participant
 from tests.postgres_server import PostgresServer
 from tests.recording_broker import RecordingBroker, change_isr

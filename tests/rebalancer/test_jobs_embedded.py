@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from coordinator.codecs import TopicPartition
+from node import EmbeddedCluster, check_acknowledged
 from rebalancer import jobs
 from rebalancer.jobs import triggers
 from rebalancer.store import RunOutcome, Store
-from replication import EmbeddedCluster, check_acknowledged
 from tests.waiting import wait_until
 
 

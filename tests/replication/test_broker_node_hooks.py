@@ -12,11 +12,12 @@ import pytest
 
 import coordinator
 from coordinator.codecs import BrokerInfo, TopicPartition
-from replication.broker_node import BrokerNode
+from interbroker.channel import RequestHandler
+from interbroker.requests import UpdateMetadataRequest
+from node.broker_node import BrokerNode
 from replication.log import Log, LogConfig
-from statemachines.channel import InProcessNetwork, RequestHandler
+from statemachines.in_process import InProcessNetwork
 from statemachines.participant import Participant
-from statemachines.requests import UpdateMetadataRequest
 from tests.recording_broker import RecordingBroker
 from tests.waiting import wait_until
 

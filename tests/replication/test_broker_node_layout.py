@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from coordinator import layout
-from replication import EmbeddedCluster
+from node import EmbeddedCluster
 
 
 def test_a_broker_node_start_creates_the_cluster_id_and_kafkas_persistent_paths(

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from coordinator.codecs import TopicPartition
-from replication import EmbeddedCluster, embedded_replica_config
+from node import EmbeddedCluster, embedded_replica_config
 from replication.cleaner import CleanerConfig
 from replication.log import Log
 from replication.protocol import ACKS_ALL, ErrorCode

@@ -12,18 +12,18 @@ from typing import Any
 import pytest
 
 from coordinator.codecs import TopicPartition
-from replication import (
+from interbroker.channel import BrokerResponse
+from interbroker.errors import ErrorCode
+from interbroker.requests import LeaderAndIsrPartition, LeaderAndIsrRequest
+from node import (
     EmbeddedCluster,
     ProduceError,
     Producer,
-    Role,
     check_acknowledged,
     embedded_replica_config,
 )
-from replication.broker_node import ReplicaRequestHandler
+from replication import Role
 from replication.checkpoints import CLEAN_SHUTDOWN_FILE, log_directory_name
-from statemachines.channel import BrokerResponse
-from statemachines.requests import LeaderAndIsrPartition, LeaderAndIsrRequest
 from tests.replication.loopback import NETWORK, TRANSPORTS, LoopbackServers
 from tests.replication.test_replica_manager_cluster import batch_signature
 from tests.waiting import wait_until
@@ -234,8 +234,7 @@ def test_a_request_for_an_earlier_registration_never_reaches_the_replica_manager
     follower = next(b for b in cluster.replicas(tp) if b != state.leader)
     node = cluster.node(follower)
     assert node.participant is not None and node.epoch is not None
-    assert isinstance(node.participant.handler, ReplicaRequestHandler)
-    assert node.participant.handler.replica_manager is node.replica_manager
+    assert node.participant.handler is node.replica_manager  # no adapter between them
     rm = cluster.replica_manager(follower)
     assert rm is not None
     wait_until(lambda: (status := rm.status(tp)) is not None and status.role is Role.FOLLOWER
@@ -248,6 +247,6 @@ def test_a_request_for_an_earlier_registration_never_reaches_the_replica_manager
         broker_epoch=node.epoch - 1, partitions=(take_over,))
     answers: list[BrokerResponse] = []
     cluster.network.channel().send(follower, [request], lambda _b, _r, a: answers.append(a))
-    assert answers == [BrokerResponse(error="STALE_BROKER_EPOCH")]
+    assert answers == [BrokerResponse(error=ErrorCode.STALE_BROKER_EPOCH)]
     status = rm.status(tp)
     assert status.role is Role.FOLLOWER and status.leader_epoch == state.leader_epoch

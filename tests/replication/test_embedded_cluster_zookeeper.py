@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from replication import EmbeddedCluster, check_acknowledged, embedded_replica_config
+from node import EmbeddedCluster, check_acknowledged, embedded_replica_config
 from tests.servers import Server
 
 pytestmark = pytest.mark.servers

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from replication import EmbeddedCluster, embedded_replica_config
+from node import EmbeddedCluster, embedded_replica_config
 from replication.config import ReplicaConfig
 from replication.protocol import ACKS_ALL, ErrorCode
 

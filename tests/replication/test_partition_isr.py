@@ -9,9 +9,9 @@ import pytest
 
 from coordinator import layout
 from coordinator.codecs import PartitionStateNode, TopicPartition
+from interbroker.fencing import FIELD, LOGGER_NAME
 from replication.config import ReplicaConfig
 from replication.isr import IsrChangeBatcher
-from statemachines.state_change import FIELD, LOGGER_NAME
 
 from .loopback import TRANSPORTS
 from .test_replica_manager_cluster import TP, MiniCluster
@@ -216,7 +216,7 @@ def test_batcher_announces_a_flapping_isr_at_the_max_delay() -> None:
 
 def _live(cluster: MiniCluster, brokers: tuple[int, ...]) -> None:
     """The controller's UpdateMetadata: these brokers are live (the others shut down)."""
-    from statemachines.requests import LiveBroker, UpdateMetadataRequest
+    from interbroker.requests import LiveBroker, UpdateMetadataRequest
 
     request = UpdateMetadataRequest(controller_id=0, controller_epoch=cluster.epoch.epoch,
                                     broker_epoch=-1, partitions=(),

@@ -11,6 +11,17 @@ from pathlib import Path
 import pytest
 
 from coordinator.codecs import TopicPartition
+from interbroker.fencing import FIELD, LOGGER_NAME
+from interbroker.requests import (
+    EPOCH_DURING_DELETE,
+    LeaderAndIsrPartition,
+    LeaderAndIsrRequest,
+    LiveBroker,
+    StopReplicaPartition,
+    StopReplicaRequest,
+    UpdateMetadataPartition,
+    UpdateMetadataRequest,
+)
 from replication.checkpoints import (
     HIGH_WATERMARK_CHECKPOINT_FILE,
     RECOVERY_POINT_CHECKPOINT_FILE,
@@ -22,17 +33,6 @@ from replication.log import LogConfig
 from replication.partition import Role
 from replication.protocol import ACKS_ALL, EpochAnswer, ErrorCode
 from replication.replica_manager import ReplicaManager
-from statemachines.requests import (
-    EPOCH_DURING_DELETE,
-    LeaderAndIsrPartition,
-    LeaderAndIsrRequest,
-    LiveBroker,
-    StopReplicaPartition,
-    StopReplicaRequest,
-    UpdateMetadataPartition,
-    UpdateMetadataRequest,
-)
-from statemachines.state_change import FIELD, LOGGER_NAME
 
 from .test_replica_manager_cluster import (
     TP,
@@ -69,7 +69,7 @@ def rm(tmp_path: Path):
 def test_stale_controller_epoch_rejects_the_whole_request(rm: ReplicaManager) -> None:
     assert rm.handle_leader_and_isr(lai(entry(), controller_epoch=5)).ok
     response = rm.handle_leader_and_isr(lai(entry(epoch=1), entry(TP1), controller_epoch=4))
-    assert response.error == ErrorCode.STALE_CONTROLLER_EPOCH and not response.partitions
+    assert response.error == ErrorCode.STALE_CONTROLLER_EPOCH and not response.partition_errors
     assert rm.status(TP).leader_epoch == 0 and rm.partition(TP1) is None
     stop = StopReplicaRequest(controller_id=0, controller_epoch=4, broker_epoch=-1,
                               partitions=(StopReplicaPartition(topic="t", partition=0),))
@@ -90,11 +90,11 @@ def test_stale_broker_epoch_is_rejected(tmp_path: Path) -> None:
 def test_older_leader_epochs_are_ignored_per_partition(rm: ReplicaManager) -> None:
     assert rm.handle_leader_and_isr(lai(entry(epoch=3), entry(TP1, epoch=0))).ok
     response = rm.handle_leader_and_isr(lai(entry(epoch=2, leader=2), entry(TP1, epoch=1)))
-    assert response.partitions == {TP: ErrorCode.STALE_CONTROLLER_EPOCH, TP1: ErrorCode.NONE}
+    assert response.partition_errors == {TP: ErrorCode.STALE_CONTROLLER_EPOCH, TP1: ErrorCode.NONE}
     assert rm.status(TP).role is Role.LEADER and rm.status(TP).leader_epoch == 3
     # The same epoch again is stale too, unless the partition epoch moved (ISR changed).
     same = rm.handle_leader_and_isr(lai(entry(epoch=3)))
-    assert same.partitions[TP] == ErrorCode.STALE_CONTROLLER_EPOCH
+    assert same.partition_errors[TP] == ErrorCode.STALE_CONTROLLER_EPOCH
     wider = rm.handle_leader_and_isr(lai(entry(epoch=3, isr=(1, 2), partition_epoch=1)))
     assert wider.ok and rm.status(TP).isr == (1, 2)
 
@@ -116,7 +116,7 @@ def test_refused_controller_requests_are_on_the_state_change_log(
 
 def test_a_partition_not_assigned_here_is_refused(rm: ReplicaManager) -> None:
     response = rm.handle_leader_and_isr(lai(entry(replicas=(2, 3), leader=2, isr=(2, 3))))
-    assert response.partitions[TP] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert response.partition_errors[TP] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert rm.partition(TP) is None
 
 
@@ -144,7 +144,7 @@ def test_stop_replica_stops_and_deletes(rm: ReplicaManager) -> None:
     fenced = StopReplicaRequest(controller_id=0, controller_epoch=1, broker_epoch=-1,
                                 partitions=(StopReplicaPartition(topic="t", partition=0,
                                                                  leader_epoch=1),))
-    assert rm.handle_stop_replica(fenced).partitions[TP] == ErrorCode.FENCED_LEADER_EPOCH
+    assert rm.handle_stop_replica(fenced).partition_errors[TP] == ErrorCode.FENCED_LEADER_EPOCH
     stop = StopReplicaRequest(controller_id=0, controller_epoch=1, broker_epoch=-1, partitions=(
         StopReplicaPartition(topic="t", partition=0, delete=True,
                              leader_epoch=EPOCH_DURING_DELETE),
@@ -186,7 +186,7 @@ def test_offsets_for_leader_epoch_of_a_partition_hosted_elsewhere(rm: ReplicaMan
     assert rm.offsets_for_leader_epoch(TP, 0, 0).error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     # Named in a LeaderAndIsr for other brokers: known to exist, not hosted.
     refused = rm.handle_leader_and_isr(lai(entry(TP1, leader=2, isr=(2, 3), replicas=(2, 3))))
-    assert refused.partitions[TP1] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert refused.partition_errors[TP1] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert rm.offsets_for_leader_epoch(TP1, 0, 0).error == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
@@ -387,7 +387,7 @@ def test_a_stopped_partition_still_refuses_older_leader_epochs(rm: ReplicaManage
     stop = StopReplicaRequest(controller_id=0, controller_epoch=1, broker_epoch=-1,
                               partitions=(StopReplicaPartition(topic="t", partition=0),))
     rm.handle_stop_replica(stop)
-    assert rm.handle_leader_and_isr(lai(entry(epoch=4))).partitions[TP] == (
+    assert rm.handle_leader_and_isr(lai(entry(epoch=4))).partition_errors[TP] == (
         ErrorCode.STALE_CONTROLLER_EPOCH)
     assert rm.handle_leader_and_isr(lai(entry(epoch=5))).ok  # the same state again is fine
     assert rm.status(TP).role is Role.LEADER
@@ -515,8 +515,8 @@ def test_a_topic_name_kafka_forbids_gets_no_log_directory_and_one_warning(
            TopicPartition("..", 0)]
     for n in range(3):
         response = rm.handle_leader_and_isr(lai(entry(epoch=n), *(entry(tp) for tp in bad)))
-        assert response.partitions[TP] == ErrorCode.NONE
-        assert {response.partitions[tp] for tp in bad} == {ErrorCode.INVALID_TOPIC_EXCEPTION}
+        assert response.partition_errors[TP] == ErrorCode.NONE
+        assert {response.partition_errors[tp] for tp in bad} == {ErrorCode.INVALID_TOPIC_EXCEPTION}
     assert sorted(p.name for p in rm.log_dir.iterdir() if p.is_dir()) == [f"{TP.topic}-0"]
     warnings = [r for r in caplog.records if "skipping topic" in r.getMessage()]
     assert len(warnings) == len(bad) and not [r for r in caplog.records if r.exc_info]

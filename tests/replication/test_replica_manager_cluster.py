@@ -22,15 +22,15 @@ import coordinator
 from coordinator.codecs import PartitionStateNode, TopicAssignment, TopicPartition
 from coordinator.metadata import MetadataClient
 from elections.leader import NO_LEADER, elect_offline
+from interbroker.controller_client import ControllerClient
+from interbroker.requests import LeaderAndIsrPartition, LeaderAndIsrRequest
 from replication.clock import Clock, ManualClock
 from replication.config import ReplicaConfig
 from replication.log import Log
 from replication.protocol import ACKS_ALL, EpochAnswer, ErrorCode, FetchEndpoint, FetchResult
 from replication.records import Record, decode_batch, encode_batch, iter_batches, validate_batches
 from replication.replica_manager import ReplicaManager
-from statemachines.broker_side import ControllerClient
-from statemachines.channel import InProcessNetwork
-from statemachines.requests import LeaderAndIsrPartition, LeaderAndIsrRequest
+from statemachines.in_process import InProcessNetwork
 
 from .loopback import IN_PROCESS, NETWORK, TRANSPORTS, LoopbackServers
 
@@ -207,7 +207,7 @@ class MiniCluster:
             if b in self.brokers:
                 response = self.brokers[b].handle_leader_and_isr(request)
                 assert response.error == ErrorCode.NONE, response
-                out[b] = response.partitions[tp]
+                out[b] = response.partition_errors[tp]
         return out
 
     def elect(self, tp: TopicPartition = TP, *, prefer: int | None = None) -> int:

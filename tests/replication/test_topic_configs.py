@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from coordinator.codecs import TopicPartition
+from interbroker.requests import LeaderAndIsrPartition, LeaderAndIsrRequest
 from replication.clock import ManualClock
 from replication.config import ReplicaConfig
 from replication.log import LogConfig
 from replication.protocol import ACKS_ALL, ErrorCode
 from replication.replica_manager import ReplicaManager
 from replication.topic_settings import topic_replica_config
-from statemachines.requests import LeaderAndIsrPartition, LeaderAndIsrRequest
 
 from ._util import batch
 

@@ -13,7 +13,7 @@ import pytest
 
 from coordinator import layout
 from coordinator.codecs import TopicPartition
-from replication import EmbeddedCluster, embedded_replica_config
+from node import EmbeddedCluster, embedded_replica_config
 from replication.protocol import ACKS_ALL, ErrorCode
 from tests.replication.test_replica_manager_cluster import make_batch
 from tests.waiting import wait_until

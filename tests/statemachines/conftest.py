@@ -12,8 +12,8 @@ import coordinator
 from coordinator.admin import Admin
 from coordinator.codecs import TopicPartition
 from coordinator.metadata import MetadataClient
-from statemachines.channel import InProcessNetwork
 from statemachines.controller import ControllerConfig
+from statemachines.in_process import InProcessNetwork
 from statemachines.participant import Participant
 from tests.recording_broker import RecordingBroker
 

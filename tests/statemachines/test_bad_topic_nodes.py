@@ -15,8 +15,8 @@ from coordinator import connect, layout
 from coordinator.admin import Admin
 from coordinator.codecs import TopicAssignment, TopicPartition
 from coordinator.metadata import MetadataClient
+from interbroker.requests import LeaderAndIsrRequest, UpdateMetadataRequest
 from statemachines import InProcessNetwork, Participant
-from statemachines.requests import LeaderAndIsrRequest, UpdateMetadataRequest
 from tests.contract.conftest import Harness, _harness
 from tests.recording_broker import RecordingBroker
 from tests.waiting import wait_until

@@ -14,8 +14,8 @@ from coordinator import Delete, layout
 from coordinator.codecs import PartitionStateNode, TopicAssignment, TopicPartition
 from coordinator.errors import CoordinatorError
 from elections import Fence, NotController, stand_for_controller
+from interbroker.requests import UpdateMetadataRequest
 from statemachines.controller import ControllerConfig
-from statemachines.requests import UpdateMetadataRequest
 from tests.recording_broker import change_isr
 from tests.statemachines.conftest import Cluster, tp
 from tests.waiting import wait_until
@@ -279,7 +279,7 @@ def test_cold_candidate_reads_everything_at_failover(cluster: Cluster) -> None:
 
 
 def test_failover_sends_leader_and_isr_for_every_partition(three: Cluster) -> None:
-    from statemachines.requests import LeaderAndIsrRequest
+    from interbroker.requests import LeaderAndIsrRequest
 
     three.participants[3].handler.clear()
     three.kill(1)
@@ -295,8 +295,8 @@ def test_a_hot_candidate_that_wins_at_once_starts_from_the_whole_store() -> None
     would take the existing topics for new ones."""
     import coordinator
     from coordinator.metadata import MetadataClient
-    from statemachines.channel import InProcessNetwork
     from statemachines.controller import Controller
+    from statemachines.in_process import InProcessNetwork
 
     url = f"memory://slow-arm-{time.monotonic_ns()}"
     admin = coordinator.connect(url)

@@ -9,15 +9,17 @@ import pytest
 
 from coordinator import layout
 from coordinator.codecs import BrokerInfo, TopicPartition, encode_reassignment
-from statemachines import BrokerResponse, ReplicaState, StaleBrokerEpoch
-from statemachines import events as ev
-from statemachines.requests import (
+from interbroker.channel import BrokerResponse
+from interbroker.errors import ErrorCode, StaleBrokerEpoch
+from interbroker.requests import (
     EPOCH_DURING_DELETE,
     BrokerRequest,
     LeaderAndIsrRequest,
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
+from statemachines import ReplicaState
+from statemachines import events as ev
 from statemachines.states import PartitionState
 from tests.recording_broker import change_isr
 from tests.statemachines.conftest import Cluster, tp
@@ -98,9 +100,9 @@ def test_requests_for_an_old_broker_epoch_are_refused_by_the_participant(three: 
     three.bounce(3)
     assert stale.broker_epoch < three.participants[3].broker_epoch
     seen = len(b3.received())
-    assert _deliver(three, 3, stale).error == "STALE_BROKER_EPOCH"
+    assert _deliver(three, 3, stale).error == ErrorCode.STALE_BROKER_EPOCH
     assert len(b3.received()) == seen and b3.rejected() == []
-    assert b3.handle(stale).error == "STALE_BROKER_EPOCH"  # the double fences on its own too
+    assert b3.handle(stale).error == ErrorCode.STALE_BROKER_EPOCH  # the double fences on its own too
 
 
 def test_requests_from_an_older_controller_epoch_are_refused_by_the_participant(
@@ -112,9 +114,9 @@ def test_requests_from_an_older_controller_epoch_are_refused_by_the_participant(
 
     old = replace(b3.received(UpdateMetadataRequest)[-1], controller_epoch=1)
     seen = len(b3.received())
-    assert _deliver(three, 3, old).error == "STALE_CONTROLLER_EPOCH"
+    assert _deliver(three, 3, old).error == ErrorCode.STALE_CONTROLLER_EPOCH
     assert len(b3.received()) == seen and b3.rejected() == []
-    assert b3.handle(old).error == "STALE_CONTROLLER_EPOCH"
+    assert b3.handle(old).error == ErrorCode.STALE_CONTROLLER_EPOCH
 
 
 # --- topics ------------------------------------------------------------------------------------

@@ -10,9 +10,9 @@ import pytest
 from coordinator import connect
 from coordinator.admin import Admin
 from coordinator.metadata import MetadataClient
+from interbroker.requests import UpdateMetadataRequest
 from statemachines import InProcessNetwork, Participant
 from statemachines.controller import ControllerConfig, StandBackoff
-from statemachines.requests import UpdateMetadataRequest
 from tests.recording_broker import RecordingBroker, change_isr
 from tests.servers import Server
 from tests.statemachines.conftest import tp

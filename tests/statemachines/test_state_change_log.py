@@ -15,10 +15,10 @@ import pytest
 
 from broker.logs import setup_logging
 from coordinator import layout
+from interbroker.errors import ErrorCode
+from interbroker.fencing import FIELD, LOGGER_NAME
+from interbroker.requests import UpdateMetadataRequest
 from partctl.cli import build_parser
-from statemachines.channel import STALE_CONTROLLER_EPOCH
-from statemachines.requests import UpdateMetadataRequest
-from statemachines.state_change import FIELD, LOGGER_NAME
 from tests.statemachines.conftest import Cluster, tp
 
 
@@ -122,7 +122,7 @@ def test_a_broker_refusing_a_request_from_an_older_controller_is_logged(
     old = replace(b3.received(UpdateMetadataRequest)[-1], controller_epoch=1)
     answers: list = []  # type: ignore[type-arg]
     three.network.channel().send(3, [old], lambda _b, _r, answer: answers.append(answer))
-    assert answers[0].error == STALE_CONTROLLER_EPOCH
+    assert answers[0].error == ErrorCode.STALE_CONTROLLER_EPOCH
     fenced = [f for f in changes.fields if f["event"] == "fenced"]
     assert fenced == [{
         "event": "fenced", "node": "broker", "node_id": 3, "request": "UpdateMetadata",

@@ -8,7 +8,7 @@ import itertools
 import pytest
 
 from elections import LeaderAndIsr
-from statemachines.requests import (
+from interbroker.requests import (
     EPOCH_DURING_DELETE,
     NO_EPOCH,
     Endpoint,

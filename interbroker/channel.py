@@ -1,5 +1,4 @@
-"""The channel from the controller to brokers: protocols, the broker side, the in-process
-transport.
+"""The channel from the controller to brokers: protocols, the broker side, the answer.
 
 The controller hands the channel every request of one batch for one broker at once and gets each
 answer through a callback, which must only enqueue an event (it may run on any thread). On the
@@ -8,9 +7,9 @@ application's own replicas (see docs/embedding.md), or partctl's replica manager
 
 A :class:`BrokerNetwork` is what a participant plugs into: where its handler is attached, where
 its controller candidate is reachable, the channels its controller sends with, and how a broker
-asks the active controller for a controlled shutdown. Two exist: the in-process one here
-(:class:`InProcessNetwork`: every broker and controller in one process, as the embedded cluster
-and the demo run them) and the network one of broker processes
+asks the active controller for a controlled shutdown. Two exist: the in-process one
+(:class:`statemachines.in_process.InProcessNetwork`: every broker and controller in one
+process, as the embedded cluster and the demo run them) and the network one of broker processes
 (``broker.controller_channel``: Kafka's protocol over TCP, one connection and one queue per
 broker, as Kafka's ControllerChannelManager).
 """
@@ -26,8 +25,8 @@ from typing import Any, NamedTuple, Protocol
 
 from coordinator.codecs import TopicPartition
 from coordinator.metadata import MetadataClient
-from elections.controller_election import NotController
-from statemachines.requests import (
+from interbroker.errors import ErrorCode
+from interbroker.requests import (
     BrokerRequest,
     LeaderAndIsrRequest,
     LiveBroker,
@@ -36,15 +35,10 @@ from statemachines.requests import (
 )
 
 __all__ = [
-    "BROKER_NOT_AVAILABLE",
-    "STALE_BROKER_EPOCH",
-    "STALE_CONTROLLER_EPOCH",
     "AttachedHere",
     "BrokerChannel",
     "BrokerNetwork",
     "BrokerResponse",
-    "InProcessChannel",
-    "InProcessNetwork",
     "RequestHandler",
     "ResponseCallback",
     "ShutdownTarget",
@@ -52,28 +46,35 @@ __all__ = [
     "deliver",
 ]
 
-STALE_CONTROLLER_EPOCH = "STALE_CONTROLLER_EPOCH"
-"""The request came from a controller older than one the broker has heard from."""
-STALE_BROKER_EPOCH = "STALE_BROKER_EPOCH"
-"""The request was meant for an earlier registration (incarnation) of the broker."""
-BROKER_NOT_AVAILABLE = "BROKER_NOT_AVAILABLE"
-"""No handler answers for the broker (not attached, or stopped)."""
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerResponse:
-    """A broker's answer: a request-level error, or per-partition errors (empty = all fine).
+    """A broker's answer: a request-level error code, and a code per partition (a partition
+    not listed, or listed with NONE, is fine).
 
-    Errors are names (Kafka's error names where one fits). The controller acts on the answers
-    to a StopReplica that deletes: a request-level error, or an error for a partition, means
-    that replica was not deleted (it is retried later, as Kafka's topic deletion does). The
+    Codes are Kafka's (:class:`~interbroker.errors.ErrorCode`); a refused request (stale
+    controller or broker epoch) has its code in ``error`` and no partitions. The controller
+    acts on the answers to a StopReplica that deletes: a request-level error, or an error for
+    a partition, means that replica was not deleted (it is retried later, as Kafka's topic deletion does). The
     answers to LeaderAndIsr and UpdateMetadata are not acted on (the controller does not wait
     for them), but the answer must still say what happened, for the logs and for tests.
     """
 
-    error: str | None = None
-    partition_errors: Mapping[TopicPartition, str] = field(
-        default_factory=lambda: MappingProxyType({}))
+    error: ErrorCode = ErrorCode.NONE
+    partition_errors: Mapping[TopicPartition, ErrorCode] = field(default_factory=lambda: _NONE)
+
+    @classmethod
+    def of(cls, partition_errors: Mapping[TopicPartition, ErrorCode]) -> BrokerResponse:
+        """An answer with a code for each partition (a frozen copy of ``partition_errors``)."""
+        return cls(partition_errors=MappingProxyType(dict(partition_errors)))
+
+    @property
+    def ok(self) -> bool:
+        """No error, for the request or any partition."""
+        return not self.error and not any(self.partition_errors.values())
+
+
+_NONE: Mapping[TopicPartition, ErrorCode] = MappingProxyType({})
 
 
 ResponseCallback = Callable[[int, BrokerRequest, BrokerResponse], None]
@@ -143,8 +144,8 @@ class BrokerNetwork(Protocol):
         more with ``metadata``, the caller's session) to shut broker ``broker_id`` of
         registration ``broker_epoch`` down; the partitions it still leads. Raises
         :class:`~elections.controller_election.NotController`,
-        :class:`~statemachines.errors.StaleBrokerEpoch`,
-        :class:`~statemachines.errors.BrokerNotAvailable`, ``TimeoutError``, or a
+        :class:`~interbroker.errors.StaleBrokerEpoch`,
+        :class:`~interbroker.errors.BrokerNotAvailable`, ``TimeoutError``, or a
         :class:`~coordinator.errors.CoordinatorError` the lookup met."""
         ...
 
@@ -157,7 +158,7 @@ class RequestHandler(Protocol):
     that controller sent them (LeaderAndIsr, then UpdateMetadata, then StopReplica of one
     batch); during a failover two controllers' threads may call at once, so guard the state
     with a lock. Return promptly: no blocking I/O, and no call back to the controller
-    (:class:`~statemachines.broker_side.ControllerClient`) from inside a handler; do such
+    (:class:`~interbroker.controller_client.ControllerClient`) from inside a handler; do such
     work on a thread of your own.
 
     Under a :class:`~statemachines.participant.Participant` a handler only sees requests of
@@ -228,46 +229,3 @@ class AttachedHere:
     def controller(self, broker_id: int) -> ShutdownTarget | None:
         with self._lock:
             return self._controllers.get(broker_id)
-
-
-class InProcessNetwork(AttachedHere):
-    """Brokers of one process by id, and which controller is active (for controlled shutdown)."""
-
-    def channel(self) -> InProcessChannel:
-        return InProcessChannel(self)
-
-    def controlled_shutdown(
-        self, metadata: MetadataClient, controller_id: int, broker_id: int, broker_epoch: int,
-        timeout: float,
-    ) -> tuple[TopicPartition, ...]:
-        """Straight to the controller candidate registered here: NotController when the
-        active controller runs in another process."""
-        ctl = self.controller(controller_id)
-        if ctl is None:
-            raise NotController("no active controller reachable in this process")
-        return tuple(ctl.request_controlled_shutdown(broker_id, broker_epoch).result(timeout))
-
-
-class InProcessChannel:
-    """Delivers synchronously to the handler registered for the broker id; a missing broker
-    answers BROKER_NOT_AVAILABLE."""
-
-    def __init__(self, network: InProcessNetwork) -> None:
-        self.network = network
-
-    def send(
-        self, broker_id: int, requests: Sequence[BrokerRequest], on_response: ResponseCallback
-    ) -> None:
-        handler = self.network.handler(broker_id)
-        for request in requests:
-            if handler is None:
-                response = BrokerResponse(error=BROKER_NOT_AVAILABLE)
-            else:
-                response = deliver(handler, request)
-            on_response(broker_id, request, response)
-
-    def update_brokers(self, brokers: Mapping[int, Target]) -> None:
-        """Nothing to keep: each send finds the handler attached at that moment."""
-
-    def reset(self) -> None:
-        """Nothing is pending: delivery is synchronous."""

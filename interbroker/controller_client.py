@@ -2,7 +2,7 @@
 
 An embedding application gets a :class:`ControllerClient` from its
 :class:`~statemachines.participant.Participant` when the participant builds the application's
-:class:`~statemachines.channel.RequestHandler` (see docs/embedding.md). The calls are those of a
+:class:`~interbroker.channel.RequestHandler` (see docs/embedding.md). The calls are those of a
 Kafka broker in ZooKeeper mode:
 
 - a partition's leader changes its ISR itself: it writes the partition state node conditionally
@@ -25,8 +25,8 @@ from coordinator.codecs import PartitionStateNode, TopicPartition
 from coordinator.errors import BadVersion, CoordinatorError, NoNode
 from coordinator.metadata import MetadataClient
 from elections.controller_election import NotController
-from statemachines.channel import BrokerNetwork
-from statemachines.errors import BrokerNotAvailable
+from interbroker.channel import BrokerNetwork
+from interbroker.errors import BrokerNotAvailable
 
 __all__ = [
     "ControllerClient",
@@ -68,7 +68,7 @@ class ControllerClient:
 
     Built by a :class:`~statemachines.participant.Participant` (``broker_epoch`` reads the
     epoch of its current registration); safe to call from any thread but a handler's (see
-    :class:`~statemachines.channel.RequestHandler`).
+    :class:`~interbroker.channel.RequestHandler`).
     """
 
     __slots__ = ("_broker_epoch", "_metadata", "_network", "broker_id")
@@ -142,8 +142,8 @@ class ControllerClient:
         The active controller is the one ``/controller`` names, asked through the
         participant's network (in process, or over Kafka's protocol). Raises
         :class:`~elections.controller_election.NotController` when there is none or it cannot
-        be reached, :class:`~statemachines.errors.StaleBrokerEpoch` or
-        :class:`~statemachines.errors.BrokerNotAvailable` when the controller does not know
+        be reached, :class:`~interbroker.errors.StaleBrokerEpoch` or
+        :class:`~interbroker.errors.BrokerNotAvailable` when the controller does not know
         this registration, ``TimeoutError`` after ``timeout``."""
         epoch = self.broker_epoch
         if epoch is None:

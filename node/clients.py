@@ -42,6 +42,7 @@ from typing import Protocol
 import crc32c
 
 from coordinator.codecs import TopicPartition
+from interbroker.requests import UpdateMetadataPartition
 from replication.partition import Role
 from replication.producer_state import increment_sequence
 from replication.protocol import ACKS_ALL, ErrorCode, ProduceResult
@@ -55,7 +56,6 @@ from replication.records import (
     validate_batches,
 )
 from replication.replica_manager import ReplicaManager
-from statemachines.requests import UpdateMetadataPartition
 
 __all__ = [
     "AckCheck",

@@ -1,6 +1,6 @@
 """An embedded cluster: N real brokers in one process, on any coordinator URL.
 
-Each broker (:class:`~replication.broker_node.BrokerNode`) has its own coordinator session, log
+Each broker (:class:`~node.broker_node.BrokerNode`) has its own coordinator session, log
 directory, controller candidacy and replica manager. The controller's requests reach the replica
 managers through an in-process network; followers fetch from leaders through a live map of the
 running brokers; leaders' ISR changes reach the controller through the coordinator, as in Kafka.
@@ -32,15 +32,15 @@ import coordinator
 from coordinator.admin import Admin, controller_status
 from coordinator.codecs import PartitionStateNode, TopicPartition
 from coordinator.metadata import MetadataClient
-from replication.broker_node import BrokerNode
-from replication.clients import Consumer, Producer
+from interbroker.requests import UpdateMetadataPartition
+from node.broker_node import BrokerNode
+from node.clients import Consumer, Producer
 from replication.config import ReplicaConfig
 from replication.partition import Role
 from replication.protocol import ACKS_ALL, FetchEndpoint
 from replication.replica_manager import ReplicaManager
-from statemachines.channel import InProcessNetwork
 from statemachines.controller import ControllerConfig
-from statemachines.requests import UpdateMetadataPartition
+from statemachines.in_process import InProcessNetwork
 
 __all__ = [
     "ClusterTimeout",

@@ -1,4 +1,5 @@
-"""Controller-to-broker requests as values, and the batch that records them during a transition.
+"""Controller-to-broker requests as values, and the batch that records them during a transition;
+the ISR changes a partition leader proposes to the controller (AlterPartition) and its answers.
 
 A state transition never talks to brokers. It records what each broker must be told in a
 `RequestBatch`; when the transition is done the controller builds the batch once and hands the
@@ -20,12 +21,15 @@ from typing import NamedTuple
 
 from coordinator.codecs import TopicPartition, sorted_partitions
 from elections.leader import LeaderAndIsr
+from interbroker.errors import ErrorCode
 
 __all__ = [
     "EPOCH_DURING_DELETE",
     "NO_EPOCH",
+    "AlterPartitionResult",
     "BrokerRequest",
     "Endpoint",
+    "IsrProposal",
     "LeaderAndIsrPartition",
     "LeaderAndIsrRequest",
     "LiveBroker",
@@ -160,6 +164,30 @@ class StopReplicaRequest:
 
 
 BrokerRequest = LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IsrProposal:
+    """One partition of an AlterPartition request: the ISR its leader proposes, with the
+    leader epoch and partition epoch (the state node's version) it holds. ``topic`` is the
+    topic's name, or its id (text) when the request names topics by id (version 2 and up)."""
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    new_isr: tuple[int, ...]
+    partition_epoch: int
+    leader_recovery_state: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterPartitionResult:
+    """The controller's answer to one :class:`IsrProposal`: the leader and ISR now stored (with
+    the partition epoch), or Kafka's error code."""
+
+    proposal: IsrProposal
+    state: LeaderAndIsr | None = None
+    error: ErrorCode | None = None
 
 
 class RequestBatch:

@@ -3,13 +3,13 @@
 :class:`BrokerNode` is a :class:`statemachines.Participant` whose broker side is a
 :class:`~replication.replica_manager.ReplicaManager`: the participant opens nothing of its own
 (the node hands it its coordinator session), registers ``/brokers/ids/<id>`` (the creation id
-of that node is its broker epoch), stands for controller and attaches the replica manager's
-handler (:class:`ReplicaRequestHandler`) to its network (in process, or a broker process's
-network one), so that the controller's
-LeaderAndIsr, UpdateMetadata and StopReplica requests reach real logs. Leaders' ISR changes and
-the controlled shutdown go back through the participant's
-:class:`~statemachines.broker_side.ControllerClient`, the interface every embedding application
-uses (docs/embedding.md).
+of that node is its broker epoch), stands for controller and attaches the replica manager, a
+:class:`~interbroker.channel.RequestHandler` itself, to its network (in process, or a broker
+process's network one), so that the controller's LeaderAndIsr, UpdateMetadata and StopReplica
+requests reach real logs as they are, and its answers (the contract's codes) go back as they
+are. Leaders' ISR changes and the controlled shutdown go back through the participant's
+:class:`~interbroker.controller_client.ControllerClient`, the interface every embedding
+application uses (docs/embedding.md).
 
 The node also follows the topics' configs (:class:`~replication.config_watcher.TopicConfigWatcher`
 over its session: every topic's at start, then each change notification) and lets the replica
@@ -34,58 +34,25 @@ from coordinator.codecs import BrokerInfo, TopicPartition
 from coordinator.errors import CoordinatorError
 from coordinator.metadata import MetadataClient
 from elections.controller_election import NotController
+from interbroker.channel import BrokerNetwork, RequestHandler
+from interbroker.controller_client import ControllerClient
+from interbroker.errors import BrokerNotAvailable, StaleBrokerEpoch
 from replication.clock import Clock, SystemClock
 from replication.config import ReplicaConfig
 from replication.config_watcher import TopicConfigWatcher
 from replication.producer_ids import ProducerIdManager
-from replication.protocol import FetchEndpoint, ReplicaResponse
+from replication.protocol import FetchEndpoint
 from replication.replica_manager import ReplicaManager
-from statemachines.broker_side import ControllerClient
-from statemachines.channel import BrokerNetwork, BrokerResponse, RequestHandler
 from statemachines.controller import Controller, ControllerConfig
-from statemachines.errors import BrokerNotAvailable, StaleBrokerEpoch
 from statemachines.participant import Participant
-from statemachines.requests import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 
-__all__ = [
-    "BrokerNode",
-    "ControlledShutdownFailed",
-    "ReplicaRequestHandler",
-    "to_broker_response",
-]
+__all__ = ["BrokerNode", "ControlledShutdownFailed"]
 
 log = logging.getLogger(__name__)
 
 
 class ControlledShutdownFailed(RuntimeError):
     """The controller could not move every leadership off the broker in time."""
-
-
-def to_broker_response(response: ReplicaResponse) -> BrokerResponse:
-    """The replica manager's codes as the controller's channel reports them (error names)."""
-    return BrokerResponse(
-        error=response.error.name if response.error else None,
-        partition_errors={tp: e.name for tp, e in response.partitions.items() if e},
-    )
-
-
-class ReplicaRequestHandler:
-    """A replica manager as the controller's channel sees it: a
-    :class:`~statemachines.channel.RequestHandler` answering with error names."""
-
-    __slots__ = ("replica_manager",)
-
-    def __init__(self, replica_manager: ReplicaManager) -> None:
-        self.replica_manager = replica_manager
-
-    def handle_leader_and_isr(self, request: LeaderAndIsrRequest) -> BrokerResponse:
-        return to_broker_response(self.replica_manager.handle_leader_and_isr(request))
-
-    def handle_update_metadata(self, request: UpdateMetadataRequest) -> BrokerResponse:
-        return to_broker_response(self.replica_manager.handle_update_metadata(request))
-
-    def handle_stop_replica(self, request: StopReplicaRequest) -> BrokerResponse:
-        return to_broker_response(self.replica_manager.handle_stop_replica(request))
 
 
 class BrokerNode:
@@ -193,8 +160,7 @@ class BrokerNode:
         self.recovery_seconds = time.monotonic() - began
         self.recovered_offsets = {tp: p.log.log_end_offset for tp, p in rm.partitions().items()}
         self.replica_manager = rm
-        handler = ReplicaRequestHandler(rm)
-        return self._wrap_handler(handler) if self._wrap_handler is not None else handler
+        return self._wrap_handler(rm) if self._wrap_handler is not None else rm
 
     # -- ending --------------------------------------------------------------------------------
 
