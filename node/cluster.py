@@ -353,7 +353,7 @@ class EmbeddedCluster:
             node = self.nodes.get(b) if b is not None else None
             if node is None or not node.running or node.controller is None:
                 return None
-            if not node.controller.active or epoch is None:
+            if b is None or not node.controller.active or epoch is None:
                 return None
             return b, epoch
 

@@ -239,7 +239,8 @@ class _Run:
         self.others = set(entries) - set(adopted)
         self.involved = bool(adopted)
         for tp in sorted(self.targets):
-            current = now[tp][0] if now[tp] is not None else ()
+            position = now[tp]
+            current = position[0] if position is not None else ()
             self.moving[tp] = frozenset(set(current) ^ set(self.targets[tp]))
             if tp in adopted:
                 self.in_flight[tp] = self.targets[tp]

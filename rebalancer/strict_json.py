@@ -27,10 +27,11 @@ class InvalidJSON(ValueError):
         super().__init__("\n".join(self.problems))
 
 
-class _Repeated(dict):
+class _Repeated(dict[str, Any]):
     """An object in which some key was given more than once (the last value kept, as json)."""
 
     __slots__ = ("repeated",)
+    repeated: list[str]
 
 
 def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -48,7 +48,7 @@ def _rf_problems(text: str | bytes, snap: Snapshot) -> list[str]:
     for e in entries:
         key = (e.get("topic"), e.get("partition"))
         if key in current and isinstance(e.get("replicas"), list):
-            new.setdefault(key, len(e["replicas"]))  # type: ignore[arg-type]
+            new.setdefault(key, len(e["replicas"]))
     problems = []
     for key, rf in sorted(new.items()):
         topic, num = key

@@ -122,7 +122,7 @@ def positions(md: MetadataClient, tps: Iterable[TopicPartition]
     for tp in tps:
         a = topics.get(tp.topic)
         replicas = a.partitions.get(tp.partition) if a is not None else None
-        out[tp] = None if replicas is None else (
+        out[tp] = None if a is None or replicas is None else (
             tuple(replicas), bool(a.adding.get(tp.partition) or a.removing.get(tp.partition)))
     return out
 

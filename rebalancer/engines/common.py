@@ -75,10 +75,11 @@ def build_cluster(snap: Snapshot, goals: Iterable[Goal] = (), *, seed: int = 0,
         rack = {b: 0 for b in ids}
         n_racks = 1
     else:
-        names = sorted({rack_names[b] for b in active})
-        names += sorted({r for r in rack_names.values() if r not in names})
+        named = {b: r for b, r in rack_names.items() if r is not None}  # all, as checked above
+        names = sorted({named[b] for b in active})
+        names += sorted({r for r in named.values() if r not in names})
         index = {r: i for i, r in enumerate(names)}
-        rack = {b: index[r] for b, r in rack_names.items()}
+        rack = {b: index[r] for b, r in named.items()}
         n_racks = len({rack[b] for b in active})
     return Cluster(
         rack=rack, active=active, n_racks=n_racks, target_rf=target_rf,

@@ -348,7 +348,7 @@ def run_rebalance(*, job_id: str, coordinator: str, db: str | None = None,
 
         goals = goals_for(goal, brokers, count_slack=count_slack, sizes=sizes,
                           replication_factor=replication_factor)
-        snapshot_options = {
+        snapshot_options: dict[str, Any] = {
             "decommission": tuple(brokers) if goal == "decommission" else (),
             "new_brokers": tuple(brokers) if goal == "add-brokers" else (),
             "sizes": read_sizes(sizes) if sizes is not None else None,

@@ -149,7 +149,9 @@ def snapshot_digest(snapshot: Any) -> str:
 
 def scores_json(scores: Any) -> dict[str, Any]:
     """A Scores value (or any dataclass) as plain JSON-able data."""
-    return dataclasses.asdict(scores) if dataclasses.is_dataclass(scores) else dict(scores)
+    if dataclasses.is_dataclass(scores) and not isinstance(scores, type):
+        return dataclasses.asdict(scores)
+    return dict(scores)
 
 
 def plan_record(row: PlanRow) -> PlanRecord:
