@@ -8,11 +8,11 @@ are answers, not accidents, and go straight to the caller.
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from coordinator.clock import SYSTEM_CLOCK, Clock
 from coordinator.errors import ConnectionLoss
 
 T = TypeVar("T")
@@ -34,8 +34,8 @@ class Retry:
     max_delay: float = 2.0
     jitter: float = 0.2
     deadline: float | None = 30.0
-    clock: Callable[[], float] = time.monotonic
-    sleep: Callable[[float], None] = time.sleep
+    clock: Clock = SYSTEM_CLOCK
+    """Its monotonic reading bounds the deadline; its sleep waits between tries."""
     rng: random.Random = field(default_factory=random.Random)
 
     def __post_init__(self) -> None:
@@ -45,7 +45,7 @@ class Retry:
             raise ValueError("max_tries must be at least 1")
 
     def __call__(self, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
-        start = self.clock()
+        start = self.clock.monotonic()
         pause = self.delay
         attempt = 0
         while True:
@@ -57,11 +57,11 @@ class Retry:
                     raise RetryFailed(f"gave up after {attempt} tries: {exc}") from exc
                 wait = min(pause, self.max_delay) * (1 + self.jitter * self.rng.random())
                 if self.deadline is not None:
-                    left = self.deadline - (self.clock() - start)
+                    left = self.deadline - (self.clock.monotonic() - start)
                     if left <= 0:
                         raise RetryFailed(f"deadline of {self.deadline}s passed: {exc}") from exc
                     wait = min(wait, left)
-                self.sleep(wait)
+                self.clock.sleep(wait)
                 pause *= self.backoff
 
 

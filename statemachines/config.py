@@ -7,11 +7,11 @@ the controller to name their type."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from coordinator.clock import SYSTEM_CLOCK, Clock
 from coordinator.configdef import AtLeast, ConfigDef, ConfigKey, ConfigType, Importance
 
 __all__ = ["CONTROLLER_CONFIG", "ControllerConfig", "StandBackoff"]
@@ -62,7 +62,7 @@ class StandBackoff:
 
     base: float = 1.0
     cap: float = 60.0
-    clock: Callable[[], float] = time.monotonic
+    clock: Clock = SYSTEM_CLOCK
 
     def __post_init__(self) -> None:
         if not 0 < self.base <= self.cap:

@@ -403,7 +403,7 @@ class Controller:
             return
         held = self.stand_held_until
         if held is not None:
-            if self.config.error_backoff.clock() < held:
+            if self.config.error_backoff.clock.monotonic() < held:
                 return  # resigned over an error: another candidate first (a timer stands later)
             self.stand_held_until = None
         started = self._stand_requested_at or time.monotonic()
@@ -413,7 +413,7 @@ class Controller:
             return
         elected = time.monotonic()
         self.fence = Fence(self.metadata, epoch)
-        self._active_since = self.config.error_backoff.clock()
+        self._active_since = self.config.error_backoff.clock.monotonic()
         log.info("broker %d is the controller at epoch %d", self.broker_id, epoch.epoch)
         self._take_over(started, elected)
         for hook in list(self.on_active):
@@ -470,7 +470,7 @@ class Controller:
         by this epoch: Kafka's triggerControllerMove) so that the election chooses again, and
         hold back from standing (see :class:`StandBackoff`)."""
         backoff = self.config.error_backoff
-        now = backoff.clock()
+        now = backoff.clock.monotonic()
         if self._active_since is not None and now - self._active_since >= backoff.cap:
             self._errors_in_a_row = 0
         self._errors_in_a_row += 1
