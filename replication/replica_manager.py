@@ -40,7 +40,6 @@ from replication.checkpoints import (
     make_private_directory,
     parse_log_directory_name,
 )
-from replication.cleaner import LogCleaner
 from replication.clock import Clock
 from replication.config import ReplicaConfig
 from replication.crash import cut_unflushed
@@ -53,6 +52,7 @@ from replication.errors import (
 from replication.fetcher import ReplicaFetcher
 from replication.isr import IsrChangeBatcher, IsrStore, LocalIsrStore
 from replication.log import Log, LogSlice
+from replication.log_cleaner import LogCleaner
 from replication.log_throttle import ThrottledLog, out_of_descriptors
 from replication.partition import IsrCounts, Partition, ProduceFuture, ReplicaStatus, Role
 from replication.protocol import (
