@@ -86,7 +86,8 @@ from replication.isr import (
     high_watermark,
     out_of_sync_replicas,
 )
-from replication.log import AppendInfo, DuplicateAppend, Log, LogConfig, ReadResult
+from replication.local_log import ReadResult
+from replication.log import AppendInfo, DuplicateAppend, Log, LogConfig
 from replication.partition import Partition, ProduceFuture, ReplicaStatus, Role
 from replication.producer_ids import ProducerIdAndEpoch, ProducerIdManager, ProducerIdsUnavailable
 from replication.producer_state import BatchMetadata, ProducerEntry

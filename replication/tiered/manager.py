@@ -49,7 +49,8 @@ from typing import BinaryIO
 
 from replication.checkpoints import format_checkpoint
 from replication.errors import OffsetOutOfRangeError, StorageError
-from replication.log import Log, LogSlice, SegmentCopySource
+from replication.log import Log, LogSlice
+from replication.log_retention import SegmentCopySource
 from replication.records import (
     BATCH_OVERHEAD,
     LOG_OVERHEAD,
