@@ -52,6 +52,7 @@ from replication.cluster import (
 )
 from replication.config import ReplicaConfig
 from replication.crash import cut_unflushed
+from replication.delayed_produce import ProduceFuture
 from replication.epochs import (
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_OFFSET,
@@ -88,7 +89,7 @@ from replication.isr import (
 )
 from replication.local_log import ReadResult
 from replication.log import AppendInfo, DuplicateAppend, Log, LogConfig
-from replication.partition import Partition, ProduceFuture, ReplicaStatus, Role
+from replication.partition import Partition, ReplicaStatus, Role
 from replication.producer_ids import ProducerIdAndEpoch, ProducerIdManager, ProducerIdsUnavailable
 from replication.producer_state import BatchMetadata, ProducerEntry
 from replication.protocol import (

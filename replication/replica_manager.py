@@ -30,13 +30,14 @@ from coordinator.errors import CoordinatorError
 from coordinator.skipped import SkippedTopics
 from replication.clock import Clock
 from replication.config import ReplicaConfig
+from replication.delayed_produce import ProduceFuture
 from replication.errors import InvalidEpochError, StorageError
 from replication.fetcher import ReplicaFetcher
 from replication.isr import IsrChangeBatcher, IsrStore, LocalIsrStore
 from replication.log import Log
 from replication.log_manager import LogManager
 from replication.log_throttle import ThrottledLog, out_of_descriptors
-from replication.partition import IsrCounts, Partition, ProduceFuture, ReplicaStatus, Role
+from replication.partition import IsrCounts, Partition, ReplicaStatus, Role
 from replication.protocol import (
     ACKS_ALL,
     ConsumerRead,
@@ -160,8 +161,7 @@ class ReplicaManager:
                                tiered_partitions=self.tiered.tiered_partitions,
                                on_topic_settings=self._reconfigure_topic,
                                topic_configs=topic_configs)
-        """The broker's logs: loading, checkpoints, retention, flushes, the cleaner and the
-        remote tier."""
+        """The broker's logs: loading, checkpoints, retention, flushes, cleaner, remote tier."""
         self.log_dir = self.logs.log_dir
         self.remote: RemoteLogManager | None = self.logs.remote
         self.tiered.remote = self.remote
