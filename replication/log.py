@@ -201,6 +201,8 @@ class Log(LogRetention):
     Thread-safe: one lock serialises appends, reads, truncation and retention.
     """
 
+    config: LogConfig
+
     def __init__(
         self,
         directory: Path,
