@@ -370,7 +370,7 @@ class Log(LogRetention):
         """Take new settings (a topic config change): the next append rolls and the next
         retention pass deletes by them; segments rolled from now on index at its interval."""
         with self._lock:
-            self.config = config
+            self.config = self._local.config = config
 
     def _check_open(self) -> None:
         if self._local.closed:
