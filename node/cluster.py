@@ -246,7 +246,7 @@ class EmbeddedCluster:
         for b in self.running():
             rm = self.replica_manager(b)
             if rm is not None:
-                rm.flush_logs()
+                rm.logs.flush_logs()
 
     # -- metadata ------------------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ from replication.checkpoints import (
 from replication.clock import Clock, ManualClock, SystemClock
 from replication.config import ReplicaConfig
 from replication.crash import cut_unflushed
+from replication.delayed_produce import ProduceFuture
 from replication.epochs import (
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_OFFSET,
@@ -68,8 +69,9 @@ from replication.isr import (
     high_watermark,
     out_of_sync_replicas,
 )
-from replication.log import AppendInfo, DuplicateAppend, Log, LogConfig, ReadResult
-from replication.partition import Partition, ProduceFuture, ReplicaStatus, Role
+from replication.local_log import ReadResult
+from replication.log import AppendInfo, DuplicateAppend, Log, LogConfig
+from replication.partition import Partition, ReplicaStatus, Role
 from replication.producer_ids import ProducerIdAndEpoch, ProducerIdManager, ProducerIdsUnavailable
 from replication.producer_state import BatchMetadata, ProducerEntry
 from replication.protocol import (

@@ -29,10 +29,10 @@ One pass over a log, as Kafka's cleaner makes it:
    :meth:`replication.log.Log.open` finishes or forgets an interrupted swap (see there), so a
    crash at any step leaves a consistent log: the old segments, or the new one.
 
-:class:`LogCleaner` is the background part (``log.cleaner.*``): it picks the dirtiest log whose
-dirty ratio reaches ``min.cleanable.dirty.ratio`` (or whose ``max.compaction.lag.ms`` has
-passed, or whose delete horizon has come) and cleans it. A segment that does not parse costs
-its log this pass, with one warning, and changes nothing.
+This module is the compaction of one log (Kafka's Cleaner); the threads that pick the dirtiest
+log and clean it are :class:`replication.log_cleaner.LogCleaner`. The record parser both passes
+use (records read from a file in chunks, records sections walked without decoding them) is
+:mod:`replication.records`'.
 """
 
 from __future__ import annotations
@@ -40,23 +40,25 @@ from __future__ import annotations
 import logging
 import os
 import struct
-import threading
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import crc32c
 
-from replication.compression import SNAPPY, compress, decompress, inflate_limit, is_xerial
-from replication.errors import CorruptRecordError, StorageError
+from replication.compression import SNAPPY, compress, inflate_limit, is_xerial
+from replication.errors import CorruptRecordError, SegmentChangedError
 from replication.records import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
     CONTROL_MASK,
     LOG_OVERHEAD,
-    MAGIC_V2,
     RECORDS_OFFSET,
+    file_batches,
+    inflate_section,
+    read_zigzag,
+    record_spans,
 )
 from replication.varint import write_varint, write_varlong
 
@@ -68,11 +70,9 @@ __all__ = [
     "NATIVE_SCAN",
     "CleanResult",
     "CleanerConfig",
-    "LogCleaner",
     "OffsetMap",
     "clean_log",
     "cleanable_range",
-    "record_spans",
 ]
 
 _logger = logging.getLogger(__name__)
@@ -82,10 +82,7 @@ DELETE_HORIZON_MASK = 0x40
 BYTES_PER_ENTRY = 24
 """What Kafka charges an offset map entry (a 16-byte key hash and an 8-byte offset)."""
 LOAD_FACTOR = 0.9  # log.cleaner.io.buffer.load.factor
-_CHUNK = 8 << 20
 _WRITE_CHUNK = 4 << 20
-_LONG_MAX = (1 << 63) - 1
-_HEAD = struct.Struct(">qiibIhiqqqhii")
 _COUNT = struct.Struct(">i")
 _CRC = struct.Struct(">I")
 _LEN = struct.Struct(">i")
@@ -178,61 +175,6 @@ class CleanResult:
     delete_horizon: int = -1
 
 
-class _SegmentChanged(StorageError):
-    """A segment being cleaned was truncated under the pass (a follower's truncation): the
-    pass stops there, as when :meth:`~replication.log.Log.replace_segments` refuses a swap."""
-
-
-# -- reading records without decoding them ----------------------------------------------------
-
-
-def _varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
-    """A zigzag varint (or varlong) at ``pos``; Kafka's bound of 10 bytes is enforced."""
-    b = buf[pos]
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), pos + 1
-    z = b & 0x7F
-    shift = 7
-    i = pos + 1
-    while True:
-        if i - pos >= 10:
-            raise CorruptRecordError(f"varint at {pos} runs past 10 bytes")
-        b = buf[i]
-        z |= (b & 0x7F) << shift
-        i += 1
-        if b < 0x80:
-            return (z >> 1) ^ -(z & 1), i
-        shift += 7
-
-
-def record_spans(data: bytes, start: int, end: int, count: int
-             ) -> Iterable[tuple[int, int, int, bytes | None, bool]]:
-    """Each record of a batch's (uncompressed or inflated) records section ``data[start:end]``:
-    ``(record start, record end, offset delta, key, value is null)``. Raises
-    :class:`CorruptRecordError` if the records do not fill the section exactly."""
-    pos = start
-    for _ in range(count):
-        length, body = _varint(data, pos)
-        rec_end = body + length
-        if length < 1 or rec_end > end:
-            raise CorruptRecordError(f"record of length {length} runs past its batch")
-        _ts, p = _varint(data, body + 1)
-        delta, p = _varint(data, p)
-        key_len, p = _varint(data, p)
-        if key_len < 0:
-            key = None
-        else:
-            key = data[p : p + key_len]
-            p += key_len
-        value_len, p = _varint(data, p)
-        if p > rec_end or (value_len > 0 and p + value_len > rec_end):
-            raise CorruptRecordError("record fields run past the end of their record")
-        yield pos, rec_end, delta, key, value_len < 0
-        pos = rec_end
-    if pos != end:
-        raise CorruptRecordError(f"batch declares {count} records but {end - pos} bytes are "
-                                 "left over")
-
 
 def _map_sequential(data: bytes, pos: int, end: int, count: int, base: int,
                     keys: dict[bytes, int], nulls: list[int]) -> None:
@@ -253,7 +195,7 @@ def _map_sequential(data: bytes, pos: int, end: int, count: int, base: int,
                 z = (b & 0x7F) | (data[pos + 1] << 7)
                 length, p = (z >> 1) ^ -(z & 1), pos + 2
             else:
-                length, p = _varint(data, pos)
+                length, p = read_zigzag(data, pos)
             rec_end = p + length
             if length < 1 or rec_end > end:
                 raise CorruptRecordError(f"record of length {length} runs past its batch")
@@ -268,7 +210,7 @@ def _map_sequential(data: bytes, pos: int, end: int, count: int, base: int,
             if b < 0x80:
                 key_len, p = (b >> 1) ^ -(b & 1), p + 1
             else:
-                key_len, p = _varint(data, p)
+                key_len, p = read_zigzag(data, p)
             if key_len >= 0:
                 if p + key_len >= rec_end:
                     raise CorruptRecordError("record key runs past the end of its record")
@@ -291,61 +233,6 @@ except ImportError:
 NATIVE_SCAN = _map_keys is not _map_sequential
 """Whether the map pass scans keys with the C extension ``replication._cleaner_native`` (else
 with :func:`_map_sequential`, its reference, which it matches exactly)."""
-
-
-def _batches(fd: int, size: int, check_crc: bool = True) -> Iterable[tuple[bytes, int, tuple]]:
-    """The batches of a segment file of ``size`` bytes, read in large chunks: ``(buffer,
-    position in it, header fields)``. Each batch's CRC is checked (unless this pass checked
-    it already): a segment that does not parse raises :class:`CorruptRecordError`, one that
-    got shorter (truncated meanwhile) :class:`_SegmentChanged`."""
-    file_pos = 0
-    while file_pos < size:
-        want = min(_CHUNK, size - file_pos)
-        chunk = os.pread(fd, want, file_pos)
-        n = len(chunk)
-        if n < want:
-            raise _SegmentChanged(f"segment got shorter during the clean: {file_pos + n} of "
-                                  f"{size} bytes")
-        rel = 0
-        while rel < n:
-            if n - rel < RECORDS_OFFSET:
-                if file_pos + rel + RECORDS_OFFSET > size:
-                    raise CorruptRecordError(f"torn batch header at position {file_pos + rel}")
-                break
-            head = _HEAD.unpack_from(chunk, rel)
-            length = head[1]
-            total = length + LOG_OVERHEAD
-            if length < RECORDS_OFFSET - LOG_OVERHEAD or head[3] != MAGIC_V2:
-                raise CorruptRecordError(f"bad batch at position {file_pos + rel}")
-            if rel + total > n:
-                if file_pos + rel + total > size:
-                    raise CorruptRecordError(f"batch at position {file_pos + rel} runs past "
-                                             "the end of its segment")
-                if rel == 0:  # a batch larger than the chunk
-                    chunk = os.pread(fd, total, file_pos)
-                    n = len(chunk)
-                    if n < total:
-                        raise _SegmentChanged("segment got shorter during the clean")
-                    continue
-                break
-            if check_crc and (crc32c.crc32c(memoryview(chunk)[rel + ATTRIBUTES_OFFSET :
-                                                              rel + total]) != head[4]):
-                raise CorruptRecordError(f"batch at position {file_pos + rel} (base offset "
-                                         f"{head[0]}) fails its CRC")
-            yield chunk, rel, head
-            rel += total
-        file_pos += rel
-
-
-def _inflate(chunk: bytes, rel: int, head: tuple, limit: int) -> bytes:
-    """The records section of the compressed batch at ``chunk[rel:]``, inflated to at most
-    ``limit`` bytes (:class:`CorruptRecordError` past that, or if it does not decode)."""
-    try:
-        return decompress(head[5] & COMPRESSION_MASK,
-                          memoryview(chunk)[rel + RECORDS_OFFSET : rel + head[1] + LOG_OVERHEAD],
-                          limit)
-    except CorruptRecordError as exc:
-        raise CorruptRecordError(f"batch at offset {head[0]}: {exc}") from exc
 
 
 # -- one pass -----------------------------------------------------------------------------------
@@ -382,7 +269,7 @@ def _build_map(log: Log, views: list[tuple[int, int, int, int]], first_dirty: in
         if next_offset <= first_dirty or base >= upto:
             continue
         read += size
-        for chunk, rel, head in _batches(fd, size):
+        for chunk, rel, head in file_batches(fd, size):
             batch_base, last_delta, count, attributes = head[0], head[6], head[12], head[5]
             last = batch_base + last_delta
             if last < first_dirty:
@@ -393,7 +280,7 @@ def _build_map(log: Log, views: list[tuple[int, int, int, int]], first_dirty: in
                 if not offset_map.room_for(count) and len(offset_map):
                     return end, read
                 if attributes & COMPRESSION_MASK:
-                    data = _inflate(chunk, rel, head, limit)
+                    data = inflate_section(chunk, rel, head, limit)
                     start, stop = 0, len(data)
                 else:
                     data, start, stop = chunk, rel + RECORDS_OFFSET, rel + head[1] + LOG_OVERHEAD
@@ -426,8 +313,8 @@ def _rebuild_batch(chunk: bytes, rel: int, head: tuple, section: bytes | None,
         assert section is not None
         shift = head[7] - horizon  # old base timestamp - new base timestamp
         for s, e in kept:
-            length, body = _varint(section, s)
-            ts_delta, p = _varint(section, body + 1)
+            length, body = read_zigzag(section, s)
+            ts_delta, p = read_zigzag(section, body + 1)
             rec = bytearray(section[body : body + 1])
             write_varlong(rec, ts_delta + shift)
             rec += section[p:e]
@@ -487,7 +374,7 @@ def _clean_segment(fd: int, size: int, out_fd: int, cp: _Pass, counts: _Counts,
     pending_size = 0
     offset_map, end, now_ms = cp.offset_map, cp.end, cp.now_ms
     live, nulls, first_dirty = cp.live, cp.nulls, cp.first_dirty
-    for chunk, rel, head in _batches(fd, size, check_crc):
+    for chunk, rel, head in file_batches(fd, size, check_crc):
         total = head[1] + LOG_OVERHEAD
         base, attributes, last_delta, count, pid = head[0], head[5], head[6], head[12], head[9]
         last = base + last_delta
@@ -520,7 +407,7 @@ def _clean_segment(fd: int, size: int, out_fd: int, cp: _Pass, counts: _Counts,
             has_tombstone = False
             get = offset_map.get
             if attributes & COMPRESSION_MASK:
-                section = _inflate(chunk, rel, head, cp.limit)
+                section = inflate_section(chunk, rel, head, cp.limit)
                 start, stop = 0, len(section)
             else:
                 section, start, stop = chunk, rel + RECORDS_OFFSET, rel + total
@@ -611,7 +498,7 @@ def clean_log(
         limit = inflate_limit(log.config.max_message_bytes)
         try:
             end, read = _build_map(log, views, first_dirty, upto, offset_map, verified, limit)
-        except _SegmentChanged:
+        except SegmentChangedError:
             return None
         if end <= first_dirty and not log.delete_horizon_due(now_ms):
             return None
@@ -634,7 +521,7 @@ def clean_log(
                     read += size
                     _clean_segment(fd, size, out_fd, cp, counts, base not in verified)
                 os.fsync(out_fd)
-            except _SegmentChanged:
+            except SegmentChangedError:
                 os.close(out_fd)
                 cleaned.unlink(missing_ok=True)
                 break  # the log changed under the pass: stop here
@@ -662,151 +549,3 @@ def clean_log(
         else:
             for view in views:
                 os.close(view[3])
-
-
-# -- the background cleaner ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Candidate:
-    key: object
-    log: Log
-    high_watermark: int
-    first_dirty: int
-    ratio: float
-    forced: bool
-
-
-class LogCleaner:
-    """Cleans compacted logs in the background (``log.cleaner.threads`` threads).
-
-    ``logs()`` lists the logs to consider, as ``key -> (log, high watermark)``; the keys name
-    the logs in the cleaner's checkpoint (``first dirty offset`` per log, kept in memory and
-    handed to ``on_checkpoint`` after each pass so a broker can persist it)."""
-
-    def __init__(
-        self,
-        config: CleanerConfig,
-        logs: Callable[[], Mapping[object, tuple[Log, int]]],
-        clock: Callable[[], int],
-        *,
-        checkpoints: Mapping[object, int] | None = None,
-        on_checkpoint: Callable[[Mapping[object, int]], None] | None = None,
-    ) -> None:
-        self.config = config
-        self._logs = logs
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._checkpoints: dict[object, int] = dict(checkpoints or {})
-        self._in_progress: set[object] = set()
-        self._on_checkpoint = on_checkpoint
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self.passes = 0
-
-    def checkpoints(self) -> dict[object, int]:
-        """Each log's first dirty offset (a copy)."""
-        with self._lock:
-            return dict(self._checkpoints)
-
-    def forget(self, key: object) -> None:
-        """Drop a log's checkpoint (deleted, or truncated below it)."""
-        with self._lock:
-            self._checkpoints.pop(key, None)
-
-    def _pick(self, now: int) -> _Candidate | None:
-        """The dirtiest compacted log above its ``min.cleanable.dirty.ratio``, one whose
-        ``max.compaction.lag.ms`` has passed, or one whose delete horizon has come (Kafka's
-        grabFilthiestCompactedLog). Marks it in progress."""
-        best: _Candidate | None = None
-        with self._lock:
-            for key, (log, hw) in self._logs().items():
-                cfg = log.config
-                if key in self._in_progress:
-                    continue
-                truncated = log.take_truncation()
-                if truncated is not None and key in self._checkpoints:
-                    self._checkpoints[key] = min(self._checkpoints[key], truncated)
-                if not cfg.compact:
-                    continue
-                try:
-                    first_dirty, upto = cleanable_range(log, self._checkpoints.get(key, 0), hw,
-                                                        now)
-                    clean_bytes, dirty_bytes, dirty_first_ts = log.dirty_stats(first_dirty,
-                                                                               upto)
-                except StorageError:
-                    continue
-                total = clean_bytes + dirty_bytes
-                ratio = dirty_bytes / total if total else 0.0
-                forced = (dirty_bytes > 0 and dirty_first_ts >= 0
-                          and now - dirty_first_ts > cfg.max_compaction_lag_ms)
-                eligible = (dirty_bytes > 0 and ratio > cfg.min_cleanable_dirty_ratio) \
-                    or forced or log.delete_horizon_due(now)
-                if not eligible:
-                    continue
-                cand = _Candidate(key=key, log=log, high_watermark=hw, first_dirty=first_dirty,
-                                  ratio=ratio, forced=forced)
-                if best is None or (cand.forced, cand.ratio) > (best.forced, best.ratio):
-                    best = cand
-            if best is not None:
-                self._in_progress.add(best.key)
-        return best
-
-    def clean_once(self, offset_map: OffsetMap | None = None) -> CleanResult | None:
-        """Pick a log and clean it; None if no log needed cleaning. A segment that does not
-        parse is one warning and leaves that log as it was."""
-        now = self._clock()
-        cand = self._pick(now)
-        if cand is None:
-            return None
-        omap = offset_map or OffsetMap(self.config.map_slots)
-        try:
-            result = clean_log(cand.log, first_dirty=cand.first_dirty,
-                               high_watermark=cand.high_watermark, offset_map=omap, now_ms=now)
-        except CorruptRecordError as exc:
-            _logger.warning("cleaner: %s not cleaned, a segment does not parse: %s",
-                            cand.log.directory.name, exc)
-            return None
-        except StorageError as exc:
-            _logger.warning("cleaner: %s not cleaned: %s", cand.log.directory.name, exc)
-            return None
-        finally:
-            with self._lock:
-                self._in_progress.discard(cand.key)
-        self.passes += 1
-        if result is not None:
-            with self._lock:
-                self._checkpoints[cand.key] = result.end_offset
-                snapshot = dict(self._checkpoints)
-            if self._on_checkpoint is not None:
-                self._on_checkpoint(snapshot)
-        return result
-
-    def start(self) -> None:
-        """Start the cleaner threads (none when disabled or with zero threads)."""
-        if not self.config.enable or self._threads:
-            return
-        self._stop.clear()
-        for i in range(self.config.threads):
-            thread = threading.Thread(target=self._run, name=f"log-cleaner-{i}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
-
-    def _run(self) -> None:
-        omap = OffsetMap(self.config.map_slots)
-        while not self._stop.is_set():
-            try:
-                result = self.clean_once(omap)
-            except Exception:
-                _logger.exception("cleaner pass failed")
-                result = None
-            if result is None:
-                self._stop.wait(self.config.backoff_ms / 1000)
-
-    def stop(self) -> None:
-        """Stop the threads, letting a pass in progress finish."""
-        self._stop.set()
-        for thread in self._threads:
-            thread.join()
-        self._threads.clear()
-

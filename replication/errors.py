@@ -21,6 +21,7 @@ __all__ = [
     "ProducerStateError",
     "RecordBatchTooLargeError",
     "RecordTooLargeError",
+    "SegmentChangedError",
     "StorageError",
     "UnsupportedCompressionError",
 ]
@@ -57,6 +58,11 @@ class InvalidEpochError(StorageError):
 
 class OffsetOutOfRangeError(StorageError):
     """A read below the log start offset or past the log end offset."""
+
+
+class SegmentChangedError(StorageError):
+    """A segment being cleaned was truncated under the pass (a follower's truncation): the
+    pass stops there, as when :meth:`~replication.log.Log.replace_segments` refuses a swap."""
 
 
 class CorruptIndexError(StorageError):

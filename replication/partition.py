@@ -11,14 +11,14 @@ A :class:`Partition` is driven from three sides, each under the partition's lock
   epoch it acts for and is refused once the partition moved on, so a fetch that raced a
   LeaderAndIsr can never write into a leader's log.
 
-Futures are completed outside the lock, so a producer's callback cannot deadlock the partition.
+Futures are completed outside the lock, so a producer's callback cannot deadlock the partition;
+acks=all produces wait in the partition's :class:`~replication.delayed_produce.ProducePurgatory`.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -29,6 +29,14 @@ from interbroker.fencing import log_fenced
 from interbroker.requests import LeaderAndIsrPartition
 from replication.clock import Clock
 from replication.config import ReplicaConfig
+from replication.delayed_produce import (
+    Done,
+    PendingProduce,
+    ProduceFuture,
+    ProducePurgatory,
+    complete,
+    failed,
+)
 from replication.delete_records import DeleteRecordsResult, low_watermark, resolve_delete_offset
 from replication.errors import (
     CorruptRecordError,
@@ -61,14 +69,10 @@ from replication.protocol import (
 )
 from replication.truncation import FollowerEpochView
 
-__all__ = ["IsrCounts", "Partition", "ProduceFuture", "ReplicaStatus", "Role"]
+__all__ = ["IsrCounts", "Partition", "ReplicaStatus", "Role"]
 
 log = logging.getLogger(__name__)
 
-ProduceFuture = Future[ProduceResult]
-"""Completed with the produce's answer: at once for acks 0 and 1, when the HW passes it for
-acks=all."""
-_Done = list[tuple[ProduceFuture, ProduceResult]]
 
 
 class Role(Enum):
@@ -106,30 +110,6 @@ class IsrCounts:
     def __init__(self) -> None:
         self.shrinks = 0
         self.expands = 0
-
-
-class _Pending:
-    __slots__ = ("required", "deadline_ms", "future", "result")
-
-    def __init__(
-        self, required: int, deadline_ms: int, future: ProduceFuture, result: ProduceResult
-    ) -> None:
-        self.required = required
-        self.deadline_ms = deadline_ms
-        self.future = future
-        self.result = result  # the answer once the HW reaches ``required``
-
-
-def _complete(done: _Done) -> None:
-    for future, result in done:
-        if not future.done():
-            future.set_result(result)
-
-
-def _failed(future: ProduceFuture, error: ErrorCode, message: str | None = None
-            ) -> ProduceFuture:
-    future.set_result(ProduceResult(error=error, error_message=message))
-    return future
 
 
 class Partition:
@@ -177,7 +157,7 @@ class Partition:
         self._last_fetch_leader_leo: dict[int, int] = {}
         self._last_fetch_ms: dict[int, int] = {}
         self._log_starts: dict[int, int] = {}  # each follower's, as its last fetch said
-        self._pending: deque[_Pending] = deque()
+        self._pending = ProducePurgatory()
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -260,7 +240,7 @@ class Partition:
                     self._log_starts.setdefault(r, UNKNOWN_OFFSET)
             self._caught_up_ms = {r: (now if r in self._isr else 0) for r in followers}
             done = self._advance_hw()
-        _complete(done)
+        complete(done)
 
     def make_follower(self, entry: LeaderAndIsrPartition) -> bool:
         """Follow ``entry.leader``; waiting produces fail. Returns whether the leader or its
@@ -276,8 +256,8 @@ class Partition:
             self._leos.clear()
             self._log_starts.clear()
             self._caught_up_ms.clear()
-            done = self._fail_pending(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        _complete(done)
+            done = self._pending.fail_all(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        complete(done)
         return changed
 
     def update_metadata(self, entry: LeaderAndIsrPartition) -> None:
@@ -295,7 +275,7 @@ class Partition:
                 done = self._advance_hw()
             else:
                 done = []
-        _complete(done)
+        complete(done)
 
     def reconfigure(self, config: ReplicaConfig) -> None:
         """Take the topic's settings (its config changed): ``min.insync.replicas`` from the
@@ -306,14 +286,14 @@ class Partition:
             self._config = config
             self.log.reconfigure(config.log)
             done = self._advance_hw() if self._role is Role.LEADER else []
-        _complete(done)
+        complete(done)
 
     def stop(self, error: ErrorCode = ErrorCode.NOT_LEADER_OR_FOLLOWER) -> None:
         """Neither lead nor follow any more (StopReplica, shutdown); waiting produces fail."""
         with self._lock:
             self._role = Role.NONE
-            done = self._fail_pending(error)
-        _complete(done)
+            done = self._pending.fail_all(error)
+        complete(done)
 
     # -- leader: produce -----------------------------------------------------------------------
 
@@ -330,29 +310,29 @@ class Partition:
         (see :mod:`replication.producer_state`)."""
         future: ProduceFuture = Future()
         if acks not in (0, 1, ACKS_ALL):
-            return _failed(future, ErrorCode.INVALID_REQUIRED_ACKS)
+            return failed(future, ErrorCode.INVALID_REQUIRED_ACKS)
         with self._lock:
             if self._role is not Role.LEADER:
-                return _failed(future, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                return failed(future, ErrorCode.NOT_LEADER_OR_FOLLOWER)
             if acks == ACKS_ALL and len(self._isr) < self._min_isr():
-                return _failed(future, ErrorCode.NOT_ENOUGH_REPLICAS)
+                return failed(future, ErrorCode.NOT_ENOUGH_REPLICAS)
             try:
                 info = self.log.append_as_leader(records, self._leader_epoch)
             except CorruptRecordError:
-                return _failed(future, ErrorCode.CORRUPT_MESSAGE)
+                return failed(future, ErrorCode.CORRUPT_MESSAGE)
             except RecordBatchTooLargeError:
-                return _failed(future, ErrorCode.RECORD_LIST_TOO_LARGE)
+                return failed(future, ErrorCode.RECORD_LIST_TOO_LARGE)
             except RecordTooLargeError:
-                return _failed(future, ErrorCode.MESSAGE_TOO_LARGE)
+                return failed(future, ErrorCode.MESSAGE_TOO_LARGE)
             except OutOfOrderSequenceError as exc:
-                return _failed(future, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, str(exc))
+                return failed(future, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, str(exc))
             except InvalidProducerEpochError as exc:
-                return _failed(future, ErrorCode.INVALID_PRODUCER_EPOCH, str(exc))
+                return failed(future, ErrorCode.INVALID_PRODUCER_EPOCH, str(exc))
             except InvalidRecordError as exc:
-                return _failed(future, ErrorCode.INVALID_RECORD, str(exc))
+                return failed(future, ErrorCode.INVALID_RECORD, str(exc))
             except StorageError:
                 log.exception("append to %s failed", self.tp)
-                return _failed(future, ErrorCode.KAFKA_STORAGE_ERROR)
+                return failed(future, ErrorCode.KAFKA_STORAGE_ERROR)
             result = ProduceResult(
                 error=ErrorCode.NONE, base_offset=info.first_offset,
                 last_offset=info.last_offset, log_append_time=info.log_append_time,
@@ -363,44 +343,24 @@ class Partition:
                           info.first_offset, info.last_offset)
             if acks == ACKS_ALL and info.last_offset >= self._hw:
                 deadline = self._clock.now_ms() + timeout_ms
-                self._park(_Pending(info.last_offset + 1, deadline, future, result))
+                self._pending.park(PendingProduce(info.last_offset + 1, deadline, future,
+                                                  result))
                 done = self._advance_hw()
             else:  # acks 0 or 1, or a duplicate of a committed batch
                 done = [(future, result), *self._advance_hw()]
-        _complete(done)
+        complete(done)
         return future
-
-    def _park(self, waiting: _Pending) -> None:
-        """Queue an acks=all produce in the order of the offsets it waits for (a duplicate may
-        wait for less than the produces queued before it)."""
-        pending = self._pending
-        i = len(pending)
-        while i and pending[i - 1].required > waiting.required:
-            i -= 1
-        pending.insert(i, waiting)
 
     def expire_produces(self, now_ms: int) -> None:
         """Fail acks=all produces whose timeout passed (their records stay in the log)."""
         with self._lock:
-            if not self._pending or all(p.deadline_ms > now_ms for p in self._pending):
-                return
-            done = [
-                (p.future, ProduceResult(error=ErrorCode.REQUEST_TIMED_OUT))
-                for p in self._pending
-                if p.deadline_ms <= now_ms
-            ]
-            self._pending = deque(p for p in self._pending if p.deadline_ms > now_ms)
-        _complete(done)
-
-    def _fail_pending(self, error: ErrorCode) -> _Done:
-        done = [(p.future, ProduceResult(error=error)) for p in self._pending]
-        self._pending.clear()
-        return done
+            done = self._pending.expire(now_ms)
+        complete(done)
 
     def _min_isr(self) -> int:
         return effective_min_isr(self._config.min_insync_replicas, len(self._replicas))
 
-    def _advance_hw(self) -> _Done:
+    def _advance_hw(self) -> Done:
         """Recompute the HW (lock held); returns the produces it completes."""
         min_isr = self._min_isr()
         new = high_watermark(
@@ -410,21 +370,9 @@ class Partition:
         if new == self._hw:
             return []
         self._hw = new
-        pending = self._pending
-        if not pending or pending[0].required > new:
-            return []
         # The HW only moves with enough replicas in sync, so this holds; it is Kafka's check on
         # completing a waiting produce all the same.
-        enough = len(self._isr) >= min_isr
-        done: _Done = []
-        while pending and pending[0].required <= new:
-            p = pending.popleft()
-            if enough:
-                result = p.result
-            else:
-                result = ProduceResult(error=ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
-            done.append((p.future, result))
-        return done
+        return self._pending.complete_upto(new, len(self._isr) >= min_isr)
 
     # -- leader: fetches -----------------------------------------------------------------------
 
@@ -523,7 +471,7 @@ class Partition:
                 error=ErrorCode.NONE, records=records, high_watermark=self._hw,
                 log_start_offset=start, log_end_offset=leo,
             )
-        _complete(done)
+        complete(done)
         return result
 
     def delete_records(self, offset: int) -> DeleteRecordsResult:
@@ -613,7 +561,7 @@ class Partition:
 
             changed = self._update_isr(shrink)
             done = self._advance_hw() if changed else []
-        _complete(done)
+        complete(done)
         return changed
 
     def _update_isr(

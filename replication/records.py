@@ -22,6 +22,7 @@ a compacted topic and the cleaner do.
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -29,7 +30,11 @@ from dataclasses import dataclass
 import crc32c
 
 from replication.compression import MIN_INFLATE_LIMIT, compress, decompress
-from replication.errors import CorruptRecordError, UnsupportedCompressionError
+from replication.errors import (
+    CorruptRecordError,
+    SegmentChangedError,
+    UnsupportedCompressionError,
+)
 from replication.varint import read_varint, read_varlong, write_varint, write_varlong
 
 __all__ = [
@@ -48,9 +53,13 @@ __all__ = [
     "batch_records",
     "decode_batch",
     "encode_batch",
+    "file_batches",
     "find_record",
+    "inflate_section",
     "iter_batches",
     "read_batch_header",
+    "read_zigzag",
+    "record_spans",
     "stamp_batch",
     "validate_batches",
 ]
@@ -86,6 +95,7 @@ _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
 _INT8 = struct.Struct(">b")
 _MIN_BATCH_LENGTH = BATCH_OVERHEAD - LOG_OVERHEAD
+_FILE_CHUNK = 8 << 20  # what file_batches reads at a time
 
 Buffer = bytes | bytearray | memoryview
 
@@ -471,3 +481,110 @@ def _decode_records(view: memoryview, pos: int, end: int, header: BatchHeader) -
         raise CorruptRecordError(
             f"batch declares {header.records_count} records but {end - pos} bytes are left over"
         )
+
+
+# -- reading records without decoding them (the cleaner's passes) -------------------------------
+
+
+def read_zigzag(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    """A zigzag varint (or varlong) at ``pos`` and the position after it, Kafka's bound of 10
+    bytes enforced: the fast reader of the cleaner's passes (IndexError past the buffer)."""
+    b = buf[pos]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    z = b & 0x7F
+    shift = 7
+    i = pos + 1
+    while True:
+        if i - pos >= 10:
+            raise CorruptRecordError(f"varint at {pos} runs past 10 bytes")
+        b = buf[i]
+        z |= (b & 0x7F) << shift
+        i += 1
+        if b < 0x80:
+            return (z >> 1) ^ -(z & 1), i
+        shift += 7
+
+
+def record_spans(data: bytes, start: int, end: int, count: int
+             ) -> Iterable[tuple[int, int, int, bytes | None, bool]]:
+    """Each record of a batch's (uncompressed or inflated) records section ``data[start:end]``:
+    ``(record start, record end, offset delta, key, value is null)``. Raises
+    :class:`CorruptRecordError` if the records do not fill the section exactly."""
+    pos = start
+    for _ in range(count):
+        length, body = read_zigzag(data, pos)
+        rec_end = body + length
+        if length < 1 or rec_end > end:
+            raise CorruptRecordError(f"record of length {length} runs past its batch")
+        _ts, p = read_zigzag(data, body + 1)
+        delta, p = read_zigzag(data, p)
+        key_len, p = read_zigzag(data, p)
+        if key_len < 0:
+            key = None
+        else:
+            key = data[p : p + key_len]
+            p += key_len
+        value_len, p = read_zigzag(data, p)
+        if p > rec_end or (value_len > 0 and p + value_len > rec_end):
+            raise CorruptRecordError("record fields run past the end of their record")
+        yield pos, rec_end, delta, key, value_len < 0
+        pos = rec_end
+    if pos != end:
+        raise CorruptRecordError(f"batch declares {count} records but {end - pos} bytes are "
+                                 "left over")
+
+
+def file_batches(fd: int, size: int, check_crc: bool = True) -> Iterable[tuple[bytes, int, tuple]]:
+    """The batches of a segment file of ``size`` bytes, read in large chunks: ``(buffer,
+    position in it, header fields)``. Each batch's CRC is checked (unless this pass checked
+    it already): a segment that does not parse raises :class:`CorruptRecordError`, one that
+    got shorter (truncated meanwhile) :class:`SegmentChangedError`."""
+    file_pos = 0
+    while file_pos < size:
+        want = min(_FILE_CHUNK, size - file_pos)
+        chunk = os.pread(fd, want, file_pos)
+        n = len(chunk)
+        if n < want:
+            raise SegmentChangedError(f"segment got shorter during the clean: {file_pos + n} of "
+                                      f"{size} bytes")
+        rel = 0
+        while rel < n:
+            if n - rel < RECORDS_OFFSET:
+                if file_pos + rel + RECORDS_OFFSET > size:
+                    raise CorruptRecordError(f"torn batch header at position {file_pos + rel}")
+                break
+            head = _HEADER.unpack_from(chunk, rel)
+            length = head[1]
+            total = length + LOG_OVERHEAD
+            if length < RECORDS_OFFSET - LOG_OVERHEAD or head[3] != MAGIC_V2:
+                raise CorruptRecordError(f"bad batch at position {file_pos + rel}")
+            if rel + total > n:
+                if file_pos + rel + total > size:
+                    raise CorruptRecordError(f"batch at position {file_pos + rel} runs past "
+                                             "the end of its segment")
+                if rel == 0:  # a batch larger than the chunk
+                    chunk = os.pread(fd, total, file_pos)
+                    n = len(chunk)
+                    if n < total:
+                        raise SegmentChangedError("segment got shorter during the clean")
+                    continue
+                break
+            if check_crc and (crc32c.crc32c(memoryview(chunk)[rel + ATTRIBUTES_OFFSET :
+                                                              rel + total]) != head[4]):
+                raise CorruptRecordError(f"batch at position {file_pos + rel} (base offset "
+                                         f"{head[0]}) fails its CRC")
+            yield chunk, rel, head
+            rel += total
+        file_pos += rel
+
+
+def inflate_section(chunk: bytes, rel: int, head: tuple, limit: int) -> bytes:
+    """The records section of the compressed batch at ``chunk[rel:]``, inflated to at most
+    ``limit`` bytes (:class:`CorruptRecordError` past that, or if it does not decode)."""
+    try:
+        return decompress(head[5] & COMPRESSION_MASK,
+                          memoryview(chunk)[rel + RECORDS_OFFSET : rel + head[1] + LOG_OVERHEAD],
+                          limit)
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(f"batch at offset {head[0]}: {exc}") from exc

@@ -6,11 +6,11 @@ a partition entry with an older leader epoch is ignored, as Kafka does. Producer
 and followers call :meth:`ReplicaManager.produce`, :meth:`ReplicaManager.read`,
 :meth:`ReplicaManager.fetch` and :meth:`ReplicaManager.offsets_for_leader_epoch`.
 
-Time-driven duties (ISR expiry, ISR change announcements, HW checkpoints, produce timeouts,
-flushes) run from :meth:`ReplicaManager.tick`, which a background thread calls in real use and a
-test calls after moving a manual clock. On start the manager opens every partition directory in
-its log directory (the storage layer recovers those that were not closed cleanly) and restores
-their high watermarks from ``replication-offset-checkpoint``.
+Time-driven duties (ISR expiry, ISR change announcements, HW checkpoints, produce timeouts, and
+the logs' own through its :class:`~replication.log_manager.LogManager`) run from
+:meth:`ReplicaManager.tick`, which a background thread calls in real use and a test calls after
+moving a manual clock. On start the log manager opens every partition directory in the log
+directory and the partitions get their high watermarks back from its checkpoint.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
-import shutil
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -42,32 +41,16 @@ from interbroker.requests import (
     UpdateMetadataPartition,
     UpdateMetadataRequest,
 )
-from replication.checkpoints import (
-    CLEANER_OFFSET_CHECKPOINT_FILE,
-    HIGH_WATERMARK_CHECKPOINT_FILE,
-    LOG_START_OFFSET_CHECKPOINT_FILE,
-    RECOVERY_POINT_CHECKPOINT_FILE,
-    OffsetCheckpointFile,
-    clear_clean_shutdown,
-    log_directory_name,
-    make_private_directory,
-    parse_log_directory_name,
-)
-from replication.cleaner import LogCleaner
 from replication.clock import Clock
 from replication.config import ReplicaConfig
-from replication.crash import cut_unflushed
-from replication.errors import (
-    CorruptCheckpointError,
-    InvalidEpochError,
-    OffsetOutOfRangeError,
-    StorageError,
-)
+from replication.delayed_produce import ProduceFuture
+from replication.errors import InvalidEpochError, StorageError
 from replication.fetcher import ReplicaFetcher
 from replication.isr import IsrChangeBatcher, IsrStore, LocalIsrStore
-from replication.log import Log, LogSlice
+from replication.log import Log
+from replication.log_manager import LogManager
 from replication.log_throttle import ThrottledLog, out_of_descriptors
-from replication.partition import IsrCounts, Partition, ProduceFuture, ReplicaStatus, Role
+from replication.partition import IsrCounts, Partition, ReplicaStatus, Role
 from replication.protocol import (
     ACKS_ALL,
     ConsumerRead,
@@ -86,19 +69,8 @@ from replication.quota import (
     ReplicationQuota,
     ThrottledReplicas,
 )
-from replication.records import read_batch_header
-from replication.tiered import (
-    FileRemoteLogMetadataManager,
-    RemoteLogManager,
-    RemoteLogMetadataManager,
-    RemoteStorageError,
-    TieredPartition,
-    TopicIdPartition,
-    load_remote_storage_manager,
-)
-from replication.tiered.follower import RemoteAuxState, TierStateError, build_remote_aux_state
-from replication.tiered.metadata_manager import S3RemoteLogMetadataManager
-from replication.topic_settings import topic_replica_config
+from replication.tiered import RemoteLogManager, RemoteStorageError, TopicIdPartition
+from replication.tiered_replicas import TieredReplicas
 
 __all__ = ["ReplicaManager"]
 
@@ -158,8 +130,6 @@ class ReplicaManager:
         topic_configs: Callable[[Iterable[str]], Mapping[str, Mapping[str, str]]] | None = None,
     ) -> None:
         self.broker_id = broker_id
-        self.log_dir = Path(log_dir)
-        make_private_directory(self.log_dir)
         self.controller = controller
         self.clock = clock
         self.config = config or ReplicaConfig()
@@ -177,9 +147,6 @@ class ReplicaManager:
         self._partitions: dict[TopicPartition, Partition] = {}
         self.isr_counts = IsrCounts()
         """The ISR shrinks and expands this broker wrote as a leader (for the metrics)."""
-        self._topic_configs = topic_configs
-        self._topic_overrides: dict[str, dict[str, str]] = {}
-        self._topic_settings: dict[str, ReplicaConfig] = {}
         self._fence = RequestFence(broker_id, lambda: self.broker_epoch)
         self._metadata_cache: dict[TopicPartition, UpdateMetadataPartition] = {}
         # Partitions named in LeaderAndIsr requests: like the metadata cache, what this broker
@@ -190,26 +157,21 @@ class ReplicaManager:
         controller sent them): no log directory, one warning each."""
         self._live_brokers: dict[int, LiveBroker] = {}
         self._append_listeners: list[Callable[[], None]] = []
-        self._hw_checkpoint = OffsetCheckpointFile(self.log_dir / HIGH_WATERMARK_CHECKPOINT_FILE)
-        self._rp_checkpoint = OffsetCheckpointFile(self.log_dir / RECOVERY_POINT_CHECKPOINT_FILE)
-        self._log_start_checkpoint = OffsetCheckpointFile(
-            self.log_dir / LOG_START_OFFSET_CHECKPOINT_FILE)
         self._topic_ids: dict[str, uuid.UUID] = {}
-        self.remote: RemoteLogManager | None = self._open_remote()
+        self.tiered = TieredReplicas(broker_id, self._partitions, self._topic_ids)
+        self.logs = LogManager(broker_id, log_dir, clock, self.config, hosted=self._hosted_logs,
+                               tiered_partitions=self.tiered.tiered_partitions,
+                               on_topic_settings=self._reconfigure_topic,
+                               topic_configs=topic_configs)
+        """The broker's logs: loading, checkpoints, retention, flushes, cleaner, remote tier."""
+        self.log_dir = self.logs.log_dir
+        self.remote: RemoteLogManager | None = self.logs.remote
+        self.tiered.remote = self.remote
         self._next_isr_check_ms = now + cfg.replica_lag_time_max_ms // 2
         self._next_hw_checkpoint_ms = now + cfg.high_watermark_checkpoint_interval_ms
-        self._next_flush_ms = now + (cfg.flush_interval_ms or 0)
-        self._next_producer_expiration_ms = now + cfg.producer_id_expiration_check_interval_ms
-        self._next_retention_ms = now + cfg.log_retention_check_interval_ms
         self._running = True
         self._ticker: threading.Thread | None = None
         self._ticker_stop = threading.Event()
-        self._cleaner_checkpoint = OffsetCheckpointFile(
-            self.log_dir / CLEANER_OFFSET_CHECKPOINT_FILE)
-        self.cleaner = LogCleaner(
-            cfg.cleaner, self._compacted_logs, clock.now_ms,
-            checkpoints=self._read_checkpoint(self._cleaner_checkpoint),
-            on_checkpoint=self._write_cleaner_checkpoint)
         # Replication throttles (Kafka's ReplicationQuotaManager, one per side): the rates
         # come from the broker's dynamic config, the replicas from the topics' configs.
         self.leader_quota = ReplicationQuota()
@@ -218,116 +180,20 @@ class ReplicaManager:
         self.follower_throttled = ThrottledReplicas(broker_id, FOLLOWER_REPLICAS)
         self.fetcher = ReplicaFetcher(
             broker_id, transport if transport is not None else {}, self._partitions.get, cfg,
-            remote_aux=self._remote_aux_state if self.remote is not None else None,
+            remote_aux=self.tiered.remote_aux_state if self.remote is not None else None,
             quota=self.follower_quota, throttled=self.follower_throttled.__contains__,
         )
-        self._load_logs()
+        for tp, log_, hw in self.logs.load_logs():
+            self._partitions[tp] = self._new_partition(tp, log_, hw)
 
     # -- start-up ------------------------------------------------------------------------------
 
-    def _read_checkpoint(self, checkpoint: OffsetCheckpointFile) -> dict[TopicPartition, int]:
-        try:
-            return checkpoint.read()
-        except CorruptCheckpointError:
-            log.warning("ignoring corrupt %s (recovering from scratch)", checkpoint.path)
-            return {}
-
-    def _open_remote(self) -> RemoteLogManager | None:
-        """The remote log manager, when ``remote.log.storage.system.enable`` (KIP-405)."""
-        cfg = self.config.remote
-        if not cfg.system_enable:
-            return None
-        directory = cfg.resolved_metadata_dir()
-        try:
-            storage = load_remote_storage_manager(cfg.storage_url, cfg.manager_class_name,
-                                                  broker_id=self.broker_id,
-                                                  s3_endpoint=cfg.s3_endpoint)
-            metadata: RemoteLogMetadataManager
-            if directory is not None:
-                metadata = FileRemoteLogMetadataManager(directory)
-            else:
-                assert cfg.storage_url is not None and cfg.metadata_in_s3()
-                metadata = S3RemoteLogMetadataManager(cfg.storage_url,
-                                                      endpoint_url=cfg.s3_endpoint)
-        except (ValueError, RemoteStorageError, OSError) as exc:
-            raise StorageError(f"remote storage: {exc}") from exc
-        return RemoteLogManager(self.broker_id, storage, metadata, self.clock.now_ms,
-                                interval_ms=cfg.task_interval_ms,
-                                reader_threads=cfg.reader_threads,
-                                partitions=self.tiered_partitions,
-                                backoff=cfg.retry_backoff,
-                                compaction=cfg.metadata_compaction)
-
     def _tiered_id(self, tp: TopicPartition) -> TopicIdPartition | None:
-        topic_id = self._topic_ids.get(tp.topic)
-        if topic_id is None:
-            return None
-        return TopicIdPartition(topic_id=topic_id, topic=tp.topic, partition=tp.partition)
+        return self.tiered.tiered_id(tp)
 
-    def _remote_aux_state(self, tp: TopicPartition, endpoint: FetchEndpoint, leader_epoch: int,
-                          leader_log_start_offset: int) -> RemoteAuxState:
-        """What a follower of ``tp`` installs below its leader's local log start, from remote
-        storage (see :mod:`replication.tiered.follower`)."""
-        tid = self._tiered_id(tp)
-        if self.remote is None or tid is None:
-            raise TierStateError(f"{tp}: its topic id is not known here yet")
-        return build_remote_aux_state(tp, tid, endpoint, leader_epoch, leader_log_start_offset,
-                                      self.remote.storage, self.remote.metadata)
-
-    def tiered_partitions(self) -> list[TieredPartition]:
-        """The hosted partitions of tiered topics whose topic id is known, as the remote log
-        manager's pass takes them."""
-        out = []
-        for tp, p in list(self._partitions.items()):
-            tid = self._tiered_id(tp)
-            if tid is None or not p.log.config.remote_storage_enable:
-                continue
-            status = p.status()
-
-            def still_leads(epoch: int, p: Partition = p) -> bool:
-                return p.role is Role.LEADER and p.leader_epoch == epoch
-
-            out.append(TieredPartition(
-                id=tid, log=p.log, is_leader=status.role is Role.LEADER,
-                leader_epoch=status.leader_epoch, high_watermark=status.high_watermark,
-                still_leads=still_leads))
-        return out
-
-    def remote_log_size(self, tp: TopicPartition) -> int | None:
-        """The bytes of ``tp``'s log in remote storage (:meth:`RemoteLogManager.remote_size`);
-        None unless ``tp`` is hosted here, tiered, with its topic id known. May block on the
-        remote log metadata: not for the event loop."""
-        partition = self._partitions.get(tp)
-        tid = self._tiered_id(tp)
-        if (self.remote is None or partition is None or tid is None
-                or not partition.log.config.remote_storage_enable):
-            return None
-        return self.remote.remote_size(tid, partition.log)
-
-    def _load_logs(self) -> None:
-        hws = self._read_checkpoint(self._hw_checkpoint)
-        recovery_points = self._read_checkpoint(self._rp_checkpoint)
-        log_starts = self._read_checkpoint(self._log_start_checkpoint)
-        found: list[tuple[Path, TopicPartition]] = []
-        for directory in sorted(self.log_dir.iterdir()):
-            if not directory.is_dir():
-                continue
-            try:
-                found.append((directory, parse_log_directory_name(directory.name)))
-            except ValueError:
-                continue
-        # The topics' configs before their logs open, as Kafka's LogManager reads them: a
-        # tiered log opened as a plain one would drop its log start and its epochs below the
-        # first local segment, and the remote part would be gone for readers.
-        self._fetch_topic_configs({tp.topic for _d, tp in found})
-        for directory, tp in found:
-            log_ = Log.open(
-                directory, config=self.config_for(tp.topic).log,
-                recovery_point=recovery_points.get(tp, 0), log_start_offset=log_starts.get(tp),
-                clock=self.clock.now_ms,
-                producer_id_expiration_ms=self.config.producer_id_expiration_ms,
-            )
-            self._partitions[tp] = self._new_partition(tp, log_, hws.get(tp, 0))
+    def _hosted_logs(self) -> list[tuple[TopicPartition, Log, int]]:
+        """The logs of the partitions here, each with its high watermark."""
+        return [(tp, p.log, p.high_watermark) for tp, p in list(self._partitions.items())]
 
     def _new_partition(self, tp: TopicPartition, log_: Log, hw: int) -> Partition:
         return Partition(
@@ -350,12 +216,7 @@ class ReplicaManager:
 
     def config_for(self, topic: str) -> ReplicaConfig:
         """The settings ``topic``'s partitions run on: the broker's, with its overrides."""
-        settings = self._topic_settings.get(topic)
-        return settings if settings is not None else self.config
-
-    def topic_overrides(self, topic: str) -> dict[str, str]:
-        """The overrides last given for ``topic`` (empty: the broker's defaults)."""
-        return dict(self._topic_overrides.get(topic, {}))
+        return self.logs.config_for(topic)
 
     def update_topic_config(self, topic: str, overrides: Mapping[str, str]) -> None:
         """Run ``topic``'s partitions, here now and created later, on the broker's defaults
@@ -364,7 +225,7 @@ class ReplicaManager:
         the HW), the log settings on the next append and retention pass. Keys partctl does not
         apply are kept and ignored; values that do not parse are ignored with a warning."""
         with self._lock:
-            self._set_topic_config(topic, overrides)
+            self.logs.set_topic_config(topic, overrides)
         self.leader_throttled.update(topic, overrides)
         self.follower_throttled.update(topic, overrides)
 
@@ -399,37 +260,10 @@ class ReplicaManager:
         partition = self._partitions.get(tp)
         return partition is not None and replica_id not in partition.isr
 
-    def _set_topic_config(self, topic: str, overrides: Mapping[str, str]) -> None:
-        old = self._topic_settings.get(topic, self.config)
-        settings = topic_replica_config(self.config, overrides, topic)
-        if overrides:
-            self._topic_overrides[topic] = dict(overrides)
-        else:
-            self._topic_overrides.pop(topic, None)
-        if settings is self.config:
-            self._topic_settings.pop(topic, None)
-        else:
-            self._topic_settings[topic] = settings
-        if settings != old:
-            log.info("broker %d: topic %s runs on %s", self.broker_id, topic,
-                     dict(overrides) or "the broker's defaults")
-            for tp, partition in list(self._partitions.items()):
-                if tp.topic == topic:
-                    partition.reconfigure(settings)
-
-    def _fetch_topic_configs(self, topics: set[str]) -> None:
-        """Read the overrides of ``topics`` from the store (lock held); on a coordinator
-        error keep what is known (the watcher brings changes later)."""
-        if self._topic_configs is None or not topics:
-            return
-        try:
-            found = self._topic_configs(sorted(topics))
-        except CoordinatorError as exc:
-            log.warning("broker %d could not read the configs of %s: %s", self.broker_id,
-                        sorted(topics), exc)
-            return
-        for topic in topics:
-            self._set_topic_config(topic, found.get(topic, {}))
+    def _reconfigure_topic(self, topic: str, settings: ReplicaConfig) -> None:
+        for tp, partition in list(self._partitions.items()):
+            if tp.topic == topic:
+                partition.reconfigure(settings)
 
     # -- introspection -------------------------------------------------------------------------
 
@@ -509,7 +343,7 @@ class ReplicaManager:
                     self._topic_ids[topic] = topic_id
             illegal = {t for t in {e.topic for e in request.partitions}
                        if not self._skipped.legal(t)}
-            self._fetch_topic_configs({
+            self.logs.fetch_topic_configs({
                 e.topic for e in request.partitions
                 if self.broker_id in e.replicas and TopicPartition(
                     topic=e.topic, partition=e.partition) not in self._partitions
@@ -561,11 +395,7 @@ class ReplicaManager:
                 return ErrorCode.STALE_CONTROLLER_EPOCH
         if partition is None:
             try:
-                log_ = Log.open(
-                    self.log_dir / log_directory_name(tp), config=self.config_for(tp.topic).log,
-                    clock=self.clock.now_ms,
-                    producer_id_expiration_ms=self.config.producer_id_expiration_ms,
-                )
+                log_ = self.logs.create_log(tp)
             except (StorageError, OSError, ValueError) as exc:
                 if out_of_descriptors(exc):  # one line per interval, not one per partition
                     _OUT_OF_FILES.warning("broker %d cannot open the log of %s: %s (the "
@@ -635,17 +465,8 @@ class ReplicaManager:
 
     def _delete_partition(self, tp: TopicPartition, partition: Partition | None) -> ErrorCode:
         self._partitions.pop(tp, None)
-        directory = self.log_dir / log_directory_name(tp)
-        try:
-            if partition is not None:
-                partition.log.close()
-            shutil.rmtree(directory, ignore_errors=False)
-        except FileNotFoundError:
-            pass
-        except OSError:
-            log.exception("broker %d could not delete %s", self.broker_id, directory)
-            return ErrorCode.KAFKA_STORAGE_ERROR
-        return ErrorCode.NONE
+        deleted = self.logs.delete_log(tp, partition.log if partition is not None else None)
+        return ErrorCode.NONE if deleted else ErrorCode.KAFKA_STORAGE_ERROR
 
     def handle_update_metadata(self, request: UpdateMetadataRequest) -> BrokerResponse:
         """Remember leaders and live brokers, for clients and fetchers."""
@@ -713,7 +534,7 @@ class ReplicaManager:
         if partition is None:
             return FetchResult(error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if replica_id < 0:
-            read = self._read_with_remote(tp, partition, offset, max_bytes)
+            read = self.tiered.read_with_remote(tp, partition, offset, max_bytes)
             return FetchResult(error=read.error, records=read.records,
                                high_watermark=read.high_watermark)
         throttled = self._leader_throttled(tp, replica_id)
@@ -764,101 +585,7 @@ class ReplicaManager:
         partition = self._partitions.get(tp)
         if partition is None:
             return ConsumerRead(error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        return self._read_with_remote(tp, partition, offset, max_bytes)
-
-    def _read_with_remote(self, tp: TopicPartition, partition: Partition, offset: int,
-                          max_bytes: int) -> ConsumerRead:
-        read = partition.read_committed(offset, max_bytes)
-        if read.error is not ErrorCode.OFFSET_OUT_OF_RANGE:
-            return read
-        remote = self.read_remote(tp, offset, max_bytes)
-        if remote is None:
-            return read
-        try:
-            records = remote.result()
-            assert isinstance(records, bytes)  # not asked for a slice
-        except OffsetOutOfRangeError:
-            return read
-        except (RemoteStorageError, StorageError, OSError) as exc:
-            log.warning("broker %d: remote read of %s at %d failed: %s", self.broker_id, tp,
-                        offset, exc)
-            return ConsumerRead(error=ErrorCode.KAFKA_STORAGE_ERROR,
-                                high_watermark=read.high_watermark)
-        next_offset = offset
-        pos = 0
-        while pos < len(records):
-            header = read_batch_header(records, pos)
-            next_offset = header.base_offset + header.last_offset_delta + 1
-            pos += header.size
-        return ConsumerRead(error=ErrorCode.NONE, records=records,
-                            high_watermark=read.high_watermark, next_offset=next_offset)
-
-    def read_remote(self, tp: TopicPartition, offset: int, max_bytes: int, *,
-                    zero_copy: bool = False, min_one: bool = True
-                    ) -> Future[bytes | LogSlice] | None:
-        """A consumer's read below the local log start of a tiered partition led here, from
-        remote storage, on the remote log manager's reader threads (the future fails with
-        :class:`OffsetOutOfRangeError` or :class:`RemoteStorageError`); None when the offset
-        is not in the remote part of a tiered log (the caller reads locally or answers
-        OFFSET_OUT_OF_RANGE). ``zero_copy``: a :class:`LogSlice` where the store allows it
-        (see :meth:`RemoteLogManager.read`), which the caller closes; without ``min_one``,
-        nothing when the first batch is larger than ``max_bytes``."""
-        led = self._tiered_leader(tp)
-        if led is None or self.remote is None:
-            return None
-        tid, partition = led
-        log_ = partition.log
-        if not log_.log_start_offset <= offset < log_.local_log_start_offset:
-            return None
-        return self.remote.read_async(tid, log_, offset, max_bytes, partition.high_watermark,
-                                      zero_copy=zero_copy, min_one=min_one)
-
-    def remote_offset_for_timestamp(self, tp: TopicPartition, timestamp: int
-                                    ) -> Future[tuple[int, int, int] | None] | None:
-        """ListOffsets by ``timestamp`` over the remote part of a tiered partition led here:
-        ``(timestamp, offset, leader epoch)`` of the first record at or after it in remote
-        storage, or None in the future when none is there (the caller then searches the local
-        part), found on the remote log manager's reader threads (the future fails with
-        :class:`RemoteStorageError`). None when the log has no remote part."""
-        found = self._remote_part(tp)
-        if found is None or self.remote is None:
-            return None
-        return self.remote.find_offset_by_timestamp_async(*found, timestamp)
-
-    def remote_max_timestamp(self, tp: TopicPartition
-                             ) -> Future[tuple[int, int, int] | None] | None:
-        """ListOffsets' MAX_TIMESTAMP over the remote part of a tiered partition led here:
-        ``(timestamp, offset, leader epoch)`` of the record with the largest timestamp in remote
-        storage, or None in the future when none is there (the caller weighs it against the
-        local part), found on the remote log manager's reader threads (the future fails with
-        :class:`RemoteStorageError`). None when the log has no remote part."""
-        found = self._remote_part(tp)
-        if found is None or self.remote is None:
-            return None
-        return self.remote.find_max_timestamp_async(*found)
-
-    def _tiered_leader(self, tp: TopicPartition) -> tuple[TopicIdPartition, Partition] | None:
-        """The id and partition of a tiered partition led here, with remote storage on, else
-        None."""
-        partition = self._partitions.get(tp)
-        tid = self._tiered_id(tp)
-        if (self.remote is None or partition is None or tid is None
-                or partition.role is not Role.LEADER
-                or not partition.log.config.remote_storage_enable):
-            return None
-        return tid, partition
-
-    def _remote_part(self, tp: TopicPartition) -> tuple[TopicIdPartition, Log] | None:
-        """The id and log of a tiered partition led here whose log reaches below its local
-        log start, else None."""
-        led = self._tiered_leader(tp)
-        if led is None:
-            return None
-        tid, partition = led
-        log_ = partition.log
-        if log_.log_start_offset >= log_.local_log_start_offset:
-            return None
-        return tid, log_
+        return self.tiered.read_with_remote(tp, partition, offset, max_bytes)
 
     # -- periodic duties -----------------------------------------------------------------------
 
@@ -878,61 +605,10 @@ class ReplicaManager:
                 return []
         return due
 
-    def cleanup_logs(self) -> int:
-        """Apply each log's retention (its topic's ``retention.ms``, ``retention.bytes`` and
-        ``cleanup.policy``), never past the partition's HW (Kafka's LogManager.cleanupLogs);
-        returns the segments deleted."""
-        deleted = 0
-        for tp, p in list(self._partitions.items()):
-            try:
-                deleted += p.log.delete_old_segments(high_watermark=p.high_watermark)
-            except StorageError as exc:
-                log.warning("broker %d: retention of %s failed: %s", self.broker_id, tp, exc)
-        return deleted
-
-    def _compacted_logs(self) -> dict[object, tuple[Log, int]]:
-        """The logs the cleaner may clean, with the HW it must stay below."""
-        return {tp: (p.log, p.high_watermark) for tp, p in list(self._partitions.items())
-                if p.log.config.compact}
-
-    def _write_cleaner_checkpoint(self, offsets: Mapping[object, int]) -> None:
-        """Persist the cleaner's first dirty offsets (Kafka's cleaner-offset-checkpoint), for
-        the partitions still here."""
-        hosted = self._partitions
-        try:
-            self._cleaner_checkpoint.write(
-                {tp: o for tp, o in offsets.items() if isinstance(tp, TopicPartition)
-                 and tp in hosted})
-        except OSError as exc:
-            log.warning("broker %d could not write the cleaner checkpoint: %s",
-                        self.broker_id, exc)
-
     def expire_produces(self) -> None:
         now = self.clock.now_ms()
         for p in list(self._partitions.values()):
             p.expire_produces(now)
-
-    def remove_expired_producers(self) -> int:
-        """Forget, in every log, the idempotent producers idle for ``producer.id.expiration.ms``
-        (Kafka's periodic producer expiration check); returns how many."""
-        now = self.clock.now_ms()
-        return sum(p.log.remove_expired_producers(now) for p in list(self._partitions.values()))
-
-    def checkpoint_high_watermarks(self) -> None:
-        """Write every partition's HW to ``replication-offset-checkpoint``, and its log start
-        offset to ``log-start-offset-checkpoint`` (below the first local segment for a tiered
-        log)."""
-        partitions = list(self._partitions.items())
-        self._hw_checkpoint.write({tp: p.high_watermark for tp, p in partitions})
-        self._log_start_checkpoint.write({tp: p.log.log_start_offset for tp, p in partitions})
-
-    def flush_logs(self) -> None:
-        """fsync every log and record the recovery points (log.flush.interval.ms)."""
-        for p in list(self._partitions.values()):
-            p.log.flush()
-        self._rp_checkpoint.write(
-            {tp: p.log.recovery_point for tp, p in list(self._partitions.items())}
-        )
 
     def tick(self) -> None:
         """Run the periodic duties that are due at the clock's current time."""
@@ -945,27 +621,18 @@ class ReplicaManager:
             self.maybe_shrink_isr()
         self.maybe_propagate_isr_changes()
         self.expire_produces()
-        if now >= self._next_producer_expiration_ms:
-            self._next_producer_expiration_ms = now + cfg.producer_id_expiration_check_interval_ms
-            self.remove_expired_producers()
-        if cfg.flush_interval_ms is not None and now >= self._next_flush_ms:
-            self._next_flush_ms = now + cfg.flush_interval_ms
-            self.flush_logs()
-        if now >= self._next_retention_ms:
-            self._next_retention_ms = now + cfg.log_retention_check_interval_ms
-            self.cleanup_logs()
+        self.logs.tick(now)
         if now >= self._next_hw_checkpoint_ms:
             self._next_hw_checkpoint_ms = now + cfg.high_watermark_checkpoint_interval_ms
-            self.checkpoint_high_watermarks()
+            self.logs.checkpoint_high_watermarks()
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Run the fetcher, the periodic duties and the log cleaner on background threads."""
+        """Run the fetcher, the periodic duties and the log manager's threads (the cleaner,
+        the remote tier) in the background."""
         self.fetcher.start()
-        self.cleaner.start()
-        if self.remote is not None:
-            self.remote.start()
+        self.logs.start()
         if self._ticker is None:
             self._ticker_stop.clear()
             self._ticker = threading.Thread(
@@ -987,9 +654,7 @@ class ReplicaManager:
 
     def _stop_threads(self) -> None:
         self.fetcher.stop()
-        self.cleaner.stop()
-        if self.remote is not None:
-            self.remote.close()
+        self.logs.stop()
         if self._ticker is not None:
             self._ticker_stop.set()
             self._ticker.join()
@@ -1004,10 +669,7 @@ class ReplicaManager:
             self._stop_threads()
             for p in self._partitions.values():
                 p.stop(ErrorCode.BROKER_NOT_AVAILABLE)
-            self.checkpoint_high_watermarks()
-            self.flush_logs()
-            for p in self._partitions.values():
-                p.log.close()
+            self.logs.shutdown()
 
     def crash(self, *, lose_unflushed: bool = False, torn_bytes: int = 0) -> None:
         """Stop as a killed process would (tests): no checkpoints, no clean-shutdown marker,
@@ -1021,11 +683,7 @@ class ReplicaManager:
             self._stop_threads()
             for p in self._partitions.values():
                 p.stop(ErrorCode.BROKER_NOT_AVAILABLE)
-                flushed = p.log.recovery_point
-                p.log.close(clean=False)
-                clear_clean_shutdown(p.log.directory)
-                if lose_unflushed:
-                    cut_unflushed(p.log.directory, flushed, torn_bytes=torn_bytes)
+            self.logs.crash(lose_unflushed=lose_unflushed, torn_bytes=torn_bytes)
 
     def __repr__(self) -> str:
         state = "running" if self._running else "stopped"

@@ -311,7 +311,7 @@ async def _with_remote(ctx: RequestContext, request: Any, wanted: list[_Wanted],
         offset, limit, min_one = read.remote
         if not limit and not min_one:
             continue  # the budget is spent: no records for it this time
-        future = rm.read_remote(want.tp, offset, limit, zero_copy=True, min_one=min_one)
+        future = rm.tiered.read_remote(want.tp, offset, limit, zero_copy=True, min_one=min_one)
         if future is None:  # the log moved meanwhile (leadership, retention)
             read.error = ErrorCode.offset_out_of_range
         else:

@@ -75,7 +75,7 @@ def _describe(services: LogDirServices, request: Any, version: int) -> Any:
             partition_size=partition.log.size_bytes,
             offset_lag=max(status.high_watermark - status.log_end_offset, 0),
             is_future_key=False))
-        remote_size = rm.remote_log_size(tp)
+        remote_size = rm.tiered.remote_log_size(tp)
         if remote_size is not None:
             remote.setdefault(tp.topic, []).append(build(
                 module.DescribeLogDirsPartition, partition_index=tp.partition,

@@ -154,8 +154,8 @@ def _list_one(ctx: RequestContext, tp: TopicPartition, timestamp: int, leader_ep
             return ErrorCode.none, -1, highest, _epoch_for(log, highest)
         if timestamp >= 0 or timestamp == MAX_TIMESTAMP:
             rm = ctx.broker.replica_manager
-            remote = (rm.remote_max_timestamp(tp) if timestamp == MAX_TIMESTAMP
-                      else rm.remote_offset_for_timestamp(tp, timestamp))
+            remote = (rm.tiered.remote_max_timestamp(tp) if timestamp == MAX_TIMESTAMP
+                      else rm.tiered.remote_offset_for_timestamp(tp, timestamp))
             if remote is not None:
                 return _RemoteSearch(remote, log, timestamp, fetchable, lagging)
         found = _by_timestamp(log, timestamp)

@@ -213,7 +213,7 @@ class KafkaCollector(Collector):
             elif isr == min_isr:
                 at_min += 1
             if manager.remote is not None and partition.log.config.remote_storage_enable:
-                remote = manager.remote_log_size(tp)
+                remote = manager.tiered.remote_log_size(tp)
                 if remote is not None:
                     remote_sizes[tp.topic] = remote_sizes.get(tp.topic, 0) + remote
         yield _gauge(_RM + "partitioncount", "Partition replicas on this broker",

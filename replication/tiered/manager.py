@@ -34,7 +34,6 @@ Each copy and delete is logged at INFO.
 from __future__ import annotations
 
 import logging
-import os
 import random
 import struct
 import sys
@@ -45,15 +44,13 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import BinaryIO
 
 from replication.checkpoints import format_checkpoint
 from replication.errors import OffsetOutOfRangeError, StorageError
-from replication.log import Log, LogSlice, SegmentCopySource
+from replication.log import Log, LogSlice
+from replication.log_retention import SegmentCopySource
 from replication.records import (
     BATCH_OVERHEAD,
-    LOG_OVERHEAD,
-    decode_batch,
     find_record,
     read_batch_header,
 )
@@ -71,6 +68,7 @@ from replication.tiered.metadata_manager import (
     RemoteLogMetadataManager,
     UnknownSegmentError,
 )
+from replication.tiered.segment_reads import batch_max, read_batches, read_exact, slice_batches
 from replication.tiered.storage import (
     IndexType,
     LocalSegmentFiles,
@@ -84,12 +82,8 @@ __all__ = ["RemoteLogManager", "TieredPartition", "highest_remote_offset"]
 log = logging.getLogger(__name__)
 
 _S = RemoteLogSegmentState
-_HEAD = struct.Struct(">qi")  # baseOffset, batchLength
-_LAST_DELTA = struct.Struct(">i")
-_LAST_DELTA_AT = 23  # after baseOffset, length, epoch, magic, crc, attributes
 _INDEX_ENTRY = struct.Struct(">II")
 _TIME_ENTRY = struct.Struct(">qI")  # timestamp, offset relative to the segment's base
-_CHUNK = 64 << 10
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -464,10 +458,10 @@ class RemoteLogManager:
                 f"offset {offset} of {partition} is in no remote segment (epoch {epoch})")
         position = self._position(metadata, offset)
         if zero_copy and isinstance(self.storage, LocalSegmentFiles):
-            return _slice_batches(self.storage.open_log_segment(metadata), position, offset,
+            return slice_batches(self.storage.open_log_segment(metadata), position, offset,
                                   max_bytes, upto, min_one)
         with self.storage.fetch_log_segment(metadata, position) as stream:
-            return _read_batches(stream, offset, max_bytes, upto, min_one)
+            return read_batches(stream, offset, max_bytes, upto, min_one)
 
     def find_offset_by_timestamp_async(self, partition: TopicIdPartition, log_: Log,
                                        timestamp: int) -> Future[tuple[int, int, int] | None]:
@@ -545,18 +539,18 @@ class RemoteLogManager:
         with self.storage.fetch_log_segment(metadata, self._position(metadata, scan_from)
                                             ) as stream:
             while best_ts < metadata.max_timestamp_ms:
-                head = _read_exact(stream, BATCH_OVERHEAD)
+                head = read_exact(stream, BATCH_OVERHEAD)
                 if head is None:
                     break
                 header = read_batch_header(head)
-                rest = _read_exact(stream, header.size - BATCH_OVERHEAD)
+                rest = read_exact(stream, header.size - BATCH_OVERHEAD)
                 if rest is None:
                     break  # a torn last batch: never served
                 if header.last_offset < min_offset or header.max_timestamp <= best_ts:
                     continue
                 ts = header.max_timestamp
                 if header.base_offset < min_offset:  # the log start cuts this batch
-                    found = _batch_max(head + rest, min_offset)
+                    found = batch_max(head + rest, min_offset)
                     ts = found[0] if found is not None else -1
                 if ts > best_ts:
                     best_ts, best_batch = ts, head + rest
@@ -582,15 +576,15 @@ class RemoteLogManager:
         wanted = timestamp.__le__
         with self.storage.fetch_log_segment(metadata, position) as stream:
             while True:
-                head = _read_exact(stream, BATCH_OVERHEAD)
+                head = read_exact(stream, BATCH_OVERHEAD)
                 if head is None:
                     return None
                 header = read_batch_header(head)
                 if header.last_offset < min_offset or header.max_timestamp < timestamp:
-                    if _read_exact(stream, header.size - BATCH_OVERHEAD) is None:
+                    if read_exact(stream, header.size - BATCH_OVERHEAD) is None:
                         return None
                     continue
-                rest = _read_exact(stream, header.size - BATCH_OVERHEAD)
+                rest = read_exact(stream, header.size - BATCH_OVERHEAD)
                 if rest is None:
                     return None  # a torn last batch: never served
                 found = find_record(head + rest, wanted, min_offset=min_offset)
@@ -629,111 +623,3 @@ class RemoteLogManager:
         self._deleter.shutdown(wait=True)
         self.storage.close()
         self.metadata.close()
-
-
-def _read_batches(stream: BinaryIO, offset: int, max_bytes: int, upto: int,
-                  min_one: bool = True) -> bytes:
-    """Whole batches from ``stream`` (positioned at a batch), skipping those ending before
-    ``offset``; the first one kept whole (with ``min_one``, else only if it fits), the rest
-    while they fit ``max_bytes`` and end below ``upto``."""
-    buf = bytearray()
-    pos = 0
-    eof = False
-
-    def fill(n: int) -> bool:
-        nonlocal eof
-        while len(buf) < n and not eof:
-            chunk = stream.read(max(n - len(buf), _CHUNK))
-            if not chunk:
-                eof = True
-            buf.extend(chunk)
-        return len(buf) >= n
-
-    start = -1
-    while fill(pos + _LAST_DELTA_AT + _LAST_DELTA.size):
-        base, length = _HEAD.unpack_from(buf, pos)
-        size = length + LOG_OVERHEAD
-        (last_delta,) = _LAST_DELTA.unpack_from(buf, pos + _LAST_DELTA_AT)
-        last = base + last_delta
-        if last < offset:
-            pos += size
-            if pos > len(buf) and not fill(pos):
-                break
-            continue
-        if last >= upto:
-            break
-        if start >= 0 and pos + size - start > max_bytes:
-            break
-        if start < 0 and not min_one and size > max_bytes:
-            break  # not even the first batch fits
-        if not fill(pos + size):
-            break  # a torn last batch: not served
-        if start < 0:
-            start = pos
-        pos += size
-        if pos - start >= max_bytes:
-            break
-    return bytes(memoryview(buf)[start:pos]) if start >= 0 else b""
-
-
-def _batch_max(batch: bytes, min_offset: int) -> tuple[int, int, int] | None:
-    """``(timestamp, offset, leader epoch)`` of the first record at or after ``min_offset``
-    with the largest timestamp of those in ``batch`` (a compressed batch: its largest timestamp
-    and first offset, as :func:`find_record`), None when it holds no timestamped one there."""
-    header = read_batch_header(batch)
-    if header.compression:
-        return find_record(batch, header.max_timestamp.__eq__, min_offset=min_offset)
-    best = None
-    for record in decode_batch(batch).records:
-        if record.offset >= min_offset and record.timestamp >= 0 and (
-                best is None or record.timestamp > best[0]):
-            best = (record.timestamp, record.offset, max(header.partition_leader_epoch, -1))
-    return best
-
-
-def _read_exact(stream: BinaryIO, n: int) -> bytes | None:
-    """``n`` bytes of ``stream``, None when it ends first."""
-    parts, left = [], n
-    while left > 0:
-        chunk = stream.read(left)
-        if not chunk:
-            return None
-        parts.append(chunk)
-        left -= len(chunk)
-    return b"".join(parts)
-
-
-def _slice_batches(fd: int, position: int, offset: int, max_bytes: int, upto: int,
-                   min_one: bool = True) -> LogSlice | bytes:
-    """What :func:`_read_batches` would return, as a slice of the file open as ``fd`` (which it
-    takes: owned by the slice, or closed), found by reading the batch headers only."""
-    try:
-        file_size = os.fstat(fd).st_size
-        pos = position
-        start = first = -1
-        while pos + _LAST_DELTA_AT + _LAST_DELTA.size <= file_size:
-            head = os.pread(fd, _LAST_DELTA_AT + _LAST_DELTA.size, pos)
-            base, length = _HEAD.unpack_from(head)
-            size = length + LOG_OVERHEAD
-            (last_delta,) = _LAST_DELTA.unpack_from(head, _LAST_DELTA_AT)
-            if base + last_delta < offset:
-                pos += size
-                continue
-            if base + last_delta >= upto or pos + size > file_size:
-                break  # past what may be read, or a torn last batch
-            if start >= 0 and pos + size - start > max_bytes:
-                break
-            if start < 0 and not min_one and size > max_bytes:
-                break  # not even the first batch fits
-            if start < 0:
-                start, first = pos, base
-            pos += size
-            if pos - start >= max_bytes:
-                break
-    except OSError as exc:
-        os.close(fd)
-        raise RemoteStorageError(f"cannot read a remote segment: {exc.strerror or exc}") from exc
-    if start < 0:
-        os.close(fd)
-        return b""
-    return LogSlice(fd, start, pos - start, first)

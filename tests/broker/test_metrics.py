@@ -267,7 +267,7 @@ def test_the_remote_log_size_is_what_the_tiered_partitions_led_here_hold_remotel
                        if name == remote_size)
 
         rm.remote.run_once()  # copies every rolled segment
-        assert rm.cleanup_logs() > 0  # and the local copies of them go (local.retention 0)
+        assert rm.logs.cleanup_logs() > 0  # and the local copies of them go (local.retention 0)
         in_remote = {p: remote_bytes(tmp_path / "remote", topic_id, p) for p in (0, 1)}
         assert all(in_remote.values())
         samples = scrape(metrics.url)

@@ -87,7 +87,7 @@ def test_a_slow_remote_read_blocks_no_other_fetch(broker: InProcessBroker) -> No
     rm.produce(TP1, records(1), 1).result(5)
     assert rm.remote is not None
     rm.remote.run_once()
-    assert rm.cleanup_logs() > 0
+    assert rm.logs.cleanup_logs() > 0
     p0 = rm.partition(TP0)
     assert p0 is not None and p0.log.log_start_offset == 0
     local = p0.log.local_log_start_offset
@@ -126,7 +126,7 @@ def test_a_failing_remote_store_answers_a_retriable_error(broker: InProcessBroke
         rm.produce(TP0, records(2, timestamp=1_000 + i), 1).result(5)
     assert rm.remote is not None
     rm.remote.run_once()
-    rm.cleanup_logs()
+    rm.logs.cleanup_logs()
     FAIL.set()
     GATE.set()
     with RawClient(broker.address) as client:
@@ -150,7 +150,7 @@ def test_megabytes_read_from_remote_storage_arrive_whole(broker: InProcessBroker
         rm.produce(TP0, batch, 1).result(5)
     assert rm.remote is not None
     rm.remote.run_once()
-    assert rm.cleanup_logs() > 0
+    assert rm.logs.cleanup_logs() > 0
     GATE.set()
     with RawClient(broker.address) as client:
         part = client.call(fetch(12, partitions=[(0, 0)], max_bytes=16 << 20,
@@ -178,7 +178,7 @@ def _tiered_batches(broker: InProcessBroker, count: int) -> list[int]:
         rm.produce(TP0, records(2, timestamp=10_000 + 100 * i), 1).result(5)
     assert rm.remote is not None
     rm.remote.run_once()
-    assert rm.cleanup_logs() > 0
+    assert rm.logs.cleanup_logs() > 0
     return [10_000 + 100 * i + r for i in range(count) for r in (0, 1)]
 
 
@@ -242,7 +242,7 @@ def test_a_fetch_reads_every_partition_below_its_local_log_start(
     rm.produce(TopicPartition("t", 2), records(1), 1).result(5)
     assert rm.remote is not None
     rm.remote.run_once()
-    assert rm.cleanup_logs() > 0
+    assert rm.logs.cleanup_logs() > 0
     for p in (0, 1):
         tiered = rm.partition(TopicPartition("t", p))
         assert tiered is not None and tiered.log.local_log_start_offset > 2
@@ -307,7 +307,7 @@ def test_the_max_timestamp_counts_the_remote_part(broker: InProcessBroker) -> No
         rm.produce(TP0, records(2, timestamp=ts), 1).result(5)
     assert rm.remote is not None
     rm.remote.run_once()
-    assert rm.cleanup_logs() > 0
+    assert rm.logs.cleanup_logs() > 0
     p0 = rm.partition(TP0)
     assert p0 is not None
     assert p0.log.log_start_offset == 0 and p0.log.local_log_start_offset > 11
@@ -348,7 +348,7 @@ def test_remote_retention_moves_the_earliest_offset_to_one_a_fetch_serves(
     assert p0 is not None and p0.log.local_log_start_offset == 0
     rm.update_topic_config("t", {**config, "retention.ms": "3600000"})
     rm.remote.run_once()  # remote retention: the day-old segments go
-    rm.cleanup_logs()  # and local retention, on its own timer
+    rm.logs.cleanup_logs()  # and local retention, on its own timer
     with RawClient(broker.address) as client:
         answer = client.call(list_offsets(7, [-2]))
         earliest = answer.topics[0].partitions[0].offset

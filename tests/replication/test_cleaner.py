@@ -20,13 +20,13 @@ import zstandard
 from replication.cleaner import (
     DELETE_HORIZON_MASK,
     CleanerConfig,
-    LogCleaner,
     OffsetMap,
     clean_log,
 )
 from replication.compression import SNAPPY, ZSTD, compress, is_xerial
 from replication.errors import CorruptRecordError, InvalidRecordError
 from replication.log import Log, LogConfig
+from replication.log_cleaner import LogCleaner
 from replication.records import (
     ATTRIBUTES_OFFSET,
     RECORDS_OFFSET,

@@ -57,8 +57,8 @@ def test_log_directories_and_files_are_owner_only(tmp_path: Path) -> None:
     manager.handle_leader_and_isr(lai(entry(replicas=(1,)), entry(TP1, replicas=(1,))))
     for _ in range(8):
         manager.produce(TP, make_batch(2, size=100)[0], acks=1)
-    manager.flush_logs()
-    manager.checkpoint_high_watermarks()
+    manager.logs.flush_logs()
+    manager.logs.checkpoint_high_watermarks()
     manager.shutdown()  # and the clean-shutdown markers
     (log_dir / "t-0" / "leader-epoch-checkpoint").write_bytes(b"junk")
     again = ReplicaManager(1, log_dir, None, clock, config)  # moved aside, rebuilt

@@ -119,13 +119,13 @@ def test_scenario_2_replicas_converge_after_both_crash(
         cluster.settle()
         m1 = acked(f1, v1)
         for b in (1, 2):
-            cluster.brokers[b].flush_logs()
+            cluster.brokers[b].logs.flush_logs()
         f2, v2 = cluster.produce(n=1, acks=ACKS_ALL)
         cluster.settle()
         acked(f2, v2)
         for b in (1, 2):
-            cluster.brokers[b].checkpoint_high_watermarks()
-        cluster.brokers[1].flush_logs()  # B's m2 is only in its page cache
+            cluster.brokers[b].logs.checkpoint_high_watermarks()
+        cluster.brokers[1].logs.flush_logs()  # B's m2 is only in its page cache
         cluster.crash_many([1, 2], lose_unflushed=True)  # the controller keeps B in the ISR
         cluster.start(2)
         assert cluster.leader() == 2 and cluster.log(2).log_end_offset == 1

@@ -124,11 +124,11 @@ class Run:
             rm.tick()
 
     def flush(self) -> None:
-        self.cluster.brokers[self.rng.choice(list(self.cluster.brokers))].flush_logs()
+        self.cluster.brokers[self.rng.choice(list(self.cluster.brokers))].logs.flush_logs()
 
     def checkpoint(self) -> None:
         rm = self.cluster.brokers[self.rng.choice(list(self.cluster.brokers))]
-        rm.checkpoint_high_watermarks()
+        rm.logs.checkpoint_high_watermarks()
 
     def prefer(self) -> None:
         state, _ = self.cluster.state()

@@ -280,7 +280,7 @@ def test_corrupt_epoch_checkpoint_is_moved_aside_and_rebuilt_from_the_log(
         d = crash(log)
     checkpoint = d / "leader-epoch-checkpoint"
     checkpoint.write_bytes(b"0\n2\n3 10\n2 20\n")  # out of order
-    with caplog.at_level("WARNING", logger="replication.log"):
+    with caplog.at_level("WARNING", logger="replication.log_loader"):
         reopened = Log.open(d, config=CONFIG, recovery_point=point, clock=lambda: 1234)
     assert reopened.leader_epoch_cache.entries == expected
     assert reopened.log_end_offset == 80
@@ -351,7 +351,7 @@ def test_a_damaged_batch_below_the_recovery_point_keeps_every_later_record(
     sizes = [p.stat().st_size for p in segment_files(d)]
     pos, size, base = damage_segment(segment_files(d)[0], 2, _flip_record_byte)
     damaged = segment_files(d)[0].read_bytes()[pos : pos + size]
-    with caplog.at_level("WARNING", logger="replication.log"):
+    with caplog.at_level("WARNING", logger="replication.log_loader"):
         reopened = Log.open(d, config=BROKER_INDEXING, recovery_point=point)
     assert (reopened.log_end_offset, reopened.segment_base_offsets) == (end, bases)
     assert [p.stat().st_size for p in segment_files(d)] == sizes
@@ -379,7 +379,7 @@ def test_a_batch_below_the_recovery_point_that_breaks_the_framing_keeps_later_se
     first = segment_files(d)[0]
     size_before = first.stat().st_size
     _pos, _size, base = damage_segment(first, 3, _flip_length)
-    with caplog.at_level("WARNING", logger="replication.log"):
+    with caplog.at_level("WARNING", logger="replication.log_loader"):
         reopened = Log.open(d, config=BROKER_INDEXING, recovery_point=point)
     assert (reopened.log_end_offset, reopened.segment_base_offsets) == (end, bases)
     assert first.stat().st_size == size_before  # nothing cut from the file

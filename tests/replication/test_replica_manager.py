@@ -269,7 +269,7 @@ def test_corrupt_high_watermark_and_recovery_point_checkpoints_are_ignored(
     again = ReplicaManager(1, tmp_path, None, clock, ReplicaConfig())
     try:
         assert again.status(TP).log_end_offset == 3 and again.status(TP).high_watermark == 0
-        again.checkpoint_high_watermarks()
+        again.logs.checkpoint_high_watermarks()
         assert OffsetCheckpointFile(tmp_path / HIGH_WATERMARK_CHECKPOINT_FILE).read() == {TP: 0}
     finally:
         again.shutdown()
@@ -282,7 +282,7 @@ def test_a_crash_keeps_written_bytes_a_power_failure_loses_unflushed_ones(
     manager = ReplicaManager(1, tmp_path, None, clock, ReplicaConfig())
     manager.handle_leader_and_isr(lai(entry(replicas=(1,))))
     manager.produce(TP, make_batch(3)[0], acks=1)
-    manager.flush_logs()
+    manager.logs.flush_logs()
     manager.produce(TP, make_batch(2)[0], acks=1)
     manager.crash()
     again = ReplicaManager(1, tmp_path, None, clock, ReplicaConfig())
@@ -290,7 +290,7 @@ def test_a_crash_keeps_written_bytes_a_power_failure_loses_unflushed_ones(
     assert again.status(TP).high_watermark == 0  # no checkpoint was written
     again.handle_leader_and_isr(lai(entry(replicas=(1,), epoch=1)))
     again.produce(TP, make_batch(1)[0], acks=1)
-    again.flush_logs()
+    again.logs.flush_logs()
     again.produce(TP, make_batch(4)[0], acks=1)
     again.crash(lose_unflushed=True, torn_bytes=30)
     third = ReplicaManager(1, tmp_path, None, clock, ReplicaConfig())
@@ -347,7 +347,7 @@ def test_a_power_failure_across_segments_recovers_the_flushed_prefix(tmp_path: P
         values += batch_values
         assert manager.produce(TP, data, acks=1).result().error == ErrorCode.NONE
         if i == 4:
-            manager.flush_logs()
+            manager.logs.flush_logs()
     log = manager.partition(TP).log
     assert len(log.segment_base_offsets) > 3
     manager.crash(lose_unflushed=True, torn_bytes=20)

@@ -79,7 +79,7 @@ class Tiered:
         for rm in self.cluster.brokers.values():
             assert rm.remote is not None
             rm.remote.run_once()
-            rm.cleanup_logs()
+            rm.logs.cleanup_logs()
 
 
 def local_values(log: Log) -> dict[int, bytes | None]:

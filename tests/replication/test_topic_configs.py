@@ -76,7 +76,7 @@ def test_retention_ms_per_topic_deletes_one_topics_segments(rm: ReplicaManager,
         produce(rm, A, timestamp=1_000)
         produce(rm, B, timestamp=1_000)
     clock.advance(10_000)  # old for a's 1 s, young for b's 7 days
-    assert rm.cleanup_logs() == 2
+    assert rm.logs.cleanup_logs() == 2
     assert rm.partition(A).log.segment_base_offsets == (6,)
     assert rm.partition(B).log.segment_base_offsets == (0, 3, 6)
     rm.update_topic_config("b", {"retention.ms": "1000"})  # no restart
@@ -97,11 +97,11 @@ def test_retention_bytes_per_topic_and_compact_only_topics_keep_their_segments(
         produce(rm, A)
         produce(rm, B)
     clock.advance(DAY)
-    rm.cleanup_logs()
+    rm.logs.cleanup_logs()
     assert rm.partition(A).log.segment_base_offsets == (6,)
     assert rm.partition(B).log.segment_base_offsets == (0, 3, 6)  # compact only: no deletion
     rm.update_topic_config("b", {"retention.ms": "1", "cleanup.policy": "compact,delete"})
-    rm.cleanup_logs()
+    rm.logs.cleanup_logs()
     assert rm.partition(B).log.segment_base_offsets == (6,)
 
 
@@ -112,7 +112,7 @@ def test_retention_never_passes_the_high_watermark(rm: ReplicaManager, clock: Ma
     for _ in range(7):
         produce(rm, A)
     clock.advance(DAY)
-    assert rm.cleanup_logs() == 0
+    assert rm.logs.cleanup_logs() == 0
     assert rm.partition(A).log.segment_base_offsets == (0, 3, 6)
 
 
@@ -167,7 +167,7 @@ def test_logs_opened_at_start_take_overrides_given_later(tmp_path: Path) -> None
         rm.update_topic_config("a", {"segment.bytes": "4096", "min.insync.replicas": "2"})
         assert rm.partition(A).log.config.segment_bytes == 4096
         assert rm.config_for("a").min_insync_replicas == 2
-        assert rm.topic_overrides("a") == {"segment.bytes": "4096", "min.insync.replicas": "2"}
+        assert rm.logs.topic_overrides("a") == {"segment.bytes": "4096", "min.insync.replicas": "2"}
     finally:
         rm.shutdown()
 
