@@ -30,7 +30,7 @@ from types import MappingProxyType
 from typing import Any
 from urllib.parse import urlparse
 
-from broker.groups.coordinator import GroupConfig
+from broker.groups.metadata_manager import GroupConfig
 from broker.properties import PropertiesError, Property, parse_properties
 from broker.security import (
     PLAINTEXT_CLIENT,
