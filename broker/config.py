@@ -39,7 +39,7 @@ from broker.config_sections import (
     remote_log_config,
     super_users,
 )
-from broker.groups.coordinator import GroupConfig
+from broker.groups.metadata_manager import GroupConfig
 from broker.properties import PropertiesError, Property, parse_properties
 from broker.security import (
     PLAINTEXT_CLIENT,

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from broker.groups.coordinator import GroupConfig
+from broker.groups.metadata_manager import GroupConfig
 from coordinator.credentials import Credentials, CredentialsError, read_password_file
 from coordinator.url import redact
 from replication.tiered.config import MetadataCompaction, RemoteLogConfig, RetryBackoff

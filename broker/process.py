@@ -350,7 +350,7 @@ class BrokerProcess:
         def changed() -> None:
             purgatory.wake_threadsafe()
             if self.groups is not None:
-                self.groups.leadership_changed()
+                self.groups.manager.leadership_changed()
 
         def wrap(handler: RequestHandler) -> RequestHandler:
             return ObservingHandler(handler, self.metadata, changed)
@@ -416,7 +416,7 @@ class BrokerProcess:
         groups = self.groups = GroupCoordinator(config.broker_id, node.replica_manager,
                                                 self.metadata, purgatory, loop, config.groups)
         groups.consumer.authorizing = authorizer is not None
-        groups.start()
+        groups.manager.start()
         server.services = BrokerServices(
             broker_id=config.broker_id, config=config, replica_manager=node.replica_manager,
             metadata=self.metadata, purgatory=purgatory, loop=loop,
@@ -442,7 +442,7 @@ class BrokerProcess:
         if not self._at_once.is_set() and config.controlled_shutdown_enable:
             await self._controlled_shutdown()
         self._final = True
-        groups.stop()
+        groups.manager.stop()
         purgatory.complete_all()
         credentials.close()
         if authorizer is not None:

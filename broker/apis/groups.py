@@ -3,7 +3,8 @@ JoinGroup (11), Heartbeat (12), LeaveGroup (13), SyncGroup (14), DescribeGroups 
 ListGroups (16), DeleteGroups (42) and OffsetDelete (47).
 
 Each handler translates between kio's messages and the broker's
-:class:`~broker.groups.GroupCoordinator`, which holds the groups and decides; the request-level
+:class:`~broker.groups.GroupCoordinator` and its group metadata manager, which hold the groups
+and decide; the request-level
 checks Kafka's ``KafkaApis`` makes before the coordinator sees a request are made here:
 partitions of topics the metadata cache does not know are UNKNOWN_TOPIC_OR_PARTITION, commit
 metadata longer than ``offset.metadata.max.bytes`` OFFSET_METADATA_TOO_LARGE, an empty group id
@@ -31,8 +32,9 @@ from kio.schema.errors import ErrorCode
 from broker.apis import Api, Reply, RequestContext
 from broker.apis.admin_support import blocking, milliseconds
 from broker.apis.cluster import NOT_ASKED
-from broker.groups.coordinator import OFFSETS_TOPIC, GroupCoordinator
+from broker.groups.coordinator import GroupCoordinator
 from broker.groups.group import CommittedOffset
+from broker.groups.metadata_manager import OFFSETS_TOPIC
 from broker.groups.records import partition_for
 from broker.open_files import Budget
 from broker.security.acls import Operation, ResourceType
@@ -125,7 +127,7 @@ def _locate(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, in
     groups = _groups(ctx)
     if groups is None:
         return (ErrorCode.coordinator_not_available, *none)
-    count = groups.partition_count()
+    count = groups.manager.partition_count()
     if not count:
         return (ErrorCode.coordinator_not_available, *none)
     state = ctx.broker.metadata.snapshot.partition(
@@ -139,7 +141,7 @@ def _locate(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, in
 def _create_offsets_topic(ctx: RequestContext, groups: GroupCoordinator) -> None:
     """Create ``__consumer_offsets`` once (a creation already under way is not repeated)."""
     admin = ctx.broker.admin
-    if admin is None or groups.creating is not None:
+    if admin is None or groups.manager.creating is not None:
         return
     config = groups.config
     live = max(len(ctx.broker.metadata.snapshot.brokers), 1)
@@ -169,9 +171,9 @@ def _create_offsets_topic(ctx: RequestContext, groups: GroupCoordinator) -> None
         try:
             await blocking(ctx, create)
         finally:
-            groups.creating = None
+            groups.manager.creating = None
 
-    groups.creating = asyncio.ensure_future(run())
+    groups.manager.creating = asyncio.ensure_future(run())
 
 
 def find_coordinator(ctx: RequestContext[GroupServices],
@@ -180,7 +182,7 @@ def find_coordinator(ctx: RequestContext[GroupServices],
     key_type = getattr(request, "key_type", GROUP_KEY)
     keys = [request.key] if ctx.api_version < 4 else list(request.coordinator_keys)
     groups = _groups(ctx)
-    if key_type == GROUP_KEY and groups is not None and not groups.partition_count():
+    if key_type == GROUP_KEY and groups is not None and not groups.manager.partition_count():
         _create_offsets_topic(ctx, groups)
     found = [_locate(ctx, key_type, key) if _may_describe_key(ctx, key_type, key)
              else (_key_denied(key_type), -1, "", -1) for key in keys]
@@ -241,7 +243,7 @@ def join_group(ctx: RequestContext[GroupServices],
         return answer(JoinResult(error=ErrorCode.coordinator_not_available if groups is None
                                  else ErrorCode.group_authorization_failed,
                                  member_id=request.member_id))
-    if groups.check_group(request.group_id) is ErrorCode.none and \
+    if groups.manager.check_group(request.group_id) is ErrorCode.none and \
             groups.consumer.get(request.group_id) is not None:
         from broker.groups.coordinator import JoinResult
         return answer(JoinResult(error=ErrorCode.inconsistent_group_protocol,
@@ -353,7 +355,7 @@ def offset_commit(ctx: RequestContext[GroupServices],
     version = ctx.api_version
     groups = _groups(ctx)
     snap = ctx.broker.metadata.snapshot
-    now = groups.now_ms() if groups is not None else 0
+    now = groups.manager.now_ms() if groups is not None else 0
     retention = _ms(getattr(request, "retention_time", -1)) if 2 <= version <= 4 else -1
     max_metadata = groups.config.offset_metadata_max_bytes if groups is not None else 4096
     errors: dict[tuple[str, int], ErrorCode] = {}
@@ -406,7 +408,7 @@ def offset_commit(ctx: RequestContext[GroupServices],
     generation = getattr(request, "generation_id_or_member_epoch", -1)
     member_id = getattr(request, "member_id", "") or ""
     instance_id = getattr(request, "group_instance_id", None)
-    if groups.check_group(request.group_id) is ErrorCode.none:
+    if groups.manager.check_group(request.group_id) is ErrorCode.none:
         # a consumer group (KIP-848): its member and epoch are checked here; the offsets are
         # then written as an admin's into the group's (memberless) classic shell
         checked = groups.consumer.check_offsets_member(request.group_id, member_id, generation,
@@ -429,7 +431,7 @@ def _fetch_one(ctx: RequestContext, group_id: str, topics: Any | None,
     wanted = None if topics is None else [(t.name, i) for t in topics
                                           for i in t.partition_indexes]
     checked = None
-    if groups is not None and groups.check_group(group_id) is ErrorCode.none:
+    if groups is not None and groups.manager.check_group(group_id) is ErrorCode.none:
         checked = groups.consumer.check_offsets_member(group_id, *member)
     if groups is None:
         error, found = ErrorCode.coordinator_not_available, {}
@@ -438,7 +440,7 @@ def _fetch_one(ctx: RequestContext, group_id: str, topics: Any | None,
     elif checked is not None and checked is not ErrorCode.none:
         error, found = checked, {}
     else:
-        error, found = groups.fetch_offsets(group_id, wanted)
+        error, found = groups.manager.fetch_offsets(group_id, wanted)
     by_topic: dict[str, list[tuple[int, CommittedOffset | None, ErrorCode]]] = {}
     if wanted is None:  # every topic: those the principal may Describe
         for (t, i), o in found.items():
@@ -514,7 +516,7 @@ def offset_delete(ctx: RequestContext[GroupServices],
         return answer((ErrorCode.coordinator_not_available, {}))
     if not _may(ctx, Operation.DELETE, request.group_id):
         return answer((ErrorCode.group_authorization_failed, {}))
-    return _then(groups.delete_offsets(request.group_id, known), answer)
+    return _then(groups.manager.delete_offsets(request.group_id, known), answer)
 
 
 # --- DescribeGroups, ListGroups, DeleteGroups -------------------------------------------------
@@ -531,7 +533,7 @@ def describe_groups(ctx: RequestContext[GroupServices],
         elif not _may(ctx, Operation.DESCRIBE, group_id):
             error, summary = ErrorCode.group_authorization_failed, None
         else:
-            error, summary = groups.describe(group_id)
+            error, summary = groups.manager.describe(group_id)
             if error is ErrorCode.none and groups.consumer.get(group_id) is not None:
                 # Kafka's answer below version 6 for a group that is not classic: Dead
                 summary = dataclasses.replace(summary, state="Dead", protocol_type="",
@@ -563,7 +565,7 @@ def list_groups(ctx: RequestContext[GroupServices],
     if groups is None:
         return build(module.ListGroupsResponse, throttle_time=_ZERO,
                      error_code=ErrorCode.coordinator_not_available, groups=())
-    error, found = groups.list_groups()
+    error, found = groups.manager.list_groups()
     states = {s.lower() for s in getattr(request, "states_filter", ())}
     types = {t.lower() for t in getattr(request, "types_filter", ())}
     consumer = {g.group_id: g for g in groups.consumer.groups()}
@@ -599,7 +601,7 @@ def delete_groups(ctx: RequestContext[GroupServices],
     for name in names:
         if name in denied:
             continue
-        if groups.check_group(name) is ErrorCode.none:
+        if groups.manager.check_group(name) is ErrorCode.none:
             outcome = groups.consumer.delete(name)
             if outcome is not None:
                 consumer[name] = outcome

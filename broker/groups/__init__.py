@@ -1,17 +1,11 @@
-"""The group coordinators (classic, and KIP-848 consumer groups) and their records in
-``__consumer_offsets``."""
+"""The group coordinators (classic, and KIP-848 consumer groups), the group metadata manager
+they share, and their records in ``__consumer_offsets``."""
 
 from broker.groups.consumer_coordinator import ConsumerGroups
 from broker.groups.consumer_group import ConsumerGroup, ConsumerMember, MemberState, reconcile
-from broker.groups.coordinator import (
-    OFFSETS_TOPIC,
-    GroupConfig,
-    GroupCoordinator,
-    JoinResult,
-    MemberInfo,
-    SyncResult,
-)
+from broker.groups.coordinator import GroupCoordinator, JoinResult, MemberInfo, SyncResult
 from broker.groups.group import CommittedOffset, Group, GroupState, Member, check_transition
+from broker.groups.metadata_manager import OFFSETS_TOPIC, GroupConfig, GroupMetadataManager
 from broker.groups.records import java_string_hash, partition_for
 
 __all__ = [
@@ -23,6 +17,7 @@ __all__ = [
     "Group",
     "GroupConfig",
     "GroupCoordinator",
+    "GroupMetadataManager",
     "GroupState",
     "JoinResult",
     "Member",

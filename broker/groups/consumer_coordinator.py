@@ -1,11 +1,11 @@
 """The consumer group coordinator (KIP-848), beside the classic one and on its partitions.
 
 :class:`ConsumerGroups` answers ConsumerGroupHeartbeat and ConsumerGroupDescribe for the groups
-of the ``__consumer_offsets`` partitions its :class:`~broker.groups.GroupCoordinator` leads and
-has loaded: it reuses that coordinator's leadership, loading and acks=all appends, and keeps
-committed offsets where the classic coordinator keeps them (a consumer group's offsets live in
-an empty classic group of the same id, which only the offset APIs see). Everything runs on the
-broker's event loop.
+of the ``__consumer_offsets`` partitions its
+:class:`~broker.groups.metadata_manager.GroupMetadataManager` leads and has loaded: it uses that
+manager's leadership, loading and acks=all appends, and keeps committed offsets where the
+manager keeps the classic groups' (a consumer group's offsets live in an empty classic group of
+the same id, which only the offset APIs see). Everything runs on the broker's event loop.
 
 A heartbeat is handled as Kafka's ``GroupMetadataManager.consumerGroupHeartbeat``: validate the
 member and its epoch (FENCED_MEMBER_EPOCH when it does not match: a member that missed the
@@ -64,8 +64,8 @@ from broker.groups.consumer_records import (
 )
 
 if TYPE_CHECKING:
-    from broker.groups.coordinator import GroupCoordinator
     from broker.groups.loading import Loaded
+    from broker.groups.metadata_manager import GroupMetadataManager
 
 __all__ = ["ConsumerGroups", "HeartbeatRequest", "HeartbeatResult"]
 
@@ -113,10 +113,10 @@ def _sorted(parts: Partitions) -> tuple[tuple[uuid.UUID, tuple[int, ...]], ...]:
 
 
 class ConsumerGroups:
-    """The consumer groups held by one broker's group coordinator."""
+    """The consumer groups of the partitions one broker's group metadata manager holds."""
 
-    def __init__(self, classic: GroupCoordinator) -> None:
-        self.classic = classic
+    def __init__(self, manager: GroupMetadataManager) -> None:
+        self.manager = manager
         self._groups: dict[str, ConsumerGroup] = {}
         self.authorizing = False
         """Whether the broker has an authorizer: then a member loaded from the records, whose
@@ -125,15 +125,20 @@ class ConsumerGroups:
 
     @property
     def _loop(self) -> asyncio.AbstractEventLoop:
-        return self.classic.loop
+        return self.manager.loop
 
-    # -- what the classic side asks ------------------------------------------------------------
+    # -- what the classic side and the manager ask ---------------------------------------------
 
     def get(self, group_id: str) -> ConsumerGroup | None:
         return self._groups.get(group_id)
 
     def groups(self) -> list[ConsumerGroup]:
         return list(self._groups.values())
+
+    def keeps_offsets(self, group_id: str) -> bool:
+        """A consumer group's committed offsets are kept while it has members."""
+        group = self._groups.get(group_id)
+        return group is not None and bool(group.members)
 
     def check_offsets_member(self, group_id: str, member_id: str, member_epoch: int, *,
                              commit_version: int | None = None) -> ErrorCode | None:
@@ -285,7 +290,7 @@ class ConsumerGroups:
             future: asyncio.Future = self._loop.create_future()
             future.set_result(ErrorCode.none)
             return future
-        return self.classic.append(group.partition, records)
+        return self.manager.append(group.partition, records)
 
     # -- timers --------------------------------------------------------------------------------
 
@@ -299,7 +304,7 @@ class ConsumerGroups:
     def _session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if member.session_timer is not None:
             member.session_timer.cancel()
-        timeout = self.classic.config.consumer_session_timeout_ms / 1000
+        timeout = self.manager.config.consumer_session_timeout_ms / 1000
         member.session_timer = self._loop.call_later(timeout, self._expired, group, member)
 
     def _expired(self, group: ConsumerGroup, member: ConsumerMember) -> None:
@@ -350,13 +355,13 @@ class ConsumerGroups:
     # -- the assignment ------------------------------------------------------------------------
 
     def _assignor(self, group: ConsumerGroup) -> str:
-        configured = self.classic.config.consumer_assignors
+        configured = self.manager.config.consumer_assignors
         chosen = Counter(m.server_assignor for m in group.members.values()
                          if m.server_assignor in configured)
         return chosen.most_common(1)[0][0] if chosen else configured[0]
 
     def _subscription_metadata(self, group: ConsumerGroup) -> dict[str, tuple[uuid.UUID, int]]:
-        snap = self.classic.metadata.snapshot
+        snap = self.manager.metadata.snapshot
         out = {}
         for name in sorted(group.subscribed_names(snap.topics)):
             partitions = snap.topics.get(name)
@@ -410,7 +415,7 @@ class ConsumerGroups:
 
     def heartbeat(self, req: HeartbeatRequest) -> asyncio.Future:
         """A future of :class:`HeartbeatResult`, answered once its records are written."""
-        error = self.classic.check_group(req.group_id)
+        error = self.manager.check_group(req.group_id)
         if error is not ErrorCode.none:
             return self._fail(error)
         group = self._groups.get(req.group_id)
@@ -420,10 +425,10 @@ class ConsumerGroups:
             if req.member_epoch != 0:
                 return self._fail(ErrorCode.group_id_not_found,
                                   f"group {req.group_id} does not exist")
-            if self.classic.has_classic_members(req.group_id):
+            if self.manager.has_classic_members(req.group_id):
                 return self._fail(ErrorCode.group_id_not_found,
                                   f"group {req.group_id} is not a consumer group")
-            partition = self.classic.partition_of(req.group_id)
+            partition = self.manager.partition_of(req.group_id)
             assert partition is not None
             group = self._groups[req.group_id] = ConsumerGroup(group_id=req.group_id,
                                                                partition=partition)
@@ -484,7 +489,7 @@ class ConsumerGroups:
             req.owned is not None and _copy(req.owned) != member.assigned)
         result = HeartbeatResult(
             error=ErrorCode.none, member_id=member.member_id, member_epoch=member.member_epoch,
-            heartbeat_interval_ms=self.classic.config.consumer_heartbeat_interval_ms,
+            heartbeat_interval_ms=self.manager.config.consumer_heartbeat_interval_ms,
             assignment=_copy(member.assigned) if send else None)
         return self._answer_when_written(group, records, result)
 
@@ -516,7 +521,7 @@ class ConsumerGroups:
             # resolved anew at each of its heartbeats, with its own principal: topics created
             # and ACLs changed since count from its next heartbeat
             matched = regex_matches(member.subscribed_topic_regex,
-                                    self.classic.metadata.snapshot.topics)
+                                    self.manager.metadata.snapshot.topics)
             regex_topics = frozenset(t for t in matched if req.may_describe(t))
         if regex_topics != member.regex_topics:
             member.regex_topics = regex_topics
@@ -598,7 +603,7 @@ class ConsumerGroups:
 
     def describe(self, group_id: str) -> tuple[ErrorCode, ConsumerGroup | None, str]:
         """(error, group, assignor) for ConsumerGroupDescribe."""
-        error = self.classic.check_group(group_id)
+        error = self.manager.check_group(group_id)
         if error is not ErrorCode.none:
             return error, None, ""
         group = self._groups.get(group_id)

@@ -1,18 +1,17 @@
-"""The group coordinator (classic protocol): membership, rebalances and committed offsets.
+"""The classic group coordinator: membership and rebalances (JoinGroup, SyncGroup, Heartbeat,
+LeaveGroup), and the member checks of an offset commit.
 
-A group belongs to one partition of ``__consumer_offsets`` (:func:`~broker.groups.records.
-partition_for`), and the broker leading that partition is the group's coordinator. Everything
-the coordinator decides is written to that partition before it is answered (acks=all through
-the replica manager, so an acknowledged commit is on every in-sync replica); a broker that
-becomes leader of a partition reads it from the start and rebuilds its groups before it answers
-for them (COORDINATOR_LOAD_IN_PROGRESS until then), and one that stops leading drops them
-(NOT_COORDINATOR), as Kafka's GroupMetadataManager does on election and resignation.
+The groups, their partitions of ``__consumer_offsets`` and every append live in the
+:class:`~broker.groups.metadata_manager.GroupMetadataManager` this coordinator runs over; it
+hears from the manager when a partition is loaded (the members loaded start their sessions
+again) or dropped (its groups die, whatever they parked is answered NOT_COORDINATOR). The
+KIP-848 coordinator of the same partitions (:class:`~broker.groups.consumer_coordinator.
+ConsumerGroups`) runs over the same manager, beside this one.
 
 All state lives on the broker's event loop: requests come from the API handlers on the loop,
-timers (sessions, rebalance delays, offset expiry) are loop timers, and the only work off the
-loop is reading a partition when it is loaded. JoinGroup and SyncGroup answers that must wait
-(for the other members, for the leader's assignment) are loop futures, parked as Kafka parks
-them in its join purgatory.
+and timers (sessions, rebalance delays) are loop timers. JoinGroup and SyncGroup answers that
+must wait (for the other members, for the leader's assignment) are loop futures, parked as
+Kafka parks them in its join purgatory.
 
 The rebalance follows Kafka's GroupCoordinator: a join moves the group to PreparingRebalance;
 the join phase ends when every known member has rejoined or at the largest rebalance timeout
@@ -30,84 +29,28 @@ assignors both work unchanged.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
-import time
 import uuid
-from collections.abc import Callable, Iterable
-from concurrent.futures import Future
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
 from broker.groups.consumer_coordinator import ConsumerGroups
-from broker.groups.group import (
-    CONSUMER_PROTOCOL,
-    CommittedOffset,
-    Group,
-    GroupState,
-    Member,
-    expired_offsets,
-    select_protocol,
-)
-from broker.groups.loading import Loaded, build_groups, read_records
-from broker.groups.records import (
-    COORDINATOR_HEADER,
-    GroupMetadataKey,
-    GroupMetadataValue,
-    OffsetCommitKey,
-    OffsetCommitValue,
-    encode_key,
-    encode_value,
-    partition_for,
-)
+from broker.groups.group import CommittedOffset, Group, GroupState, Member, select_protocol
+from broker.groups.loading import Loaded
+from broker.groups.metadata_manager import GroupConfig, GroupMetadataManager, resolved
 from broker.metadata_cache import MetadataCache
 from broker.purgatory import Purgatory
-from coordinator.codecs import TopicPartition
-from replication.partition import Role
-from replication.protocol import ErrorCode as DataErrorCode
-from replication.protocol import ProduceResult
-from replication.records import Record, encode_batch
 from replication.replica_manager import ReplicaManager
 
-__all__ = [
-    "OFFSETS_TOPIC",
-    "GroupConfig",
-    "GroupCoordinator",
-    "JoinResult",
-    "MemberInfo",
-    "SyncResult",
-]
+__all__ = ["GroupCoordinator", "JoinResult", "MemberInfo", "SyncResult"]
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
-_MARKED = (COORDINATOR_HEADER,)
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 """How long a new member's parked JoinGroup may wait (Kafka's NewMemberJoinTimeoutMs)."""
-LEADERSHIP_CHECK_S = 0.2
 S = GroupState
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GroupConfig:
-    """The broker settings the coordinator runs on (Kafka's keys and defaults)."""
-
-    offsets_topic_num_partitions: int = 50
-    offsets_topic_replication_factor: int = 3
-    offsets_topic_segment_bytes: int = 100 * 1024 * 1024
-    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
-    offsets_retention_check_interval_ms: int = 600_000
-    offsets_commit_timeout_ms: int = 5_000
-    offset_metadata_max_bytes: int = 4096
-    group_min_session_timeout_ms: int = 6_000
-    group_max_session_timeout_ms: int = 1_800_000
-    group_initial_rebalance_delay_ms: int = 3_000
-    group_max_size: int = (1 << 31) - 1
-    consumer_session_timeout_ms: int = 45_000
-    consumer_heartbeat_interval_ms: int = 5_000
-    consumer_assignors: tuple[str, ...] = ("uniform", "range")
-    """KIP-848 groups: ``group.consumer.*`` (the first assignor is the default)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -137,216 +80,49 @@ class SyncResult:
     assignment: bytes = b""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GroupSummary:
-    """What DescribeGroups and ListGroups show of a group."""
-
-    group_id: str
-    state: str
-    protocol_type: str
-    protocol: str
-    members: tuple[tuple[Member, bytes, bytes], ...] = ()
-    """(member, its metadata, its assignment): both empty unless the group is Stable."""
-
-
-@dataclass(slots=True)
-class _Partition:
-    epoch: int
-    loaded: bool = False
-    groups: set[str] = field(default_factory=set)
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def _commit_error(error: int) -> ErrorCode:
-    """Kafka's mapping of an append's error to what a committer is told."""
-    match DataErrorCode(error) if error in DataErrorCode._value2member_map_ else None:
-        case DataErrorCode.NONE:
-            return ErrorCode.none
-        case (DataErrorCode.UNKNOWN_TOPIC_OR_PARTITION | DataErrorCode.NOT_LEADER_OR_FOLLOWER
-              | DataErrorCode.KAFKA_STORAGE_ERROR | DataErrorCode.BROKER_NOT_AVAILABLE):
-            return ErrorCode.not_coordinator
-        case (DataErrorCode.NOT_ENOUGH_REPLICAS | DataErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-              | DataErrorCode.REQUEST_TIMED_OUT):
-            return ErrorCode.coordinator_not_available
-        case DataErrorCode.MESSAGE_TOO_LARGE | DataErrorCode.RECORD_LIST_TOO_LARGE:
-            return ErrorCode.invalid_commit_offset_size
-        case _:
-            return ErrorCode.unknown_server_error
-
-
 def _group_error(error: ErrorCode) -> ErrorCode:
     return ErrorCode.unknown_server_error if error is ErrorCode.invalid_commit_offset_size \
         else error
 
 
 class GroupCoordinator:
-    """The classic group coordinator of broker ``broker_id``; every method runs on ``loop``
-    except :meth:`leadership_changed`, which any thread may call."""
+    """The classic group coordinator of broker ``broker_id``, over its group metadata manager
+    (:attr:`manager`, which it builds), with the KIP-848 coordinator of the same partitions
+    beside it (:attr:`consumer`); every method runs on ``loop``."""
 
     def __init__(self, broker_id: int, replica_manager: ReplicaManager, metadata: MetadataCache,
                  purgatory: Purgatory, loop: asyncio.AbstractEventLoop,
                  config: GroupConfig | None = None,
-                 now_ms: Callable[[], int] = _now_ms) -> None:
-        self.broker_id = broker_id
-        self.replica_manager = replica_manager
-        self.metadata = metadata
-        self.purgatory = purgatory
+                 now_ms: Callable[[], int] | None = None) -> None:
+        self.manager = GroupMetadataManager(broker_id, replica_manager, metadata, purgatory,
+                                            loop, config, now_ms)
+        """The partitions, groups and offsets; its life cycle is the coordinators'."""
         self.loop = loop
-        self.config = config or GroupConfig()
-        self.now_ms = now_ms
-        self._groups: dict[str, Group] = {}
-        self._partitions: dict[int, _Partition] = {}
-        self._timer: asyncio.TimerHandle | None = None
-        self._next_expiry = 0.0
-        self._running = False
-        self.creating: asyncio.Future | None = None
-        """The creation of ``__consumer_offsets`` under way (FindCoordinator starts it)."""
-        self.consumer = ConsumerGroups(self)
+        self.config = self.manager.config
+        self.consumer = ConsumerGroups(self.manager)
         """The KIP-848 groups of the same partitions."""
+        self.manager.listen(self)
+        self.manager.listen(self.consumer)
 
-    # -- life cycle ------------------------------------------------------------------------------
+    # -- partitions loaded and dropped (the manager tells) ---------------------------------------
 
-    def start(self) -> None:
-        """Start watching leadership of ``__consumer_offsets`` (call on the loop)."""
-        self._running = True
-        self._next_expiry = self.loop.time() + self.config.offsets_retention_check_interval_ms / 1000
-        self._tick()
-
-    def stop(self) -> None:
-        """Drop every group (the broker is stopping); parked answers get NOT_COORDINATOR."""
-        self._running = False
-        if self._timer is not None:
-            self._timer.cancel()
-        for p in list(self._partitions):
-            self._unload(p)
-
-    def leadership_changed(self) -> None:
-        """Something changed in what this broker leads (any thread): check now."""
-        try:
-            self.loop.call_soon_threadsafe(self._check_leadership)
-        except RuntimeError:  # the loop is closed
-            pass
-
-    def _tick(self) -> None:
-        if not self._running:
-            return
-        self._check_leadership()
-        if self.loop.time() >= self._next_expiry:
-            self._next_expiry = (self.loop.time()
-                                 + self.config.offsets_retention_check_interval_ms / 1000)
-            self.expire_offsets()
-        self._timer = self.loop.call_later(LEADERSHIP_CHECK_S, self._tick)
-
-    # -- partitions: leadership, loading, unloading ----------------------------------------------
-
-    def partition_count(self) -> int:
-        """Partitions of ``__consumer_offsets`` (0: the topic does not exist yet)."""
-        return len(self.metadata.snapshot.topics.get(OFFSETS_TOPIC, {}))
-
-    def partition_of(self, group_id: str) -> int | None:
-        count = self.partition_count()
-        return partition_for(group_id, count) if count else None
-
-    def _leader_epoch(self, p: int) -> int | None:
-        partition = self.replica_manager.partition(TopicPartition(OFFSETS_TOPIC, p))
-        if partition is None:
-            return None
-        status = partition.status()
-        return status.leader_epoch if status.role is Role.LEADER else None
-
-    def _check_leadership(self) -> None:
-        if not self._running:
-            return
-        for p in list(self._partitions):
-            if self._leader_epoch(p) != self._partitions[p].epoch:
-                self._unload(p)
-        for tp, partition in list(self.replica_manager.partitions().items()):
-            if tp.topic == OFFSETS_TOPIC and tp.partition not in self._partitions:
-                status = partition.status()
-                if status.role is Role.LEADER:
-                    self._load(tp.partition, status.leader_epoch)
-
-    def _state_of(self, p: int) -> ErrorCode:
-        """NONE when partition ``p``'s groups are here and loaded; else the error to answer."""
-        epoch = self._leader_epoch(p)
-        held = self._partitions.get(p)
-        if held is not None and held.epoch != epoch:
-            self._unload(p)
-            held = None
-        if epoch is None:
-            return ErrorCode.not_coordinator
-        if held is None:
-            self._load(p, epoch)
-            held = self._partitions[p]
-        return ErrorCode.none if held.loaded else ErrorCode.coordinator_load_in_progress
-
-    def check_group(self, group_id: str | None) -> ErrorCode:
-        """Whether this broker answers for ``group_id`` now: NONE, INVALID_GROUP_ID,
-        NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS."""
-        if not group_id:
-            return ErrorCode.invalid_group_id
-        if not self._running:
-            return ErrorCode.not_coordinator
-        p = self.partition_of(group_id)
-        if p is None:
-            return ErrorCode.not_coordinator
-        return self._state_of(p)
-
-    def _load(self, p: int, epoch: int) -> None:
-        self._partitions[p] = _Partition(epoch=epoch)
-        log.info("loading the groups of %s-%d (leader epoch %d)", OFFSETS_TOPIC, p, epoch)
-        started = time.monotonic()
-        reading = self.loop.run_in_executor(None, self._read_partition, p)
-
-        def done(future: asyncio.Future) -> None:
-            held = self._partitions.get(p)
-            if held is None or held.epoch != epoch or held.loaded:
-                return  # unloaded (or reloaded) meanwhile
-            if future.cancelled() or future.exception() is not None:
-                log.error("loading %s-%d failed: %s", OFFSETS_TOPIC, p,
-                          None if future.cancelled() else future.exception())
-                del self._partitions[p]  # the next request or tick tries again
-                return
-            self._apply_loaded(p, future.result())
-            held.loaded = True
-            log.info("loaded %d group(s) of %s-%d in %.0f ms", len(held.groups), OFFSETS_TOPIC,
-                     p, (time.monotonic() - started) * 1000)
-
-        reading.add_done_callback(done)
-
-    def _read_partition(self, p: int) -> Loaded:
-        """Every record of partition ``p``, in log order (off the loop)."""
-        partition = self.replica_manager.partition(TopicPartition(OFFSETS_TOPIC, p))
-        if partition is None:
-            return []
-        return read_records(partition.log, f"{OFFSETS_TOPIC}-{p}")
-
-    def _apply_loaded(self, p: int, records: Loaded) -> None:
-        held = self._partitions[p]
-        for group in build_groups(p, records):
+    def loaded(self, partition: int, records: Loaded) -> None:
+        """The members of the groups loaded start their sessions again."""
+        for group in self.manager.groups_in(partition):
             for member in group.members.values():
                 self._heartbeat(group, member)
-            self._groups[group.group_id] = group
-            held.groups.add(group.group_id)
-        self.consumer.loaded(p, records)
 
-    def _unload(self, p: int) -> None:
-        held = self._partitions.pop(p, None)
-        if held is None:
-            return
-        self.consumer.unloaded(p)
-        for group_id in held.groups:
-            group = self._groups.pop(group_id, None)
-            if group is not None:
-                self._kill(group, ErrorCode.not_coordinator)
-        log.info("unloaded %d group(s) of %s-%d", len(held.groups), OFFSETS_TOPIC, p)
+    def unloaded(self, partition: int) -> None:
+        """The groups dropped die: whatever they parked is answered NOT_COORDINATOR."""
+        for group in self.manager.groups_in(partition):
+            self._kill(group, ErrorCode.not_coordinator)
+
+    def keeps_offsets(self, group_id: str) -> bool:
+        return False  # a classic group's offsets expire by expired_offsets' rules alone
 
     def _kill(self, group: Group, error: ErrorCode) -> None:
         """Mark ``group`` Dead and answer whatever it parked with ``error``."""
-        group.transition(S.DEAD, self.now_ms())
+        group.transition(S.DEAD, self.manager.now_ms())
         self._clear_pending_sync(group)
         if group.rebalance_timer is not None:
             group.rebalance_timer.cancel()
@@ -359,80 +135,6 @@ class GroupCoordinator:
             self._answer_join(member, JoinResult(error=error, member_id=member.member_id))
             self._answer_sync(member, SyncResult(error=error))
 
-    def _add_group(self, group: Group) -> None:
-        self._groups[group.group_id] = group
-        self._partitions[group.partition].groups.add(group.group_id)
-
-    def _drop_group(self, group: Group) -> None:
-        self._groups.pop(group.group_id, None)
-        held = self._partitions.get(group.partition)
-        if held is not None:
-            held.groups.discard(group.group_id)
-
-    def committed_offsets(self) -> dict[str, dict[tuple[str, int], int]]:
-        """The committed offsets of every group held here: group id -> (topic, partition) ->
-        offset (for the metrics' consumer lag; on the loop, as everything here)."""
-        return {group_id: {tp: committed.offset for tp, committed in group.offsets.items()}
-                for group_id, group in self._groups.items() if group.offsets}
-
-    # -- writing to __consumer_offsets -----------------------------------------------------------
-
-    def has_classic_members(self, group_id: str) -> bool:
-        group = self._groups.get(group_id)
-        return group is not None and bool(group.members or group.pending_members)
-
-    def append(self, p: int, records: list[tuple[bytes, bytes | None]]) -> asyncio.Future:
-        """Append ``records`` to partition ``p`` (acks=all): a future of the error."""
-        return self._append(p, records)
-
-    def _append(self, p: int, records: list[tuple[bytes, bytes | None]]) -> asyncio.Future:
-        """Append ``records`` to partition ``p`` with acks=all: a loop future of the error
-        (a committer's view of it, see :func:`_commit_error`)."""
-        answer: asyncio.Future = self.loop.create_future()
-        now = self.now_ms()
-        batch = encode_batch([Record(key=k, value=v, timestamp=now, headers=_MARKED)
-                              for k, v in records])
-        tp = TopicPartition(OFFSETS_TOPIC, p)
-        produced: Future = self.replica_manager.produce(tp, batch, -1,
-                                                        self.config.offsets_commit_timeout_ms)
-        self.purgatory.wake(tp)
-
-        def finish(result: ProduceResult) -> None:
-            if not answer.done():
-                answer.set_result(_commit_error(result.error))
-
-        def on_done(future: Future) -> None:
-            try:
-                result = future.result()
-            except Exception:  # noqa: BLE001 - the append failed: nothing was acknowledged
-                log.exception("appending to %s failed", tp)
-                result = ProduceResult(error=DataErrorCode.UNKNOWN_SERVER_ERROR)
-            try:
-                self.loop.call_soon_threadsafe(finish, result)
-            except RuntimeError:
-                pass
-
-        produced.add_done_callback(on_done)
-        return answer
-
-    def _group_record(self, group: Group, assignments: dict[str, bytes] | None = None
-                      ) -> tuple[bytes, bytes]:
-        members = []
-        for member in group.members.values():
-            record = member.record(group.protocol)
-            if assignments is not None:
-                record = dataclasses.replace(
-                    record, assignment=assignments.get(member.member_id, b""))
-            members.append(record)
-        value = GroupMetadataValue(protocol_type=group.protocol_type or "",
-                                   generation=group.generation, protocol=group.protocol,
-                                   leader=group.leader_id, current_state_timestamp=
-                                   group.state_timestamp, members=tuple(members))
-        return encode_key(GroupMetadataKey(group.group_id)), encode_value(value)
-
-    def _store_group(self, group: Group, assignments: dict[str, bytes] | None = None
-                     ) -> asyncio.Future:
-        return self._append(group.partition, [self._group_record(group, assignments)])
 
     # -- timers ----------------------------------------------------------------------------------
 
@@ -500,7 +202,7 @@ class GroupCoordinator:
                 member.assignment = b""
                 self._answer_sync(member, SyncResult(error=ErrorCode.rebalance_in_progress))
         initial = group.is_(S.EMPTY)
-        if not group.transition(S.PREPARING_REBALANCE, self.now_ms()):
+        if not group.transition(S.PREPARING_REBALANCE, self.manager.now_ms()):
             return
         log.info("group %s: preparing to rebalance (generation %d): %s", group.group_id,
                  group.generation, reason)
@@ -566,7 +268,7 @@ class GroupCoordinator:
             group.rebalance_deadline = self.loop.time() + timeout
             group.rebalance_timer = self.loop.call_later(timeout, self._complete_join, group)
             return
-        now = self.now_ms()
+        now = self.manager.now_ms()
         group.generation += 1
         if group.members:
             group.protocol = select_protocol(list(group.members.values()))
@@ -579,7 +281,7 @@ class GroupCoordinator:
             group.leader_id = None
             group.transition(S.EMPTY, now)
             log.info("group %s: generation %d is empty", group.group_id, group.generation)
-            self._store_group(group).add_done_callback(
+            self.manager.store_group(group).add_done_callback(
                 lambda f: f.result() is ErrorCode.none or log.warning(
                     "group %s: storing the empty generation failed: %s", group.group_id,
                     f.result().name))
@@ -642,9 +344,7 @@ class GroupCoordinator:
         return future
 
     def _done(self, result: object) -> asyncio.Future:
-        future: asyncio.Future = self.loop.create_future()
-        future.set_result(result)
-        return future
+        return resolved(self.loop, result)
 
     def join(self, *, group_id: str, member_id: str, group_instance_id: str | None,
              client_id: str, client_host: str, session_timeout_ms: int,
@@ -652,23 +352,20 @@ class GroupCoordinator:
              protocols: tuple[tuple[str, bytes], ...], require_known_member_id: bool,
              version: int) -> asyncio.Future:
         """JoinGroup: a future of :class:`JoinResult` (answered when the join phase ends)."""
-        error = self.check_group(group_id)
+        error = self.manager.check_group(group_id)
         if error is not ErrorCode.none:
             return self._done(JoinResult(error=error, member_id=member_id))
         if not (self.config.group_min_session_timeout_ms <= session_timeout_ms
                 <= self.config.group_max_session_timeout_ms):
             return self._done(JoinResult(error=ErrorCode.invalid_session_timeout,
                                          member_id=member_id))
-        group = self._groups.get(group_id)
+        group = self.manager.group(group_id)
         unknown = member_id == ""
         if group is None:
             if not unknown:
                 return self._done(JoinResult(error=ErrorCode.unknown_member_id,
                                              member_id=member_id))
-            partition = self.partition_of(group_id)
-            assert partition is not None
-            group = Group(group_id=group_id, partition=partition, state_timestamp=self.now_ms())
-            self._add_group(group)
+            group = self.manager.new_group(group_id)
         if group.is_(S.DEAD):
             return self._done(JoinResult(error=ErrorCode.coordinator_not_available,
                                          member_id=member_id))
@@ -789,7 +486,7 @@ class GroupCoordinator:
                                                      skip_assignment=was_leader
                                                      and version >= 9))
 
-            self._store_group(group).add_done_callback(stored)
+            self.manager.store_group(group).add_done_callback(stored)
             return answer
         future = self._await_join(member)
         self._heartbeat(group, member)
@@ -801,12 +498,12 @@ class GroupCoordinator:
              group_instance_id: str | None, protocol_type: str | None,
              protocol: str | None, assignments: dict[str, bytes]) -> asyncio.Future:
         """SyncGroup: a future of :class:`SyncResult`."""
-        error = self.check_group(group_id)
+        error = self.manager.check_group(group_id)
         if error is ErrorCode.coordinator_load_in_progress:
             error = ErrorCode.rebalance_in_progress  # Kafka: the client rejoins
         if error is not ErrorCode.none:
             return self._done(SyncResult(error=error))
-        group = self._groups.get(group_id)
+        group = self.manager.group(group_id)
         if group is None:
             return self._done(SyncResult(error=ErrorCode.unknown_member_id))
         if group.is_(S.DEAD):
@@ -852,7 +549,7 @@ class GroupCoordinator:
                     return
                 for m in group.members.values():
                     m.assignment = full.get(m.member_id, b"")
-                group.transition(S.STABLE, self.now_ms())
+                group.transition(S.STABLE, self.manager.now_ms())
                 log.info("group %s: generation %d is stable", group.group_id, group.generation)
                 for m in group.members.values():
                     self._answer_sync(m, SyncResult(error=ErrorCode.none,
@@ -860,7 +557,7 @@ class GroupCoordinator:
                                                     protocol=group.protocol,
                                                     assignment=m.assignment))
 
-            self._store_group(group, full).add_done_callback(stored)
+            self.manager.store_group(group, full).add_done_callback(stored)
         return future
 
     def _check_member(self, group: Group, member_id: str, instance_id: str | None,
@@ -878,12 +575,12 @@ class GroupCoordinator:
     def heartbeat(self, *, group_id: str, generation: int, member_id: str,
                   group_instance_id: str | None) -> ErrorCode:
         """Heartbeat: the error to answer."""
-        error = self.check_group(group_id)
+        error = self.manager.check_group(group_id)
         if error is ErrorCode.coordinator_load_in_progress:
             return ErrorCode.none  # Kafka answers blindly while the group loads
         if error is not ErrorCode.none:
             return error
-        group = self._groups.get(group_id)
+        group = self.manager.group(group_id)
         if group is None:
             return ErrorCode.unknown_member_id
         if group.is_(S.DEAD):
@@ -901,10 +598,10 @@ class GroupCoordinator:
     def leave(self, group_id: str, members: list[tuple[str, str | None]]
               ) -> tuple[ErrorCode, list[ErrorCode]]:
         """LeaveGroup: (the request's error, one error per member given)."""
-        error = self.check_group(group_id)
+        error = self.manager.check_group(group_id)
         if error is not ErrorCode.none:
             return error, []
-        group = self._groups.get(group_id)
+        group = self.manager.group(group_id)
         if group is None:
             return ErrorCode.none, [ErrorCode.unknown_member_id] * len(members)
         if group.is_(S.DEAD):
@@ -944,17 +641,14 @@ class GroupCoordinator:
                offsets: dict[tuple[str, int], CommittedOffset]) -> asyncio.Future:
         """OffsetCommit for the partitions that passed the request checks: a future of the
         error that applies to all of them."""
-        error = self.check_group(group_id)
+        error = self.manager.check_group(group_id)
         if error is not ErrorCode.none:
             return self._done(error)
-        group = self._groups.get(group_id)
+        group = self.manager.group(group_id)
         if group is None:
             if generation >= 0 or member_id or group_instance_id:
                 return self._done(ErrorCode.illegal_generation)
-            partition = self.partition_of(group_id)
-            assert partition is not None
-            group = Group(group_id=group_id, partition=partition, state_timestamp=self.now_ms())
-            self._add_group(group)
+            group = self.manager.new_group(group_id)
         if group.is_(S.DEAD):
             return self._done(ErrorCode.coordinator_not_available)
         if generation >= 0 or member_id or group_instance_id:
@@ -968,93 +662,17 @@ class GroupCoordinator:
             return self._done(ErrorCode.unknown_member_id)  # not a member of an active group
         if not offsets:
             return self._done(ErrorCode.none)
-        records = [(encode_key(OffsetCommitKey(group_id, t, p)),
-                    encode_value(OffsetCommitValue(
-                        offset=o.offset, leader_epoch=o.leader_epoch, metadata=o.metadata,
-                        commit_timestamp=o.commit_timestamp, expire_timestamp=o.expire_timestamp)))
-                   for (t, p), o in offsets.items()]
-        answer: asyncio.Future = self.loop.create_future()
-
-        def written(f: asyncio.Future) -> None:
-            error = f.result()
-            if error is ErrorCode.none and self._groups.get(group_id) is group:
-                group.offsets.update(offsets)
-            answer.set_result(error)
-
-        self._append(group.partition, records).add_done_callback(written)
-        return answer
-
-    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
-                      ) -> tuple[ErrorCode, dict[tuple[str, int], CommittedOffset | None]]:
-        """OffsetFetch for one group: (error, offsets); ``partitions`` None means every
-        partition the group committed for."""
-        error = self.check_group(group_id)
-        if error is not ErrorCode.none:
-            return error, {}
-        group = self._groups.get(group_id)
-        held = group.offsets if group is not None and not group.is_(S.DEAD) else {}
-        if partitions is None:
-            return ErrorCode.none, dict(sorted(held.items()))
-        return ErrorCode.none, {tp: held.get(tp) for tp in partitions}
-
-    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]
-                       ) -> asyncio.Future:
-        """OffsetDelete: a future of (the group's error, the error per partition)."""
-        error = self.check_group(group_id)
-        if error is not ErrorCode.none:
-            return self._done((error, {}))
-        group = self._groups.get(group_id)
-        if group is None or group.is_(S.DEAD):
-            return self._done((ErrorCode.group_id_not_found, {}))
-        subscribed: set[str] | None = set()
-        if not group.is_(S.EMPTY):
-            if group.protocol_type != CONSUMER_PROTOCOL:
-                return self._done((ErrorCode.non_empty_group, {}))
-            subscribed = group.subscribed_topics()
-        results: dict[tuple[str, int], ErrorCode] = {}
-        doomed = []
-        for tp in partitions:
-            if subscribed is None or tp[0] in subscribed:
-                results[tp] = ErrorCode.group_subscribed_to_topic
-            else:
-                results[tp] = ErrorCode.none
-                if tp in group.offsets:
-                    doomed.append(tp)
-        if not doomed:
-            return self._done((ErrorCode.none, results))
-        for tp in doomed:
-            group.offsets.pop(tp, None)
-        answer: asyncio.Future = self.loop.create_future()
-
-        def written(f: asyncio.Future) -> None:
-            error = f.result()
-            if error is not ErrorCode.none:
-                for tp in doomed:
-                    results[tp] = error
-            answer.set_result((ErrorCode.none, results))
-
-        self._tombstones(group, doomed).add_done_callback(written)
-        return answer
-
-    def _tombstones(self, group: Group, partitions: Iterable[tuple[str, int]], *,
-                    whole_group: bool = False) -> asyncio.Future:
-        records: list[tuple[bytes, bytes | None]] = [
-            (encode_key(OffsetCommitKey(group.group_id, t, p)), None) for t, p in partitions]
-        if whole_group:
-            records.append((encode_key(GroupMetadataKey(group.group_id)), None))
-        if not records:
-            return self._done(ErrorCode.none)
-        return self._append(group.partition, records)
+        return self.manager.store_offsets(group, offsets)
 
     def delete_groups(self, group_ids: list[str]) -> asyncio.Future:
         """DeleteGroups: a future of the error per group, in the order given."""
         results: dict[str, ErrorCode | asyncio.Future] = {}
         for group_id in group_ids:
-            error = self.check_group(group_id)
+            error = self.manager.check_group(group_id)
             if error is not ErrorCode.none:
                 results[group_id] = error
                 continue
-            group = self._groups.get(group_id)
+            group = self.manager.group(group_id)
             if group is None or group.is_(S.DEAD):
                 results[group_id] = ErrorCode.group_id_not_found
             elif not group.is_(S.EMPTY):
@@ -1062,9 +680,9 @@ class GroupCoordinator:
             else:
                 offsets = list(group.offsets)
                 self._kill(group, ErrorCode.coordinator_not_available)
-                self._drop_group(group)
+                self.manager.drop_group(group)
                 log.info("group %s deleted (%d committed offset(s))", group_id, len(offsets))
-                results[group_id] = self._tombstones(group, offsets, whole_group=True)
+                results[group_id] = self.manager.tombstones(group, offsets, whole_group=True)
         waiting = [f for f in results.values() if isinstance(f, asyncio.Future)]
 
         async def gather() -> list[ErrorCode]:
@@ -1075,55 +693,3 @@ class GroupCoordinator:
 
         return asyncio.ensure_future(gather())
 
-    def expire_offsets(self) -> None:
-        """Drop the offsets past ``offsets.retention.minutes`` (Kafka's rules: an Empty group's
-        from when it became empty, a consumer group's for topics it no longer subscribes to,
-        a group without a protocol's from its commit time) and the Empty groups left with
-        none; tombstones go to the log."""
-        now = self.now_ms()
-        for group in list(self._groups.values()):
-            held = self._partitions.get(group.partition)
-            if held is None or not held.loaded or group.is_(S.DEAD):
-                continue
-            modern = self.consumer.get(group.group_id)
-            if modern is not None and modern.members:
-                continue  # a consumer group's offsets are kept while it has members
-            expired = expired_offsets(group, now, self.config.offsets_retention_ms)
-            for tp in expired:
-                del group.offsets[tp]
-            dead = group.is_(S.EMPTY) and not group.offsets
-            if dead:
-                group.transition(S.DEAD, now)
-                self._drop_group(group)
-            if expired or dead:
-                log.info("group %s: %d offset(s) expired%s", group.group_id, len(expired),
-                         "; the group is removed" if dead else "")
-                self._tombstones(group, expired, whole_group=dead)
-
-    # -- describing ------------------------------------------------------------------------------
-
-    def describe(self, group_id: str) -> tuple[ErrorCode, GroupSummary | None]:
-        error = self.check_group(group_id)
-        if error is not ErrorCode.none:
-            return error, None
-        group = self._groups.get(group_id)
-        if group is None or group.is_(S.DEAD):
-            return ErrorCode.none, GroupSummary(group_id=group_id, state=S.DEAD.value,
-                                                protocol_type="", protocol="")
-        stable = group.is_(S.STABLE)
-        members = tuple((m, m.metadata(group.protocol or "") if stable else b"",
-                         m.assignment if stable else b"") for m in group.members.values())
-        return ErrorCode.none, GroupSummary(group_id=group_id, state=group.state.value,
-                                            protocol_type=group.protocol_type or "",
-                                            protocol=(group.protocol or "") if stable else "",
-                                            members=members)
-
-    def list_groups(self) -> tuple[ErrorCode, list[GroupSummary]]:
-        """Every group held here; COORDINATOR_LOAD_IN_PROGRESS while a partition loads."""
-        if self._running:
-            self._check_leadership()
-        loading = any(not p.loaded for p in self._partitions.values())
-        groups = [GroupSummary(group_id=g.group_id, state=g.state.value,
-                               protocol_type=g.protocol_type or "", protocol="")
-                  for g in self._groups.values() if not g.is_(S.DEAD)]
-        return (ErrorCode.coordinator_load_in_progress if loading else ErrorCode.none), groups

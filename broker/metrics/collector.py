@@ -316,13 +316,13 @@ class KafkaCollector(Collector):
         """The coordinator's offsets, read on its loop (it owns them)."""
         loop = self._loop
         if loop is None:
-            return groups.committed_offsets()
+            return groups.manager.committed_offsets()
         answer: concurrent.futures.Future[dict[str, dict[tuple[str, int], int]]] = (
             concurrent.futures.Future())
 
         def read() -> None:
             try:
-                answer.set_result(groups.committed_offsets())
+                answer.set_result(groups.manager.committed_offsets())
             except Exception as exc:  # reported on the scrape's side
                 answer.set_exception(exc)
 

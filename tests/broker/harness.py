@@ -62,7 +62,7 @@ class InProcessBroker:
         self.port = ports["PLAINTEXT"]
         self.groups = GroupCoordinator(broker_id, self.replica_manager, self.metadata,
                                        self.purgatory, self.loop, self.config.groups)
-        self.loop.call_soon_threadsafe(self.groups.start)
+        self.loop.call_soon_threadsafe(self.groups.manager.start)
         self.server.services = BrokerServices(
             broker_id=broker_id, config=self.config, replica_manager=self.replica_manager,
             metadata=self.metadata, purgatory=self.purgatory, loop=self.loop,
@@ -108,10 +108,10 @@ class InProcessBroker:
                                                 tuple(replicas)),),
             live_brokers=brokers))
         self.purgatory.wake_threadsafe()
-        self.groups.leadership_changed()
+        self.groups.manager.leadership_changed()
 
     def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.groups.stop)
+        self.loop.call_soon_threadsafe(self.groups.manager.stop)
         self._run(self.server.close())
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)

@@ -353,8 +353,8 @@ def test_a_regex_member_loaded_under_an_authorizer_keeps_to_what_it_holds(
     regex to the topics it holds, has pending or is targeted; without an authorizer it is not
     narrowed."""
     loop = asyncio.new_event_loop()
-    classic = type("Classic", (), {"loop": loop, "config": GroupConfig()})()
-    groups = ConsumerGroups(classic)  # type: ignore[arg-type]
+    manager = type("Manager", (), {"loop": loop, "config": GroupConfig()})()
+    groups = ConsumerGroups(manager)  # type: ignore[arg-type]
     groups.authorizing = authorizing
     v = uuid.UUID(int=0xC3)
     metadata = MemberMetadataValue(
@@ -417,7 +417,7 @@ def test_a_consumer_group_with_members_keeps_its_offsets_past_retention(
         a = ready(c, "g")
         assert commit(c, "g", {("t", 0): 5}, version=9, generation=1,
                       member=a.member_id)[("t", 0)] is ErrorCode.none
-        later = broker.groups.now_ms() + 30 * 24 * 3600 * 1000
+        later = broker.groups.manager.now_ms() + 30 * 24 * 3600 * 1000
         broker.loop.call_soon_threadsafe(_expire_at, broker, later)
         time.sleep(0.2)
         m = request_module(9, 9)
@@ -429,9 +429,10 @@ def test_a_consumer_group_with_members_keeps_its_offsets_past_retention(
 
 
 def _expire_at(broker: InProcessBroker, now_ms: int) -> None:
-    real = broker.groups.now_ms
-    broker.groups.now_ms = lambda: now_ms
+    manager = broker.groups.manager
+    real = manager.now_ms
+    manager.now_ms = lambda: now_ms
     try:
-        broker.groups.expire_offsets()
+        manager.expire_offsets()
     finally:
-        broker.groups.now_ms = real
+        manager.now_ms = real
