@@ -47,7 +47,7 @@ Latest = dict[bytes, tuple[int, bytes | None]]
 def open_log(path: Path, clock: ManualClock, **overrides: object) -> Log:
     cfg = {"segment_bytes": 1500, "compact": True, "cleanup_delete": False,
            "delete_retention_ms": 10_000, **overrides}
-    return Log.open(path / "t-0", config=LogConfig(**cfg), clock=clock)
+    return Log.open(path / "t-0", config=LogConfig(**cfg), clock=clock)  # type: ignore[arg-type]
 
 
 def write_random(log: Log, rng: random.Random, clock: ManualClock, batches: int, keys: int = 15,

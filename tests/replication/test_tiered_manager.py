@@ -64,7 +64,7 @@ def manager(tmp_path: Path, clock: ManualClock, broker_id: int = 1,
             compaction: MetadataCompaction | None = None) -> RemoteLogManager:
     rsm = storage or FileSystemRemoteStorageManager(tmp_path / "remote")
     rlmm = FileRemoteLogMetadataManager(tmp_path / "remote" / "__remote_log_metadata")
-    return RemoteLogManager(broker_id, rsm, rlmm, clock,
+    return RemoteLogManager(broker_id, rsm, rlmm, clock,  # type: ignore[arg-type]
                             compaction=compaction)
 
 

@@ -128,7 +128,7 @@ def test_the_remote_log_manager_copies_and_reads_back_over_s3(
         log.read(o, 1 << 20).records for o in range(2, 9, 2))
     rlm = RemoteLogManager(1, S3RemoteStorageManager(s3_url, endpoint_url=s3_endpoint),
                            S3RemoteLogMetadataManager(s3_url, endpoint_url=s3_endpoint),
-                           lambda: 10_000)
+                           ManualClock(10_000))
     p = TieredPartition(id=TP, log=log, is_leader=True, leader_epoch=0,
                         high_watermark=log.log_end_offset, still_leads=lambda e: True)
     assert rlm.copy_log_segments(p) == 4
