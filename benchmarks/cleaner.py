@@ -34,6 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from coordinator.clock import ManualClock
 from replication.cleaner import NATIVE_SCAN, OffsetMap, clean_log
 from replication.log import Log, LogConfig
 from replication.records import COMPRESSION_NAMES, Record, encode_batch
@@ -43,7 +44,7 @@ def build(directory: Path, size: int, value_bytes: int, batch_records: int, rewr
           compression: int = 0) -> tuple[Log, int]:
     """The log and its record count (``size`` counts the records uncompressed)."""
     log = Log.open(directory, config=LogConfig(compact=True, cleanup_delete=False,
-                                               segment_bytes=64 << 20), clock=lambda: 1_000)
+                                               segment_bytes=64 << 20), clock=ManualClock(1_000))
     per_record = value_bytes + 20
     total = max(size // per_record, batch_records)
     keys = max(total // rewrites, 1)

@@ -34,6 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import MIB, make_batch, parse_size  # noqa: E402
+from coordinator.clock import ManualClock  # noqa: E402
 from node.clients import restamp_producer
 from replication.log import Log, LogConfig  # noqa: E402
 from replication.producer_state import ProducerStateManager  # noqa: E402
@@ -77,7 +78,7 @@ def bench_check(directory: Path, batches: list[bytes], repeat: int) -> float:
     facts = [validate_batches(b, from_client=True) for b in batches]
     best = float("inf")
     for _ in range(repeat):
-        state = ProducerStateManager(directory, clock=lambda: 0)
+        state = ProducerStateManager(directory, clock=ManualClock(0))
         start = time.process_time()
         for i, (batch, fact) in enumerate(zip(batches, facts, strict=True)):
             entry = state.check_client_append(batch, fact, i)

@@ -79,6 +79,7 @@ def wait(what: str, ready: Callable[[], bool], timeout: float = 600,
 
 
 def bench_copy(root: Path, size: int, segment: int, batch_kib: int, repeat: int) -> None:
+    from coordinator.clock import SYSTEM_CLOCK
     from replication.log import Log, LogConfig
     from replication.tiered import (
         FileRemoteLogMetadataManager,
@@ -108,7 +109,7 @@ def bench_copy(root: Path, size: int, segment: int, batch_kib: int, repeat: int)
         remote = root / f"remote-{run}"
         rlm = RemoteLogManager(1, FileSystemRemoteStorageManager(remote),
                                FileRemoteLogMetadataManager(remote / "__remote_log_metadata"),
-                               lambda: int(time.time() * 1000))
+                               SYSTEM_CLOCK)
         begin = time.perf_counter()
         cpu = time.process_time()
         count = rlm.copy_log_segments(partition)

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 
 from coordinator import layout
 from coordinator.base import Coordinator
+from coordinator.clock import SYSTEM_CLOCK, Clock
 from coordinator.errors import CoordinatorError
 from coordinator.metadata import MetadataClient
 from coordinator.model import ChildrenEvent, Watch
@@ -41,10 +41,6 @@ CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 """Kafka's changeExpirationMs: how long a processed notification is kept for others."""
 
 
-def _monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
-
-
 def change_number(name: str) -> int:
     """The sequence of ``config_change_<seq>``; -1 for a name of another form."""
     suffix = name.removeprefix(layout.CONFIG_CHANGE_PREFIX)
@@ -53,7 +49,7 @@ def change_number(name: str) -> int:
 
 class ConfigChangeListener:
     """Calls ``on_change(entity_type, entity_name)`` for each new config change notification,
-    in order. ``clock`` (milliseconds) ages notifications for the purge. Thread-safe: one
+    in order. ``clock``'s monotonic time ages notifications for the purge. Thread-safe: one
     batch of notifications is processed at a time."""
 
     def __init__(
@@ -61,7 +57,7 @@ class ConfigChangeListener:
         coordinator: Coordinator,
         on_change: Callable[[str, str], None],
         *,
-        clock: Callable[[], int] = _monotonic_ms,
+        clock: Clock = SYSTEM_CLOCK,
         expiration_ms: int = CHANGE_EXPIRATION_MS,
     ) -> None:
         self.coordinator = coordinator
@@ -110,7 +106,7 @@ class ConfigChangeListener:
             if children is None:
                 children = self.metadata.config_change_notifications()
             names = sorted((n for n in children if change_number(n) >= 0), key=change_number)
-            now = self._clock()
+            now = round(self._clock.monotonic() * 1000)  # ms
             for name in names:
                 self._first_seen.setdefault(name, now)
             new = [n for n in names if change_number(n) > self._last]

@@ -30,6 +30,7 @@ from typing import Any
 
 import coordinator
 from coordinator.base import Coordinator
+from coordinator.clock import SYSTEM_CLOCK, Clock
 from coordinator.codecs import BrokerInfo, TopicPartition
 from coordinator.errors import CoordinatorError
 from coordinator.metadata import MetadataClient
@@ -37,7 +38,6 @@ from elections.controller_election import NotController
 from interbroker.channel import BrokerNetwork, RequestHandler
 from interbroker.controller_client import ControllerClient
 from interbroker.errors import BrokerNotAvailable, StaleBrokerEpoch
-from replication.clock import Clock, SystemClock
 from replication.config import ReplicaConfig
 from replication.config_watcher import TopicConfigWatcher
 from replication.producer_ids import ProducerIdManager
@@ -76,7 +76,7 @@ class BrokerNode:
         rack: str | None = None,
         replica_config: ReplicaConfig | None = None,
         controller_config: ControllerConfig | None = None,
-        clock: Clock | None = None,
+        clock: Clock = SYSTEM_CLOCK,
         connect_options: Mapping[str, Any] | None = None,
         registration: BrokerInfo | None = None,
         wrap_handler: Callable[[RequestHandler], RequestHandler] | None = None,
@@ -89,7 +89,7 @@ class BrokerNode:
         self._transport = transport
         self._replica_config = replica_config or ReplicaConfig()
         self._controller_config = controller_config
-        self._clock = clock or SystemClock()
+        self._clock = clock
         self._connect_options = dict(connect_options or {})
         self._registration = registration
         self._wrap_handler = wrap_handler

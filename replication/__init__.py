@@ -11,7 +11,7 @@ On top of it, replication proper: a broker's :class:`ReplicaManager`
 (:mod:`replication.replica_manager`) holds its :class:`Partition` replicas
 (:mod:`replication.partition`), leads them (produce with acks 0/1/all, HW, ISR in
 :mod:`replication.isr`) or follows them through its :class:`ReplicaFetcher`
-(:mod:`replication.fetcher`), all on an injectable :class:`Clock` (:mod:`replication.clock`).
+(:mod:`replication.fetcher`), all on an injectable clock (:mod:`coordinator.clock`).
 Idempotent producers: each log keeps its partition's producer state
 (:mod:`replication.producer_state`), and a broker hands out producer ids from blocks it claims
 in the coordinator (:class:`ProducerIdManager`, :mod:`replication.producer_ids`).
@@ -31,7 +31,6 @@ from replication.checkpoints import (
     log_directory_name,
     parse_log_directory_name,
 )
-from replication.clock import Clock, ManualClock, SystemClock
 from replication.config import ReplicaConfig
 from replication.crash import cut_unflushed
 from replication.delayed_produce import ProduceFuture
@@ -119,7 +118,6 @@ __all__ = [
     "AskAgain",
     "BatchHeader",
     "BatchMetadata",
-    "Clock",
     "ConsumerRead",
     "CorruptCheckpointError",
     "CorruptIndexError",
@@ -144,7 +142,6 @@ __all__ = [
     "LocalIsrStore",
     "Log",
     "LogConfig",
-    "ManualClock",
     "OffsetCheckpointFile",
     "OffsetOutOfRangeError",
     "OutOfOrderOffsetError",
@@ -168,7 +165,6 @@ __all__ = [
     "ReplicaStatus",
     "Role",
     "StorageError",
-    "SystemClock",
     "Truncate",
     "TruncationDecision",
     "UnsupportedCompressionError",

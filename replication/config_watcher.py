@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 
 from coordinator.base import Coordinator
 from coordinator.broker_config import BROKER_DEFAULT, effective_broker_config
+from coordinator.clock import SYSTEM_CLOCK, Clock
 from coordinator.config_changes import CHANGE_EXPIRATION_MS, ConfigChangeListener
 from coordinator.metadata import MetadataClient
 
@@ -37,7 +38,7 @@ class TopicConfigWatcher:
         coordinator: Coordinator,
         update: Callable[[str, Mapping[str, str]], None],
         *,
-        clock: Callable[[], int] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
         expiration_ms: int = CHANGE_EXPIRATION_MS,
         broker: tuple[int, Callable[[Mapping[str, str]], None]] | None = None,
     ) -> None:
@@ -48,9 +49,8 @@ class TopicConfigWatcher:
         self._update = update
         self._broker = broker
         self._lock = threading.Lock()
-        options = {"clock": clock} if clock is not None else {}
         self.listener = ConfigChangeListener(coordinator, self._on_change,
-                                             expiration_ms=expiration_ms, **options)
+                                             clock=clock, expiration_ms=expiration_ms)
 
     def start(self) -> TopicConfigWatcher:
         """Follow the notifications, then apply every topic's stored config (Kafka's order:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from coordinator.clock import Clock
 from replication.checkpoints import fsync_directory
 from replication.producer_state import ProducerBatch
 from replication.segment import (
@@ -64,14 +65,14 @@ class SegmentSettings(Protocol):
 
 class LocalLog:
     """The segments of the log in ``directory``, rolled and indexed by ``config``, timed by
-    ``clock`` (milliseconds). Starts empty: the loader (or :meth:`reset_at`) gives it its
+    ``clock`` (its wall-clock milliseconds). Starts empty: the loader (or :meth:`reset_at`) gives it its
     segments."""
 
     __slots__ = ("_clock", "bases", "closed", "config", "dir_dirty", "directory", "leo",
                  "recovery_point", "segments")
 
     def __init__(self, directory: Path, config: SegmentSettings,
-                 clock: Callable[[], int]) -> None:
+                 clock: Clock) -> None:
         self.directory = directory
         self.config = config
         self._clock = clock
@@ -235,7 +236,7 @@ class LocalLog:
         """Delete every segment and start again, empty, at ``offset``."""
         for segment in self.segments:
             segment.delete()
-        self.segments = [self.create_segment(offset, self._clock())]
+        self.segments = [self.create_segment(offset, self._clock.now_ms())]
         self.bases = [offset]
         self.leo = self.recovery_point = offset
         self.dir_dirty = True
@@ -303,7 +304,7 @@ class LocalLog:
         step("renamed")
         segment, _cut = LogSegment.recover_existing(
             self.directory, base, index_interval_bytes=self.config.index_interval_bytes,
-            now_ms=self._clock())
+            now_ms=self._clock.now_ms())
         segment.on_become_inactive()
         self.segments[first:first + len(old)] = [segment]
         self.bases = [s.base_offset for s in self.segments]

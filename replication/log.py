@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from coordinator.clock import SYSTEM_CLOCK, Clock
 from replication.checkpoints import (
     make_private_directory,
     mark_clean_shutdown,
@@ -65,10 +65,6 @@ _DAY_MS = 24 * 3600 * 1000
 MIN_SEGMENT_BYTES = 14
 """Kafka's least segment.bytes (a v0 record's overhead): below a batch's size, every append
 is refused as too large, as in Kafka."""
-
-
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -207,7 +203,7 @@ class Log(LogRetention):
         self,
         directory: Path,
         config: LogConfig,
-        clock: Callable[[], int],
+        clock: Clock,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
         self.directory = directory
@@ -234,7 +230,7 @@ class Log(LogRetention):
         config: LogConfig | None = None,
         recovery_point: int = 0,
         log_start_offset: int | None = None,
-        clock: Callable[[], int] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> Log:
         """Open (creating if needed) the log in ``directory``.
@@ -245,7 +241,7 @@ class Log(LogRetention):
         known flushed; 0 checks all) is recovered (:mod:`replication.log_loader`). Either way,
         the segments wholly below ``recovery_point`` are never cut (damage found there is
         logged once and kept).
-        ``clock`` returns milliseconds and drives ``segment.ms``, retention and the expiry of
+        ``clock``'s wall-clock milliseconds drive ``segment.ms``, retention and the expiry of
         idle producers' state after ``producer_id_expiration_ms`` (a broker setting in Kafka,
         ``producer.id.expiration.ms``). ``log_start_offset`` is the checkpointed log start
         (``log-start-offset-checkpoint``): with remote storage it may be below the first local
@@ -255,11 +251,11 @@ class Log(LogRetention):
         """
         directory = Path(directory)
         make_private_directory(directory)
-        log = cls(directory, config or LogConfig(), clock or _wall_clock_ms,
+        log = cls(directory, config or LogConfig(), clock,
                   producer_id_expiration_ms)
         tiered = log.config.remote_storage_enable
         load_log(log._local, recovery_point, cache=log.leader_epoch_cache,
-                 epochs_lost=log._epochs_lost, producers=log._producers, now=log._clock(),
+                 epochs_lost=log._epochs_lost, producers=log._producers, now=log._clock.now_ms(),
                  tiered=tiered)
         log._log_start_offset = initial_log_start(log._local, log_start_offset, tiered=tiered)
         log.leader_epoch_cache.truncate_from_start(log._log_start_offset)
@@ -364,7 +360,7 @@ class Log(LogRetention):
         """Forget the producers idle for ``producer.id.expiration.ms`` (by their last batch's
         timestamp, as Kafka measures it); returns how many."""
         with self._lock:
-            return self._producers.remove_expired(self._clock() if now_ms is None else now_ms)
+            return self._producers.remove_expired(self._clock.now_ms() if now_ms is None else now_ms)
 
     def reconfigure(self, config: LogConfig) -> None:
         """Take new settings (a topic config change): the next append rolls and the next
@@ -503,7 +499,7 @@ class Log(LogRetention):
     ) -> LogSegment:
         """The segment the batches go to: a new one when the roll rule says so
         (:meth:`LocalLog.should_roll`)."""
-        now = self._clock()
+        now = self._clock.now_ms()
         if not self._local.should_roll(size, max_ts, last_offset, now):
             return self._local.segments[-1]
         return self._roll(first_offset, now)
@@ -519,7 +515,7 @@ class Log(LogRetention):
         with self._lock:
             self._check_open()
             if self._local.segments[-1].size:
-                self._roll(self._local.leo, self._clock())
+                self._roll(self._local.leo, self._clock.now_ms())
 
     # -- reading -------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from coordinator.clock import Clock
 from replication.cleaner import CleanerConfig, CleanResult, OffsetMap, clean_log, cleanable_range
 from replication.errors import CorruptRecordError, StorageError
 from replication.log import Log
@@ -43,7 +44,7 @@ class LogCleaner:
         self,
         config: CleanerConfig,
         logs: Callable[[], Mapping[object, tuple[Log, int]]],
-        clock: Callable[[], int],
+        clock: Clock,
         *,
         checkpoints: Mapping[object, int] | None = None,
         on_checkpoint: Callable[[Mapping[object, int]], None] | None = None,
@@ -110,7 +111,7 @@ class LogCleaner:
     def clean_once(self, offset_map: OffsetMap | None = None) -> CleanResult | None:
         """Pick a log and clean it; None if no log needed cleaning. A segment that does not
         parse is one warning and leaves that log as it was."""
-        now = self._clock()
+        now = self._clock.now_ms()
         cand = self._pick(now)
         if cand is None:
             return None

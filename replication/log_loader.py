@@ -22,9 +22,9 @@ from __future__ import annotations
 import logging
 import os
 from bisect import bisect_right
-from collections.abc import Callable
 from pathlib import Path
 
+from coordinator.clock import Clock
 from replication.checkpoints import (
     LEADER_EPOCH_CHECKPOINT_FILE,
     clear_clean_shutdown,
@@ -52,7 +52,7 @@ _CLEANED_SUFFIX = ".cleaned"
 _STRAY_SUFFIXES = (".tmp", ".deleted", _CLEANED_SUFFIX, SWAP_SUFFIX)
 
 
-def open_epoch_cache(directory: Path, clock: Callable[[], int]) -> tuple[LeaderEpochCache, bool]:
+def open_epoch_cache(directory: Path, clock: Clock) -> tuple[LeaderEpochCache, bool]:
     """The epoch cache from its checkpoint, and whether it was lost. A corrupt checkpoint is
     moved aside, with one warning, and the cache starts empty, to be rebuilt from the batches
     once the segments are open: one partition's bad file must not keep a broker's other
@@ -61,7 +61,7 @@ def open_epoch_cache(directory: Path, clock: Callable[[], int]) -> tuple[LeaderE
     try:
         return LeaderEpochCache(path), False
     except CorruptCheckpointError as exc:
-        moved = move_aside(path, clock())
+        moved = move_aside(path, clock.now_ms())
         _logger.warning(
             "%s is corrupt (%s); moved to %s, rebuilding the leader epoch cache from the "
             "batches of the log", path, exc, moved.name,

@@ -19,6 +19,7 @@ import shutil
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
+from coordinator.clock import Clock
 from coordinator.codecs import TopicPartition
 from coordinator.errors import CoordinatorError
 from replication.checkpoints import (
@@ -32,7 +33,6 @@ from replication.checkpoints import (
     make_private_directory,
     parse_log_directory_name,
 )
-from replication.clock import Clock
 from replication.config import ReplicaConfig
 from replication.crash import cut_unflushed
 from replication.errors import CorruptCheckpointError, StorageError
@@ -98,7 +98,7 @@ class LogManager:
         self._next_producer_expiration_ms = now + config.producer_id_expiration_check_interval_ms
         self._next_retention_ms = now + config.log_retention_check_interval_ms
         self.cleaner = LogCleaner(
-            config.cleaner, self._compacted_logs, clock.now_ms,
+            config.cleaner, self._compacted_logs, clock,
             checkpoints=self._read_checkpoint(self._cleaner_checkpoint),
             on_checkpoint=self._write_cleaner_checkpoint)
 
@@ -131,7 +131,7 @@ class LogManager:
                                                       endpoint_url=cfg.s3_endpoint)
         except (ValueError, RemoteStorageError, OSError) as exc:
             raise StorageError(f"remote storage: {exc}") from exc
-        return RemoteLogManager(self.broker_id, storage, metadata, self.clock.now_ms,
+        return RemoteLogManager(self.broker_id, storage, metadata, self.clock,
                                 interval_ms=cfg.task_interval_ms,
                                 reader_threads=cfg.reader_threads,
                                 partitions=partitions,
@@ -161,7 +161,7 @@ class LogManager:
             log_ = Log.open(
                 directory, config=self.config_for(tp.topic).log,
                 recovery_point=recovery_points.get(tp, 0), log_start_offset=log_starts.get(tp),
-                clock=self.clock.now_ms,
+                clock=self.clock,
                 producer_id_expiration_ms=self.config.producer_id_expiration_ms,
             )
             loaded.append((tp, log_, hws.get(tp, 0)))
@@ -172,7 +172,7 @@ class LogManager:
         :class:`StorageError`, :class:`OSError` or :class:`ValueError` when it cannot."""
         return Log.open(
             self.log_dir / log_directory_name(tp), config=self.config_for(tp.topic).log,
-            clock=self.clock.now_ms,
+            clock=self.clock,
             producer_id_expiration_ms=self.config.producer_id_expiration_ms,
         )
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 import logging
 import threading
 from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from coordinator.clock import Clock
 from replication.checkpoints import fsync_directory
 from replication.epochs import LeaderEpochCache
 from replication.errors import CorruptSnapshotError
@@ -76,7 +77,7 @@ class LogRetention:
     directory: Path
     config: RetentionSettings
     leader_epoch_cache: LeaderEpochCache
-    _clock: Callable[[], int]
+    _clock: Clock
     _lock: threading.RLock
     _local: LocalLog
     _producers: ProducerStateManager
@@ -244,7 +245,7 @@ class LogRetention:
             breached = self._delete_below_log_start()
             if not cfg.cleanup_delete:
                 return breached
-            now = self._clock() if now_ms is None else now_ms
+            now = self._clock.now_ms() if now_ms is None else now_ms
             bound = self._local.leo if high_watermark is None else min(high_watermark, self._local.leo)
             tiered = cfg.remote_storage_enable
             if tiered:

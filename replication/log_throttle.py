@@ -12,8 +12,8 @@ from __future__ import annotations
 import errno
 import logging
 import threading
-import time
-from collections.abc import Callable
+
+from coordinator.clock import SYSTEM_CLOCK, Clock
 
 __all__ = ["OUT_OF_DESCRIPTORS", "ThrottledLog", "out_of_descriptors"]
 
@@ -27,15 +27,15 @@ def out_of_descriptors(exc: BaseException) -> bool:
 
 
 class ThrottledLog:
-    """Logs to ``logger`` at most once per ``interval`` seconds (thread-safe): the first call
-    logs, the calls within the interval after it are only counted, and the next line that goes
-    out says how many were left out."""
+    """Logs to ``logger`` at most once per ``interval`` seconds (``clock``'s monotonic time;
+    thread-safe): the first call logs, the calls within the interval after it are only counted,
+    and the next line that goes out says how many were left out."""
 
     def __init__(self, logger: logging.Logger, interval: float = 10.0, *,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.logger = logger
         self.interval = interval
-        self._clock = clock
+        self._monotonic = clock.monotonic
         self._next = float("-inf")
         self._suppressed = 0
         self._lock = threading.Lock()
@@ -48,7 +48,7 @@ class ThrottledLog:
     def log(self, level: int, message: str, *args: object) -> bool:
         """Log ``message % args`` unless a line went out less than ``interval`` ago; True when
         it was logged."""
-        now = self._clock()
+        now = self._monotonic()
         with self._lock:
             if now < self._next:
                 self._suppressed += 1

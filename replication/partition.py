@@ -24,10 +24,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from enum import Enum
 
+from coordinator.clock import Clock
 from coordinator.codecs import PartitionStateNode, TopicPartition
 from interbroker.fencing import log_fenced
 from interbroker.requests import LeaderAndIsrPartition
-from replication.clock import Clock
 from replication.config import ReplicaConfig
 from replication.delayed_produce import (
     Done,

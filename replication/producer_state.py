@@ -58,6 +58,7 @@ from typing import NamedTuple
 
 import crc32c
 
+from coordinator.clock import Clock
 from replication.checkpoints import PRIVATE_FILE_MODE, fsync_directory, move_aside
 from replication.errors import (
     CorruptSnapshotError,
@@ -317,10 +318,10 @@ class ProducerStateManager:
 
     ``expiration_ms`` is ``producer.id.expiration.ms``: a producer whose last batch's timestamp
     is that old is forgotten (:meth:`remove_expired`, and when a snapshot is loaded).
-    ``clock`` returns milliseconds."""
+    ``clock``'s wall-clock milliseconds age producers."""
 
     def __init__(self, directory: Path, *, expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-                 clock: Callable[[], int]) -> None:
+                 clock: Clock) -> None:
         if expiration_ms < 1:
             raise ValueError(f"producer id expiration must be positive: {expiration_ms}")
         self.directory = directory
@@ -542,7 +543,7 @@ class ProducerStateManager:
         aside and the next older tried), then the batches after it."""
         self._producers = {}
         start = log_start
-        now = self._clock()
+        now = self._clock.now_ms()
         for offset in reversed([o for o in self._snapshots if o <= upto]):
             path = self.directory / snapshot_file_name(offset)
             try:
@@ -571,7 +572,7 @@ class ProducerStateManager:
         if offset not in self._snapshots:
             insort(self._snapshots, offset)
         self._unsynced.discard(offset)
-        now = self._clock()
+        now = self._clock.now_ms()
         self._producers = {e.producer_id: e for e in entries if not self._expired(e, now)}
 
     def truncate_fully(self) -> None:

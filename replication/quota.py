@@ -16,9 +16,9 @@ bytes recorded exceed ``rate * window`` by at most the burst and one read.
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
+from coordinator.clock import SYSTEM_CLOCK, Clock
 from coordinator.codecs import TopicPartition
 
 __all__ = [
@@ -39,19 +39,19 @@ FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 
 class ReplicationQuota:
     """A byte rate, enforced as a token bucket: :meth:`record` spends, time refills;
-    :meth:`exceeded` once the bucket is empty (or in debt). Thread-safe; ``clock`` is
-    injectable (seconds, monotonic)."""
+    :meth:`exceeded` once the bucket is empty (or in debt). Thread-safe; time is
+    ``clock``'s monotonic seconds."""
 
     def __init__(self, rate: float | None = None, *, burst: float = 0.1,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         if burst <= 0:
             raise ValueError(f"burst must be > 0 seconds, got {burst}")
-        self._clock = clock
+        self._monotonic = clock.monotonic
         self._burst = burst
         self._lock = threading.Lock()
         self._rate: float | None = None
         self._tokens = 0.0
-        self._at = clock()
+        self._at = self._monotonic()
         self.set_rate(rate)
 
     @property
@@ -63,14 +63,14 @@ class ReplicationQuota:
         """Change the limit (None or a negative value: unlimited); the bucket starts full."""
         with self._lock:
             self._rate = None if rate is None or rate < 0 else float(rate)
-            self._at = self._clock()
+            self._at = self._monotonic()
             self._tokens = self._capacity()
 
     def _capacity(self) -> float:
         return 0.0 if self._rate is None else self._rate * self._burst
 
     def _refill(self) -> None:
-        now = self._clock()
+        now = self._monotonic()
         if self._rate is not None:
             self._tokens = min(self._capacity(), self._tokens + (now - self._at) * self._rate)
         self._at = now

@@ -25,6 +25,7 @@ from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 
+from coordinator.clock import Clock
 from coordinator.codecs import TopicPartition
 from coordinator.errors import CoordinatorError
 from coordinator.skipped import SkippedTopics
@@ -41,7 +42,6 @@ from interbroker.requests import (
     UpdateMetadataPartition,
     UpdateMetadataRequest,
 )
-from replication.clock import Clock
 from replication.config import ReplicaConfig
 from replication.delayed_produce import ProduceFuture
 from replication.errors import InvalidEpochError, StorageError

@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
+from coordinator.clock import Clock
 from replication.checkpoints import format_checkpoint
 from replication.errors import OffsetOutOfRangeError, StorageError
 from replication.log import Log, LogSlice
@@ -148,7 +149,7 @@ class RemoteLogManager:
     a pass every ``interval_ms`` on a thread of its own, :meth:`run_once` runs one (tests)."""
 
     def __init__(self, broker_id: int, storage: RemoteStorageManager,
-                 metadata: RemoteLogMetadataManager, clock: Callable[[], int], *,
+                 metadata: RemoteLogMetadataManager, clock: Clock, *,
                  interval_ms: int = 30_000, reader_threads: int = 4,
                  partitions: Callable[[], list[TieredPartition]] | None = None,
                  backoff: RetryBackoff | None = None,
@@ -208,7 +209,7 @@ class RemoteLogManager:
                         self.expire_remote_segments(p)
                         if isinstance(self.metadata, CompactableMetadata):
                             self.metadata.compact(
-                                p.id, self._clock(),
+                                p.id, self._clock.now_ms(),
                                 min_stale=self._compaction.min_stale_records,
                                 forget_after_ms=self._compaction.delete_retention_ms)
                     self.sync_remote_state(p)
@@ -254,7 +255,7 @@ class RemoteLogManager:
             self._copy_failures.pop(p.id, None)
             return 0  # followers never copy
         failures, retry_at = self._copy_failures.get(p.id, (0, 0))
-        if failures and self._clock() < retry_at:
+        if failures and self._clock.now_ms() < retry_at:
             return 0
         highest = self.highest_copied_offset(p)
         copied = 0
@@ -270,7 +271,7 @@ class RemoteLogManager:
             if not self._copy_one(p, source):
                 failures += 1
                 pause = self._backoff.delay_ms(failures, self._rng.random())
-                self._copy_failures[p.id] = (failures, self._clock() + pause)
+                self._copy_failures[p.id] = (failures, self._clock.now_ms() + pause)
                 log.warning("broker %d: copying %s pauses %d ms after %d failure%s in a row",
                             self.broker_id, p.id, pause, failures, "" if failures == 1 else "s")
                 break
@@ -281,7 +282,7 @@ class RemoteLogManager:
         return copied
 
     def _copy_one(self, p: TieredPartition, source: SegmentCopySource) -> bool:
-        now = self._clock()
+        now = self._clock.now_ms()
         metadata = RemoteLogSegmentMetadata(
             segment_id=RemoteLogSegmentId.generate(p.id), start_offset=source.base_offset,
             end_offset=source.end_offset, max_timestamp_ms=source.max_timestamp,
@@ -300,7 +301,7 @@ class RemoteLogManager:
             self._delete(metadata, "failed copy")
             return False
         self.metadata.update_remote_log_segment_metadata(RemoteLogSegmentMetadataUpdate(
-            segment_id=metadata.segment_id, event_timestamp_ms=self._clock(),
+            segment_id=metadata.segment_id, event_timestamp_ms=self._clock.now_ms(),
             state=_S.COPY_SEGMENT_FINISHED, broker_id=self.broker_id))
         self.copied_bytes += source.size
         log.info("broker %d copied segment %d..%d of %s (%d bytes, epochs %s) to remote "
@@ -316,7 +317,7 @@ class RemoteLogManager:
         by a later pass)."""
         def update(state: RemoteLogSegmentState) -> None:
             self.metadata.update_remote_log_segment_metadata(RemoteLogSegmentMetadataUpdate(
-                segment_id=metadata.segment_id, event_timestamp_ms=self._clock(), state=state,
+                segment_id=metadata.segment_id, event_timestamp_ms=self._clock.now_ms(), state=state,
                 broker_id=self.broker_id))
 
         try:
@@ -361,7 +362,7 @@ class RemoteLogManager:
         unknown = [m for m in segments if m.state is _S.COPY_SEGMENT_FINISHED
                    and m.end_offset < known_from]
         doomed: dict[RemoteLogSegmentId, tuple[RemoteLogSegmentMetadata, str]] = {}
-        now = self._clock()
+        now = self._clock.now_ms()
         if cfg.retention_ms >= 0:
             for m in finished:
                 if now - m.max_timestamp_ms <= cfg.retention_ms:

@@ -16,6 +16,7 @@ from broker.groups import GroupCoordinator
 from broker.metadata_cache import MetadataCache
 from broker.purgatory import Purgatory
 from broker.server import KafkaServer
+from coordinator.clock import SYSTEM_CLOCK
 from interbroker.requests import (
     Endpoint,
     LeaderAndIsrPartition,
@@ -24,7 +25,6 @@ from interbroker.requests import (
     UpdateMetadataPartition,
     UpdateMetadataRequest,
 )
-from replication.clock import SystemClock
 from replication.protocol import FetchEndpoint
 from replication.replica_manager import ReplicaManager
 
@@ -47,7 +47,7 @@ class InProcessBroker:
             listeners=(Listener(name="PLAINTEXT", host="127.0.0.1", port=0),),
             log_dir=log_dir, **settings)  # type: ignore[arg-type]
         rc = self.config.replica_config()
-        self.replica_manager = ReplicaManager(broker_id, log_dir, None, SystemClock(), rc,
+        self.replica_manager = ReplicaManager(broker_id, log_dir, None, SYSTEM_CLOCK, rc,
                                               transport=transport)
         self.replica_manager.start()
         self.metadata = MetadataCache()

@@ -11,6 +11,7 @@ import pytest
 from broker.config import ConfigError, parse_config
 from broker.connection_limits import idle_among, sweep_interval
 from broker.open_files import Budget, partition_budget, refusal
+from coordinator.clock import ManualClock
 from replication.log_throttle import ThrottledLog, out_of_descriptors
 
 BASE = "broker.id=1\nzookeeper.connect=127.0.0.1:2181\n"
@@ -57,14 +58,14 @@ def test_a_budget_counts_what_one_request_admitted_already() -> None:
 
 def test_a_throttled_log_writes_one_line_per_interval_with_the_count_left_out(
         caplog: pytest.LogCaptureFixture) -> None:
-    now = [0.0]
-    throttled = ThrottledLog(logging.getLogger("t"), 10.0, clock=lambda: now[0])
+    clock = ManualClock(start_ms=0)
+    throttled = ThrottledLog(logging.getLogger("t"), 10.0, clock=clock)
     with caplog.at_level(logging.WARNING, logger="t"):
         assert throttled.warning("out of files: %s", "a")
-        for second in range(1, 10):
-            now[0] = second
+        for _second in range(1, 10):
+            clock.advance(1000)
             assert not throttled.warning("out of files: %s", "b")
-        now[0] = 10.0
+        clock.advance(1000)
         assert throttled.warning("out of files: %s", "c")
     assert [r.getMessage() for r in caplog.records] == [
         "out of files: a", "out of files: c (9 more like it in the last 10 s)"]

@@ -39,6 +39,7 @@ from broker.purgatory import Purgatory
 from broker.server import KafkaServer
 from broker.wire import parse_request
 from coordinator.admin import Admin
+from coordinator.clock import SYSTEM_CLOCK
 from coordinator.codecs import BrokerInfo, TopicPartition
 from coordinator.metadata import MetadataClient
 from coordinator.servers import free_port
@@ -56,7 +57,6 @@ from interbroker.requests import (
     UpdateMetadataPartition,
     UpdateMetadataRequest,
 )
-from replication.clock import SystemClock
 from replication.config import ReplicaConfig
 from replication.replica_manager import ReplicaManager
 from statemachines.participant import Participant
@@ -179,7 +179,7 @@ class _Server:
         config = BrokerConfig(broker_id=broker_id, coordinator_url="memory://unused",
                               listeners=(Listener(name="PLAINTEXT", host="127.0.0.1",
                                                   port=port),), log_dir=log_dir)
-        self.replica_manager = ReplicaManager(broker_id, log_dir, None, SystemClock(),
+        self.replica_manager = ReplicaManager(broker_id, log_dir, None, SYSTEM_CLOCK,
                                               ReplicaConfig())
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)

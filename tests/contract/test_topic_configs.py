@@ -9,6 +9,7 @@ import pytest
 
 from coordinator import Coordinator, layout
 from coordinator.admin import Admin, InvalidRequest
+from coordinator.clock import ManualClock
 from coordinator.codecs import BrokerInfo
 from coordinator.config_changes import ConfigChangeListener
 from coordinator.configdef import InvalidConfig
@@ -174,19 +175,19 @@ def test_listener_processes_in_order_once_and_purges_expired(
     admin.create_topic("u", assignment={0: [1]})
     admin.alter_topic_config("t", {"retention.ms": "1"})
     admin.alter_topic_config("u", {"retention.ms": "2"})
-    now = [0]
+    clock = ManualClock(start_ms=0)
     seen: list[tuple[str, str]] = []
     listener = ConfigChangeListener(other, lambda kind, name: seen.append((kind, name)),
-                                    clock=lambda: now[0], expiration_ms=1000)
+                                    clock=clock, expiration_ms=1000)
     assert listener.process() == 2  # all are new to a listener that just started
     assert seen == [("topics", "t"), ("topics", "u")]
     names = changes(client)
     assert listener.last_processed == int(names[-1].removeprefix("config_change_"))
     assert listener.process() == 0 and len(seen) == 2  # processed once
     admin.alter_topic_config("t", {"retention.ms": "3"})
-    now[0] = 500
+    clock.set(500)
     assert listener.process() == 1 and seen[-1] == ("topics", "t")
-    now[0] = 1001  # the first two were first seen at 0, the third at 500
+    clock.set(1001)  # the first two were first seen at 0, the third at 500
     listener.process()
     assert changes(client) == [n for n in changes(client) if n not in names]
     assert len(changes(client)) == 1

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from coordinator.clock import ManualClock
 from coordinator.codecs import TopicPartition
 from tests.faults.checker import (
     KINDS,
@@ -409,14 +410,14 @@ def test_final_logs_of_a_tiered_run_read_the_remote_part_too(tmp_path: Path) -> 
         return encode_batch([Record(key=None, value=f"v{i}".encode(), timestamp=1)])
 
     remote = tmp_path / "remote"
-    log = Log.open(tmp_path / "broker-1" / "t-0", clock=lambda: 10_000, config=LogConfig(
+    log = Log.open(tmp_path / "broker-1" / "t-0", clock=ManualClock(10_000), config=LogConfig(
         segment_bytes=2 * len(batch(0)), remote_storage_enable=True, retention_ms=-1,
         local_retention_bytes=0))
     for i in range(9):
         log.append_as_leader(batch(i), 0)
     rlm = RemoteLogManager(1, FileSystemRemoteStorageManager(remote),
                            FileRemoteLogMetadataManager(remote / "__remote_log_metadata"),
-                           lambda: 10_000)
+                           ManualClock(10_000))
     tid = TopicIdPartition(topic_id=uuid.uuid4(), topic="t", partition=0)
     assert rlm.copy_log_segments(TieredPartition(
         id=tid, log=log, is_leader=True, leader_epoch=0, high_watermark=9,

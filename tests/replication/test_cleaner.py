@@ -17,6 +17,7 @@ import crc32c
 import pytest
 import zstandard
 
+from coordinator.clock import ManualClock
 from replication.cleaner import (
     DELETE_HORIZON_MASK,
     CleanerConfig,
@@ -42,21 +43,14 @@ from replication.records import (
 Latest = dict[bytes, tuple[int, bytes | None]]
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000
 
-    def __call__(self) -> int:
-        return self.now
-
-
-def open_log(path: Path, clock: Clock, **overrides: object) -> Log:
+def open_log(path: Path, clock: ManualClock, **overrides: object) -> Log:
     cfg = {"segment_bytes": 1500, "compact": True, "cleanup_delete": False,
            "delete_retention_ms": 10_000, **overrides}
     return Log.open(path / "t-0", config=LogConfig(**cfg), clock=clock)  # type: ignore[arg-type]
 
 
-def write_random(log: Log, rng: random.Random, clock: Clock, batches: int, keys: int = 15,
+def write_random(log: Log, rng: random.Random, clock: ManualClock, batches: int, keys: int = 15,
                  codecs: tuple[int, ...] = (0,)
                  ) -> tuple[Latest, dict[int, tuple[bytes, bytes | None]]]:
     """Random keyed writes and tombstones, each batch compressed with one of ``codecs`` (0:
@@ -68,13 +62,13 @@ def write_random(log: Log, rng: random.Random, clock: Clock, batches: int, keys:
         for _r in range(rng.randint(1, 4)):
             key = f"k{rng.randrange(keys)}".encode()
             value = None if rng.random() < 0.15 else os.urandom(rng.randint(0, 40))
-            records.append(Record(key=key, value=value, timestamp=clock.now))
+            records.append(Record(key=key, value=value, timestamp=clock.now_ms()))
         info = log.append_as_leader(encode_batch(records, compression=rng.choice(codecs)), 0)
         for i, r in enumerate(records):
             assert r.key is not None
             latest[r.key] = (info.first_offset + i, r.value)
             written[info.first_offset + i] = (r.key, r.value)
-        clock.now += 1
+        clock.advance(1)
     log.roll()
     return latest, written
 
@@ -116,15 +110,15 @@ def check_compacted(log: Log, latest: Latest, written: dict[int, tuple[bytes, by
             assert seen.get(key) == offset, f"latest of {key!r} is {offset}, read {seen.get(key)}"
 
 
-def clean(log: Log, clock: Clock, slots: int = 10_000, first_dirty: int = 0) -> object:
+def clean(log: Log, clock: ManualClock, slots: int = 10_000, first_dirty: int = 0) -> object:
     return clean_log(log, first_dirty=first_dirty, high_watermark=log.log_end_offset,
-                     offset_map=OffsetMap(slots), now_ms=clock.now)
+                     offset_map=OffsetMap(slots), now_ms=clock.now_ms())
 
 
 @pytest.mark.parametrize("seed", range(12))
 def test_any_writes_compact_to_the_latest_value_per_key(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
-    clock = Clock()
+    clock = ManualClock()
     log = open_log(tmp_path, clock)
     latest, written = write_random(log, rng, clock, batches=rng.randint(20, 120))
     bases = {r[3] for r in read_all(log)}
@@ -135,11 +129,11 @@ def test_any_writes_compact_to_the_latest_value_per_key(tmp_path: Path, seed: in
     assert {r[3] for r in read_all(log)} <= bases, "batches keep their base offsets"
     assert log.size_bytes <= size_before
     # Within delete.retention.ms tombstones stay; a pass after the horizon removes them.
-    clock.now += 9_999
+    clock.advance(9_999)
     clean(log, clock)
     check_compacted(log, latest, written, tombstones_gone=False)
-    clock.now += 2
-    assert log.delete_horizon_due(clock.now) or not any(v is None for _o, v in latest.values())
+    clock.advance(2)
+    assert log.delete_horizon_due(clock.now_ms()) or not any(v is None for _o, v in latest.values())
     clean(log, clock)
     check_compacted(log, latest, written, tombstones_gone=True)
     # And all of it survives a reopen, clean or not.
@@ -170,7 +164,7 @@ def test_compressed_writes_compact_to_the_latest_value_per_key(tmp_path: Path, s
     the latest value per key at its offset, every batch still in its codec (unless it lost
     every record), and a batch that kept all its records byte for byte as it was."""
     rng = random.Random(seed)
-    clock = Clock()
+    clock = ManualClock()
     log = open_log(tmp_path, clock)
     latest, written = write_random(log, rng, clock, batches=rng.randint(20, 120),
                                    codecs=(0, 1, 2, 3, 4))
@@ -192,7 +186,7 @@ def test_compressed_writes_compact_to_the_latest_value_per_key(tmp_path: Path, s
         elif header.records_count and header.compression:
             rebuilt += 1
     assert rebuilt > 0, "some compressed batch lost records and was rebuilt"
-    clock.now += 10_001
+    clock.advance(10_001)
     clean(log, clock)
     check_compacted(log, latest, written, tombstones_gone=True)
     log.close(clean=seed % 2 == 0)
@@ -204,7 +198,7 @@ def test_compressed_writes_compact_to_the_latest_value_per_key(tmp_path: Path, s
 def test_a_small_offset_map_cleans_only_what_fit_and_later_passes_finish(tmp_path: Path
                                                                           ) -> None:
     rng = random.Random(7)
-    clock = Clock()
+    clock = ManualClock()
     log = open_log(tmp_path, clock)
     latest, written = write_random(log, rng, clock, batches=80, keys=40)
     first_dirty, passes = 0, 0
@@ -221,47 +215,47 @@ def test_a_small_offset_map_cleans_only_what_fit_and_later_passes_finish(tmp_pat
 
 
 def test_the_cleaner_never_passes_the_high_watermark(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock()
     log = open_log(tmp_path, clock, segment_bytes=200)
     for i in range(30):
         log.append_as_leader(encode_batch([Record(key=b"k", value=b"%d" % i,
-                                                  timestamp=clock.now)]), 0)
+                                                  timestamp=clock.now_ms())]), 0)
     hw = 15
     clean_log(log, first_dirty=0, high_watermark=hw, offset_map=OffsetMap(100),
-              now_ms=clock.now)
+              now_ms=clock.now_ms())
     offsets = [r[0] for r in read_all(log)]
     assert all(o in offsets for o in range(hw, 30)), "nothing at or past the HW is touched"
     assert len([o for o in offsets if o < hw]) <= 1
 
 
 def test_min_compaction_lag_keeps_young_segments_dirty(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock()
     log = open_log(tmp_path, clock, segment_bytes=200, min_compaction_lag_ms=60_000)
     for i in range(20):
         log.append_as_leader(encode_batch([Record(key=b"k", value=b"%d" % i,
-                                                  timestamp=clock.now)]), 0)
+                                                  timestamp=clock.now_ms())]), 0)
     log.roll()
     assert clean(log, clock) is None
     assert len(read_all(log)) == 20
-    clock.now += 60_001
+    clock.advance(60_001)
     assert clean(log, clock) is not None
     assert [r[0] for r in read_all(log)] == [19]
 
 
 def test_a_batch_keeps_its_boundaries_and_producer_fields(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock()
     log = open_log(tmp_path, clock)
-    records = [Record(key=k, value=b"v", timestamp=clock.now + i)
+    records = [Record(key=k, value=b"v", timestamp=clock.now_ms() + i)
                for i, k in enumerate([b"a", b"b", b"c"])]
     log.append_as_leader(encode_batch(records, producer_id=5, producer_epoch=1,
                                       base_sequence=0), 0)
-    log.append_as_leader(encode_batch([Record(key=b"b", value=b"w", timestamp=clock.now)],
+    log.append_as_leader(encode_batch([Record(key=b"b", value=b"w", timestamp=clock.now_ms())],
                                       producer_id=5, producer_epoch=1, base_sequence=3), 0)
     log.roll()
     clean(log, clock)
     first = decode_batch(log.read(0, 1 << 20).records)
     assert [r.offset for r in first.records] == [0, 2]
-    assert [r.timestamp for r in first.records] == [clock.now, clock.now + 2]
+    assert [r.timestamp for r in first.records] == [clock.now_ms(), clock.now_ms() + 2]
     h = first.header
     assert (h.base_offset, h.last_offset_delta, h.producer_id, h.producer_epoch,
             h.base_sequence, h.records_count) == (0, 2, 5, 1, 0, 2)
@@ -270,17 +264,17 @@ def test_a_batch_keeps_its_boundaries_and_producer_fields(tmp_path: Path) -> Non
 @pytest.mark.parametrize("codec", [1, 2, 3, 4, "raw snappy"])
 def test_a_compressed_batch_that_loses_records_is_rebuilt_in_its_codec(
         tmp_path: Path, codec: int | str) -> None:
-    clock = Clock()
+    clock = ManualClock()
     log = open_log(tmp_path, clock)
-    records = [Record(key=k, value=b"v%d" % i * 50, timestamp=clock.now + i)
+    records = [Record(key=k, value=b"v%d" % i * 50, timestamp=clock.now_ms() + i)
                for i, k in enumerate([b"a", b"b", b"c", b"d"])]
     first = encode_batch(records, producer_id=5, producer_epoch=1, base_sequence=0,
                          compression=SNAPPY if codec == "raw snappy" else int(codec))
     if codec == "raw snappy":  # as librdkafka frames snappy: one raw block
         first = with_records(first, compress(SNAPPY, records_of(first), xerial=False))
     log.append_as_leader(first, 4)
-    log.append_as_leader(encode_batch([Record(key=b"b", value=b"w", timestamp=clock.now),
-                                       Record(key=b"d", value=b"w", timestamp=clock.now)],
+    log.append_as_leader(encode_batch([Record(key=b"b", value=b"w", timestamp=clock.now_ms()),
+                                       Record(key=b"d", value=b"w", timestamp=clock.now_ms())],
                                       producer_id=5, producer_epoch=1, base_sequence=4), 4)
     log.roll()
     clean(log, clock)
@@ -288,7 +282,7 @@ def test_a_compressed_batch_that_loses_records_is_rebuilt_in_its_codec(
     validate_batches(data)  # the CRC was recomputed
     rebuilt = decode_batch(data)
     assert [(r.offset, r.key, r.value, r.timestamp) for r in rebuilt.records] == [
-        (0, b"a", b"v0" * 50, clock.now), (2, b"c", b"v2" * 50, clock.now + 2)]
+        (0, b"a", b"v0" * 50, clock.now_ms()), (2, b"c", b"v2" * 50, clock.now_ms() + 2)]
     h, old = rebuilt.header, read_batch_header(first)
     assert (h.base_offset, h.last_offset_delta, h.producer_id, h.producer_epoch,
             h.base_sequence, h.partition_leader_epoch, h.records_count) == (0, 3, 5, 1, 0, 4, 2)
@@ -314,7 +308,7 @@ def with_records(batch: bytes, section: bytes) -> bytes:
 @pytest.mark.parametrize("codec", [1, 2, 3, 4])
 def test_compressed_tombstones_carry_a_delete_horizon_in_their_rebuilt_batch(
         tmp_path: Path, codec: int) -> None:
-    clock = Clock()
+    clock = ManualClock()
     log = open_log(tmp_path, clock)
     log.append_as_leader(encode_batch([Record(key=b"a", value=b"1", timestamp=5),
                                        Record(key=b"b", value=None, timestamp=7)],
@@ -324,10 +318,10 @@ def test_compressed_tombstones_carry_a_delete_horizon_in_their_rebuilt_batch(
     batch = decode_batch(log.read(0, 1 << 20).records)
     assert batch.header.attributes & DELETE_HORIZON_MASK
     assert batch.header.compression == codec
-    assert batch.header.base_timestamp == clock.now + 10_000
+    assert batch.header.base_timestamp == clock.now_ms() + 10_000
     assert [(r.key, r.value, r.timestamp) for r in batch.records] == [(b"a", b"1", 5),
                                                                       (b"b", None, 7)]
-    clock.now += 10_001
+    clock.advance(10_001)
     clean(log, clock)
     batch = decode_batch(log.read(0, 1 << 20).records)
     assert [(r.key, r.value) for r in batch.records] == [(b"a", b"1")]
@@ -336,12 +330,12 @@ def test_compressed_tombstones_carry_a_delete_horizon_in_their_rebuilt_batch(
 
 def test_an_idempotent_producers_last_compressed_batch_stays_as_an_empty_plain_header(
         tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock()
     log = open_log(tmp_path, clock)
-    log.append_as_leader(encode_batch([Record(key=b"a", value=b"1", timestamp=clock.now)],
+    log.append_as_leader(encode_batch([Record(key=b"a", value=b"1", timestamp=clock.now_ms())],
                                       producer_id=9, producer_epoch=0, base_sequence=0,
                                       compression=ZSTD), 0)
-    log.append_as_leader(encode_batch([Record(key=b"a", value=b"2", timestamp=clock.now)]), 0)
+    log.append_as_leader(encode_batch([Record(key=b"a", value=b"2", timestamp=clock.now_ms())]), 0)
     log.roll()
     clean(log, clock)
     data = log.read(0, 1 << 20).records
@@ -351,11 +345,11 @@ def test_an_idempotent_producers_last_compressed_batch_stays_as_an_empty_plain_h
 
 
 def test_an_idempotent_producers_last_batch_stays_as_an_empty_header(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock()
     log = open_log(tmp_path, clock)
-    log.append_as_leader(encode_batch([Record(key=b"a", value=b"1", timestamp=clock.now)],
+    log.append_as_leader(encode_batch([Record(key=b"a", value=b"1", timestamp=clock.now_ms())],
                                       producer_id=9, producer_epoch=0, base_sequence=0), 0)
-    log.append_as_leader(encode_batch([Record(key=b"a", value=b"2", timestamp=clock.now)]), 0)
+    log.append_as_leader(encode_batch([Record(key=b"a", value=b"2", timestamp=clock.now_ms())]), 0)
     log.roll()
     clean(log, clock)
     data = log.read(0, 1 << 20).records
@@ -370,7 +364,7 @@ def test_an_idempotent_producers_last_batch_stays_as_an_empty_header(tmp_path: P
 
 
 def test_tombstones_carry_a_delete_horizon_in_their_batch(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock()
     log = open_log(tmp_path, clock)
     log.append_as_leader(encode_batch([Record(key=b"a", value=b"1", timestamp=5),
                                        Record(key=b"b", value=None, timestamp=7)]), 0)
@@ -378,13 +372,13 @@ def test_tombstones_carry_a_delete_horizon_in_their_batch(tmp_path: Path) -> Non
     clean(log, clock)
     batch = decode_batch(log.read(0, 1 << 20).records)
     assert batch.header.attributes & DELETE_HORIZON_MASK
-    assert batch.header.base_timestamp == clock.now + 10_000
+    assert batch.header.base_timestamp == clock.now_ms() + 10_000
     assert [(r.key, r.value, r.timestamp) for r in batch.records] == [(b"a", b"1", 5),
                                                                       (b"b", None, 7)]
 
 
 def test_a_compacted_log_refuses_records_without_a_key(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock()
     log = open_log(tmp_path, clock)
     batch = encode_batch([Record(key=b"a", value=b"1", timestamp=1),
                           Record(key=None, value=b"2", timestamp=1)])
@@ -400,7 +394,7 @@ def test_a_compacted_log_refuses_records_without_a_key(tmp_path: Path) -> None:
 @pytest.mark.parametrize("codec", [1, 2, 3, 4])
 def test_a_compacted_log_refuses_compressed_records_without_a_key(tmp_path: Path, codec: int
                                                                    ) -> None:
-    clock = Clock()
+    clock = ManualClock()
     log = open_log(tmp_path, clock)
     batch = encode_batch([Record(key=b"a", value=b"1", timestamp=1),
                           Record(key=None, value=b"2", timestamp=1)], compression=codec)
@@ -422,7 +416,7 @@ def test_a_compacted_log_refuses_a_compressed_batch_that_does_not_inflate(tmp_pa
     """A body that is not what its codec says, or that inflates past the bound (64 MiB with
     the default max.message.bytes): CorruptRecordError, nothing written. A log that is not
     compacted looks inside too (every record a client sends is validated) and refuses both."""
-    clock = Clock()
+    clock = ManualClock()
     log = open_log(tmp_path, clock)
     good = encode_batch([Record(key=b"a", value=b"1", timestamp=1)], compression=ZSTD)
     garbled = with_records(good, bytes.fromhex("28b52ffd") + b"garbage" * 5)
@@ -445,12 +439,12 @@ def test_a_compressed_batch_that_does_not_inflate_costs_the_cleaner_its_pass(
     """A log written before leaders validated records (the bad batch comes in as a follower
     append, which takes the leader's batches as they are) and compacted since: a batch whose
     body does not decode is one warning, and the log stays as it was."""
-    clock = Clock()
+    clock = ManualClock()
     log = open_log(tmp_path, clock, compact=False)
     for i in range(10):
         log.append_as_leader(encode_batch([Record(key=b"k", value=b"%d" % i,
-                                                  timestamp=clock.now)], compression=3), 0)
-    good = encode_batch([Record(key=b"k", value=b"x", timestamp=clock.now)], compression=3)
+                                                  timestamp=clock.now_ms())], compression=3), 0)
+    good = encode_batch([Record(key=b"k", value=b"x", timestamp=clock.now_ms())], compression=3)
     bad = bytearray(with_records(good, compress(3, b"not records")))
     stamp_batch(bad, 0, log.log_end_offset, 0)
     log.append_as_follower(bytes(bad))
@@ -468,7 +462,7 @@ def test_a_compressed_batch_that_does_not_inflate_costs_the_cleaner_its_pass(
 
 def test_a_corrupt_segment_is_one_warning_and_leaves_the_log_as_it_was(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    clock = Clock()
+    clock = ManualClock()
     log = open_log(tmp_path, clock)
     write_random(log, random.Random(3), clock, batches=60)
     first = log.directory / f"{0:020d}.log"
@@ -490,16 +484,16 @@ def test_a_corrupt_segment_is_one_warning_and_leaves_the_log_as_it_was(
 
 def test_the_background_cleaner_picks_the_dirtiest_log_above_its_ratio(tmp_path: Path
                                                                        ) -> None:
-    clock = Clock()
+    clock = ManualClock()
     dirty = open_log(tmp_path / "a", clock)
     for i in range(60):
         dirty.append_as_leader(encode_batch([Record(key=b"k%d" % (i % 3), value=b"x" * 30,
-                                                    timestamp=clock.now)]), 0)
+                                                    timestamp=clock.now_ms())]), 0)
     dirty.roll()
     lazy = open_log(tmp_path / "b", clock, min_cleanable_dirty_ratio=1.0)
     for i in range(60):
         lazy.append_as_leader(encode_batch([Record(key=b"k%d" % (i % 3), value=b"x" * 30,
-                                                   timestamp=clock.now)]), 0)
+                                                   timestamp=clock.now_ms())]), 0)
     lazy.roll()
     logs = {"a": (dirty, dirty.log_end_offset), "b": (lazy, lazy.log_end_offset)}
     cleaner = LogCleaner(CleanerConfig(), lambda: logs, clock)
@@ -509,7 +503,7 @@ def test_the_background_cleaner_picks_the_dirtiest_log_above_its_ratio(tmp_path:
     assert cleaner.clean_once() is None  # a is clean now, b never dirty enough
     # max.compaction.lag.ms forces b whatever its ratio.
     lazy.reconfigure(LogConfig(**{**_fields(lazy.config), "max_compaction_lag_ms": 1}))
-    clock.now += 2
+    clock.advance(2)
     assert cleaner.clean_once() is not None
     assert len(read_all(lazy)) == 3
 
@@ -520,11 +514,12 @@ def _fields(cfg: LogConfig) -> dict[str, object]:
 
 _CRASHER = """
 import os, sys
+from coordinator.clock import ManualClock
 from replication.cleaner import OffsetMap, clean_log
 from replication.log import Log, LogConfig
 stage_to_die = sys.argv[2]  # groups of about four 1500-byte segments
 log = Log.open(sys.argv[1], config=LogConfig(segment_bytes=6000, compact=True,
-               cleanup_delete=False), clock=lambda: 1_000_000)
+               cleanup_delete=False), clock=ManualClock(1_000_000))
 def stage(name):
     if name == stage_to_die:
         os._exit(17)
@@ -538,12 +533,12 @@ os._exit(0)
                                    "renamed", "never"])
 def test_a_crash_at_any_step_of_a_clean_recovers_a_consistent_log(tmp_path: Path,
                                                                    stage: str) -> None:
-    clock = Clock()
+    clock = ManualClock()
     log = open_log(tmp_path, clock)
     # Keys written once, in the first and second segments: a lost segment would lose them.
     for i in range(12):
         log.append_as_leader(encode_batch([Record(key=b"once-%d" % i, value=b"x" * 60,
-                                                  timestamp=clock.now)]), 0)
+                                                  timestamp=clock.now_ms())]), 0)
     latest, written = write_random(log, random.Random(11), clock, batches=150)
     for i in range(12):
         latest[b"once-%d" % i] = (i, b"x" * 60)
@@ -576,11 +571,11 @@ def test_a_crash_at_any_step_of_a_clean_recovers_a_consistent_log(tmp_path: Path
 
 
 def test_a_truncation_below_the_checkpoint_brings_the_checkpoint_down(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock()
     log = open_log(tmp_path, clock, segment_bytes=300)
     for i in range(40):
         log.append_as_leader(encode_batch([Record(key=b"k%d" % (i % 4), value=b"x" * 20,
-                                                  timestamp=clock.now)]), 0)
+                                                  timestamp=clock.now_ms())]), 0)
     log.roll()
     cleaner = LogCleaner(CleanerConfig(), lambda: {"t-0": (log, log.log_end_offset)}, clock)
     assert cleaner.clean_once() is not None
@@ -593,11 +588,11 @@ def test_a_truncation_below_the_checkpoint_brings_the_checkpoint_down(tmp_path: 
 def test_a_segment_truncated_under_the_pass_stops_it_cleanly(tmp_path: Path) -> None:
     """Below the HW a truncation never happens in practice (committed records are on every
     ISR member); if one does, the pass stops, nothing hangs, and the log stays whole."""
-    clock = Clock()
+    clock = ManualClock()
     log = open_log(tmp_path, clock, segment_bytes=300)
     for i in range(40):
         log.append_as_leader(encode_batch([Record(key=b"k%d" % (i % 4), value=b"x" * 20,
-                                                  timestamp=clock.now)]), 0)
+                                                  timestamp=clock.now_ms())]), 0)
     log.roll()
     before = read_all(log)
 
@@ -606,7 +601,7 @@ def test_a_segment_truncated_under_the_pass_stops_it_cleanly(tmp_path: Path) -> 
             log.truncate_to(30)
 
     clean_log(log, first_dirty=0, high_watermark=40, offset_map=OffsetMap(100),
-              now_ms=clock.now, stage=truncate_first)
+              now_ms=clock.now_ms(), stage=truncate_first)
     after = read_all(log)
     assert log.log_end_offset <= 30
     assert set(after) <= set(before), "only records of the log, at their offsets"
@@ -617,15 +612,15 @@ def test_a_segment_truncated_under_the_pass_stops_it_cleanly(tmp_path: Path) -> 
 
 
 def test_an_empty_header_goes_once_its_producer_wrote_again(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock()
     log = open_log(tmp_path, clock)
-    log.append_as_leader(encode_batch([Record(key=b"a", value=b"1", timestamp=clock.now)],
+    log.append_as_leader(encode_batch([Record(key=b"a", value=b"1", timestamp=clock.now_ms())],
                                       producer_id=9, producer_epoch=0, base_sequence=0), 0)
-    log.append_as_leader(encode_batch([Record(key=b"a", value=b"2", timestamp=clock.now)]), 0)
+    log.append_as_leader(encode_batch([Record(key=b"a", value=b"2", timestamp=clock.now_ms())]), 0)
     log.roll()
     clean(log, clock)
     assert [h.records_count for h in iter_batches(log.read(0, 1 << 20).records)] == [0, 1]
-    log.append_as_leader(encode_batch([Record(key=b"b", value=b"3", timestamp=clock.now)],
+    log.append_as_leader(encode_batch([Record(key=b"b", value=b"3", timestamp=clock.now_ms())],
                                       producer_id=9, producer_epoch=0, base_sequence=1), 0)
     log.roll()
     clean(log, clock, first_dirty=2)

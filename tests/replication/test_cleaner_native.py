@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from coordinator.clock import ManualClock
 from replication import cleaner
 from replication.errors import CorruptRecordError
 from replication.log import Log, LogConfig
@@ -311,7 +312,7 @@ def test_a_clean_with_either_scan_writes_the_same_log(tmp_path: Path,
                        ("native", _cleaner_native.map_sequential)):
         monkeypatch.setattr(cleaner, "_map_keys", scan)
         rng = random.Random(5)
-        log = Log.open(tmp_path / name / "t-0", clock=lambda: 1_000,
+        log = Log.open(tmp_path / name / "t-0", clock=ManualClock(1_000),
                        config=LogConfig(compact=True, cleanup_delete=False, segment_bytes=4000))
         for _ in range(120):
             records = [Record(key=b"k%d" % rng.randrange(20),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from replication.clock import ManualClock
+from coordinator.clock import ManualClock
 from replication.config import ReplicaConfig
 from replication.log import LogConfig
 from replication.replica_manager import ReplicaManager

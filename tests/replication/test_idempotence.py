@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from coordinator.clock import ManualClock
 from replication.crash import cut_unflushed
 from replication.errors import (
     InvalidProducerEpochError,
@@ -23,16 +24,8 @@ from replication.records import Record, encode_batch
 from ._util import idempotent_batch
 
 
-class Clock:
-    def __init__(self, now: int = 1_000_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-
 def open_log(directory: Path, **config: int) -> Log:
-    return Log.open(directory / "t-0", config=LogConfig(**config), clock=Clock())
+    return Log.open(directory / "t-0", config=LogConfig(**config), clock=ManualClock())
 
 
 def plain(n: int = 1) -> bytes:
@@ -119,8 +112,8 @@ def test_a_new_epoch_fences_the_old_one(tmp_path: Path) -> None:
 
 
 def test_a_follower_builds_the_state_from_what_it_replicates(tmp_path: Path) -> None:
-    leader = Log.open(tmp_path / "a" / "t-0", clock=Clock())
-    follower = Log.open(tmp_path / "b" / "t-0", clock=Clock())
+    leader = Log.open(tmp_path / "a" / "t-0", clock=ManualClock())
+    follower = Log.open(tmp_path / "b" / "t-0", clock=ManualClock())
     fill(leader, 3, pid=7)
     fill(leader, 2, pid=9)
     leader.append_as_leader(plain(), leader_epoch=0)
@@ -177,7 +170,7 @@ def test_after_a_crash_recovery_rebuilds_the_state_from_the_last_snapshot_before
     state, end = log.producer_entries(), log.log_end_offset
     log.close(clean=False)  # a killed process: no snapshot at the end, no marker
     assert snapshots(log) == [8, 16]
-    log = Log.open(tmp_path / "t-0", config=LogConfig(segment_bytes=400), clock=Clock(),
+    log = Log.open(tmp_path / "t-0", config=LogConfig(segment_bytes=400), clock=ManualClock(),
                    recovery_point=recovery_point)
     entry = log.producer_entry(7)
     assert entry is not None
@@ -220,7 +213,7 @@ def test_a_corrupt_snapshot_is_moved_aside_and_the_state_rebuilt(
     latest = log.directory / snapshot_file_name(snapshots(log)[-1])
     latest.write_bytes(b"\x00\x01garbage")
     with caplog.at_level(logging.WARNING, logger="replication.producer_state"):
-        log = Log.open(tmp_path / "t-0", config=LogConfig(segment_bytes=400), clock=Clock(),
+        log = Log.open(tmp_path / "t-0", config=LogConfig(segment_bytes=400), clock=ManualClock(),
                        recovery_point=16)
     assert "is corrupt" in caplog.text
     assert log.log_end_offset == end
@@ -269,7 +262,7 @@ def test_truncation_takes_the_producer_state_back(tmp_path: Path) -> None:
 
 
 def test_retention_deletes_the_snapshots_below_the_log_start(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock()
     log = Log.open(tmp_path / "t-0", config=LogConfig(segment_bytes=400, retention_bytes=100),
                    clock=clock)
     fill(log, 12)

@@ -6,6 +6,7 @@ from pathlib import Path
 import crc32c
 import pytest
 
+from coordinator.clock import ManualClock
 from replication.errors import (
     CorruptRecordError,
     InvalidEpochError,
@@ -19,16 +20,8 @@ from replication.records import decode_batch, read_batch_header, validate_batche
 from ._util import batch
 
 
-class Clock:
-    def __init__(self, now: int = 1_000_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-
 def open_log(tmp_path: Path, **config: int) -> Log:
-    return Log.open(tmp_path / "topic-0", config=LogConfig(**config), clock=Clock())
+    return Log.open(tmp_path / "topic-0", config=LogConfig(**config), clock=ManualClock())
 
 
 def offsets_in(data: bytes) -> list[int]:
@@ -201,10 +194,10 @@ def test_segment_rolls_on_age_in_record_time(tmp_path: Path) -> None:
 
 
 def test_segment_rolls_on_wall_clock_age_without_timestamps(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock()
     log = Log.open(tmp_path / "t-0", config=LogConfig(segment_ms=1000), clock=clock)
     log.append_as_leader(batch(timestamp=-1), leader_epoch=0)
-    clock.now += 1001
+    clock.advance(1001)
     log.append_as_leader(batch(timestamp=-1), leader_epoch=0)
     assert log.segment_base_offsets == (0, 1)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import crc32c
 import pytest
 
+from coordinator.clock import ManualClock
 from replication.errors import (
     CorruptSnapshotError,
     InvalidProducerEpochError,
@@ -129,7 +130,7 @@ def manager(tmp_path: Path, now: int = 10_000, expiration_ms: int = 86_400_000
             ) -> ProducerStateManager:
     directory = tmp_path / "t-0"
     directory.mkdir(exist_ok=True)
-    return ProducerStateManager(directory, expiration_ms=expiration_ms, clock=lambda: now)
+    return ProducerStateManager(directory, expiration_ms=expiration_ms, clock=ManualClock(now))
 
 
 def test_a_client_append_gives_the_entry_to_store_or_the_duplicate(tmp_path: Path) -> None:

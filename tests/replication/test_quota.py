@@ -5,35 +5,28 @@ from __future__ import annotations
 
 import pytest
 
+from coordinator.clock import ManualClock
 from coordinator.codecs import TopicPartition
 from replication.quota import ReplicationQuota, ThrottledReplicas, parse_throttled_replicas
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def drain(quota: ReplicationQuota, clock: Clock, seconds: float, read: int,
+def drain(quota: ReplicationQuota, clock: ManualClock, seconds: float, read: int,
           step: float = 0.01) -> int:
     """A fetcher reading ``read`` bytes whenever the quota allows, for ``seconds``."""
     sent = 0
-    end = clock.now + seconds
-    while clock.now < end:
+    end = clock.now_ms() + round(seconds * 1000)
+    while clock.now_ms() < end:
         if not quota.exceeded():
             quota.record(read)
             sent += read
-        clock.now += step
+        clock.advance(round(step * 1000))
     return sent
 
 
 @pytest.mark.parametrize(("rate", "read"), [(1_000_000, 64 * 1024), (50_000, 1000),
                                             (1_000_000, 1 << 20)])
 def test_the_rate_over_a_window_is_the_limit(rate: int, read: int) -> None:
-    clock = Clock()
+    clock = ManualClock(100_000)  # 100 s
     quota = ReplicationQuota(rate, clock=clock)
     for window in (2.0, 10.0):
         sent = drain(quota, clock, window, read)
@@ -42,19 +35,19 @@ def test_the_rate_over_a_window_is_the_limit(rate: int, read: int) -> None:
 
 
 def test_an_exceeded_quota_says_how_long_to_wait() -> None:
-    clock = Clock()
+    clock = ManualClock(100_000)  # 100 s
     quota = ReplicationQuota(1000, clock=clock)
     quota.record(1100)  # 100 in the bucket: 1000 bytes of debt
     assert quota.exceeded()
     assert quota.wait_time() == pytest.approx(1.0, abs=0.002)
-    clock.now += 0.5
+    clock.advance(500)
     assert quota.exceeded() and quota.wait_time() == pytest.approx(0.5, abs=0.002)
-    clock.now += 0.51
+    clock.advance(510)
     assert not quota.exceeded() and quota.wait_time() == 0.0
 
 
 def test_no_rate_is_no_limit_and_a_new_rate_applies_at_once() -> None:
-    clock = Clock()
+    clock = ManualClock(100_000)  # 100 s
     quota = ReplicationQuota(clock=clock)
     quota.record(10**12)
     assert not quota.exceeded() and quota.rate is None

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from coordinator.clock import ManualClock
 from replication.log import Log, LogConfig
 from replication.records import validate_batches
 
@@ -281,7 +282,7 @@ def test_corrupt_epoch_checkpoint_is_moved_aside_and_rebuilt_from_the_log(
     checkpoint = d / "leader-epoch-checkpoint"
     checkpoint.write_bytes(b"0\n2\n3 10\n2 20\n")  # out of order
     with caplog.at_level("WARNING", logger="replication.log_loader"):
-        reopened = Log.open(d, config=CONFIG, recovery_point=point, clock=lambda: 1234)
+        reopened = Log.open(d, config=CONFIG, recovery_point=point, clock=ManualClock(1234))
     assert reopened.leader_epoch_cache.entries == expected
     assert reopened.log_end_offset == 80
     assert (d / "leader-epoch-checkpoint.corrupt-1234").read_bytes() == b"0\n2\n3 10\n2 20\n"

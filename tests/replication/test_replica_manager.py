@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from coordinator.clock import ManualClock, SystemClock
 from coordinator.codecs import TopicPartition
 from interbroker.fencing import FIELD, LOGGER_NAME
 from interbroker.requests import (
@@ -27,7 +28,6 @@ from replication.checkpoints import (
     RECOVERY_POINT_CHECKPOINT_FILE,
     OffsetCheckpointFile,
 )
-from replication.clock import ManualClock, SystemClock
 from replication.config import ReplicaConfig
 from replication.log import LogConfig
 from replication.partition import Role

@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 
 import coordinator
+from coordinator.clock import Clock, ManualClock
 from coordinator.codecs import PartitionStateNode, TopicAssignment, TopicPartition
 from coordinator.metadata import MetadataClient
 from elections.leader import NO_LEADER, elect_offline
 from interbroker.controller_client import ControllerClient
 from interbroker.requests import LeaderAndIsrPartition, LeaderAndIsrRequest
-from replication.clock import Clock, ManualClock
 from replication.config import ReplicaConfig
 from replication.log import Log
 from replication.protocol import ACKS_ALL, EpochAnswer, ErrorCode, FetchEndpoint, FetchResult

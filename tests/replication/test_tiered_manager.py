@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from coordinator.clock import ManualClock
 from replication.errors import OffsetOutOfRangeError
 from replication.log import Log, LogConfig, LogSlice
 from replication.records import Record, encode_batch, validate_batches
@@ -37,15 +38,8 @@ TP = TopicIdPartition(topic_id=uuid.UUID(int=9), topic="t", partition=0)
 ONE = len(batch(1, value_size=100))
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 10_000
 
-    def __call__(self) -> int:
-        return self.now
-
-
-def tiered_log(tmp_path: Path, clock: Clock, **config: int) -> Log:
+def tiered_log(tmp_path: Path, clock: ManualClock, **config: int) -> Log:
     config.setdefault("retention_ms", -1)
     cfg = LogConfig(segment_bytes=2 * ONE, remote_storage_enable=True, **config)
     return Log.open(tmp_path / "logs" / "t-0", config=cfg, clock=clock)
@@ -65,7 +59,7 @@ def whole(log: Log) -> bytes:
     return out
 
 
-def manager(tmp_path: Path, clock: Clock, broker_id: int = 1,
+def manager(tmp_path: Path, clock: ManualClock, broker_id: int = 1,
             storage: object | None = None,
             compaction: MetadataCompaction | None = None) -> RemoteLogManager:
     rsm = storage or FileSystemRemoteStorageManager(tmp_path / "remote")
@@ -88,7 +82,7 @@ def finished(rlm: RemoteLogManager) -> list[tuple[int, int]]:
 
 def test_copies_rolled_segments_below_the_hw_only_and_never_the_active_one(
         tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock(10_000)
     log = tiered_log(tmp_path, clock)
     fill(log, 9)  # segments 0-1, 2-3, 4-5, 6-7, active 8
     rlm = manager(tmp_path, clock)
@@ -105,7 +99,7 @@ def test_copies_rolled_segments_below_the_hw_only_and_never_the_active_one(
 
 
 def test_followers_never_copy(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock(10_000)
     log = tiered_log(tmp_path, clock)
     fill(log, 5)
     rlm = manager(tmp_path, clock)
@@ -115,7 +109,7 @@ def test_followers_never_copy(tmp_path: Path) -> None:
 
 
 def test_a_leader_that_lost_leadership_stops_copying(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock(10_000)
     log = tiered_log(tmp_path, clock)
     fill(log, 5)
     rlm = manager(tmp_path, clock)
@@ -124,7 +118,7 @@ def test_a_leader_that_lost_leadership_stops_copying(tmp_path: Path) -> None:
 
 
 def test_a_new_leader_resumes_after_the_highest_offset_of_its_lineage(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock(10_000)
     log = tiered_log(tmp_path, clock)
     fill(log, 5, epoch=0)  # 0-1, 2-3, active 4
     first = manager(tmp_path, clock, broker_id=1)
@@ -151,7 +145,7 @@ def test_highest_remote_offset_is_capped_at_the_epochs_end_in_this_log() -> None
 
 
 def test_nothing_local_is_deleted_before_it_is_copied(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock(10_000)
     log = tiered_log(tmp_path, clock, local_retention_bytes=0)
     fill(log, 9)
     before = whole(log)
@@ -174,7 +168,7 @@ def test_nothing_local_is_deleted_before_it_is_copied(tmp_path: Path) -> None:
 
 
 def test_local_time_retention_uses_local_retention_ms(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock(10_000)
     log = tiered_log(tmp_path, clock, local_retention_ms=100)
     fill(log, 5, ts=1_000)
     rlm = manager(tmp_path, clock)
@@ -190,7 +184,7 @@ class FailingStorage(FileSystemRemoteStorageManager):
 
 
 def test_a_failing_remote_store_deletes_nothing_locally(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock(10_000)
     log = tiered_log(tmp_path, clock, local_retention_bytes=0)
     fill(log, 9)
     rlm = manager(tmp_path, clock, storage=FailingStorage(tmp_path / "remote"))
@@ -232,7 +226,7 @@ def test_retry_backoff_doubles_up_to_its_cap_within_its_jitter() -> None:
 
 def test_failed_copies_are_retried_after_a_growing_pause_not_at_every_pass(
         tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock(10_000)
     log = tiered_log(tmp_path, clock, local_retention_bytes=0)
     fill(log, 9)
     storage = FlakyStorage(tmp_path / "remote")
@@ -243,7 +237,7 @@ def test_failed_copies_are_retried_after_a_growing_pause_not_at_every_pass(
     for _ in range(60):  # a pass every 100 ms for 6 s
         rlm.run_once([leader(log)])
         tries.append(storage.tries)
-        clock.now += 100
+        clock.advance(100)
     # Tries at 0 s, 1 s and 3 s (pauses of 1 s, then 2 s, then 4 s, the cap): 3, not 60.
     assert storage.tries == 3, tries
     assert tries.index(2) == 10 and tries.index(3) == 30
@@ -252,7 +246,7 @@ def test_failed_copies_are_retried_after_a_growing_pause_not_at_every_pass(
     # The store recovers: the next try (4 s after the last failure) copies everything due,
     # and the pause is over for good.
     storage.down = False
-    clock.now += 4_000
+    clock.advance(4_000)
     rlm.run_once([leader(log)])
     assert finished(rlm) == [(0, 1), (2, 3), (4, 5), (6, 7)]
     fill(log, 2)
@@ -262,7 +256,7 @@ def test_failed_copies_are_retried_after_a_growing_pause_not_at_every_pass(
 
 def test_remote_retention_deletes_expired_segments_and_moves_the_log_start(
         tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock(10_000)
     log = tiered_log(tmp_path, clock, local_retention_bytes=0)
     fill(log, 4, ts=1_000)   # 0-1, 2-3
     fill(log, 5, ts=9_000)   # 4-5, 6-7, active 8
@@ -272,7 +266,7 @@ def test_remote_retention_deletes_expired_segments_and_moves_the_log_start(
     assert log.local_log_start_offset == 8
     log.reconfigure(LogConfig(segment_bytes=2 * ONE, remote_storage_enable=True,
                               retention_ms=5_000, local_retention_bytes=0))
-    clock.now = 10_000
+    clock.set(10_000)
     assert rlm.expire_remote_segments(leader(log)) == 2
     assert finished(rlm) == [(4, 5), (6, 7)]
     assert log.log_start_offset == 4
@@ -302,7 +296,7 @@ def test_remote_retention_moves_the_log_start_in_the_same_pass_past_local_copies
     retention runs on its own timer): the pass that deletes them moves the log start at once,
     as Kafka's does, and the local segments below it go with it, so that local retention
     afterwards never leaves the log start on an offset nothing serves."""
-    clock = Clock()
+    clock = ManualClock(10_000)
     log = tiered_log(tmp_path, clock)
     fill(log, 4, ts=1_000)   # 0-1, 2-3
     fill(log, 5, ts=9_000)   # 4-5, 6-7, active 8
@@ -329,7 +323,7 @@ def test_remote_retention_moves_the_log_start_in_the_same_pass_past_local_copies
 ])
 def test_the_start_remote_retention_sets_drops_the_local_segments_below_it(
         tmp_path: Path, offset: int, start: int, bases: tuple[int, ...]) -> None:
-    log = tiered_log(tmp_path, Clock())
+    log = tiered_log(tmp_path, ManualClock(10_000))
     fill(log, 9)
     epochs_before = log.leader_epoch_cache.entries
     assert log.move_start_for_remote_retention(offset) == 5 - len(bases)
@@ -344,7 +338,7 @@ def test_the_start_remote_retention_sets_drops_the_local_segments_below_it(
 
 
 def test_remote_size_retention_counts_both_tiers(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock(10_000)
     log = tiered_log(tmp_path, clock, local_retention_bytes=0)
     fill(log, 9)
     rlm = manager(tmp_path, clock)
@@ -362,7 +356,7 @@ def test_remote_size_retention_counts_both_tiers(tmp_path: Path) -> None:
 def test_a_pass_compacts_the_metadata_of_what_retention_deleted(tmp_path: Path) -> None:
     """Retention deletes eight remote segments in a pass, which then sums their 32 metadata
     records up: after a restart the same segments are served and nothing is copied again."""
-    clock = Clock()
+    clock = ManualClock(10_000)
     log = tiered_log(tmp_path, clock, local_retention_bytes=0)
     fill(log, 21)  # ten segments of two, active 20
     rlm = manager(tmp_path, clock)
@@ -391,7 +385,7 @@ def test_the_compaction_settings_say_when_a_pass_compacts(tmp_path: Path) -> Non
     records of deleted segments compacts nothing, one that left as many does;
     ``.delete.retention.ms``: a later compaction no longer names the segments deleted longer
     ago than that whose events are gone."""
-    clock = Clock()
+    clock = ManualClock(10_000)
     log = tiered_log(tmp_path, clock, local_retention_bytes=0)
     fill(log, 21)  # ten segments of two, active 20
     metadata_dir = tmp_path / "remote" / "__remote_log_metadata"
@@ -418,7 +412,7 @@ def test_the_compaction_settings_say_when_a_pass_compacts(tmp_path: Path) -> Non
     rlm.run_once([leader(log)])
     (summary,) = summaries()
     assert len(summary["deleted"]) == 8
-    clock.now += 1_001
+    clock.advance(1_001)
     retain(1)
     rlm.run_once([leader(log)])  # one more deleted: 4 records, and the 8 are forgotten
     assert finished(rlm) == [(18, 19)]
@@ -430,7 +424,7 @@ def test_the_compaction_settings_say_when_a_pass_compacts(tmp_path: Path) -> Non
 
 def test_a_zombie_segment_is_never_served_and_goes_when_the_log_start_passes_it(
         tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock(10_000)
     log = tiered_log(tmp_path, clock, local_retention_bytes=0)
     fill(log, 5)
     rlm = manager(tmp_path, clock)
@@ -449,14 +443,14 @@ def test_a_zombie_segment_is_never_served_and_goes_when_the_log_start_passes_it(
     assert rlm.read(TP, log, 0, 1, upto=5)  # served from this lineage's copy
     log.reconfigure(LogConfig(segment_bytes=2 * ONE, remote_storage_enable=True,
                               retention_ms=5_000, local_retention_bytes=0))
-    clock.now = 100_000
+    clock.set(100_000)
     rlm.expire_remote_segments(leader(log))
     assert zombie.segment_id not in {m.segment_id
                                      for m in rlm.metadata.list_remote_log_segments(TP)}
 
 
 def test_the_log_start_offset_survives_a_reopen(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock(10_000)
     log = tiered_log(tmp_path, clock, local_retention_bytes=0)
     fill(log, 9)
     rlm = manager(tmp_path, clock)
@@ -477,7 +471,7 @@ def test_a_tiered_log_without_a_checkpointed_start_reopens_at_0_until_the_remote
     """A broker killed before it checkpointed the log start: the tiered log opens at 0 (not at
     its first local offset, which would hide the remote part for good), and the remote log
     manager's pass moves it to what remote storage holds."""
-    clock = Clock()
+    clock = ManualClock(10_000)
     log = tiered_log(tmp_path, clock, local_retention_bytes=0)
     fill(log, 9)
     rlm = manager(tmp_path, clock)
@@ -501,7 +495,7 @@ def test_segments_below_the_leaders_known_epochs_are_left_to_time_retention(
     """A replica that started from the local part of the log (its epochs begin there) and
     leads now cannot judge older remote segments against its lineage: it neither serves nor
     deletes them for that; retention.ms still applies."""
-    clock = Clock()
+    clock = ManualClock(10_000)
     old = tiered_log(tmp_path / "old", clock)
     fill(old, 5)
     rlm = manager(tmp_path, clock)
@@ -514,14 +508,14 @@ def test_segments_below_the_leaders_known_epochs_are_left_to_time_retention(
     assert finished(rlm) == [(0, 1), (2, 3)]
     with pytest.raises(OffsetOutOfRangeError):
         rlm.read(TP, new, 0, 1, upto=7)
-    clock.now = 1_000 + 60_001
+    clock.set(1_000 + 60_001)
     assert rlm.expire_remote_segments(leader(new, epoch=1)) == 2
     assert finished(rlm) == []
 
 
 def test_a_copy_left_unfinished_by_a_killed_broker_is_never_served_and_cleaned_up(
         tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock(10_000)
     log = tiered_log(tmp_path, clock)
     fill(log, 5)
 
@@ -564,7 +558,7 @@ class RecordingStorage(FileSystemRemoteStorageManager):
 
 
 def test_remote_reads_start_where_the_remote_offset_index_points(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock(10_000)
     log = Log.open(tmp_path / "logs" / "t-0", clock=clock, config=LogConfig(
         segment_bytes=10 * ONE, index_interval_bytes=1, remote_storage_enable=True,
         retention_ms=-1, local_retention_bytes=0))
@@ -588,7 +582,7 @@ def test_a_zero_copy_read_slices_the_same_bytes_a_copying_read_returns(tmp_path:
     """From the filesystem store (whose segments are local files) a read may be a LogSlice of
     the remote file, found by reading batch headers only: the same bytes, for every offset,
     size and limit; a store without local files gives bytes."""
-    clock = Clock()
+    clock = ManualClock(10_000)
     log = Log.open(tmp_path / "logs" / "t-0", clock=clock, config=LogConfig(
         segment_bytes=10 * ONE, index_interval_bytes=3 * ONE, remote_storage_enable=True,
         retention_ms=-1, local_retention_bytes=0))
@@ -635,7 +629,7 @@ def test_a_zero_copy_read_slices_the_same_bytes_a_copying_read_returns(tmp_path:
 def test_the_largest_timestamp_of_the_remote_part(tmp_path: Path) -> None:
     """MAX_TIMESTAMP over the remote part: the first record with the largest timestamp, from
     the log start on (a batch the log start cuts counts only for its records above it)."""
-    clock = Clock()
+    clock = ManualClock(10_000)
     log = tiered_log(tmp_path, clock, local_retention_bytes=0)
     # One batch of two records a segment: its timestamps, offsets 2i and 2i+1.
     for stamps in [(5_000, 1_000), (2_000, 2_001), (4_000, 5_000), (3_000, 3_001), (1, 2)]:

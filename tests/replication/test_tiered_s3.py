@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from coordinator.clock import ManualClock
 from replication.log import Log, LogConfig
 from replication.tiered import (
     IndexType,
@@ -120,14 +121,14 @@ def test_the_remote_log_manager_copies_and_reads_back_over_s3(
     one = len(batch(1, value_size=100))
     log = Log.open(tmp_path / "t-0", config=LogConfig(
         segment_bytes=2 * one, remote_storage_enable=True, retention_ms=-1,
-        local_retention_bytes=2 * one), clock=lambda: 10_000)
+        local_retention_bytes=2 * one), clock=ManualClock(10_000))
     for i in range(9):
         log.append_as_leader(batch(1, value_size=100, timestamp=1_000 + 10 * i), leader_epoch=0)
     original = log.read(0, 1 << 20).records + b"".join(
         log.read(o, 1 << 20).records for o in range(2, 9, 2))
     rlm = RemoteLogManager(1, S3RemoteStorageManager(s3_url, endpoint_url=s3_endpoint),
                            S3RemoteLogMetadataManager(s3_url, endpoint_url=s3_endpoint),
-                           lambda: 10_000)
+                           ManualClock(10_000))
     p = TieredPartition(id=TP, log=log, is_leader=True, leader_epoch=0,
                         high_watermark=log.log_end_offset, still_leads=lambda e: True)
     assert rlm.copy_log_segments(p) == 4

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from coordinator.clock import ManualClock
 from coordinator.codecs import TopicPartition
 from interbroker.requests import LeaderAndIsrPartition, LeaderAndIsrRequest
-from replication.clock import ManualClock
 from replication.config import ReplicaConfig
 from replication.log import LogConfig
 from replication.protocol import ACKS_ALL, ErrorCode
