@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,11 +28,22 @@ from tests.postgres_server import PostgresServer
 from tests.servers import Server, start_etcd, start_postgres, start_zookeeper
 
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+PORT_BLOCKS, PORT_BLOCK = 22, 1_000
+
+
+def worker_port_range(worker: str, run_id: str) -> str:
+    """The ports of one pytest-xdist worker (``gw0``...): a block of its own below the kernel's
+    ephemeral ports (32768 up), so that a port one worker picked is never another's meanwhile.
+    The blocks start where the run's id says, so that two runs on one machine (several
+    checkouts tested at once) mostly use different blocks too."""
+    block = (zlib.crc32(run_id.encode()) + int(worker[2:])) % PORT_BLOCKS
+    low = 10_000 + PORT_BLOCK * block
+    return f"{low}-{low + PORT_BLOCK - 1}"
+
+
 if _WORKER.startswith("gw") and PORT_RANGE not in os.environ:
-    # each pytest-xdist worker picks the ports of its servers from a range of its own, below
-    # the kernel's ephemeral ports: a port one worker picked is never another's meanwhile
-    _low = 10_000 + 5_000 * (int(_WORKER[2:]) % 4)
-    os.environ[PORT_RANGE] = f"{_low}-{_low + 4_999}"
+    os.environ[PORT_RANGE] = worker_port_range(
+        _WORKER, os.environ.get("PYTEST_XDIST_TESTRUNUID", ""))
 
 
 FAST = "--fast"

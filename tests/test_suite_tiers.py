@@ -67,3 +67,14 @@ def test_the_recorded_table_is_there() -> None:
     table = durations.load()
     assert table, "tests/durations.json is missing or empty"
     assert all(module.startswith("tests/") and module.endswith(".py") for module in table)
+
+
+def test_each_worker_of_a_run_has_ports_of_its_own_below_the_ephemeral_ones() -> None:
+    for run in ("", "a1b2", "9f00d"):
+        ranges = [conftest.worker_port_range(f"gw{n}", run) for n in range(2)]
+        assert len(set(ranges)) == 2
+        for span in ranges:
+            low, high = map(int, span.split("-"))
+            assert 10_000 <= low < high < 32_768
+    runs = {conftest.worker_port_range("gw0", f"run{n}") for n in range(50)}
+    assert len(runs) > 10  # two runs at once mostly pick different blocks
