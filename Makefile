@@ -24,9 +24,10 @@ demo: setup
 test: setup
 	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile
 
-# the inner loop: every test that needs no server and starts no process, in one process
+# the inner loop: every test that needs no server and starts no process (tests/conftest.py),
+# on two workers, a test at a time each
 test-fast: setup
-	$(VENV)/bin/python -m pytest -q --fast
+	$(VENV)/bin/python -m pytest -q --fast -n 2
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -118,6 +118,7 @@ def test_impossible_scenarios_are_refused(scenario, problem):
         generate(scenario)
 
 
+@pytest.mark.processes
 def test_command_line_writes_a_snapshot(tmp_path):
     out = tmp_path / "s.json"
     subprocess.run([sys.executable, "-m", "rebalancer.scenarios", "S", "--seed", "7",
