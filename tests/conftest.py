@@ -2,7 +2,8 @@
 run (per worker, under pytest-xdist, each with its own range of ports) and stopped at the end;
 the long tier: tests marked ``long`` (the longer variants of tests whose short form runs every
 time) are deselected unless ``PARTCTL_LONG_TESTS=1``; and the fast tier (``--fast``, ``make
-test-fast``): only the tests that need no server and start no process.
+test-fast``): only the tests that need no server and start no process (and are not
+marked ``slow``).
 
 What a test needs is marked from what it uses, not by hand on each test: a test whose fixtures
 include a server's is marked ``servers``, ``postgres`` or ``spark``; so is one parametrized with
@@ -59,7 +60,9 @@ SERVER_PARAMS = {"zookeeper": "servers", "etcd": "servers", "postgres": "postgre
 """Parameter value -> the mark: a fixture parametrized by backend asks for that server by name."""
 
 NEEDS_SERVER_OR_PROCESS = ("servers", "spark", "postgres", "processes")
-"""The marks ``--fast`` leaves out."""
+FAST_LEAVES_OUT = (*NEEDS_SERVER_OR_PROCESS, "slow")
+"""The marks ``--fast`` leaves out: a server or a process needed, or many seconds of work (the
+few scale and randomized tests marked ``slow``)."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -150,7 +153,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if os.environ.get(LONG_TESTS) != "1":
         left_out.add("long")
     if _fast(config):
-        left_out.update(NEEDS_SERVER_OR_PROCESS)
+        left_out.update(FAST_LEAVES_OUT)
     deselected = [item for item in items
                   if any(item.get_closest_marker(mark) is not None for mark in left_out)]
     if deselected:

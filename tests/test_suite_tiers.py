@@ -33,6 +33,7 @@ def test_the_fast_tier_leaves_out_every_mark_of_a_server_or_a_process() -> None:
     assert set(conftest.NEEDS_SERVER_OR_PROCESS) >= set(conftest.SERVER_FIXTURES.values())
     assert set(conftest.NEEDS_SERVER_OR_PROCESS) >= set(conftest.SERVER_PARAMS.values())
     assert "processes" in conftest.NEEDS_SERVER_OR_PROCESS
+    assert set(conftest.FAST_LEAVES_OUT) == {*conftest.NEEDS_SERVER_OR_PROCESS, "slow"}
 
 
 def test_the_longest_module_comes_first_and_an_unknown_one_in_the_middle() -> None:
