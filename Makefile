@@ -4,7 +4,7 @@ PY ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test bench lint
+.PHONY: setup demo test test-fast bench lint
 
 setup: $(STAMP)
 
@@ -19,9 +19,15 @@ demo: setup
 	$(VENV)/bin/partctl demo
 
 # two pytest-xdist workers, a test module each at a time (its module-scoped clusters stay in one
-# worker); each worker starts its own servers, on ports of its own (tests/conftest.py)
+# worker), the longest modules first (tests/durations.py); each worker starts its own servers,
+# on ports of its own (tests/conftest.py)
 test: setup
 	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile
+
+# the inner loop: every test that needs no server and starts no process (tests/conftest.py),
+# on two workers, a test at a time each
+test-fast: setup
+	$(VENV)/bin/python -m pytest -q --fast -n 2
 
 # ruff over everything; mypy over the product (pyproject.toml's [tool.mypy] says where strict)
 lint: setup

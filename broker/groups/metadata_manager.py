@@ -70,7 +70,7 @@ __all__ = [
     "resolved",
 ]
 
-log = logging.getLogger("partctl.groups")
+log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 _MARKED = (COORDINATOR_HEADER,)

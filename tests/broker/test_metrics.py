@@ -294,6 +294,7 @@ def values(collector: KafkaCollector) -> dict[str, float]:
             if not s.labels}
 
 
+@pytest.mark.processes
 def test_the_controllers_gauges_follow_its_context() -> None:
     cluster = Brokers(f"memory://metrics-{uuid.uuid4().hex[:10]}")
     try:
@@ -350,6 +351,7 @@ def test_a_dedicated_controller_serves_the_controllers_metrics(
     assert status == 0, log_path.read_text(errors="replace")[-3000:]
 
 
+@pytest.mark.processes
 def test_cluster_up_names_each_brokers_metrics_url(tmp_path: Path) -> None:
     """``partctl cluster up``'s started line for a broker, from its log as a broker process
     writes it (broker/process.py: the metrics line, then the serving line); a short-lived
@@ -371,6 +373,7 @@ def test_cluster_up_names_each_brokers_metrics_url(tmp_path: Path) -> None:
         assert line.endswith(metrics) == (broker_id == 2), line  # 3: no metrics.listener
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("role", ["broker", "controller"])
 def test_a_taken_metrics_port_is_one_line_and_exit_1(tmp_path: Path, role: str) -> None:
     with socket.socket() as taken:

@@ -66,6 +66,7 @@ METADATA_V9_HEADER = struct.pack(">hhih", 3, 9, 1, 1) + b"x" + b"\x00"
     pytest.param(struct.pack(">hhih", 3, 9, 1, 0x7FFF), 3, 9, "client_id",
                  id="client-id-past-the-end"),
 ])
+@pytest.mark.processes
 def test_length_lies_and_nulls_are_refused_before_kio_reads_them(
         frame: bytes, key: int, version: int, said: str) -> None:
     assert said in refusal(frame, key, version)
@@ -158,6 +159,7 @@ HOSTILE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.processes
 def test_a_lying_length_at_any_position_of_any_served_request_never_reaches_kio() -> None:
     """Every position of a populated request of every served api and version overwritten
     with, or preceded by, a huge or negative length: each parses or is a FrameError, and the
@@ -206,6 +208,7 @@ PEER_LIES = textwrap.dedent("""
 """)
 
 
+@pytest.mark.processes
 def test_what_peers_answer_and_clients_stored_is_walked_before_kio_reads_it() -> None:
     """A broker's answer to our client and a member assignment stored from a client's
     SyncGroup are read by kio too: a lying count there is refused, not an abort."""

@@ -113,6 +113,7 @@ def test_keys_given_twice_are_refused_everywhere(url: str, tmp_path: Path,
     assert not (tmp_path / "new.json").exists()
 
 
+@pytest.mark.slow
 def test_a_plan_with_150000_problems_shows_50_and_counts_the_rest(url: str, tmp_path: Path,
                                                                  backend: Harness) -> None:
     plan = tmp_path / "plan.json"

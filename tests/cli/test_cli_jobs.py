@@ -249,6 +249,7 @@ def test_every_stored_job_references_a_registered_function(db: str) -> None:
     assert all(JOB_FUNCTIONS[r["kind"]] == r["func_ref"] for r in stored)
 
 
+@pytest.mark.processes
 def test_jobs_list_never_unpickles_a_crafted_pickled_row(any_db: str, tmp_path: Path) -> None:
     """A store written by partctl before revision 0002: a crafted row in APScheduler's table ran
     code in `jobs list`, a corrupt one failed it with UnpicklingError. Both are now listed as
@@ -331,6 +332,7 @@ def test_a_crafted_or_damaged_job_row_is_broken_and_never_run(any_db: str,
     assert len(sql(any_db, "SELECT id FROM partctl_jobs")) == len(listed)  # none deleted
 
 
+@pytest.mark.processes
 def test_overdue_jobs_do_not_make_jobs_commands_print_scheduler_errors(db: str) -> None:
     """Each command started a paused scheduler on the job store, which tried to submit any
     overdue job to an executor already shut down: "cannot schedule new futures after
@@ -441,6 +443,7 @@ def test_bad_input_is_one_line_and_changes_nothing(db: str,
     assert code == 1 and "bad database URL" in err
 
 
+@pytest.mark.processes
 def test_scheduler_run_records_failures_and_stops_cleanly_on_sigterm(db: str) -> None:
     """Jobs whose coordinator is unreachable fail; the scheduler carries on, and SIGTERM stops
     it: exit 0, every run closed. One worker for three due jobs that each outlast a second, so
@@ -538,6 +541,7 @@ def silent() -> Iterator[str]:
     listener.close()
 
 
+@pytest.mark.processes
 def test_two_run_nows_of_one_job_never_run_at_once(any_db: str, silent: str) -> None:
     """The second one prints which run holds the job and records nothing; once the holder is
     killed with SIGKILL, the next one takes the job over at once (its process is gone)."""

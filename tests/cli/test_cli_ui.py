@@ -159,6 +159,7 @@ def test_allow_actions_on_a_cluster_without_users_is_refused() -> None:
                               "in as; create one with partctl users create\n")
 
 
+@pytest.mark.processes
 def test_the_command_serves_until_sigterm() -> None:
     url = f"memory://ui-{uuid.uuid4().hex[:8]}"  # empty: the process has its own memory
     proc = subprocess.Popen([sys.executable, "-m", "partctl", "ui", "--coordinator", url,

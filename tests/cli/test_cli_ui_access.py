@@ -216,6 +216,7 @@ def _timed(action) -> float:  # type: ignore[no-untyped-def]
     return time.monotonic() - start
 
 
+@pytest.mark.processes
 def test_the_command_answers_only_for_its_own_hosts() -> None:
     """``partctl ui`` itself: by default its listening address, localhost and 127.0.0.1 at its
     port; ``--allowed-host`` names others (and only those)."""

@@ -37,6 +37,8 @@ from tests.broker.processes import create_topic, start_broker
 from tests.cli.memory_cluster import Cluster
 from tests.servers import Server, free_port
 
+pytestmark = pytest.mark.servers  # its context asks for ZooKeeper by name, and a broker process
+
 REPO = Path(__file__).resolve().parents[2]
 
 

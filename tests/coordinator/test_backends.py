@@ -94,6 +94,7 @@ def test_a_third_party_backend_is_found_by_its_scheme_and_imported_only_when_use
         sys.modules.pop("partctl_fake_backend", None)
 
 
+@pytest.mark.processes
 def test_a_backend_and_its_client_library_are_imported_only_when_its_scheme_is_used() -> None:
     probe = textwrap.dedent("""
         import sys

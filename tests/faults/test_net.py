@@ -15,6 +15,8 @@ import pytest
 from tests.faults.net import Host, Network, NetworkError, namespaces, unavailable_reason
 from tests.servers import unavailable
 
+pytestmark = pytest.mark.processes  # ip netns and the processes in the namespaces
+
 ECHO_PORT = 7000
 ECHO = f"""
 import socket, threading

@@ -30,6 +30,7 @@ def test_seeds_and_kinds_parse() -> None:
         parse_kinds(f"{KINDS[0]},nope")
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("argv", [["--seeds", "x"], ["--coordinator", "consul"],
                                   ["--faults", "meteor"], ["--brokers", "9"]])
 def test_bad_arguments_are_one_error_and_exit_2(argv: list[str]) -> None:

@@ -167,6 +167,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.processes
 def test_the_command_line_draws_a_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                           ) -> None:
     history = _record(tmp_path / "history.jsonl", monkeypatch)
@@ -176,6 +177,7 @@ def test_the_command_line_draws_a_history(tmp_path: Path, monkeypatch: pytest.Mo
     assert _png_size(out) == (1600, 1000)
 
 
+@pytest.mark.processes
 def test_the_command_line_refuses_a_corrupt_history_in_one_line(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     history = _record(tmp_path / "history.jsonl", monkeypatch)
@@ -194,6 +196,7 @@ def test_the_command_line_refuses_a_corrupt_history_in_one_line(
         f"error: {tmp_path / 'absent.jsonl'}: cannot read: No such file or directory"]
 
 
+@pytest.mark.processes
 def test_importing_the_module_does_not_import_matplotlib() -> None:
     done = subprocess.run(
         [sys.executable, "-c", "import sys, tests.faults.timeline; "
@@ -203,6 +206,7 @@ def test_importing_the_module_does_not_import_matplotlib() -> None:
     assert done.stdout.strip() == "[]"
 
 
+@pytest.mark.processes
 def test_the_command_line_refuses_an_empty_history_and_an_unwritable_output(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     empty = tmp_path / "empty.jsonl"

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.kafka.api_table import BEGIN, DOC, END, kafka_apis, partctl_apis, render
 from tests.kafka.conftest import require_kafka
 from tests.kafka.harness import KAFKA_3, KAFKA_4
+
+pytestmark = pytest.mark.processes  # javac, then each version's java
 
 
 def test_the_api_table_in_the_docs_is_what_partctl_and_kafka_serve(tmp_path: Path) -> None:

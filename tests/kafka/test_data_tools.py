@@ -17,6 +17,7 @@ in one election), and topics are made and filled with librdkafka.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import uuid
@@ -35,6 +36,7 @@ from tests.waiting import wait_until
 
 from .conftest import partctl_cluster, require_kafka
 from .harness import KAFKA_3, KAFKA_4, run_tool
+from .tool_shell import ToolShell
 
 pytestmark = pytest.mark.servers
 
@@ -48,6 +50,12 @@ EXTRA = {
     # leadership moves only when a test moves it
     "auto.leader.rebalance.enable": "false",
 }
+SHELL_TOOLS = frozenset({"consumer-groups", "reassign-partitions", "leader-election"})
+"""The admin tools, run in one tool JVM per version (tests/kafka/tool_shell.py, as the admin
+tools' tests do): a JVM start each would cost seconds. The console and performance tools run in
+processes of their own (the console producer reads its stdin); so do all with
+``PARTCTL_KAFKA_TOOL_PROCESSES=1``."""
+_SHELLS: dict[str, ToolShell] = {}
 THROTTLE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 REPLICA_KEYS = ("leader.replication.throttled.replicas",
                 "follower.replication.throttled.replicas")
@@ -65,6 +73,26 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     url = server.url(f"/tools-{uuid.uuid4().hex[:10]}")
     yield from partctl_cluster(url, tmp_path_factory.mktemp(f"data-tools-{request.param}"),
                                EXTRA)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _tool_shells() -> Iterator[None]:
+    """The module's tool JVMs (started when first wanted), closed with it."""
+    yield
+    for shell in _SHELLS.values():
+        shell.close()
+    _SHELLS.clear()
+
+
+def _tool(version: str, tool: str, *args: str, input: str | None = None
+          ) -> subprocess.CompletedProcess[str]:
+    """One of Kafka's tools of ``version``, answered as :func:`harness.run_tool` answers."""
+    if (tool not in SHELL_TOOLS or input is not None
+            or os.environ.get("PARTCTL_KAFKA_TOOL_PROCESSES") == "1"):
+        return run_tool(version, tool, *args, input=input)
+    if version not in _SHELLS:
+        _SHELLS[version] = ToolShell(version)
+    return _SHELLS[version].run(tool, *args)
 
 
 def _stop(cluster: LocalCluster, broker_id: int) -> None:
@@ -196,12 +224,12 @@ def test_console_tools_and_consumer_groups(version: str, cluster: LocalCluster,
     # 4.x renamed --property (still taken, with a warning on stdout) for each side
     reader, formatter = (("--property",) * 2 if version == KAFKA_3
                          else ("--reader-property", "--formatter-property"))
-    out = run_tool(version, "console-producer", "--bootstrap-server", bootstrap, "--topic",
+    out = _tool(version, "console-producer", "--bootstrap-server", bootstrap, "--topic",
                    topic, reader, "parse.key=true", input="\n".join(sorted(produced))
                    + "\n")
     _ok(out)
 
-    consumed = run_tool(version, "console-consumer", "--bootstrap-server", bootstrap,
+    consumed = _tool(version, "console-consumer", "--bootstrap-server", bootstrap,
                         "--topic", topic, "--group", group, "--from-beginning",
                         "--max-messages", str(len(produced)), formatter, "print.key=true",
                         "--timeout-ms", "60000")
@@ -218,11 +246,11 @@ def test_console_tools_and_consumer_groups(version: str, cluster: LocalCluster,
     assert sorted(positions) == [0, 1, 2] and sum(positions.values()) == len(produced)
     _produce(cluster, topic, 2, partition=0)
 
-    listed = _ok(run_tool(version, "consumer-groups", "--bootstrap-server", bootstrap, "--list",
+    listed = _ok(_tool(version, "consumer-groups", "--bootstrap-server", bootstrap, "--list",
                           "--timeout", "30000"))
     assert group in listed.split(), listed
 
-    described = run_tool(version, "consumer-groups", "--bootstrap-server", bootstrap,
+    described = _tool(version, "consumer-groups", "--bootstrap-server", bootstrap,
                          "--describe", "--group", group, "--group", missing,
                          "--timeout", "30000")
     rows = _describe_rows(_ok(described), group)
@@ -232,7 +260,7 @@ def test_console_tools_and_consumer_groups(version: str, cluster: LocalCluster,
     assert f"Consumer group '{group}' has no active members." in both
     assert f"Error: Consumer group '{missing}' does not exist." in both
 
-    reset = _ok(run_tool(version, "consumer-groups", "--bootstrap-server", bootstrap,
+    reset = _ok(_tool(version, "consumer-groups", "--bootstrap-server", bootstrap,
                          "--reset-offsets", "--to-earliest", "--execute", "--topic", topic,
                          "--group", group, "--timeout", "30000"))
     # (3.9.1 prints its rows without line breaks between them)
@@ -243,7 +271,7 @@ def test_console_tools_and_consumer_groups(version: str, cluster: LocalCluster,
     )[group].result(30)
     assert {tp.partition: tp.offset for tp in committed.topic_partitions} == {0: 0, 1: 0, 2: 0}
 
-    deleted = run_tool(version, "consumer-groups", "--bootstrap-server", bootstrap, "--delete",
+    deleted = _tool(version, "consumer-groups", "--bootstrap-server", bootstrap, "--delete",
                        "--group", group, "--group", missing, "--timeout", "30000")
     both = _ok(deleted) + deleted.stderr
     # Kafka's answer per group: one deleted, the other "does not exist"
@@ -268,7 +296,7 @@ def test_perf_tests_then_reassignment_with_a_throttle(version: str, cluster: Loc
     topic = _name("moved")
     _create(cluster, topic, assignment=[[1], [2]])
 
-    sent = _ok(run_tool(version, "producer-perf-test", "--topic", topic,
+    sent = _ok(_tool(version, "producer-perf-test", "--topic", topic,
                         "--num-records", str(PERF_RECORDS), "--record-size", str(RECORD_SIZE),
                         "--throughput", "-1", "--producer-props", "acks=all",
                         "enable.idempotence=true", f"bootstrap.servers={bootstrap}"))
@@ -276,7 +304,7 @@ def test_perf_tests_then_reassignment_with_a_throttle(version: str, cluster: Loc
     assert totals and int(totals[-1]) == PERF_RECORDS, sent
 
     count_flag = "--messages" if version == KAFKA_3 else "--num-records"
-    read = _ok(run_tool(version, "consumer-perf-test", "--bootstrap-server", bootstrap,
+    read = _ok(_tool(version, "consumer-perf-test", "--bootstrap-server", bootstrap,
                         "--topic", topic, count_flag, str(PERF_RECORDS), "--timeout", "60000"))
     header, _, line = read.strip().partition("\n")
     fields = dict(zip([h.strip() for h in header.split(",")],
@@ -285,7 +313,7 @@ def test_perf_tests_then_reassignment_with_a_throttle(version: str, cluster: Loc
     assert abs(float(fields["data.consumed.in.MB"]) - PERF_RECORDS * RECORD_SIZE / 2**20) < 0.01
 
     # --generate proposes a plan over brokers 1-3 and prints the current one
-    generated = _ok(run_tool(version, "reassign-partitions", "--bootstrap-server", bootstrap,
+    generated = _ok(_tool(version, "reassign-partitions", "--bootstrap-server", bootstrap,
                              "--generate", "--broker-list", "1,2,3", "--topics-to-move-json-file",
                              _write(tmp_path / "move.json",
                                     {"version": 1, "topics": [{"topic": topic}]})))
@@ -298,7 +326,7 @@ def test_perf_tests_then_reassignment_with_a_throttle(version: str, cluster: Loc
     target = {0: [3, 2], 1: [1, 3]}
     plan = _write(tmp_path / "plan.json", {"version": 1, "partitions": [
         {"topic": topic, "partition": p, "replicas": r} for p, r in target.items()]})
-    executed = _ok(run_tool(version, "reassign-partitions", "--bootstrap-server", bootstrap,
+    executed = _ok(_tool(version, "reassign-partitions", "--bootstrap-server", bootstrap,
                             "--execute", "--reassignment-json-file", plan,
                             "--throttle", "1000000"))
     assert "The inter-broker throttle limit was set to 1000000 B/s" in executed, executed
@@ -316,7 +344,7 @@ def test_perf_tests_then_reassignment_with_a_throttle(version: str, cluster: Loc
                    for p, r in target.items())
 
     wait_until(moved, timeout=120, interval=0.5, message=f"{topic} moved")
-    verified = _ok(run_tool(version, "reassign-partitions", "--bootstrap-server", bootstrap,
+    verified = _ok(_tool(version, "reassign-partitions", "--bootstrap-server", bootstrap,
                             "--verify", "--reassignment-json-file", plan))
     for p in target:
         assert f"Reassignment of partition {topic}-{p} is completed" in verified, verified
@@ -340,13 +368,13 @@ def test_reassignment_listed_then_cancelled(version: str, cluster: LocalCluster,
     _produce(cluster, topic, 20000, size=RECORD_SIZE)
     plan = _write(tmp_path / "plan.json", {"version": 1, "partitions": [
         {"topic": topic, "partition": 0, "replicas": [2, 3]}]})
-    _ok(run_tool(version, "reassign-partitions", "--bootstrap-server", bootstrap, "--execute",
+    _ok(_tool(version, "reassign-partitions", "--bootstrap-server", bootstrap, "--execute",
                  "--reassignment-json-file", plan, "--throttle", "10000"))
-    listed = _ok(run_tool(version, "reassign-partitions", "--bootstrap-server", bootstrap,
+    listed = _ok(_tool(version, "reassign-partitions", "--bootstrap-server", bootstrap,
                           "--list"))
     assert f"{topic}-0: replicas: 2,3,1. adding: 2,3. removing: 1." in listed, listed
 
-    cancelled = _ok(run_tool(version, "reassign-partitions", "--bootstrap-server", bootstrap,
+    cancelled = _ok(_tool(version, "reassign-partitions", "--bootstrap-server", bootstrap,
                              "--cancel", "--reassignment-json-file", plan))
     assert f"Successfully cancelled partition reassignment for: {topic}-0" in cancelled
     wait_until(lambda: _partitions(cluster, topic)[0] == (1, [1], [1]), timeout=60,
@@ -360,7 +388,7 @@ def test_reassignment_listed_then_cancelled(version: str, cluster: LocalCluster,
 
 def _elect(version: str, cluster: LocalCluster, kind: str, *args: str
            ) -> subprocess.CompletedProcess[str]:
-    return run_tool(version, "leader-election", "--bootstrap-server", _live_bootstrap(cluster),
+    return _tool(version, "leader-election", "--bootstrap-server", _live_bootstrap(cluster),
                     "--election-type", kind, *args)
 
 

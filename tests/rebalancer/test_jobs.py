@@ -563,6 +563,7 @@ def test_a_stopping_scheduler_interrupts_a_running_rebalance(db: str) -> None:
     assert set(statuses) <= {MoveProgress.IN_PROGRESS, MoveProgress.PENDING}
 
 
+@pytest.mark.processes
 def test_runs_left_running_by_a_dead_process_are_marked_interrupted(db: str) -> None:
     import socket
     import subprocess

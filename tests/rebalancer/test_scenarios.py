@@ -30,7 +30,7 @@ def test_same_scenario_same_snapshot_other_seed_other_snapshot():
 @pytest.mark.parametrize(("name", "brokers", "new", "racks", "topics", "partitions"), [
     ("S", 8, 2, 3, 50, 600),
     ("M", 60, 0, 6, 400, 20_000),
-    ("L", 330, 30, 10, 2_000, 200_000),
+    pytest.param("L", 330, 30, 10, 2_000, 200_000, marks=pytest.mark.slow),
 ])
 def test_standard_scenarios(name, brokers, new, racks, topics, partitions):
     snap = generate(SCENARIOS[name])
@@ -118,6 +118,7 @@ def test_impossible_scenarios_are_refused(scenario, problem):
         generate(scenario)
 
 
+@pytest.mark.processes
 def test_command_line_writes_a_snapshot(tmp_path):
     out = tmp_path / "s.json"
     subprocess.run([sys.executable, "-m", "rebalancer.scenarios", "S", "--seed", "7",

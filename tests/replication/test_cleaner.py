@@ -529,6 +529,7 @@ os._exit(0)
 """
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("stage", ["cleaned", "swap", "deleted-0", "deleted-1", "deleted-2",
                                    "renamed", "never"])
 def test_a_crash_at_any_step_of_a_clean_recovers_a_consistent_log(tmp_path: Path,

@@ -35,6 +35,7 @@ _ROOT = Path(__file__).resolve().parents[2]
 _INT64_MAX = (1 << 63) - 1
 
 
+@pytest.mark.processes
 def test_the_native_scanner_is_built_and_used() -> None:
     assert _cleaner_native is not None, (
         "replication._cleaner_native was not built: the editable install compiles it "

@@ -162,6 +162,7 @@ _BOMB = textwrap.dedent("""
 """)
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("codec", CODECS)
 def test_a_zip_bomb_stops_at_the_limit_without_inflating(codec: int) -> None:
     """A records section that inflates to 256 MiB, under a 1 MiB limit: refused, and the

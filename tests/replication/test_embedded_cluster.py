@@ -114,6 +114,7 @@ def assert_identical_logs(cluster: EmbeddedCluster, tp: TopicPartition) -> None:
     assert len(signatures) == 1
 
 
+@pytest.mark.slow
 def test_acks_all_writes_survive_leader_crashes_exactly_once(cluster: EmbeddedCluster) -> None:
     tps = cluster.create_topic("events", partitions=2, replication_factor=3)
     producer = cluster.producer(max_in_flight=32)

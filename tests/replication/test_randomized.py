@@ -230,6 +230,7 @@ def root(tmp_path: Path) -> Iterator[Path]:
         yield tmp_path
 
 
+@pytest.mark.slow
 def test_random_faults_lose_no_acknowledged_write_and_replicas_converge(root: Path) -> None:
     counts: Counter = Counter()
     started = time.monotonic()

@@ -1,0 +1,81 @@
+"""How the suite arranges itself: what marks a test gets from what it uses (the ``--fast``
+tier leaves those out), and the order the workers' modules come in (tests/durations.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from tests import conftest, durations
+
+
+def _item(*fixtures: str, **params: object) -> SimpleNamespace:
+    callspec = SimpleNamespace(params=params) if params else None
+    return SimpleNamespace(fixturenames=list(fixtures), callspec=callspec)
+
+
+def test_a_test_is_marked_by_the_servers_its_fixtures_start() -> None:
+    assert conftest._needs_marks(_item("tmp_path", "zookeeper_server")) == {"servers"}
+    assert conftest._needs_marks(_item("postgres_server", "spark")) == {"postgres", "spark"}
+    assert conftest._needs_marks(_item("tmp_path")) == set()
+
+
+def test_a_backend_parameter_naming_a_server_marks_the_test() -> None:
+    # a fixture parametrized by backend asks for the server by name (getfixturevalue): only
+    # the parameter tells
+    assert conftest._needs_marks(_item("backend", backend="etcd")) == {"servers"}
+    assert conftest._needs_marks(_item("store", store="postgresql")) == {"postgres"}
+    assert conftest._needs_marks(_item("backend", backend="memory")) == set()
+    assert conftest._needs_marks(_item("n", n=3)) == set()
+
+
+def test_the_fast_tier_leaves_out_every_mark_of_a_server_or_a_process() -> None:
+    assert set(conftest.NEEDS_SERVER_OR_PROCESS) >= set(conftest.SERVER_FIXTURES.values())
+    assert set(conftest.NEEDS_SERVER_OR_PROCESS) >= set(conftest.SERVER_PARAMS.values())
+    assert "processes" in conftest.NEEDS_SERVER_OR_PROCESS
+    assert set(conftest.FAST_LEAVES_OUT) == {*conftest.NEEDS_SERVER_OR_PROCESS, "slow"}
+
+
+def test_the_longest_module_comes_first_and_an_unknown_one_in_the_middle() -> None:
+    key = durations.order_key({"tests/a/test_long.py": 300.0, "tests/a/test_short.py": 1.0})
+    ids = ["tests/a/test_short.py::t", "tests/a/test_new.py::t", "tests/a/test_long.py::t[x]",
+           "tests/a/test_long.py::u"]
+    assert sorted(ids, key=key) == ["tests/a/test_long.py::t[x]", "tests/a/test_long.py::u",
+                                    "tests/a/test_new.py::t", "tests/a/test_short.py::t"]
+
+
+def test_a_module_moved_to_another_folder_is_found_by_its_name() -> None:
+    key = durations.order_key({"tests/broker/test_x.py": 300.0, "tests/a/test_dup.py": 5.0,
+                               "tests/b/test_dup.py": 400.0})
+    assert key("tests/broker/groups/test_x.py::t") == -300.0
+    assert key("tests/c/test_dup.py::t") == -durations.UNKNOWN  # two of that name: unknown
+
+
+def test_seconds_per_module_from_a_junit_report(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tests" / "a").mkdir(parents=True)
+    (tmp_path / "tests" / "a" / "test_m.py").write_text("")
+    report = tmp_path / "run.xml"
+    report.write_text(
+        '<testsuites><testsuite>'
+        '<testcase classname="tests.a.test_m" name="t1" time="1.5"/>'
+        '<testcase classname="tests.a.test_m.TestGroup" name="t2" time="2.0"/>'
+        '</testsuite></testsuites>')
+    assert durations.from_junit(report) == {"tests/a/test_m.py": 3.5}
+
+
+def test_the_recorded_table_is_there() -> None:
+    table = durations.load()
+    assert table, "tests/durations.json is missing or empty"
+    assert all(module.startswith("tests/") and module.endswith(".py") for module in table)
+
+
+def test_each_worker_of_a_run_has_ports_of_its_own_below_the_ephemeral_ones() -> None:
+    for run in ("", "a1b2", "9f00d"):
+        ranges = [conftest.worker_port_range(f"gw{n}", run) for n in range(2)]
+        assert len(set(ranges)) == 2
+        for span in ranges:
+            low, high = map(int, span.split("-"))
+            assert 10_000 <= low < high < 32_768
+    runs = {conftest.worker_port_range("gw0", f"run{n}") for n in range(50)}
+    assert len(runs) > 10  # two runs at once mostly pick different blocks
