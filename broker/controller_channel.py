@@ -273,9 +273,9 @@ class _SharedMetadata:
         with self._lock:
             last = self._last
             if last is not None and _same_metadata(last[0], request):
-                data = bytearray(last[2])
-                _EPOCH.pack_into(data, _UM_EPOCH_AT, request.broker_epoch)
-                return last[1], bytes(data)
+                patched = bytearray(last[2])
+                _EPOCH.pack_into(patched, _UM_EPOCH_AT, request.broker_epoch)
+                return last[1], bytes(patched)
             body = encode_request(request, listener)
             data = encode_body(body)
             shareable = (int(body.__version__) == 8 and len(data) >= _UM_EPOCH_AT + 8

@@ -49,8 +49,8 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TextIO
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, TextIO
 
 from kio.schema.errors import ErrorCode
 
@@ -225,8 +225,8 @@ class BrokerProcess:
             try:
                 asking = loop.run_in_executor(None, participant.controlled_shutdown, timeout)
                 interrupted = asyncio.ensure_future(self._at_once.wait())
-                done, _ = await asyncio.wait({asking, interrupted},
-                                             return_when=asyncio.FIRST_COMPLETED)
+                either: set[asyncio.Future[Any]] = {asking, interrupted}
+                done, _ = await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
                 interrupted.cancel()
                 if asking not in done:
                     return
@@ -301,11 +301,10 @@ class BrokerProcess:
         host, port = self.config.metrics_listener
         loop = asyncio.get_running_loop()
 
-        def node_part(name: str) -> Callable[[], object]:
-            return lambda: getattr(self.node, name, None) if self.node is not None else None
-
         collector = KafkaCollector(
-            controller=node_part("controller"), replica_manager=node_part("replica_manager"),
+            controller=lambda: self.node.controller if self.node is not None else None,
+            replica_manager=lambda: (self.node.replica_manager if self.node is not None
+                                     else None),
             groups=lambda: self.groups, loop=loop, traffic=traffic, requests=requests)
         self.metrics = MetricsServer(collector, host, port)
 
@@ -456,7 +455,7 @@ class BrokerProcess:
 
 
 def run_process(config_path: str, err: TextIO | None, *, role: str,
-                main: Callable[[BrokerConfig, TextIO], Awaitable[int]],
+                main: Callable[[BrokerConfig, TextIO], Coroutine[Any, Any, int]],
                 controller_only: bool = False, log_format: str = "text") -> int:
     """Load ``config_path`` (one line and exit 1 if it is bad), log to ``err`` in
     ``log_format`` (the state-change log to ``partctl.state.change.log.file`` if set), then

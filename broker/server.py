@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 import os
@@ -317,11 +318,12 @@ class _Connection:
     async def _send(self, encoded: Encoded) -> None:
         writer = self.writer
         if not encoded.slices:
+            # without slices, chunks() is this one frame: the size prefix and the parts joined
+            frame = b"".join([SIZE.pack(encoded.size), *encoded.plain_parts()])
             if encoded.size <= _WRITE_CHUNK:
-                writer.write(b"".join([SIZE.pack(encoded.size), *encoded.parts]))
+                writer.write(frame)
             else:
-                for chunk in encoded.chunks():
-                    await _write_in_pieces(writer, chunk)  # type: ignore[arg-type]
+                await _write_in_pieces(writer, frame)
             await writer.drain()
             self.active = time.monotonic()
             return
@@ -330,7 +332,7 @@ class _Connection:
             # TLS encrypts in this process: the log bytes are read and written through it
             # (Kafka copies them on TLS channels too)
             for chunk in encoded.chunks():
-                writer.write(chunk.read() if type(chunk) is LogSlice else chunk)
+                writer.write(chunk.read() if isinstance(chunk, LogSlice) else chunk)
             await writer.drain()
             self.active = time.monotonic()
             return
@@ -341,7 +343,7 @@ class _Connection:
         try:
             loop = asyncio.get_running_loop()
             for chunk in encoded.chunks():
-                if type(chunk) is LogSlice:
+                if isinstance(chunk, LogSlice):
                     with os.fdopen(chunk.fd, "rb", buffering=0, closefd=False) as file:
                         sent = await loop.sendfile(transport, file, chunk.position, chunk.size)
                     if sent != chunk.size:  # the file shrank under us: the frame is broken
@@ -413,7 +415,7 @@ class KafkaServer:
                                         "ssl_handshake_timeout": SSL_HANDSHAKE_TIMEOUT}
                                        if context is not None else {})
                 server = await asyncio.start_server(
-                    lambda r, w, name=listener.name: self._accept(name, r, w),
+                    functools.partial(self._accept, listener.name),
                     host=listener.host or None, port=listener.port, limit=READ_LIMIT,
                     start_serving=False, reuse_address=True, **tls)
                 self._servers[listener.name] = server

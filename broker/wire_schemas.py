@@ -14,6 +14,7 @@ from kio.schema.request_header.v2.header import RequestHeader
 from kio.schema.types import GroupId, TopicName
 from kio.static.constants import EntityType
 from kio.static.primitive import i16, i32, i32Timedelta
+from kio.static.protocol import RequestPayload
 
 __all__ = ["EXTRA_REQUESTS", "RESPONSE_AS"]
 
@@ -42,7 +43,7 @@ class ConsumerGroupHeartbeatRequestV1:
     topic_partitions: tuple[TopicPartitions, ...] | None
 
 
-EXTRA_REQUESTS: dict[tuple[int, int], type] = {(68, 1): ConsumerGroupHeartbeatRequestV1}
+EXTRA_REQUESTS: dict[tuple[int, int], type[RequestPayload]] = {(68, 1): ConsumerGroupHeartbeatRequestV1}
 """(api key, version) -> request class, for versions kio does not have."""
 RESPONSE_AS: dict[tuple[int, int], tuple[int, int]] = {(68, 1): (68, 0)}
 """(api key, version) -> the kio response version with the same layout."""

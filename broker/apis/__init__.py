@@ -21,6 +21,8 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeAlias, TypeVar
 
+from kio.schema.errors import ErrorCode
+
 from broker.config import BrokerConfig
 from broker.controller_channel import KafkaNetwork
 from broker.groups import GroupCoordinator
@@ -70,9 +72,10 @@ produce: the client learns of the failure by the closed connection)."""
 
 
 class TopicCreator(Protocol):
-    """Creates a topic through the admin path (blocking: the caller runs it off the loop)."""
+    """Creates a topic through the admin path (blocking: the caller runs it off the loop);
+    the error code a Metadata answer gives the topic."""
 
-    def __call__(self, name: str, partitions: int, replication_factor: int) -> None: ...
+    def __call__(self, name: str, partitions: int, replication_factor: int) -> ErrorCode: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -135,8 +135,7 @@ async def _create_acls(ctx: RequestContext, request: Any) -> Any:
         results.append((ErrorCode.none, None))
     if valid:
         try:
-            await blocking(ctx, acl_store.add_acls, ctx.broker.admin.coordinator,  # type: ignore[union-attr]
-                           valid)
+            await blocking(ctx, acl_store.add_acls, ctx.broker.admin.coordinator, valid)
         except Exception as exc:  # noqa: BLE001 - the coordinator's failure is the answer
             results = [(ErrorCode.unknown_server_error, str(exc)) if e is ErrorCode.none
                        else (e, m) for e, m in results]
@@ -160,7 +159,7 @@ async def _delete_acls(ctx: RequestContext, request: Any) -> Any:
         else:
             try:
                 removed = await blocking(ctx, acl_store.delete_acls,
-                                         ctx.broker.admin.coordinator,  # type: ignore[union-attr]
+                                         ctx.broker.admin.coordinator,
                                          binding_filter(f))
             except AclError as exc:
                 error, message = ErrorCode.invalid_request, str(exc)

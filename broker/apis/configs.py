@@ -212,7 +212,7 @@ def _describe_one(services: ConfigServices, rtype: int, name: str, keys: list[st
 
 def _describe_all(services: ConfigServices, resources: list[tuple[int, str, list[str] | None]]
                   ) -> list[tuple[ErrorCode, str | None, list[_Described]]]:
-    out = []
+    out: list[tuple[ErrorCode, str | None, list[_Described]]] = []
     for rtype, name, keys in resources:
         try:
             out.append((ErrorCode.none, None, _describe_one(services, rtype, name, keys)))

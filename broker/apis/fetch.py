@@ -79,6 +79,16 @@ from replication.partition import Partition, Role
 from replication.tiered import RemoteStorageError
 
 if TYPE_CHECKING:
+    import kio.schema.fetch.v4
+    import kio.schema.fetch.v5
+    import kio.schema.fetch.v6
+    import kio.schema.fetch.v13
+    import kio.schema.fetch.v14
+    import kio.schema.fetch.v15
+    import kio.schema.fetch.v16
+    import kio.schema.fetch.v17
+    from typing_extensions import TypeIs
+
     from broker.apis.messages import FetchRequest, FetchResponse
     from broker.apis.services import FetchServices
 
@@ -255,12 +265,27 @@ def _replica_id(request: Any) -> int:
     return state.replica_id if state is not None else request.replica_id
 
 
+def _sessionless(request: FetchRequest, version: int) -> TypeIs[
+        kio.schema.fetch.v4.FetchRequest | kio.schema.fetch.v5.FetchRequest
+        | kio.schema.fetch.v6.FetchRequest]:
+    """Whether the request (of ``version``) predates fetch sessions (KIP-227, v7)."""
+    return version < 7
+
+
+def _with_ids(request: FetchRequest, version: int) -> TypeIs[
+        kio.schema.fetch.v13.FetchRequest | kio.schema.fetch.v14.FetchRequest
+        | kio.schema.fetch.v15.FetchRequest | kio.schema.fetch.v16.FetchRequest
+        | kio.schema.fetch.v17.FetchRequest]:
+    """Whether the request (of ``version``) names its topics by id (KIP-516, v13)."""
+    return version >= FIRST_VERSION_WITH_IDS
+
+
 def handle(ctx: RequestContext[FetchServices], request: FetchRequest) -> Reply[FetchResponse]:
     version = ctx.api_version
     ctx.metric_name = FOLLOWER_METRIC if _replica_id(request) >= 0 else CONSUMER_METRIC
-    if version >= 7 and request.session_epoch not in _FULL_EPOCHS:
+    if not _sessionless(request, version) and request.session_epoch not in _FULL_EPOCHS:
         return _error_response(ctx, ErrorCode.fetch_session_id_not_found)
-    if version < FIRST_VERSION_WITH_IDS:
+    if not _with_ids(request, version):
         return _handle(ctx, request, _wanted(request))
     names = ctx.broker.metadata.snapshot.topic_names
     if any(t.topic_id not in names for t in request.topics):
@@ -523,8 +548,9 @@ def _current_leader(ctx: RequestContext, module: Any, snap: MetadataSnapshot,
     if state is None or state.leader < 0:
         return {}
     broker = snap.brokers.get(state.leader)
-    endpoint = next((e for e in broker.endpoints if e.listener == ctx.listener),
-                    None) if broker is not None else None
+    if broker is None:
+        return {}
+    endpoint = next((e for e in broker.endpoints if e.listener == ctx.listener), None)
     if endpoint is None:
         return {}
     endpoints[state.leader] = build(module.NodeEndpoint, node_id=state.leader,

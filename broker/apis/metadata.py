@@ -44,6 +44,12 @@ from coordinator.layout import validate_topic
 from interbroker.requests import LiveBroker
 
 if TYPE_CHECKING:
+    import kio.schema.metadata.v0
+    import kio.schema.metadata.v1
+    import kio.schema.metadata.v2
+    import kio.schema.metadata.v3
+    from typing_extensions import TypeIs
+
     from broker.apis.messages import MetadataRequest, MetadataResponse
     from broker.apis.services import MetadataServices
 
@@ -126,6 +132,14 @@ def _bad_ids(request: Any, version: int) -> bool:
         for t in request.topics or ())
 
 
+def _before_auto_creation(request: MetadataRequest, version: int) -> TypeIs[
+        kio.schema.metadata.v0.MetadataRequest | kio.schema.metadata.v1.MetadataRequest
+        | kio.schema.metadata.v2.MetadataRequest | kio.schema.metadata.v3.MetadataRequest]:
+    """Whether the request (of ``version``) predates allow_auto_topic_creation (v4), when a
+    request allowed it always."""
+    return version < 4
+
+
 def _legal(name: str) -> bool:
     try:
         validate_topic(name)
@@ -139,7 +153,7 @@ def handle(ctx: RequestContext[MetadataServices],
     broker = ctx.broker
     version = ctx.api_version
     if _bad_ids(request, version):
-        if any(t.name is None for t in request.topics):
+        if any(t.name is None for t in request.topics or ()):
             return CLOSE_CONNECTION  # no name to answer it under in these versions
         return _refused(ctx, request)
     snap = broker.metadata.snapshot
@@ -149,7 +163,7 @@ def handle(ctx: RequestContext[MetadataServices],
         n for n in names if not ctx.authorized(Operation.DESCRIBE, ResourceType.TOPIC, n)}
     unknown = [] if names is None else [n for n in names if n not in snap.topics
                                          and n not in denied]
-    allowed = version < 4 or request.allow_auto_topic_creation
+    allowed = _before_auto_creation(request, version) or request.allow_auto_topic_creation
     creatable = [n for n in unknown if allowed and broker.config.auto_create_topics_enable
                  and broker.create_topic is not None and _legal(n)]
     if creatable and not ctx.authorized(Operation.CREATE, ResourceType.CLUSTER):

@@ -119,9 +119,11 @@ def handle(ctx: RequestContext[ProduceServices], request: ProduceRequest) -> Rep
             if problem is not ErrorCode.none:
                 partitions.append((data.index, problem))
                 continue
-            future = rm.produce(tp, data.records, acks, timeout_ms)
+            records = data.records
+            assert records is not None  # check_records refuses null records
+            future = rm.produce(tp, records, acks, timeout_ms)
             if traffic is not None:
-                traffic.produced(topic.name, data.records)
+                traffic.produced(topic.name, records)
             broker.purgatory.wake(tp)
             partitions.append((data.index, future))
     if acks == 0:

@@ -169,6 +169,7 @@ async def _alter_reassignments(ctx: RequestContext, request: Any) -> Any:
                  for t in request.topics for p in t.partitions}
     admin = ctx.broker.admin
     top: _Answer = (ErrorCode.none, None)
+    answers: dict[TopicPartition, _Answer]
     if not ctx.authorized(Operation.ALTER, ResourceType.CLUSTER):
         top, answers = (ErrorCode.cluster_authorization_failed, None), {}
     elif admin is None:

@@ -31,6 +31,8 @@ from coordinator.errors import CoordinatorError
 from coordinator.metadata import MetadataClient
 
 if TYPE_CHECKING:
+    from kio.schema.alter_user_scram_credentials.v0.request import ScramCredentialDeletion
+
     from broker.apis.messages import (
         AlterUserScramCredentialsRequest,
         AlterUserScramCredentialsResponse,
@@ -125,6 +127,9 @@ async def _describe(
 
 async def _alter(ctx: RequestContext[AdminServices],
                  request: AlterUserScramCredentialsRequest) -> AlterUserScramCredentialsResponse:
+    # loaded already: the request was read with its classes (the one version served, v0)
+    from kio.schema.alter_user_scram_credentials.v0.request import ScramCredentialUpsertion
+
     module = response_module(ALTER_USER_SCRAM_CREDENTIALS, ctx.api_version)
     errors: dict[str, tuple[ErrorCode, str | None]] = {}
     seen: Counter[tuple[str, int]] = Counter()
@@ -138,7 +143,9 @@ async def _alter(ctx: RequestContext[AdminServices],
             errors[user] = (ErrorCode.duplicate_resource, "A user credential cannot be altered "
                             "twice in the same request")
     refused = not ctx.authorized(Operation.ALTER, ResourceType.CLUSTER)
-    for item in [*request.deletions, *request.upsertions]:
+    items: list[ScramCredentialDeletion | ScramCredentialUpsertion] = [
+        *request.deletions, *request.upsertions]
+    for item in items:
         user = item.name
         users.setdefault(user, ({}, []))
         if refused:
@@ -151,7 +158,7 @@ async def _alter(ctx: RequestContext[AdminServices],
         elif mech is None:
             errors[user] = (ErrorCode.unsupported_sasl_mechanism,
                             "Unknown SCRAM mechanism")
-        elif hasattr(item, "salted_password"):
+        elif isinstance(item, ScramCredentialUpsertion):
             if not item.salt or not item.salted_password:
                 errors[user] = (ErrorCode.unacceptable_credential,
                                 "Salt and salted password must not be empty")

@@ -19,6 +19,10 @@ from broker.apis import Api, ApiRegistry, Reply, RequestContext
 from broker.wire import build, response_module
 
 if TYPE_CHECKING:
+    import kio.schema.api_versions.v3
+    import kio.schema.api_versions.v4
+    from typing_extensions import TypeIs
+
     from broker.apis.messages import ApiVersionsRequest, ApiVersionsResponse
     from broker.apis.services import VersionServices
 
@@ -36,12 +40,19 @@ def _keys(module: Any, registry: ApiRegistry, only: int | None = None) -> tuple[
         for api in registry.values() if only is None or api.key == only)
 
 
+def _names_software(request: ApiVersionsRequest, version: int) -> TypeIs[
+        kio.schema.api_versions.v3.ApiVersionsRequest
+        | kio.schema.api_versions.v4.ApiVersionsRequest]:
+    """Whether the request (of ``version``) names the client's software: v3 and later."""
+    return version >= 3
+
+
 def handle(ctx: RequestContext[VersionServices],
            request: ApiVersionsRequest) -> Reply[ApiVersionsResponse]:
     module = response_module(API_KEY, ctx.api_version)
     registry = ctx.broker.registry
     assert registry is not None
-    if ctx.api_version >= 3 and not (
+    if _names_software(request, ctx.api_version) and not (
         _SOFTWARE.fullmatch(request.client_software_name or "")
         and _SOFTWARE.fullmatch(request.client_software_version or "")
     ):

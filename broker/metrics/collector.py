@@ -20,7 +20,7 @@ import asyncio
 import concurrent.futures
 import logging
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from prometheus_client import generate_latest
 from prometheus_client.core import (
@@ -57,9 +57,10 @@ _RQ = "kafka_network_requestmetrics_"
 _PARTITION = ("topic", "partition")
 _LogRow = tuple[TopicPartition, int, int, int]
 """A replica's (partition, log size, log start offset, log end offset)."""
-_LOG_GAUGES = (("kafka_log_log_size", "Bytes of the partition's local log", 1),
-               ("kafka_log_log_logstartoffset", "The partition's log start offset", 2),
-               ("kafka_log_log_logendoffset", "The partition's log end offset", 3))
+_LOG_GAUGES: tuple[tuple[str, str, Literal[1, 2, 3]], ...] = (
+    ("kafka_log_log_size", "Bytes of the partition's local log", 1),
+    ("kafka_log_log_logstartoffset", "The partition's log start offset", 2),
+    ("kafka_log_log_logendoffset", "The partition's log end offset", 3))
 """The per-partition gauges: name, help, column of a :data:`_LogRow`."""
 _LABEL_CACHE = 200_000
 """Partitions whose label text is kept between scrapes (beyond: forgotten and made again)."""

@@ -17,6 +17,7 @@ work on every backend (under the etcd prefix).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -162,12 +163,20 @@ def _update(coordinator: Coordinator, pattern: ResourcePattern,
         return True
 
 
+def _adding(new: frozenset[AclEntry]) -> Callable[[frozenset[AclEntry]], frozenset[AclEntry]]:
+    return lambda cur: cur | new
+
+
+def _removing(gone: frozenset[AclEntry]) -> Callable[[frozenset[AclEntry]], frozenset[AclEntry]]:
+    return lambda cur: cur - gone
+
+
 def add_acls(coordinator: Coordinator, bindings: Iterable[AclBinding]) -> None:
     by_pattern: dict[ResourcePattern, set[AclEntry]] = {}
     for b in bindings:
         by_pattern.setdefault(b.pattern, set()).add(b.entry)
     for pattern, entries in by_pattern.items():
-        _update(coordinator, pattern, lambda cur, new=frozenset(entries): cur | new)
+        _update(coordinator, pattern, _adding(frozenset(entries)))
 
 
 def delete_acls(coordinator: Coordinator, flt: AclBindingFilter) -> list[AclBinding]:
@@ -178,7 +187,7 @@ def delete_acls(coordinator: Coordinator, flt: AclBindingFilter) -> list[AclBind
             continue
         gone = frozenset(e for e in entries if flt.matches_entry(e))
         if gone:
-            _update(coordinator, pattern, lambda cur, gone=gone: cur - gone)
+            _update(coordinator, pattern, _removing(gone))
             removed += [AclBinding(pattern=pattern, entry=e) for e in gone]
     return removed
 
@@ -225,7 +234,7 @@ class AclCache:
         for root in (LITERAL_ACL_CHANGES, EXTENDED_ACL_CHANGES):
             self._coordinator.ensure_path(root)
             self._watches.append(self._coordinator.watch_children(
-                root, lambda event, root=root: self._on_event(root, event)))
+                root, functools.partial(self._on_event, root)))
         acls = read_all(self._coordinator)
         with self._lock:
             self._acls = acls

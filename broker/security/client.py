@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
 from broker.security.scram import MECHANISMS as SCRAM_MECHANISMS
@@ -76,17 +75,20 @@ class Connector:
         if s.mechanism is None:
             return None
         assert s.username is not None and s.password is not None
-        handshake = load_request_schema(SASL_HANDSHAKE, 1)(mechanism=s.mechanism)
+        # SASL_HANDSHAKE v1 and SASL_AUTHENTICATE v1, imported when first used
+        from kio.schema.sasl_authenticate.v1 import SaslAuthenticateRequest
+        from kio.schema.sasl_handshake.v1 import SaslHandshakeRequest
+
+        handshake = SaslHandshakeRequest(mechanism=s.mechanism)
         answer = call(handshake)
         if answer.error_code != ErrorCode.none:
             raise AuthenticationFailed(f"SaslHandshake for {s.mechanism}: "
                                        f"{ErrorCode(answer.error_code).name} (the broker "
                                        f"enables {', '.join(answer.mechanisms)})")
-        authenticate = load_request_schema(SASL_AUTHENTICATE, 1)
         lifetime = [0.0]
 
         def send(token: bytes) -> bytes:
-            response = call(authenticate(auth_bytes=token))
+            response = call(SaslAuthenticateRequest(auth_bytes=token))
             if response.error_code != ErrorCode.none:
                 raise AuthenticationFailed(f"{s.mechanism} authentication as {s.username!r} "
                                            f"failed: {response.error_message or ''}".rstrip())

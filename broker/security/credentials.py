@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from broker.security.scram import MAX_ITERATIONS, MECHANISMS, ScramCredential
@@ -165,7 +165,8 @@ def alter(metadata: MetadataClient, user: str, upserts: Mapping[str, ScramCreden
     _change(metadata, user, change)
 
 
-def _change(metadata: MetadataClient, user: str, change) -> None:  # type: ignore[no-untyped-def]
+def _change(metadata: MetadataClient, user: str,
+            change: Callable[[dict[str, str]], dict[str, str]]) -> None:
     for _ in range(10):
         node = metadata.user_config(user)
         config = dict(node.value) if node is not None else {}

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from broker.security.credentials import CredentialCache
 from broker.security.scram import MECHANISMS as SCRAM_MECHANISMS
-from broker.security.scram import ScramCredentialsError, ScramError, ScramServer
+from broker.security.scram import ScramCredential, ScramCredentialsError, ScramError, ScramServer
 from broker.security.settings import ListenerSecurity, SaslSettings
 from broker.security.tls import server_context
 
@@ -63,7 +63,7 @@ class SaslSession:
         if mechanism in SCRAM_MECHANISMS:
             credentials = self.credentials
 
-            def lookup(user: str):  # type: ignore[no-untyped-def]
+            def lookup(user: str) -> ScramCredential | None:
                 return credentials.lookup(mechanism, user) if credentials is not None else None
 
             self._scram = ScramServer(mechanism, lookup)
