@@ -390,12 +390,12 @@ def _clean_segment(fd: int, size: int, out_fd: int, cp: _Pass, counts: _Counts,
             decided = True
         elif (base >= first_dirty and last < end and not attributes & DELETE_HORIZON_MASK
               and bisect_right(nulls, last) == bisect_left(nulls, base)):
-            kept = bisect_right(live, last) - bisect_left(live, base)
-            if kept == count:
+            live_count = bisect_right(live, last) - bisect_left(live, base)
+            if live_count == count:
                 whole = memoryview(chunk)[rel : rel + total]
                 counts.kept += count
                 decided = True
-            elif kept == 0:
+            elif live_count == 0:
                 counts.dropped += count
                 if pid >= 0 and cp.producer_last.get(pid) == last:
                     whole = _rebuild_batch(chunk, rel, head, None, [], -1)  # producer's last

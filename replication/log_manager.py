@@ -99,7 +99,7 @@ class LogManager:
         self._next_retention_ms = now + config.log_retention_check_interval_ms
         self.cleaner = LogCleaner(
             config.cleaner, self._compacted_logs, clock,
-            checkpoints=self._read_checkpoint(self._cleaner_checkpoint),
+            checkpoints=dict[object, int](self._read_checkpoint(self._cleaner_checkpoint)),
             on_checkpoint=self._write_cleaner_checkpoint)
 
     # -- start-up ------------------------------------------------------------------------------

@@ -363,7 +363,8 @@ class ReplicaManager:
         """The remote log metadata manager's onPartitionLeadershipChange."""
         if self.remote is None:
             return
-        leaders, followers = [], []
+        leaders: list[TopicIdPartition] = []
+        followers: list[TopicIdPartition] = []
         for tp in tps:
             p, tid = self._partitions.get(tp), self._tiered_id(tp)
             if p is None or tid is None or not p.log.config.remote_storage_enable:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 from coordinator.configdef import InvalidConfig, parse_value
 from coordinator.topic_config import TOPIC_CONFIG_KEYS
@@ -59,7 +60,7 @@ def topic_replica_config(base: ReplicaConfig, overrides: Mapping[str, str],
             typed[name] = parse_value(key, raw)
         except InvalidConfig as exc:
             log.warning("topic %s: ignoring %s", topic, exc)
-    changes: dict[str, object] = {
+    changes: dict[str, Any] = {
         field: typed[key] for key, field in LOG_FIELDS.items() if key in typed}
     retention_bytes = changes.get("retention_bytes")
     if retention_bytes is not None:

@@ -69,7 +69,8 @@ def split_transitions(
 ) -> tuple[list[tuple[RemoteLogSegmentState | None, RemoteLogSegmentState]],
            list[tuple[RemoteLogSegmentState | None, RemoteLogSegmentState]]]:
     """``moves`` split into (valid, invalid), in order."""
-    valid, invalid = [], []
+    valid: list[tuple[RemoteLogSegmentState | None, RemoteLogSegmentState]] = []
+    invalid: list[tuple[RemoteLogSegmentState | None, RemoteLogSegmentState]] = []
     for move in moves:
         (valid if is_valid_transition(*move) else invalid).append(move)
     return valid, invalid

@@ -23,6 +23,7 @@ translated once, here, into :class:`RemoteStorageError` (a missing object:
 
 from __future__ import annotations
 
+import builtins
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -152,7 +153,7 @@ class S3ObjectStore:
                     out.append(item["Key"][strip:])
         return out
 
-    def delete(self, names: list[str]) -> None:
+    def delete(self, names: builtins.list[str]) -> None:
         for i in range(0, len(names), 1000):
             chunk = names[i:i + 1000]
             with self._errors(f"delete {len(chunk)} objects"):
