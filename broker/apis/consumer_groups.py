@@ -32,7 +32,7 @@ from broker.apis import Api, Reply, RequestContext
 from broker.apis.cluster import NOT_ASKED
 from broker.apis.topic_ids import ensure_topic_ids
 from broker.groups.consumer_coordinator import HeartbeatRequest, HeartbeatResult
-from broker.groups.consumer_group import STATIC_LEAVE_EPOCH, regex_matches
+from broker.groups.consumer_group import STATIC_LEAVE_EPOCH, Partitions, regex_matches
 from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
 
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         ConsumerGroupHeartbeatResponse,
     )
     from broker.apis.services import ConsumerGroupServices
+    from broker.groups.coordinator import GroupCoordinator
 
 __all__ = ["APIS"]
 
@@ -97,7 +98,7 @@ def consumer_group_heartbeat(
         ctx: RequestContext[ConsumerGroupServices], request: ConsumerGroupHeartbeatRequest,
 ) -> Reply[ConsumerGroupHeartbeatResponse]:
     module = response_module(CONSUMER_GROUP_HEARTBEAT, ctx.api_version)
-    groups = getattr(ctx.broker, "groups", None)
+    groups: GroupCoordinator | None = getattr(ctx.broker, "groups", None)
 
     def answer(result: HeartbeatResult) -> Any:
         assignment = None
@@ -124,7 +125,7 @@ def consumer_group_heartbeat(
         return answer(HeartbeatResult(
             error=ErrorCode.topic_authorization_failed,
             message=f"not authorized to describe the subscribed topics {', '.join(hidden)}"))
-    owned = None
+    owned: Partitions | None = None
     if request.topic_partitions is not None:
         owned = {}
         for t in request.topic_partitions:
@@ -167,7 +168,7 @@ def consumer_group_describe(
         ctx: RequestContext[ConsumerGroupServices], request: ConsumerGroupDescribeRequest,
 ) -> Reply[ConsumerGroupDescribeResponse]:
     module = response_module(CONSUMER_GROUP_DESCRIBE, ctx.api_version)
-    groups = getattr(ctx.broker, "groups", None)
+    groups: GroupCoordinator | None = getattr(ctx.broker, "groups", None)
     described = []
 
     def assignment(parts: dict, names: dict) -> Any:
@@ -184,7 +185,7 @@ def consumer_group_describe(
             error, group, assignor = ErrorCode.group_authorization_failed, None, ""
         else:
             error, group, assignor = groups.consumer.describe(group_id)
-        if group is not None:
+        if group is not None and groups is not None:
             names = groups.consumer.topic_names(group)
             if not all(ctx.authorized(Operation.DESCRIBE, ResourceType.TOPIC, n)
                        for n in names.values()):

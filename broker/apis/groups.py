@@ -46,6 +46,18 @@ from coordinator.errors import CoordinatorError
 from coordinator.metadata import TopicExists
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.find_coordinator.v4
+    import kio.schema.find_coordinator.v5
+    import kio.schema.join_group.v0
+    import kio.schema.leave_group.v3
+    import kio.schema.leave_group.v4
+    import kio.schema.leave_group.v5
+    import kio.schema.offset_fetch.v8
+    import kio.schema.offset_fetch.v9
+    from typing_extensions import TypeIs
+
     from broker.apis.messages import (
         DeleteGroupsRequest,
         DeleteGroupsResponse,
@@ -71,6 +83,14 @@ if TYPE_CHECKING:
         SyncGroupResponse,
     )
     from broker.apis.services import GroupServices
+
+    _BatchedFindCoordinator: TypeAlias = (kio.schema.find_coordinator.v4.FindCoordinatorRequest
+                                          | kio.schema.find_coordinator.v5.FindCoordinatorRequest)
+    _BatchedLeaveGroup: TypeAlias = (kio.schema.leave_group.v3.LeaveGroupRequest
+                                     | kio.schema.leave_group.v4.LeaveGroupRequest
+                                     | kio.schema.leave_group.v5.LeaveGroupRequest)
+    _BatchedOffsetFetch: TypeAlias = (kio.schema.offset_fetch.v8.OffsetFetchRequest
+                                      | kio.schema.offset_fetch.v9.OffsetFetchRequest)
 
 __all__ = ["APIS"]
 
@@ -102,6 +122,28 @@ def _groups(ctx: RequestContext) -> GroupCoordinator | None:
 
 def _ms(value: timedelta | int) -> int:
     return milliseconds(value)
+
+
+# Where versions' requests differ in their fields: a request's class is its version's
+# (broker.wire.request_class), so the version tells which class it is; these say so to the
+# type checker without importing every version's classes at run time.
+
+def _batched_find(request: FindCoordinatorRequest, version: int
+                  ) -> TypeIs[_BatchedFindCoordinator]:
+    return version >= 4  # coordinator_keys, not key
+
+
+def _join_v0(request: JoinGroupRequest, version: int
+             ) -> TypeIs[kio.schema.join_group.v0.JoinGroupRequest]:
+    return version < 1  # no rebalance_timeout
+
+
+def _batched_leave(request: LeaveGroupRequest, version: int) -> TypeIs[_BatchedLeaveGroup]:
+    return version >= 3  # members, not member_id
+
+
+def _batched_fetch(request: OffsetFetchRequest, version: int) -> TypeIs[_BatchedOffsetFetch]:
+    return version >= 8  # groups, not group_id and topics
 
 
 # --- FindCoordinator --------------------------------------------------------------------------
@@ -180,7 +222,8 @@ def find_coordinator(ctx: RequestContext[GroupServices],
                      request: FindCoordinatorRequest) -> Reply[FindCoordinatorResponse]:
     module = response_module(FIND_COORDINATOR, ctx.api_version)
     key_type = getattr(request, "key_type", GROUP_KEY)
-    keys = [request.key] if ctx.api_version < 4 else list(request.coordinator_keys)
+    keys = (list(request.coordinator_keys) if _batched_find(request, ctx.api_version)
+            else [request.key])
     groups = _groups(ctx)
     if key_type == GROUP_KEY and groups is not None and not groups.manager.partition_count():
         _create_offsets_topic(ctx, groups)
@@ -249,7 +292,7 @@ def join_group(ctx: RequestContext[GroupServices],
         return answer(JoinResult(error=ErrorCode.inconsistent_group_protocol,
                                  member_id=request.member_id))
     session = _ms(request.session_timeout)
-    rebalance = _ms(request.rebalance_timeout) if version >= 1 else session
+    rebalance = session if _join_v0(request, version) else _ms(request.rebalance_timeout)
     future = groups.join(
         group_id=request.group_id, member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None),
@@ -325,8 +368,10 @@ def leave_group(ctx: RequestContext[GroupServices],
     module = response_module(LEAVE_GROUP, ctx.api_version)
     groups = _groups(ctx)
     batched = ctx.api_version >= 3
-    leaving = ([(m.member_id, m.group_instance_id) for m in request.members] if batched
-               else [(request.member_id, None)])
+    leaving: list[tuple[str, str | None]] = (
+        [(m.member_id, m.group_instance_id) for m in request.members]
+        if _batched_leave(request, ctx.api_version) else [(request.member_id, None)])
+    errors: list[ErrorCode]
     if groups is None:
         error, errors = ErrorCode.coordinator_not_available, []
     elif not _may(ctx, Operation.READ, request.group_id):
@@ -366,7 +411,7 @@ def offset_commit(ctx: RequestContext[GroupServices],
     # GROUP_AUTHORIZATION_FAILED, whatever the topics (nothing about them is told)
     group_denied = not _may(ctx, Operation.READ, request.group_id)
     for topic in request.topics:
-        indexes = []
+        indexes: list[int] = []
         order.append((topic.name, indexes))
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
@@ -433,6 +478,7 @@ def _fetch_one(ctx: RequestContext, group_id: str, topics: Any | None,
     checked = None
     if groups is not None and groups.manager.check_group(group_id) is ErrorCode.none:
         checked = groups.consumer.check_offsets_member(group_id, *member)
+    found: dict[tuple[str, int], CommittedOffset | None]
     if groups is None:
         error, found = ErrorCode.coordinator_not_available, {}
     elif not _may(ctx, Operation.DESCRIBE, group_id):
@@ -465,7 +511,7 @@ def offset_fetch(ctx: RequestContext[GroupServices],
                            error_code=e if version < 2 else ErrorCode.none)
                      for i, o, e in items)
 
-    if version >= 8:
+    if _batched_fetch(request, version):
         answered = []
         for group in request.groups:
             error, topics = _fetch_one(ctx, group.group_id, group.topics,
@@ -534,7 +580,8 @@ def describe_groups(ctx: RequestContext[GroupServices],
             error, summary = ErrorCode.group_authorization_failed, None
         else:
             error, summary = groups.manager.describe(group_id)
-            if error is ErrorCode.none and groups.consumer.get(group_id) is not None:
+            if error is ErrorCode.none and summary is not None \
+                    and groups.consumer.get(group_id) is not None:
                 # Kafka's answer below version 6 for a group that is not classic: Dead
                 summary = dataclasses.replace(summary, state="Dead", protocol_type="",
                                               protocol="", members=())

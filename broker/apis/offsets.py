@@ -55,6 +55,12 @@ from replication.records import find_record
 from replication.tiered import RemoteStorageError
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.offset_for_leader_epoch.v3
+    import kio.schema.offset_for_leader_epoch.v4
+    from typing_extensions import TypeIs
+
     from broker.apis.messages import (
         ListOffsetsRequest,
         ListOffsetsResponse,
@@ -62,6 +68,10 @@ if TYPE_CHECKING:
         OffsetForLeaderEpochResponse,
     )
     from broker.apis.services import OffsetServices
+
+    _EpochRequestWithReplicaId: TypeAlias = (
+        kio.schema.offset_for_leader_epoch.v3.OffsetForLeaderEpochRequest
+        | kio.schema.offset_for_leader_epoch.v4.OffsetForLeaderEpochRequest)
 
 __all__ = ["APIS", "LIST_OFFSETS", "OFFSET_FOR_LEADER_EPOCH"]
 
@@ -81,6 +91,13 @@ _Found = tuple[int, int, int]  # timestamp, offset, leader epoch
 _Answer = tuple[ErrorCode, int, int, int]  # error, timestamp, offset, leader epoch
 
 logger = logging.getLogger(__name__)
+
+
+def _has_replica_id(request: OffsetForLeaderEpochRequest, version: int
+                    ) -> TypeIs[_EpochRequestWithReplicaId]:
+    """A request's class is its version's (:func:`broker.wire.request_class`): the version
+    tells the type checker which have ``replica_id``, without importing their classes."""
+    return version >= FIRST_EPOCH_VERSION_WITH_REPLICA_ID
 
 
 def _epoch_for(log: Log, offset: int) -> int:
@@ -114,10 +131,10 @@ def _by_timestamp(log: Log, timestamp: int) -> _Found | None:
             return None
         max_ts, offset = found
         return _record_in_batch(log, offset, lambda ts: ts == max_ts)
-    offset = log.offset_for_timestamp(timestamp)
-    if offset is None:
+    first = log.offset_for_timestamp(timestamp)
+    if first is None:
         return None
-    return _record_in_batch(log, offset, lambda ts: ts >= timestamp)
+    return _record_in_batch(log, first, lambda ts: ts >= timestamp)
 
 
 def _list_one(ctx: RequestContext, tp: TopicPartition, timestamp: int, leader_epoch: int,
@@ -255,7 +272,7 @@ def offset_for_leader_epoch(
     module = response_module(OFFSET_FOR_LEADER_EPOCH, ctx.api_version)
     rm = ctx.broker.replica_manager
     snap = ctx.broker.metadata.snapshot
-    any_replica = (ctx.api_version >= FIRST_EPOCH_VERSION_WITH_REPLICA_ID
+    any_replica = (_has_replica_id(request, ctx.api_version)
                    and request.replica_id == DEBUGGING)
     # Kafka: ClusterAction for a replica, else Describe on each topic
     on_cluster = ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER)

@@ -25,6 +25,7 @@ import struct
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
+from uuid import UUID
 
 __all__ = [
     "CONSUMER_KEY_TYPES",
@@ -289,15 +290,16 @@ class _Reader:
             raise ConsumerRecordError("a null array where one is required")
         return size - 1
 
-    def uuid(self) -> uuid.UUID:
-        return uuid.UUID(bytes=self._take(16))
+    # ``UUID``, not ``uuid.UUID``: below this method, ``uuid`` in the class body names it
+    def uuid(self) -> UUID:
+        return UUID(bytes=self._take(16))
 
     def tags(self) -> None:
         for _ in range(self.varint()):
             self.varint()
             self._take(self.varint())
 
-    def topic_partitions(self) -> tuple[tuple[uuid.UUID, tuple[int, ...]], ...]:
+    def topic_partitions(self) -> tuple[tuple[UUID, tuple[int, ...]], ...]:
         items = []
         for _ in range(self.count()):
             topic_id = self.uuid()

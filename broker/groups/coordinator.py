@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
@@ -281,10 +281,13 @@ class GroupCoordinator:
             group.leader_id = None
             group.transition(S.EMPTY, now)
             log.info("group %s: generation %d is empty", group.group_id, group.generation)
-            self.manager.store_group(group).add_done_callback(
-                lambda f: f.result() is ErrorCode.none or log.warning(
-                    "group %s: storing the empty generation failed: %s", group.group_id,
-                    f.result().name))
+
+            def stored(f: asyncio.Future) -> None:
+                if f.result() is not ErrorCode.none:
+                    log.warning("group %s: storing the empty generation failed: %s",
+                                group.group_id, f.result().name)
+
+            self.manager.store_group(group).add_done_callback(stored)
             return
         group.pending_sync = set(group.members)
         group.sync_timer = self.loop.call_later(group.max_rebalance_timeout_ms() / 1000,
@@ -324,7 +327,7 @@ class GroupCoordinator:
 
     def _current_join(self, group: Group, member: Member, *, with_members: bool,
                       skip_assignment: bool = False) -> JoinResult:
-        members = ()
+        members: tuple[MemberInfo, ...] = ()
         if with_members:
             members = tuple(MemberInfo(member_id=m.member_id,
                                        group_instance_id=m.group_instance_id,
@@ -595,7 +598,7 @@ class GroupCoordinator:
             return ErrorCode.rebalance_in_progress
         return ErrorCode.none
 
-    def leave(self, group_id: str, members: list[tuple[str, str | None]]
+    def leave(self, group_id: str, members: Sequence[tuple[str, str | None]]
               ) -> tuple[ErrorCode, list[ErrorCode]]:
         """LeaveGroup: (the request's error, one error per member given)."""
         error = self.manager.check_group(group_id)
@@ -664,7 +667,7 @@ class GroupCoordinator:
             return self._done(ErrorCode.none)
         return self.manager.store_offsets(group, offsets)
 
-    def delete_groups(self, group_ids: list[str]) -> asyncio.Future:
+    def delete_groups(self, group_ids: Sequence[str]) -> asyncio.Future:
         """DeleteGroups: a future of the error per group, in the order given."""
         results: dict[str, ErrorCode | asyncio.Future] = {}
         for group_id in group_ids:

@@ -26,7 +26,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -460,7 +460,7 @@ class GroupMetadataManager:
             return ErrorCode.none, dict(sorted(held.items()))
         return ErrorCode.none, {tp: held.get(tp) for tp in partitions}
 
-    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]
+    def delete_offsets(self, group_id: str, partitions: Sequence[tuple[str, int]]
                        ) -> asyncio.Future:
         """OffsetDelete: a future of (the group's error, the error per partition)."""
         error = self.check_group(group_id)
