@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, Reply, RequestContext
 from broker.apis.admin_support import blocking
+from broker.apis.base import Api, Reply, RequestContext
 from broker.security import acl_store
 from broker.security.acls import (
     AclBinding,

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from broker.apis import RequestContext
+from broker.apis.base import RequestContext
 
 if TYPE_CHECKING:
     from broker.apis.services import LoopServices, ParkingServices

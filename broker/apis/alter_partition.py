@@ -24,8 +24,8 @@ import logging
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from broker.apis import Api, Reply, RequestContext
 from broker.apis.admin_support import controller_reply
+from broker.apis.base import Api, Reply, RequestContext
 from broker.apis.topic_ids import text_of
 from broker.controller_channel import topic_uuid
 from broker.security.acls import Operation, ResourceType

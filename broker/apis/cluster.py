@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, Reply, RequestContext
+from broker.apis.base import Api, Reply, RequestContext
 from broker.security.acls import SUPPORTED_OPERATIONS, Operation, ResourceType
 from broker.wire import build, response_module
 

@@ -44,8 +44,8 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, Reply, RequestContext
 from broker.apis.admin_support import blocking
+from broker.apis.base import Api, Reply, RequestContext
 from broker.config_keys import BROKER_CONFIG
 from broker.security import hides_value, is_sensitive
 from broker.security.acls import Operation, ResourceType

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, Reply, RequestContext
+from broker.apis.base import Api, Reply, RequestContext
 from broker.apis.cluster import NOT_ASKED
 from broker.apis.topic_ids import ensure_topic_ids
 from broker.groups.consumer_coordinator import HeartbeatRequest, HeartbeatResult

@@ -26,8 +26,9 @@ import asyncio
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from broker.apis import Api, Reply, RequestContext, alter_partition
+from broker.apis import alter_partition
 from broker.apis.admin_support import controller_reply
+from broker.apis.base import Api, Reply, RequestContext
 from broker.apis.topic_ids import text_of
 from broker.controller_channel import (
     CONTROLLED_SHUTDOWN,

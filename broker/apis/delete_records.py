@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, Reply, RequestContext
+from broker.apis.base import Api, Reply, RequestContext
 from broker.purgatory import delete_records_key
 from broker.security.acls import Operation, ResourceType
 from broker.wire import build, error_code, response_module

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, Reply, RequestContext
 from broker.apis.admin_support import controller_reply, milliseconds, wait_for
+from broker.apis.base import Api, Reply, RequestContext
 from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
 from coordinator.codecs import TopicPartition

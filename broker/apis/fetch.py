@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, Reply, RequestContext
+from broker.apis.base import Api, Reply, RequestContext
 from broker.apis.topic_ids import ensure_topic_ids
 from broker.metadata_cache import MetadataSnapshot
 from broker.purgatory import delete_records_key

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, Reply, RequestContext
 from broker.apis.admin_support import blocking, milliseconds
+from broker.apis.base import Api, Reply, RequestContext
 from broker.apis.cluster import NOT_ASKED
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.group import CommittedOffset

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import CLOSE_CONNECTION, Api, Reply, RequestContext
+from broker.apis.base import CLOSE_CONNECTION, Api, Reply, RequestContext
 from broker.apis.cluster import NOT_ASKED, cluster_operations
 from broker.apis.topic_ids import ZERO, ensure_topic_ids
 from broker.metadata_cache import MetadataSnapshot

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, Reply, RequestContext
+from broker.apis.base import Api, Reply, RequestContext
 from broker.apis.fetch import check_epoch, leader_partition
 from broker.security.acls import Operation, ResourceType
 from broker.wire import build, error_code, response_module

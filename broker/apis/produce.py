@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import CLOSE_CONNECTION, NO_RESPONSE, Api, Reply, RequestContext
+from broker.apis.base import CLOSE_CONNECTION, NO_RESPONSE, Api, Reply, RequestContext
 from broker.security.acls import Operation, ResourceType
 from broker.wire import build, error_code, response_module
 from coordinator.codecs import TopicPartition

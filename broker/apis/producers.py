@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, Reply, RequestContext
+from broker.apis.base import Api, Reply, RequestContext
 from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
 from replication.producer_ids import ProducerIdAndEpoch, ProducerIdsUnavailable

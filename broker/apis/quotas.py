@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, RequestContext
 from broker.apis.admin_support import blocking
+from broker.apis.base import Api, RequestContext
 from broker.security.acls import Operation, ResourceType
 from broker.wire import build, response_module
 from coordinator.client_quotas import FilterComponent, check_filter, describe_quotas

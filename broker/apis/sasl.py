@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, Reply, RequestContext
 from broker.apis.admin_support import blocking
+from broker.apis.base import Api, Reply, RequestContext
 from broker.security.acls import Operation, ResourceType
 from broker.security.credentials import CredentialError, alter, describe
 from broker.security.scram import ScramCredential, credential_from_salted

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from broker.apis import ApiRegistry, TopicCreator
+    from broker.apis.base import ApiRegistry, TopicCreator
     from broker.config import BrokerConfig
     from broker.groups import GroupCoordinator
     from broker.metadata_cache import MetadataCache

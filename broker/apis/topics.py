@@ -51,8 +51,8 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, Reply, RequestContext
 from broker.apis.admin_support import blocking, milliseconds, wait_for
+from broker.apis.base import Api, Reply, RequestContext
 from broker.apis.topic_ids import ZERO, ensure_topic_ids, uuid_of
 from broker.metadata_cache import MetadataSnapshot
 from broker.open_files import Budget

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis import Api, ApiRegistry, Reply, RequestContext
+from broker.apis.base import Api, ApiRegistry, Reply, RequestContext
 from broker.wire import build, response_module
 
 if TYPE_CHECKING:
