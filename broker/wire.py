@@ -12,7 +12,7 @@ and :class:`SGBuffer`, the ``Writable`` kio's writer writes into, keeps each sli
 its own: kio writes the length prefix from ``len(slice)`` and hands the slice itself to
 ``write``, as it does with bytes. The parts are then sent in order, bytes with the transport and
 slices with ``sendfile`` (:mod:`broker.server`). This relies on how kio's writer treats a
-``records`` value (``len`` and ``write``, nothing else); tests/broker/test_wire.py pins it by
+``records`` value (``len`` and ``write``, nothing else); tests/broker/protocol/test_wire.py pins it by
 comparing the bytes with kio's own encoding of the same response.
 """
 
@@ -190,7 +190,7 @@ def encode_response(correlation_id: int, response: Any, *, scatter: bool = False
         return Encoded([plain.getvalue()], 0)
     buffer = SGBuffer()
     # kio types a writer's buffer as StreamWriter | IO[bytes], though its writers only call
-    # ``write``, which SGBuffer has (tests/broker/test_wire.py compares the bytes)
+    # ``write``, which SGBuffer has (tests/broker/protocol/test_wire.py compares the bytes)
     header = header_class(correlation_id=correlation_id)
     entity_writer(header_class)(buffer, header)  # type: ignore[arg-type]
     entity_writer(cls)(buffer, response)  # type: ignore[arg-type]

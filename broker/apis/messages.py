@@ -1,6 +1,6 @@
 """kio's message types for the versions this broker serves: per API, a union of its request
 classes and one of its response classes (what the handlers in :mod:`broker.apis` are typed
-against). Generated from the registry by ``python -m tests.broker.test_api_messages``; do not
+against). Generated from the registry by ``python -m tests.broker.protocol.test_api_messages``; do not
 edit. Only for the type checker: nothing is imported at run time, where the server loads each
 version's classes when a request of it first comes (:func:`broker.wire.request_class`)."""
 

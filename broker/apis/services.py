@@ -4,7 +4,7 @@ A handler is typed ``RequestContext[<its group's protocol>]``, so what it may re
 beside it, not the whole :class:`~broker.apis.BrokerServices`; that class satisfies every one of
 these, and :class:`~broker.apis.ControllerNodeServices` those of the APIs a controller-only
 process serves (ApiVersions, ControlledShutdown, AlterPartition, AllocateProducerIds):
-tests/broker/test_api_services.py checks both. Members are read-only properties, as the
+tests/broker/protocol/test_api_services.py checks both. Members are read-only properties, as the
 services are frozen.
 
 What a handler reads with ``getattr(..., None)`` (a member one kind of services lacks: the

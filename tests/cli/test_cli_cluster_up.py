@@ -6,7 +6,7 @@ running.
 
 The data goes through the controller's broker, found by asking the bootstrap servers; its
 answer must list every broker. (Replication across broker processes under real clients and
-faults is tests/broker/test_cluster_clients.py's.)
+faults is tests/broker/data/test_cluster_clients.py's.)
 """
 
 from __future__ import annotations

@@ -21,9 +21,9 @@ import confluent_kafka as ck
 import pytest
 
 from partctl.cli import main
+from tests.broker.data.test_cluster_clients import create, serving
+from tests.broker.groups.test_group_clients import GroupTrio
 from tests.broker.processes import coordinator_url
-from tests.broker.test_cluster_clients import create, serving
-from tests.broker.test_group_clients import GroupTrio
 from tests.servers import Server, free_port
 from tests.waiting import wait_until
 

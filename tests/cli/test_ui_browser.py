@@ -24,8 +24,8 @@ from coordinator.admin import Admin
 from coordinator.base import Coordinator
 from partctl.cluster_view import read_cluster
 from partctl.webui import ClusterPage, serve
+from tests.broker.data.test_cluster_clients import SETTINGS, Trio, serving
 from tests.broker.processes import coordinator_url
-from tests.broker.test_cluster_clients import SETTINGS, Trio, serving
 from tests.servers import Server, unavailable
 from tests.waiting import wait_until
 

@@ -1,7 +1,7 @@
 """A participant whose broker id is still registered by another session (its own previous run,
 killed a moment ago) waits for that registration to expire, saying so once, then registers; one
 still there after the session timeout and a margin fails as before (``BrokerIdInUse``). On the
-memory coordinator; tests/broker/test_process.py runs broker processes on ZooKeeper and etcd."""
+memory coordinator; tests/broker/operations/test_process.py runs broker processes on ZooKeeper and etcd."""
 
 from __future__ import annotations
 

@@ -1,0 +1,1 @@
+"""Broker tests: the admin APIs, Kafka's admin clients, broker configuration and DescribeConfigs."""

@@ -1,0 +1,1 @@
+"""Broker tests: what passes between the controller and brokers: the channel, AlterPartition, the metadata cache."""

@@ -1,0 +1,1 @@
+"""Broker tests: a broker process run: start and stop, logs, metrics, resource limits."""

@@ -1,0 +1,1 @@
+"""Broker tests: tiered storage (KIP-405) across broker processes."""
