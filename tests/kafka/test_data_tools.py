@@ -442,7 +442,10 @@ def test_leader_elections_preferred_and_unclean(cluster: LocalCluster, tmp_path:
         assert f"Successfully completed leader election (UNCLEAN) for partitions {topic}-0" \
             in out, out
         assert f"Valid replica already elected for partitions {spread}-0" in out, out
-        assert _partitions(cluster, topic)[0] == (2, [1, 2], [2])
+        # the controller answered once the election was stored; the brokers learn it by
+        # UpdateMetadata, as in Kafka: Metadata shows it a moment later
+        wait_until(lambda t=topic: _partitions(cluster, t)[0] == (2, [1, 2], [2]),
+                   timeout=30, interval=0.2, message=f"{topic}-0 led by broker 2 in Metadata")
 
     # broker 1 back and in the ISRs; leaders it prefers are elsewhere until elected
     _start(cluster, 1)

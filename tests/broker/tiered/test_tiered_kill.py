@@ -122,7 +122,10 @@ def consume_all(bootstrap: str, expect: int) -> list[tuple[int, bytes | None]]:
                             "enable.auto.commit": False})
     consumer.assign([ck.TopicPartition(TOPIC, 0, ck.OFFSET_BEGINNING)])
     got: list[tuple[int, bytes | None]] = []
-    deadline = time.monotonic() + 60
+    # a deadline, not a wait: the loop ends when every record is in. Remote reads go through
+    # the S3 server in this process, slow when the machine is busy (a full run: 60 s were
+    # once not enough to read 200 records)
+    deadline = time.monotonic() + 180
     try:
         while len(got) < expect and time.monotonic() < deadline:
             for msg in consumer.consume(100, 0.5):
