@@ -458,7 +458,9 @@ def test_leader_elections_preferred_and_unclean(cluster: LocalCluster, tmp_path:
     for topic, partition in preferred_1:
         assert re.search(rf"Successfully completed leader election \(PREFERRED\) for "
                          rf"partitions .*\b{topic}-{partition}\b", out), out
-        assert _partitions(cluster, topic)[partition][0] == 1
+    # the brokers learn the leaders by UpdateMetadata, after the controller answered
+    wait_until(lambda: all(_partitions(cluster, t)[p][0] == 1 for t, p in preferred_1),
+               timeout=30, interval=0.2, message="the preferred leaders in Metadata")
 
     # 3.9.1's turn: broker 2 bounced moves its leaderships away, --all-topic-partitions
     # brings them back
@@ -473,4 +475,6 @@ def test_leader_elections_preferred_and_unclean(cluster: LocalCluster, tmp_path:
     for topic, partition in preferred_2:
         assert re.search(rf"Successfully completed leader election \(PREFERRED\) for "
                          rf"partitions .*\b{topic}-{partition}\b", out), out
-        assert _partitions(cluster, topic)[partition][0] == 2
+    # the brokers learn the leaders by UpdateMetadata, after the controller answered
+    wait_until(lambda: all(_partitions(cluster, t)[p][0] == 2 for t, p in preferred_2),
+               timeout=30, interval=0.2, message="the preferred leaders in Metadata")
