@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -29,6 +31,7 @@ def copy_site(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.mark.processes  # runs mkdocs
 def test_the_site_builds_strict(tmp_path: Path) -> None:
     done = build(ROOT, tmp_path)
     assert done.returncode == 0, done.stderr
@@ -53,6 +56,7 @@ BREAKS = [
 ]
 
 
+@pytest.mark.processes  # runs mkdocs
 def test_each_broken_link_fails_the_strict_build(tmp_path: Path) -> None:
     """One build with every fault in it (a build takes seconds): each is named in its output,
     and a page left out of the nav is one too."""

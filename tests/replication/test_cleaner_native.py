@@ -291,6 +291,7 @@ print("ok", done)
 """
 
 
+@pytest.mark.processes  # a child process, which a read past the buffer kills
 def test_the_native_scan_never_reads_past_its_buffer() -> None:
     if _cleaner_native is None:
         pytest.skip("not built")
