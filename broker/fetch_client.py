@@ -50,10 +50,10 @@ from broker.config import BrokerConfig
 from broker.security.client import Connector
 from broker.wire import build
 from coordinator.codecs import TopicPartition
+from interbroker.errors import ErrorCode
 from interbroker.requests import LiveBroker
 from replication.protocol import (
     EpochAnswer,
-    ErrorCode,
     FetchEndpoint,
     FetchResult,
     OffsetAnswer,

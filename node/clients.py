@@ -42,10 +42,11 @@ from typing import Protocol
 import crc32c
 
 from coordinator.codecs import TopicPartition
+from interbroker.errors import ErrorCode
 from interbroker.requests import UpdateMetadataPartition
 from replication.partition import Role
 from replication.producer_state import increment_sequence
-from replication.protocol import ACKS_ALL, ErrorCode, ProduceResult
+from replication.protocol import ACKS_ALL, ProduceResult
 from replication.records import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,

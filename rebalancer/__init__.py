@@ -16,6 +16,8 @@ if TYPE_CHECKING:
         ExecutionResult,
         ReassignmentInProgress,
         execute_plan,
+    )
+    from rebalancer.live_snapshot import (
         parse_topics_to_move,
         scope_snapshot,
         snapshot_from_coordinator,
@@ -68,9 +70,10 @@ _LAZY: dict[str, str] = {
                      "RepairRacks", "Goal"], "rebalancer.planner.goals"),
     "PlanningError": "rebalancer.planner.model",
     "plan_reassignment": "rebalancer.engines",
-    **dict.fromkeys(["snapshot_from_coordinator", "execute_plan", "scope_snapshot",
-                     "parse_topics_to_move", "ExecutionProgress", "ExecutionResult",
+    **dict.fromkeys(["execute_plan", "ExecutionProgress", "ExecutionResult",
                      "ReassignmentInProgress"], "rebalancer.execution"),
+    **dict.fromkeys(["snapshot_from_coordinator", "scope_snapshot", "parse_topics_to_move"],
+                    "rebalancer.live_snapshot"),
     "validate_plan": "rebalancer.validation",
     **dict.fromkeys(["verify_plan", "cancel_reassignment", "VerifyReport", "MoveStatus",
                      "MoveState", "CancelReport", "CancelledMove", "NoActiveController"],

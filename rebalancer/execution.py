@@ -44,12 +44,6 @@ from coordinator.metadata import (
     Versioned,
 )
 from coordinator.retry import NO_RETRY, Retry, RetryFailed
-from rebalancer.live_snapshot import (
-    parse_sizes,
-    parse_topics_to_move,
-    scope_snapshot,
-    snapshot_from_coordinator,
-)
 from rebalancer.plan import Plan, render_plan
 from rebalancer.throttles import set_throttles
 from rebalancer.validation import validate_plan
@@ -64,11 +58,7 @@ __all__ = [
     "execute_plan",
     "execution_client",
     "outage_retry",
-    "parse_sizes",
-    "parse_topics_to_move",
     "plan_digest",
-    "scope_snapshot",
-    "snapshot_from_coordinator",
 ]
 
 

@@ -22,6 +22,7 @@ registration and controller candidacy, the embedded cluster and the in-process c
 assembled above, in :mod:`node`.
 """
 
+from interbroker.errors import ErrorCode
 from replication.checkpoints import (
     CLEAN_SHUTDOWN_FILE,
     HIGH_WATERMARK_CHECKPOINT_FILE,
@@ -78,7 +79,6 @@ from replication.protocol import (
     CONSUMER_REPLICA_ID,
     ConsumerRead,
     EpochAnswer,
-    ErrorCode,
     FetchEndpoint,
     FetchResult,
     ProduceResult,

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections import deque
 from concurrent.futures import Future
 
-from replication.protocol import ErrorCode, ProduceResult
+from interbroker.errors import ErrorCode
+from replication.protocol import ProduceResult
 
 __all__ = ["Done", "PendingProduce", "ProduceFuture", "ProducePurgatory", "complete", "failed"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from replication.protocol import ErrorCode
+from interbroker.errors import ErrorCode
 
 __all__ = ["HIGH_WATERMARK", "DeleteRecordsResult", "low_watermark", "resolve_delete_offset"]
 

@@ -42,11 +42,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from coordinator.codecs import TopicPartition
+from interbroker.errors import ErrorCode
 from replication.config import ReplicaConfig
 from replication.epochs import EpochEndOffset
 from replication.errors import StorageError
 from replication.partition import Partition
-from replication.protocol import ErrorCode, FetchEndpoint, FetchResult, PartitionFetch
+from replication.protocol import FetchEndpoint, FetchResult, PartitionFetch
 from replication.quota import ReplicationQuota
 from replication.tiered.follower import RemoteAuxState, TierStateError
 from replication.truncation import (

@@ -26,6 +26,7 @@ from enum import Enum
 
 from coordinator.clock import Clock
 from coordinator.codecs import PartitionStateNode, TopicPartition
+from interbroker.errors import ErrorCode
 from interbroker.fencing import log_fenced
 from interbroker.requests import LeaderAndIsrPartition
 from replication.config import ReplicaConfig
@@ -59,14 +60,7 @@ from replication.isr import (
     out_of_sync_replicas,
 )
 from replication.log import Log
-from replication.protocol import (
-    ACKS_ALL,
-    ConsumerRead,
-    ErrorCode,
-    FetchResult,
-    OffsetAnswer,
-    ProduceResult,
-)
+from replication.protocol import ACKS_ALL, ConsumerRead, FetchResult, OffsetAnswer, ProduceResult
 from replication.truncation import FollowerEpochView
 
 __all__ = ["IsrCounts", "Partition", "ReplicaStatus", "Role"]

@@ -31,7 +31,7 @@ from typing import NamedTuple
 from coordinator.codecs import PRODUCER_ID_BLOCK_SIZE, ProducerIdBlock
 from coordinator.metadata import MetadataClient
 from coordinator.retry import Retry
-from replication.protocol import ErrorCode
+from interbroker.errors import ErrorCode
 
 __all__ = ["ProducerIdAndEpoch", "ProducerIdManager", "ProducerIdsUnavailable"]
 

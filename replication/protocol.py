@@ -25,7 +25,6 @@ __all__ = [
     "ConsumerRead",
     "EpochAnswer",
     "OffsetAnswer",
-    "ErrorCode",
     "FetchEndpoint",
     "FetchResult",
     "PartitionFetch",

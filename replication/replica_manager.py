@@ -31,6 +31,7 @@ from coordinator.errors import CoordinatorError
 from coordinator.skipped import SkippedTopics
 from interbroker.channel import BrokerResponse
 from interbroker.controller_client import ControllerClient
+from interbroker.errors import ErrorCode
 from interbroker.fencing import RequestFence, log_fenced
 from interbroker.requests import (
     EPOCH_DURING_DELETE,
@@ -55,7 +56,6 @@ from replication.protocol import (
     ACKS_ALL,
     ConsumerRead,
     EpochAnswer,
-    ErrorCode,
     FetchEndpoint,
     FetchResult,
     OffsetAnswer,

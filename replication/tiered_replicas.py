@@ -15,10 +15,11 @@ from collections.abc import Mapping
 from concurrent.futures import Future
 
 from coordinator.codecs import TopicPartition
+from interbroker.errors import ErrorCode
 from replication.errors import OffsetOutOfRangeError, StorageError
 from replication.log import Log, LogSlice
 from replication.partition import Partition, Role
-from replication.protocol import ConsumerRead, ErrorCode, FetchEndpoint
+from replication.protocol import ConsumerRead, FetchEndpoint
 from replication.records import read_batch_header
 from replication.tiered import (
     RemoteLogManager,

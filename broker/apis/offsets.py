@@ -47,10 +47,10 @@ from broker.apis.fetch import check_epoch, leader_partition
 from broker.security.acls import Operation, ResourceType
 from broker.wire import build, error_code, response_module
 from coordinator.codecs import TopicPartition
+from interbroker.errors import ErrorCode as DataErrorCode
 from replication.errors import StorageError
 from replication.log import Log
 from replication.protocol import EpochAnswer
-from replication.protocol import ErrorCode as DataErrorCode
 from replication.records import find_record
 from replication.tiered import RemoteStorageError
 

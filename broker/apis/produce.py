@@ -32,7 +32,7 @@ from broker.apis.base import CLOSE_CONNECTION, NO_RESPONSE, Api, Reply, RequestC
 from broker.security.acls import Operation, ResourceType
 from broker.wire import build, error_code, response_module
 from coordinator.codecs import TopicPartition
-from replication.protocol import ErrorCode as DataErrorCode
+from interbroker.errors import ErrorCode as DataErrorCode
 from replication.protocol import ProduceResult
 from replication.records import (
     ATTRIBUTES_OFFSET,

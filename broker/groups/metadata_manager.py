@@ -55,8 +55,8 @@ from broker.groups.records import (
 from broker.metadata_cache import MetadataCache
 from broker.purgatory import Purgatory
 from coordinator.codecs import TopicPartition
+from interbroker.errors import ErrorCode as DataErrorCode
 from replication.partition import Role
-from replication.protocol import ErrorCode as DataErrorCode
 from replication.protocol import ProduceResult
 from replication.records import Record, encode_batch
 from replication.replica_manager import ReplicaManager

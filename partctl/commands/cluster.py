@@ -100,7 +100,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 
 def cmd_snapshot(args: argparse.Namespace, out: TextIO) -> int:
-    from rebalancer.execution import snapshot_from_coordinator
+    from rebalancer.live_snapshot import snapshot_from_coordinator
 
     if args.plot:
         from partctl.plot import check_plot_target

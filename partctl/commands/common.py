@@ -156,7 +156,7 @@ def read_text(path: str, what: str) -> str:
 
 def sizes(args: argparse.Namespace) -> dict[tuple[str, int], int] | None:
     """The partition sizes of ``--sizes FILE``, None without it."""
-    from rebalancer.execution import parse_sizes
+    from rebalancer.live_snapshot import parse_sizes
 
     return parse_sizes(read_text(args.sizes, "--sizes file")) if args.sizes else None
 

@@ -108,12 +108,12 @@ def cmd_generate(args: argparse.Namespace, out: TextIO) -> int:
 
     from partctl.render import broker_loads, render_loads, render_scores
     from rebalancer.engines import plan_reassignment
-    from rebalancer.execution import (
+    from rebalancer.goals import CLI, check_goal_options
+    from rebalancer.live_snapshot import (
         parse_topics_to_move,
         scope_snapshot,
         snapshot_from_coordinator,
     )
-    from rebalancer.goals import CLI, check_goal_options
     from rebalancer.plan import render_plan, score_plan
     from rebalancer.planner.goals import BalanceDisk
     from rebalancer.scoring import lower_bounds

@@ -281,7 +281,7 @@ class ClusterPage:
                                                     f"{len(view.partitions)} partitions")
 
     def _snapshot_and_plan(self):
-        from rebalancer.execution import snapshot_from_coordinator
+        from rebalancer.live_snapshot import snapshot_from_coordinator
         from rebalancer.plan import parse_plan
 
         assert self.plan is not None

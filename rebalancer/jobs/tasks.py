@@ -312,9 +312,9 @@ class _ProgressRecorder:
 
 
 def read_sizes(path: str) -> dict[tuple[str, int], int]:
-    """A job's partition sizes file (``rebalancer.execution.parse_sizes``' format), read now;
+    """A job's partition sizes file (``rebalancer.live_snapshot.parse_sizes``' format), read now;
     JobFailed with one line when it cannot be read or does not parse."""
-    from rebalancer.execution import parse_sizes
+    from rebalancer.live_snapshot import parse_sizes
     from rebalancer.snapshot import SnapshotError
 
     try:
@@ -343,6 +343,7 @@ def run_rebalance(*, job_id: str, coordinator: str, db: str | None = None,
     def body(store: Store, run_id: int) -> _Result:
         from rebalancer import execution, validation, verification
         from rebalancer.engines import plan_reassignment
+        from rebalancer.live_snapshot import snapshot_from_coordinator
         from rebalancer.plan import score_plan
         from rebalancer.planner.goals import BalanceDisk
 
@@ -359,7 +360,7 @@ def run_rebalance(*, job_id: str, coordinator: str, db: str | None = None,
             if md.reassignment() is not None:
                 raise JobFailed("a reassignment is already in progress; not planning on a "
                                 "cluster that is moving")
-            snap = execution.snapshot_from_coordinator(md, **snapshot_options)
+            snap = snapshot_from_coordinator(md, **snapshot_options)
             before = scores_json(score_plan(snap))
             store.update_run(run_id, scores_before=before)
             _checkpoint()
@@ -408,7 +409,7 @@ def run_rebalance(*, job_id: str, coordinator: str, db: str | None = None,
                 raise
             statuses = _record_verify(store, ex.id, verification.verify_plan(md, plan),
                                       failed=result.failed)
-            after_snap = execution.snapshot_from_coordinator(md, **snapshot_options)
+            after_snap = snapshot_from_coordinator(md, **snapshot_options)
             after = scores_json(score_plan(after_snap))
             not_done = sorted(f"{t}-{p}" for (t, p), s in statuses.items() if s != "done")
             if not_done:

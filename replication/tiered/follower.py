@@ -26,9 +26,10 @@ import logging
 from dataclasses import dataclass
 
 from coordinator.codecs import TopicPartition
+from interbroker.errors import ErrorCode
 from replication.checkpoints import parse_checkpoint_bytes, parse_int
 from replication.errors import CorruptCheckpointError
-from replication.protocol import EpochAnswer, ErrorCode, FetchEndpoint, OffsetAnswer
+from replication.protocol import EpochAnswer, FetchEndpoint, OffsetAnswer
 from replication.tiered.metadata import RemoteLogSegmentMetadata, TopicIdPartition
 from replication.tiered.metadata_manager import RemoteLogMetadataManager
 from replication.tiered.storage import (

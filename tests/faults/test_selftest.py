@@ -23,8 +23,9 @@ import pytest
 
 import node.broker_node
 from coordinator.codecs import TopicPartition
+from interbroker.errors import ErrorCode
 from node.cluster import EmbeddedCluster, embedded_replica_config
-from replication.protocol import ErrorCode, FetchEndpoint, FetchResult
+from replication.protocol import FetchEndpoint, FetchResult
 from replication.replica_manager import ReplicaManager
 from tests.faults.checker import Verdict, check, final_partition
 from tests.faults.history import History, StateAuditor, read_history

@@ -38,7 +38,7 @@ from rebalancer import (
     validate_plan,
     verify_plan,
 )
-from rebalancer.execution import parse_topics_to_move, scope_snapshot
+from rebalancer.live_snapshot import parse_topics_to_move, scope_snapshot
 from statemachines.in_process import InProcessNetwork
 from statemachines.participant import Participant
 from tests.recording_broker import RecordingBroker, change_isr

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rebalancer import strict_json
-from rebalancer.execution import parse_sizes, parse_topics_to_move
+from rebalancer.live_snapshot import parse_sizes, parse_topics_to_move
 from rebalancer.plan import PlanError, parse_plan
 from rebalancer.snapshot import (
     PartitionReplicas,

@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from coordinator.codecs import TopicPartition
+from interbroker.errors import ErrorCode
 from replication.fetcher import ReplicaFetcher, _State
 from replication.partition import Partition
-from replication.protocol import ErrorCode, FetchEndpoint, FetchResult
+from replication.protocol import FetchEndpoint, FetchResult
 from replication.replica_manager import ReplicaManager
 
 __all__ = ["HwRuleFetcher", "HwRuleReplicaManager"]

@@ -9,10 +9,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from coordinator.codecs import TopicPartition
+from interbroker.errors import ErrorCode
 from node import EmbeddedCluster, embedded_replica_config
 from replication.cleaner import CleanerConfig
 from replication.log import Log
-from replication.protocol import ACKS_ALL, ErrorCode
+from replication.protocol import ACKS_ALL
 from replication.records import Record, decode_batch, encode_batch
 from tests.waiting import wait_until
 

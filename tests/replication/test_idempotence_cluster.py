@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from interbroker.errors import ErrorCode
 from node import EmbeddedCluster, embedded_replica_config
 from replication.config import ReplicaConfig
-from replication.protocol import ACKS_ALL, ErrorCode
+from replication.protocol import ACKS_ALL
 
 from ._util import idempotent_batch
 from .loopback import TRANSPORTS

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from replication.protocol import ACKS_ALL, ErrorCode
+from interbroker.errors import ErrorCode
+from replication.protocol import ACKS_ALL
 from replication.replica_manager import ReplicaManager
 
 from .hw_rule import HwRuleReplicaManager

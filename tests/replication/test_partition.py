@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from interbroker.errors import ErrorCode
 from replication.config import ReplicaConfig
 from replication.isr import (
     can_join_isr,
@@ -13,7 +14,7 @@ from replication.isr import (
     high_watermark,
     out_of_sync_replicas,
 )
-from replication.protocol import ACKS_ALL, ErrorCode
+from replication.protocol import ACKS_ALL
 from replication.records import iter_batches
 
 from .test_replica_manager_cluster import TP, MiniCluster, make_batch

@@ -12,12 +12,12 @@ import pytest
 from coordinator import layout
 from coordinator.metadata import MetadataClient
 from coordinator.retry import Retry
+from interbroker.errors import ErrorCode
 from replication.producer_ids import (
     ProducerIdAndEpoch,
     ProducerIdManager,
     ProducerIdsUnavailable,
 )
-from replication.protocol import ErrorCode
 from tests.contract.conftest import BACKENDS, Harness, MemoryHarness, _harness
 from tests.waiting import wait_until
 

@@ -28,9 +28,10 @@ from pathlib import Path
 
 import pytest
 
+from interbroker.errors import ErrorCode
 from replication.config import ReplicaConfig
 from replication.log import Log
-from replication.protocol import ACKS_ALL, ErrorCode
+from replication.protocol import ACKS_ALL
 from replication.records import decode_batch, validate_batches
 from replication.replica_manager import ReplicaManager
 

@@ -12,6 +12,7 @@ import pytest
 
 from coordinator.clock import ManualClock, SystemClock
 from coordinator.codecs import TopicPartition
+from interbroker.errors import ErrorCode
 from interbroker.fencing import FIELD, LOGGER_NAME
 from interbroker.requests import (
     EPOCH_DURING_DELETE,
@@ -31,7 +32,7 @@ from replication.checkpoints import (
 from replication.config import ReplicaConfig
 from replication.log import LogConfig
 from replication.partition import Role
-from replication.protocol import ACKS_ALL, EpochAnswer, ErrorCode
+from replication.protocol import ACKS_ALL, EpochAnswer
 from replication.replica_manager import ReplicaManager
 
 from .test_replica_manager_cluster import (

@@ -24,10 +24,11 @@ from coordinator.codecs import PartitionStateNode, TopicAssignment, TopicPartiti
 from coordinator.metadata import MetadataClient
 from elections.leader import NO_LEADER, elect_offline
 from interbroker.controller_client import ControllerClient
+from interbroker.errors import ErrorCode
 from interbroker.requests import LeaderAndIsrPartition, LeaderAndIsrRequest
 from replication.config import ReplicaConfig
 from replication.log import Log
-from replication.protocol import ACKS_ALL, EpochAnswer, ErrorCode, FetchEndpoint, FetchResult
+from replication.protocol import ACKS_ALL, EpochAnswer, FetchEndpoint, FetchResult
 from replication.records import Record, decode_batch, encode_batch, iter_batches, validate_batches
 from replication.replica_manager import ReplicaManager
 from statemachines.in_process import InProcessNetwork

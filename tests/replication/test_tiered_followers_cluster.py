@@ -23,9 +23,10 @@ import pytest
 
 from coordinator.codecs import PartitionStateNode
 from elections.leader import elect_offline
+from interbroker.errors import ErrorCode
 from replication.config import ReplicaConfig
 from replication.log import Log, LogConfig
-from replication.protocol import ACKS_ALL, EpochAnswer, ErrorCode
+from replication.protocol import ACKS_ALL, EpochAnswer
 from replication.records import Record, decode_batch, encode_batch, iter_batches, validate_batches
 from replication.replica_manager import ReplicaManager
 from replication.tiered import RemoteLogConfig, RemoteLogSegmentState, TopicIdPartition

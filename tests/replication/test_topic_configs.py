@@ -12,10 +12,11 @@ import pytest
 
 from coordinator.clock import ManualClock
 from coordinator.codecs import TopicPartition
+from interbroker.errors import ErrorCode
 from interbroker.requests import LeaderAndIsrPartition, LeaderAndIsrRequest
 from replication.config import ReplicaConfig
 from replication.log import LogConfig
-from replication.protocol import ACKS_ALL, ErrorCode
+from replication.protocol import ACKS_ALL
 from replication.replica_manager import ReplicaManager
 from replication.topic_settings import topic_replica_config
 

@@ -13,8 +13,9 @@ import pytest
 
 from coordinator import layout
 from coordinator.codecs import TopicPartition
+from interbroker.errors import ErrorCode
 from node import EmbeddedCluster, embedded_replica_config
-from replication.protocol import ACKS_ALL, ErrorCode
+from replication.protocol import ACKS_ALL
 from tests.replication.test_replica_manager_cluster import make_batch
 from tests.waiting import wait_until
 

@@ -19,7 +19,7 @@ from broker.apis import ApiRegistry, default_registry
 from broker.fetch_client import NetworkFetchEndpoint, NetworkTransport
 from broker.wire import build
 from coordinator.codecs import TopicPartition
-from replication.protocol import ErrorCode as DataErrorCode
+from interbroker.errors import ErrorCode as DataErrorCode
 from replication.protocol import PartitionFetch
 from tests.broker.harness import InProcessBroker
 from tests.broker.protocol.test_apis import only_partition, produce, records
