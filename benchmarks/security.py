@@ -133,7 +133,7 @@ def consume(conf: dict, topic: str, count: int, partitions: int) -> float:
 
 
 def connection_setup(port: int, connector, n: int) -> list[float]:  # type: ignore[no-untyped-def]
-    from broker.client import KafkaConnection
+    from kafkaclient.connection import KafkaConnection
 
     times = []
     for _ in range(n):
@@ -154,10 +154,10 @@ def main() -> None:
     add_server_options(parser)
     args = parser.parse_args()
 
-    from broker.security.client import Connector
-    from broker.security.password import Password
-    from broker.security.settings import ClientSecurity
-    from broker.security.tls import SslSettings
+    from kafkaclient.security.connector import Connector
+    from kafkaclient.security.password import Password
+    from kafkaclient.security.settings import ClientSecurity
+    from kafkaclient.security.tls import SslSettings
 
     workdir = Path(tempfile.mkdtemp(prefix="partctl-bench-security-"))
     server = start_server("zookeeper", args)

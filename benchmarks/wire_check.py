@@ -6,7 +6,7 @@ asserts nothing.
 For requests as clients send them (Produce of one topic with 1, 6 and 36 partitions of 16 KiB
 records each, a follower's and a consumer's Fetch of 6 partitions, Metadata of 50 topics), the
 CPU time (``time.process_time``, so other work on the machine counts less) per request of:
-``broker.wire_check.check_frame`` alone (the walk, which allocates nothing), kio's native reader
+``kafkaclient.wire_check.check_frame`` alone (the walk, which allocates nothing), kio's native reader
 alone, and ``broker.wire.parse_request`` (both, as the server calls them). Best of three runs
 of ``--repeat`` requests each. The records of a Produce are a ``bytes`` field to the walk: their
 size costs it nothing (they are checked by the log's validation, measured by log_append.py).
@@ -27,8 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kio.serial import entity_reader, entity_writer  # noqa: E402
 
-from broker.wire import build, parse_request, request_class, response_module  # noqa: E402
-from broker.wire_check import check_frame  # noqa: E402
+from broker.wire import parse_request, request_class, response_module  # noqa: E402
+from kafkaclient.messages import build
+from kafkaclient.wire_check import check_frame  # noqa: E402
 
 
 def _module(key: int, version: int):  # type: ignore[no-untyped-def]

@@ -40,7 +40,6 @@ from broker.config_sections import (
     super_users,
 )
 from broker.groups.metadata_manager import GroupConfig
-from broker.properties import PropertiesError, Property, parse_properties
 from broker.security import (
     PLAINTEXT_CLIENT,
     ClientSecurity,
@@ -55,6 +54,7 @@ from broker.security import (
 from coordinator.configdef import Effect, InvalidConfig, parse_value
 from coordinator.errors import InvalidURL
 from coordinator.url import parse as parse_url
+from kafkaclient.properties import PropertiesError, Property, parse_properties
 from replication.cleaner import CleanerConfig
 from replication.config import ReplicaConfig
 from replication.log import LogConfig

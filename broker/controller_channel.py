@@ -47,10 +47,6 @@ from typing import Any
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_writer
 
-from broker.frames import SIZE, receive_frame
-from broker.security.client import Connector
-from broker.wire import build
-from broker.wire_check import read_checked
 from coordinator import layout
 from coordinator.codecs import BrokerInfo, TopicPartition
 from coordinator.errors import NoNode
@@ -66,6 +62,10 @@ from interbroker.requests import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
+from kafkaclient.frames import SIZE, receive_frame
+from kafkaclient.messages import build
+from kafkaclient.security.connector import Connector
+from kafkaclient.wire_check import read_checked
 
 __all__ = [
     "CONTROLLED_SHUTDOWN",

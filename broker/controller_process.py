@@ -38,10 +38,8 @@ from broker.controller_channel import KafkaNetwork
 from broker.metrics.collector import KafkaCollector
 from broker.metrics.server import MetricsServer
 from broker.process import EXIT_ERROR, EXIT_OK, SIGNAL_EXIT_BASE, registration, run_process
-from broker.security.client import Connector
 from broker.security.credentials import CredentialCache
 from broker.security.sasl import listener_auth
-from broker.security.tls import TlsError
 from broker.server import KafkaServer
 from coordinator import layout
 from coordinator.base import Coordinator
@@ -49,6 +47,8 @@ from coordinator.errors import CoordinatorError, NodeExists, NoNode
 from coordinator.metadata import MetadataClient
 from coordinator.model import SessionState
 from coordinator.url import redact
+from kafkaclient.security.connector import Connector
+from kafkaclient.security.tls import TlsError
 from statemachines.controller import Controller
 
 __all__ = ["ControllerProcess", "run"]

@@ -3,7 +3,7 @@
 A follower's :class:`~replication.fetcher.ReplicaFetcher` reaches each leader through a
 :class:`~replication.protocol.FetchEndpoint`. In process that is the leader's replica manager;
 between broker processes it is :class:`NetworkFetchEndpoint`, a client of the leader broker's
-Kafka listener (:class:`~broker.client.KafkaConnection`), as Kafka's ReplicaFetcherThread is a
+Kafka listener (:class:`~kafkaclient.connection.KafkaConnection`), as Kafka's ReplicaFetcherThread is a
 client of its leader:
 
 - Fetch with ``replica_id`` = this broker's id (a follower fetch: the leader reads up to its log
@@ -45,13 +45,13 @@ from typing import Any
 
 from kio.index import load_request_schema
 
-from broker.client import BrokerUnreachable, KafkaConnection
 from broker.config import BrokerConfig
-from broker.security.client import Connector
-from broker.wire import build
 from coordinator.codecs import TopicPartition
 from interbroker.errors import ErrorCode
 from interbroker.requests import LiveBroker
+from kafkaclient.connection import BrokerUnreachable, KafkaConnection
+from kafkaclient.messages import build
+from kafkaclient.security.connector import Connector
 from replication.protocol import (
     EpochAnswer,
     FetchEndpoint,

@@ -3,7 +3,7 @@ cluster, as a client of its brokers (any cluster that speaks Kafka's protocol, t
 included).
 
 :class:`GroupAdmin` starts from bootstrap addresses, learns the brokers from Metadata, and
-speaks to each broker with :class:`~broker.client.KafkaConnection` (one connection per broker,
+speaks to each broker with :class:`~kafkaclient.connection.KafkaConnection` (one connection per broker,
 kio messages, the highest version both sides serve within the range each call can read):
 
 - ListGroups to every broker (each lists the groups it coordinates);
@@ -34,11 +34,11 @@ from kio.index import load_request_schema
 from kio.schema.consumer_protocol_assignment.v3 import data as assignment_v3
 from kio.schema.errors import ErrorCode
 
-from broker.client import BrokerUnreachable, KafkaConnection
 from broker.offset_reset import LogRange, ResetSpec, ToTimestamp, plan_reset
-from broker.wire import build
-from broker.wire_check import read_checked
 from coordinator.codecs import TopicPartition
+from kafkaclient.connection import BrokerUnreachable, KafkaConnection
+from kafkaclient.messages import build
+from kafkaclient.wire_check import read_checked
 
 if TYPE_CHECKING:
     from coordinator.metadata import RegisteredBroker

@@ -67,10 +67,8 @@ from broker.metrics.traffic import RequestTimes, TopicTraffic
 from broker.open_files import Budget, log_open_file_limit, raise_open_file_limit
 from broker.purgatory import Purgatory
 from broker.security.authorizer import Authorizer
-from broker.security.client import Connector
 from broker.security.credentials import CredentialCache
 from broker.security.sasl import listener_auth
-from broker.security.tls import TlsError
 from broker.server import KafkaServer
 from coordinator.admin import Admin, InvalidRequest
 from coordinator.assignment import assign_replicas
@@ -82,6 +80,8 @@ from elections.controller_election import NotController
 from interbroker.channel import RequestHandler
 from interbroker.errors import BrokerNotAvailable, StaleBrokerEpoch
 from interbroker.requests import LiveBroker
+from kafkaclient.security.connector import Connector
+from kafkaclient.security.tls import TlsError
 from node.broker_node import BrokerNode
 from replication.errors import StorageError
 

@@ -62,12 +62,12 @@ from broker.apis import (
 from broker.apis import versions as api_versions
 from broker.config import Listener
 from broker.connection_limits import expire_idle, guard_out_of_descriptors, log_failure
-from broker.frames import SIZE, FrameTooLarge, read_frame
 from broker.metrics.traffic import RequestTimes
 from broker.security.authenticator import Answer, Authenticator, Close, Dispatch, Token
 from broker.security.sasl import ListenerAuth
-from broker.security.tls import principal_of
 from broker.wire import Encoded, FrameError, encode_response, parse_header, parse_request, peek
+from kafkaclient.frames import SIZE, FrameTooLarge, read_frame
+from kafkaclient.security.tls import principal_of
 from replication.log import LogSlice
 
 __all__ = ["MAX_IN_FLIGHT", "KafkaServer"]

@@ -26,10 +26,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.client import BrokerUnreachable
 from broker.group_admin import EARLIEST, GroupAdmin, GroupAdminError, Node
-from broker.wire import build
 from coordinator.codecs import TopicPartition
+from kafkaclient.connection import BrokerUnreachable
+from kafkaclient.messages import build
 
 __all__ = ["EARLIEST_LOCAL", "TierAdmin", "TierFigures"]
 

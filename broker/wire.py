@@ -18,7 +18,6 @@ comparing the bytes with kio's own encoding of the same response.
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import struct
 import sys
@@ -32,9 +31,9 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.protocol import RequestPayload
 
-from broker.frames import SIZE
-from broker.wire_check import FrameError, check_frame, check_header
 from broker.wire_schemas import EXTRA_REQUESTS, RESPONSE_AS
+from kafkaclient.frames import SIZE
+from kafkaclient.wire_check import FrameError, check_frame, check_header
 from replication.log import LogSlice
 
 __all__ = [
@@ -42,7 +41,6 @@ __all__ = [
     "Encoded",
     "FrameError",
     "SGBuffer",
-    "build",
     "encode_response",
     "error_code",
     "parse_request",
@@ -76,7 +74,7 @@ def response_module(api_key: int, version: int) -> ModuleType:
 
 def parse_request(frame: bytes, api_key: int, version: int) -> tuple[Any, Any]:
     """(header, body) of a frame whose api key and version are supported. The frame is
-    walked against its schema first (:mod:`broker.wire_check`: lengths against the bytes that
+    walked against its schema first (:mod:`kafkaclient.wire_check`: lengths against the bytes that
     remain, nulls where the field allows none, unknown tagged fields skipped), since kio's
     reader trusts lengths; anything refused there or that kio cannot read is a
     :class:`FrameError`. Bytes after the body are ignored, as Kafka ignores them."""
@@ -98,18 +96,6 @@ def parse_header(frame: bytes, header_class: type) -> Any:
         return entity_reader(header_class)(frame, 0)[0]
     except Exception as exc:
         raise FrameError(f"cannot parse the request header: {type(exc).__name__}: {exc}") from exc
-
-
-@cache
-def _fields(cls: type) -> frozenset[str]:
-    return frozenset(f.name for f in dataclasses.fields(cls))
-
-
-def build(cls: type, **values: Any) -> Any:
-    """An instance of a kio class from the values this version has: a field another version
-    added or dropped is left out (and gets its default, or the version does not carry it)."""
-    names = _fields(cls)
-    return cls(**{k: v for k, v in values.items() if k in names})
 
 
 def error_code(code: int) -> ErrorCode:

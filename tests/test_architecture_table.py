@@ -3,7 +3,7 @@
 Issue 30 restructures the repository on several branches at once, and the table names the homes
 they make (``interbroker/``, ``node/``, ``replication/log_manager.py``,
 ``replication/log_loader.py``, ``replication/local_log.py``, ``replication/log_cleaner.py``,
-``replication/delayed_produce.py``, ``broker/frames.py``, ``broker/security/authenticator.py``,
+``replication/delayed_produce.py``, ``kafkaclient/frames.py``, ``broker/security/authenticator.py``,
 ``broker/groups/metadata_manager.py``, ``coordinator/configdef.py``, ``broker/config_keys.py``):
 on the branch that wrote the table those paths are not there yet. This test is right once every
 branch is merged; from then on a module that moves without its row failing here is impossible.

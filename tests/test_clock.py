@@ -15,7 +15,7 @@ import pytest
 from coordinator.clock import SYSTEM_CLOCK, Clock, ManualClock, SystemClock
 
 REPO = Path(__file__).resolve().parents[1]
-SCANNED = ("coordinator", "elections", "interbroker", "statemachines", "replication", "node",
+SCANNED = ("coordinator", "elections", "interbroker", "statemachines", "replication", "node", "kafkaclient",
            "broker", "rebalancer", "partctl", "migrations", "benchmarks", "tests")
 HOME = "coordinator/clock.py"
 READINGS = {"now_ms", "monotonic", "now", "time", "__call__"}

@@ -12,7 +12,7 @@ from importlib.metadata import packages_distributions
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PRODUCT = ("coordinator", "elections", "interbroker", "statemachines", "replication", "node",
+PRODUCT = ("coordinator", "elections", "interbroker", "statemachines", "replication", "node", "kafkaclient",
            "broker", "rebalancer", "partctl", "migrations")
 
 

@@ -13,9 +13,9 @@ from tests.imports import cycles_across, import_graph
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("coordinator", "elections", "interbroker", "statemachines", "replication", "node",
-            "broker", "rebalancer", "partctl", "migrations", "benchmarks", "tests")
+            "kafkaclient", "broker", "rebalancer", "partctl", "migrations", "benchmarks", "tests")
 PRODUCT = ("coordinator", "elections", "interbroker", "statemachines", "replication", "node",
-           "broker", "rebalancer", "partctl")
+           "kafkaclient", "broker", "rebalancer", "partctl")
 
 MAY_IMPORT: dict[str, set[str]] = {
     "coordinator": set(),
@@ -27,10 +27,15 @@ MAY_IMPORT: dict[str, set[str]] = {
     "replication": {"coordinator", "elections", "interbroker"},
     # one broker node assembled: a participant whose handler is a replica manager
     "node": {"coordinator", "elections", "interbroker", "statemachines", "replication"},
+    # Kafka's protocol as a client (connections, TLS/SASL, the Admin API): below the broker,
+    # the rebalancer and the CLI, above nothing but the contract
+    "kafkaclient": {"coordinator", "elections", "interbroker"},
     # a broker process: Kafka's protocol over a broker node
-    "broker": {"coordinator", "elections", "interbroker", "statemachines", "replication", "node"},
-    # plans reach the controller through the admin nodes; the leader-imbalance rule is elections'
-    "rebalancer": {"coordinator", "elections"},
+    "broker": {"coordinator", "elections", "interbroker", "statemachines", "replication", "node",
+               "kafkaclient"},
+    # plans reach a cluster through the admin nodes or Kafka's Admin API; the leader-imbalance
+    # rule is elections'
+    "rebalancer": {"coordinator", "elections", "kafkaclient"},
     "partctl": set(PRODUCT),
     "migrations": {"rebalancer"},
     "benchmarks": set(PRODUCT),

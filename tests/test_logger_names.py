@@ -11,7 +11,7 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PRODUCT = ("coordinator", "elections", "interbroker", "statemachines", "replication", "node",
+PRODUCT = ("coordinator", "elections", "interbroker", "statemachines", "replication", "node", "kafkaclient",
            "broker", "rebalancer", "partctl")
 THIRD_PARTY = {"kazoo", "kazoo.client", "apscheduler"}
 

@@ -29,7 +29,8 @@ from broker.security.acls import (
     ResourcePattern,
     ResourceType,
 )
-from broker.wire import build, response_module
+from broker.wire import response_module
+from kafkaclient.messages import build
 
 if TYPE_CHECKING:
     from broker.apis.messages import (

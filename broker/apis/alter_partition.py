@@ -29,11 +29,12 @@ from broker.apis.base import Api, Reply, RequestContext
 from broker.apis.topic_ids import text_of
 from broker.controller_channel import topic_uuid
 from broker.security.acls import Operation, ResourceType
-from broker.wire import build, response_module
+from broker.wire import response_module
 from coordinator.errors import CoordinatorError
 from elections.controller_election import NotController
 from interbroker.errors import ErrorCode, StaleBrokerEpoch
 from interbroker.requests import AlterPartitionResult, IsrProposal
+from kafkaclient.messages import build
 from statemachines import events as ev
 
 if TYPE_CHECKING:

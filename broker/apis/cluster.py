@@ -20,7 +20,8 @@ from kio.schema.errors import ErrorCode
 
 from broker.apis.base import Api, Reply, RequestContext
 from broker.security.acls import SUPPORTED_OPERATIONS, Operation, ResourceType
-from broker.wire import build, response_module
+from broker.wire import response_module
+from kafkaclient.messages import build
 
 if TYPE_CHECKING:
     from broker.apis.messages import DescribeClusterRequest, DescribeClusterResponse

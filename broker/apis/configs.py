@@ -49,7 +49,7 @@ from broker.apis.base import Api, Reply, RequestContext
 from broker.config_keys import BROKER_CONFIG
 from broker.security import hides_value, is_sensitive
 from broker.security.acls import Operation, ResourceType
-from broker.wire import build, response_module
+from broker.wire import response_module
 from coordinator.admin import InvalidRequest
 from coordinator.configdef import ConfigType, InvalidConfig
 from coordinator.errors import CoordinatorError
@@ -61,6 +61,7 @@ from coordinator.topic_config import (
     ConfigSource,
     IncrementalOp,
 )
+from kafkaclient.messages import build
 
 if TYPE_CHECKING:
     from broker.apis.messages import (

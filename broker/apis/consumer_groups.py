@@ -34,7 +34,8 @@ from broker.apis.topic_ids import ensure_topic_ids
 from broker.groups.consumer_coordinator import HeartbeatRequest, HeartbeatResult
 from broker.groups.consumer_group import STATIC_LEAVE_EPOCH, Partitions, regex_matches
 from broker.security.acls import Operation, ResourceType
-from broker.wire import build, response_module
+from broker.wire import response_module
+from kafkaclient.messages import build
 
 if TYPE_CHECKING:
     from broker.apis.messages import (

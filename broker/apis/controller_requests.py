@@ -40,7 +40,7 @@ from broker.controller_channel import (
     topic_uuid,
 )
 from broker.security.acls import Operation, ResourceType
-from broker.wire import build, response_module
+from broker.wire import response_module
 from coordinator.codecs import TopicPartition
 from elections.controller_election import NotController
 from interbroker.channel import BrokerResponse, deliver
@@ -56,6 +56,7 @@ from interbroker.requests import (
     UpdateMetadataPartition,
     UpdateMetadataRequest,
 )
+from kafkaclient.messages import build
 
 if TYPE_CHECKING:
     from broker.apis import messages

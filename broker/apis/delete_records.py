@@ -29,8 +29,9 @@ from kio.schema.errors import ErrorCode
 from broker.apis.base import Api, Reply, RequestContext
 from broker.purgatory import delete_records_key
 from broker.security.acls import Operation, ResourceType
-from broker.wire import build, error_code, response_module
+from broker.wire import error_code, response_module
 from coordinator.codecs import TopicPartition
+from kafkaclient.messages import build
 from replication.errors import StorageError
 
 if TYPE_CHECKING:

@@ -25,9 +25,10 @@ from kio.schema.errors import ErrorCode
 from broker.apis.admin_support import controller_reply, milliseconds, wait_for
 from broker.apis.base import Api, Reply, RequestContext
 from broker.security.acls import Operation, ResourceType
-from broker.wire import build, response_module
+from broker.wire import response_module
 from coordinator.codecs import TopicPartition
 from elections.controller_election import NotController
+from kafkaclient.messages import build
 from statemachines.handlers.elect_leaders import AdminElectionResult
 
 if TYPE_CHECKING:

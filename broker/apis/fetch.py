@@ -71,8 +71,9 @@ from broker.apis.topic_ids import ensure_topic_ids
 from broker.metadata_cache import MetadataSnapshot
 from broker.purgatory import delete_records_key
 from broker.security.acls import Operation, ResourceType
-from broker.wire import build, response_module
+from broker.wire import response_module
 from coordinator.codecs import TopicPartition
+from kafkaclient.messages import build
 from replication.errors import OffsetOutOfRangeError, StorageError
 from replication.log import LogSlice
 from replication.partition import Partition, Role

@@ -38,12 +38,13 @@ from broker.groups.metadata_manager import OFFSETS_TOPIC
 from broker.groups.records import partition_for
 from broker.open_files import Budget
 from broker.security.acls import Operation, ResourceType
-from broker.wire import build, response_module
+from broker.wire import response_module
 from coordinator.admin import InvalidRequest
 from coordinator.assignment import assign_replicas
 from coordinator.codecs import TopicPartition
 from coordinator.errors import CoordinatorError
 from coordinator.metadata import TopicExists
+from kafkaclient.messages import build
 
 if TYPE_CHECKING:
     from typing import TypeAlias

@@ -28,8 +28,9 @@ from kio.schema.errors import ErrorCode
 from broker.apis.admin_support import blocking
 from broker.apis.base import Api, BrokerServices, RequestContext
 from broker.security.acls import Operation, ResourceType
-from broker.wire import build, response_module
+from broker.wire import response_module
 from coordinator.codecs import TopicPartition
+from kafkaclient.messages import build
 
 if TYPE_CHECKING:
     from broker.apis.messages import DescribeLogDirsRequest, DescribeLogDirsResponse

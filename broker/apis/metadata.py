@@ -39,9 +39,10 @@ from broker.apis.cluster import NOT_ASKED, cluster_operations
 from broker.apis.topic_ids import ZERO, ensure_topic_ids
 from broker.metadata_cache import MetadataSnapshot
 from broker.security.acls import Operation, ResourceType
-from broker.wire import build, response_module
+from broker.wire import response_module
 from coordinator.layout import validate_topic
 from interbroker.requests import LiveBroker
+from kafkaclient.messages import build
 
 if TYPE_CHECKING:
     import kio.schema.metadata.v0

@@ -45,9 +45,10 @@ from kio.schema.errors import ErrorCode
 from broker.apis.base import Api, Reply, RequestContext
 from broker.apis.fetch import check_epoch, leader_partition
 from broker.security.acls import Operation, ResourceType
-from broker.wire import build, error_code, response_module
+from broker.wire import error_code, response_module
 from coordinator.codecs import TopicPartition
 from interbroker.errors import ErrorCode as DataErrorCode
+from kafkaclient.messages import build
 from replication.errors import StorageError
 from replication.log import Log
 from replication.protocol import EpochAnswer

@@ -30,9 +30,10 @@ from kio.schema.errors import ErrorCode
 
 from broker.apis.base import CLOSE_CONNECTION, NO_RESPONSE, Api, Reply, RequestContext
 from broker.security.acls import Operation, ResourceType
-from broker.wire import build, error_code, response_module
+from broker.wire import error_code, response_module
 from coordinator.codecs import TopicPartition
 from interbroker.errors import ErrorCode as DataErrorCode
+from kafkaclient.messages import build
 from replication.protocol import ProduceResult
 from replication.records import (
     ATTRIBUTES_OFFSET,

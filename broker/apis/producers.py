@@ -31,7 +31,8 @@ from kio.schema.errors import ErrorCode
 
 from broker.apis.base import Api, Reply, RequestContext
 from broker.security.acls import Operation, ResourceType
-from broker.wire import build, response_module
+from broker.wire import response_module
+from kafkaclient.messages import build
 from replication.producer_ids import ProducerIdAndEpoch, ProducerIdsUnavailable
 
 if TYPE_CHECKING:

@@ -24,10 +24,11 @@ from kio.schema.errors import ErrorCode
 from broker.apis.admin_support import blocking
 from broker.apis.base import Api, RequestContext
 from broker.security.acls import Operation, ResourceType
-from broker.wire import build, response_module
+from broker.wire import response_module
 from coordinator.client_quotas import FilterComponent, check_filter, describe_quotas
 from coordinator.errors import CoordinatorError
 from coordinator.metadata import MetadataClient
+from kafkaclient.messages import build
 
 if TYPE_CHECKING:
     from broker.apis.messages import DescribeClientQuotasRequest, DescribeClientQuotasResponse

@@ -43,12 +43,13 @@ from kio.schema.errors import ErrorCode
 from broker.apis.admin_support import blocking
 from broker.apis.base import Api, Reply, RequestContext
 from broker.security.acls import Operation, ResourceType
-from broker.wire import build, response_module
+from broker.wire import response_module
 from coordinator import layout
 from coordinator.admin import Admin
 from coordinator.codecs import TopicAssignment, TopicPartition, encode_reassignment
 from coordinator.errors import BadVersion, CoordinatorError, NodeExists, NoNode
 from coordinator.skipped import readable_assignments
+from kafkaclient.messages import build
 
 if TYPE_CHECKING:
     from broker.apis.messages import (

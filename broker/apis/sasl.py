@@ -25,10 +25,11 @@ from broker.apis.admin_support import blocking
 from broker.apis.base import Api, Reply, RequestContext
 from broker.security.acls import Operation, ResourceType
 from broker.security.credentials import CredentialError, alter, describe
-from broker.security.scram import ScramCredential, credential_from_salted
-from broker.wire import build, response_module
+from broker.wire import response_module
 from coordinator.errors import CoordinatorError
 from coordinator.metadata import MetadataClient
+from kafkaclient.messages import build
+from kafkaclient.security.scram import ScramCredential, credential_from_salted
 
 if TYPE_CHECKING:
     from kio.schema.alter_user_scram_credentials.v0.request import ScramCredentialDeletion

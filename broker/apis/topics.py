@@ -57,7 +57,7 @@ from broker.apis.topic_ids import ZERO, ensure_topic_ids, uuid_of
 from broker.metadata_cache import MetadataSnapshot
 from broker.open_files import Budget
 from broker.security.acls import Operation, ResourceType
-from broker.wire import build, response_module
+from broker.wire import response_module
 from coordinator.admin import Admin, InvalidRequest, colliding_topics
 from coordinator.assignment import (
     MAX_PARTITIONS,
@@ -76,6 +76,7 @@ from coordinator.topic_config import (
     describe_config,
     validate_topic_config,
 )
+from kafkaclient.messages import build
 
 if TYPE_CHECKING:
     from broker.apis.messages import (

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from broker.apis.base import Api, ApiRegistry, Reply, RequestContext
-from broker.wire import build, response_module
+from broker.wire import response_module
+from kafkaclient.messages import build
 
 if TYPE_CHECKING:
     import kio.schema.api_versions.v3

@@ -32,7 +32,8 @@ from kio.schema.errors import ErrorCode
 from broker.security.credentials import CredentialCache
 from broker.security.sasl import SaslFailed, SaslSession
 from broker.security.settings import SaslSettings
-from broker.wire import FrameError, build, parse_request, peek, response_module
+from broker.wire import FrameError, parse_request, peek, response_module
+from kafkaclient.messages import build
 
 __all__ = [
     "API_VERSIONS",

@@ -16,11 +16,11 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from broker.security.scram import MAX_ITERATIONS, MECHANISMS, ScramCredential
 from coordinator.base import Coordinator
 from coordinator.config_changes import ConfigChangeListener
 from coordinator.errors import BadVersion
 from coordinator.metadata import MetadataClient
+from kafkaclient.security.scram import MAX_ITERATIONS, MECHANISMS, ScramCredential
 
 __all__ = ["CredentialCache", "CredentialError", "CredentialInfo", "describe", "remove",
            "upsert"]

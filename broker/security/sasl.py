@@ -17,10 +17,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from broker.security.credentials import CredentialCache
-from broker.security.scram import MECHANISMS as SCRAM_MECHANISMS
-from broker.security.scram import ScramCredential, ScramCredentialsError, ScramError, ScramServer
 from broker.security.settings import ListenerSecurity, SaslSettings
-from broker.security.tls import server_context
+from kafkaclient.security.scram import MECHANISMS as SCRAM_MECHANISMS
+from kafkaclient.security.scram import (
+    ScramCredential,
+    ScramCredentialsError,
+    ScramError,
+    ScramServer,
+)
+from kafkaclient.security.tls import server_context
 
 __all__ = ["ListenerAuth", "SaslFailed", "SaslSession", "listener_auth"]
 
@@ -115,7 +120,7 @@ class SaslSession:
 def listener_auth(listeners: Mapping[str, ListenerSecurity],
                   credentials: CredentialCache | None) -> dict[str, ListenerAuth]:
     """What the server applies per listener: TLS contexts built (the key and trust stores
-    read now: :class:`~broker.security.tls.TlsError` naming the key when one cannot be), SASL
+    read now: :class:`~kafkaclient.security.tls.TlsError` naming the key when one cannot be), SASL
     settings, the credentials SCRAM looks users up in."""
     return {name: ListenerAuth(
         name=name, protocol=sec.protocol,

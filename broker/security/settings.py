@@ -3,7 +3,7 @@ under ``listener.name.<listener>.`` with the plain keys as fallbacks (as Kafka r
 and the credentials a broker uses on its own inter-broker connections.
 
 Pure: values are checked here (one :class:`SecurityConfigError` naming the key); files are read
-when the broker starts (:mod:`broker.security.tls`).
+when the broker starts (:mod:`kafkaclient.security.tls`).
 """
 
 from __future__ import annotations
@@ -13,18 +13,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from broker.security.jaas import PLAIN_MODULE, SCRAM_MODULE, JaasConfig, JaasError, parse_jaas
-from broker.security.password import Password
-from broker.security.scram import MECHANISMS as SCRAM_MECHANISMS
-from broker.security.tls import CLIENT_AUTH, PROTOCOLS, SslSettings
 from coordinator.url import redact
+from kafkaclient.security.jaas import PLAIN_MODULE, SCRAM_MODULE, JaasConfig, JaasError, parse_jaas
+from kafkaclient.security.password import Password
+from kafkaclient.security.scram import MECHANISMS as SCRAM_MECHANISMS
+from kafkaclient.security.settings import (
+    MECHANISMS,
+    ClientSecurity,
+    SecurityConfigError,
+    listener_value,
+    ssl_settings,
+)
+from kafkaclient.security.tls import SslSettings
 
-__all__ = ["MECHANISMS", "ClientSecurity", "ListenerSecurity", "SaslSettings",
-           "SecurityConfigError", "hides_value", "is_security_key", "is_sensitive",
+__all__ = ["ListenerSecurity", "SaslSettings",
+           "hides_value", "is_security_key", "is_sensitive",
            "listener_security", "client_security"]
 
-MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
-"""The SASL mechanisms a partctl broker serves."""
 SSL_PROTOCOLS = ("SSL", "SASL_SSL")
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 
@@ -45,11 +50,6 @@ _URL_KEYS = frozenset({"zookeeper.connect", "partctl.coordinator", "remote.log.s
 """Keys whose value is a URL (or ZooKeeper's connect string) that may carry credentials."""
 _PREFIXED = re.compile(r"listener\.name\.([^.]+)\.(.+)")
 _JAAS = re.compile(r"[a-z0-9-]+\.sasl\.jaas\.config")
-
-
-class SecurityConfigError(ValueError):
-    """A security setting the broker cannot start with; the message names the key and never
-    a secret."""
 
 
 def _unprefixed(key: str) -> tuple[str | None, str]:
@@ -105,84 +105,6 @@ class ListenerSecurity:
     sasl: SaslSettings | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ClientSecurity:
-    """How this broker (or controller) connects to the brokers' inter-broker listener."""
-
-    protocol: str = "PLAINTEXT"
-    ssl: SslSettings | None = None
-    mechanism: str | None = None
-    username: str | None = None
-    password: Password | None = field(default=None, repr=False)
-
-
-PLAINTEXT_CLIENT = ClientSecurity()
-
-
-def _get(props: Mapping[str, str], listener: str, key: str) -> tuple[str | None, str]:
-    """The value of ``key`` for ``listener`` and the key it came from: the prefixed key first,
-    then the plain one."""
-    prefixed = f"listener.name.{listener.lower()}.{key}"
-    if prefixed in props:
-        return props[prefixed], prefixed
-    return props.get(key), key
-
-
-def _ssl(props: Mapping[str, str], listener: str) -> SslSettings:
-    def get(key: str) -> str | None:
-        value = _get(props, listener, key)[0]
-        return value.strip() if value is not None else None
-
-    def secret(key: str) -> Password | None:
-        value = _get(props, listener, key)[0]
-        return Password(value) if value is not None and value != "" else None
-
-    client_auth, key = _get(props, listener, "ssl.client.auth")
-    client_auth = (client_auth or "none").strip().lower()
-    if client_auth not in CLIENT_AUTH:
-        raise SecurityConfigError(f"{key}: {client_auth!r} is not one of "
-                                  f"{', '.join(CLIENT_AUTH)}")
-    protocols_text, key = _get(props, listener, "ssl.enabled.protocols")
-    protocols = tuple(p.strip() for p in (protocols_text or "TLSv1.2,TLSv1.3").split(",")
-                      if p.strip())
-    bad = [p for p in protocols if p not in PROTOCOLS]
-    if bad or not protocols:
-        raise SecurityConfigError(f"{key}: {', '.join(bad) or 'empty'}: only TLSv1.2 and "
-                                  "TLSv1.3 are enabled")
-    protocol, key = _get(props, listener, "ssl.protocol")
-    if protocol is not None and protocol.strip() not in ("TLS", "TLSv1.2", "TLSv1.3"):
-        raise SecurityConfigError(f"{key}: {protocol.strip()}: TLS 1.2 or later only "
-                                  "(TLS, TLSv1.2, TLSv1.3)")
-    prefix = (f"listener.name.{listener.lower()}."
-              if any(k.startswith(f"listener.name.{listener.lower()}.ssl.") for k in props)
-              else "")
-    keystore_type = (get("ssl.keystore.type") or "JKS").upper()
-    truststore_type = (get("ssl.truststore.type") or "JKS").upper()
-    for name, value in (("ssl.keystore.type", keystore_type),
-                        ("ssl.truststore.type", truststore_type)):
-        if value == "JKS" and (get(name.replace(".type", ".location")) is not None):
-            raise SecurityConfigError(f"{prefix}{name}: JKS is Java's own format and not "
-                                      "supported: use PEM or PKCS12")
-        if value not in ("JKS", "PEM", "PKCS12"):
-            raise SecurityConfigError(f"{prefix}{name}: {value} is not supported "
-                                      "(PEM or PKCS12)")
-    return SslSettings(
-        prefix=prefix, keystore_type=keystore_type,
-        keystore_location=get("ssl.keystore.location"),
-        keystore_password=secret("ssl.keystore.password"),
-        key_password=secret("ssl.key.password"),
-        keystore_certificate_chain=secret("ssl.keystore.certificate.chain"),
-        keystore_key=secret("ssl.keystore.key"),
-        truststore_type=truststore_type,
-        truststore_location=get("ssl.truststore.location"),
-        truststore_password=secret("ssl.truststore.password"),
-        truststore_certificates=secret("ssl.truststore.certificates"),
-        client_auth=client_auth, enabled_protocols=protocols,
-        endpoint_identification_algorithm=(get("ssl.endpoint.identification.algorithm")
-                                           or "https"),
-    )
-
-
 def _mechanism_names(text: str, key: str) -> tuple[str, ...]:
     names = tuple(dict.fromkeys(m.strip().upper() for m in text.split(",") if m.strip()))
     bad = [m for m in names if m not in MECHANISMS]
@@ -195,7 +117,7 @@ def _mechanism_names(text: str, key: str) -> tuple[str, ...]:
 
 
 def _sasl(props: Mapping[str, str], listener: str) -> SaslSettings:
-    text, key = _get(props, listener, "sasl.enabled.mechanisms")
+    text, key = listener_value(props, listener, "sasl.enabled.mechanisms")
     if text is None:
         raise SecurityConfigError(f"sasl.enabled.mechanisms: listener {listener} uses SASL; "
                                   f"enable PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's "
@@ -224,7 +146,7 @@ def _sasl(props: Mapping[str, str], listener: str) -> SaslSettings:
         if entry is not None and entry.module != SCRAM_MODULE:
             raise SecurityConfigError(f"{prefix}{mech.lower()}.sasl.jaas.config: want "
                                       f"{SCRAM_MODULE}")
-    reauth_text, key = _get(props, listener, "connections.max.reauth.ms")
+    reauth_text, key = listener_value(props, listener, "connections.max.reauth.ms")
     reauth = 0
     if reauth_text is not None:
         if not reauth_text.strip().isdigit():
@@ -240,7 +162,7 @@ def listener_security(listeners: Sequence[tuple[str, str]], props: Mapping[str, 
     ``check_names``, a key prefixed with a listener not among them is refused)."""
     out = {}
     for name, protocol in listeners:
-        ssl = _ssl(props, name) if protocol in SSL_PROTOCOLS else None
+        ssl = ssl_settings(props, name) if protocol in SSL_PROTOCOLS else None
         if ssl is not None and check_names and not ssl.has_keystore:
             raise SecurityConfigError(
                 f"{ssl.prefix or f'listener.name.{name.lower()}.'}ssl.keystore.location: "
@@ -278,37 +200,4 @@ def client_security(inter: ListenerSecurity, props: Mapping[str, str]) -> Client
                                   "username and password (username=\"...\" "
                                   "password=\"...\")")
     return ClientSecurity(protocol=inter.protocol, ssl=inter.ssl, mechanism=mech,
-                          username=username, password=password)
-
-
-CLIENT_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-
-
-def client_properties_security(props: Mapping[str, str]) -> ClientSecurity:
-    """A client's security from Kafka's client keys (a tool's ``--command-config``):
-    ``security.protocol``, ``ssl.truststore.*`` / ``ssl.keystore.*``, ``sasl.mechanism`` and
-    the username and password of ``sasl.jaas.config``."""
-    protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
-    if protocol not in CLIENT_PROTOCOLS:
-        raise SecurityConfigError(f"security.protocol: {protocol!r} is not one of "
-                                  f"{', '.join(CLIENT_PROTOCOLS)}")
-    ssl_settings = _ssl(props, "client") if protocol.endswith("SSL") else None
-    if not protocol.startswith("SASL"):
-        return ClientSecurity(protocol=protocol, ssl=ssl_settings)
-    mech = props.get("sasl.mechanism", "GSSAPI").strip().upper()
-    if mech not in MECHANISMS:
-        raise SecurityConfigError(f"sasl.mechanism: {mech} is not supported (one of "
-                                  f"{', '.join(MECHANISMS)})")
-    text = props.get("sasl.jaas.config")
-    if text is None:
-        raise SecurityConfigError("sasl.jaas.config: needed for SASL (username=\"...\" "
-                                  "password=\"...\")")
-    try:
-        entry = parse_jaas(text)
-    except JaasError as exc:
-        raise SecurityConfigError(str(exc)) from None
-    username, password = entry.option("username"), entry.options.get("password")
-    if not username or password is None:
-        raise SecurityConfigError("sasl.jaas.config: give username=\"...\" password=\"...\"")
-    return ClientSecurity(protocol=protocol, ssl=ssl_settings, mechanism=mech,
                           username=username, password=password)

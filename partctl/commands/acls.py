@@ -190,8 +190,8 @@ class _Brokers:
     answers."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        from broker.client import BrokerUnreachable, KafkaConnection
-        from broker.security.client import Connector
+        from kafkaclient.connection import BrokerUnreachable, KafkaConnection
+        from kafkaclient.security.connector import Connector
 
         security = _command_config(args.command_config)
         last = None
@@ -212,7 +212,7 @@ class _Brokers:
         self.conn.close()
 
     def _call(self, request: Any) -> Any:
-        from broker.client import BrokerUnreachable
+        from kafkaclient.connection import BrokerUnreachable
 
         try:
             return self.conn.call(request)
@@ -298,8 +298,8 @@ def _check(code: Any, message: str | None) -> None:
 
 
 def _command_config(path: str | None) -> Any:
-    from broker.properties import PropertiesError, parse_properties
-    from broker.security.settings import (
+    from kafkaclient.properties import PropertiesError, parse_properties
+    from kafkaclient.security.settings import (
         ClientSecurity,
         SecurityConfigError,
         client_properties_security,

@@ -82,8 +82,8 @@ def _password(args: argparse.Namespace) -> str:
 
 def cmd_create(args: argparse.Namespace, out: TextIO) -> int:
     from broker.security.credentials import CredentialError, check_iterations, upsert
-    from broker.security.scram import make_credential
     from coordinator.metadata import MetadataClient
+    from kafkaclient.security.scram import make_credential
 
     name, mechanism = _name(args.name), _mechanism(args.mechanism)
     try:

@@ -398,8 +398,8 @@ class ClusterPage:
         return found[0]
 
     def _authenticated(self, header: str) -> str | None:
-        from broker.security.scram import MECHANISMS, ScramCredential, password_matches
         from coordinator.metadata import MetadataClient
+        from kafkaclient.security.scram import MECHANISMS, ScramCredential, password_matches
 
         scheme, _, encoded = header.partition(" ")
         if scheme.lower() != "basic":

@@ -13,8 +13,8 @@ from pathlib import Path
 import coordinator
 from broker.cluster import BrokerStartError, LaunchedBroker, coordinator_property
 from broker.cluster import start_broker as launch_and_wait
-from broker.wire import build
 from coordinator.admin import Admin
+from kafkaclient.messages import build
 from tests.servers import Server
 
 from .wire_client import RawClient, request

@@ -13,7 +13,7 @@ from typing import Any
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
-from broker.wire import build
+from kafkaclient.messages import build
 
 __all__ = ["RawClient", "encode_request", "request", "request_module"]
 

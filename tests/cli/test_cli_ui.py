@@ -19,9 +19,9 @@ import pytest
 
 import coordinator
 from broker.security.credentials import upsert
-from broker.security.scram import make_credential
 from coordinator.admin import Admin
 from coordinator.codecs import BrokerInfo, TopicPartition
+from kafkaclient.security.scram import make_credential
 from partctl.cli import main
 from partctl.cluster_view import read_cluster
 from partctl.webui import ClusterPage

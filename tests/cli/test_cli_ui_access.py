@@ -28,9 +28,9 @@ from broker.security.acls import (
     ResourceType,
 )
 from broker.security.credentials import upsert
-from broker.security.scram import make_credential
 from coordinator.admin import Admin
 from coordinator.codecs import TopicPartition
+from kafkaclient.security.scram import make_credential
 from partctl.cluster_view import read_cluster
 from partctl.webui import ClusterPage, serve
 from partctl.webui.access import LoginThrottle

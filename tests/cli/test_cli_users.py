@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 import coordinator
-from broker.security.scram import ScramClient, ScramCredential, ScramServer
 from coordinator import layout
 from coordinator.base import Coordinator
+from kafkaclient.security.scram import ScramClient, ScramCredential, ScramServer
 from partctl.cli import main
 
 

@@ -24,10 +24,10 @@ from kio.schema.errors import ErrorCode
 
 import coordinator
 from broker.apis.topic_ids import uuid_of
-from broker.wire import build
 from coordinator.codecs import BrokerInfo, TopicPartition
 from coordinator.metadata import MetadataClient
 from coordinator.topic_config import TOPIC_CONFIG_KEYS
+from kafkaclient.messages import build
 from rebalancer.verification import cancel_reassignment
 from replication.producer_ids import ProducerIdManager
 from tests.broker.admin_fixtures import BACKENDS, start_cluster, topic_name

@@ -16,8 +16,8 @@ from broker.config import (
     parse_controller_config,
 )
 from broker.config_keys import BROKER_CONFIG
-from broker.properties import PropertiesError, parse_properties
 from coordinator.configdef import AtLeast, Between, ConfigType
+from kafkaclient.properties import PropertiesError, parse_properties
 
 BASE = "broker.id=1\nzookeeper.connect=127.0.0.1:2181\n"
 

@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 
 from broker.config_keys import BROKER_CONFIG
-from broker.wire import build
+from kafkaclient.messages import build
 from tests.broker.processes import BrokerProcess, start_broker
 from tests.broker.wire_client import RawClient, request, request_module
 

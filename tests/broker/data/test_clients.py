@@ -18,8 +18,8 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 import coordinator
-from broker.wire import build
 from coordinator.metadata import MetadataClient
+from kafkaclient.messages import build
 from replication.records import NO_PRODUCER_ID, iter_batches
 from tests.broker.processes import BrokerProcess, create_topic
 from tests.broker.wire_client import RawClient, request, request_module

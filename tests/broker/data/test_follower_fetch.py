@@ -17,9 +17,9 @@ from kio.schema.errors import ErrorCode
 
 from broker.apis import ApiRegistry, default_registry
 from broker.fetch_client import NetworkFetchEndpoint, NetworkTransport
-from broker.wire import build
 from coordinator.codecs import TopicPartition
 from interbroker.errors import ErrorCode as DataErrorCode
+from kafkaclient.messages import build
 from replication.protocol import PartitionFetch
 from tests.broker.harness import InProcessBroker
 from tests.broker.protocol.test_apis import only_partition, produce, records

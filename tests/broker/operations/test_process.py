@@ -20,9 +20,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 import coordinator
-from broker.wire import build
 from coordinator.codecs import TopicAssignment
 from coordinator.metadata import MetadataClient
+from kafkaclient.messages import build
 from tests.broker.processes import (
     REPO,
     BrokerProcess,

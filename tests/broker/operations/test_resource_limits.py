@@ -25,8 +25,8 @@ from kio.schema.errors import ErrorCode
 
 import coordinator
 from broker.cluster import launch_broker
-from broker.wire import build
 from coordinator.metadata import MetadataClient
+from kafkaclient.messages import build
 from tests.broker.processes import TEST_SETTINGS, BrokerProcess, coordinator_url, start_broker
 from tests.broker.wire_client import RawClient, request, request_module
 from tests.servers import Server

@@ -20,8 +20,8 @@ from kio.schema.errors import ErrorCode
 
 from broker.apis import default_registry
 from broker.server import KafkaServer, _Connection
-from broker.wire import build
 from coordinator.codecs import TopicPartition
+from kafkaclient.messages import build
 from replication.records import ATTRIBUTES_OFFSET, CRC_OFFSET, Record, encode_batch
 from tests.broker.harness import InProcessBroker
 from tests.broker.wire_client import RawClient, encode_request, request, request_module

@@ -17,7 +17,7 @@ import confluent_kafka as ck
 import pytest
 from kio.schema.errors import ErrorCode
 
-from broker.wire import build
+from kafkaclient.messages import build
 from tests.broker.processes import BrokerProcess, create_topic
 from tests.broker.wire_client import RawClient, encode_request, request, request_module
 

@@ -14,8 +14,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
-from broker.wire import FrameError, SGBuffer, build, encode_response, parse_request, response_module
+from broker.wire import FrameError, SGBuffer, encode_response, parse_request, response_module
 from coordinator.codecs import TopicPartition
+from kafkaclient.messages import build
 from replication.log import Log, LogConfig
 from tests.broker.harness import InProcessBroker
 from tests.broker.wire_client import RawClient, encode_request, request, request_module

@@ -1,4 +1,4 @@
-"""The walk of a request against its schema before kio's reader (broker.wire_check): what a
+"""The walk of a request against its schema before kio's reader (kafkaclient.wire_check): what a
 well-formed request of every served api and version passes unchanged, what a lying length, a
 null where none is allowed or an unknown tagged field becomes. kio's native reader aborts the
 process on the length lies these tests send, so the cases that could reach it run in a child
@@ -18,7 +18,7 @@ import pytest
 
 from broker.apis import controller_registry, default_registry
 from broker.wire import FrameError, parse_header, parse_request, request_class
-from broker.wire_check import check_frame
+from kafkaclient.wire_check import check_frame
 from tests.broker.kio_samples import sample, served_requests
 from tests.broker.wire_client import encode_request
 
@@ -172,7 +172,7 @@ def test_a_lying_length_at_any_position_of_any_served_request_never_reaches_kio(
 
 PEER_LIES = textwrap.dedent("""
     import socket, struct, threading
-    from broker.client import BrokerUnreachable, KafkaConnection
+    from kafkaclient.connection import BrokerUnreachable, KafkaConnection
     from broker.group_admin import GroupAdminError, decode_assignment
 
     # a member's stored assignment (a client's SyncGroup bytes) claiming 2^31-1 topics

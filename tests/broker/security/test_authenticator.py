@@ -20,9 +20,9 @@ from broker.security.authenticator import (
     Token,
 )
 from broker.security.credentials import CredentialCache
-from broker.security.password import Password
-from broker.security.scram import ScramClient, make_credential
 from broker.security.settings import SaslSettings
+from kafkaclient.security.password import Password
+from kafkaclient.security.scram import ScramClient, make_credential
 from tests.broker.wire_client import encode_request, request
 
 SETTINGS = SaslSettings(mechanisms=("PLAIN", "SCRAM-SHA-512"),

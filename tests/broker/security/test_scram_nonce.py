@@ -14,13 +14,13 @@ import pytest
 
 from broker.security.credentials import CredentialCache
 from broker.security.sasl import SaslFailed, SaslSession
-from broker.security.scram import (
+from broker.security.settings import SaslSettings
+from kafkaclient.security.scram import (
     ScramCredentialsError,
     ScramError,
     ScramServer,
     make_credential,
 )
-from broker.security.settings import SaslSettings
 
 MECHANISM = "SCRAM-SHA-512"
 USER, PASSWORD = "alice", "alice-pencil"

@@ -39,7 +39,6 @@ from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopi
 from kio.static.primitive import i8, i32, i32Timedelta
 
 import coordinator
-from broker.client import KafkaConnection
 from broker.groups.records import (
     OffsetCommitKey,
     OffsetCommitValue,
@@ -47,10 +46,11 @@ from broker.groups.records import (
     encode_value,
     partition_for,
 )
-from broker.security.client import Connector
-from broker.security.password import Password
-from broker.security.settings import ClientSecurity
 from coordinator.admin import Admin
+from kafkaclient.connection import KafkaConnection
+from kafkaclient.security.connector import Connector
+from kafkaclient.security.password import Password
+from kafkaclient.security.settings import ClientSecurity
 from tests.broker.processes import REPO, BrokerProcess, coordinator_settings, start_broker
 from tests.broker.security_fixtures import SCRAM_MODULE, listener_ports, partctl, secret
 

@@ -28,7 +28,7 @@ from confluent_kafka.admin import (
 )
 from kio.schema.errors import ErrorCode
 
-from broker.security.scram import ScramClient
+from kafkaclient.security.scram import ScramClient
 from tests.broker.processes import create_topic
 from tests.broker.security_fixtures import (
     REAUTH_MS,

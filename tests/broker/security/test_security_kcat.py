@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from kio.schema.errors import ErrorCode
 
-from broker.security.scram import ScramClient
+from kafkaclient.security.scram import ScramClient
 from tests.broker.processes import create_topic
 from tests.broker.security_fixtures import SecureBroker, start_secure_broker
 from tests.broker.wire_client import RawClient, request

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from broker.wire import build
+from kafkaclient.messages import build
 from tests.broker.processes import BrokerProcess, coordinator_settings, start_broker
 from tests.broker.security_fixtures import PLAIN_MODULE, listener_ports, secret
 from tests.broker.wire_client import RawClient, request, request_module

@@ -12,16 +12,16 @@ import pytest
 from broker.config import ConfigError, parse_config
 from broker.security import Password
 from broker.security.credentials import CredentialCache
-from broker.security.jaas import JaasError, parse_jaas
 from broker.security.sasl import SaslFailed, SaslSession
-from broker.security.scram import (
+from broker.security.settings import SaslSettings
+from kafkaclient.security.jaas import JaasError, parse_jaas
+from kafkaclient.security.scram import (
     ScramClient,
     ScramCredential,
     ScramError,
     ScramServer,
     make_credential,
 )
-from broker.security.settings import SaslSettings
 
 # RFC 7677 section 3
 USER, PASSWORD = "user", "pencil"
@@ -183,7 +183,7 @@ def test_key_stores_pem_inline_and_pkcs12(tmp_path) -> None:  # type: ignore[no-
     )
     from cryptography.x509 import load_pem_x509_certificate
 
-    from broker.security.tls import SslSettings, TlsError, client_context, server_context
+    from kafkaclient.security.tls import SslSettings, TlsError, client_context, server_context
     from tests.broker.tls_material import make_material
 
     m = make_material(tmp_path / "tls")
@@ -221,7 +221,7 @@ def test_key_stores_pem_inline_and_pkcs12(tmp_path) -> None:  # type: ignore[no-
 
 
 def test_the_tls_principal_is_the_subject_as_rfc_2253_writes_it() -> None:
-    from broker.security.tls import principal_of
+    from kafkaclient.security.tls import principal_of
 
     cert = {"subject": ((("countryName", "NL"),), (("organizationName", "Acme, Inc"),),
                         (("commonName", "alice"),))}

@@ -25,10 +25,10 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 
-from broker.frames import SIZE, FrameTooLarge, receive_frame
-from broker.security.client import AuthenticationFailed, Connector
-from broker.wire import build
-from broker.wire_check import read_checked
+from kafkaclient.frames import SIZE, FrameTooLarge, receive_frame
+from kafkaclient.messages import build
+from kafkaclient.security.connector import AuthenticationFailed, Connector
+from kafkaclient.wire_check import read_checked
 
 __all__ = ["API_VERSIONS", "BrokerUnreachable", "KafkaConnection"]
 

@@ -15,10 +15,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.security.scram import MECHANISMS as SCRAM_MECHANISMS
-from broker.security.scram import ScramClient, ScramError
-from broker.security.settings import ClientSecurity
-from broker.security.tls import client_context
+from kafkaclient.security.scram import MECHANISMS as SCRAM_MECHANISMS
+from kafkaclient.security.scram import ScramClient, ScramError
+from kafkaclient.security.settings import ClientSecurity
+from kafkaclient.security.tls import client_context
 
 __all__ = ["AuthenticationFailed", "Connector", "SASL_AUTHENTICATE", "SASL_HANDSHAKE"]
 

@@ -18,8 +18,9 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from broker.security.password import Password
+from kafkaclient.security.password import Password
 
 __all__ = ["CLIENT_AUTH", "SslSettings", "TlsError", "client_context", "principal_of",
            "server_context"]
@@ -92,7 +93,7 @@ def _read(location: str, key: str) -> bytes:
         raise TlsError(f"{key}: cannot read {location}: {exc.strerror or exc}") from None
 
 
-def _pkcs12(data: bytes, password: Password | None, key: str) -> tuple[object, object, list]:
+def _pkcs12(data: bytes, password: Password | None, key: str) -> tuple[Any, Any, list[Any]]:
     from cryptography.hazmat.primitives.serialization import pkcs12
 
     try:
@@ -233,7 +234,7 @@ def _escape(value: str) -> str:
     return out
 
 
-def principal_of(cert: dict | None) -> str:
+def principal_of(cert: dict[str, Any] | None) -> str:
     """Kafka's default principal for a TLS client: ``User:`` and the certificate's subject as
     RFC 2253 writes it (most specific first, as Java's X500Principal.getName()), or
     ``User:ANONYMOUS`` without a verified certificate."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from broker.security.password import Password
+from kafkaclient.security.password import Password
 
 __all__ = ["JaasConfig", "JaasError", "parse_jaas"]
 

@@ -1,0 +1,26 @@
+"""Building kio's message objects across versions.
+
+Every request partctl sends and every response its brokers answer is one of kio's generated
+classes, one per API version. A field exists in some versions only; :func:`build` takes the
+values a caller has for any version and keeps the ones the chosen version carries.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import cache
+from typing import Any
+
+__all__ = ["build"]
+
+
+@cache
+def _fields(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(cls))
+
+
+def build(cls: type, **values: Any) -> Any:
+    """An instance of a kio class from the values this version has: a field another version
+    added or dropped is left out (and gets its default, or the version does not carry it)."""
+    names = _fields(cls)
+    return cls(**{k: v for k, v in values.items() if k in names})
