@@ -146,7 +146,7 @@ def _load_keystore(ctx: ssl.SSLContext, s: SslSettings) -> None:
             )
             certfile, keyfile = tmp / "chain.pem", tmp / "key.pem"
             certfile.write_text("".join(_pem_of(c) for c in [cert, *chain]))
-            keyfile.write_bytes(key.private_bytes(  # type: ignore[attr-defined]
+            keyfile.write_bytes(key.private_bytes(
                 Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()))
             password, key_name = None, f"{p}ssl.keystore.location"
         try:
