@@ -248,8 +248,8 @@ def consume(bootstrap: str, topic: str, end: int) -> tuple[float, int]:
 
 
 def offsets(address: tuple[str, int], topic: str, specs: list[int]) -> list[int]:
-    from broker.group_admin import GroupAdmin
     from coordinator.codecs import TopicPartition
+    from kafkaclient.groups import GroupAdmin
 
     with GroupAdmin([address], timeout=10) as admin:
         tp = TopicPartition(topic, 0)

@@ -1,5 +1,5 @@
 """``partctl groups list | describe | delete | reset-offsets``: Kafka's kafka-consumer-groups, over
-Kafka's protocol (broker/group_admin.py).
+Kafka's protocol (kafkaclient/groups.py).
 
 The cluster is reached as Kafka's tool reaches it, by ``--bootstrap-server HOST:PORT[,...]``,
 or through the coordinator (``--coordinator URL`` or $PARTCTL_COORDINATOR): the brokers
@@ -14,7 +14,7 @@ connecting, each request, and the waiting for a cluster that is moving (a coordi
   offsets) does not exist: one error line, exit 1.
 - ``delete``: DeleteGroups; a group with members is refused (NON_EMPTY_GROUP), as is an unknown
   one (GROUP_ID_NOT_FOUND).
-- ``reset-offsets``: the plan (TOPIC PARTITION NEW-OFFSET, broker/offset_reset.py) and, with
+- ``reset-offsets``: the plan (TOPIC PARTITION NEW-OFFSET, kafkaclient/offset_reset.py) and, with
   ``--execute``, its commit (OffsetCommit without a member or generation, as Kafka's admin
   commits). Only a group without members can be reset: one error line, exit 1, nothing
   committed. Without ``--dry-run`` or ``--execute`` a warning says it is a dry run.
@@ -37,9 +37,9 @@ from partctl.commands.common import ENV_COORDINATOR, connect, count, reword
 from partctl.errors import UserError
 
 if TYPE_CHECKING:
-    from broker.group_admin import GroupAdmin, GroupDescription
-    from broker.offset_reset import ResetSpec
     from coordinator.codecs import TopicPartition
+    from kafkaclient.groups import GroupAdmin, GroupDescription
+    from kafkaclient.offset_reset import ResetSpec
 
 MAX_PORT = 65535
 MISSING = "-"
@@ -189,7 +189,7 @@ def group_admin(args: argparse.Namespace) -> Iterator[GroupAdmin]:
     command's coordinator; closed with the block."""
     import os
 
-    from broker.group_admin import GroupAdmin
+    from kafkaclient.groups import GroupAdmin
 
     servers = args.bootstrap_server
     if servers and args.coordinator:
@@ -205,8 +205,8 @@ def group_admin(args: argparse.Namespace) -> Iterator[GroupAdmin]:
 
 def registered_brokers(args: argparse.Namespace) -> list[tuple[str, int]]:
     """The PLAINTEXT listeners of the brokers registered at the command's coordinator."""
-    from broker.group_admin import plaintext_addresses
     from coordinator.metadata import MetadataClient
+    from kafkaclient.groups import plaintext_addresses
 
     with connect(args) as client:
         brokers = MetadataClient(client).brokers()
@@ -236,7 +236,7 @@ def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_describe(args: argparse.Namespace, out: TextIO) -> int:
-    from broker.group_admin import LATEST, partition_lags
+    from kafkaclient.groups import LATEST, partition_lags
 
     with group_admin(args) as admin:
         names = args.group or [g.group_id for g in admin.list_groups()]
@@ -349,7 +349,7 @@ def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def reset_spec(args: argparse.Namespace, now_ms: int) -> ResetSpec:
-    from broker.offset_reset import ShiftBy, ToEarliest, ToLatest, ToOffset, ToTimestamp
+    from kafkaclient.offset_reset import ShiftBy, ToEarliest, ToLatest, ToOffset, ToTimestamp
 
     if args.to_earliest:
         return ToEarliest()

@@ -15,7 +15,7 @@ from partctl.commands.common import admin
 from partctl.errors import UserError
 
 if TYPE_CHECKING:
-    from broker.tier_admin import TierFigures
+    from kafkaclient.tiers import TierFigures
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -152,12 +152,12 @@ def _is_tiered(overrides: dict[str, str]) -> bool:
 
 def _tier_figures(args: argparse.Namespace, tiered: list[TopicPartition]
                   ) -> tuple[dict[TopicPartition, TierFigures], str]:
-    """The two tiers of ``tiered`` partitions from their leaders (broker/tier_admin.py), reached
+    """The two tiers of ``tiered`` partitions from their leaders (kafkaclient/tiers.py), reached
     at the brokers registered at the coordinator; on failure, nothing and why."""
     if not tiered:
         return {}, ""
-    from broker.group_admin import GroupAdminError
-    from broker.tier_admin import TierAdmin
+    from kafkaclient.groups import GroupAdminError
+    from kafkaclient.tiers import TierAdmin
     from partctl.commands.groups import registered_brokers
 
     try:
@@ -173,8 +173,8 @@ def _tiering_brokers(args: argparse.Namespace) -> dict[str, str]:
     settings; this command writes to the coordinator): ``remote.log.storage.system.enable`` as
     every live broker sets it, asked of them over Kafka's protocol. A broker without it, or
     one that cannot be asked, is a user error: its replicas could not tier."""
-    from broker.group_admin import GroupAdminError
-    from broker.tier_admin import TierAdmin
+    from kafkaclient.groups import GroupAdminError
+    from kafkaclient.tiers import TierAdmin
     from partctl.commands.groups import registered_brokers
 
     try:

@@ -310,8 +310,8 @@ class ClusterPage:
     # --- consumer groups -------------------------------------------------------------------
 
     def _groups(self) -> tuple[list[pages.GroupLag] | None, str | None]:
-        from broker.group_admin import LATEST, GroupAdmin, GroupAdminError, plaintext_addresses
         from coordinator.metadata import MetadataClient
+        from kafkaclient.groups import LATEST, GroupAdmin, GroupAdminError, plaintext_addresses
 
         with self._io:
             servers = plaintext_addresses(MetadataClient(self.client).brokers())

@@ -189,7 +189,7 @@ def test_the_groups_page_shows_each_group_s_lag(zookeeper_server, tmp_path: Path
     """A broker process: 5 records in two partitions, a group that committed 2 and 0 of them."""
     import kafka
 
-    from broker.group_admin import GroupAdmin
+    from kafkaclient.groups import GroupAdmin
     from tests.broker.processes import create_topic, start_broker
 
     broker = start_broker(tmp_path, zookeeper_server)

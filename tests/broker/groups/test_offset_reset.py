@@ -9,14 +9,15 @@ import pytest
 from kio.schema.consumer_protocol_assignment.v0 import data as v0
 from kio.serial import entity_writer
 
-from broker.group_admin import (
+from coordinator.codecs import TopicPartition
+from kafkaclient.groups import (
     GroupDescription,
     Member,
     Node,
     decode_assignment,
     partition_lags,
 )
-from broker.offset_reset import (
+from kafkaclient.offset_reset import (
     LogRange,
     ResetError,
     ShiftBy,
@@ -26,7 +27,6 @@ from broker.offset_reset import (
     ToTimestamp,
     plan_reset,
 )
-from coordinator.codecs import TopicPartition
 
 A, B, C = (TopicPartition("t", p) for p in range(3))
 RANGES = {A: LogRange(earliest=0, latest=10), B: LogRange(earliest=5, latest=20),

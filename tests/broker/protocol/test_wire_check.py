@@ -173,7 +173,7 @@ def test_a_lying_length_at_any_position_of_any_served_request_never_reaches_kio(
 PEER_LIES = textwrap.dedent("""
     import socket, struct, threading
     from kafkaclient.connection import BrokerUnreachable, KafkaConnection
-    from broker.group_admin import GroupAdminError, decode_assignment
+    from kafkaclient.groups import GroupAdminError, decode_assignment
 
     # a member's stored assignment (a client's SyncGroup bytes) claiming 2^31-1 topics
     try:

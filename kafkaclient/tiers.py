@@ -2,7 +2,7 @@
 topics describe`` shows for a topic with ``remote.storage.enable``.
 
 Asked of each partition's leader over Kafka's protocol, with the connections and the leader
-lookup of :class:`~broker.group_admin.GroupAdmin`:
+lookup of :class:`~kafkaclient.groups.GroupAdmin`:
 
 - the log start: ListOffsets EARLIEST (-2), remote storage included;
 - the local log start: ListOffsets EARLIEST_LOCAL (-4);
@@ -26,9 +26,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.group_admin import EARLIEST, GroupAdmin, GroupAdminError, Node
 from coordinator.codecs import TopicPartition
 from kafkaclient.connection import BrokerUnreachable
+from kafkaclient.groups import EARLIEST, GroupAdmin, GroupAdminError, Node
 from kafkaclient.messages import build
 
 __all__ = ["EARLIEST_LOCAL", "TierAdmin", "TierFigures"]

@@ -34,10 +34,10 @@ from kio.index import load_request_schema
 from kio.schema.consumer_protocol_assignment.v3 import data as assignment_v3
 from kio.schema.errors import ErrorCode
 
-from broker.offset_reset import LogRange, ResetSpec, ToTimestamp, plan_reset
 from coordinator.codecs import TopicPartition
 from kafkaclient.connection import BrokerUnreachable, KafkaConnection
 from kafkaclient.messages import build
+from kafkaclient.offset_reset import LogRange, ResetSpec, ToTimestamp, plan_reset
 from kafkaclient.wire_check import read_checked
 
 if TYPE_CHECKING:
@@ -554,7 +554,7 @@ class GroupAdmin:
 
     def plan_reset(self, spec: ResetSpec, partitions: Sequence[TopicPartition],
                    committed: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
-        """The new offsets of ``partitions`` (:func:`broker.offset_reset.plan_reset`) from the
+        """The new offsets of ``partitions`` (:func:`kafkaclient.offset_reset.plan_reset`) from the
         figures the cluster gives now."""
         ranges = self.log_ranges(partitions)
         by_time = (self.offsets(partitions, spec.timestamp_ms)
