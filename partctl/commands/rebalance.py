@@ -99,7 +99,6 @@ def _run_options() -> argparse.ArgumentParser:
     run.add_argument("--sizes", metavar="FILE",
                      help="partition sizes, for bytes-aware planning where the cluster does "
                           "not report them")
-    run.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     run.add_argument("--execute", action="store_true",
                      help="carry the plan out (default: a dry run that moves nothing)")
     run.add_argument("--max-concurrent-moves", type=count(1), default=50, metavar="N",
@@ -146,17 +145,17 @@ def _check_output(path: str) -> None:
 
 
 def _plan(name: str, view: ClusterView, ids: list[int],
-          sizes: dict[tuple[str, int], int] | None, seed: int) -> OperationPlan:
+          sizes: dict[tuple[str, int], int] | None) -> OperationPlan:
     from rebalancer import operations
 
     match name:
         case "add-brokers":
-            return operations.add_brokers(view, ids, sizes=sizes, seed=seed)
+            return operations.add_brokers(view, ids, sizes=sizes)
         case "remove-brokers":
-            return operations.remove_brokers(view, ids, sizes=sizes, seed=seed)
+            return operations.remove_brokers(view, ids, sizes=sizes)
         case "demote-brokers":
             return operations.demote_brokers(view, ids)
-    return operations.fix_offline_replicas(view, sizes=sizes, seed=seed)
+    return operations.fix_offline_replicas(view, sizes=sizes)
 
 
 def cmd_operation(args: argparse.Namespace, out: TextIO) -> int:
@@ -169,7 +168,7 @@ def cmd_operation(args: argparse.Namespace, out: TextIO) -> int:
     try:
         with closing(_open(args)) as access:
             view = access.view(sizes=True)
-            op = _plan(args.operation, view, getattr(args, "broker_ids", []), sizes, args.seed)
+            op = _plan(args.operation, view, getattr(args, "broker_ids", []), sizes)
             _show(op, access.description, out)
             if args.output:
                 _write(op, args.output, out)
