@@ -216,8 +216,9 @@ def add_brokers(view: ClusterView, ids: Iterable[int], *, sizes: Sizes | None = 
         strays = sorted({b for b in m.replicas if b not in old and b not in added})
         if strays:  # the kernel's last resort; never a move onto a broker not added
             skipped.append(Skipped(topic=m.topic, partition=m.partition,
-                                   reason=f"no added broker could take it (the rack rule); it "
-                                          f"would have gone to broker(s) {_names(strays)}"))
+                                   reason=f"the kernel would place it on broker(s) "
+                                          f"{_names(strays)} (the rack rule), which are not "
+                                          f"being added"))
             continue
         reps = _merge(old, m.replicas, old)
         if m.replicas[0] in added:  # leadership moves onto an added broker, never elsewhere
