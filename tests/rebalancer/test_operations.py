@@ -320,3 +320,14 @@ def test_only_the_added_brokers_gain_in_every_shard() -> None:
     gained = Counter(b for m in plan.partitions for b in m.replicas
                      if b not in before[(m.topic, m.partition)])
     assert set(gained) == {7, 8} and gained[7] == gained[8] == 16
+
+
+def test_add_brokers_skips_a_partition_only_an_old_broker_could_take() -> None:
+    """t-2 breaks the rack rule (3 and 1 share rack r1): repairing it needs broker 2, which is
+    not being added, so add-brokers leaves it and says why."""
+    view = view_of({1: "r1", 2: "r0", 3: "r1"},
+                   [("t", 0, [1, 2]), ("t", 1, [2, 3]), ("t", 2, [3, 1])])
+    op = add_brokers(view, [1])
+    assert [str(s) for s in op.skipped] == [
+        "t-2: the kernel would place it on broker(s) 2 (the rack rule), which are not being added"]
+    assert not op.plan.partitions
