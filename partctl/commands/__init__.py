@@ -28,6 +28,7 @@ from partctl.commands import (
     groups,
     jobs,
     reassign,
+    rebalance,
     scheduler,
     topics,
     ui,
@@ -35,6 +36,6 @@ from partctl.commands import (
 )
 
 GROUPS: tuple[ModuleType, ...] = (
-    topics, groups, controller, elect, demo, cluster, reassign, db, jobs, scheduler, broker,
-    users, acls, ui,
+    topics, groups, controller, elect, demo, cluster, reassign, rebalance, db, jobs, scheduler,
+    broker, users, acls, ui,
 )

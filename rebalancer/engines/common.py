@@ -35,14 +35,17 @@ def build_cluster(snap: Snapshot, goals: Iterable[Goal] = (), *, seed: int = 0,
     leaving = set(snap.decommission)
     target_rf: dict[str, int] = {}
     disk_slack: float | None = None
+    receivers: set[int] | None = None
     errors: list[str] = []
     for g in goals:
         match g:
             case Decommission(brokers=bs):
                 errors += [f"cannot decommission unknown broker {b}" for b in sorted(bs - ids)]
                 leaving |= bs & ids
-            case AddBrokers(brokers=bs):
+            case AddBrokers(brokers=bs, only_onto_them=only):
                 errors += [f"cannot add broker {b}: not in the snapshot" for b in sorted(bs - ids)]
+                if only:
+                    receivers = (receivers or set()) | (bs & ids)
             case ChangeReplicationFactor(topics=pairs):
                 for t, rf in pairs:
                     if t not in topics:
@@ -61,6 +64,8 @@ def build_cluster(snap: Snapshot, goals: Iterable[Goal] = (), *, seed: int = 0,
     active = tuple(sorted(ids - leaving))
     if not active:
         errors.append("no broker is left to hold replicas")
+    if receivers is not None and not receivers & set(active):
+        errors.append("no broker to add is left to take replicas")
     errors += [f"topic {t}: replication factor {rf} exceeds the {len(active)} brokers left"
                for t, rf in sorted(target_rf.items()) if rf > len(active)]
     if not errors:
@@ -87,6 +92,7 @@ def build_cluster(snap: Snapshot, goals: Iterable[Goal] = (), *, seed: int = 0,
                       for g in goals),
         has_sizes=snap.has_sizes, disk_slack=disk_slack, seed=seed,
         n_shards=max(1, math.ceil(len(snap.partitions) / max(1, shard_size))),
+        receivers=None if receivers is None else frozenset(receivers & set(active)),
     )
 
 

@@ -35,9 +35,14 @@ class BalanceDisk:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AddBrokers:
-    """Spread load onto new, empty brokers (default: the snapshot's ``new_brokers``)."""
+    """Spread load onto new, empty brokers (default: the snapshot's ``new_brokers``).
+
+    With ``only_onto_them`` the other brokers gain no replica: every replica that moves moves
+    onto one of ``brokers`` (Cruise Control's add_broker), the others only shed; else the
+    whole cluster is rebalanced with them."""
 
     brokers: frozenset[int] = frozenset()
+    only_onto_them: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -43,6 +43,9 @@ class Cluster:
     within this fraction of its count-balanced quota."""
     seed: int = 0
     n_shards: int = 1
+    receivers: frozenset[int] | None = None
+    """The only brokers that may gain replicas (``AddBrokers(only_onto_them=True)``: Cruise
+    Control's add_broker); the others keep or shed. None: every active broker may."""
 
     @property
     def disk(self) -> bool:

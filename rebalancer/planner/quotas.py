@@ -9,6 +9,10 @@ bound does the same). Leaders: ``#partitions`` spread evenly, ``+1`` to the brok
 
 Minimal mode: nobody sheds; the replicas still to place raise the least-loaded brokers first.
 
+Only some brokers receiving (``Cluster.receivers``, Cruise Control's add_broker): the others'
+quotas are cut to what they keep, and the replicas that frees go back to the others still
+shedding before any goes to a receiver above its even share.
+
 Shard split: a broker over its quota sheds its surplus from the shards in proportion to what it
 holds there; the replicas each shard must place (its holes plus what it shed) are dealt to the
 brokers under quota in proportion, rounded so both margins are exact. Leader quotas are split in
@@ -18,7 +22,8 @@ Everything is integer or deterministic float arithmetic on small matrices (shard
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import heapq
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -112,6 +117,39 @@ def fill_quotas(cluster: Cluster, kept: dict[int, int], holes: int) -> dict[int,
     return {b: counts[t] for t, b in enumerate(active)}
 
 
+def receiving_quotas(quota: dict[int, int], kept: dict[int, int], receivers: frozenset[int],
+                     total: int, rack: Mapping[int, int]) -> dict[int, int]:
+    """``quota`` where only ``receivers`` may gain (Cruise Control's add_broker): any other
+    broker ends with at most what it keeps. What that cuts goes back, one at a time, to the
+    lowest of the others that still shed (they shed less), and only then to the lowest
+    receivers; in the same rack first, as the rack caps fixed each rack's total."""
+    out = {b: n if b in receivers else min(n, kept.get(b, 0)) for b, n in quota.items()}
+    cut: dict[int, int] = {}
+    for b, n in quota.items():
+        cut[rack[b]] = cut.get(rack[b], 0) + n - out[b]
+    left = total - sum(quota.values())
+    for j in sorted(cut):
+        left += _give_back(out, kept, receivers, cut[j], [b for b in out if rack[b] == j])
+    _give_back(out, kept, receivers, left, list(out))
+    return out
+
+
+def _give_back(out: dict[int, int], kept: dict[int, int], receivers: frozenset[int], n: int,
+               brokers: list[int]) -> int:
+    """Raise ``brokers`` by ``n`` in all (see receiving_quotas); what could not be placed."""
+    for pool in ([b for b in brokers if b not in receivers and out[b] < kept.get(b, 0)],
+                 [b for b in brokers if b in receivers]):
+        heap = [(out[b], b) for b in pool]
+        heapq.heapify(heap)
+        while n > 0 and heap:
+            level, b = heapq.heappop(heap)
+            out[b] = level + 1
+            n -= 1
+            if b in receivers or out[b] < kept.get(b, 0):
+                heapq.heappush(heap, (level + 1, b))
+    return n
+
+
 def leader_quotas(cluster: Cluster, leaders: dict[int, int], partitions: int,
                   replicas: dict[int, int]) -> dict[int, int]:
     quota = _even_split(partitions, list(cluster.active), leaders)
@@ -183,6 +221,8 @@ def shard_quotas(stats: Sequence[ShardStats], cluster: Cluster) -> list[ShardQuo
         q = replica_quotas(cluster, kept_b, total, int(sum(st.rack_cap for st in stats)))
     else:
         q = fill_quotas(cluster, kept_b, int(holes.sum()))
+    if cluster.receivers is not None:
+        q = receiving_quotas(q, kept_b, cluster.receivers, total, cluster.rack)
     qv = np.array([q[b] for b in brokers], dtype=np.int64)
     kv = kept.sum(axis=0)
     # surplus shed in proportion to what each shard holds

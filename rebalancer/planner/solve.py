@@ -16,6 +16,8 @@ A shard is a set of partitions (rows) with its own quotas (see quotas.py). Solvi
    per missing replica (or with the largest deficit). A hole no rack can take is placed by a
    two-step exchange (another partition hands a replica to a deficit broker it can take, the
    hole takes the freed broker), else above quota as a last resort (reported as a residual);
+   when only some brokers may gain (``Cluster.receivers``), the exchange and the last resort
+   place holes on those brokers only (the last resort where it can);
 4. disk goal only: bytes evened by moves and swaps from the brokers furthest over their byte
    target to those furthest under, replica counts kept within the goal's slack of their quotas;
 5. leaders: keep the current leader while its broker is under its leader quota, give the other
@@ -175,6 +177,11 @@ class _Shard:
             if extra <= 0:
                 continue
             mine = self.members[b]
+            if self.cluster.receivers is not None:  # only holes the receivers can still take
+                mine = [i for i in mine if self._receivable(i, b)]
+                extra = min(extra, len(mine))
+                if not extra:
+                    continue
             reach = {}
             for i in mine:
                 cap = _rack_cap(self.want[i], self.k)
@@ -202,6 +209,22 @@ class _Shard:
             gone_set = set(gone)
             self.members[b] = [i for i in self.members[b] if i not in gone_set]
             self.count[b] -= extra
+
+    def _receivable(self, i: int, b: int) -> bool:
+        """Whether partition i's replica on b may be shed when only the receivers may take it:
+        enough receivers that the partition does not use and its racks allow are left for
+        every hole it would then have (shedding two replicas of one partition onto one new
+        broker cannot be placed)."""
+        assert self.cluster.receivers is not None
+        reps = [x for x in self.kept[i] if x != b]
+        holes = self.want[i] - len(reps)
+        free = 0
+        for r in self.cluster.receivers:
+            if r not in reps and self.allowed(reps, self.want[i], self.rack[r]):
+                free += 1
+                if free >= holes:
+                    return True
+        return False
 
     def allowed(self, reps: list[int], want: int, j: int) -> bool:
         rack = self.rack
@@ -280,6 +303,8 @@ class _Shard:
             for c in sorted(self.active):
                 if c in reps or c == d or not self.allowed(reps, want[i], rack[c]):
                     continue
+                if self.cluster.receivers is not None and c not in self.cluster.receivers:
+                    continue  # hole i would move onto c, which may not gain
                 for p in (self.placed[c] if fresh else self.members[c]):
                     budget -= 1
                     if budget <= 0:
@@ -410,6 +435,8 @@ class _Shard:
         reps, want = self.kept[i], self.want[i]
         cands = [b for b in sorted(self.active) if b not in reps]
         pool = [b for b in cands if self.allowed(reps, want, self.rack[b])] or cands
+        if self.cluster.receivers is not None:
+            pool = [b for b in pool if b in self.cluster.receivers] or pool
         if not pool:
             r = self.rows[i]
             raise PlanningError([f"partition {r[0]}-{r[1]} needs {want} replicas but only "

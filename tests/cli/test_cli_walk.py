@@ -173,6 +173,8 @@ def valid_value(ctx: Context, path: tuple[str, ...], action: argparse.Action) ->
         return ["walk-user"]
     if dest == "mechanism":
         return ["SCRAM-SHA-512"]
+    if dest == "broker_ids":  # partctl rebalance: a broker of the walk's cluster
+        return ["1"]
     raise AssertionError(f"{' '.join(path)}: no valid value known for {dest}: teach valid_value")
 
 
