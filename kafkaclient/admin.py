@@ -200,13 +200,16 @@ class AdminClient:
         """``make``'s request answered by the first address that answers: the one that
         answered last, the known brokers, then the bootstrap servers."""
         reasons = []
-        for address in self._addresses():
+        addresses = self._addresses()
+        for n, address in enumerate(addresses):
             try:
                 version, response = self._pool.call(address, api_key, low, high, make,
                                                      deadline)
             except Unreachable as exc:
                 reasons.append(f"{format_address(address)}: {exc}")
-                if self._pool.remaining(deadline) <= 0:
+                if self._pool.remaining(deadline) <= 0 and n + 1 < len(addresses):
+                    reasons.append(f"{len(addresses) - n - 1} more not tried in "
+                                   f"{self._pool.timeout:g}s")
                     break
                 continue
             self._last = address
