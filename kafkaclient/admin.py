@@ -144,8 +144,9 @@ class AdminClient:
         if not timeout > 0:
             raise AdminError(f"timeout {timeout!r}: must be a positive number of seconds")
         self._protocol = security.protocol if security is not None else "PLAINTEXT"
-        plain = security is None or (security.ssl is None and security.mechanism is None)
-        connector = None if plain else Connector(security)  # type: ignore[arg-type]
+        connector = None
+        if security is not None and (security.ssl is not None or security.mechanism):
+            connector = Connector(security)
         self._pool = NodePool(client_id=client_id, timeout=timeout, connector=connector)
         self._nodes: dict[int, BrokerNode] = {}
         self._controller_id: int | None = None

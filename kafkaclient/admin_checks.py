@@ -51,9 +51,13 @@ def _bad(where: str, what: str) -> AdminError:
     return AdminError(f"{where} answered {what}")
 
 
-def check_ids(where: str, what: str, ids: Iterable[Any], *, allow_none: bool = False
-              ) -> tuple[int, ...]:
+def check_ids(where: str, what: str, ids: Iterable[Any]) -> tuple[int, ...]:
     """Broker ids from an answer, each a non-negative int and named once."""
+    ids = tuple(ids)
+    if not ids:
+        return ()
+    if len(set(ids)) == len(ids) and min(ids) >= 0 and max(ids) <= _MAX_ID:
+        return ids  # kio's values are ints already: the common case costs one set
     out: list[int] = []
     seen: set[int] = set()
     for raw in ids:
