@@ -27,7 +27,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
-from pathlib import Path
 from types import ModuleType
 from typing import Any, Self
 
@@ -159,21 +158,14 @@ class AdminClient:
         """A client configured by a Kafka client properties file (a tool's
         ``--command-config``: ``security.protocol``, ``sasl.mechanism``, ``sasl.jaas.config``,
         ``ssl.*``); None: plaintext. :class:`AdminError` naming the file (and the key)."""
-        from kafkaclient.properties import PropertiesError, parse_properties
-        from kafkaclient.security.settings import SecurityConfigError, client_properties_security
+        from kafkaclient.security.settings import SecurityConfigError, read_client_properties
 
         if path is None:
             return cls(bootstrap, **kw)
         try:
-            data = Path(path).read_bytes()
-        except OSError as exc:
-            raise AdminError(f"cannot read the client properties {path}: "
-                             f"{exc.strerror or type(exc).__name__}") from None
-        try:
-            props = {p.key: p.value for p in parse_properties(data)}
-            security = client_properties_security(props)
-        except (PropertiesError, SecurityConfigError) as exc:
-            raise AdminError(f"client properties {path}: {exc}") from None
+            security = read_client_properties(path)
+        except SecurityConfigError as exc:
+            raise AdminError(str(exc)) from None
         return cls(bootstrap, security=security, **kw)
 
     def __repr__(self) -> str:

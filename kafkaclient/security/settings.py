@@ -17,7 +17,7 @@ from kafkaclient.security.tls import CLIENT_AUTH, PROTOCOLS, SslSettings
 
 __all__ = ["CLIENT_PROTOCOLS", "MECHANISMS", "PLAINTEXT_CLIENT", "ClientSecurity",
            "SecurityConfigError", "client_properties_security", "listener_value",
-           "ssl_settings"]
+           "read_client_properties", "ssl_settings"]
 
 MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
 """The SASL mechanisms partctl serves and speaks."""
@@ -140,3 +140,22 @@ def client_properties_security(props: Mapping[str, str]) -> ClientSecurity:
         raise SecurityConfigError("sasl.jaas.config: give username=\"...\" password=\"...\"")
     return ClientSecurity(protocol=protocol, ssl=tls, mechanism=mech,
                           username=username, password=password)
+
+
+def read_client_properties(path: str) -> ClientSecurity:
+    """A client's security from a Kafka client properties file (a tool's ``--command-config``).
+    :class:`SecurityConfigError`, one line naming the file (and the key), when it cannot be read
+    or says something partctl cannot do; never a secret."""
+    from kafkaclient.properties import PropertiesError, parse_properties
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise SecurityConfigError(f"cannot read the client properties {path}: "
+                                  f"{exc.strerror or type(exc).__name__}") from None
+    try:
+        props = {p.key: p.value for p in parse_properties(data)}
+        return client_properties_security(props)
+    except (PropertiesError, SecurityConfigError) as exc:
+        raise SecurityConfigError(f"client properties {path}: {exc}") from None

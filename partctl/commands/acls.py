@@ -15,7 +15,6 @@ import argparse
 import builtins
 import re
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any, TextIO
 
 from partctl.commands.common import connect, coordinator_url
@@ -298,23 +297,18 @@ def _check(code: Any, message: str | None) -> None:
 
 
 def _command_config(path: str | None) -> Any:
-    from kafkaclient.properties import PropertiesError, parse_properties
     from kafkaclient.security.settings import (
         ClientSecurity,
         SecurityConfigError,
-        client_properties_security,
+        read_client_properties,
     )
 
     if path is None:
         return ClientSecurity()
     try:
-        props = {p.key: p.value for p in parse_properties(Path(path).read_bytes())}
-        return client_properties_security(props)
-    except OSError as exc:
-        raise UserError(f"cannot read --command-config {path}: "
-                        f"{exc.strerror or type(exc).__name__}") from None
-    except (PropertiesError, SecurityConfigError) as exc:
-        raise UserError(f"--command-config {path}: {exc}") from None
+        return read_client_properties(path)
+    except SecurityConfigError as exc:
+        raise UserError(f"--command-config: {exc}") from None
 
 
 class _Coordinator:
