@@ -89,9 +89,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     pe.set_defaults(func=cmd_add)
     sh = ksub.add_parser("self-heal", parents=parents,
                          help="watch the cluster and fix anomalies after a grace period")
-    sh.add_argument("--grace", required=True, metavar="DURATION",
+    sh.add_argument("--grace", default="30m", metavar="DURATION",
                     help="how long an anomaly must last before it is acted on: seconds, or "
-                         "30s, 10m, 1h")
+                         "30s, 10m, 1h (default 30m, as Cruise Control's self-healing "
+                         "threshold for a failed broker)")
     sh.add_argument("--replica-spread", type=int, default=None, metavar="N",
                     help="rebalance when replicas per broker spread (max - min) beyond N")
     sh.add_argument("--leader-spread", type=int, default=None, metavar="N",
