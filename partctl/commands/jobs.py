@@ -380,7 +380,8 @@ def _healing(db: str | None, job_ids: list[str], run_ids: list[int], limit: int,
         for a in sorted(anomalies, key=lambda a: -a.id):
             rows.append([str(a.id), a.job_id, a.kind, a.subject, _when(a.first_seen),
                          _when(a.last_seen),
-                         "open" if a.resolved_at is None else f"gone {_when(a.resolved_at)}",
+                         "open" if a.resolved_at is None
+                         else f"resolved {_when(a.resolved_at)}",
                          " ".join(f"{k}={v}" for k, v in sorted(a.figures.items()))])
         _table(rows, out)
     if decisions:

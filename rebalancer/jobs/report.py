@@ -59,6 +59,9 @@ def describe_run(run: JobRun) -> str:
 def _describe_healing(run: JobRun, details: Mapping[str, Any]) -> str:
     """``broker-gone broker 4 (120s); act: remove-brokers 4, moved 7 partition(s)``."""
     seen = details.get("anomalies")
+    decision = details.get("decision")
+    if decision == "wait":  # the reason names the anomalies waited for and their ages
+        return f"wait: {details.get('reason')}"
     parts = []
     if isinstance(seen, list) and seen:
         shown = [f"{a.get('kind')} {a.get('subject')} ({a.get('age', 0):.0f}s)"
@@ -67,7 +70,6 @@ def _describe_healing(run: JobRun, details: Mapping[str, Any]) -> str:
         parts.append("; ".join(shown) + (f" and {len(seen) - 5} more" if len(seen) > 5 else ""))
     elif isinstance(seen, list):
         parts.append("no anomaly")
-    decision = details.get("decision")
     if decision == "act":
         moves = details.get("moves")
         brokers = details.get("brokers") or []
@@ -75,6 +77,6 @@ def _describe_healing(run: JobRun, details: Mapping[str, Any]) -> str:
         parts.append(f"act: {details.get('action')}"
                      + (f" {','.join(map(str, brokers))}" if brokers else "")
                      + (f", {verb} {moves} partition(s)" if moves is not None else ""))
-    elif decision in ("wait", "skip"):
+    elif decision == "skip":
         parts.append(f"{decision}: {details.get('reason')}")
     return "; ".join(str(p) for p in parts) or run.outcome.value
