@@ -163,16 +163,17 @@ def _waiting(anomalies: Iterable[Anomaly], grace: float, now: datetime) -> str:
 def decide(anomalies: Iterable[Anomaly], thresholds: Thresholds, now: datetime, *,
            fix_running: str | None = None, moving: int = 0) -> Decision:
     """One decision for the anomalies seen now. ``fix_running``: what says a fix this job
-    started is still running (its execution), else None; ``moving``: partitions being moved in
-    the cluster (by anyone). An anomaly is acted on once it has lasted ``grace`` seconds; a
+    started is still running (its execution), else None: then nothing is started, whatever is
+    seen (a view shows moves by their targets, so the anomaly being fixed looks gone before it
+    is); ``moving``: partitions being moved in the cluster (by anyone). An anomaly is acted on once it has lasted ``grace`` seconds; a
     gone broker is drained only when every gone broker has (a plan can only be made with every
     one of them drained)."""
     found = tuple(anomalies)
-    if not found:
-        return Decision(verdict=Verdict.NOTHING_TO_DO, reason="no anomaly")
-    if fix_running is not None:
+    if fix_running is not None:  # even when the cluster's targets look healthy meanwhile
         return Decision(verdict=Verdict.SKIP, reason=f"a fix is already running: {fix_running}",
                         anomalies=found)
+    if not found:
+        return Decision(verdict=Verdict.NOTHING_TO_DO, reason="no anomaly")
     if moving:
         return Decision(verdict=Verdict.SKIP, anomalies=found,
                         reason=f"{moving} partition(s) are being moved; not planning on a "

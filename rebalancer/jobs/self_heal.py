@@ -129,10 +129,15 @@ def run_self_heal(*, job_id: str, grace: float, coordinator: str | None = None,
             fix_running = _settle_fixes(store, access, job_id, moving)
             view = access.view()
             now = store.now()
-            found = detect(view, thresholds, _previous(store, job_id), now)
-            records = store.record_anomalies(job_id, [
-                SeenAnomaly(kind=a.kind.value, subject=a.subject, first_seen=a.first_seen,
-                            last_seen=a.last_seen, figures=a.figures) for a in found], now=now)
+            if fix_running is None:
+                found = detect(view, thresholds, _previous(store, job_id), now)
+                records = store.record_anomalies(job_id, [
+                    SeenAnomaly(kind=a.kind.value, subject=a.subject, first_seen=a.first_seen,
+                                last_seen=a.last_seen, figures=a.figures) for a in found],
+                    now=now)
+            else:  # the view shows the fix's targets: what it fixes stays as last seen
+                records = store.open_anomalies(job_id)
+                found = tuple(_previous(store, job_id))
             ids = {(r.kind, r.subject): r.id for r in records}
             decision = decide(found, thresholds, now, fix_running=fix_running,
                               moving=len(moving))

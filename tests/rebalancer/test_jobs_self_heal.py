@@ -286,3 +286,57 @@ def test_anomalies_and_decisions_in_the_store(any_db: str) -> None:
         (decision,) = store.decisions(run_ids=[run_id])
         assert (decision.decision, decision.anomalies, decision.execution_id) == (
             "act", (first.id,), execution.id)
+
+
+def test_a_fix_still_running_is_not_started_again(db: str) -> None:
+    """Brokers that never catch up (recording brokers do not replicate): the fix of a rack
+    violation cannot finish, its run times out with the moves left in the cluster and the
+    execution recorded as running; the next run skips, though the view (the moves' targets)
+    looks healthy; once the moves are cancelled, the run after that records the fix as failed
+    and acts afresh on the anomaly, still seen since its first sighting."""
+    from tests.cli.memory_cluster import Cluster
+
+    cluster = Cluster()  # racks r1, r0, r1: t-2 on brokers 3 and 1 shares rack r1
+    access = CoordinatorAccess(cluster.client)
+    try:
+        jobs.add_job(db, kind="self-heal", schedule=jobs.make_schedule(every="1h"),
+                     arguments={"coordinator": cluster.url, "grace": 0, "timeout": 1.0,
+                                "poll_interval": 0.05}, job_id="heal")
+
+        first = jobs.run_job_now(db, "heal")
+        assert first.outcome is RunOutcome.FAILED, first
+        assert first.error is not None and "the moves continue" in first.error
+        moving = set(access.in_progress())
+        assert moving, "the fix's moves are left in the cluster"
+        with Store.open(db) as store:
+            (fix,) = store.running_fixes("heal")
+            assert fix.action == "rebalance" and fix.plan_id is not None
+            (anomaly,) = store.open_anomalies("heal")
+            assert (anomaly.kind, dict(anomaly.figures)) == ("rack-violation", {"partitions": 1})
+
+        second = jobs.run_job_now(db, "heal")
+        assert second.outcome is RunOutcome.NOTHING_TO_DO, second
+        assert second.summary == (
+            f"a fix is already running: rebalance (plan {fix.plan_id}, execution "
+            f"{fix.execution_id}) with {len(moving)} partition(s) still moving")
+        with Store.open(db) as store:
+            assert len(store.plans()) == 1  # not planned, nor moved, twice
+            assert [d.decision for d in store.decisions(job_id="heal")] == ["skip", "act"]
+            assert [a.id for a in store.open_anomalies("heal")] == [anomaly.id]
+
+        access.cancel(wait=15)
+        wait_until(lambda: not access.in_progress(), timeout=15, message="moves cancelled")
+        third = jobs.run_job_now(db, "heal")  # the fix ended short of its goal: act afresh
+        assert third.outcome is RunOutcome.FAILED and "the moves continue" in (third.error or "")
+        with Store.open(db) as store:
+            ended = store.get_execution(fix.execution_id)
+            assert ended is not None and ended.status.value == "failed"
+            assert ended.error is not None and "not at their target" in ended.error
+            assert [d.decision for d in store.decisions(job_id="heal")] == ["act", "skip",
+                                                                            "act"]
+            assert len(store.plans()) == 2
+            (still,) = store.open_anomalies("heal")
+            assert still.id == anomaly.id and still.first_seen == anomaly.first_seen
+        access.cancel(wait=15)
+    finally:
+        cluster.close()
