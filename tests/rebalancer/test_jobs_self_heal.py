@@ -228,6 +228,18 @@ def test_a_bootstrap_job_keeps_the_properties_path_and_no_secret(any_db: str,
                          {"a": json.dumps(both)})
     finally:
         engine.dispose()
+    # a coordinator URL with credentials, given to the library: stored without them
+    jobs.add_job(any_db, kind="preferred-election", schedule=jobs.make_schedule(every="1h"),
+                 arguments={"coordinator": f"zookeeper://alice:{SECRET}@zk1:2181/kafka"},
+                 job_id="leaders")
+    engine = create_engine(any_db)
+    try:
+        with engine.connect() as conn:
+            (row,) = conn.execute(text("SELECT arguments FROM partctl_jobs WHERE id = "
+                                       "'leaders'")).all()
+    finally:
+        engine.dispose()
+    assert json.loads(row.arguments)["coordinator"] == "zookeeper://zk1:2181/kafka"
     broken = {j.id: j.broken for j in jobs.list_jobs(any_db)}
     assert "'evil host:9092' is not HOST:PORT" in broken["heal"]
     assert "by coordinator or by bootstrap servers, not both" in broken["disk"]
