@@ -1,5 +1,6 @@
-"""``partctl jobs add | list | remove | run-now | history``: scheduled rebalances and preferred
-elections, stored in the SQL store (rebalancer.jobs); ``partctl scheduler run`` runs them."""
+"""``partctl jobs add | list | remove | run-now | history``: scheduled rebalances, preferred
+elections and self-healing, stored in the SQL store (rebalancer.jobs), on any cluster (by
+``--bootstrap-server`` or by ``--coordinator``); ``partctl scheduler run`` runs them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from datetime import UTC, datetime
 from typing import TextIO
 
 from partctl.commands.common import (
+    ENV_COORDINATOR,
     coordinator_url,
     database_options,
     fraction,
@@ -27,7 +29,8 @@ SPELLING = Spelling(goal="--goal", count_slack="--count-slack", sizes="--sizes F
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     database = database_options()
-    jobs = sub.add_parser("jobs", help="scheduled rebalances and preferred elections")
+    jobs = sub.add_parser("jobs", help="scheduled rebalances, preferred elections and "
+                                       "self-healing")
     jsub = jobs.add_subparsers(dest="action", metavar="ACTION", required=True)
     add = jsub.add_parser("add", help="schedule a job")
     ksub = add.add_subparsers(dest="kind", metavar="KIND", required=True)
@@ -42,7 +45,15 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                           help="time zone of --cron (default: this host's local zone, kept with "
                                    "the job)")
     schedule.add_argument("--id", metavar="ID", help="the job's id (default: generated)")
-    parents = [common, database, schedule]
+    cluster = argparse.ArgumentParser(add_help=False)
+    cluster.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
+                         help="reach the cluster by Kafka's Admin API (any Kafka 3.x/4.x "
+                              "cluster, KRaft or not), instead of --coordinator")
+    cluster.add_argument("--command-config", metavar="FILE",
+                         help="client properties (security.protocol, sasl.*, ssl.*), with "
+                              "--bootstrap-server; the job keeps the path and reads the file "
+                              "at each run, never its secrets")
+    parents = [common, cluster, database, schedule]
     rb = ksub.add_parser("rebalance", parents=parents,
                          help="snapshot, plan, execute within limits, verify, record")
     rb.add_argument("--goal", choices=GOALS, default="balance",
@@ -59,6 +70,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                          "balanced quota (default 0.05)")
     rb.add_argument("--max-concurrent-moves", type=int, default=50, metavar="N",
                     help="partitions moving at once (default 50)")
+    rb.add_argument("--throttle", type=int, default=None, metavar="BYTES/S",
+                    help="throttle the moves' replication (taken off when they are done)")
     rb.add_argument("--dry-run", action="store_true", help="record the plan, move nothing")
     rb.add_argument("--engine", choices=("local", "spark", "auto"), default="local")
     rb.add_argument("--spark-master", default="local[*]", metavar="URL")
@@ -74,6 +87,32 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     pe.add_argument("--wait", default="30s", metavar="DURATION",
                     help="how long to wait for the controller to elect (default 30s)")
     pe.set_defaults(func=cmd_add)
+    sh = ksub.add_parser("self-heal", parents=parents,
+                         help="watch the cluster and fix anomalies after a grace period")
+    sh.add_argument("--grace", default="30m", metavar="DURATION",
+                    help="how long an anomaly must last before it is acted on: seconds, or "
+                         "30s, 10m, 1h (default 30m, as Cruise Control's self-healing "
+                         "threshold for a failed broker)")
+    sh.add_argument("--replica-spread", type=int, default=None, metavar="N",
+                    help="rebalance when replicas per broker spread (max - min) beyond N")
+    sh.add_argument("--leader-spread", type=int, default=None, metavar="N",
+                    help="rebalance when preferred leaders per broker spread beyond N")
+    sh.add_argument("--disk-max-over-mean", type=float, default=None, metavar="R",
+                    help="move bytes when the fullest broker holds more than R times the mean "
+                         "(sizes come with --bootstrap-server)")
+    sh.add_argument("--disk-usage", type=float, default=None, metavar="F",
+                    help="move bytes when a log directory's volume is fuller than F (0-1; "
+                         "brokers report it to the Admin API, Kafka 3.3+)")
+    sh.add_argument("--ignore-rack-violations", action="store_true",
+                    help="do not rebalance for partitions whose replicas share a rack")
+    sh.add_argument("--max-concurrent-moves", type=int, default=50, metavar="N",
+                    help="partitions moving at once (default 50)")
+    sh.add_argument("--throttle", type=int, default=None, metavar="BYTES/S",
+                    help="throttle the fix's replication (taken off when it is done)")
+    sh.add_argument("--execution-timeout", type=seconds, default=None, metavar="S",
+                    help="follow a fix for S seconds at most; moves still going are left to "
+                         "the cluster and followed by the next run (default: until done)")
+    sh.set_defaults(func=cmd_add)
     jsub.add_parser("list", parents=[database], help="the stored jobs"
                     ).set_defaults(func=cmd_list)
     rm = jsub.add_parser("remove", parents=[database], help="delete a job (history stays)")
@@ -89,15 +128,89 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     hist.set_defaults(func=cmd_history)
 
 
-def _job_kwargs(args: argparse.Namespace) -> dict:
-    import coordinator
-    from coordinator.url import without_credentials
+def _cluster_kwargs(args: argparse.Namespace) -> dict:
+    """The job's cluster: a coordinator URL (without its credentials) or bootstrap servers and
+    the absolute path of a properties file, checked now (not at 3 a.m.); giving both ways in,
+    or neither, is one line."""
+    if args.bootstrap_server is not None and args.coordinator is not None:
+        raise UserError("give --bootstrap-server or --coordinator, not both")
+    if args.command_config is not None and args.bootstrap_server is None:
+        raise UserError("--command-config goes with --bootstrap-server")
+    if args.bootstrap_server is None:
+        if args.coordinator is None and not os.environ.get(ENV_COORDINATOR):
+            raise UserError("no cluster: pass --bootstrap-server HOST:PORT (any Kafka "
+                            f"cluster) or --coordinator URL (or set {ENV_COORDINATOR})")
+        import coordinator
+        from coordinator.url import without_credentials
 
-    url = coordinator_url(args)
-    coordinator.parse(url)  # a malformed URL is refused now, not at 3 a.m.
-    # A job record is stored and listed: never a password. The job authenticates with the
-    # credentials of the environment it runs in (PARTCTL_COORDINATOR_USER and its password).
-    kwargs: dict = {"coordinator": without_credentials(url), "connect_timeout": args.timeout}
+        url = coordinator_url(args)
+        coordinator.parse(url)  # a malformed URL is refused now, not at 3 a.m.
+        # A job record is stored and listed: never a password. The job authenticates with the
+        # credentials of the environment it runs in (PARTCTL_COORDINATOR_USER and its
+        # password).
+        return {"coordinator": without_credentials(url)}
+    from rebalancer.jobs.cluster import check_bootstrap
+
+    kwargs = {"bootstrap": check_bootstrap("--bootstrap-server", args.bootstrap_server)}
+    if args.command_config is not None:
+        path = os.path.abspath(args.command_config)
+        _check_properties(path)
+        kwargs["command_config"] = path
+    return kwargs
+
+
+def _check_properties(path: str) -> None:
+    """A client properties file that cannot be read or that holds bad security settings is
+    refused now, naming the file (never a value from it)."""
+    from kafkaclient.properties import PropertiesError, parse_properties
+    from kafkaclient.security.settings import SecurityConfigError, client_properties_security
+
+    try:
+        with open(path, "rb") as f:
+            props = {p.key: p.value for p in parse_properties(f.read(1 << 20))}
+        client_properties_security(props)
+    except OSError as exc:
+        raise UserError(f"cannot read --command-config {path}: {exc.strerror or exc}") from None
+    except (PropertiesError, SecurityConfigError, UnicodeDecodeError) as exc:
+        line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UserError(f"--command-config {path}: {line}") from None
+
+
+def _grace(text: str) -> float:
+    from rebalancer.jobs import parse_duration
+
+    try:
+        value = float(text)
+    except ValueError:
+        return parse_duration(text)
+    if not 0 <= value <= 365 * 86400:
+        raise UserError(f"--grace must be 0 to a year of seconds, not {text}")
+    return value
+
+
+def _job_kwargs(args: argparse.Namespace) -> dict:
+    kwargs: dict = {**_cluster_kwargs(args), "connect_timeout": args.timeout}
+    if getattr(args, "throttle", None) is not None and args.throttle < 1:
+        raise UserError("--throttle must be at least 1 byte per second")
+    if args.kind in ("rebalance", "self-heal") and args.max_concurrent_moves < 1:
+        raise UserError("--max-concurrent-moves must be at least 1")
+    if args.kind == "self-heal":
+        if args.disk_usage is not None and not 0 < args.disk_usage <= 1:
+            raise UserError("--disk-usage must be more than 0 and at most 1")
+        if args.disk_max_over_mean is not None and args.disk_max_over_mean < 1:
+            raise UserError("--disk-max-over-mean must be at least 1")
+        for name in ("replica_spread", "leader_spread"):
+            if getattr(args, name) is not None and getattr(args, name) < 0:
+                raise UserError(f"--{name.replace('_', '-')} must not be negative")
+        kwargs.update(grace=_grace(args.grace), rack_violations=not args.ignore_rack_violations,
+                      max_concurrent_moves=args.max_concurrent_moves)
+        for name in ("replica_spread", "leader_spread", "disk_max_over_mean", "disk_usage",
+                     "throttle"):
+            if getattr(args, name) is not None:
+                kwargs[name] = getattr(args, name)
+        if args.execution_timeout is not None:
+            kwargs["timeout"] = args.execution_timeout
+        return kwargs
     if args.kind == "rebalance":
         from rebalancer.goals import parse_replication_factors
         from rebalancer.jobs import goals_for
@@ -107,10 +220,11 @@ def _job_kwargs(args: argparse.Namespace) -> dict:
         except ValueError:
             raise UserError(f"bad --brokers {args.brokers!r}: want e.g. 4,5") from None
         rf = parse_replication_factors(args.replication_factor)
+        reported = "reported" if "bootstrap" in kwargs else None  # DescribeLogDirs gives sizes
         goals_for(args.goal, brokers, count_slack=args.count_slack,  # they make sense
-                  sizes=args.sizes, replication_factor=rf, spelling=SPELLING)
-        if args.max_concurrent_moves < 1:
-            raise UserError("--max-concurrent-moves must be at least 1")
+                  sizes=args.sizes or reported, replication_factor=rf, spelling=SPELLING)
+        if args.throttle is not None:
+            kwargs["throttle"] = args.throttle
         if args.sizes:
             sizes(args)  # a file that cannot be read or parsed is refused now
             kwargs["sizes"] = os.path.abspath(args.sizes)
@@ -155,10 +269,18 @@ def _job_args(kind: str, kwargs: dict) -> str:
         if key == "dry_run":
             shown.append("dry-run")
             continue
-        if key == "wait":
+        if key in ("wait", "grace"):
             from rebalancer.jobs import format_duration
 
-            value = format_duration(value)
+            value = format_duration(value) if value else "0s"
+        if key == "coordinator":
+            from coordinator.url import redact
+
+            value = redact(value)  # stored without credentials; a crafted row may hold some
+        if key == "rack_violations":
+            continue
+        if key == "throttle":
+            value = f"{value}B/s"
         if key == "percentage":
             key, value = "imbalance", f"{value:g}%"
         if isinstance(value, dict):
@@ -168,6 +290,8 @@ def _job_args(kind: str, kwargs: dict) -> str:
         shown.append(f"{key.replace('_', '-')}={text}")
     if kwargs.get("engine") not in (None, "local"):
         shown.append(f"engine={kwargs['engine']}")
+    if kwargs.get("rack_violations") is False:
+        shown.append("ignore-rack-violations")
     return " ".join(shown)
 
 
@@ -232,7 +356,46 @@ def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
         rows.append([str(r.id), r.job_id, r.kind, _when(r.started_at), took, r.outcome.value,
                      "-" if r.plan_id is None else str(r.plan_id), describe_run(r)])
     _table(rows, out)
+    healing = sorted({r.job_id for r in runs if r.kind == "self-heal"})
+    if healing:
+        _healing(args.db, healing, [r.id for r in runs], args.limit, out)
     return 0
+
+
+def _healing(db: str | None, job_ids: list[str], run_ids: list[int], limit: int,
+             out: TextIO) -> None:
+    """Self-healing's records beside its runs: the anomalies seen, and each run's decision with
+    the fix's plan and how its execution ended."""
+    from rebalancer.store import Store
+
+    with Store.open(db) as store:
+        anomalies = [a for j in job_ids for a in store.anomalies(job_id=j, limit=limit)]
+        decisions = store.decisions(run_ids=run_ids, limit=None)
+        executions = {d.execution_id: store.get_execution(d.execution_id)
+                      for d in decisions if d.execution_id is not None}
+    if anomalies:
+        print("\nAnomalies:", file=out)
+        rows = [["ID", "JOB", "KIND", "SUBJECT", "FIRST SEEN (UTC)", "LAST SEEN (UTC)",
+                 "STATE", "FIGURES"]]
+        for a in sorted(anomalies, key=lambda a: -a.id):
+            rows.append([str(a.id), a.job_id, a.kind, a.subject, _when(a.first_seen),
+                         _when(a.last_seen),
+                         "open" if a.resolved_at is None
+                         else f"resolved {_when(a.resolved_at)}",
+                         " ".join(f"{k}={v}" for k, v in sorted(a.figures.items()))])
+        _table(rows, out)
+    if decisions:
+        print("\nDecisions:", file=out)
+        rows = [["RUN", "DECISION", "ACTION", "ANOMALIES", "PLAN", "EXECUTION", "REASON"]]
+        for d in decisions:
+            ex = executions.get(d.execution_id) if d.execution_id is not None else None
+            figures = d.figures or {}
+            plan = "-" if d.plan_id is None else f"{d.plan_id} ({figures.get('moves', '?')} moves)"
+            done = "-" if ex is None else f"{ex.id} {ex.status.value}"
+            rows.append(["-" if d.run_id is None else str(d.run_id), d.decision,
+                         d.action or "-", ",".join(map(str, d.anomalies)) or "-", plan, done,
+                         d.reason])
+        _table(rows, out)
 
 
 def _when(dt: datetime | None) -> str:

@@ -1,4 +1,5 @@
-"""Scheduled jobs: rebalances and preferred-leader elections on APScheduler 3, persisted in SQL.
+"""Scheduled jobs: rebalances, preferred-leader elections and self-healing on APScheduler 3,
+persisted in SQL, on any cluster (by coordinator or by bootstrap servers).
 
 Jobs are rows of the store's ``partctl_jobs`` table, plain data checked whenever read (kind, the
 function's stable import string from ``JOB_FUNCTIONS``, the schedule and the arguments as JSON);
@@ -19,12 +20,14 @@ from rebalancer.jobs.scheduler import (
     run_job_now,
     run_scheduler,
 )
+from rebalancer.jobs.self_heal import run_self_heal
 from rebalancer.jobs.spec import ARGUMENTS, JobSpec, JobSpecError
 from rebalancer.jobs.tasks import (
     ENGINES,
     JOB_FUNCTIONS,
     PREFERRED_ELECTION,
     REBALANCE,
+    SELF_HEAL,
     STOP,
     RunSummary,
     goals_for,
@@ -54,6 +57,7 @@ __all__ = [
     "MIN_INTERVAL",
     "PREFERRED_ELECTION",
     "REBALANCE",
+    "SELF_HEAL",
     "STOP",
     "Cron",
     "Every",
@@ -80,4 +84,5 @@ __all__ = [
     "run_preferred_election",
     "run_rebalance",
     "run_scheduler",
+    "run_self_heal",
 ]

@@ -38,6 +38,8 @@ def describe_run(run: JobRun) -> str:
             verb = "planned" if run.outcome is RunOutcome.DRY_RUN else "moved"
             parts.append(f"{verb} {moves} partition(s)")
         return ", ".join(parts) or run.outcome.value
+    if run.kind == "self-heal":
+        return _describe_healing(run, details)
     if run.kind == "preferred-election":
         before = (run.scores_before or {}).get("imbalanced_brokers")
         after = (run.scores_after or {}).get("imbalanced_brokers")
@@ -52,3 +54,29 @@ def describe_run(run: JobRun) -> str:
             parts.append(f"{count} election(s) requested")
         return ", ".join(parts) or run.outcome.value
     return run.outcome.value
+
+
+def _describe_healing(run: JobRun, details: Mapping[str, Any]) -> str:
+    """``broker-gone broker 4 (120s); act: remove-brokers 4, moved 7 partition(s)``."""
+    seen = details.get("anomalies")
+    decision = details.get("decision")
+    if decision == "wait":  # the reason names the anomalies waited for and their ages
+        return f"wait: {details.get('reason')}"
+    parts = []
+    if isinstance(seen, list) and seen:
+        shown = [f"{a.get('kind')} {a.get('subject')} ({a.get('age', 0):.0f}s)"
+                 for a in seen[:5] if isinstance(a, Mapping)
+                 and isinstance(a.get("age", 0), int | float)]
+        parts.append("; ".join(shown) + (f" and {len(seen) - 5} more" if len(seen) > 5 else ""))
+    elif isinstance(seen, list):
+        parts.append("no anomaly")
+    if decision == "act":
+        moves = details.get("moves")
+        brokers = details.get("brokers") or []
+        verb = "moved" if run.outcome is RunOutcome.SUCCEEDED else "planned"
+        parts.append(f"act: {details.get('action')}"
+                     + (f" {','.join(map(str, brokers))}" if brokers else "")
+                     + (f", {verb} {moves} partition(s)" if moves is not None else ""))
+    elif decision == "skip":
+        parts.append(f"{decision}: {details.get('reason')}")
+    return "; ".join(str(p) for p in parts) or run.outcome.value

@@ -119,10 +119,18 @@ def add_job(db: str | None, *, kind: str, schedule: Schedule, arguments: Mapping
     """Store a job of ``kind`` (a key of JOB_FUNCTIONS) with its function's keyword
     ``arguments`` (plain JSON values, checked against the function's; never ``job_id`` or
     ``db``, which each run is given). JobSpecError or TriggerError (one line) when anything is
-    wrong, an id already taken included."""
+    wrong, an id already taken included. A coordinator URL is stored without its credentials;
+    bootstrap servers are stored with the path of their properties file, never its
+    contents."""
+    from coordinator.url import without_credentials
+
     kind = spec.check_kind(kind)
     job_id = spec.check_id(job_id or new_job_id(kind))
     checked = spec.check_arguments(kind, arguments)
+    if checked.get("coordinator") is not None:
+        # never a password in the database: the job authenticates with the credentials of
+        # the environment it runs in (PARTCTL_COORDINATOR_USER and its password)
+        checked["coordinator"] = without_credentials(checked["coordinator"])
     check_schedule(schedule, now=now)
     first = first_run_time(schedule, now=now)
     with Store.open(db) as store:

@@ -23,6 +23,7 @@ from typing import Any
 
 from rebalancer.goals import GOALS
 from rebalancer.jobs import tasks
+from rebalancer.jobs.cluster import check_bootstrap, check_command_config, target_of
 from rebalancer.jobs.errors import JobSpecError
 from rebalancer.jobs.triggers import Schedule, TriggerError, schedule_from_json
 
@@ -137,6 +138,8 @@ def _coordinator(name: str, value: Any) -> Any:
     from coordinator.errors import InvalidURL
     from coordinator.url import parse
 
+    if value is None:
+        return None
     _text(name, value)
     try:
         parse(value)
@@ -145,17 +148,36 @@ def _coordinator(name: str, value: Any) -> Any:
     return value
 
 
+def _bootstrap(name: str, value: Any) -> Any:
+    return None if value is None else check_bootstrap(name, value)
+
+
+def _throttle(name: str, value: Any) -> Any:
+    """Bytes per second, as ``reassign execute --throttle``."""
+    if value is None:
+        return None
+    return _integer(1)(name, value)
+
+
 _TIMEOUT = _number(0, strict_minimum=True)
+CLUSTER: Mapping[str, Check] = {
+    "coordinator": _coordinator,
+    "bootstrap": _bootstrap,
+    "command_config": check_command_config,
+    "connect_timeout": _TIMEOUT,
+}
+"""How every job names its cluster: exactly one of a coordinator URL and bootstrap servers
+(rebalancer.jobs.cluster)."""
 ARGUMENTS: Mapping[str, Mapping[str, Check]] = {
     tasks.REBALANCE: {
-        "coordinator": _coordinator,
-        "connect_timeout": _TIMEOUT,
+        **CLUSTER,
         "goal": _choice(GOALS),
         "brokers": _broker_ids,
         "count_slack": _fraction,
         "replication_factor": _replication_factors,
         "sizes": _absolute_path,
         "max_concurrent_moves": _integer(1),
+        "throttle": _throttle,
         "dry_run": _boolean,
         "engine": _choice(tasks.ENGINES),
         "seed": _integer(),
@@ -164,14 +186,28 @@ ARGUMENTS: Mapping[str, Mapping[str, Check]] = {
         "poll_interval": _TIMEOUT,
     },
     tasks.PREFERRED_ELECTION: {
-        "coordinator": _coordinator,
-        "connect_timeout": _TIMEOUT,
+        **CLUSTER,
         "percentage": _number(0, 100),
         "wait": _number(0, 365 * 86400.0),
     },
+    tasks.SELF_HEAL: {
+        **CLUSTER,
+        "grace": _number(0, 365 * 86400.0),
+        "replica_spread": _number(0, optional=True),
+        "leader_spread": _number(0, optional=True),
+        "disk_max_over_mean": _number(1, optional=True),
+        "rack_violations": _boolean,
+        "disk_usage": _number(0, 1, strict_minimum=True, optional=True),
+        "max_concurrent_moves": _integer(1),
+        "throttle": _throttle,
+        "timeout": _number(0, strict_minimum=True, optional=True),
+        "poll_interval": _TIMEOUT,
+        "engine": _choice(tasks.ENGINES),
+        "seed": _integer(),
+    },
 }
 """Per kind, every argument its function takes (but job_id and db) and how to check it."""
-REQUIRED = ("coordinator",)
+REQUIRED: Mapping[str, tuple[str, ...]] = {tasks.SELF_HEAL: ("grace",)}
 
 
 def check_kind(kind: Any) -> str:
@@ -201,13 +237,16 @@ def check_arguments(kind: str, arguments: Any) -> dict[str, Any]:
     if unknown:
         raise JobSpecError(f"unknown argument {unknown[0]!r:.80} for a {kind} job (known: "
                            f"{', '.join(schema)})")
-    missing = [k for k in REQUIRED if k not in arguments]
+    missing = [k for k in REQUIRED.get(kind, ()) if k not in arguments]
     if missing:
         raise JobSpecError(f"argument {missing[0]} is missing")
     out = {name: schema[name](name, value) for name, value in arguments.items()}
+    target = target_of(out)  # exactly one way in
     if kind == tasks.REBALANCE:
+        # by bootstrap servers the cluster reports its sizes (DescribeLogDirs): no file needed
+        sizes = out.get("sizes") or ("reported" if target.bootstrap is not None else None)
         tasks.goals_for(out.get("goal", "balance"), out.get("brokers", ()),  # JobSpecError
-                        count_slack=out.get("count_slack"), sizes=out.get("sizes"),
+                        count_slack=out.get("count_slack"), sizes=sizes,
                         replication_factor=out.get("replication_factor"))
     try:
         json.dumps(out, allow_nan=False)

@@ -1,4 +1,6 @@
-"""The scheduled jobs themselves: a rebalance and a preferred-leader election.
+"""The scheduled jobs themselves: a rebalance and a preferred-leader election (self-healing is
+in rebalancer.jobs.self_heal), on any cluster: each run reaches its cluster through one
+rebalancer.access.ClusterAccess, by coordinator or by bootstrap servers (rebalancer.jobs.cluster).
 
 A stored job names its function by a stable import string (``JOB_FUNCTIONS``) and holds plain
 JSON keyword arguments, never a pickled callable, so a refactor cannot silently orphan a stored
@@ -24,9 +26,8 @@ from rebalancer.jobs.errors import JobSpecError
 from rebalancer.store import RunOutcome, Store, scores_json, snapshot_digest
 
 if TYPE_CHECKING:
-    from coordinator.base import Coordinator
     from coordinator.codecs import TopicPartition
-    from coordinator.metadata import MetadataClient
+    from rebalancer.access import ClusterAccess, ClusterView
     from rebalancer.goals import Spelling
     from rebalancer.planner.goals import Goal
 
@@ -34,10 +35,12 @@ log = logging.getLogger(__name__)
 
 REBALANCE = "rebalance"
 PREFERRED_ELECTION = "preferred-election"
+SELF_HEAL = "self-heal"
 
 JOB_FUNCTIONS: Mapping[str, str] = {
     REBALANCE: "rebalancer.jobs:run_rebalance",
     PREFERRED_ELECTION: "rebalancer.jobs:run_preferred_election",
+    SELF_HEAL: "rebalancer.jobs:run_self_heal",
 }
 """Job kind -> the import string stored with each job. Never rename these targets."""
 
@@ -155,39 +158,38 @@ def _record(kind: str, job_id: str, db: str | None,
         store.close()
 
 
-def _connect(url: str, timeout: float) -> Coordinator:
-    import coordinator
+def _open(coordinator: str | None, bootstrap: str | None, command_config: str | None,
+          timeout: float) -> ClusterAccess:
+    """The run's cluster, by coordinator or by bootstrap servers (rebalancer.jobs.cluster);
+    JobFailed with one line when it cannot be reached."""
+    from rebalancer.access import AccessError
+    from rebalancer.jobs.cluster import ClusterUnavailable, open_cluster, target_of
 
-    return coordinator.connect(url, timeout=timeout)
+    target = target_of({"coordinator": coordinator, "bootstrap": bootstrap,
+                        "command_config": command_config})
+    try:
+        return open_cluster(target, timeout=timeout)
+    except (ClusterUnavailable, AccessError) as exc:
+        raise JobFailed(f"{target.describe()}: {one_line(exc)}") from None
 
 
 # --- preferred-leader election ---------------------------------------------------------------
 
 
-def _imbalance(md: MetadataClient, percentage: float) -> Any:
-    """The pure imbalance computation over what the coordinator holds now: assignments,
-    leaders and ISRs, live brokers; partitions moving or being deleted are set aside as the
-    controller's own timer sets them aside."""
-    from coordinator.codecs import TopicPartition
-    from coordinator.skipped import SkippedTopics, readable_assignments
+def _imbalance(view: ClusterView, percentage: float) -> Any:
+    """The pure imbalance computation over the live cluster: assignments, leaders and ISRs,
+    live brokers; partitions moving are set aside as the controller's own timer sets them aside
+    (partitions being deleted are not in the view)."""
     from elections.imbalance import leader_imbalance
+    from rebalancer.access import NO_LEADER
 
-    assignments = readable_assignments(md, skipped=SkippedTopics(log, "preferred election job"))
-    tps = [TopicPartition(t, p) for t, a in assignments.items() for p in a.value.partitions]
-    states = md.partition_states(tps)
-    view: dict[TopicPartition, tuple[Sequence[int], int | None, Iterable[int]]] = {}
-    for tp in tps:
-        s = states.get(tp)
-        view[tp] = (assignments[tp.topic].value.partitions[tp.partition],
-                    None if s is None else s.value.leader, () if s is None else s.value.isr)
-    node = md.reassignment()
-    reassigning = set(node.value) if node is not None else set()
-    for t, a in assignments.items():
-        reassigning.update(TopicPartition(t, p) for p in (*a.value.adding, *a.value.removing))
-    deleting_topics = set(md.topics_to_delete())
-    deleting = [tp for tp in tps if tp.topic in deleting_topics]
-    return leader_imbalance(view, md.broker_ids(), percentage=percentage,
-                                reassigning=reassigning, deleting=deleting)
+    partitions: dict[TopicPartition, tuple[Sequence[int], int | None, Iterable[int]]] = {}
+    for p in view.partitions:
+        # no leader and no ISR: the controller has not elected it yet (not counted as misled)
+        leader = None if p.leader == NO_LEADER and not p.isr else p.leader
+        partitions[p.tp] = (p.replicas, leader, p.isr)
+    return leader_imbalance(partitions, view.brokers, percentage=percentage,
+                            reassigning=[p.tp for p in view.partitions if p.moving])
 
 
 def _imbalance_scores(result: Any) -> dict[str, Any]:
@@ -204,24 +206,32 @@ def _names(tps: Iterable[TopicPartition], limit: int = 50) -> list[str]:
     return out[:limit] + ([f"... {len(out) - limit} more"] if len(out) > limit else [])
 
 
-def run_preferred_election(*, job_id: str, coordinator: str, db: str | None = None,
-                           percentage: float = 10.0, wait: float = 30.0,
-                           connect_timeout: float = 10.0) -> RunSummary:
-    """Compute the leader imbalance and request preferred elections for its candidates.
+def _pending_election(access: ClusterAccess) -> bool:
+    """Whether preferred elections handed to the controller are still to be carried out: the
+    coordinator's ``/admin/preferred_replica_election`` (the Admin API elects at once)."""
+    from rebalancer.access import CoordinatorAccess
 
-    Waits up to ``wait`` seconds for the controller to carry the election out, then records the
+    return isinstance(access, CoordinatorAccess) and \
+        access.metadata.preferred_election() is not None
+
+
+def run_preferred_election(*, job_id: str, coordinator: str | None = None,
+                           bootstrap: str | None = None, command_config: str | None = None,
+                           db: str | None = None, percentage: float = 10.0, wait: float = 30.0,
+                           connect_timeout: float = 10.0) -> RunSummary:
+    """Compute the leader imbalance and have the preferred replicas of its candidates elected.
+
+    Through a coordinator, waits up to ``wait`` seconds for the controller to carry the
+    elections out; through the Admin API they are done when ElectLeaders answers. Records the
     imbalance before and after. Refuses (a failed run, nothing written) when no controller is
     active; records 'nothing_to_do' when no broker is past ``percentage``.
     """
 
     def body(store: Store, run_id: int) -> _Result:
-        from coordinator.admin import Admin, controller_status
-        from coordinator.metadata import MetadataClient
-
-        coord = _connect(coordinator, connect_timeout)
+        access = _open(coordinator, bootstrap, command_config, connect_timeout)
         try:
-            md = MetadataClient(coord)  # the run's one metadata client
-            before = _imbalance(md, percentage)
+            view = access.view(sizes=False)
+            before = _imbalance(view, percentage)
             scores_before = _imbalance_scores(before)
             store.update_run(run_id, scores_before=scores_before)
             if not before.candidates:
@@ -229,28 +239,37 @@ def run_preferred_election(*, job_id: str, coordinator: str, db: str | None = No
                                summary="leaders are balanced",
                                fields={"scores_after": scores_before,
                                        "details": {"requested": []}})
-            if md.preferred_election() is not None:
+            if _pending_election(access):
                 return _Result(outcome=RunOutcome.NOTHING_TO_DO,
                                summary="a preferred election is already in progress",
                                fields={"details": {"requested": []}})
-            if controller_status(md).broker_id is None:
+            if view.controller is None:
                 raise JobFailed("no controller is active to carry out the election")
             _checkpoint()
-            requested = Admin(md).elect_preferred(before.candidates)
-            details = {"requested": _names(requested), "count": len(requested)}
+            result = access.elect_preferred(before.candidates)
+            requested = (*result.elected, *result.requested)
+            details: dict[str, Any] = {"requested": _names(requested), "count": len(requested)}
+            if result.failed:
+                details["failed"] = {str(tp): why for tp, why in
+                                     sorted(result.failed.items())[:50]}
             store.update_run(run_id, details=details)
+            if result.failed and not requested:
+                first = next(iter(sorted(result.failed.items())))
+                raise JobFailed(f"no preferred election succeeded: {len(result.failed)} "
+                                f"failed ({first[0]}: {first[1]})")
             deadline = time.monotonic() + wait
-            while md.preferred_election() is not None:
+            while result.requested and _pending_election(access):
                 if time.monotonic() >= deadline:
                     raise JobFailed(f"requested {len(requested)} preferred election(s) but the "
                                     f"controller had not carried them out after {wait:g}s")
                 _wait(0.1, f"{len(requested)} election(s) requested")
-            after = _imbalance(md, percentage)
+            after = _imbalance(access.view(sizes=False), percentage)
+            failed = f", {len(result.failed)} failed" if result.failed else ""
             return _Result(outcome=RunOutcome.SUCCEEDED,
-                           summary=f"{len(requested)} preferred election(s) requested",
+                           summary=f"{len(requested)} preferred election(s) requested{failed}",
                            fields={"scores_after": _imbalance_scores(after)})
         finally:
-            coord.close()
+            access.close()
 
     return _record(PREFERRED_ELECTION, job_id, db, body)
 
@@ -326,41 +345,110 @@ def read_sizes(path: str) -> dict[tuple[str, int], int]:
         raise JobFailed(f"the sizes file {path} is not valid: {one_line(exc)}") from None
 
 
-def run_rebalance(*, job_id: str, coordinator: str, db: str | None = None,
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Executed:
+    """How the execution of a recorded plan ended: ``not_done`` the partitions not at their
+    target; ``in_flight`` True when moves were left running in the cluster (a timeout), the
+    execution then staying recorded as running."""
+
+    execution_id: int
+    not_done: tuple[str, ...]
+    timed_out: bool
+    in_flight: bool
+    error: str | None
+
+
+def execute_recorded(access: ClusterAccess, store: Store, run_id: int, plan: Any,
+                     plan_id: int, *, job_id: str, max_concurrent_moves: int,
+                     throttle: int | None = None, timeout: float | None = None,
+                     poll_interval: float = 0.5, leave_running: bool = False) -> Executed:
+    """Validate ``plan`` against the live cluster, record its execution, carry it out within
+    the limits (throttled at ``throttle`` bytes per second, the throttles taken off once every
+    move is done), record each partition's progress and the outcome. With ``leave_running``, a
+    timeout that leaves moves in the cluster keeps the execution recorded as running (a later
+    run finds it and does not start the same fix again)."""
+    plan = access.validate(plan)
+    ex = store.start_execution(plan_id, max_concurrent_moves=max_concurrent_moves)
+    store.update_run(run_id, execution_id=ex.id)
+    recorder = _ProgressRecorder(store, ex.id, lambda: access.verify(plan))
+    try:
+        result = access.execute(plan, max_concurrent_moves=max_concurrent_moves,
+                                throttle=throttle, poll_interval=poll_interval, timeout=timeout,
+                                progress=recorder, label=f"job {job_id} (plan {plan_id})")
+    except (Interrupted, KeyboardInterrupt) as exc:
+        who = "the user" if isinstance(exc, KeyboardInterrupt) else "the scheduler"
+        _record_verify(store, ex.id, access.verify(plan), final=False)
+        store.finish_execution(ex.id, "interrupted",
+                               error=f"stopped by {who}; moves already submitted "
+                                     f"continue in the controller")
+        raise
+    except Exception as exc:
+        store.finish_execution(ex.id, "failed", error=one_line(exc))
+        raise
+    statuses = _record_verify(store, ex.id, access.verify(plan), failed=result.failed)
+    not_done = tuple(sorted(f"{t}-{p}" for (t, p), s in statuses.items() if s != "done"))
+    moves = len(plan.partitions)
+    if not not_done:
+        if throttle is not None:
+            access.remove_throttles(sorted({r.topic for r in plan.partitions}))
+        store.finish_execution(ex.id, "done")
+        return Executed(execution_id=ex.id, not_done=(), timed_out=False, in_flight=False,
+                        error=None)
+    timed_out = " (timed out)" if result.timed_out else ""
+    error = (f"{len(not_done)} of {moves} partition(s) not done{timed_out}: "
+             f"{', '.join(not_done[:10])}{' ...' if len(not_done) > 10 else ''}")
+    in_flight = bool(result.in_flight)
+    if not (leave_running and in_flight):
+        store.finish_execution(ex.id, "failed", error=error)
+    return Executed(execution_id=ex.id, not_done=not_done, timed_out=result.timed_out,
+                    in_flight=in_flight, error=error)
+
+
+def _snapshot(view: ClusterView, goal: str, brokers: Sequence[int],
+              sizes: Mapping[tuple[str, int], int] | None, *, after: bool = False) -> Any:
+    """The planner's snapshot of ``view`` for ``goal``; ``after`` a drain, a broker it emptied
+    that is gone is no longer in the cluster at all (nothing left to decommission)."""
+    if after and goal == "decommission":
+        brokers = [b for b in brokers if b in view.brokers or b in view.offline_brokers]
+    return view.snapshot(decommission=tuple(brokers) if goal == "decommission" else (),
+                         new_brokers=tuple(brokers) if goal == "add-brokers" else (),
+                         sizes=sizes)
+
+
+def run_rebalance(*, job_id: str, coordinator: str | None = None, bootstrap: str | None = None,
+                  command_config: str | None = None, db: str | None = None,
                   goal: str = "balance", brokers: Sequence[int] = (),
                   count_slack: float | None = None, sizes: str | None = None,
                   replication_factor: Mapping[str, int] | None = None,
-                  max_concurrent_moves: int = 50, dry_run: bool = False, engine: str = "local",
+                  max_concurrent_moves: int = 50, throttle: int | None = None,
+                  dry_run: bool = False, engine: str = "local",
                   seed: int = 0, spark_master: str = "local[*]", timeout: float | None = None,
                   poll_interval: float = 0.5, connect_timeout: float = 10.0) -> RunSummary:
-    """Snapshot the live cluster (with the partition sizes of the ``sizes`` file, read at each
-    run, so the planner moves the fewest bytes and goal "disk" evens them), plan for ``goal``,
-    record the plan, execute it with at most ``max_concurrent_moves`` partitions moving at
-    once, verify, and record the outcome with the cluster's scores before and after.
+    """Snapshot the live cluster (with the partition sizes the cluster reports, or those of the
+    ``sizes`` file, read at each run, so the planner moves the fewest bytes and goal "disk"
+    evens them), plan for ``goal``, record the plan, execute it with at most
+    ``max_concurrent_moves`` partitions moving at once (throttled at ``throttle`` bytes per
+    second), verify, and record the outcome with the cluster's scores before and after.
     ``dry_run`` records the plan and stops there. Goal "replication-factor" sets each topic of
     ``replication_factor`` to its count, as ``reassign generate --goal replication-factor``."""
 
     def body(store: Store, run_id: int) -> _Result:
-        from rebalancer import execution, validation, verification
         from rebalancer.engines import plan_reassignment
-        from rebalancer.live_snapshot import snapshot_from_coordinator
         from rebalancer.plan import score_plan
         from rebalancer.planner.goals import BalanceDisk
 
-        goals = goals_for(goal, brokers, count_slack=count_slack, sizes=sizes,
-                          replication_factor=replication_factor)
-        snapshot_options: dict[str, Any] = {
-            "decommission": tuple(brokers) if goal == "decommission" else (),
-            "new_brokers": tuple(brokers) if goal == "add-brokers" else (),
-            "sizes": read_sizes(sizes) if sizes is not None else None,
-        }
-        coord = _connect(coordinator, connect_timeout)
+        file_sizes = read_sizes(sizes) if sizes is not None else None
+        access = _open(coordinator, bootstrap, command_config, connect_timeout)
         try:
-            md = execution.execution_client(coord)  # the run's one metadata client
-            if md.reassignment() is not None:
+            if access.in_progress():
                 raise JobFailed("a reassignment is already in progress; not planning on a "
                                 "cluster that is moving")
-            snap = snapshot_from_coordinator(md, **snapshot_options)
+            view = access.view(sizes=file_sizes is None)
+            known = file_sizes is not None or view.sizes_known
+            goals = goals_for(goal, brokers, count_slack=count_slack,
+                              sizes="known" if known else None,
+                              replication_factor=replication_factor)
+            snap = _snapshot(view, goal, brokers, file_sizes)
             before = scores_json(score_plan(snap))
             store.update_run(run_id, scores_before=before)
             _checkpoint()
@@ -376,7 +464,7 @@ def run_rebalance(*, job_id: str, coordinator: str, db: str | None = None,
                                                 if isinstance(goals[0], BalanceDisk) else {}),
                          **({"replication_factor": dict(replication_factor)}
                             if replication_factor else {}),
-                         "sizes": sizes})
+                         "sizes": sizes, "cluster": access.description})
             moves = len(plan.partitions)
             store.update_run(run_id, plan_id=record.id,
                              details={"moves": moves, "projected": projected})
@@ -388,43 +476,21 @@ def run_rebalance(*, job_id: str, coordinator: str, db: str | None = None,
                 return _Result(outcome=RunOutcome.DRY_RUN,
                                summary=f"planned {moves} move(s) (plan {record.id}), not run")
             _checkpoint()
-            plan = validation.validate_plan(md, plan)
-            ex = store.start_execution(record.id, max_concurrent_moves=max_concurrent_moves)
-            store.update_run(run_id, execution_id=ex.id)
-            recorder = _ProgressRecorder(store, ex.id, lambda: verification.verify_plan(md, plan))
-            try:
-                result = execution.execute_plan(
-                    md, plan, max_concurrent_moves=max_concurrent_moves,
-                    poll_interval=poll_interval, timeout=timeout, progress=recorder,
-                    label=f"job {job_id} (plan {record.id})")
-            except (Interrupted, KeyboardInterrupt) as exc:
-                who = "the user" if isinstance(exc, KeyboardInterrupt) else "the scheduler"
-                _record_verify(store, ex.id, verification.verify_plan(md, plan), final=False)
-                store.finish_execution(ex.id, "interrupted",
-                                       error=f"stopped by {who}; moves already submitted "
-                                             f"continue in the controller")
-                raise
-            except Exception as exc:
-                store.finish_execution(ex.id, "failed", error=one_line(exc))
-                raise
-            statuses = _record_verify(store, ex.id, verification.verify_plan(md, plan),
-                                      failed=result.failed)
-            after_snap = snapshot_from_coordinator(md, **snapshot_options)
-            after = scores_json(score_plan(after_snap))
-            not_done = sorted(f"{t}-{p}" for (t, p), s in statuses.items() if s != "done")
-            if not_done:
-                timed_out = " (timed out)" if result.timed_out else ""
-                error = (f"{len(not_done)} of {moves} partition(s) not done{timed_out}: "
-                         f"{', '.join(not_done[:10])}{' ...' if len(not_done) > 10 else ''}")
-                store.finish_execution(ex.id, "failed", error=error)
-                return _Result(outcome=RunOutcome.FAILED, summary="failed", error=error,
+            done = execute_recorded(access, store, run_id, plan, record.id, job_id=job_id,
+                                    max_concurrent_moves=max_concurrent_moves,
+                                    throttle=throttle, timeout=timeout,
+                                    poll_interval=poll_interval)
+            after_view = access.view(sizes=file_sizes is None)
+            after = scores_json(score_plan(_snapshot(after_view, goal, brokers, file_sizes,
+                                                      after=True)))
+            if done.error is not None:
+                return _Result(outcome=RunOutcome.FAILED, summary="failed", error=done.error,
                                fields={"scores_after": after})
-            store.finish_execution(ex.id, "done")
             return _Result(outcome=RunOutcome.SUCCEEDED,
                            summary=f"moved {moves} partition(s) (plan {record.id})",
                            fields={"scores_after": after})
         finally:
-            coord.close()
+            access.close()
 
     return _record(REBALANCE, job_id, db, body)
 

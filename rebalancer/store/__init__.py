@@ -7,6 +7,7 @@ upgrades the schema on first use. SQLite by default at ``$PARTCTL_HOME/partctl.d
 """
 
 from rebalancer.store.engine import create_store_engine
+from rebalancer.store.healing import AnomalyRecord, HealDecision, SeenAnomaly
 from rebalancer.store.records import (
     ExecutionRecord,
     ExecutionStatus,
@@ -34,10 +35,12 @@ from rebalancer.store.urls import (
 )
 
 __all__ = [
+    "AnomalyRecord",
     "ENV_DB",
     "ENV_HOME",
     "ExecutionRecord",
     "ExecutionStatus",
+    "HealDecision",
     "JobExists",
     "JobRun",
     "MoveProgress",
@@ -45,6 +48,7 @@ __all__ = [
     "PlanRecord",
     "RunConflict",
     "RunOutcome",
+    "SeenAnomaly",
     "Store",
     "StoreError",
     "StoreURLError",

@@ -11,6 +11,10 @@ Four tables, all prefixed ``partctl_`` so the store can share a team database:
 - ``partctl_jobs``: the scheduled jobs themselves, as plain data (kind, the function's import
   string, the schedule and the arguments as JSON text); ``rebalancer.jobs`` checks every row it
   reads and never runs one that does not pass.
+- ``partctl_anomalies``: what self-healing jobs saw (rebalancer.anomalies): kind, subject,
+  first and last seen, the figures, when it was no longer seen.
+- ``partctl_heal_decisions``: what a self-healing run decided about them (act, wait, skip,
+  nothing to do), why, and the plan and execution of the fix it started.
 """
 
 from __future__ import annotations
@@ -177,3 +181,42 @@ class JobRow(Base):
     """Seconds since the epoch (UTC), as APScheduler keeps it; None: not scheduled."""
     problem: Mapped[str | None] = mapped_column(Text)
     """Why the job can never run as stored (a job carried over from APScheduler's pickles)."""
+
+
+class AnomalyRow(Base):
+    """An anomaly a self-healing job saw, open (``resolved_at`` None) while it is seen."""
+
+    __tablename__ = "partctl_anomalies"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(191), index=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    subject: Mapped[str] = mapped_column(String(255))
+    first_seen: Mapped[datetime]
+    last_seen: Mapped[datetime]
+    resolved_at: Mapped[datetime | None]
+    """When a run first no longer saw it (None: still seen)."""
+    figures: Mapped[dict[str, Any]]
+
+
+class HealDecisionRow(Base):
+    """What one self-healing run decided, and the fix it started (its plan and execution)."""
+
+    __tablename__ = "partctl_heal_decisions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[int | None] = mapped_column(
+        ForeignKey("partctl_job_runs.id", ondelete="SET NULL"), index=True)
+    job_id: Mapped[str] = mapped_column(String(191), index=True)
+    decided_at: Mapped[datetime]
+    decision: Mapped[str] = mapped_column(String(16))
+    action: Mapped[str | None] = mapped_column(String(32))
+    reason: Mapped[str] = mapped_column(Text)
+    anomalies: Mapped[list[int]] = mapped_column(JSON)
+    """The ids of the anomalies (partctl_anomalies) it is about."""
+    plan_id: Mapped[int | None] = mapped_column(
+        ForeignKey("partctl_plans.id", ondelete="SET NULL"))
+    execution_id: Mapped[int | None] = mapped_column(
+        ForeignKey("partctl_executions.id", ondelete="SET NULL"))
+    figures: Mapped[dict[str, Any] | None]
+    """The fix's plan: moves, its projected scores."""

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, selectinload, sessionmaker
 
 from rebalancer.store import migrate
 from rebalancer.store.engine import create_store_engine, first_line, sql_error
+from rebalancer.store.healing import HealingRecords
 from rebalancer.store.models import (
     ExecutionPartitionRow,
     ExecutionRow,
@@ -49,8 +50,9 @@ _upgraded: set[str] = set()
 _upgraded_lock = threading.Lock()
 
 
-class Store:
-    """Plans, executions with per-partition progress, and job runs, in one SQL database."""
+class Store(HealingRecords):
+    """Plans, executions with per-partition progress, job runs, and self-healing's anomalies
+    and decisions (rebalancer.store.healing), in one SQL database."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine

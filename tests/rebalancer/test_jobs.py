@@ -167,9 +167,10 @@ def make_imbalance(c: Cluster) -> None:
 
 
 def test_every_registered_job_function_resolves() -> None:
-    assert set(jobs.JOB_FUNCTIONS) == {"rebalance", "preferred-election"}
+    assert set(jobs.JOB_FUNCTIONS) == {"rebalance", "preferred-election", "self-heal"}
     expected = {"rebalance": tasks.run_rebalance,
-                "preferred-election": tasks.run_preferred_election}
+                "preferred-election": tasks.run_preferred_election,
+                "self-heal": jobs.run_self_heal}
     for kind, ref in jobs.JOB_FUNCTIONS.items():
         assert ref.startswith("rebalancer.jobs:")
         assert ref_to_obj(ref) is expected[kind]
