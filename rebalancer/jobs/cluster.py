@@ -111,7 +111,6 @@ def open_cluster(target: ClusterTarget, *, timeout: float) -> ClusterAccess:
     assert target.bootstrap is not None
     try:
         from kafkaclient.admin import AdminClient, AdminError
-
         from rebalancer.admin_access import AdminAccess
     except ImportError:  # pragma: no cover - the Admin API's way in is part of partctl
         raise ClusterUnavailable("this partctl cannot reach a cluster by bootstrap servers "
