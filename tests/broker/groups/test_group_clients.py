@@ -136,8 +136,11 @@ def progress(members: list[Member], by: int, timeout: float = 60.0) -> None:
 
 
 @pytest.mark.parametrize(("client", "strategy", "store"), [
-    # every time: each client once; the long tier adds the eager protocol on each store
-    ("confluent", "cooperative-sticky", "zookeeper"), ("kafka-python", "range", "zookeeper"),
+    # every time: librdkafka's cooperative protocol; the long tier adds kafka-python and the
+    # eager protocol on each store (kafka-python's group every time: tests/broker/data/
+    # test_clients.py, test_kafka_python_consumers_share_a_group_and_commit)
+    ("confluent", "cooperative-sticky", "zookeeper"),
+    pytest.param("kafka-python", "range", "zookeeper", marks=pytest.mark.long),
     pytest.param("confluent", "range", "zookeeper", marks=pytest.mark.long),
     pytest.param("confluent", "range", "etcd", marks=pytest.mark.long)])
 def test_a_group_consumes_everything_through_member_and_coordinator_failures(
