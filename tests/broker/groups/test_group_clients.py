@@ -35,7 +35,10 @@ OFFSETS_PARTITIONS = 5
 SETTINGS = TEST_SETTINGS + (
     "replica.fetch.wait.max.ms=100\nreplica.lag.time.max.ms=10000\n"
     f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}\n"
-    "group.initial.rebalance.delay.ms=300\n")
+    "group.initial.rebalance.delay.ms=300\n"
+    # the killed coordinator's session over in 6 s (not 18): its partitions of
+    # __consumer_offsets move only then
+    "zookeeper.session.timeout.ms=6000\n")
 TOPIC = "orders"
 PARTITIONS = 6
 PACE = 100.0
