@@ -4,7 +4,7 @@ PY ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-fast bench lint
+.PHONY: setup demo test test-fast test-long bench lint
 
 setup: $(STAMP)
 
@@ -23,6 +23,12 @@ demo: setup
 # on ports of its own (tests/conftest.py)
 test: setup
 	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile
+
+# on demand: only the long tier that `make test` leaves out (tests marked `long`: the fault
+# harness's runs on a real cluster beside CI's smoke, the Spark standalone cluster, the longer
+# variants of the multi-process tests); tests/conftest.py
+test-long: setup
+	PARTCTL_LONG_TESTS=1 $(VENV)/bin/python -m pytest -q -n 2 --dist loadfile -m long
 
 # the inner loop: every test that needs no server and starts no process (tests/conftest.py),
 # on two workers, a test at a time each

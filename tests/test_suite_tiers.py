@@ -1,8 +1,11 @@
 """How the suite arranges itself: what marks a test gets from what it uses (the ``--fast``
-tier leaves those out), and the order the workers' modules come in (tests/durations.py)."""
+tier leaves those out), the long tier (``long``: on demand, ``make test-long``), and the order
+the workers' modules come in (tests/durations.py)."""
 
 from __future__ import annotations
 
+import importlib
+import inspect
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -34,6 +37,35 @@ def test_the_fast_tier_leaves_out_every_mark_of_a_server_or_a_process() -> None:
     assert set(conftest.NEEDS_SERVER_OR_PROCESS) >= set(conftest.SERVER_PARAMS.values())
     assert "processes" in conftest.NEEDS_SERVER_OR_PROCESS
     assert set(conftest.FAST_LEAVES_OUT) == {*conftest.NEEDS_SERVER_OR_PROCESS, "slow"}
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_long_tier_has_a_make_target_and_a_page() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    target = makefile[makefile.index("\ntest-long:"):]
+    target = target[:target.index("\n\n")]
+    assert f"{conftest.LONG_TESTS}=1 " in target and " -m long" in target
+    assert "make test-long" in (ROOT / "docs" / "testing.md").read_text()
+
+
+def _marks(function: object) -> set[str]:
+    return {mark.name for mark in getattr(function, "pytestmark", [])}
+
+
+def test_the_fault_harness_on_a_real_cluster_is_the_smoke_alone_by_default() -> None:
+    # every test of these modules that needs a server (a real cluster) is in the long tier;
+    # tests/faults/test_smoke.py's seeds are what every run does with the harness
+    for name in ("test_cluster", "test_nemesis", "test_workload"):
+        module = importlib.import_module(f"tests.faults.{name}")
+        tests = [f for n, f in inspect.getmembers(module, inspect.isfunction)
+                 if n.startswith("test_") and f.__module__ == module.__name__]
+        real = [f for f in tests if "servers" in _marks(f)]
+        assert real and all("long" in _marks(f) for f in real), name
+    smoke = importlib.import_module("tests.faults.test_smoke")
+    every_run = [p for p in smoke.SMOKE if "long" not in {m.name for m in p.marks}]
+    assert {p.values[0] for p in every_run} == {"zookeeper", "etcd"}
 
 
 def test_the_longest_module_comes_first_and_an_unknown_one_in_the_middle() -> None:

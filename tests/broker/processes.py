@@ -27,9 +27,12 @@ __all__ = ["BrokerProcess", "coordinator_settings", "coordinator_url", "bytes_on
            "create_topic", "start_broker"]
 
 TEST_SETTINGS = ("zookeeper.connection.timeout.ms=20000\n"
-                 "controlled.shutdown.retry.backoff.ms=200\n")
-"""What the tests' brokers set before ``extra``: a patient first connection on a busy machine,
-quick controlled-shutdown retries."""
+                 "controlled.shutdown.retry.backoff.ms=200\n"
+                 "group.initial.rebalance.delay.ms=0\n")
+"""What the tests' brokers set before ``extra`` (a later line wins): a patient first connection
+on a busy machine, quick controlled-shutdown retries, and no initial rebalance delay (3 s for
+every new consumer group by default; Kafka's own test harness sets 0 too; the delay itself is
+tested where a test sets it explicitly)."""
 
 
 def coordinator_url(server: Server) -> str:

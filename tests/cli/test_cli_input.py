@@ -114,6 +114,9 @@ def test_keys_given_twice_are_refused_everywhere(url: str, tmp_path: Path,
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("backend", ["memory", *(pytest.param(name, marks=pytest.mark.long)
+                                                for name in ("zookeeper", "etcd"))],
+                         indirect=True)  # CPU-bound, 20-30 s each: on a server in the long tier
 def test_a_plan_with_150000_problems_shows_50_and_counts_the_rest(url: str, tmp_path: Path,
                                                                  backend: Harness) -> None:
     plan = tmp_path / "plan.json"

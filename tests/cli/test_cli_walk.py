@@ -402,7 +402,15 @@ def test_help(path: tuple[str, ...]) -> None:
     assert out.startswith(f"usage: partctl {' '.join(path)}")
 
 
-@pytest.mark.parametrize("path", list(COMMANDS), ids=" ".join)
+STARTS_A_CLUSTER = {("cluster", "up")}
+"""Commands that, given no arguments, start a coordinator server and three broker processes:
+in the long tier here (tests/conftest.py); tests/cli/test_cli_cluster_up.py runs them every
+time."""
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.long)
+                                  if p in STARTS_A_CLUSTER else p for p in COMMANDS],
+                         ids=" ".join)
 def test_no_arguments(path: tuple[str, ...], ctx: Context) -> None:
     code, out, err = run_any(ctx, *path)
     if code == 0:

@@ -2,7 +2,11 @@
 and three broker processes, each in a network namespace of its own, and clients in a host of
 their own. It forms (every broker registered, an RF 3 topic with full ISRs, idempotent acks=all
 writes read back); with the controller's host isolated, another broker takes over and writes go
-on to the new leaders; healed, the isolated broker registers again and returns to the ISRs."""
+on to the new leaders; healed, the isolated broker registers again and returns to the ISRs.
+
+The runs on a real cluster are in the long tier (on demand: ``make test-long``, or
+``PARTCTL_LONG_TESTS=1``); tests/faults/test_smoke.py is what every run of the suite does
+with the harness."""
 
 from __future__ import annotations
 
@@ -130,6 +134,7 @@ def read_all(cluster: FaultCluster) -> set[str]:
 
 
 @pytest.mark.servers
+@pytest.mark.long
 @pytest.mark.parametrize("kind", ["zookeeper", "etcd"])
 def test_the_cluster_forms_and_serves_idempotent_acks_all_writes(kind: str, tmp_path: Path
                                                                    ) -> None:
@@ -144,6 +149,7 @@ def test_the_cluster_forms_and_serves_idempotent_acks_all_writes(kind: str, tmp_
 
 
 @pytest.mark.servers
+@pytest.mark.long
 @pytest.mark.parametrize("kind", ["zookeeper", "etcd"])
 def test_an_isolated_controller_is_replaced_and_rejoins_after_heal(kind: str, tmp_path: Path
                                                                     ) -> None:
@@ -179,6 +185,7 @@ def test_an_isolated_controller_is_replaced_and_rejoins_after_heal(kind: str, tm
 
 
 @pytest.mark.servers
+@pytest.mark.long
 def test_broker_and_member_faults_and_cleanup_after_a_failure(tmp_path: Path) -> None:
     cluster = start("zookeeper", tmp_path)
     network = cluster.network

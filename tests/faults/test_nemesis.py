@@ -3,7 +3,11 @@ all healed in time), and a handful of its kinds injected into a real cluster, ea
 effect (a new controller epoch, a paused leader's registration gone, no coordinator writes
 without a majority, a broker cut from the coordinator unregistered, operations completed across
 a controller failover, new broker epochs) and healed by heal_all (every broker registered, full
-ISRs)."""
+ISRs).
+
+The runs on a real cluster are in the long tier (on demand: ``make test-long``, or
+``PARTCTL_LONG_TESTS=1``); tests/faults/test_smoke.py is what every run of the suite does
+with the harness."""
 
 from __future__ import annotations
 
@@ -148,6 +152,7 @@ def new_controller(cluster: FaultCluster, held: Held, before: int) -> int:
 
 
 @pytest.mark.servers
+@pytest.mark.long
 def test_kill_controller_elects_another_and_the_heal_restarts_it(zk: FaultCluster,
                                                                   tmp_path: Path) -> None:
     before = epoch(zk)
@@ -162,6 +167,7 @@ def test_kill_controller_elects_another_and_the_heal_restarts_it(zk: FaultCluste
 
 
 @pytest.mark.servers
+@pytest.mark.long
 def test_a_paused_leader_loses_its_registration_and_comes_back(zk: FaultCluster,
                                                                 tmp_path: Path) -> None:
     def during(held: Held) -> None:
@@ -175,6 +181,7 @@ def test_a_paused_leader_loses_its_registration_and_comes_back(zk: FaultCluster,
 
 
 @pytest.mark.servers
+@pytest.mark.long
 def test_without_a_majority_the_coordinator_takes_no_writes(zk: FaultCluster,
                                                              tmp_path: Path) -> None:
     def write(meta: MetadataClient) -> None:
@@ -191,6 +198,7 @@ def test_without_a_majority_the_coordinator_takes_no_writes(zk: FaultCluster,
 
 
 @pytest.mark.servers
+@pytest.mark.long
 def test_a_broker_cut_from_the_coordinator_is_unregistered_but_runs(zk: FaultCluster,
                                                                      tmp_path: Path) -> None:
     def during(held: Held) -> None:
@@ -202,6 +210,7 @@ def test_a_broker_cut_from_the_coordinator_is_unregistered_but_runs(zk: FaultClu
 
 
 @pytest.mark.servers
+@pytest.mark.long
 def test_a_reassignment_completes_across_a_controller_failover(zk: FaultCluster,
                                                                 tmp_path: Path) -> None:
     def replicas(meta: MetadataClient) -> dict[int, tuple[int, ...]]:
@@ -219,6 +228,7 @@ def test_a_reassignment_completes_across_a_controller_failover(zk: FaultCluster,
 
 
 @pytest.mark.servers
+@pytest.mark.long
 def test_a_scratch_topic_deletion_completes_across_a_controller_failover(
         zk: FaultCluster, tmp_path: Path) -> None:
     first = epoch(zk)
@@ -230,6 +240,7 @@ def test_a_scratch_topic_deletion_completes_across_a_controller_failover(
 
 
 @pytest.mark.servers
+@pytest.mark.long
 def test_a_bounced_broker_comes_back_twice_with_new_epochs(zk: FaultCluster,
                                                            tmp_path: Path) -> None:
     def epochs(meta: MetadataClient) -> dict[int, int]:
@@ -245,6 +256,7 @@ def test_a_bounced_broker_comes_back_twice_with_new_epochs(zk: FaultCluster,
 
 
 @pytest.mark.servers
+@pytest.mark.long
 def test_heal_all_says_in_one_line_what_did_not_come_back(zk: FaultCluster,
                                                           tmp_path: Path) -> None:
     """A broker that cannot start (killed at once on purpose) is named."""
@@ -273,6 +285,7 @@ def test_heal_all_says_in_one_line_what_did_not_come_back(zk: FaultCluster,
 
 
 @pytest.mark.servers
+@pytest.mark.long
 def test_etcd_a_controlled_shutdown_completes_across_a_controller_failover(
         tmp_path: Path) -> None:
     with start("etcd", tmp_path / "etcd") as cluster:

@@ -1,6 +1,10 @@
 """The workload of the fault harness: how a producer's error becomes an outcome, and real runs
 against a cluster of broker processes (clients in the client host), judged by the checker on
-the logs read back: quiet, and with a broker killed and restarted in the middle."""
+the logs read back: quiet, and with a broker killed and restarted in the middle.
+
+The runs on a real cluster are in the long tier (on demand: ``make test-long``, or
+``PARTCTL_LONG_TESTS=1``); tests/faults/test_smoke.py is what every run of the suite does
+with the harness."""
 
 from __future__ import annotations
 
@@ -90,6 +94,7 @@ def outcomes(events: Sequence[Event]) -> tuple[set[int], dict[int, str]]:
 
 
 @pytest.mark.servers
+@pytest.mark.long
 @pytest.mark.parametrize("kind", ["zookeeper", "etcd"])
 def test_a_quiet_run_is_acknowledged_read_and_judged_ok(kind: str, tmp_path: Path) -> None:
     path = tmp_path / "history.jsonl"
@@ -125,6 +130,7 @@ def test_a_quiet_run_is_acknowledged_read_and_judged_ok(kind: str, tmp_path: Pat
 
 
 @pytest.mark.servers
+@pytest.mark.long
 def test_a_run_with_a_broker_killed_and_restarted_is_judged_ok(tmp_path: Path) -> None:
     path = tmp_path / "history.jsonl"
     with start("zookeeper", tmp_path / "cluster") as cluster, History(path) as history:
@@ -162,6 +168,7 @@ def test_a_run_with_a_broker_killed_and_restarted_is_judged_ok(tmp_path: Path) -
 
 
 @pytest.mark.servers
+@pytest.mark.long
 def test_what_is_outstanding_when_the_workload_stops_is_recorded_unknown(tmp_path: Path
                                                                         ) -> None:
     path = tmp_path / "history.jsonl"

@@ -157,6 +157,15 @@ def _partitions(cluster: LocalCluster, topic: str) -> dict[int, tuple[int, list[
     return {p: (m.leader, list(m.replicas), list(m.isrs)) for p, m in meta.partitions.items()}
 
 
+def _back_in_every_isr(cluster: LocalCluster, broker_id: int) -> bool:
+    """Whether ``broker_id`` is in the ISR of every partition that prefers it, of every topic
+    (``__consumer_offsets`` and the other tests' topics too: ``--all-topic-partitions`` asks
+    for them all, and refuses a preferred replica outside the ISR)."""
+    topics = _admin(cluster).list_topics(timeout=30).topics.values()
+    return all(broker_id in m.isrs for meta in topics for m in meta.partitions.values()
+               if list(m.replicas)[:1] == [broker_id])
+
+
 def _produce(cluster: LocalCluster, topic: str, count: int, *, partition: int = -1,
              size: int = 10) -> None:
     producer = Producer({"bootstrap.servers": _live_bootstrap(cluster), "acks": "all",
@@ -451,7 +460,8 @@ def test_leader_elections_preferred_and_unclean(cluster: LocalCluster, tmp_path:
     _start(cluster, 1)
     preferred_1 = [(t, p) for t in [*lost.values(), spread]
                    for p, (_, replicas, _) in _partitions(cluster, t).items() if replicas[0] == 1]
-    wait_until(lambda: all(1 in _partitions(cluster, t)[p][2] for t, p in preferred_1),
+    wait_until(lambda: all(1 in _partitions(cluster, t)[p][2] for t, p in preferred_1)
+               and _back_in_every_isr(cluster, 1),
                timeout=90, interval=0.3, message="broker 1 back in the ISRs")
     assert all(_partitions(cluster, t)[p][0] != 1 for t, p in preferred_1)
     out = _ok(_elect(KAFKA_4, cluster, "preferred", "--all-topic-partitions"))
@@ -469,7 +479,8 @@ def test_leader_elections_preferred_and_unclean(cluster: LocalCluster, tmp_path:
     preferred_2 = [(t, p) for t in [*lost.values(), spread]
                    for p, (_, replicas, _) in _partitions(cluster, t).items() if replicas[0] == 2]
     assert preferred_2
-    wait_until(lambda: all(2 in _partitions(cluster, t)[p][2] for t, p in preferred_2),
+    wait_until(lambda: all(2 in _partitions(cluster, t)[p][2] for t, p in preferred_2)
+               and _back_in_every_isr(cluster, 2),
                timeout=90, interval=0.3, message="broker 2 back in the ISRs")
     out = _ok(_elect(KAFKA_3, cluster, "preferred", "--all-topic-partitions"))
     for topic, partition in preferred_2:

@@ -1,6 +1,11 @@
 """The spark engine on a real Spark standalone cluster (a master and two workers started from
 the installed pyspark, tests.spark_cluster) gives the plan it gives on ``local[2]``: both through
-``partctl reassign generate --engine spark --spark-master URL`` in processes of their own."""
+``partctl reassign generate --engine spark --spark-master URL`` in processes of their own.
+
+In the long tier (on demand: ``make test-long``, or ``PARTCTL_LONG_TESTS=1``): starting the
+cluster and two applications on it take minutes on a two-core machine; every run of the suite
+plans on ``local[*]`` (tests/rebalancer/test_planner_engines.py,
+tests/rebalancer/test_execution_generate_spark.py) and passes ``--spark-master`` there."""
 
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.spark
+@pytest.mark.long
 def test_a_standalone_cluster_gives_the_same_plan_as_local(spark_cluster: SparkCluster,
                                                            tmp_path: Path) -> None:
     snap = tmp_path / "snap.json"

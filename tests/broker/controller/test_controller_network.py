@@ -29,8 +29,10 @@ pytestmark = pytest.mark.servers
 KEEP_ISR = "replica.lag.time.max.ms=600000\n"
 
 
-@pytest.fixture(params=["zookeeper", "etcd"])
+@pytest.fixture(params=["zookeeper", pytest.param("etcd", marks=pytest.mark.long)])
 def server(request: pytest.FixtureRequest) -> Server:
+    """On etcd in the long tier (tests/conftest.py): every run has broker processes following
+    one controller on etcd in tests/broker/data/test_cluster_clients.py and the fault smoke."""
     return request.getfixturevalue(f"{request.param}_server")
 
 

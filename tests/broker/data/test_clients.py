@@ -238,3 +238,45 @@ def test_a_topic_is_created_when_a_client_asks_for_it(broker: BrokerProcess) -> 
     finally:
         client.close()
     assert "created topic " + topic in broker.log()
+
+
+def test_kafka_python_consumers_share_a_group_and_commit(broker: BrokerProcess) -> None:
+    """kafka-python's side of a classic group (JoinGroup, SyncGroup with the client's range
+    assignor, Heartbeat, OffsetCommit and OffsetFetch): two members split the partitions, read
+    everything and commit it. Its run through member and coordinator failures on three brokers
+    is in the long tier (tests/broker/groups/test_group_clients.py)."""
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.errors import CommitFailedError, RebalanceInProgressError
+
+    topic = topic_name("kp-group")
+    create_topic(broker, topic, 3)
+    acked = kafka_python_produce(broker, topic, 90, acks="all")
+    ends = {p: max(o for q, o, _k, _v in acked if q == p) + 1 for p in range(3)}
+    members = [kafka.KafkaConsumer(
+        topic, bootstrap_servers=broker.bootstrap, group_id=topic, enable_auto_commit=False,
+        auto_offset_reset="earliest", partition_assignment_strategy=[RangePartitionAssignor],
+        session_timeout_ms=6000, heartbeat_interval_ms=500) for _ in range(2)]
+    read: set[tuple[int, int]] = set()
+
+    def split() -> list[set[int]]:
+        return [{tp.partition for tp in m.assignment()} for m in members]
+
+    try:
+        deadline = time.monotonic() + 60
+        while not (sorted(map(len, split())) == [1, 2] and set.union(*split()) == {0, 1, 2}
+                   and read >= {(p, o) for p, o, _k, _v in acked}):
+            assert time.monotonic() < deadline, (split(), len(read))
+            for member in members:  # both poll: a member that does not cannot rejoin
+                for records in member.poll(200).values():
+                    read |= {(r.partition, r.offset) for r in records}
+                try:
+                    member.commit()
+                except (CommitFailedError, RebalanceInProgressError):
+                    pass  # a rebalance under way: committed again on the next turn
+        for member in members:
+            member.commit()
+        committed = {p: members[0].committed(kafka.TopicPartition(topic, p)) for p in range(3)}
+        assert committed == ends
+    finally:
+        for member in members:
+            member.close()

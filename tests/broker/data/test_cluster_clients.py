@@ -45,7 +45,10 @@ from .test_clients import (
 
 pytestmark = pytest.mark.servers
 
-SETTINGS = TEST_SETTINGS + "replica.fetch.wait.max.ms=100\nreplica.lag.time.max.ms=10000\n"
+SETTINGS = TEST_SETTINGS + ("replica.fetch.wait.max.ms=100\nreplica.lag.time.max.ms=10000\n"
+                            "zookeeper.session.timeout.ms=6000\n")
+"""The trios' brokers: quick follower fetches, and a SIGKILLed broker's session over in 6 s
+(not 18: every kill in these tests waits for it before the controller moves leaders)."""
 
 
 @dataclass
@@ -209,6 +212,8 @@ def progressing(producing: Producing, by: int, timeout: float = 60.0) -> None:
                message=f"{by} more acknowledgements")
 
 
+@pytest.mark.parametrize("trio", ["zookeeper", pytest.param("etcd", marks=pytest.mark.long)],
+                         indirect=True)  # on etcd in the long tier (tests/conftest.py)
 def test_acknowledged_writes_survive_a_killed_controller_and_a_controlled_shutdown(
         trio: Trio) -> None:
     client = coordinator.connect(trio.url, timeout=10)

@@ -208,12 +208,17 @@ def write_compressed(bootstrap: str, codec: str, topic: str) -> Latest:
     return acked
 
 
+@pytest.mark.long
 def test_compressed_compacted_topics_on_broker_processes(trio: CleaningTrio) -> None:
     """A compacted topic per codec, written by librdkafka (raw snappy) and kafka-python (xerial
     snappy), compressed batches and all: a keyless compressed produce is refused with
     INVALID_RECORD; the leader's cleaner compacts the compressed batches, rebuilding in their
     codec those that keep some records; librdkafka and kafka-python consumers read the latest
-    value of every key at the offset it was acknowledged at; the stored batches inflate."""
+    value of every key at the offset it was acknowledged at; the stored batches inflate.
+
+    In the long tier (tests/conftest.py): every run has the compacted topic above on these
+    processes, and compressed batches of every codec compacted by the cleaner itself
+    (tests/replication/test_cleaner.py)."""
     topics = {codec: f"compacted-{codec}" for codec in CODECS}
     admin = trio.admin()
     futures = admin.create_topics([NewTopic(t, num_partitions=1, replication_factor=3,

@@ -146,6 +146,8 @@ def test_registration_and_sigterm_stop_cleanly(tmp_path: Path, server: Server) -
         assert again.stop() == 0
 
 
+@pytest.mark.parametrize("server", ["zookeeper", pytest.param("etcd", marks=pytest.mark.long)],
+                         indirect=True)  # on etcd in the long tier (tests/conftest.py)
 def test_a_broker_restarted_at_once_after_a_kill_waits_for_its_old_registration(
         tmp_path: Path, server: Server) -> None:
     """A broker killed and started again at once finds its previous run's registration still
@@ -175,6 +177,8 @@ def test_a_broker_restarted_at_once_after_a_kill_waits_for_its_old_registration(
         assert again.stop() == 0
 
 
+@pytest.mark.parametrize("server", ["zookeeper", pytest.param("etcd", marks=pytest.mark.long)],
+                         indirect=True)  # on etcd in the long tier (tests/conftest.py)
 def test_the_first_client_sees_the_broker_and_its_controller(tmp_path: Path,
                                                            server: Server) -> None:
     """A client that connects the moment the broker accepts connections is told a cluster with
@@ -215,7 +219,7 @@ def test_the_first_client_sees_the_broker_and_its_controller(tmp_path: Path,
 @pytest.mark.parametrize(("signals", "status"), [
     ((signal.SIGINT,), 130),
     ((signal.SIGTERM, signal.SIGTERM), 143),
-    ((signal.SIGTERM, signal.SIGINT), 130),
+    pytest.param((signal.SIGTERM, signal.SIGINT), 130, marks=pytest.mark.long),
 ])
 def test_a_second_signal_or_sigint_stops_at_once(tmp_path: Path, zookeeper_server: Server,
                                                  signals: tuple[int, ...], status: int) -> None:

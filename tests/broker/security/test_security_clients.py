@@ -13,7 +13,7 @@ import ssl
 import struct
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import confluent_kafka as ck
 import kafka
@@ -207,14 +207,34 @@ def test_confluent_over_sasl_plaintext_with_plain(secure: SecureBroker) -> None:
 # --- refusals ------------------------------------------------------------------------------------
 
 
-def ck_refused(conf: dict[str, object], topic: str) -> list[ck.KafkaError]:
-    """Produce one message with ``conf``: it must not be delivered; the client's errors."""
+def authentication_failed(errors: list[ck.KafkaError]) -> bool:
+    return any(e.code() == ck.KafkaError._AUTHENTICATION for e in errors)
+
+
+def verify_failed(errors: list[ck.KafkaError]) -> bool:
+    return any("certificate verify failed" in e.str() for e in errors)
+
+
+def ssl_failed(errors: list[ck.KafkaError]) -> bool:
+    return any(e.code() == ck.KafkaError._SSL for e in errors)
+
+
+def ck_refused(conf: dict[str, object], topic: str,
+               until: Callable[[list[ck.KafkaError]], bool] = bool) -> list[ck.KafkaError]:
+    """Produce one message with ``conf``: it must not be delivered; the client's errors, once
+    ``until`` says they are what the caller asserts (default: any), or after 30 s. Then the
+    message is purged (not left to its delivery timeout): its report is an error unless it
+    was delivered meanwhile."""
     errors: list[ck.KafkaError] = []
-    producer = ck.Producer({**conf, "acks": "all", "message.timeout.ms": 4000,
+    producer = ck.Producer({**conf, "acks": "all", "message.timeout.ms": 60_000,
                             "error_cb": errors.append})
     delivered: list[object] = []
     producer.produce(topic, value=b"must not land",
                      on_delivery=lambda err, msg: delivered.append(err))
+    deadline = time.monotonic() + 30
+    while not until(errors) and not delivered and time.monotonic() < deadline:
+        producer.poll(0.1)
+    producer.purge()
     producer.flush(10)
     assert delivered and delivered[0] is not None, "a refused client's message was delivered"
     return errors
@@ -225,8 +245,10 @@ def test_a_wrong_password_fails_and_appends_nothing(secure: SecureBroker, mechan
                                                     ) -> None:
     topic = new_topic(secure)
     user = "alice" if mechanism.startswith("SCRAM") else "bob"
-    errors = ck_refused(ck_sasl(secure, mechanism, user, secret("wrong")), topic)
-    assert any(e.code() == ck.KafkaError._AUTHENTICATION for e in errors), errors
+    errors = ck_refused(ck_sasl(secure, mechanism, user, secret("wrong")), topic,
+                        until=lambda errors: authentication_failed(errors) and any(
+                            "Authentication failed" in e.str() for e in errors))
+    assert authentication_failed(errors), errors
     assert any("Authentication failed" in e.str() for e in errors), errors
     with pytest.raises(kafka.errors.KafkaError):
         kp_round_trip({**kp_sasl(secure, mechanism, user, secret("wrong")),
@@ -236,8 +258,9 @@ def test_a_wrong_password_fails_and_appends_nothing(secure: SecureBroker, mechan
 
 def test_an_unknown_scram_user_fails(secure: SecureBroker) -> None:
     topic = new_topic(secure)
-    errors = ck_refused(ck_sasl(secure, "SCRAM-SHA-512", "nobody", secret("x")), topic)
-    assert any(e.code() == ck.KafkaError._AUTHENTICATION for e in errors), errors
+    errors = ck_refused(ck_sasl(secure, "SCRAM-SHA-512", "nobody", secret("x")), topic,
+                        until=authentication_failed)
+    assert authentication_failed(errors), errors
     assert end_offset(secure, topic) == 0
 
 
@@ -260,16 +283,17 @@ def test_a_bad_client_certificate_is_refused_by_mutual_tls(secure: SecureBroker,
 
 def test_a_broker_certificate_from_an_untrusted_ca_is_refused(secure: SecureBroker) -> None:
     topic = new_topic(secure)
-    errors = ck_refused(ck_ssl(secure, ca=str(secure.material.rogue_ca)), topic)
-    assert any("certificate verify failed" in e.str() for e in errors), errors
+    errors = ck_refused(ck_ssl(secure, ca=str(secure.material.rogue_ca)), topic,
+                        until=verify_failed)
+    assert verify_failed(errors), errors
     assert end_offset(secure, topic) == 0
 
 
 def test_an_expired_broker_certificate_is_refused_by_the_client(secure: SecureBroker) -> None:
     topic = new_topic(secure)
-    errors = ck_refused(ck_ssl(secure, "EXPIRED"), topic)
+    errors = ck_refused(ck_ssl(secure, "EXPIRED"), topic, until=ssl_failed)
     # the SSL listener's certificate, from the same CA and valid, is accepted (the tests above)
-    assert any(e.code() == ck.KafkaError._SSL for e in errors), errors
+    assert ssl_failed(errors), errors
     with pytest.raises(kafka.errors.KafkaError):
         kp_round_trip({**kp_ssl(secure, "EXPIRED"), **REFUSED_QUICKLY}, topic)
     assert end_offset(secure, topic) == 0
@@ -437,8 +461,9 @@ def test_scram_users_made_by_the_admin_api_authenticate(secure: SecureBroker) ->
         future.result(30)
     time.sleep(1)  # the notification reaches the broker
     gone = new_topic(secure)
-    errors = ck_refused(ck_sasl(secure, "SCRAM-SHA-512", "carol", password), gone)
-    assert any(e.code() == ck.KafkaError._AUTHENTICATION for e in errors), errors
+    errors = ck_refused(ck_sasl(secure, "SCRAM-SHA-512", "carol", password), gone,
+                        until=authentication_failed)
+    assert authentication_failed(errors), errors
     assert end_offset(secure, gone) == 0
 
 

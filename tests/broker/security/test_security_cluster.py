@@ -33,11 +33,12 @@ from tests.broker.tls_material import Material, make_material
 pytestmark = pytest.mark.servers
 
 
-@pytest.fixture(scope="module", params=["zookeeper", "etcd"])
+@pytest.fixture(scope="module", params=["zookeeper", pytest.param("etcd", marks=pytest.mark.long)])
 def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
             ) -> Iterator[SecureTrio]:
     """The secure trio on each coordinator: SCRAM credentials at /config/users and the
-    brokers' authentication work the same over ZooKeeper and etcd."""
+    brokers' authentication work the same over ZooKeeper and etcd (etcd's run is in the long
+    tier, tests/conftest.py: ZooKeeper's has the locked-down chroot too)."""
     server = request.getfixturevalue(f"{request.param}_server")
     directory: Path = tmp_path_factory.mktemp("secure-cluster")
     material = make_material(directory / "tls")

@@ -62,8 +62,10 @@ class Store:
         return out
 
 
-@pytest.fixture(params=["file", "s3"])
+@pytest.fixture(params=["file", pytest.param("s3", marks=pytest.mark.long)])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    """On S3 in the long tier (tests/conftest.py); every run has the S3 store's own tests
+    (tests/replication/test_tiered_s3.py) and this kill on the filesystem store."""
     if request.param == "file":
         return Store(f"file://{tmp_path}/remote", None)
     endpoint = request.getfixturevalue("s3_endpoint")
