@@ -246,10 +246,12 @@ class CoordinatorAccess:
 
     def __init__(self, coordinator: Coordinator, *, description: str = "",
                  owns_session: bool = False) -> None:
-        from coordinator.metadata import MetadataClient
+        from rebalancer.execution import execution_client
 
         self.coordinator = coordinator
-        self.metadata: MetadataClient = MetadataClient(coordinator)
+        # one metadata client for everything the access does, an execution's included (whose
+        # reads ride out a coordinator outage: rebalancer.execution.outage_retry)
+        self.metadata: MetadataClient = execution_client(coordinator)
         self.description = description or "the coordinator"
         self._owns = owns_session
 
@@ -307,9 +309,9 @@ class CoordinatorAccess:
                 poll_interval: float = 0.5,
                 progress: Callable[[ExecutionProgress], None] | None = None,
                 label: str = "") -> ExecutionResult:
-        from rebalancer.execution import execute_plan, execution_client
+        from rebalancer.execution import execute_plan
 
-        return execute_plan(execution_client(self.coordinator), plan,
+        return execute_plan(self.metadata, plan,
                             max_concurrent_moves=max_concurrent_moves,
                             max_moves_per_broker=max_moves_per_broker, throttle=throttle,
                             additional=additional, timeout=timeout,
@@ -363,7 +365,6 @@ def open_access(*, coordinator_url: str | None = None, bootstrap: str | None = N
         raise ValueError("--command-config goes with --bootstrap-server")
     if bootstrap:
         from kafkaclient.admin import AdminClient, AdminError
-
         from rebalancer.admin_access import AdminAccess
 
         try:
