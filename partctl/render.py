@@ -197,9 +197,12 @@ def render_in_progress(moving: Mapping[TopicPartition, MovingPartition]) -> str:
         return "No partition reassignments found."
     lines = ["Current partition reassignments:"]
     for tp, m in sorted(moving.items()):
-        lines.append(f"{tp}: replicas: {','.join(map(str, m.replicas))}. adding: "
-                     f"{','.join(map(str, m.adding))}. removing: "
-                     f"{','.join(map(str, m.removing))}.")
+        line = f"{tp}: replicas: {','.join(map(str, m.replicas))}."
+        if m.adding:
+            line += f" adding: {','.join(map(str, m.adding))}."
+        if m.removing:
+            line += f" removing: {','.join(map(str, m.removing))}."
+        lines.append(line)
     return "\n".join(lines)
 
 

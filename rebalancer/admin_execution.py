@@ -42,11 +42,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SETTLE", "AdminRun", "asking", "listed", "overlap_decision", "run_plan"]
+__all__ = ["SETTLE", "AdminRun", "Position", "asking", "current_replicas", "listed",
+           "moves_in_progress", "overlap_decision", "positions", "run_plan"]
 
 SETTLE = 15.0
 """Seconds a move that left the list of moves in progress may take to show its target in the
 metadata before it is called failed."""
+
+Position = tuple[tuple[int, ...], tuple[int, ...]]
+"""A partition's replicas and ISR, as the metadata has them."""
 
 OUTAGE = 30.0
 """Seconds the run rides out a cluster it cannot ask (each failed poll tried again) before it
@@ -172,18 +176,23 @@ class AdminRun:
                       f"carry on")
         return set(self.left)
 
-    def settle(self, replicas: Mapping[TopicPartition, tuple[int, ...] | None], now: float,
+    def settle(self, where: Mapping[TopicPartition, Position | None], now: float,
                settle: float = SETTLE) -> None:
-        """The replicas (None: gone) of the moves that left the list: done at the target;
-        failed when not there ``settle`` seconds after leaving it."""
+        """The replicas and ISR (None: gone) of the moves that left the list: done at the
+        target with every target replica in sync (a move completes so; a metadata cache that
+        trails a cancelled move that only added replicas still shows them, out of sync), or
+        at the target ``settle`` seconds after leaving the list; failed when not there by
+        then."""
         for tp, gone in list(self.left.items()):
-            where = replicas.get(tp, ())
-            if where == gone.target:
+            position = where.get(tp, ((), ()))
+            waited = now - gone.since >= settle
+            replicas, isr = position if position is not None else (None, ())
+            if replicas == gone.target and (waited or set(gone.target) <= set(isr)):
                 self.done.append(tp)
-            elif where is not None and now - gone.since < settle:
+            elif replicas is not None and not waited:
                 continue
             else:
-                it = "gone" if where is None else f"at {list(where)}"
+                it = "gone" if replicas is None else f"at {list(replicas)}"
                 self.failed[tp] = (f"dropped before reaching {list(gone.target)} (cancelled, or "
                                    f"refused by the controller); it is {it}")
                 self.stop("a pending move was cancelled or refused, so execution stopped")
@@ -235,15 +244,22 @@ def moves_in_progress(admin: AdminClient) -> dict[TopicPartition, MovingPartitio
             for tp, r in listing.items()}
 
 
-def current_replicas(admin: AdminClient, tps: Iterable[TopicPartition]
-                     ) -> dict[TopicPartition, tuple[int, ...] | None]:
-    """Per partition, its replicas in the metadata (None: the topic or partition is gone)."""
+def positions(admin: AdminClient, tps: Iterable[TopicPartition]
+              ) -> dict[TopicPartition, Position | None]:
+    """Per partition, its replicas and ISR in the metadata (None: the topic or partition is
+    gone)."""
     tps = list(tps)
     with asking("cannot read the topics' metadata"):
         topics = admin.topics(sorted({tp.topic for tp in tps}))
-    where = {TopicPartition(t, p.partition): tuple(p.replicas)
+    where = {TopicPartition(t, p.partition): (tuple(p.replicas), tuple(p.isr))
              for t, info in topics.items() for p in info.partitions}
     return {tp: where.get(tp) for tp in tps}
+
+
+def current_replicas(admin: AdminClient, tps: Iterable[TopicPartition]
+                     ) -> dict[TopicPartition, tuple[int, ...] | None]:
+    """Per partition, its replicas in the metadata (None: the topic or partition is gone)."""
+    return {tp: None if p is None else p[0] for tp, p in positions(admin, tps).items()}
 
 
 def run_plan(admin: AdminClient, targets: Mapping[TopicPartition, tuple[int, ...]],
@@ -274,7 +290,7 @@ def run_plan(admin: AdminClient, targets: Mapping[TopicPartition, tuple[int, ...
                 listing = {tp: m.target for tp, m in moves_in_progress(admin).items()}
                 gone = run.seen(listing, now)
                 if gone:
-                    run.settle(current_replicas(admin, gone), clock.monotonic())
+                    run.settle(positions(admin, gone), clock.monotonic())
             first = False
             batch = {} if expired else run.next_batch()
             if batch:
