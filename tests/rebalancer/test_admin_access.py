@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient as KafkaAdmin
 from coordinator.codecs import TopicPartition
 from kafkaclient.admin import AdminClient
 from partctl.cli import main
-from rebalancer.access import AccessError, open_access
+from rebalancer.access import AccessError, ClusterAccess, open_access
 from rebalancer.admin_access import AdminAccess
 from rebalancer.admin_execution import AdminRun, overlap_decision
 from rebalancer.execution import ClaimRefused, ExecutionResult
@@ -180,6 +180,7 @@ def replicas(access: AdminAccess, topic: str) -> dict[int, tuple[int, ...]]:
 def test_generate_and_snapshot_read_sizes_by_bootstrap(trio: Trio, access: AdminAccess,
                                                       tmp_path: Path) -> None:
     create(trio, access, "sized", {0: [1], 1: [1], 2: [2]}, fill={0: 40, 1: 2})
+    assert isinstance(access, ClusterAccess)
     view = access.view()
     assert dict(view.brokers) == {1: None, 2: None, 3: None}
     assert view.sizes_known and view.controller in (1, 2, 3)
