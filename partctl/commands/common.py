@@ -191,6 +191,8 @@ def open_cluster(args: argparse.Namespace) -> ClusterAccess:
     bootstrap = getattr(args, "bootstrap_server", None)
     command_config = getattr(args, "command_config", None)
     url = getattr(args, "coordinator", None)
+    if command_config:
+        read_text(command_config, "--command-config file")  # an unreadable file, said first
     if bootstrap and url:
         raise UserError("give --bootstrap-server or --coordinator, not both")
     if command_config and not bootstrap:

@@ -30,6 +30,13 @@ def cmd_preferred(args: argparse.Namespace, out: TextIO) -> int:
 
     if args.partition is not None and args.topic is None:
         raise UserError("--partition needs --topic")
+    if args.topic is not None:
+        from coordinator.layout import validate_topic
+
+        try:
+            validate_topic(args.topic)
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
     with closing(open_cluster(args)) as access:
         partitions: list[TopicPartition] | None
         if args.topic is None:
