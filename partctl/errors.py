@@ -47,6 +47,7 @@ LIBRARY_USER_ERRORS: tuple[tuple[str, str, Callable[[BaseException], str]], ...]
     ("coordinator.topic_config", "InvalidConfig", _said),
     ("kafkaclient.groups", "GroupAdminError", _said),
     ("kafkaclient.offset_reset", "ResetError", _said),
+    ("rebalancer.access", "AccessError", _said),
     ("rebalancer.plan", "PlanError", _problem_lines),
     ("rebalancer.snapshot", "SnapshotError", _problem_lines),
     ("rebalancer.planner.model", "PlanningError", _problem_lines),

@@ -14,7 +14,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from coordinator.codecs import TopicPartition
+    from rebalancer.access import ElectionResult, MovingPartition
     from rebalancer.execution import ExecutionProgress, ExecutionResult
     from rebalancer.plan import Plan, Scores
     from rebalancer.scoring import LowerBounds
@@ -185,6 +188,33 @@ def render_verify(report: VerifyReport) -> str:
                 lines.append(f"Reassignment of partition {s.partition} failed: {s.reason}.")
     lines.append(f"{len(report.done)} done, {len(report.in_progress)} in progress, "
                  f"{len(report.failed)} failed.")
+    return "\n".join(lines)
+
+
+def render_in_progress(moving: Mapping[TopicPartition, MovingPartition]) -> str:
+    """``reassign list``, as Kafka's ``kafka-reassign-partitions --list`` prints it."""
+    if not moving:
+        return "No partition reassignments found."
+    lines = ["Current partition reassignments:"]
+    for tp, m in sorted(moving.items()):
+        line = f"{tp}: replicas: {','.join(map(str, m.replicas))}."
+        if m.adding:
+            line += f" adding: {','.join(map(str, m.adding))}."
+        if m.removing:
+            line += f" removing: {','.join(map(str, m.removing))}."
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def render_election(result: ElectionResult) -> str:
+    """``elect preferred``: what the Admin API's ElectLeaders did, or (a coordinator) what was
+    handed to the controller."""
+    if result.requested and not (result.elected or result.not_needed or result.failed):
+        return (f"Requested a preferred replica election for {len(result.requested)} "
+                f"partition(s).")
+    lines = [f"Elected the preferred leader of {len(result.elected)} partition(s); "
+             f"{len(result.not_needed)} already led by it; {len(result.failed)} failed."]
+    lines += [f"  {tp}: {why}" for tp, why in sorted(result.failed.items())]
     return "\n".join(lines)
 
 

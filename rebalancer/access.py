@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AccessError", "ClusterAccess", "ClusterView", "CoordinatorAccess", "ElectionResult",
-    "LivePartition", "LogDirUsage", "MovingPartition", "NO_LEADER",
+    "LivePartition", "LogDirUsage", "MovingPartition", "NO_LEADER", "open_access",
 ]
 
 NO_LEADER = -1
@@ -246,10 +246,12 @@ class CoordinatorAccess:
 
     def __init__(self, coordinator: Coordinator, *, description: str = "",
                  owns_session: bool = False) -> None:
-        from coordinator.metadata import MetadataClient
+        from rebalancer.execution import execution_client
 
         self.coordinator = coordinator
-        self.metadata: MetadataClient = MetadataClient(coordinator)
+        # one metadata client for everything the access does, an execution's included (whose
+        # reads ride out a coordinator outage: rebalancer.execution.outage_retry)
+        self.metadata: MetadataClient = execution_client(coordinator)
         self.description = description or "the coordinator"
         self._owns = owns_session
 
@@ -307,9 +309,9 @@ class CoordinatorAccess:
                 poll_interval: float = 0.5,
                 progress: Callable[[ExecutionProgress], None] | None = None,
                 label: str = "") -> ExecutionResult:
-        from rebalancer.execution import execute_plan, execution_client
+        from rebalancer.execution import execute_plan
 
-        return execute_plan(execution_client(self.coordinator), plan,
+        return execute_plan(self.metadata, plan,
                             max_concurrent_moves=max_concurrent_moves,
                             max_moves_per_broker=max_moves_per_broker, throttle=throttle,
                             additional=additional, timeout=timeout,
@@ -346,3 +348,36 @@ class CoordinatorAccess:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def open_access(*, coordinator_url: str | None = None, bootstrap: str | None = None,
+                command_config: str | None = None, timeout: float = 30.0,
+                coordinator_options: Mapping[str, Any] | None = None) -> ClusterAccess:
+    """The cluster one of the two ways in, for a ``with`` block or ``close()``: a coordinator
+    URL (ZooKeeper, etcd, memory; ``coordinator_options`` go to ``coordinator.connect``), or
+    Kafka's Admin API by ``bootstrap`` servers (``HOST:PORT,...``) with the client properties of
+    ``command_config`` (Kafka's ``--command-config``). ValueError (one line) for both or
+    neither, or ``command_config`` without ``bootstrap``; AccessError when the cluster cannot
+    be reached (a coordinator's own errors are its own)."""
+    if coordinator_url and bootstrap:
+        raise ValueError("give --bootstrap-server or --coordinator, not both")
+    if command_config and not bootstrap:
+        raise ValueError("--command-config goes with --bootstrap-server")
+    if bootstrap:
+        from kafkaclient.admin import AdminClient, AdminError
+        from rebalancer.admin_access import AdminAccess
+
+        try:
+            admin = AdminClient.from_command_config(bootstrap, command_config, timeout=timeout)
+        except AdminError as exc:
+            raise AccessError(str(exc)) from exc
+        return AdminAccess(admin, description=f"bootstrap {bootstrap}")
+    if coordinator_url:
+        import coordinator
+        from coordinator.url import redact
+
+        session = coordinator.connect(coordinator_url, timeout=timeout,
+                                      **dict(coordinator_options or {}))
+        return CoordinatorAccess(session, description=redact(coordinator_url),
+                                 owns_session=True)
+    raise ValueError("no cluster: pass --bootstrap-server HOST:PORT or --coordinator URL")

@@ -22,8 +22,9 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from itertools import islice
 from types import MappingProxyType
 
 from coordinator import layout
@@ -54,9 +55,11 @@ __all__ = [
     "ExecutionProgress",
     "ExecutionResult",
     "ReassignmentInProgress",
+    "changed_brokers",
     "claim_decision",
     "execute_plan",
     "execution_client",
+    "next_moves",
     "outage_retry",
     "plan_digest",
 ]
@@ -167,6 +170,39 @@ def claim_decision(own: Mapping[TopicPartition, tuple[int, ...]],
     return "join"
 
 
+def changed_brokers(current: Iterable[int], target: Iterable[int]) -> frozenset[int]:
+    """The brokers a move changes: those gaining or losing the replica (what
+    ``max_moves_per_broker`` counts). Pure."""
+    return frozenset(set(current) ^ set(target))
+
+
+def next_moves(pending: Iterable[TopicPartition],
+               targets: Mapping[TopicPartition, tuple[int, ...]], *, free: int,
+               per_broker: int | None, changing: Mapping[TopicPartition, frozenset[int]],
+               in_flight: Iterable[TopicPartition]) -> dict[TopicPartition, tuple[int, ...]]:
+    """The next moves to submit, in ``pending`` order: up to ``free`` of them and, with a
+    ``per_broker`` limit, only those that keep every broker they change (``changing``) within
+    it, counting the moves ``in_flight``. Pure: both ways of executing a plan batch by it."""
+    if free <= 0:
+        return {}
+    if per_broker is None:
+        return {tp: targets[tp] for tp in islice(pending, free)}
+    load: dict[int, int] = {}
+    for tp in in_flight:
+        for b in changing.get(tp, ()):
+            load[b] = load.get(b, 0) + 1
+    batch: dict[TopicPartition, tuple[int, ...]] = {}
+    for tp in pending:
+        if len(batch) >= free:
+            break
+        brokers = changing.get(tp, frozenset())
+        if all(load.get(b, 0) < per_broker for b in brokers):
+            batch[tp] = targets[tp]
+            for b in brokers:
+                load[b] = load.get(b, 0) + 1
+    return batch
+
+
 def execution_client(coordinator: Coordinator | MetadataClient, *, retry: Retry | None = None
                      ) -> MetadataClient:
     """The one metadata client of an execution, which validation, throttles, execution, verify
@@ -231,7 +267,7 @@ class _Run:
         for tp in sorted(self.targets):
             position = now[tp]
             current = position[0] if position is not None else ()
-            self.moving[tp] = frozenset(set(current) ^ set(self.targets[tp]))
+            self.moving[tp] = changed_brokers(current, self.targets[tp])
             if tp in adopted:
                 self.in_flight[tp] = self.targets[tp]
             elif now[tp] == (self.targets[tp], False):
@@ -259,22 +295,8 @@ class _Run:
         """The next pending moves, in plan order, up to ``free`` of them and, with a
         per-broker limit, only those that keep every broker they change within it (counting
         the moves in flight). Pure over the run's state."""
-        if self.per_broker is None:
-            return {tp: self.targets[tp] for tp in list(self.pending)[:free]}
-        load: dict[int, int] = {}
-        for tp in self.in_flight:
-            for b in self.moving.get(tp, ()):
-                load[b] = load.get(b, 0) + 1
-        batch: dict[TopicPartition, tuple[int, ...]] = {}
-        for tp in self.pending:
-            if len(batch) >= free:
-                break
-            brokers = self.moving.get(tp, frozenset())
-            if all(load.get(b, 0) < self.per_broker for b in brokers):
-                batch[tp] = self.targets[tp]
-                for b in brokers:
-                    load[b] = load.get(b, 0) + 1
-        return batch
+        return next_moves(self.pending, self.targets, free=free, per_broker=self.per_broker,
+                          changing=self.moving, in_flight=self.in_flight)
 
     def step(self, *, submit: bool = True) -> bool:
         """Read the node, account for what left it, and (``submit``) top it up; False when a

@@ -11,6 +11,7 @@ every problem, one line each (rebalancer.plan parses the JSON strictly).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 
 from coordinator.base import Coordinator
 from coordinator.codecs import TopicAssignment
@@ -19,7 +20,7 @@ from rebalancer.live_snapshot import cluster_state, metadata_client, target_repl
 from rebalancer.plan import Plan, PlanError, load_plan_json, parse_plan, render_plan
 from rebalancer.snapshot import PartitionReplicas, Snapshot, SnapshotBroker
 
-__all__ = ["read_plan", "validate_plan"]
+__all__ = ["check_plan", "read_plan", "validate_plan"]
 
 
 def _live_snapshot(brokers: Mapping[int, str | None], topics: Mapping[str, TopicAssignment]
@@ -93,7 +94,14 @@ def validate_plan(coordinator: Coordinator | MetadataClient, plan_text_or_plan: 
             else plan_text_or_plan)
     md = metadata_client(coordinator)
     brokers, topics, deleting = cluster_state(md)
-    snap = _live_snapshot(brokers, topics)
+    return check_plan(text, _live_snapshot(brokers, topics), deleting=deleting)
+
+
+def check_plan(text: str | bytes, snap: Snapshot, *, deleting: AbstractSet[str] = frozenset()
+               ) -> Plan:
+    """The checks of :func:`validate_plan` against the live cluster as ``snap`` has it (its
+    brokers the registered ones, its partitions' replicas where each is heading), ``deleting``
+    the topics being deleted. Pure: both ways of reaching a cluster validate by it."""
     problems: list[str] = []
     plan: Plan | None = None
     try:

@@ -28,6 +28,7 @@ __all__ = [
     "NoActiveController",
     "VerifyReport",
     "cancel_reassignment",
+    "move_status",
     "plan_moves",
     "positions",
     "require_controller",
@@ -163,24 +164,34 @@ def verify_plan(coordinator: Coordinator | MetadataClient, plan: Plan) -> Verify
     for tp, target in sorted(targets.items()):
         a = topics.get(tp.topic)
         if a is None or tp.partition not in a.partitions:
-            out.append(MoveStatus(partition=tp, state=MoveState.FAILED, target=target,
-                                  reason="the partition does not exist"))
+            out.append(move_status(tp, target, None, None))
             continue
         replicas = tuple(a.partitions[tp.partition])
         moving = bool(a.adding.get(tp.partition) or a.removing.get(tp.partition))
         heading = pending.get(tp) or (target_replicas(a, tp.partition) if moving else None)
-        if heading == target:
-            state, reason = MoveState.IN_PROGRESS, None
-        elif heading is not None:
-            state, reason = MoveState.FAILED, f"another move, to {list(heading)}, is in progress"
-        elif replicas == target:
-            state, reason = MoveState.DONE, None
-        else:
-            state, reason = MoveState.FAILED, (f"replicas are {list(replicas)}, not "
-                                               f"{list(target)}, and no move is pending")
-        out.append(MoveStatus(partition=tp, state=state, target=target, replicas=replicas,
-                              reason=reason))
+        out.append(move_status(tp, target, replicas, heading))
     return VerifyReport(statuses=tuple(out))
+
+
+def move_status(tp: TopicPartition, target: tuple[int, ...], replicas: tuple[int, ...] | None,
+                heading: tuple[int, ...] | None) -> MoveStatus:
+    """One plan entry's state from where the partition is (``replicas``, None when it does not
+    exist) and where a move in progress takes it (``heading``, None when none is). Pure: both
+    ways of reaching a cluster verify by it."""
+    if replicas is None:
+        return MoveStatus(partition=tp, state=MoveState.FAILED, target=target,
+                          reason="the partition does not exist")
+    if heading == target:
+        state, reason = MoveState.IN_PROGRESS, None
+    elif heading is not None:
+        state, reason = MoveState.FAILED, f"another move, to {list(heading)}, is in progress"
+    elif replicas == target:
+        state, reason = MoveState.DONE, None
+    else:
+        state, reason = MoveState.FAILED, (f"replicas are {list(replicas)}, not "
+                                           f"{list(target)}, and no move is pending")
+    return MoveStatus(partition=tp, state=state, target=target, replicas=replicas,
+                      reason=reason)
 
 
 # --- cancel ------------------------------------------------------------------------------------

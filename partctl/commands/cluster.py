@@ -36,10 +36,21 @@ import argparse
 import signal
 import sys
 import time
+from contextlib import closing
 from types import FrameType
 from typing import TYPE_CHECKING, TextIO
 
-from partctl.commands.common import connect, count, id_list, reword, seconds, sizes
+from partctl.commands.common import (
+    cluster_options,
+    connect,
+    count,
+    id_list,
+    open_cluster,
+    reword,
+    seconds,
+    sizes,
+    timeout_option,
+)
 from partctl.errors import UserError, user_error
 
 if TYPE_CHECKING:
@@ -54,7 +65,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     cluster = sub.add_parser("cluster", help="the cluster as a planner snapshot; a development "
                                              "cluster on this machine")
     clsub = cluster.add_subparsers(dest="action", metavar="ACTION", required=True)
-    snap = clsub.add_parser("snapshot", parents=[common],
+    snap = clsub.add_parser("snapshot", parents=[cluster_options(), timeout_option()],
                             help="write brokers, racks and replicas to a JSON or Parquet file")
     snap.add_argument("-o", "--output", required=True, metavar="FILE",
                       help="snap.json or snap.parquet")
@@ -62,7 +73,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     snap.add_argument("--new-brokers", metavar="7,8", help="brokers just added")
     snap.add_argument("--sizes", metavar="FILE",
                       help='partition sizes: {"partitions": [{"topic", "partition", '
-                           '"size_bytes"}]} (default: sizes unknown)')
+                           '"size_bytes"}]} (default: read from the cluster with '
+                           '--bootstrap-server, unknown with --coordinator)')
     snap.add_argument("--plot", metavar="FILE",
                       help="also draw replicas, leaders and bytes per broker, grouped by rack "
                            "(cluster.png; needs the plot extra)")
@@ -100,17 +112,16 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 
 def cmd_snapshot(args: argparse.Namespace, out: TextIO) -> int:
-    from rebalancer.live_snapshot import snapshot_from_coordinator
-
     if args.plot:
         from partctl.plot import check_plot_target
 
         check_plot_target(args.plot)
-    with connect(args) as client:
-        snap = snapshot_from_coordinator(
-            client, sizes=sizes(args),
-            decommission=id_list(args.decommission, "--decommission"),
-            new_brokers=id_list(args.new_brokers, "--new-brokers"))
+    override = sizes(args)
+    with closing(open_cluster(args)) as access:
+        view = access.view(sizes=override is None)
+    snap = view.snapshot(decommission=id_list(args.decommission, "--decommission"),
+                         new_brokers=id_list(args.new_brokers, "--new-brokers"),
+                         sizes=override)
     _write_snapshot(snap, args.output)
     racks = sorted({b.rack for b in snap.brokers if b.rack is not None})
     print(f"Wrote a snapshot of {len(snap.brokers)} brokers ({len(racks)} racks) and "

@@ -20,6 +20,7 @@ from partctl.errors import UserError
 if TYPE_CHECKING:
     from coordinator.admin import Admin
     from coordinator.base import Coordinator
+    from rebalancer.access import ClusterAccess
 
 ENV_COORDINATOR = "PARTCTL_COORDINATOR"
 
@@ -138,6 +139,75 @@ def admin(args: argparse.Namespace) -> Iterator[Admin]:
 
     with connect(args) as client:
         yield Admin(client)
+
+
+# --- the cluster, either way in ------------------------------------------------------------------
+
+ADMIN_TIMEOUT = 30.0
+"""The least time an Admin API request gets (a DescribeLogDirs of a big broker takes a while),
+whatever ``--timeout`` says of connecting."""
+
+
+def cluster_options() -> argparse.ArgumentParser:
+    """A parent parser for the commands that reach a live cluster, either way in: Kafka's Admin
+    API (``--bootstrap-server``, ``--command-config``, as Kafka's tools take them) or the
+    coordinator's admin nodes (``--coordinator``). :func:`open_cluster` opens the one given."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
+                        help="the cluster by Kafka's Admin API: any Kafka 3.x or 4.x cluster, "
+                             "KRaft or ZooKeeper mode, or partctl's brokers")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="client properties for --bootstrap-server, as Kafka's tools take "
+                             "them (security.protocol, sasl.mechanism, sasl.jaas.config, ssl.*)")
+    parser.add_argument("--coordinator", metavar="URL",
+                        help=f"the cluster by its coordinator instead: zookeeper://h:p/chroot, "
+                             f"etcd://h:p/prefix or memory://NAME (default: ${ENV_COORDINATOR})")
+    return parser
+
+
+def timeout_option() -> argparse.ArgumentParser:
+    """``--timeout S``: how long to wait for the cluster (the top-level parser's, for commands
+    that take :func:`cluster_options` instead of its ``--coordinator``)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--timeout", type=seconds, default=5.0, metavar="S",
+                        help="seconds to wait for the cluster (default 5)")
+    return parser
+
+
+def cluster_given(args: argparse.Namespace) -> bool:
+    """Whether the command was given a cluster (an option, or $PARTCTL_COORDINATOR)."""
+    return bool(getattr(args, "bootstrap_server", None) or getattr(args, "coordinator", None)
+                or os.environ.get(ENV_COORDINATOR))
+
+
+def open_cluster(args: argparse.Namespace) -> ClusterAccess:
+    """The cluster of :func:`cluster_options`, to close after use (``with closing(...)``):
+    ``--bootstrap-server`` (with ``--command-config``) or ``--coordinator`` (else
+    $PARTCTL_COORDINATOR, a default that ``--bootstrap-server`` overrides). Both, or neither, is
+    one line; so is ``--command-config`` without ``--bootstrap-server``. The wait is
+    ``--connect-timeout`` where the command has one, else ``--timeout``."""
+    from rebalancer.access import open_access
+
+    bootstrap = getattr(args, "bootstrap_server", None)
+    command_config = getattr(args, "command_config", None)
+    url = getattr(args, "coordinator", None)
+    if command_config:
+        read_text(command_config, "--command-config file")  # an unreadable file, said first
+    if bootstrap and url:
+        raise UserError("give --bootstrap-server or --coordinator, not both")
+    if command_config and not bootstrap:
+        raise UserError("--command-config goes with --bootstrap-server")
+    if not bootstrap:
+        url = url or os.environ.get(ENV_COORDINATOR)
+        if not url:
+            raise UserError(f"no cluster: pass --bootstrap-server HOST:PORT or --coordinator "
+                            f"URL, or set {ENV_COORDINATOR}")
+    timeout = getattr(args, "connect_timeout", None) or getattr(args, "timeout", None) or 5.0
+    if bootstrap:
+        return open_access(bootstrap=bootstrap, command_config=command_config,
+                           timeout=max(timeout, ADMIN_TIMEOUT))
+    options = {"session_timeout": args.session_timeout} if "session_timeout" in args else {}
+    return open_access(coordinator_url=url, timeout=timeout, coordinator_options=options)
 
 
 # --- files ---------------------------------------------------------------------------------------

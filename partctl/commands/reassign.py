@@ -1,25 +1,30 @@
-"""``partctl reassign generate | execute | verify | cancel``: Kafka's kafka-reassign-partitions,
-with partctl's planner (rebalancer.engines) in place of its round-robin generator."""
+"""``partctl reassign generate | execute | verify | cancel | list``: Kafka's
+kafka-reassign-partitions, with partctl's planner (rebalancer.engines) in place of its
+round-robin generator. Each reaches the cluster either way in (rebalancer.access): Kafka's Admin
+API by ``--bootstrap-server`` (with ``--command-config``), or the coordinator by
+``--coordinator``; the command code is the same for both."""
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from typing import TYPE_CHECKING, Any, TextIO
 
 from partctl.commands.common import (
     ENV_COORDINATOR,
-    connect,
+    cluster_given,
+    cluster_options,
     count,
     fraction,
     id_list,
+    open_cluster,
     read_text,
     seconds,
     seconds_or_zero,
     sizes,
+    timeout_option,
 )
 from partctl.errors import UserError
 from rebalancer.goals import GOALS
@@ -30,10 +35,12 @@ if TYPE_CHECKING:
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    reassign = sub.add_parser("reassign", help="plan, execute, verify and cancel partition "
+    reassign = sub.add_parser("reassign", help="plan, execute, verify, cancel and list partition "
                                                "reassignments")
     rsub = reassign.add_subparsers(dest="action", metavar="ACTION", required=True)
-    gen = rsub.add_parser("generate", parents=[common],
+    cluster = cluster_options()
+    wait = timeout_option()
+    gen = rsub.add_parser("generate", parents=[cluster, wait],
                           help="plan a reassignment from a snapshot file or the live cluster")
     gen.add_argument("--snapshot", metavar="FILE", help="a snapshot (.json or .parquet)")
     gen.add_argument("--goal", choices=GOALS, default="balance",
@@ -50,7 +57,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     gen.add_argument("--new-brokers", metavar="7,8", help="brokers just added")
     gen.add_argument("--replication-factor", metavar="t=3,u=2",
                      help="new replication factors (--goal replication-factor)")
-    gen.add_argument("--sizes", metavar="FILE", help="partition sizes (with --coordinator)")
+    gen.add_argument("--sizes", metavar="FILE",
+                     help="partition sizes (default: read from the cluster with "
+                          "--bootstrap-server, unknown with --coordinator)")
     gen.add_argument("--engine", choices=("auto", "local", "spark"), default="auto")
     gen.add_argument("--spark-master", default="local[*]", metavar="URL")
     gen.add_argument("--seed", type=int, default=0)
@@ -64,14 +73,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     plan_file = argparse.ArgumentParser(add_help=False)
     plan_file.add_argument("--reassignment-json-file", required=True, metavar="FILE")
     session = argparse.ArgumentParser(add_help=False)
-    session.add_argument("--coordinator", metavar="URL",
-                         help=f"the coordinator URL (default: ${ENV_COORDINATOR})")
     session.add_argument("--connect-timeout", type=seconds, default=5.0, metavar="S",
-                         help="seconds to wait for the coordinator (default 5)")
+                         help="seconds to wait for the cluster (default 5)")
     session.add_argument("--session-timeout", type=seconds, default=10.0, metavar="S",
                          help="seconds the coordinator session outlives a lost connection; "
                               "execute rides out an outage of up to twice this (default 10)")
-    ex = rsub.add_parser("execute", parents=[session, plan_file],
+    ex = rsub.add_parser("execute", parents=[cluster, session, plan_file],
                          help="have the controller carry out a plan, N partitions at a time")
     ex.add_argument("--max-concurrent-moves", type=count(1), default=50, metavar="N",
                     help="partitions moving at once (default 50)")
@@ -79,25 +86,29 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                     help="moves changing any one broker at once (default: no limit)")
     ex.add_argument("--throttle", type=_rate, default=None, metavar="RATE",
                     help="throttle the moves' replication to RATE per broker (50MB/s, 1MiB/s "
-                         "or bytes/s); verify removes it once every move is done")
+                         "or bytes/s); taken off once every move is done (by verify; with "
+                         "--bootstrap-server, by execute too when it sees them all done)")
     ex.add_argument("--additional", action="store_true",
                     help="add the plan's moves to a reassignment already in progress (one no "
                          "partctl execute is running), as Kafka's tool does, instead of "
-                         "refusing")
+                         "refusing (a partition already moving elsewhere is still refused)")
     ex.add_argument("--timeout", type=seconds, default=None, metavar="S",
                     help="stop waiting after S seconds; pending moves carry on (default: none)")
     ex.add_argument("--poll-interval", type=seconds, default=0.5, help=argparse.SUPPRESS)
     ex.add_argument("--status-every", type=seconds_or_zero, default=5.0, metavar="S",
                     help="seconds between status lines when not on a terminal (default 5)")
     ex.set_defaults(func=cmd_execute)
-    ver = rsub.add_parser("verify", parents=[common, plan_file],
+    ver = rsub.add_parser("verify", parents=[cluster, wait, plan_file],
                           help="per partition: done, in progress or failed")
     ver.set_defaults(func=cmd_verify)
-    can = rsub.add_parser("cancel", parents=[common],
+    can = rsub.add_parser("cancel", parents=[cluster, wait],
                           help="revert the pending moves (back to the original replicas)")
     can.add_argument("--wait", type=seconds_or_zero, default=30.0, metavar="S",
                      help="seconds to wait for the controller to revert (default 30)")
     can.set_defaults(func=cmd_cancel)
+    ls = rsub.add_parser("list", parents=[cluster, wait],
+                         help="the reassignments in progress, whoever started them")
+    ls.set_defaults(func=cmd_list)
 
 
 # --- generate ------------------------------------------------------------------------------------
@@ -109,20 +120,18 @@ def cmd_generate(args: argparse.Namespace, out: TextIO) -> int:
     from partctl.render import broker_loads, render_loads, render_scores
     from rebalancer.engines import plan_reassignment
     from rebalancer.goals import CLI, check_goal_options
-    from rebalancer.live_snapshot import (
-        parse_topics_to_move,
-        scope_snapshot,
-        snapshot_from_coordinator,
-    )
+    from rebalancer.live_snapshot import parse_topics_to_move, scope_snapshot
     from rebalancer.plan import render_plan, score_plan
     from rebalancer.planner.goals import BalanceDisk
     from rebalancer.scoring import lower_bounds
     from rebalancer.snapshot import load_snapshot
 
-    if args.snapshot and args.coordinator:
-        raise UserError("give --snapshot FILE or --coordinator URL, not both")
-    if not args.snapshot and not (args.coordinator or os.environ.get(ENV_COORDINATOR)):
-        raise UserError(f"give --snapshot FILE or --coordinator URL (or set {ENV_COORDINATOR})")
+    if args.snapshot and (args.coordinator or args.bootstrap_server):
+        raise UserError("give --snapshot FILE or a cluster (--bootstrap-server or "
+                        "--coordinator), not both")
+    if not args.snapshot and not cluster_given(args):
+        raise UserError(f"give --snapshot FILE, or a cluster: --bootstrap-server HOST:PORT or "
+                        f"--coordinator URL (or set {ENV_COORDINATOR})")
     check_goal_options(args.goal, count_slack=args.count_slack,
                        replication_factor=args.replication_factor, spelling=CLI)
     if args.plot:
@@ -133,7 +142,7 @@ def cmd_generate(args: argparse.Namespace, out: TextIO) -> int:
     new_brokers = id_list(args.new_brokers, "--new-brokers")
     if args.snapshot:
         if args.sizes:
-            raise UserError("--sizes goes with --coordinator (a snapshot file has sizes)")
+            raise UserError("--sizes goes with a cluster (a snapshot file has sizes)")
         try:
             snap = load_snapshot(args.snapshot)
         except OSError as exc:
@@ -142,10 +151,11 @@ def cmd_generate(args: argparse.Namespace, out: TextIO) -> int:
         snap = replace(snap, decommission=snap.decommission | set(decommission),
                        new_brokers=snap.new_brokers | set(new_brokers))
     else:
-        with connect(args) as client:
-            snap = snapshot_from_coordinator(client, sizes=sizes(args),
-                                             decommission=decommission,
-                                             new_brokers=new_brokers)
+        override = sizes(args)
+        with closing(open_cluster(args)) as access:
+            view = access.view(sizes=override is None)
+        snap = view.snapshot(decommission=decommission, new_brokers=new_brokers,
+                             sizes=override)
     topics = (parse_topics_to_move(read_text(args.topics_to_move_json_file,
                                              "--topics-to-move-json-file"))
               if args.topics_to_move_json_file else None)
@@ -247,29 +257,29 @@ def _plan_file(args: argparse.Namespace) -> str:
 
 def cmd_execute(args: argparse.Namespace, out: TextIO) -> int:
     from partctl.render import ProgressDisplay, render_result
-    from rebalancer.execution import execute_plan, execution_client
-    from rebalancer.validation import validate_plan
+    from rebalancer.access import CoordinatorAccess
 
     text = _plan_file(args)
-    with connect(args) as client:
-        md = execution_client(client)  # the execution's one metadata client
-        plan = validate_plan(md, text)
+    with closing(open_cluster(args)) as access:
+        plan = access.validate(text)
+        removal = ("verify removes the throttle once every move is done"
+                   if isinstance(access, CoordinatorAccess) else
+                   "removed when every move has finished; else verify removes it")
         header = (f"Executing a reassignment of {len(plan.partitions)} partition(s), at most "
                   f"{args.max_concurrent_moves} at a time"
                   + (f" and {args.max_moves_per_broker} per broker"
                      if args.max_moves_per_broker else "")
-                  + (f", replication throttled to {args.throttle} B/s per broker (verify "
-                     f"removes the throttle once every move is done)" if args.throttle else "")
+                  + (f", replication throttled to {args.throttle} B/s per broker ({removal})"
+                     if args.throttle else "")
                   + (", in addition to the moves in progress" if args.additional else "")
                   + ".")
         try:
             with ProgressDisplay(out, every=args.status_every, header=header) as display:
-                result = execute_plan(md, plan,
-                                      max_concurrent_moves=args.max_concurrent_moves,
-                                      max_moves_per_broker=args.max_moves_per_broker,
-                                      throttle=args.throttle, additional=args.additional,
-                                      poll_interval=args.poll_interval, timeout=args.timeout,
-                                      progress=display, label=args.reassignment_json_file)
+                result = access.execute(plan, max_concurrent_moves=args.max_concurrent_moves,
+                                        max_moves_per_broker=args.max_moves_per_broker,
+                                        throttle=args.throttle, additional=args.additional,
+                                        poll_interval=args.poll_interval, timeout=args.timeout,
+                                        progress=display, label=args.reassignment_json_file)
         except KeyboardInterrupt:
             print("Interrupted: the moves already submitted carry on; `partctl reassign "
                   "execute` again resumes the plan, `partctl reassign verify` follows the "
@@ -280,17 +290,13 @@ def cmd_execute(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
-    from coordinator.metadata import MetadataClient
     from partctl.render import render_verify
-    from rebalancer.throttles import remove_throttles
     from rebalancer.validation import read_plan
-    from rebalancer.verification import verify_plan
 
     plan = read_plan(_plan_file(args))
-    with connect(args) as client:
-        md = MetadataClient(client)
-        report = verify_plan(md, plan)
-        removed = (remove_throttles(md, {r.topic for r in plan.partitions})
+    with closing(open_cluster(args)) as access:
+        report = access.verify(plan)
+        removed = (access.remove_throttles({r.topic for r in plan.partitions})
                    if report.all_done else None)
     print(render_verify(report), file=out)
     if removed is not None and (removed.brokers or removed.topics):
@@ -302,9 +308,17 @@ def cmd_verify(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_cancel(args: argparse.Namespace, out: TextIO) -> int:
     from partctl.render import render_cancel
-    from rebalancer.verification import cancel_reassignment
 
-    with connect(args) as client:
-        report = cancel_reassignment(client, wait=args.wait)
+    with closing(open_cluster(args)) as access:
+        report = access.cancel(wait=args.wait)
     print(render_cancel(report), file=out)
+    return 0
+
+
+def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
+    from partctl.render import render_in_progress
+
+    with closing(open_cluster(args)) as access:
+        moving = access.in_progress()
+    print(render_in_progress(moving), file=out)
     return 0

@@ -257,11 +257,12 @@ def test_generate_errors_are_one_line_each(live: Live, tmp_path: Path,
         for line, message in zip(lines, messages, strict=True):
             assert line.startswith("partctl: error: ") and message in line, (argv, err)
     code, _, err = run("reassign", "generate", "-o", out_path)
-    assert code == 1 and "give --snapshot FILE or --coordinator URL (or set" in err
+    assert code == 1 and ("give --snapshot FILE, or a cluster: --bootstrap-server HOST:PORT or "
+                          "--coordinator URL (or set") in err
     code, _, err = run("reassign", "generate", "-o", out_path, "--snapshot", "s.json",
                        "--coordinator", live.url)
-    assert code == 1 and err == ("partctl: error: give --snapshot FILE or --coordinator URL, "
-                                 "not both\n")
+    assert code == 1 and err == ("partctl: error: give --snapshot FILE or a cluster "
+                                 "(--bootstrap-server or --coordinator), not both\n")
     monkeypatch.setenv("PARTCTL_COORDINATOR", live.url)  # the environment names the cluster
     assert run("reassign", "generate", "--engine", "local", "-o", out_path)[0] == 0
     Path(out_path).unlink()
