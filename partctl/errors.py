@@ -48,6 +48,7 @@ LIBRARY_USER_ERRORS: tuple[tuple[str, str, Callable[[BaseException], str]], ...]
     ("kafkaclient.groups", "GroupAdminError", _said),
     ("kafkaclient.offset_reset", "ResetError", _said),
     ("rebalancer.access", "AccessError", _said),
+    ("rebalancer.operations", "OperationError", _said),
     ("rebalancer.plan", "PlanError", _problem_lines),
     ("rebalancer.snapshot", "SnapshotError", _problem_lines),
     ("rebalancer.planner.model", "PlanningError", _problem_lines),

@@ -21,6 +21,8 @@ __all__ = ["CLIENT_PROTOCOLS", "MECHANISMS", "PLAINTEXT_CLIENT", "ClientSecurity
 
 MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
 """The SASL mechanisms partctl serves and speaks."""
+MAX_PROPERTIES_BYTES = 1 << 20
+"""A client properties file larger than this is refused unread."""
 
 
 class SecurityConfigError(ValueError):
@@ -150,12 +152,15 @@ def read_client_properties(path: str) -> ClientSecurity:
 
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            data = f.read(MAX_PROPERTIES_BYTES + 1)
     except OSError as exc:
         raise SecurityConfigError(f"cannot read the client properties {path}: "
                                   f"{exc.strerror or type(exc).__name__}") from None
+    if len(data) > MAX_PROPERTIES_BYTES:
+        raise SecurityConfigError(f"client properties {path}: larger than "
+                                  f"{MAX_PROPERTIES_BYTES >> 20} MiB, not a properties file")
     try:
         props = {p.key: p.value for p in parse_properties(data)}
         return client_properties_security(props)
-    except (PropertiesError, SecurityConfigError) as exc:
+    except (PropertiesError, SecurityConfigError, UnicodeDecodeError) as exc:
         raise SecurityConfigError(f"client properties {path}: {exc}") from None

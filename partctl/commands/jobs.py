@@ -12,7 +12,9 @@ from typing import TextIO
 from partctl.commands.common import (
     ENV_COORDINATOR,
     coordinator_url,
+    count,
     database_options,
+    finite,
     fraction,
     seconds,
     sizes,
@@ -93,14 +95,14 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                     help="how long an anomaly must last before it is acted on: seconds, or "
                          "30s, 10m, 1h (default 30m, as Cruise Control's self-healing "
                          "threshold for a failed broker)")
-    sh.add_argument("--replica-spread", type=int, default=None, metavar="N",
+    sh.add_argument("--replica-spread", type=count(0), default=None, metavar="N",
                     help="rebalance when replicas per broker spread (max - min) beyond N")
-    sh.add_argument("--leader-spread", type=int, default=None, metavar="N",
+    sh.add_argument("--leader-spread", type=count(0), default=None, metavar="N",
                     help="rebalance when preferred leaders per broker spread beyond N")
-    sh.add_argument("--disk-max-over-mean", type=float, default=None, metavar="R",
+    sh.add_argument("--disk-max-over-mean", type=finite, default=None, metavar="R",
                     help="move bytes when the fullest broker holds more than R times the mean "
                          "(sizes come with --bootstrap-server)")
-    sh.add_argument("--disk-usage", type=float, default=None, metavar="F",
+    sh.add_argument("--disk-usage", type=finite, default=None, metavar="F",
                     help="move bytes when a log directory's volume is fuller than F (0-1; "
                          "brokers report it to the Admin API, Kafka 3.3+)")
     sh.add_argument("--ignore-rack-violations", action="store_true",
@@ -131,7 +133,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 def _cluster_kwargs(args: argparse.Namespace) -> dict:
     """The job's cluster: a coordinator URL (without its credentials) or bootstrap servers and
     the absolute path of a properties file, checked now (not at 3 a.m.); giving both ways in,
-    or neither, is one line."""
+    or neither, is one line; an unreadable properties file is said first, as everywhere."""
+    if args.command_config is not None:
+        _check_properties(os.path.abspath(args.command_config))
     if args.bootstrap_server is not None and args.coordinator is not None:
         raise UserError("give --bootstrap-server or --coordinator, not both")
     if args.command_config is not None and args.bootstrap_server is None:
@@ -153,27 +157,19 @@ def _cluster_kwargs(args: argparse.Namespace) -> dict:
 
     kwargs = {"bootstrap": check_bootstrap("--bootstrap-server", args.bootstrap_server)}
     if args.command_config is not None:
-        path = os.path.abspath(args.command_config)
-        _check_properties(path)
-        kwargs["command_config"] = path
+        kwargs["command_config"] = os.path.abspath(args.command_config)
     return kwargs
 
 
 def _check_properties(path: str) -> None:
     """A client properties file that cannot be read or that holds bad security settings is
     refused now, naming the file (never a value from it)."""
-    from kafkaclient.properties import PropertiesError, parse_properties
-    from kafkaclient.security.settings import SecurityConfigError, client_properties_security
+    from kafkaclient.security.settings import SecurityConfigError, read_client_properties
 
     try:
-        with open(path, "rb") as f:
-            props = {p.key: p.value for p in parse_properties(f.read(1 << 20))}
-        client_properties_security(props)
-    except OSError as exc:
-        raise UserError(f"cannot read --command-config {path}: {exc.strerror or exc}") from None
-    except (PropertiesError, SecurityConfigError, UnicodeDecodeError) as exc:
-        line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UserError(f"--command-config {path}: {line}") from None
+        read_client_properties(path)
+    except SecurityConfigError as exc:
+        raise UserError(f"--command-config: {exc}") from None
 
 
 def _grace(text: str) -> float:
@@ -199,9 +195,6 @@ def _job_kwargs(args: argparse.Namespace) -> dict:
             raise UserError("--disk-usage must be more than 0 and at most 1")
         if args.disk_max_over_mean is not None and args.disk_max_over_mean < 1:
             raise UserError("--disk-max-over-mean must be at least 1")
-        for name in ("replica_spread", "leader_spread"):
-            if getattr(args, name) is not None and getattr(args, name) < 0:
-                raise UserError(f"--{name.replace('_', '-')} must not be negative")
         kwargs.update(grace=_grace(args.grace), rack_violations=not args.ignore_rack_violations,
                       max_concurrent_moves=args.max_concurrent_moves)
         for name in ("replica_spread", "leader_spread", "disk_max_over_mean", "disk_usage",

@@ -8,7 +8,8 @@ after, balance, replicas, bytes and leaders moved, the partitions skipped and wh
 ``-o FILE``, writes the plan (Kafka's reassignment JSON). ``--execute`` carries it out as
 ``reassign execute`` does (the same limits and throttle), takes the throttles off once every
 move is done, and for demote-brokers then runs the preferred election that moves leadership.
-The cluster is reached through a :class:`~rebalancer.access.ClusterAccess` (:func:`_open`).
+The cluster is reached through a :class:`~rebalancer.access.ClusterAccess`: by Kafka's Admin API
+(``--bootstrap-server``, ``--command-config``) or through the coordinator (``--coordinator``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,13 @@ import os
 from contextlib import closing
 from typing import TYPE_CHECKING, TextIO
 
-from partctl.commands.common import ENV_COORDINATOR, connect, count, seconds, seconds_or_zero
+from partctl.commands.common import (
+    cluster_options,
+    count,
+    open_cluster,
+    seconds,
+    seconds_or_zero,
+)
 from partctl.commands.common import sizes as read_sizes
 from partctl.errors import UserError
 
@@ -42,26 +49,15 @@ ACTIONS = (
 
 
 def _cluster_options() -> argparse.ArgumentParser:
-    """How the commands reach the cluster (a coordinator, for now)."""
-    cluster = argparse.ArgumentParser(add_help=False)
-    cluster.add_argument("--coordinator", metavar="URL",
-                         help=f"the coordinator URL (default: ${ENV_COORDINATOR})")
+    """How the commands reach the cluster: Kafka's Admin API (``--bootstrap-server``,
+    ``--command-config``) or the coordinator (``--coordinator``), with reassign execute's waits."""
+    cluster = argparse.ArgumentParser(add_help=False, parents=[cluster_options()])
     cluster.add_argument("--connect-timeout", type=seconds, default=5.0, metavar="S",
-                         help="seconds to wait for the coordinator (default 5)")
+                         help="seconds to wait for the cluster (default 5)")
     cluster.add_argument("--session-timeout", type=seconds, default=10.0, metavar="S",
                          help="seconds the coordinator session outlives a lost connection "
                               "(default 10)")
     return cluster
-
-
-def _open(args: argparse.Namespace) -> ClusterAccess:
-    """The cluster of the command line, for a ``with closing(...)`` block."""
-    from coordinator.url import redact
-    from partctl.commands.common import coordinator_url
-    from rebalancer.access import CoordinatorAccess
-
-    return CoordinatorAccess(connect(args), description=redact(coordinator_url(args)),
-                             owns_session=True)
 
 
 # --- options -------------------------------------------------------------------------------------
@@ -159,26 +155,20 @@ def _plan(name: str, view: ClusterView, ids: list[int],
 
 
 def cmd_operation(args: argparse.Namespace, out: TextIO) -> int:
-    from rebalancer.access import AccessError
-    from rebalancer.operations import OperationError
-
     if args.output:
         _check_output(args.output)
     sizes = read_sizes(args)
-    try:
-        with closing(_open(args)) as access:
-            view = access.view(sizes=True)
-            op = _plan(args.operation, view, getattr(args, "broker_ids", []), sizes)
-            _show(op, access.description, out)
-            if args.output:
-                _write(op, args.output, out)
-            if not args.execute:
-                print("Dry run: nothing was moved. Run it again with --execute to carry it "
-                      "out.", file=out)
-                return 0
-            return _execute(op, access, args, out)
-    except (OperationError, AccessError) as exc:
-        raise UserError(str(exc)) from None
+    with closing(open_cluster(args)) as access:
+        view = access.view(sizes=True)
+        op = _plan(args.operation, view, getattr(args, "broker_ids", []), sizes)
+        _show(op, access.description, out)
+        if args.output:
+            _write(op, args.output, out)
+        if not args.execute:
+            print("Dry run: nothing was moved. Run it again with --execute to carry it out.",
+                  file=out)
+            return 0
+        return _execute(op, access, args, out)
 
 
 def _show(op: OperationPlan, where: str, out: TextIO) -> None:

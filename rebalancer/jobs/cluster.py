@@ -102,23 +102,11 @@ def open_cluster(target: ClusterTarget, *, timeout: float) -> ClusterAccess:
     """The job's cluster, opened for one run (close it after): through the coordinator, or
     through Kafka's Admin API with the security of the properties file, read now.
     ClusterUnavailable (one line) when it cannot be opened."""
-    if target.coordinator is not None:
-        import coordinator
-        from rebalancer.access import CoordinatorAccess
+    from rebalancer.access import AccessError, open_access
 
-        session = coordinator.connect(target.coordinator, timeout=timeout)
-        return CoordinatorAccess(session, description=target.describe(), owns_session=True)
-    assert target.bootstrap is not None
     try:
-        from kafkaclient.admin import AdminClient, AdminError
-        from rebalancer.admin_access import AdminAccess
-    except ImportError:  # pragma: no cover - the Admin API's way in is part of partctl
-        raise ClusterUnavailable("this partctl cannot reach a cluster by bootstrap servers "
-                                 "(rebalancer.admin_access is missing)") from None
-    try:
-        admin = AdminClient.from_command_config(target.bootstrap, target.command_config,
-                                                timeout=timeout)
-    except AdminError as exc:
+        return open_access(coordinator_url=target.coordinator, bootstrap=target.bootstrap,
+                           command_config=target.command_config, timeout=timeout)
+    except AccessError as exc:
         raise ClusterUnavailable(str(exc).splitlines()[0] if str(exc) else
                                  type(exc).__name__) from None
-    return AdminAccess(admin, description=target.describe())
