@@ -40,7 +40,7 @@ from benchmarks.common import start_brokers  # noqa: E402
 from coordinator import servers  # noqa: E402
 from coordinator.admin import Admin  # noqa: E402
 from kafkaclient.admin import AdminClient  # noqa: E402
-from rebalancer.access import open_access  # noqa: E402
+from rebalancer.access import AccessError, open_access  # noqa: E402
 
 
 def _create(url: str, topics: int, partitions: int, rf: int, brokers: int) -> None:
@@ -81,15 +81,36 @@ def _wait_led(bootstrap: str, partitions: int, timeout: float) -> float:
             time.sleep(2)
 
 
+def _raise_open_files(wanted: int) -> int:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, max(hard, wanted)))
+    except (ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    print(f"open-file limit for the brokers: {limit}", flush=True)
+    return limit
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--partitions", type=int, default=200_000)
     parser.add_argument("--topics", type=int, default=2_000)
-    parser.add_argument("--brokers", type=int, default=3)
+    parser.add_argument("--brokers", type=int, default=None,
+                        help="default: enough that each broker's replicas (three descriptors "
+                             "each) take at most 3/4 of the open-file limit, at least 3")
     parser.add_argument("--replication-factor", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--wait", type=float, default=3600, help="seconds to wait for leaders")
+    parser.add_argument("--open-files", type=int, default=1 << 20,
+                        help="the brokers' open-file limit (each replica holds three "
+                             "descriptors: raised as far as this process may, for the brokers "
+                             "it starts)")
     args = parser.parse_args()
+    limit = _raise_open_files(args.open_files)
+    if args.brokers is None:
+        replicas = args.partitions * args.replication_factor
+        args.brokers = max(3, -(-replicas * 3 // (limit * 3 // 4)))
 
     with tempfile.TemporaryDirectory(prefix="partctl-admin-snapshot-") as tmp:
         zk = servers.start_server("zookeeper")
@@ -106,6 +127,7 @@ def main() -> None:
             led = _wait_led(bootstrap, args.partitions, args.wait)
             rows = []
             for _ in range(args.repeat):
+                print("  reading the cluster by the Admin API", flush=True)
                 with open_access(bootstrap=bootstrap, timeout=300) as access:
                     s0 = time.perf_counter()
                     view = access.view(sizes=True)
@@ -118,6 +140,8 @@ def main() -> None:
                     n1 = time.perf_counter()
                 rows.append((s1 - s0, s2 - s1, n1 - n0))
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        except AccessError as exc:
+            raise SystemExit(f"admin_snapshot: {exc}") from None
         finally:
             for b in brokers:
                 b.kill()
