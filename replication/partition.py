@@ -347,6 +347,8 @@ class Partition:
 
     def expire_produces(self, now_ms: int) -> None:
         """Fail acks=all produces whose timeout passed (their records stay in the log)."""
+        if not self._pending:  # most partitions, every tick: no lock taken (a produce parked
+            return             # just now is looked at next tick)
         with self._lock:
             done = self._pending.expire(now_ms)
         complete(done)

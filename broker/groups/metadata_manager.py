@@ -248,11 +248,16 @@ class GroupMetadataManager:
         for p in list(self._partitions):
             if self._leader_epoch(p) != self._partitions[p].epoch:
                 self._unload(p)
-        for tp, partition in list(self.replica_manager.partitions().items()):
-            if tp.topic == OFFSETS_TOPIC and tp.partition not in self._partitions:
+        # only __consumer_offsets' partitions are looked at: this runs five times a second on
+        # a broker that may host tens of thousands of other partitions
+        for p in range(self.partition_count()):
+            if p in self._partitions:
+                continue
+            partition = self.replica_manager.partition(TopicPartition(OFFSETS_TOPIC, p))
+            if partition is not None:
                 status = partition.status()
                 if status.role is Role.LEADER:
-                    self._load(tp.partition, status.leader_epoch)
+                    self._load(p, status.leader_epoch)
 
     def _state_of(self, p: int) -> ErrorCode:
         """NONE when partition ``p``'s groups are here and loaded; else the error to answer."""
