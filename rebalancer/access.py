@@ -24,7 +24,13 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from coordinator.codecs import TopicPartition
-from rebalancer.snapshot import PartitionReplicas, Snapshot, SnapshotBroker, SnapshotError
+from rebalancer.snapshot import (
+    PartitionReplicas,
+    Snapshot,
+    SnapshotError,
+    live_brokers,
+    liveness_problems,
+)
 
 if TYPE_CHECKING:
     from coordinator.base import Coordinator
@@ -155,25 +161,10 @@ class ClusterView:
         decommission, new_brokers = frozenset(decommission), frozenset(new_brokers)
         racks = dict(self.brokers)
         offline = self.offline_brokers
-        problems: list[str] = []
-        for b in offline:
-            if b not in decommission:
-                problems.append(f"broker {b} holds replicas but is not registered (offline?): "
-                                f"bring it back, or decommission it to drain it")
-        for b in sorted(decommission - racks.keys() - set(offline)):
-            problems.append(f"cannot decommission broker {b}: it is not registered")
-        for b in sorted(new_brokers - racks.keys()):
-            problems.append(f"new broker {b} is not registered")
-        for b in sorted(new_brokers & decommission):
-            problems.append(f"broker {b} cannot be both new and decommissioned")
-        if not racks:
-            problems.append("no broker is registered")
+        problems = liveness_problems(racks, offline, decommission, new_brokers)
         if problems:
             raise SnapshotError(problems)
-        named = sorted({r for r in racks.values() if r is not None})
-        placeholder = named[0] if named and None not in racks.values() else None
-        brokers = tuple(SnapshotBroker(id=b, rack=racks.get(b, placeholder))
-                        for b in sorted({*racks, *offline}))
+        brokers = live_brokers(racks, offline)
         override = sizes or {}
         parts = tuple(PartitionReplicas(
             topic=p.topic, partition=p.partition, replicas=p.replicas,
@@ -336,7 +327,7 @@ class CoordinatorAccess:
                         ) -> ElectionResult:
         from coordinator.admin import Admin
 
-        requested = Admin(self.coordinator).elect_preferred(partitions)
+        requested = Admin(self.metadata).elect_preferred(partitions)
         return ElectionResult(requested=tuple(requested))
 
     def close(self) -> None:

@@ -19,7 +19,6 @@ that left the list is given ``SETTLE`` seconds to show its target before it is c
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from rebalancer.execution import (
     ClaimRefused,
     ExecutionProgress,
     ExecutionResult,
+    RunLedger,
     changed_brokers,
     next_moves,
 )
@@ -108,7 +108,7 @@ class _Left:
     target: tuple[int, ...]
 
 
-class AdminRun:
+class AdminRun(RunLedger):
     """One execution's bookkeeping: what waits, what is submitted, what is done or failed.
     Pure: the loop (:func:`run_plan`) feeds it what the cluster says."""
 
@@ -116,19 +116,13 @@ class AdminRun:
                  current: Mapping[TopicPartition, tuple[int, ...]],
                  moving: Mapping[TopicPartition, tuple[int, ...]], *, window: int,
                  per_broker: int | None) -> None:
-        self.targets = dict(targets)
+        super().__init__(dict(targets))
         self.window = window
         self.per_broker = per_broker
         self.changing = {tp: changed_brokers(current.get(tp, ()), t) for tp, t in targets.items()}
         self.others = {tp for tp in moving if tp not in targets}
         """Moves of others in progress when the run started (``additional``): left alone."""
-        self.pending: deque[TopicPartition] = deque()
-        self.in_flight: dict[TopicPartition, tuple[int, ...]] = {}
         self.left: dict[TopicPartition, _Left] = {}
-        self.done: list[TopicPartition] = []
-        self.failed: dict[TopicPartition, str] = {}
-        self.unsent: list[TopicPartition] = []
-        self.stopped: str | None = None
         for tp in sorted(targets):
             if moving.get(tp) == targets[tp]:
                 self.in_flight[tp] = targets[tp]  # taken over
@@ -136,22 +130,6 @@ class AdminRun:
                 self.done.append(tp)
             else:
                 self.pending.append(tp)
-
-    @property
-    def busy(self) -> bool:
-        return bool(self.pending or self.in_flight)
-
-    def progress(self) -> ExecutionProgress:
-        return ExecutionProgress(total=len(self.targets), done=len(self.done),
-                                 in_flight=len(self.in_flight), failed=len(self.failed))
-
-    def stop(self, reason: str) -> None:
-        if self.stopped is None:
-            self.stopped = reason
-        while self.pending:
-            tp = self.pending.popleft()
-            self.unsent.append(tp)
-            self.failed[tp] = f"not started: {reason}"
 
     def seen(self, moving: Mapping[TopicPartition, tuple[int, ...]], now: float
              ) -> set[TopicPartition]:

@@ -225,14 +225,46 @@ def outage_retry(coordinator: Coordinator) -> Retry:
                  deadline=max(2 * session, 1.0))
 
 
-class _Run:
+class RunLedger:
+    """The bookkeeping every execution keeps, whichever way in: the moves waiting (in plan
+    order), submitted, done and failed, and why submitting stopped."""
+
+    def __init__(self, targets: Mapping[TopicPartition, tuple[int, ...]]) -> None:
+        self.targets = targets
+        self.pending: deque[TopicPartition] = deque()
+        self.in_flight: dict[TopicPartition, tuple[int, ...]] = {}
+        self.done: list[TopicPartition] = []
+        self.failed: dict[TopicPartition, str] = {}
+        self.unsent: list[TopicPartition] = []
+        """Never submitted: execution stopped first."""
+        self.stopped: str | None = None
+        """Why no more moves are submitted (a cancel, another writer, a lost claim)."""
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.pending or self.in_flight)
+
+    def progress(self) -> ExecutionProgress:
+        return ExecutionProgress(total=len(self.targets), done=len(self.done),
+                                 in_flight=len(self.in_flight), failed=len(self.failed))
+
+    def stop(self, reason: str) -> None:
+        if self.stopped is None:
+            self.stopped = reason
+        while self.pending:
+            tp = self.pending.popleft()
+            self.unsent.append(tp)
+            self.failed[tp] = f"not started: {reason}"
+
+
+class _Run(RunLedger):
     """One execution of a plan: the claim, the window of moves in the node, what left it."""
 
     def __init__(self, md: MetadataClient, targets: Mapping[TopicPartition, tuple[int, ...]],
                  owner: ReassignmentOwner, max_concurrent_moves: int,
                  max_moves_per_broker: int | None = None, *, additional: bool = False) -> None:
+        super().__init__(targets)
         self.md = md
-        self.targets = targets
         self.owner = owner
         self.window = max_concurrent_moves
         self.per_broker = max_moves_per_broker
@@ -243,16 +275,8 @@ class _Run:
         self.moving: dict[TopicPartition, frozenset[int]] = {}
         """Per move, the brokers it changes (gaining or losing the replica), which
         ``per_broker`` counts."""
-        self.done: list[TopicPartition] = []
-        self.pending: deque[TopicPartition] = deque()
-        self.in_flight: dict[TopicPartition, tuple[int, ...]] = {}
         self.unsure: set[TopicPartition] = set()
         """Sent by a write whose answer was lost: in the node, or back to pending."""
-        self.failed: dict[TopicPartition, str] = {}
-        self.unsent: list[TopicPartition] = []
-        """Never submitted: execution stopped first."""
-        self.stopped: str | None = None
-        """Why no more moves are submitted (a cancel, another writer, a lost claim)."""
         self.claimed = False
         """The owner node is this run's, of this session (as last read)."""
         self.involved = False
@@ -274,22 +298,6 @@ class _Run:
                 self.done.append(tp)
             else:
                 self.pending.append(tp)
-
-    @property
-    def busy(self) -> bool:
-        return bool(self.pending or self.in_flight)
-
-    def progress(self) -> ExecutionProgress:
-        return ExecutionProgress(total=len(self.targets), done=len(self.done),
-                                 in_flight=len(self.in_flight), failed=len(self.failed))
-
-    def stop(self, reason: str) -> None:
-        if self.stopped is None:
-            self.stopped = reason
-        while self.pending:
-            tp = self.pending.popleft()
-            self.unsent.append(tp)
-            self.failed[tp] = f"not started: {reason}"
 
     def next_batch(self, free: int) -> dict[TopicPartition, tuple[int, ...]]:
         """The next pending moves, in plan order, up to ``free`` of them and, with a

@@ -17,7 +17,13 @@ from coordinator.codecs import TopicAssignment
 from coordinator.metadata import MetadataClient
 from coordinator.skipped import SkippedTopics, readable_assignments
 from rebalancer import strict_json
-from rebalancer.snapshot import PartitionReplicas, Snapshot, SnapshotBroker, SnapshotError
+from rebalancer.snapshot import (
+    PartitionReplicas,
+    Snapshot,
+    SnapshotError,
+    live_brokers,
+    liveness_problems,
+)
 
 log = logging.getLogger(__name__)
 
@@ -86,27 +92,12 @@ def snapshot_from_coordinator(
             parts.append(PartitionReplicas(topic=topic, partition=p,
                                            replicas=target_replicas(a, p),
                                            size_bytes=sizes.get((topic, p))))
-    problems: list[str] = []
     hosting = {r for part in parts for r in part.replicas}
     offline = sorted(hosting - racks.keys())
-    for b in offline:
-        if b not in decommission:
-            problems.append(f"broker {b} holds replicas but is not registered (offline?): "
-                            f"bring it back, or decommission it to drain it")
-    for b in sorted(decommission - racks.keys() - hosting):
-        problems.append(f"cannot decommission broker {b}: it is not registered")
-    for b in sorted(new_brokers - racks.keys()):
-        problems.append(f"new broker {b} is not registered")
-    for b in sorted(new_brokers & decommission):
-        problems.append(f"broker {b} cannot be both new and decommissioned")
-    if not racks:
-        problems.append("no broker is registered")
+    problems = liveness_problems(racks, offline, decommission, new_brokers)
     if problems:
         raise SnapshotError(problems)
-    named = sorted({r for r in racks.values() if r is not None})
-    placeholder = named[0] if named and None not in racks.values() else None
-    brokers = [SnapshotBroker(id=b, rack=racks.get(b, placeholder))
-               for b in sorted({*racks, *offline})]
+    brokers = live_brokers(racks, offline)
     meta: dict[str, Any] = {
         "source": "coordinator",
         "taken_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),

@@ -120,6 +120,36 @@ def snapshot_problems(snap: Snapshot) -> list[str]:
     return problems
 
 
+def liveness_problems(racks: Mapping[int, str | None], offline: Iterable[int],
+                      decommission: frozenset[int], new_brokers: frozenset[int]) -> list[str]:
+    """What stops a live cluster from being planned on, one line each: a broker holding
+    replicas that is not registered (``offline``) must be decommissioned (a plan can only drain
+    it); decommissioned and new brokers must be known. ``racks``: the registered brokers."""
+    offline = sorted(offline)
+    problems = [f"broker {b} holds replicas but is not registered (offline?): bring it back, "
+                f"or decommission it to drain it" for b in offline if b not in decommission]
+    for b in sorted(decommission - racks.keys() - set(offline)):
+        problems.append(f"cannot decommission broker {b}: it is not registered")
+    for b in sorted(new_brokers - racks.keys()):
+        problems.append(f"new broker {b} is not registered")
+    for b in sorted(new_brokers & decommission):
+        problems.append(f"broker {b} cannot be both new and decommissioned")
+    if not racks:
+        problems.append("no broker is registered")
+    return problems
+
+
+def live_brokers(racks: Mapping[int, str | None], offline: Iterable[int]
+                 ) -> tuple[SnapshotBroker, ...]:
+    """The registered brokers and the offline ones holding replicas: an offline broker's rack
+    is unknown, so it gets a placeholder rack of the cluster (which only the score of the
+    current state can notice)."""
+    named = sorted({r for r in racks.values() if r is not None})
+    placeholder = named[0] if named and None not in racks.values() else None
+    return tuple(SnapshotBroker(id=b, rack=racks.get(b, placeholder))
+                 for b in sorted({*racks, *offline}))
+
+
 def _int(value: Any, what: str, problems: list[str]) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         problems.append(f"{what} must be an integer, got {value!r}")
