@@ -205,7 +205,7 @@ def open_cluster(args: argparse.Namespace) -> ClusterAccess:
     timeout = getattr(args, "connect_timeout", None) or getattr(args, "timeout", None) or 5.0
     if bootstrap:
         return open_access(bootstrap=bootstrap, command_config=command_config,
-                           timeout=max(timeout, ADMIN_TIMEOUT))
+                           timeout=max(timeout, ADMIN_TIMEOUT), connect_timeout=timeout)
     options = {"session_timeout": args.session_timeout} if "session_timeout" in args else {}
     return open_access(coordinator_url=url, timeout=timeout, coordinator_options=options)
 
