@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -252,6 +254,43 @@ def test_a_bootstrap_job_drains_a_broker_killed_for_good(quartet: Quartet, db: s
     assert f"broker-gone broker {victim}" in out
     assert f"act: remove-brokers {victim}, moved {plan.moves} partition(s)" in out
     assert f"{fix.plan_id} ({plan.moves} moves)" in out and f"{fix.execution_id} done" in out
+
+
+@pytest.mark.servers
+def test_a_full_log_dir_reported_by_describe_log_dirs_is_an_anomaly(quartet: Quartet,
+                                                                    db: str) -> None:
+    """A fifth broker whose directory is a 32 MiB tmpfs, filled to over 80% by a file beside
+    its log: DescribeLogDirs reports the volume's total and usable bytes, the job by bootstrap
+    servers sees the log directory over ``disk_usage`` and waits out the grace period."""
+    if os.geteuid() != 0:
+        pytest.skip("a small tmpfs for a broker's directory is mounted as root")
+    directory = quartet.root / "broker-5"
+    directory.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs",
+                              str(directory)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        quartet.start(5)
+        with open(directory / "filler", "wb") as f:
+            f.write(b"\0" * (28 << 20))
+        job = jobs.add_job(db, kind="self-heal", schedule=jobs.make_schedule(every="1h"),
+                           arguments={"bootstrap": quartet.brokers[5].bootstrap,
+                                      "grace": 3600, "disk_usage": 0.8},
+                           job_id="heal-disk")
+        waited = jobs.run_job_now(db, job.id)
+        assert waited.outcome is RunOutcome.NOTHING_TO_DO, waited
+        assert waited.summary.startswith("log-dir-full broker 5 "), waited.summary
+        with Store.open(db) as store:
+            (anomaly,) = store.open_anomalies("heal-disk")
+            assert anomaly.kind == "log-dir-full" and anomaly.subject.startswith("broker 5 /")
+            assert 0.8 < anomaly.figures["used"] < 1 and anomaly.figures["threshold"] == 0.8
+            assert [d.decision for d in store.decisions(job_id="heal-disk")] == ["wait"]
+    finally:
+        broker = quartet.brokers.pop(5, None)
+        if broker is not None and broker.running():
+            broker.stop()
+        subprocess.run(["umount", str(directory)], check=True)
 
 
 def test_a_bootstrap_job_keeps_the_properties_path_and_no_secret(any_db: str,
