@@ -368,7 +368,7 @@ def test_a_bootstrap_job_keeps_the_properties_path_and_no_secret(any_db: str,
      "--command-config goes with --bootstrap-server"),
     (("--bootstrap-server", "h:99999"), "'h:99999' is not HOST:PORT"),
     (("--bootstrap-server", "h:9092", "--command-config", "/nonexistent/x.properties"),
-     "--command-config: cannot read the client properties /nonexistent/x.properties"),
+     "cannot read --command-config file /nonexistent/x.properties"),
 ])
 def test_jobs_add_names_one_way_in(db: str, argv: tuple[str, ...], message: str,
                                    monkeypatch: pytest.MonkeyPatch) -> None:
