@@ -343,13 +343,20 @@ class CoordinatorAccess:
 
 def open_access(*, coordinator_url: str | None = None, bootstrap: str | None = None,
                 command_config: str | None = None, timeout: float = 30.0,
+                connect_timeout: float | None = None,
                 coordinator_options: Mapping[str, Any] | None = None) -> ClusterAccess:
     """The cluster one of the two ways in, for a ``with`` block or ``close()``: a coordinator
     URL (ZooKeeper, etcd, memory; ``coordinator_options`` go to ``coordinator.connect``), or
     Kafka's Admin API by ``bootstrap`` servers (``HOST:PORT,...``) with the client properties of
     ``command_config`` (Kafka's ``--command-config``). ValueError (one line) for both or
     neither, or ``command_config`` without ``bootstrap``; AccessError when the cluster cannot
-    be reached (a coordinator's own errors are its own)."""
+    be reached (a coordinator's own errors are its own).
+
+    By bootstrap servers, ``timeout`` bounds each Admin API call; ``connect_timeout`` (when
+    shorter) bounds the first contact: the cluster is described within it (connected,
+    authenticated, answering), so a server that accepts and never answers, or a wrong
+    password, is said within the wait the user gave, not the longer one of a big
+    DescribeLogDirs."""
     if coordinator_url and bootstrap:
         raise ValueError("give --bootstrap-server or --coordinator, not both")
     if command_config and not bootstrap:
@@ -358,10 +365,19 @@ def open_access(*, coordinator_url: str | None = None, bootstrap: str | None = N
         from kafkaclient.admin import AdminClient, AdminError
         from rebalancer.admin_access import AdminAccess
 
+        first_contact = min(timeout, connect_timeout or timeout)
         try:
-            admin = AdminClient.from_command_config(bootstrap, command_config, timeout=timeout)
-        except AdminError as exc:
+            admin = AdminClient.from_command_config(bootstrap, command_config,
+                                                    timeout=first_contact)
+        except AdminError as exc:  # the properties file: said as it is
             raise AccessError(str(exc)) from exc
+        if first_contact < timeout:
+            try:
+                with admin:
+                    admin.describe_cluster()
+            except AdminError as exc:
+                raise AccessError(f"cannot describe the cluster: {exc}") from exc
+            admin = AdminClient.from_command_config(bootstrap, command_config, timeout=timeout)
         return AdminAccess(admin, description=f"bootstrap {bootstrap}")
     if coordinator_url:
         import coordinator

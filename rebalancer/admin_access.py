@@ -72,6 +72,19 @@ UNLIMITED_RATE = str(2**63 - 1)
 """Kafka's default of the two throttle rates (Long.MAX_VALUE): no throttle."""
 
 
+def _needs(failed: Mapping[tuple[str, str], str]) -> str:
+    """What a principal refused IncrementalAlterConfigs lacks, as Kafka's authorizer checks it:
+    ALTER_CONFIGS on the cluster for a broker's configs, on the topic for a topic's."""
+    refused = [(kind, name) for (kind, name), e in failed.items()
+               if e.split(":", 1)[0] in ("CLUSTER_AUTHORIZATION_FAILED",
+                                         "TOPIC_AUTHORIZATION_FAILED")]
+    if not refused:
+        return ""
+    where = (["the cluster"] if any(kind == "broker" for kind, _ in refused) else []) + [
+        f"topic {name}" for kind, name in refused if kind == "topic"][:5]
+    return f" (the principal needs ALTER_CONFIGS on {' and on '.join(where)})"
+
+
 class AdminAccess:
     """A cluster through Kafka's Admin API (see the module's docstring). ``admin`` is closed
     with this access."""
@@ -234,10 +247,10 @@ class AdminAccess:
             return
         with asking(f"cannot {what}"):
             answers = self.admin.incremental_alter_configs(changes)
-        problems = [f"{kind} {name}: {error}" for (kind, name), error in sorted(answers.items())
-                    if error is not None]
-        if problems:
-            raise AccessError(f"cannot {what}: {'; '.join(problems)}")
+        failed = {r: e for r, e in sorted(answers.items()) if e is not None}
+        if failed:
+            problems = "; ".join(f"{kind} {name}: {e}" for (kind, name), e in failed.items())
+            raise AccessError(f"cannot {what}: {problems}{_needs(failed)}")
 
     def set_throttles(self, plan: Plan, rate: int, *,
                       current: Mapping[TopicPartition, tuple[int, ...]] | None = None

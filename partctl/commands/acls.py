@@ -17,8 +17,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
-from partctl.commands.common import connect, coordinator_url
-from partctl.commands.groups import bootstrap_servers
+from partctl.commands.common import cluster_way, command_config_security, connect
 from partctl.errors import UserError
 
 _HOST_HELP = "the host the ACL applies to (default '*': any)"
@@ -28,10 +27,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     acls = sub.add_parser("acls", help="add, list and remove ACLs (as kafka-acls)")
     asub = acls.add_subparsers(dest="action", metavar="ACTION", required=True)
     where = argparse.ArgumentParser(add_help=False)
-    where.add_argument("--bootstrap-server", type=bootstrap_servers, metavar="HOST:PORT[,...]",
+    where.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
                        help="a broker to send the ACL requests to (default: write the ACL "
                             "nodes on --coordinator)")
-    where.add_argument("--command-config", metavar="PATH",
+    where.add_argument("--command-config", metavar="FILE",
                        help="client properties for --bootstrap-server (security.protocol, "
                             "sasl.mechanism, sasl.jaas.config, ssl.truststore.location ...)")
     resources = argparse.ArgumentParser(add_help=False)
@@ -188,24 +187,26 @@ class _Brokers:
     """CreateAcls, DescribeAcls and DeleteAcls (version 3) on the first bootstrap server that
     answers."""
 
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: argparse.Namespace, bootstrap: str, command_config: str | None
+                 ) -> None:
+        from kafkaclient.bootstrap import parse_bootstrap
         from kafkaclient.connection import BrokerUnreachable, KafkaConnection
         from kafkaclient.security.connector import Connector
 
-        security = _command_config(args.command_config)
-        last = None
-        for host, port in args.bootstrap_server:
+        security = command_config_security(command_config)
+        reasons = []
+        for host, port in parse_bootstrap(bootstrap):
             conn = KafkaConnection(host, port, client_id="partctl-acls", timeout=args.timeout,
                                    connector=Connector(security))
             try:
                 conn.versions()  # connects (and authenticates) now
             except (BrokerUnreachable, ConnectionError, OSError) as exc:
                 conn.close()
-                last = exc
+                reasons.append(str(exc))
                 continue
             self.conn = conn
             return
-        raise UserError(f"no bootstrap server answered: {last}")
+        raise UserError(f"cannot reach any bootstrap server ({'; '.join(reasons)})")
 
     def close(self) -> None:
         self.conn.close()
@@ -296,26 +297,10 @@ def _check(code: Any, message: str | None) -> None:
                         + (f": {message}" if message else ""))
 
 
-def _command_config(path: str | None) -> Any:
-    from kafkaclient.security.settings import (
-        ClientSecurity,
-        SecurityConfigError,
-        read_client_properties,
-    )
-
-    if path is None:
-        return ClientSecurity()
-    try:
-        return read_client_properties(path)
-    except SecurityConfigError as exc:
-        raise UserError(f"--command-config: {exc}") from None
-
-
 class _Coordinator:
     """The ACL nodes on the coordinator, written directly."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        coordinator_url(args)
         self.client = connect(args)
 
     def close(self) -> None:
@@ -340,12 +325,9 @@ class _Coordinator:
 
 
 def _open(args: argparse.Namespace) -> _Brokers | _Coordinator:
-    if args.bootstrap_server:
-        if args.coordinator:
-            raise UserError("give --bootstrap-server or --coordinator, not both")
-        return _Brokers(args)
-    if args.command_config:
-        raise UserError("--command-config goes with --bootstrap-server")
+    bootstrap, command_config, _url = cluster_way(args)
+    if bootstrap:
+        return _Brokers(args, bootstrap, command_config)
     return _Coordinator(args)
 
 

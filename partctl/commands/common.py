@@ -20,6 +20,7 @@ from partctl.errors import UserError
 if TYPE_CHECKING:
     from coordinator.admin import Admin
     from coordinator.base import Coordinator
+    from kafkaclient.security.settings import ClientSecurity
     from rebalancer.access import ClusterAccess
 
 ENV_COORDINATOR = "PARTCTL_COORDINATOR"
@@ -180,6 +181,59 @@ def cluster_given(args: argparse.Namespace) -> bool:
                 or os.environ.get(ENV_COORDINATOR))
 
 
+def cluster_way(args: argparse.Namespace, *, what: str = "cluster"
+                ) -> tuple[str | None, str | None, str | None]:
+    """The one way in the command was given, as (bootstrap servers, --command-config path,
+    coordinator URL): the bootstrap servers (and maybe a properties file), or a coordinator URL
+    (``--coordinator``, else $PARTCTL_COORDINATOR, a default ``--bootstrap-server``
+    overrides). Every command that reaches a cluster either way checks here, in this order, so
+    that the same mistake reads the same in each: an unreadable or invalid ``--command-config``
+    file, both ways, ``--command-config`` without ``--bootstrap-server``, neither, malformed
+    bootstrap servers. ``what`` is the thing reached, in the line for neither."""
+    bootstrap = getattr(args, "bootstrap_server", None)
+    command_config = getattr(args, "command_config", None)
+    url = getattr(args, "coordinator", None)
+    if command_config:
+        command_config_security(command_config)
+    if bootstrap and url:
+        raise UserError("give --bootstrap-server or --coordinator, not both")
+    if command_config and not bootstrap:
+        raise UserError("--command-config goes with --bootstrap-server")
+    if bootstrap:
+        from kafkaclient.admin import AdminError
+        from kafkaclient.bootstrap import parse_bootstrap
+
+        try:
+            parse_bootstrap(bootstrap)
+        except AdminError as exc:
+            raise UserError(str(exc)) from None
+        return bootstrap, command_config, None
+    url = url or os.environ.get(ENV_COORDINATOR)
+    if not url:
+        raise UserError(f"no {what}: pass --bootstrap-server HOST:PORT or --coordinator URL, "
+                        f"or set {ENV_COORDINATOR}")
+    return None, None, url
+
+
+def command_config_security(path: str | None) -> ClientSecurity:
+    """The client security of ``--command-config FILE`` (None: plaintext), Kafka's client keys:
+    a file that cannot be read, then one whose settings are wrong, each one line naming the
+    file (never a value from it)."""
+    from kafkaclient.security.settings import (
+        ClientSecurity,
+        SecurityConfigError,
+        read_client_properties,
+    )
+
+    if path is None:
+        return ClientSecurity()
+    read_text(path, "--command-config file")
+    try:
+        return read_client_properties(path)
+    except SecurityConfigError as exc:
+        raise UserError(str(exc)) from None
+
+
 def open_cluster(args: argparse.Namespace) -> ClusterAccess:
     """The cluster of :func:`cluster_options`, to close after use (``with closing(...)``):
     ``--bootstrap-server`` (with ``--command-config``) or ``--coordinator`` (else
@@ -188,24 +242,11 @@ def open_cluster(args: argparse.Namespace) -> ClusterAccess:
     ``--connect-timeout`` where the command has one, else ``--timeout``."""
     from rebalancer.access import open_access
 
-    bootstrap = getattr(args, "bootstrap_server", None)
-    command_config = getattr(args, "command_config", None)
-    url = getattr(args, "coordinator", None)
-    if command_config:
-        read_text(command_config, "--command-config file")  # an unreadable file, said first
-    if bootstrap and url:
-        raise UserError("give --bootstrap-server or --coordinator, not both")
-    if command_config and not bootstrap:
-        raise UserError("--command-config goes with --bootstrap-server")
-    if not bootstrap:
-        url = url or os.environ.get(ENV_COORDINATOR)
-        if not url:
-            raise UserError(f"no cluster: pass --bootstrap-server HOST:PORT or --coordinator "
-                            f"URL, or set {ENV_COORDINATOR}")
+    bootstrap, command_config, url = cluster_way(args)
     timeout = getattr(args, "connect_timeout", None) or getattr(args, "timeout", None) or 5.0
     if bootstrap:
         return open_access(bootstrap=bootstrap, command_config=command_config,
-                           timeout=max(timeout, ADMIN_TIMEOUT))
+                           timeout=max(timeout, ADMIN_TIMEOUT), connect_timeout=timeout)
     options = {"session_timeout": args.session_timeout} if "session_timeout" in args else {}
     return open_access(coordinator_url=url, timeout=timeout, coordinator_options=options)
 

@@ -10,8 +10,7 @@ from datetime import UTC, datetime
 from typing import TextIO
 
 from partctl.commands.common import (
-    ENV_COORDINATOR,
-    coordinator_url,
+    cluster_way,
     count,
     database_options,
     finite,
@@ -134,20 +133,12 @@ def _cluster_kwargs(args: argparse.Namespace) -> dict:
     """The job's cluster: a coordinator URL (without its credentials) or bootstrap servers and
     the absolute path of a properties file, checked now (not at 3 a.m.); giving both ways in,
     or neither, is one line; an unreadable properties file is said first, as everywhere."""
-    if args.command_config is not None:
-        _check_properties(os.path.abspath(args.command_config))
-    if args.bootstrap_server is not None and args.coordinator is not None:
-        raise UserError("give --bootstrap-server or --coordinator, not both")
-    if args.command_config is not None and args.bootstrap_server is None:
-        raise UserError("--command-config goes with --bootstrap-server")
-    if args.bootstrap_server is None:
-        if args.coordinator is None and not os.environ.get(ENV_COORDINATOR):
-            raise UserError("no cluster: pass --bootstrap-server HOST:PORT (any Kafka "
-                            f"cluster) or --coordinator URL (or set {ENV_COORDINATOR})")
+    bootstrap, command_config, url = cluster_way(args)
+    if bootstrap is None:
+        assert url is not None
         import coordinator
         from coordinator.url import without_credentials
 
-        url = coordinator_url(args)
         coordinator.parse(url)  # a malformed URL is refused now, not at 3 a.m.
         # A job record is stored and listed: never a password. The job authenticates with the
         # credentials of the environment it runs in (PARTCTL_COORDINATOR_USER and its
@@ -155,21 +146,10 @@ def _cluster_kwargs(args: argparse.Namespace) -> dict:
         return {"coordinator": without_credentials(url)}
     from rebalancer.jobs.cluster import check_bootstrap
 
-    kwargs = {"bootstrap": check_bootstrap("--bootstrap-server", args.bootstrap_server)}
-    if args.command_config is not None:
-        kwargs["command_config"] = os.path.abspath(args.command_config)
+    kwargs = {"bootstrap": check_bootstrap("--bootstrap-server", bootstrap)}
+    if command_config is not None:
+        kwargs["command_config"] = os.path.abspath(command_config)
     return kwargs
-
-
-def _check_properties(path: str) -> None:
-    """A client properties file that cannot be read or that holds bad security settings is
-    refused now, naming the file (never a value from it)."""
-    from kafkaclient.security.settings import SecurityConfigError, read_client_properties
-
-    try:
-        read_client_properties(path)
-    except SecurityConfigError as exc:
-        raise UserError(f"--command-config: {exc}") from None
 
 
 def _grace(text: str) -> float:

@@ -16,6 +16,7 @@ from partctl.commands.common import (
     ENV_COORDINATOR,
     cluster_given,
     cluster_options,
+    command_config_security,
     count,
     fraction,
     id_list,
@@ -129,6 +130,9 @@ def cmd_generate(args: argparse.Namespace, out: TextIO) -> int:
     if args.snapshot and (args.coordinator or args.bootstrap_server):
         raise UserError("give --snapshot FILE or a cluster (--bootstrap-server or "
                         "--coordinator), not both")
+    if args.command_config and not args.bootstrap_server:  # as cluster_way says it
+        command_config_security(args.command_config)
+        raise UserError("--command-config goes with --bootstrap-server")
     if not args.snapshot and not cluster_given(args):
         raise UserError(f"give --snapshot FILE, or a cluster: --bootstrap-server HOST:PORT or "
                         f"--coordinator URL (or set {ENV_COORDINATOR})")

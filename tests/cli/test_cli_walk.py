@@ -462,6 +462,66 @@ def test_every_command_is_walked() -> None:
     assert (("cluster", "up"), UNREACHABLE) in kinds and (("cluster", "up"), "-5") in kinds
 
 
+# --- the two ways in: the same mistake reads the same in every command --------------------------
+
+BY_BOOTSTRAP = [path for path, parser in COMMANDS.items()
+                if {"bootstrap_server", "command_config", "coordinator"}
+                <= {a.dest for a in options(parser)}]
+"""Every command that reaches a cluster either way: Kafka's Admin API or the coordinator."""
+
+WAY_IN_MISTAKES = {
+    "an unreadable --command-config": (
+        ["--bootstrap-server", "127.0.0.1:9", "--command-config", "<missing>"],
+        "cannot read --command-config file <missing>: No such file or directory"),
+    "a directory for --command-config": (
+        ["--bootstrap-server", "127.0.0.1:9", "--command-config", "<dir>"],
+        "cannot read --command-config file <dir>: Is a directory"),
+    "a bad security.protocol": (
+        ["--bootstrap-server", "127.0.0.1:9", "--command-config", "<bad>"],
+        "client properties <bad>: security.protocol: 'BOGUS' is not one of PLAINTEXT, SSL, "
+        "SASL_PLAINTEXT, SASL_SSL"),
+    "both ways": (["--bootstrap-server", "127.0.0.1:9", "--coordinator", "memory://x"],
+                  "give --bootstrap-server or --coordinator, not both"),
+    "neither": ([], "no cluster: pass --bootstrap-server HOST:PORT or --coordinator URL, or "
+                    "set PARTCTL_COORDINATOR"),
+    "--command-config alone": (["--command-config", "<good>"],
+                               "--command-config goes with --bootstrap-server"),
+    "a bad port": (["--bootstrap-server", "h:99999"],
+                   "bootstrap server 'h:99999': the port must be a number from 1 to 65535"),
+}
+OWN_LINE = {(("reassign", "generate"), "neither")}
+"""``reassign generate`` has a third way in, ``--snapshot FILE``, and says so."""
+
+
+def test_every_command_that_reaches_a_cluster_is_compared() -> None:
+    assert {("reassign", "execute"), ("reassign", "list"), ("elect", "preferred"),
+            ("cluster", "snapshot"), ("rebalance", "remove-brokers"),
+            ("jobs", "add", "self-heal"), ("acls", "add")} <= set(BY_BOOTSTRAP)
+
+
+@pytest.mark.parametrize("mistake", list(WAY_IN_MISTAKES))
+def test_the_same_mistake_reads_the_same(mistake: str, ctx: Context) -> None:
+    """An unreadable or invalid --command-config, both ways in, neither, --command-config
+    without --bootstrap-server, a malformed bootstrap server: one line, the same words in
+    reassign, elect, cluster snapshot, rebalance, jobs add and acls."""
+    bad = ctx.tmp / "bad.properties"
+    bad.write_text("security.protocol=BOGUS\n")
+    good = ctx.tmp / "good.properties"
+    good.write_text("security.protocol=PLAINTEXT\n")
+    files = {"<missing>": str(ctx.tmp / "missing" / "c.properties"), "<dir>": str(ctx.tmp),
+             "<bad>": str(bad), "<good>": str(good)}
+    argv, line = WAY_IN_MISTAKES[mistake]
+    argv = [files.get(a, a) for a in argv]
+    for placeholder, value in files.items():
+        line = line.replace(placeholder, value)
+    for path in BY_BOOTSTRAP:
+        if (path, mistake) in OWN_LINE:
+            continue
+        command = baseline(ctx, path, COMMANDS[path], skip="coordinator")
+        code, out, err = run(*command, *argv)
+        assert (code, err) == (1, f"partctl: error: {line}\n"), (" ".join(path), err)
+
+
 # --- the installed command, a representative few -------------------------------------------------
 
 

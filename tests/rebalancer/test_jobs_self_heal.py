@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,7 +25,7 @@ from broker.cluster import start_broker as launch_and_wait
 from coordinator.admin import Admin
 from partctl.cli import main
 from rebalancer import jobs
-from rebalancer.access import CoordinatorAccess
+from rebalancer.access import ClusterAccess, CoordinatorAccess, open_access
 from rebalancer.store import RunOutcome, SeenAnomaly, Store
 from tests.broker.processes import TEST_SETTINGS, coordinator_url
 from tests.rebalancer.test_store import postgres_database
@@ -89,7 +91,7 @@ def any_db(request: pytest.FixtureRequest, db: str) -> Iterator[str]:
             yield url
 
 
-def holders(access: CoordinatorAccess, topic: str) -> dict[int, tuple[int, ...]]:
+def holders(access: ClusterAccess, topic: str) -> dict[int, tuple[int, ...]]:
     return {p.partition: p.replicas for p in access.view().partitions if p.topic == topic}
 
 
@@ -180,6 +182,117 @@ def test_a_broker_killed_for_good_is_drained_after_the_grace_period(
     assert "wait: broker-gone broker 4 seen for" in out
 
 
+@pytest.mark.servers
+def test_a_bootstrap_job_drains_a_broker_killed_for_good(quartet: Quartet, db: str) -> None:
+    """The same by Kafka's Admin API: the job stores bootstrap servers, no coordinator; the
+    broker gone is the one Metadata no longer lists while replicas are still assigned to it."""
+    live = sorted(b for b, broker in quartet.brokers.items() if broker.running())
+    assert len(live) >= 3, live
+    victim, survivors = live[-1], live[:-1]
+    assignment = {0: [survivors[0], victim], 1: [victim, survivors[1]],
+                  2: [survivors[1], survivors[0]]}
+    client = coordinator.connect(quartet.url, timeout=10)
+    try:
+        Admin(client).create_topic("payments", assignment=assignment)
+    finally:
+        client.close()
+    bootstrap = ",".join(quartet.brokers[b].bootstrap for b in survivors)
+    access = open_access(bootstrap=bootstrap, timeout=30)
+    try:
+        def settled() -> bool:
+            parts = access.view(sizes=False).partitions
+            return len([p for p in parts if p.topic == "payments"]) == 3 and all(
+                p.leader in p.replicas and set(p.isr) == set(p.replicas) for p in parts)
+
+        wait_until(settled, timeout=60, interval=0.2, message="payments led and in sync")
+        job = jobs.add_job(db, kind="self-heal", schedule=jobs.make_schedule(every="1h"),
+                           arguments={"bootstrap": bootstrap, "grace": GRACE,
+                                      "max_concurrent_moves": 2, "poll_interval": 0.1,
+                                      "timeout": 120},
+                           job_id="heal-kafka")
+        healthy = jobs.run_job_now(db, job.id)
+        assert (healthy.outcome, healthy.summary) == (RunOutcome.NOTHING_TO_DO, "no anomaly")
+
+        quartet.brokers[victim].kill()
+        wait_until(lambda: access.view(sizes=False).offline_brokers == (victim,), timeout=60,
+                   interval=0.2, message=f"broker {victim} gone from Metadata")
+        before = holders(access, "payments")
+        waited = jobs.run_job_now(db, job.id)
+        assert waited.outcome is RunOutcome.NOTHING_TO_DO, waited
+        assert f"broker-gone broker {victim} seen for" in waited.summary
+        assert holders(access, "payments") == before
+        with Store.open(db) as store:
+            (anomaly,) = store.open_anomalies("heal-kafka")
+            assert (anomaly.kind, anomaly.subject) == ("broker-gone", f"broker {victim}")
+            wait_until(lambda: store.now() - anomaly.first_seen >= timedelta(seconds=GRACE),
+                       timeout=30, message="the grace period over")
+
+        acted = jobs.run_job_now(db, job.id)
+        assert acted.outcome is RunOutcome.SUCCEEDED, acted
+        view = access.view(sizes=False)
+        assert view.offline_brokers == () and set(view.brokers) == set(survivors)
+        for p in view.partitions:  # drained onto the live brokers, in sync
+            assert victim not in p.replicas and len(p.replicas) == 2, p
+        wait_until(settled, timeout=60, interval=0.2, message="the drained replicas in sync")
+
+        quiet = jobs.run_job_now(db, job.id)
+        assert (quiet.outcome, quiet.summary) == (RunOutcome.NOTHING_TO_DO, "no anomaly")
+    finally:
+        access.close()
+    with Store.open(db) as store:
+        decisions = store.decisions(job_id="heal-kafka", limit=None)[::-1]
+        assert [d.decision for d in decisions] == ["nothing_to_do", "wait", "act",
+                                                   "nothing_to_do"]
+        fix = decisions[2]
+        plan = store.get_plan(fix.plan_id)
+        assert fix.action == "remove-brokers" and plan is not None
+        assert plan.options["cluster"] == f"bootstrap {bootstrap}"
+        execution = store.get_execution(fix.execution_id)
+        assert execution is not None and execution.status.value == "done"
+    code, out, err = run("jobs", "history", "--db", db, "--job", "heal-kafka")
+    assert code == 0, err
+    assert f"broker-gone broker {victim}" in out
+    assert f"act: remove-brokers {victim}, moved {plan.moves} partition(s)" in out
+    assert f"{fix.plan_id} ({plan.moves} moves)" in out and f"{fix.execution_id} done" in out
+
+
+@pytest.mark.servers
+def test_a_full_log_dir_reported_by_describe_log_dirs_is_an_anomaly(quartet: Quartet,
+                                                                    db: str) -> None:
+    """A fifth broker whose directory is a 32 MiB tmpfs, filled to over 80% by a file beside
+    its log: DescribeLogDirs reports the volume's total and usable bytes, the job by bootstrap
+    servers sees the log directory over ``disk_usage`` and waits out the grace period."""
+    if os.geteuid() != 0:
+        pytest.skip("a small tmpfs for a broker's directory is mounted as root")
+    directory = quartet.root / "broker-5"
+    directory.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs",
+                              str(directory)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        quartet.start(5)
+        with open(directory / "filler", "wb") as f:
+            f.write(b"\0" * (28 << 20))
+        job = jobs.add_job(db, kind="self-heal", schedule=jobs.make_schedule(every="1h"),
+                           arguments={"bootstrap": quartet.brokers[5].bootstrap,
+                                      "grace": 3600, "disk_usage": 0.8},
+                           job_id="heal-disk")
+        waited = jobs.run_job_now(db, job.id)
+        assert waited.outcome is RunOutcome.NOTHING_TO_DO, waited
+        assert waited.summary.startswith("log-dir-full broker 5 "), waited.summary
+        with Store.open(db) as store:
+            (anomaly,) = store.open_anomalies("heal-disk")
+            assert anomaly.kind == "log-dir-full" and anomaly.subject.startswith("broker 5 /")
+            assert 0.8 < anomaly.figures["used"] < 1 and anomaly.figures["threshold"] == 0.8
+            assert [d.decision for d in store.decisions(job_id="heal-disk")] == ["wait"]
+    finally:
+        broker = quartet.brokers.pop(5, None)
+        if broker is not None and broker.running():
+            broker.stop()
+        subprocess.run(["umount", str(directory)], check=True)
+
+
 def test_a_bootstrap_job_keeps_the_properties_path_and_no_secret(any_db: str,
                                                                  tmp_path: Path) -> None:
     props = tmp_path / "client.properties"
@@ -253,9 +366,10 @@ def test_a_bootstrap_job_keeps_the_properties_path_and_no_secret(any_db: str,
     ((), "no cluster: pass --bootstrap-server HOST:PORT"),
     (("--coordinator", "memory://x", "--command-config", "/dev/null"),
      "--command-config goes with --bootstrap-server"),
-    (("--bootstrap-server", "h:99999"), "'h:99999' is not HOST:PORT"),
+    (("--bootstrap-server", "h:99999"),
+     "bootstrap server 'h:99999': the port must be a number from 1 to 65535"),
     (("--bootstrap-server", "h:9092", "--command-config", "/nonexistent/x.properties"),
-     "--command-config: cannot read the client properties /nonexistent/x.properties"),
+     "cannot read --command-config file /nonexistent/x.properties"),
 ])
 def test_jobs_add_names_one_way_in(db: str, argv: tuple[str, ...], message: str,
                                    monkeypatch: pytest.MonkeyPatch) -> None:
