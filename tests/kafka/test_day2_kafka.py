@@ -64,6 +64,7 @@ TOPICS = {
     "beta": {p: [1 + (p + q) % 3 for q in range(3)] for p in range(3)},
 }
 STEPS = ("add", "demote", "remove", "fix")
+THROTTLES_GONE = "Throttles removed: none is left on the brokers or the topics moved."
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +233,7 @@ def test_add_brokers_moves_replicas_onto_the_new_broker_only(day2: Day2, tmp_pat
         halt.set()
         watcher.join(30)
     assert f"Reassignment finished: {len(plan)} done, 0 failed" in out, out
+    assert THROTTLES_GONE in out, out  # not "removed from broker(s) none and topic(s) none"
     assert seen, "the moves were never seen in progress"
     assert [seen[0][("broker", "4")].get(k) for k in BROKER_RATE_KEYS] == ["5000000"] * 2, seen
 
@@ -289,6 +291,7 @@ def test_remove_brokers_drains_broker_4(day2: Day2) -> None:
     assert per_broker(before).get(4, 0) > 0
     out = rebalance(kafka, "remove-brokers", "4", "--execute", "--throttle", "5MB/s")
     assert "Reassignment finished:" in out and " 0 failed" in out, out
+    assert THROTTLES_GONE in out, out
     wait_until(lambda: in_sync(kafka, {1, 2, 3}), timeout=60, interval=0.2,
                message="every partition off broker 4 and in sync")
     after = described(kafka)
@@ -322,6 +325,7 @@ def test_fix_offline_replicas_after_a_broker_stopped_for_good(day2: Day2) -> Non
     assert "Dry run: nothing was moved." in out and "fix-offline-replicas 3" in out, out
     out = rebalance(kafka, "fix-offline-replicas", "--execute", "--throttle", "5MB/s")
     assert "Reassignment finished:" in out and " 0 failed" in out, out
+    assert THROTTLES_GONE in out, out
     wait_until(lambda: in_sync(kafka, {1, 2, 4}), timeout=60, interval=0.2,
                message="every partition on live brokers and in sync")
     after = described(kafka)
