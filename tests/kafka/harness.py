@@ -8,7 +8,8 @@ Two versions (``versions.env``): :data:`KAFKA_3` (3.9.1, the last line with ZooK
 started by :func:`start_kafka_zk` on a ZooKeeper the tests started, in a chroot of its own; and
 :data:`KAFKA_4` (the newest 4.x, KRaft only), started by :func:`start_kafka_kraft` in combined
 mode (every node a broker and a controller), its storage formatted first by Kafka's storage
-tool. The jars have no ``bin/``: :func:`run_tool` runs a tool by its main class, or by the name
+tool. :func:`add_kafka_broker` adds a broker to a running cluster of either kind (in KRaft a
+broker-only node of the same quorum). The jars have no ``bin/``: :func:`run_tool` runs a tool by its main class, or by the name
 of the script Kafka ships (``topics`` for ``kafka-topics.sh``: :func:`main_class`).
 
 Each broker is ``java -cp <jars> kafka.Kafka server.properties`` in a directory of its own
