@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/admin_rebalance.py --bootstrap-server 127.0.0.1:9092
         [--partitions 1000] [--replication-factor 2] [--max-concurrent-moves 50]
-        [--fill-bytes 0] [--keep]
+        [--fill-bytes 0] [--keep] [--remove-broker ID]
 
 Against a running cluster reached by bootstrap alone (a Kafka 4.x KRaft cluster of three or
 more brokers, say; any cluster partctl's ``--bootstrap-server`` reaches): one topic of
@@ -22,6 +22,12 @@ Measured (seconds, wall clock of this process):
   controller has finished every move (new replicas created, caught up, in the ISR, the old
   ones removed) and the metadata shows each partition at its target;
 - *total*: the three together (not the topic's creation, filling or deletion).
+
+With ``--remove-broker ID``, ``partctl rebalance remove-brokers ID`` instead: the topic's
+replicas are spread over every broker (partition p on brokers p, p+1, ... round the list), and
+broker ID is drained as the command does it: *view* (the live snapshot with sizes) and *plan*
+(``rebalancer.operations.remove_brokers`` on the whole cluster) are its dry run, *execute* its
+``--execute`` (without a throttle). The drained broker is left empty.
 """
 
 from __future__ import annotations
@@ -39,16 +45,21 @@ from rebalancer.admin_access import AdminAccess  # noqa: E402
 from rebalancer.engines import plan_reassignment  # noqa: E402
 from rebalancer.goals import parse_goal  # noqa: E402
 from rebalancer.live_snapshot import scope_snapshot  # noqa: E402
+from rebalancer.operations import remove_brokers  # noqa: E402
+from rebalancer.plan import Plan  # noqa: E402
+from rebalancer.snapshot import Snapshot  # noqa: E402
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int, brokers: list[int], rf: int,
-                 fill: int) -> None:
+                 fill: int, *, spread: bool = False) -> None:
+    """The topic on the first ``rf`` brokers (leaders alternating), or with ``spread`` round
+    every broker."""
     import confluent_kafka as ck
     from confluent_kafka.admin import AdminClient as KafkaAdmin
     from confluent_kafka.admin import NewTopic
 
-    first = brokers[:rf]
-    assignment = [first[p % rf:] + first[:p % rf] for p in range(partitions)]
+    first = brokers if spread else brokers[:rf]
+    assignment = [[first[(p + i) % len(first)] for i in range(rf)] for p in range(partitions)]
     admin = KafkaAdmin({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, num_partitions=partitions,
                                   replica_assignment=assignment)])[topic].result(120)
@@ -90,6 +101,8 @@ def main() -> int:
     parser.add_argument("--max-concurrent-moves", type=int, default=50)
     parser.add_argument("--fill-bytes", type=int, default=0, help="data per partition")
     parser.add_argument("--keep", action="store_true", help="keep the topic afterwards")
+    parser.add_argument("--remove-broker", type=int, default=None, metavar="ID",
+                        help="time `partctl rebalance remove-brokers ID` instead of a balance")
     args = parser.parse_args()
 
     topic = f"bench-admin-rebalance-{uuid.uuid4().hex[:8]}"
@@ -101,18 +114,29 @@ def main() -> int:
         if len(ids) <= args.replication_factor:
             raise SystemExit(f"needs more than {args.replication_factor} brokers, the cluster "
                              f"has {len(ids)}")
+        removing = args.remove_broker
+        if removing is not None and removing not in ids:
+            raise SystemExit(f"broker {removing} is not in the cluster (brokers {ids})")
+        where = "every broker" if removing is not None else \
+            f"brokers {ids[:args.replication_factor]}"
         print(f"cluster: {len(ids)} brokers; topic {topic}: {args.partitions} partitions at "
-              f"RF {args.replication_factor} on brokers {ids[:args.replication_factor]}, "
-              f"{args.fill_bytes} bytes each")
+              f"RF {args.replication_factor} on {where}, {args.fill_bytes} bytes each")
         create_topic(args.bootstrap_server, topic, args.partitions, ids,
-                     args.replication_factor, args.fill_bytes)
+                     args.replication_factor, args.fill_bytes, spread=removing is not None)
         wait_for_leaders(access.admin, topic, args.partitions)
 
         started = time.monotonic()
         view = access.view()
         viewed = time.monotonic()
-        snap = scope_snapshot(view.snapshot(), topics=[topic])
-        plan = plan_reassignment(snap, [parse_goal("balance")], engine="local")
+        snap: Snapshot
+        plan: Plan
+        if removing is not None:  # as `partctl rebalance remove-brokers ID`: the whole cluster
+            op = remove_brokers(view, [removing])
+            snap, plan = op.snapshot, op.plan
+            print(f"remove-brokers {removing}: the dry run's view and plan below")
+        else:
+            snap = scope_snapshot(view.snapshot(), topics=[topic])
+            plan = plan_reassignment(snap, [parse_goal("balance")], engine="local")
         planned = time.monotonic()
         result = access.execute(plan, max_concurrent_moves=args.max_concurrent_moves,
                                 poll_interval=0.2, timeout=3600)

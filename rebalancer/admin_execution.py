@@ -12,8 +12,12 @@ targets, is taken over (a run resumed). The batching is the coordinator way's
 
 A move leaves the list when the controller finishes it (or drops it: a cancel, a refusal); the
 run then reads the partition's replicas: at the target it is done, else it failed and the run
-submits nothing more. A broker's metadata can trail the controller's by a moment, so a move
-that left the list is given ``SETTLE`` seconds to show its target before it is called failed.
+submits nothing more. A broker's metadata can trail the controller's, so a move that left the
+list is given ``SETTLE`` seconds to show its target before it is called failed, and ``TRAIL``
+seconds while the metadata shows a position the move passes through on its way (its target's
+replicas in another order, or its target beside the replicas it removes): a broker applying a
+large batch of changes on a busy machine trails by many seconds (Kafka 4.x KRaft, 50 moves at
+once on two cores: over 15 s), and a move that only reorders replicas leaves the list at once.
 """
 
 from __future__ import annotations
@@ -42,12 +46,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SETTLE", "AdminRun", "Position", "asking", "current_replicas", "listed",
+__all__ = ["SETTLE", "TRAIL", "AdminRun", "Position", "asking", "current_replicas", "listed",
            "moves_in_progress", "overlap_decision", "positions", "run_plan"]
 
 SETTLE = 15.0
 """Seconds a move that left the list of moves in progress may take to show its target in the
 metadata before it is called failed."""
+
+TRAIL = 120.0
+"""Seconds a move that left the list may show a position it passes through on its way (the
+metadata trailing the controller's) before it is called failed."""
 
 Position = tuple[tuple[int, ...], tuple[int, ...]]
 """A partition's replicas and ISR, as the metadata has them."""
@@ -120,6 +128,7 @@ class AdminRun(RunLedger):
         self.window = window
         self.per_broker = per_broker
         self.changing = {tp: changed_brokers(current.get(tp, ()), t) for tp, t in targets.items()}
+        self.before = {tp: tuple(current.get(tp, ())) for tp in targets}
         self.others = {tp for tp in moving if tp not in targets}
         """Moves of others in progress when the run started (``additional``): left alone."""
         self.left: dict[TopicPartition, _Left] = {}
@@ -154,17 +163,30 @@ class AdminRun(RunLedger):
                       f"carry on")
         return set(self.left)
 
+    def on_the_way(self, tp: TopicPartition, replicas: tuple[int, ...],
+                   target: tuple[int, ...]) -> bool:
+        """Whether ``replicas`` is a position the move of ``tp`` passes through to ``target``,
+        but not where it started: the target's replicas in another order (a reorder completes
+        at once, and cannot be cancelled), or the target beside replicas it removes."""
+        now, goal = set(replicas), set(target)
+        if replicas == target or (now != goal and replicas == self.before.get(tp)):
+            return False
+        return now == goal or goal < now <= goal | set(self.before.get(tp, ()))
+
     def settle(self, where: Mapping[TopicPartition, Position | None], now: float,
-               settle: float = SETTLE) -> None:
+               settle: float = SETTLE, trail: float = TRAIL) -> None:
         """The replicas and ISR (None: gone) of the moves that left the list: done at the
         target with every target replica in sync (a move completes so; a metadata cache that
         trails a cancelled move that only added replicas still shows them, out of sync), or
         at the target ``settle`` seconds after leaving the list; failed when not there by
-        then."""
+        then, or by ``trail`` seconds while the metadata shows it on its way (:meth:`on_the_way`:
+        the metadata trails)."""
         for tp, gone in list(self.left.items()):
             position = where.get(tp, ((), ()))
             waited = now - gone.since >= settle
             replicas, isr = position if position is not None else (None, ())
+            if replicas is not None and self.on_the_way(tp, replicas, gone.target):
+                waited = now - gone.since >= trail
             if replicas == gone.target and (waited or set(gone.target) <= set(isr)):
                 self.done.append(tp)
             elif replicas is not None and not waited:

@@ -232,10 +232,16 @@ def _execute(op: OperationPlan, access: ClusterAccess, args: argparse.Namespace,
         print(render_result(result), file=out)
         ok = result.ok
         if ok and args.throttle is not None:
+            # the Admin API's execute takes them off itself once every move is done, so
+            # there may be none left to remove here: say so rather than "from none"
             removed = access.remove_throttles({m.topic for m in plan.partitions})
-            print(f"Throttles removed from broker(s) "
-                  f"{','.join(map(str, removed.brokers)) or 'none'} and topic(s) "
-                  f"{', '.join(sorted(removed.topics)) or 'none'}.", file=out)
+            if removed.brokers or removed.topics:
+                print(f"Throttles removed from broker(s) "
+                      f"{','.join(map(str, removed.brokers)) or 'none'} and topic(s) "
+                      f"{', '.join(sorted(removed.topics)) or 'none'}.", file=out)
+            else:
+                print("Throttles removed: none is left on the brokers or the topics moved.",
+                      file=out)
     if ok and op.elect:
         elected = access.elect_preferred(op.elect)
         print(f"Preferred leader election: {len(elected.elected)} elected, "

@@ -8,7 +8,8 @@ Two versions (``versions.env``): :data:`KAFKA_3` (3.9.1, the last line with ZooK
 started by :func:`start_kafka_zk` on a ZooKeeper the tests started, in a chroot of its own; and
 :data:`KAFKA_4` (the newest 4.x, KRaft only), started by :func:`start_kafka_kraft` in combined
 mode (every node a broker and a controller), its storage formatted first by Kafka's storage
-tool. The jars have no ``bin/``: :func:`run_tool` runs a tool by its main class, or by the name
+tool. :func:`add_kafka_broker` adds a broker to a running cluster of either kind (in KRaft a
+broker-only node of the same quorum). The jars have no ``bin/``: :func:`run_tool` runs a tool by its main class, or by the name
 of the script Kafka ships (``topics`` for ``kafka-topics.sh``: :func:`main_class`).
 
 Each broker is ``java -cp <jars> kafka.Kafka server.properties`` in a directory of its own
@@ -39,7 +40,8 @@ from tests.broker.wire_client import RawClient, request
 
 __all__ = [
     "HOST", "JVM_OPTIONS", "KAFKA_3", "KAFKA_4", "TOOL_JVM_OPTIONS", "KafkaBroker",
-    "KafkaCluster", "KafkaError", "KafkaNotResolved", "KafkaStartError", "kafka_available",
+    "KafkaCluster", "KafkaError", "KafkaNotResolved", "KafkaStartError", "add_kafka_broker",
+    "kafka_available",
     "kafka_cache", "kafka_classpath", "kafka_jars", "kafka_tools", "main_class", "new_cluster_id",
     "run_tool", "start_kafka_kraft", "start_kafka_zk",
 ]
@@ -349,10 +351,11 @@ class KafkaCluster:
 
     def wait_serving(self, node_ids: Sequence[int] | None = None, timeout: float = 120.0) -> None:
         """Until each broker of ``node_ids`` (default: all) answers Metadata listing every
-        broker of the cluster; :class:`KafkaStartError` with the log of one that exits or does
-        not, in time."""
-        everyone = set(self.brokers)
-        waiting = [self.brokers[n] for n in (node_ids or sorted(everyone))]
+        broker of the cluster that runs (one stopped for good is not waited for);
+        :class:`KafkaStartError` with the log of one that exits or does not, in time."""
+        waiting = [self.brokers[n] for n in (node_ids or sorted(self.brokers))]
+        everyone = {n for n, b in self.brokers.items() if b.running()} | {
+            b.node_id for b in waiting}
         deadline = time.monotonic() + timeout
         while waiting:
             for broker in list(waiting):
@@ -482,24 +485,32 @@ def start_kafka_zk(directory: str | Path, zookeeper_server: LocalServer | str, *
                            zookeeper_connect=connect)
     kafka_classpath(version)  # not resolved: raise before writing anything
     for node_id in broker_ids:
-        port = free_port()
-        broker = KafkaBroker(node_id=node_id, version=version, directory=root /
-                             f"broker-{node_id}", port=port, jvm_options=tuple(jvm_options))
-        broker.directory.mkdir(parents=True, exist_ok=True)
-        _write_properties(broker.config_path, {
-            "broker.id": node_id,
-            "listeners": f"PLAINTEXT://{HOST}:{port}",
-            "advertised.listeners": f"PLAINTEXT://{HOST}:{port}",
-            "log.dirs": broker.directory / "data",
-            "zookeeper.connect": connect,
-            "zookeeper.connection.timeout.ms": 30000,
-            # a killed broker's registration goes in 6 s (Kafka's default: 18)
-            "zookeeper.session.timeout.ms": 6000,
-            **_small_cluster(len(broker_ids)),
-            **(extra or {}),
-        })
-        cluster.brokers[node_id] = broker
+        cluster.brokers[node_id] = _zk_broker(cluster, node_id, tuple(jvm_options),
+                                              {**_small_cluster(len(broker_ids)),
+                                               **(extra or {})})
     return _start_all(cluster, timeout)
+
+
+def _zk_broker(cluster: KafkaCluster, node_id: int, jvm_options: tuple[str, ...],
+               settings: Mapping[str, object]) -> KafkaBroker:
+    """A ZooKeeper-mode broker of ``cluster``, its directory and server.properties written."""
+    port = free_port()
+    broker = KafkaBroker(node_id=node_id, version=cluster.version,
+                         directory=cluster.directory / f"broker-{node_id}", port=port,
+                         jvm_options=jvm_options)
+    broker.directory.mkdir(parents=True, exist_ok=True)
+    _write_properties(broker.config_path, {
+        "broker.id": node_id,
+        "listeners": f"PLAINTEXT://{HOST}:{port}",
+        "advertised.listeners": f"PLAINTEXT://{HOST}:{port}",
+        "log.dirs": broker.directory / "data",
+        "zookeeper.connect": cluster.zookeeper_connect,
+        "zookeeper.connection.timeout.ms": 30000,
+        # a killed broker's registration goes in 6 s (Kafka's default: 18)
+        "zookeeper.session.timeout.ms": 6000,
+        **settings,
+    })
+    return broker
 
 
 def start_kafka_kraft(directory: str | Path, *, version: str = KAFKA_4,
@@ -520,28 +531,72 @@ def start_kafka_kraft(directory: str | Path, *, version: str = KAFKA_4,
         cluster.brokers[node_id] = KafkaBroker(
             node_id=node_id, version=version, directory=root / f"broker-{node_id}",
             port=free_port(), controller_port=free_port(), jvm_options=tuple(jvm_options))
-    voters = ",".join(f"{b.node_id}@{HOST}:{b.controller_port}"
-                      for b in cluster.brokers.values())
+    voters = _voters(cluster)
     for broker in cluster.brokers.values():
-        broker.directory.mkdir(parents=True, exist_ok=True)
-        _write_properties(broker.config_path, {
-            "process.roles": "broker,controller",
-            "node.id": broker.node_id,
-            "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://{HOST}:{broker.port},CONTROLLER://{HOST}:"
-                         f"{broker.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{HOST}:{broker.port}",
-            "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-            "log.dirs": broker.directory / "data",
-            **_small_cluster(len(node_ids)),
-            **(extra or {}),
-        })
-        formatted = run_tool(version, "storage", "format", "--ignore-formatted",
-                             "--cluster-id", cluster_id, "--config", str(broker.config_path))
-        if formatted.returncode != 0:
-            raise KafkaStartError(f"Kafka {version} storage format of node {broker.node_id} "
-                                  f"failed ({formatted.returncode}):\n{formatted.stdout}"
-                                  f"{formatted.stderr}")
+        _kraft_node(cluster, broker, voters, {**_small_cluster(len(node_ids)), **(extra or {})})
     return _start_all(cluster, timeout)
+
+
+def _voters(cluster: KafkaCluster) -> str:
+    """``controller.quorum.voters`` of a KRaft cluster: its nodes with a controller port."""
+    return ",".join(f"{b.node_id}@{HOST}:{b.controller_port}"
+                    for b in cluster.brokers.values() if b.controller_port is not None)
+
+
+def _kraft_node(cluster: KafkaCluster, broker: KafkaBroker, voters: str,
+                settings: Mapping[str, object]) -> None:
+    """Write a KRaft node's server.properties (combined when it has a controller port, a
+    broker only when not) and format its storage with the cluster's id."""
+    assert cluster.cluster_id is not None
+    broker.directory.mkdir(parents=True, exist_ok=True)
+    combined = broker.controller_port is not None
+    listeners = f"PLAINTEXT://{HOST}:{broker.port}"
+    if combined:
+        listeners += f",CONTROLLER://{HOST}:{broker.controller_port}"
+    _write_properties(broker.config_path, {
+        "process.roles": "broker,controller" if combined else "broker",
+        "node.id": broker.node_id,
+        "controller.quorum.voters": voters,
+        "listeners": listeners,
+        "advertised.listeners": f"PLAINTEXT://{HOST}:{broker.port}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "log.dirs": broker.directory / "data",
+        **settings,
+    })
+    formatted = run_tool(cluster.version, "storage", "format", "--ignore-formatted",
+                         "--cluster-id", cluster.cluster_id, "--config",
+                         str(broker.config_path))
+    if formatted.returncode != 0:
+        raise KafkaStartError(f"Kafka {cluster.version} storage format of node "
+                              f"{broker.node_id} failed ({formatted.returncode}):\n"
+                              f"{formatted.stdout}{formatted.stderr}")
+
+
+def add_kafka_broker(cluster: KafkaCluster, node_id: int, *,
+                     extra: Mapping[str, object] | None = None, timeout: float = 120.0
+                     ) -> KafkaBroker:
+    """Start one more broker in a running ``cluster``, in ``directory/broker-<id>``: in
+    ZooKeeper mode on the cluster's chroot; in KRaft mode a broker-only node
+    (``process.roles=broker``) of the cluster's controller quorum, its storage formatted with
+    the cluster's id. Returns once every running broker lists it in Metadata (the stopped
+    ones are not waited for). ``extra``: server.properties settings over the harness's own."""
+    if node_id in cluster.brokers:
+        raise KafkaError(f"Kafka broker {node_id} is in the cluster already")
+    first = next(iter(cluster.brokers.values()))
+    # the cluster's own small-cluster settings (its replication factors of the internal
+    # topics), not a fourth broker's
+    settings = {**_small_cluster(len(cluster.brokers)), **(extra or {})}
+    if cluster.mode == "zookeeper":
+        broker = _zk_broker(cluster, node_id, first.jvm_options, settings)
+    else:
+        broker = KafkaBroker(node_id=node_id, version=cluster.version,
+                             directory=cluster.directory / f"broker-{node_id}",
+                             port=free_port(), jvm_options=first.jvm_options)
+        _kraft_node(cluster, broker, _voters(cluster), settings)
+    cluster.brokers[node_id] = broker
+    broker.start()
+    cluster.wait_serving([n for n, b in cluster.brokers.items() if b.running()],
+                         timeout=timeout)
+    return broker
