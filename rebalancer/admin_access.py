@@ -242,15 +242,73 @@ class AdminAccess:
     # --- throttles -----------------------------------------------------------------------------
 
     def _alter_configs(self, changes: Mapping[tuple[str, str], Mapping[str, str | None]],
-                       what: str) -> None:
+                       what: str, *, all_or_none: bool = False) -> None:
+        """Apply ``changes`` (value None: delete the key). With ``all_or_none``, a change
+        refused for some resources is taken back on the others (their values as read before,
+        where the principal may read them), so that a refusal changes nothing."""
+        from kafkaclient.admin import AdminError
+
         if not changes:
             return
+        before = self._throttle_values(changes) if all_or_none else None
         with asking(f"cannot {what}"):
             answers = self.admin.incremental_alter_configs(changes)
         failed = {r: e for r, e in sorted(answers.items()) if e is not None}
-        if failed:
-            problems = "; ".join(f"{kind} {name}: {e}" for (kind, name), e in failed.items())
-            raise AccessError(f"cannot {what}: {problems}{_needs(failed)}")
+        if not failed:
+            return
+        problems = "; ".join(f"{kind} {name}: {e}" for (kind, name), e in failed.items())
+        applied = sorted(r for r in changes if r not in failed)
+        undone = ""
+        if all_or_none and applied:
+            before = before or {}
+            unread = [r for r in applied if r not in before]
+            applied = [r for r in applied if r in before]
+            undo = {r: {k: before[r].get(k) for k in changes[r]} for r in applied}
+            names = ", ".join(f"{kind} {name}" for kind, name in applied)
+            left: dict[tuple[str, str], str] = {}
+            if undo:
+                try:
+                    left = {r: e for r, e in self.admin.incremental_alter_configs(undo).items()
+                            if e is not None}
+                except AdminError as exc:
+                    left = dict.fromkeys(applied, str(exc))
+            kept = sorted({*left, *unread})
+            undone = (f"; what was set on {names} was taken back" if applied and not left
+                      else "")
+            if kept:
+                undone += (f"; what was set on {', '.join(f'{k} {n}' for k, n in kept)} could "
+                           f"not be taken back")
+        raise AccessError(f"cannot {what}: {problems}{_needs(failed)}{undone}")
+
+    def _throttle_values(self, resources: Iterable[tuple[str, str]]
+                         ) -> dict[tuple[str, str], dict[str, str | None]] | None:
+        """The values to restore the throttle keys to (None: delete the key: it was unset or
+        at its default), of the resources the principal may read (one refused is read alone,
+        and left out: what is set on it cannot be taken back), or None when none can be read."""
+        from kafkaclient.admin import AdminError
+
+        wanted = list(resources)
+        try:
+            configs = self.admin.describe_configs(wanted)
+        except AdminError:
+            configs = {}
+            for r in wanted:
+                try:
+                    configs.update(self.admin.describe_configs([r]))
+                except AdminError:
+                    continue
+        if not configs:
+            return None
+        out: dict[tuple[str, str], dict[str, str | None]] = {}
+        for r in wanted:
+            if r not in configs:
+                continue
+            values = configs[r]
+            out[r] = {}
+            for k in (*BROKER_RATE_KEYS, *TOPIC_REPLICA_KEYS):
+                v = values.get(k)
+                out[r][k] = v if v not in (None, "", UNLIMITED_RATE) else None
+        return out
 
     def set_throttles(self, plan: Plan, rate: int, *,
                       current: Mapping[TopicPartition, tuple[int, ...]] | None = None
@@ -272,7 +330,7 @@ class AdminAccess:
             ("broker", str(b)): dict.fromkeys(BROKER_RATE_KEYS, str(rate)) for b in brokers}
         for topic, values in sorted(lists.items()):
             changes[("topic", topic)] = {k: v or None for k, v in values.items()}
-        self._alter_configs(changes, "set the replication throttles")
+        self._alter_configs(changes, "set the replication throttles", all_or_none=True)
         return ThrottleChange(brokers=tuple(brokers), topics=lists, rate=rate)
 
     def remove_throttles(self, topics: Iterable[str]) -> ThrottleChange:

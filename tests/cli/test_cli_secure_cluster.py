@@ -320,6 +320,25 @@ def test_alice_without_acls_cannot_execute_a_plan(secure: Secure, tmp_path: Path
                     "broker 3: CLUSTER_AUTHORIZATION_FAILED; topic orders: "
                     "TOPIC_AUTHORIZATION_FAILED (the principal needs ALTER_CONFIGS on the "
                     "cluster and on topic orders)"), line
+    # with ALTER_CONFIGS (and DESCRIBE_CONFIGS) on the topic but not on the cluster, the
+    # topic's throttled replicas are set and the brokers' rates refused: the topic's are taken
+    # back, so that the refusal leaves no throttle behind
+    for operation in ("AlterConfigs", "DescribeConfigs"):
+        granted = partctl("acls", "add", "--topic", "orders", "--operation", operation,
+                          "--allow-principal", "User:alice", url=secure.url)
+        assert granted.returncode == 0, granted.stderr
+
+    def partly_refused() -> str | None:
+        line = one_line(*secure.run("reassign", "execute", "--reassignment-json-file",
+                                    str(plan), "--throttle", "1MB/s", user="alice"))
+        return None if "topic orders: TOPIC_AUTHORIZATION_FAILED" in line else line
+
+    line = wait_until(partly_refused, timeout=30, interval=0.2, message="the topic ACLs seen")
+    assert line == ("cannot set the replication throttles: broker 1: "
+                    "CLUSTER_AUTHORIZATION_FAILED; broker 2: CLUSTER_AUTHORIZATION_FAILED; "
+                    "broker 3: CLUSTER_AUTHORIZATION_FAILED (the principal needs ALTER_CONFIGS "
+                    "on the cluster); what was set on topic orders was taken back"), line
+    assert throttles(secure, ["orders"]) == {}
     line = one_line(*secure.run("reassign", "execute", "--reassignment-json-file", str(plan),
                                 user="alice"))
     assert line == ("cannot submit the moves: not authorized: CLUSTER_AUTHORIZATION_FAILED on "
