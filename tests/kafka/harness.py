@@ -266,7 +266,7 @@ class KafkaBroker:
         """Start the process (it must not be running); does not wait for it to serve."""
         if self.running():
             raise KafkaError(f"Kafka broker {self.node_id} is running already")
-        command = _java(self.version, self.jvm_options, HERE / "log4j-kafkaclient.properties",
+        command = _java(self.version, self.jvm_options, HERE / "log4j-broker.properties",
                         "kafka.Kafka", str(self.config_path),
                         properties=[f"-Dkafka.logs.dir={self.directory}"])
         with open(self.console_path, "ab") as console:
