@@ -255,7 +255,7 @@ def test_kafka_python_consumers_share_a_group_and_commit(broker: BrokerProcess) 
     members = [kafka.KafkaConsumer(
         topic, bootstrap_servers=broker.bootstrap, group_id=topic, enable_auto_commit=False,
         auto_offset_reset="earliest", partition_assignment_strategy=[RangePartitionAssignor],
-        session_timeout_ms=6000, heartbeat_interval_ms=500) for _ in range(2)]
+        session_timeout_ms=30000, heartbeat_interval_ms=500) for _ in range(2)]
     read: set[tuple[int, int]] = set()
 
     def split() -> list[set[int]]:
