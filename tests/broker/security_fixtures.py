@@ -63,6 +63,47 @@ def ssl_properties(material: Material) -> str:
             f"ssl.truststore.type=PEM\nssl.truststore.location={material.ca}\n")
 
 
+def scram_users(url: str, directory: Path, users: tuple[str, ...]
+                ) -> tuple[dict[str, str], list[str]]:
+    """SCRAM-SHA-512 users made by ``partctl users create`` on the coordinator at ``url``, each
+    with a fresh password: the passwords, and what the tool printed (for the secrets checks)."""
+    secrets = {user: secret(f"{user}-scram") for user in users}
+    outputs: list[str] = []
+    for user, password in secrets.items():
+        path = directory / f"{user}.password"
+        path.write_text(password)
+        made = partctl("users", "create", user, "--mechanism", "SCRAM-SHA-512",
+                       "--password-file", str(path), url=url)
+        outputs += [made.stdout, made.stderr]
+        assert made.returncode == 0, made.stderr
+    return secrets, outputs
+
+
+def sasl_ssl_acl_settings(material: Material, admin_password: str) -> str:
+    """server.properties lines of a broker whose one listener is SASL_SSL with SCRAM-SHA-512
+    (inter-broker too, as ``admin``), with the ACL authorizer and ``admin`` its super user."""
+    jaas = f'{SCRAM_MODULE} required username="admin" password="{admin_password}";'
+    return ("listeners=SASL_SSL://127.0.0.1:0\n"
+            "inter.broker.listener.name=SASL_SSL\n"
+            "sasl.enabled.mechanisms=SCRAM-SHA-512\n"
+            "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512\n"
+            f"listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config={jaas}\n"
+            + ssl_properties(material) +
+            "authorizer.class.name=kafka.security.authorizer.AclAuthorizer\n"
+            "super.users=User:admin\n")
+
+
+def client_properties(directory: Path, material: Material, user: str, password: str) -> str:
+    """A Kafka client properties file (a tool's --command-config) for SASL_SSL with
+    SCRAM-SHA-512 as ``user``, trusting the run's CA; its path."""
+    path = directory / f"{user}-{uuid.uuid4().hex[:6]}.properties"
+    jaas = f'{SCRAM_MODULE} required username="{user}" password="{password}";'
+    path.write_text("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+                    f"sasl.jaas.config={jaas}\nssl.truststore.type=PEM\n"
+                    f"ssl.truststore.location={material.ca}\n")
+    return str(path)
+
+
 def start_secure_broker(directory: Path, server: object) -> SecureBroker:
     material = make_material(directory / "tls")
     settings = coordinator_settings(server)  # type: ignore[arg-type]

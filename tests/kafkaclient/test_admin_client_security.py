@@ -19,11 +19,10 @@ from coordinator.codecs import TopicPartition
 from kafkaclient.admin import AdminClient, AdminError
 from tests.broker.processes import BrokerProcess, coordinator_settings, start_broker
 from tests.broker.security_fixtures import (
-    SCRAM_MODULE,
+    client_properties,
     listener_ports,
-    partctl,
-    secret,
-    ssl_properties,
+    sasl_ssl_acl_settings,
+    scram_users,
 )
 from tests.broker.tls_material import Material, make_material
 from tests.servers import Server
@@ -45,12 +44,7 @@ class Secure:
         return ",".join(f"127.0.0.1:{listener_ports(b)['SASL_SSL']}" for b in self.brokers)
 
     def properties(self, user: str, password: str) -> str:
-        path = self.directory / f"{user}-{uuid.uuid4().hex[:6]}.properties"
-        jaas = f'{SCRAM_MODULE} required username="{user}" password="{password}";'
-        path.write_text("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
-                        f"sasl.jaas.config={jaas}\nssl.truststore.type=PEM\n"
-                        f"ssl.truststore.location={self.material.ca}\n")
-        return str(path)
+        return client_properties(self.directory, self.material, user, password)
 
 
 @pytest.fixture(scope="module")
@@ -59,22 +53,8 @@ def secure(zookeeper_server: Server, tmp_path_factory: pytest.TempPathFactory
     directory: Path = tmp_path_factory.mktemp("admin-client-secure")
     material = make_material(directory / "tls")
     settings = coordinator_settings(zookeeper_server)
-    secrets = {"admin": secret("admin-scram"), "alice": secret("alice-scram")}
-    for user, password in secrets.items():
-        path = directory / f"{user}.password"
-        path.write_text(password)
-        made = partctl("users", "create", user, "--mechanism", "SCRAM-SHA-512",
-                       "--password-file", str(path), url=settings[1])
-        assert made.returncode == 0, made.stderr
-    jaas = f'{SCRAM_MODULE} required username="admin" password="{secrets["admin"]}";'
-    extra = ("listeners=SASL_SSL://127.0.0.1:0\n"
-             "inter.broker.listener.name=SASL_SSL\n"
-             "sasl.enabled.mechanisms=SCRAM-SHA-512\n"
-             "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512\n"
-             f"listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config={jaas}\n"
-             + ssl_properties(material) +
-             "authorizer.class.name=kafka.security.authorizer.AclAuthorizer\n"
-             "super.users=User:admin\n")
+    secrets, _ = scram_users(settings[1], directory, ("admin", "alice"))
+    extra = sasl_ssl_acl_settings(material, secrets["admin"])
     brokers: list[BrokerProcess] = []
     try:
         for broker_id in (1, 2, 3):
