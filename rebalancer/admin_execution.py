@@ -220,13 +220,7 @@ class AdminRun(RunLedger):
 
     def result(self, *, elapsed: float, timed_out: bool, gave_up: str | None) -> ExecutionResult:
         failed = dict(self.failed)
-        if timed_out or gave_up:
-            why = "the timeout passed" if timed_out else gave_up
-            for tp, target in self.in_flight.items():
-                failed[tp] = (f"still moving to {list(target)} when {why} (the controller "
-                              f"carries on: verify follows it, cancel reverts it)")
-            for tp in self.pending:
-                failed[tp] = f"not started: {why} first" if timed_out else f"not started: {why}"
+        failed.update(self.unfinished(timed_out=timed_out, gave_up=gave_up))
         return ExecutionResult(
             done=tuple(sorted(self.done)),
             failed=MappingProxyType(dict(sorted(failed.items()))), elapsed=elapsed,

@@ -256,6 +256,19 @@ class RunLedger:
             self.unsent.append(tp)
             self.failed[tp] = f"not started: {reason}"
 
+    def unfinished(self, *, timed_out: bool, gave_up: str | None) -> dict[TopicPartition, str]:
+        """Why each move still in flight or waiting failed, when the run stopped waiting (the
+        timeout, or ``gave_up``); nothing when it did not."""
+        if not (timed_out or gave_up):
+            return {}
+        why = "the timeout passed" if timed_out else gave_up
+        out = {tp: (f"still moving to {list(target)} when {why} (the controller carries on: "
+                    f"verify follows it, cancel reverts it)")
+               for tp, target in self.in_flight.items()}
+        for tp in self.pending:
+            out[tp] = f"not started: {why} first" if timed_out else f"not started: {why}"
+        return out
+
 
 class _Run(RunLedger):
     """One execution of a plan: the claim, the window of moves in the node, what left it."""
@@ -392,13 +405,7 @@ class _Run(RunLedger):
         in_flight = tuple(sorted(self.in_flight))
         not_sent = tuple(sorted(self.pending))
         failed = dict(self.failed)
-        if timed_out or gave_up:
-            why = "the timeout passed" if timed_out else gave_up
-            for tp, target in self.in_flight.items():
-                failed[tp] = (f"still moving to {list(target)} when {why} (the controller "
-                              f"carries on: verify follows it, cancel reverts it)")
-            for tp in self.pending:
-                failed[tp] = f"not started: {why} first" if timed_out else f"not started: {why}"
+        failed.update(self.unfinished(timed_out=timed_out, gave_up=gave_up))
         stopped = (f"{gave_up} ({detail})" if gave_up and detail else gave_up
                    or ("the timeout passed" if timed_out else self.stopped))
         return ExecutionResult(done=tuple(sorted(self.done)),
