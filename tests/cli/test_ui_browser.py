@@ -18,8 +18,6 @@ from pathlib import Path
 import pytest
 
 import coordinator
-from broker.cluster import LaunchedBroker
-from broker.cluster import start_broker as launch_and_wait
 from coordinator.admin import Admin
 from coordinator.base import Coordinator
 from partctl.cluster_view import read_cluster
@@ -63,11 +61,8 @@ def browser(tmp_path: Path) -> Iterator[object]:
 class PageTrio(Trio):
     """Three broker processes whose coordinator sessions last 6 s."""
 
-    def start(self, broker_id: int) -> LaunchedBroker:
-        broker = launch_and_wait(self.root / f"broker-{broker_id}", broker_id, self.url,
-                                 extra=SETTINGS + "zookeeper.session.timeout.ms=6000\n")
-        self.brokers[broker_id] = broker
-        return broker
+    def settings(self) -> str:
+        return SETTINGS + "zookeeper.session.timeout.ms=6000\n"
 
 
 def test_the_page_shows_the_live_brokers_and_then_the_under_replicated_partitions(

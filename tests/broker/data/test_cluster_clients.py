@@ -24,7 +24,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import coordinator
-from broker.cluster import LaunchedBroker
+from broker.cluster import BrokerStartError, LaunchedBroker
 from broker.cluster import start_broker as launch_and_wait
 from coordinator.admin import Admin
 from coordinator.codecs import TopicPartition
@@ -63,9 +63,28 @@ class Trio:
     def bootstrap(self) -> str:
         return ",".join(b.bootstrap for b in self.brokers.values() if b.running())
 
-    def start(self, broker_id: int) -> LaunchedBroker:
-        broker = launch_and_wait(self.root / f"broker-{broker_id}", broker_id, self.url,
-                                 extra=SETTINGS)
+    def settings(self) -> str:
+        """What this trio's brokers start with (a subclass adds its own)."""
+        return SETTINGS
+
+    def start(self, broker_id: int, more: str = "") -> LaunchedBroker:
+        """Start broker ``broker_id`` on its own directory, with :meth:`settings` and ``more``.
+        Started again, it listens on the port it had, as a broker with a configured listener
+        does: what a client knows of its address stays true. (Started on a new port, a
+        librdkafka admin client that knew the broker as the controller keeps trying the old
+        address until its next metadata refresh, which a 30 s wait can miss.) Only if that port
+        was taken meanwhile does it get a new one."""
+        directory = self.root / f"broker-{broker_id}"
+        before = self.brokers.get(broker_id)
+        port = before.port if before is not None and before.port is not None else 0
+        try:
+            broker = launch_and_wait(directory, broker_id, self.url, port=port,
+                                     extra=self.settings() + more)
+        except BrokerStartError as exc:
+            if port == 0 or "in use" not in str(exc).lower():
+                raise
+            broker = launch_and_wait(directory, broker_id, self.url,
+                                     extra=self.settings() + more)
         self.brokers[broker_id] = broker
         return broker
 

@@ -17,7 +17,6 @@ import kafka
 import pytest
 from confluent_kafka.admin import NewTopic
 
-from broker.cluster import start_broker as launch_and_wait
 from replication.compression import is_xerial
 from replication.log import Log
 from replication.records import RECORDS_OFFSET, decode_batch
@@ -39,11 +38,8 @@ CONFIG = {"cleanup.policy": "compact", "segment.bytes": "4000",
 
 
 class CleaningTrio(Trio):
-    def start(self, broker_id: int, more: str = ""):  # type: ignore[no-untyped-def]
-        broker = launch_and_wait(self.root / f"broker-{broker_id}", broker_id, self.url,
-                                 extra=SETTINGS + more)
-        self.brokers[broker_id] = broker
-        return broker
+    def settings(self) -> str:
+        return SETTINGS
 
 
 @pytest.fixture

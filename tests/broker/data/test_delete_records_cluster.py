@@ -16,8 +16,6 @@ import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import NewTopic
 
-from broker.cluster import LaunchedBroker
-from broker.cluster import start_broker as launch_and_wait
 from coordinator.codecs import TopicPartition as Tp
 from replication.checkpoints import OffsetCheckpointFile
 from tests.broker.processes import TEST_SETTINGS, coordinator_url
@@ -36,11 +34,8 @@ SEGMENT_BYTES = 1200
 
 
 class DeletingTrio(Trio):
-    def start(self, broker_id: int) -> LaunchedBroker:
-        broker = launch_and_wait(self.root / f"broker-{broker_id}", broker_id, self.url,
-                                 extra=SETTINGS)
-        self.brokers[broker_id] = broker
-        return broker
+    def settings(self) -> str:
+        return SETTINGS
 
     def logs(self, broker_id: int) -> Path:
         return self.root / f"broker-{broker_id}" / "logs"

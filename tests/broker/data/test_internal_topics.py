@@ -13,8 +13,7 @@ import confluent_kafka as ck
 import pytest
 from kio.schema.errors import ErrorCode
 
-from broker.cluster import LaunchedBroker, coordinator_property
-from broker.cluster import start_broker as launch_and_wait
+from broker.cluster import coordinator_property
 from broker.groups.records import (
     OffsetCommitKey,
     OffsetCommitValue,
@@ -42,11 +41,8 @@ PARTITIONS = 3
 class SmallOffsetsTrio(Trio):
     """A :class:`Trio` whose ``__consumer_offsets`` has three partitions (quick to create)."""
 
-    def start(self, broker_id: int) -> LaunchedBroker:
-        broker = launch_and_wait(self.root / f"broker-{broker_id}", broker_id, self.url,
-                                 extra=SETTINGS + f"offsets.topic.num.partitions={PARTITIONS}\n")
-        self.brokers[broker_id] = broker
-        return broker
+    def settings(self) -> str:
+        return SETTINGS + f"offsets.topic.num.partitions={PARTITIONS}\n"
 
 
 @pytest.fixture

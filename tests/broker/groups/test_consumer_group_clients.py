@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from broker.cluster import start_broker as launch_and_wait
 from tests.broker.data.test_cluster_clients import Producing, create, serving
 from tests.broker.processes import coordinator_url
 from tests.servers import Server
@@ -44,11 +43,8 @@ KIP848_SETTINGS = ("group.consumer.session.timeout.ms=6000\n"
 
 
 class ConsumerTrio(GroupTrio):
-    def start(self, broker_id: int):  # noqa: ANN201
-        broker = launch_and_wait(self.root / f"broker-{broker_id}", broker_id, self.url,
-                                 extra=SETTINGS + KIP848_SETTINGS)
-        self.brokers[broker_id] = broker
-        return broker
+    def settings(self) -> str:
+        return SETTINGS + KIP848_SETTINGS
 
 
 @pytest.fixture

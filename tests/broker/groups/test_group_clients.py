@@ -21,7 +21,6 @@ from pathlib import Path
 import confluent_kafka as ck
 import pytest
 
-from broker.cluster import start_broker as launch_and_wait
 from broker.groups import partition_for
 from tests.broker.data.test_cluster_clients import Producing, Trio, create, serving
 from tests.broker.processes import TEST_SETTINGS, coordinator_url
@@ -48,11 +47,8 @@ traffic and the final drain is short, on any machine."""
 
 
 class GroupTrio(Trio):
-    def start(self, broker_id: int):  # noqa: ANN201
-        broker = launch_and_wait(self.root / f"broker-{broker_id}", broker_id, self.url,
-                                 extra=SETTINGS)
-        self.brokers[broker_id] = broker
-        return broker
+    def settings(self) -> str:
+        return SETTINGS
 
 
 @pytest.fixture

@@ -19,8 +19,7 @@ import confluent_kafka as ck
 import pytest
 
 from broker.cluster import LaunchedBroker
-from broker.cluster import start_broker as launch_and_wait
-from tests.broker.data.test_cluster_clients import SETTINGS, Trio, create, serving
+from tests.broker.data.test_cluster_clients import Trio, create, serving
 from tests.broker.processes import coordinator_url
 from tests.servers import free_port, unavailable
 from tests.waiting import wait_until
@@ -38,16 +37,13 @@ class MetricsTrio(Trio):
 
     metrics_ports: dict[int, int] = field(default_factory=dict)
 
-    def start(self, broker_id: int) -> LaunchedBroker:
+    def start(self, broker_id: int, more: str = "") -> LaunchedBroker:
         port = self.metrics_ports.get(broker_id, 0)
-        broker = launch_and_wait(
-            self.root / f"broker-{broker_id}", broker_id, self.url,
-            extra=SETTINGS + f"zookeeper.session.timeout.ms=4000\n"
-                             f"metrics.listener=http://{HOST}:{port}\n")
+        broker = super().start(broker_id, more + "zookeeper.session.timeout.ms=4000\n"
+                                              f"metrics.listener=http://{HOST}:{port}\n")
         url = broker.metrics_url
         assert url is not None, broker.log()[-2000:]
         self.metrics_ports[broker_id] = urllib.parse.urlsplit(url).port or 0
-        self.brokers[broker_id] = broker
         return broker
 
 

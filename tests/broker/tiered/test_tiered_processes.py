@@ -17,7 +17,6 @@ import pytest
 from confluent_kafka.admin import NewTopic
 
 from broker.cluster import LaunchedBroker
-from broker.cluster import start_broker as launch_and_wait
 from tests.broker.data.test_cluster_clients import Trio, serving
 from tests.broker.processes import TEST_SETTINGS, coordinator_url
 from tests.broker.protocol.test_apis import list_offsets
@@ -31,18 +30,13 @@ TOPIC = "t"  # the name test_apis.list_offsets asks about
 
 
 class TieredTrio(Trio):
-    def start(self, broker_id: int) -> LaunchedBroker:
-        remote = self.root / "remote"
-        settings = (TEST_SETTINGS + "replica.fetch.wait.max.ms=100\n"
-                    "replica.lag.time.max.ms=10000\n"
-                    "remote.log.storage.system.enable=true\n"
-                    f"remote.log.storage.url=file://{remote}\n"
-                    "remote.log.manager.task.interval.ms=200\n"
-                    "log.retention.check.interval.ms=200\n")
-        broker = launch_and_wait(self.root / f"broker-{broker_id}", broker_id, self.url,
-                                 extra=settings)
-        self.brokers[broker_id] = broker
-        return broker
+    def settings(self) -> str:
+        return (TEST_SETTINGS + "replica.fetch.wait.max.ms=100\n"
+                "replica.lag.time.max.ms=10000\n"
+                "remote.log.storage.system.enable=true\n"
+                f"remote.log.storage.url=file://{self.root / 'remote'}\n"
+                "remote.log.manager.task.interval.ms=200\n"
+                "log.retention.check.interval.ms=200\n")
 
 
 @pytest.fixture
