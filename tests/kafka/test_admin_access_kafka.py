@@ -31,7 +31,8 @@ from tests.servers import Server
 from tests.waiting import wait_until
 
 from .conftest import require_kafka
-from .harness import KAFKA_3, KAFKA_4, KafkaCluster, run_tool, start_kafka_kraft, start_kafka_zk
+from .harness import KAFKA_3, KAFKA_4, KafkaCluster, start_kafka_kraft, start_kafka_zk
+from .tool_shell import run_shared
 
 pytestmark = pytest.mark.servers
 
@@ -72,7 +73,7 @@ def access(kafka: KafkaCluster) -> Iterator[AdminAccess]:
 
 
 def tool(kafka: KafkaCluster, name: str, *args: str) -> str:
-    done = run_tool(kafka.version, name, "--bootstrap-server", kafka.bootstrap, *args)
+    done = run_shared(kafka.version, name, "--bootstrap-server", kafka.bootstrap, *args)
     assert done.returncode == 0, (name, args, done.stdout, done.stderr[-2000:])
     return done.stdout
 

@@ -19,7 +19,8 @@ from kafkaclient.admin import AdminClient
 from tests.waiting import wait_until
 
 from .conftest import require_kafka
-from .harness import KAFKA_3, KAFKA_4, KafkaCluster, run_tool, start_kafka_kraft, start_kafka_zk
+from .harness import KAFKA_3, KAFKA_4, KafkaCluster, start_kafka_kraft, start_kafka_zk
+from .tool_shell import run_shared
 
 pytestmark = pytest.mark.servers
 
@@ -108,7 +109,7 @@ def test_a_reassignment_and_a_preferred_election_as_kafkas_tools_see_them(
                    message="the moves to finish")
         wait_until(lambda: admin.topics([moved])[moved].partitions[0].replicas == (2, 3),
                    timeout=30, interval=0.2, message="the moved replicas")
-        described = run_tool(kafka.version, "topics", "--bootstrap-server", kafka.bootstrap,
+        described = run_shared(kafka.version, "topics", "--bootstrap-server", kafka.bootstrap,
                              "--describe", "--topic", moved)
         assert described.returncode == 0, described.stderr
         assert "Replicas: 2,3" in described.stdout, described.stdout

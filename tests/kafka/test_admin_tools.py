@@ -10,16 +10,17 @@ ZooKeeper cluster, 4.4.0's against the etcd one (3.9.1's on etcd in the long tie
 ``kafka-broker-api-versions``, ``kafka-log-dirs``, ``kafka-get-offsets`` and
 ``kafka-delete-records``; the KRaft-only tools (``kafka-metadata-quorum``, ``kafka-features``)
 in the long tier. A tool costs a JVM start (1.5 to 3.5 s, 10 s on a loaded machine), so the
-tools of one version run one after another in one JVM for the module (:mod:`.tool_shell`: each
-is its main class with the script's arguments, its output and exit status its own), or each in
-a process of its own with ``PARTCTL_KAFKA_TOOL_PROCESSES=1``; whatever a tool needs first (a
+tools of one version run one after another in one JVM for the worker
+(:func:`.tool_shell.run_shared`: each is its main class with the script's arguments, its output
+and exit status its own), or each in a process of its own with
+``PARTCTL_KAFKA_TOOL_PROCESSES=1``; whatever a tool needs first (a
 topic, records) is made with librdkafka.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-import os
 import re
 import subprocess
 import uuid
@@ -39,7 +40,7 @@ from tests.waiting import wait_until
 
 from .conftest import require_kafka
 from .harness import KAFKA_3, KAFKA_4, run_tool
-from .tool_shell import ToolShell
+from .tool_shell import run_shared
 
 pytestmark = pytest.mark.servers
 
@@ -126,26 +127,13 @@ COMBOS = [
 Tool = Callable[..., subprocess.CompletedProcess[str]]
 
 
-@pytest.fixture(scope="module")
-def shells() -> Iterator[dict[str, ToolShell]]:
-    """One tool JVM per Kafka version, started when first wanted."""
-    started: dict[str, ToolShell] = {}
-    yield started
-    for shell in started.values():
-        shell.close()
-
-
 @pytest.fixture(params=COMBOS)
-def setup(request: pytest.FixtureRequest, shells: dict[str, ToolShell]) -> tuple[Three, Tool]:
+def setup(request: pytest.FixtureRequest) -> tuple[Three, Tool]:
     """A cluster, and Kafka's tools of one version: ``run(tool, *args)``."""
     store, version = request.param
     require_kafka(version)
     three = request.getfixturevalue(store)
-    if os.environ.get("PARTCTL_KAFKA_TOOL_PROCESSES") == "1":
-        return three, lambda tool, *args: run_tool(version, tool, *args)
-    if version not in shells:
-        shells[version] = ToolShell(version)
-    return three, shells[version].run
+    return three, functools.partial(run_shared, version)
 
 
 def _ok(result: subprocess.CompletedProcess[str]) -> str:

@@ -49,10 +49,10 @@ from .harness import (
     KAFKA_4,
     KafkaCluster,
     add_kafka_broker,
-    run_tool,
     start_kafka_kraft,
     start_kafka_zk,
 )
+from .tool_shell import run_shared
 
 pytestmark = pytest.mark.servers
 
@@ -106,7 +106,7 @@ def rebalance(kafka: KafkaCluster, *argv: str) -> str:
 
 
 def tool(kafka: KafkaCluster, name: str, *args: str) -> str:
-    done = run_tool(kafka.version, name, "--bootstrap-server", kafka.bootstrap, *args)
+    done = run_shared(kafka.version, name, "--bootstrap-server", kafka.bootstrap, *args)
     assert done.returncode == 0, (name, args, done.stdout, done.stderr[-2000:])
     return done.stdout
 

@@ -44,7 +44,8 @@ from tests.servers import Server
 from tests.waiting import wait_until
 
 from .conftest import require_kafka
-from .harness import KAFKA_3, KafkaCluster, run_tool, start_kafka_zk
+from .harness import KAFKA_3, KafkaCluster, start_kafka_zk
+from .tool_shell import run_shared
 
 pytestmark = pytest.mark.servers
 
@@ -144,7 +145,7 @@ def mixed(zookeeper_server: Server, tmp_path_factory: pytest.TempPathFactory
 
 
 def _tool(*args: str) -> str:
-    result = run_tool(KAFKA_3, *args)
+    result = run_shared(KAFKA_3, *args)
     assert result.returncode == 0, f"{args}: {result.returncode}\n{result.stdout}{result.stderr}"
     return result.stdout
 

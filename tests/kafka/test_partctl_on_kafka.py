@@ -46,7 +46,8 @@ from tests.servers import Server
 from tests.waiting import wait_until
 
 from .conftest import require_kafka
-from .harness import KAFKA_3, KafkaCluster, run_tool, start_kafka_zk
+from .harness import KAFKA_3, KafkaCluster, start_kafka_zk
+from .tool_shell import run_shared
 
 pytestmark = pytest.mark.servers
 
@@ -104,15 +105,15 @@ def seeded(zookeeper_server: Server, tmp_path_factory: pytest.TempPathFactory
         assert kafka.zookeeper_connect is not None
         chroot = "/" + kafka.zookeeper_connect.partition("/")[2]
         boot = kafka.bootstrap
-        _ok(run_tool(KAFKA_3, "topics", "--bootstrap-server", boot, "--create", "--topic",
+        _ok(run_shared(KAFKA_3, "topics", "--bootstrap-server", boot, "--create", "--topic",
                      TOPIC, "--partitions", "3", "--replication-factor", "2", "--config",
                      "min.insync.replicas=1", "--config", "retention.ms=3600000"))
-        _ok(run_tool(KAFKA_3, "topics", "--bootstrap-server", boot, "--create", "--topic",
+        _ok(run_shared(KAFKA_3, "topics", "--bootstrap-server", boot, "--create", "--topic",
                      ASSIGNED, "--replica-assignment", "1:2,2:3,3:1"))
-        _ok(run_tool(KAFKA_3, "acls", "--bootstrap-server", boot, "--add", "--allow-principal",
+        _ok(run_shared(KAFKA_3, "acls", "--bootstrap-server", boot, "--add", "--allow-principal",
                      "User:alice", "--operation", "Read", "--operation", "Describe",
                      "--topic", TOPIC, "--group", GROUP))
-        _ok(run_tool(KAFKA_3, "acls", "--bootstrap-server", boot, "--add", "--deny-principal",
+        _ok(run_shared(KAFKA_3, "acls", "--bootstrap-server", boot, "--add", "--deny-principal",
                      "User:eve", "--deny-host", "127.0.0.2", "--operation", "Write",
                      "--topic", "pay-", "--resource-pattern-type", "prefixed"))
         yield Seeded(kafka=kafka, url=zookeeper_server.url(chroot))
@@ -143,7 +144,7 @@ def _partctl_partitions(out: str) -> dict[tuple[str, int], tuple[str, str, str, 
 
 
 def _kafka_describe(seeded: Seeded) -> dict[tuple[str, int], tuple[str, str, str]]:
-    return _kafka_partitions(_ok(run_tool(KAFKA_3, "topics", "--bootstrap-server",
+    return _kafka_partitions(_ok(run_shared(KAFKA_3, "topics", "--bootstrap-server",
                                           seeded.kafka.bootstrap, "--describe")))
 
 
@@ -176,7 +177,7 @@ def test_topics_list_and_describe_as_kafka_topics_shows_them(seeded: Seeded,
 
 
 def test_describe_config_as_kafka_configs_shows_it(seeded: Seeded) -> None:
-    kafkas = _ok(run_tool(KAFKA_3, "configs", "--bootstrap-server", seeded.kafka.bootstrap,
+    kafkas = _ok(run_shared(KAFKA_3, "configs", "--bootstrap-server", seeded.kafka.bootstrap,
                           "--describe", "--all", "--entity-type", "topics", "--entity-name",
                           TOPIC)).splitlines()
     # partctl adds a note where it only stores a key: "(partctl: ...)"
@@ -261,7 +262,7 @@ def test_acls_list_as_kafka_acls_lists_them(seeded: Seeded, tree: Coordinator) -
     assert _json(tree, "/kafka-acl-extended/prefixed/Topic/pay-")["acls"] == [
         {"principal": "User:eve", "permissionType": "Deny", "host": "127.0.0.2",
          "operation": "Write"}]
-    kafkas = _acl_blocks(_ok(run_tool(KAFKA_3, "acls", "--bootstrap-server",
+    kafkas = _acl_blocks(_ok(run_shared(KAFKA_3, "acls", "--bootstrap-server",
                                       seeded.kafka.bootstrap, "--list")))
     ours = _acl_blocks(partctl("acls", "list", "--coordinator", seeded.url))
     assert set(ours) == set(kafkas) == {
@@ -315,7 +316,7 @@ def test_groups_describe_as_kafka_consumer_groups_shows_it(seeded: Seeded) -> No
             producer.produce(TOPIC, value=b"late", partition=0)
         assert producer.flush(30) == 0
 
-        kafkas = _group_rows(_ok(run_tool(KAFKA_3, "consumer-groups", "--bootstrap-server",
+        kafkas = _group_rows(_ok(run_shared(KAFKA_3, "consumer-groups", "--bootstrap-server",
                                           boot, "--describe", "--group", GROUP)))
         ours = _group_rows(partctl("groups", "describe", "--coordinator", seeded.url,
                                    "--group", GROUP))

@@ -7,13 +7,15 @@ included) are its own, and its exit status is what it passed to Kafka's ``Exit``
 
 from __future__ import annotations
 
+import atexit
+import os
 import subprocess
 import tempfile
 import threading
 
-from .harness import HERE, TOOL_JVM_OPTIONS, kafka_classpath, main_class
+from .harness import HERE, TOOL_JVM_OPTIONS, kafka_classpath, main_class, run_tool
 
-__all__ = ["ToolShell"]
+__all__ = ["ToolShell", "run_shared"]
 
 SOURCE = HERE / "ToolShell.java"
 
@@ -71,6 +73,9 @@ class ToolShell:
                                            answer[0].decode(errors="replace"),
                                            answer[1].decode(errors="replace"))
 
+    def alive(self) -> bool:
+        return self._process.poll() is None
+
     def output(self) -> str:
         """What the JVM wrote outside the invocations (its own errors)."""
         self._log.seek(0)
@@ -91,3 +96,34 @@ class ToolShell:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_SHARED: dict[str, ToolShell] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _close_shared() -> None:
+    for shell in _SHARED.values():
+        shell.close()
+
+
+atexit.register(_close_shared)
+
+
+def run_shared(version: str, tool: str, *args: str, timeout: float = 120.0
+               ) -> subprocess.CompletedProcess[str]:
+    """Run one of Kafka's admin tools in this process's shell for ``version``, started on
+    first use and again if it ended (a timeout kills it), closed when the process exits: a
+    pytest worker pays for one JVM start per Kafka version across all its modules. With
+    ``PARTCTL_KAFKA_TOOL_PROCESSES=1``, a process per invocation (:func:`harness.run_tool`).
+    For the short admin tools only; a load generator (a perf test, a console consumer) gets
+    a JVM of its own."""
+    if os.environ.get("PARTCTL_KAFKA_TOOL_PROCESSES") == "1":
+        return run_tool(version, tool, *args, timeout=timeout)
+    with _SHARED_LOCK:
+        shell = _SHARED.get(version)
+        if shell is None or not shell.alive():
+            if shell is not None:
+                shell.close()
+            shell = _SHARED[version] = ToolShell(version)
+    return shell.run(tool, *args, timeout=timeout)
