@@ -20,6 +20,7 @@ import pytest
 
 from coordinator.codecs import PartitionStateNode
 from interbroker.errors import ErrorCode
+from replication.config import ReplicaConfig
 from replication.protocol import ACKS_ALL
 
 from ._util import idempotent_batch
@@ -154,5 +155,35 @@ def test_a_replica_added_by_a_reassignment_answers_retries_at_their_offsets_when
         assert cluster.log(4).log_end_offset == 6
         later = produce(cluster, idempotent_batch(6, 1), acks=1).result(0)
         assert (later.base_offset, later.duplicate) == (6, False)
+    finally:
+        cluster.shutdown()
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_new_producers_batch_that_overtook_its_refused_first_one_is_refused(
+    tmp_path: Path, transport: str
+) -> None:
+    # A new producer id (a new producer, or librdkafka's after an epoch bump: a new id) sends
+    # its first two batches to a leader whose ISR is short: the first is refused before it is
+    # appended, the ISR is whole again when the second arrives. Taken, the second would let
+    # librdkafka report the first delivered (the fault harness's loss, "@None").
+    cluster = MiniCluster(tmp_path, config=ReplicaConfig(min_insync_replicas=2),
+                          transport=transport)
+    try:
+        cluster.create()
+        cluster.crash(2)
+        cluster.crash(3)
+        first = produce(cluster, idempotent_batch(0, 2, pid=40)).result(0)
+        assert first.error == ErrorCode.NOT_ENOUGH_REPLICAS
+        cluster.start(2)
+        cluster.settle()
+        assert cluster.state()[0].isr == (1, 2)
+        second = produce(cluster, idempotent_batch(2, 1, pid=40)).result(0)
+        assert second.error == ErrorCode.UNKNOWN_PRODUCER_ID and second.base_offset == -1
+        assert cluster.log(1).log_end_offset == 0 and cluster.log(1).producer_entry(40) is None
+        # the client's answer to that: a new producer id, its batches again from sequence 0
+        again = [produce(cluster, idempotent_batch(s, n, pid=41)) for s, n in ((0, 2), (2, 1))]
+        cluster.settle()
+        assert [f.result(0).base_offset for f in again] == [0, 2]
     finally:
         cluster.shutdown()
