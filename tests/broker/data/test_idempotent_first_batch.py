@@ -20,17 +20,22 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any
 
 import confluent_kafka as ck
 import pytest
+from kio.schema.errors import ErrorCode as KioErrorCode
 
 from coordinator.codecs import TopicPartition
 from interbroker.errors import ErrorCode
 from replication.protocol import ProduceResult
-from replication.records import decode_batch
+from replication.records import Record, decode_batch, encode_batch
 from tests.broker.admin_fixtures import backend_url, topic_name, wait_serving
 from tests.broker.cluster_harness import ClusterBroker
+from tests.broker.harness import InProcessBroker
+from tests.broker.protocol.test_apis import produce
+from tests.broker.wire_client import RawClient
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.servers
@@ -109,3 +114,21 @@ def test_a_later_batch_does_not_acknowledge_a_refused_first_one(
     assert sorted(delivered) == [b"first", b"second"], reports
     assert stored == [b"first", b"second"], (stored, reports)
     assert {v: o for v, (_e, o) in reports.items()} == {b"first": 0, b"second": 1}
+
+
+def test_the_answer_carries_the_log_start(tmp_path: Path) -> None:
+    # Kafka's Java producer resends a batch answered UNKNOWN_PRODUCER_ID without a log start
+    # unchanged (it waits for one); with it, the producer bumps its epoch and starts over.
+    broker = InProcessBroker(tmp_path / "logs")
+    try:
+        broker.set_partition("t", 0)
+        batches = [encode_batch([Record(key=None, value=b"plain", timestamp=1_000)]),
+                   encode_batch([Record(key=None, value=b"late", timestamp=1_000)],
+                                producer_id=77, producer_epoch=0, base_sequence=5)]
+        with RawClient(broker.address) as client:
+            answers = [client.call(produce(acks=-1, data={("t", 0): b})) for b in batches]
+        assert [(p.error_code, p.base_offset, p.log_start_offset) for a in answers
+                for r in a.responses for p in r.partition_responses] == [
+            (KioErrorCode.none, 0, 0), (KioErrorCode.unknown_producer_id, -1, 0)]
+    finally:
+        broker.close()
