@@ -23,6 +23,7 @@ __all__ = [
     "RecordTooLargeError",
     "SegmentChangedError",
     "StorageError",
+    "UnknownProducerIdError",
     "UnsupportedCompressionError",
 ]
 
@@ -90,6 +91,12 @@ class ProducerStateError(StorageError):
 class OutOfOrderSequenceError(ProducerStateError):
     """A batch whose first sequence does not follow the producer's last one (a gap, or a new
     epoch not starting at 0): Kafka's OUT_OF_ORDER_SEQUENCE_NUMBER."""
+
+
+class UnknownProducerIdError(ProducerStateError):
+    """A batch of a producer the partition holds nothing of that does not start at sequence 0
+    (Kafka's UNKNOWN_PRODUCER_ID, as Kafka 0.11 to 2.4 answered it): the batches before it may
+    never have been written."""
 
 
 class InvalidProducerEpochError(ProducerStateError):

@@ -48,6 +48,7 @@ from replication.errors import (
     RecordBatchTooLargeError,
     RecordTooLargeError,
     StorageError,
+    UnknownProducerIdError,
 )
 from replication.isr import (
     UNKNOWN_OFFSET,
@@ -322,6 +323,8 @@ class Partition:
                 return failed(future, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, str(exc))
             except InvalidProducerEpochError as exc:
                 return failed(future, ErrorCode.INVALID_PRODUCER_EPOCH, str(exc))
+            except UnknownProducerIdError as exc:
+                return failed(future, ErrorCode.UNKNOWN_PRODUCER_ID, str(exc))
             except InvalidRecordError as exc:
                 return failed(future, ErrorCode.INVALID_RECORD, str(exc))
             except StorageError:

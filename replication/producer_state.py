@@ -14,9 +14,17 @@ batch of an idempotent producer against it before appending, by the rules of Kaf
   producer: OUT_OF_ORDER_SEQUENCE_NUMBER otherwise;
 - the same epoch must continue at the last sequence + 1, wrapping from 2**31-1 to 0:
   OUT_OF_ORDER_SEQUENCE_NUMBER otherwise;
-- a producer id the partition does not know (never seen, or its state removed by retention or
-  expiry) is taken at any sequence: since KIP-360 (Kafka 2.5) a broker no longer answers
-  UNKNOWN_PRODUCER_ID, the producer's next batches continue from whatever it sends first.
+- a producer id the partition does not know (never seen, or its state removed by expiry or a
+  log restarted empty) is taken at sequence 0 only: UNKNOWN_PRODUCER_ID otherwise, Kafka 0.11
+  to 2.4's answer. Kafka since 2.5 (KIP-360) takes such a batch at any sequence, but then a
+  new producer's (and, as every epoch bump librdkafka makes gets a new producer id, any
+  bumped producer's) first batch refused before it was appended (NOT_LEADER_OR_FOLLOWER,
+  NOT_ENOUGH_REPLICAS during a failover) is overtaken by the next one, which is taken, and
+  librdkafka, which reads a later batch's success as proof that the earlier ones were written,
+  reports the first delivered (without an offset) though no log holds it. Answered
+  UNKNOWN_PRODUCER_ID, librdkafka takes a new producer id and sends both again, in order; a
+  producer whose state expired does the same with its next batch (librdkafka and Kafka's Java
+  producer both handle the error).
 
 Batches without a producer id (-1) are not looked at. Followers and recovery apply the same
 updates without the checks (Kafka's REPLICATION origin), so every replica holds the state and a
@@ -65,6 +73,7 @@ from replication.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
     OutOfOrderSequenceError,
+    UnknownProducerIdError,
 )
 
 __all__ = [
@@ -215,16 +224,22 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
 
 def check_client_batch(entry: ProducerEntry | None, *, producer_id: int, epoch: int,
                        first_seq: int, offset: int, where: str) -> None:
-    """Kafka 3.9's checks of a producer's batch against the partition's entry for it (None:
-    the partition does not know the producer): raises :class:`InvalidProducerEpochError` or
-    :class:`OutOfOrderSequenceError`, naming the batch's ``offset`` in ``where``."""
+    """Kafka's checks of a producer's batch against the partition's entry for it (None: the
+    partition does not know the producer): raises :class:`InvalidProducerEpochError`,
+    :class:`OutOfOrderSequenceError` or (a producer the partition does not know, not starting
+    at sequence 0) :class:`UnknownProducerIdError`, naming the batch's ``offset`` in
+    ``where``."""
     current = entry.epoch if entry is not None else NO_PRODUCER_EPOCH
     if epoch < current:
         raise InvalidProducerEpochError(
             f"epoch of producer {producer_id} at offset {offset} in {where} is {epoch}, which "
             f"is smaller than the last seen epoch {current}")
     if epoch != current:
-        if first_seq != 0 and current != NO_PRODUCER_EPOCH:
+        if first_seq != 0:
+            if current == NO_PRODUCER_EPOCH:
+                raise UnknownProducerIdError(
+                    f"found no record of producer {producer_id} in {where} at offset {offset}: "
+                    f"its batch at sequence {first_seq} may follow batches never written")
             raise OutOfOrderSequenceError(
                 f"invalid sequence number for new epoch of producer {producer_id} at offset "
                 f"{offset} in {where}: {epoch} (request epoch), {first_seq} (seq. number), "

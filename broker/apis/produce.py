@@ -179,7 +179,10 @@ def _response(ctx: RequestContext, outcomes: list[tuple[str, list[tuple[int, _Ou
             base, log_start, error = -1, -1, _error(outcome)
             if isinstance(outcome, Future):
                 result: ProduceResult = outcome.result()
-                if result.error == DataErrorCode.NONE:
+                if result.error == DataErrorCode.NONE or \
+                        result.error == DataErrorCode.UNKNOWN_PRODUCER_ID:
+                    # Kafka's Java producer resends a batch answered UNKNOWN_PRODUCER_ID
+                    # unchanged until the answer carries the log start (base offset -1 then)
                     base = result.base_offset
                     partition = rm.partition(TopicPartition(name, index))
                     log_start = partition.log.log_start_offset if partition is not None else -1

@@ -16,6 +16,7 @@ from replication.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
     OutOfOrderSequenceError,
+    UnknownProducerIdError,
 )
 from replication.log import Log, LogConfig
 from replication.producer_state import decode_snapshot, snapshot_file_name
@@ -257,7 +258,9 @@ def test_truncation_takes_the_producer_state_back(tmp_path: Path) -> None:
     assert (resent.first_offset, resent.duplicate) == (8, False)
     log.truncate_fully_and_start_at(20)
     assert log.producer_entries() == {} and snapshots(log) == []
-    fresh = log.append_as_leader(idempotent_batch(40, 2), leader_epoch=0)  # unknown: any seq
+    with pytest.raises(UnknownProducerIdError):  # unknown now: from sequence 0 only
+        log.append_as_leader(idempotent_batch(40, 2), leader_epoch=0)
+    fresh = log.append_as_leader(idempotent_batch(0, 2), leader_epoch=0)
     assert fresh.first_offset == 20
 
 

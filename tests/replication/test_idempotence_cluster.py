@@ -140,8 +140,13 @@ def test_idle_producers_expire_on_every_replica(tmp_path: Path) -> None:
         for rm in cluster.brokers.values():
             rm.tick()
         assert not any(cluster.log(b).producer_entry(7) for b in cluster.brokers)
-        # forgotten: its next batch is taken whatever its sequence (as Kafka since KIP-360)
-        taken = produce(cluster, idempotent_batch(9, 1, timestamp=now), acks=1).result(0)
+        # forgotten: its next batch is UNKNOWN_PRODUCER_ID (as Kafka 0.11 to 2.4 answered; the
+        # client takes a new producer id), a batch from sequence 0 is taken
+        refused = produce(cluster, idempotent_batch(9, 1, timestamp=now), acks=1).result(0)
+        assert (refused.error, refused.base_offset) == (ErrorCode.UNKNOWN_PRODUCER_ID, -1)
+        assert refused.error_message is not None and "no record of producer 7" in \
+            refused.error_message
+        taken = produce(cluster, idempotent_batch(0, 1, timestamp=now), acks=1).result(0)
         assert (taken.error, taken.base_offset) == (ErrorCode.NONE, 2)
     finally:
         cluster.shutdown()

@@ -18,6 +18,7 @@ from replication.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
     OutOfOrderSequenceError,
+    UnknownProducerIdError,
 )
 from replication.producer_state import (
     MAX_SEQUENCE,
@@ -100,12 +101,16 @@ def test_a_new_epoch_starts_at_sequence_zero() -> None:
         check(entry(epoch=3, last_seq=40), epoch=4, first_seq=41)
 
 
-def test_an_unknown_producer_is_taken_at_any_sequence() -> None:
-    # Kafka 3.9 (since KIP-360) answers no UNKNOWN_PRODUCER_ID: its state may have expired.
+def test_an_unknown_producer_is_taken_at_sequence_zero_only() -> None:
+    # Kafka 0.11 to 2.4's rule (2.5 took any sequence, KIP-360): a batch at sequence 12345 of a
+    # producer the partition knows nothing of may follow batches that were never written, and
+    # librdkafka would take its success for theirs.
     check(None, epoch=0, first_seq=0)
-    check(None, epoch=5, first_seq=12345)
-    # ... and so is one whose entry never had an epoch
-    check(ProducerEntry.empty(7), epoch=2, first_seq=9)
+    check(None, epoch=5, first_seq=0)
+    for unknown in (None, ProducerEntry.empty(7)):  # ... nor one whose entry has no epoch
+        with pytest.raises(UnknownProducerIdError, match="no record of producer 7"):
+            check(unknown, epoch=5, first_seq=12345)
+    # a batch without an epoch is not checked against one
     check(ProducerEntry(7, NO_PRODUCER_EPOCH, (), -1), epoch=NO_PRODUCER_EPOCH, first_seq=9)
 
 
