@@ -2,7 +2,14 @@
 numbers.
 
     .venv/bin/python benchmarks/network.py [--messages 200000] [--partitions 6]
-                                           [--rate 10000] [--seconds 10]
+                                           [--rate 1000 10000] [--seconds 10]
+                                           [--data-only] [--bootstrap HOST:PORT,...
+                                            --broker-pids PID,...]
+
+``--bootstrap`` runs the data-path phases (produce, consume, latency) against a cluster that is
+already running (Apache Kafka's, for one), with the same clients and steps; ``--broker-pids``
+names its broker processes for the CPU figures. ``--data-only`` leaves out the memory, embedded
+and raw loopback phases.
 
 A ZooKeeper started for the run on this machine's loopback, three ``partctl broker start``
 processes (launched by :mod:`broker.cluster`, as ``partctl cluster up`` launches them) with
@@ -12,7 +19,8 @@ Topics have ``--partitions`` partitions at replication factor 3 with min.insync.
 
 1. Produce: one confluent-kafka producer, acks=all and enable.idempotence, linger.ms 5, sends
    ``--messages`` values of 1 KiB (random bytes, no key, no compression) round-robin over the
-   partitions; from the first ``produce()`` to the end of ``flush()``.
+   partitions; from the first ``produce()`` to the end of ``flush()``. Then the same for
+   100-byte values, and for 1 KiB values with lz4 compression, each to a topic of its own.
 2. Consume: one confluent-kafka consumer (assign() from the beginning, no group) reads that
    topic back, timed from ``assign()`` to the last message, and from the first message to the
    last (librdkafka takes about half a second to start: it queries the start offsets on a
@@ -26,17 +34,18 @@ Topics have ``--partitions`` partitions at replication factor 3 with min.insync.
    idempotent producer, batches of ``--embedded-batch`` records): what the network costs.
 4. Raw loopback: the same bytes over one TCP connection on 127.0.0.1 in 1 MiB ``sendall()``
    calls, read by a thread: the ceiling of one connection from Python on this machine.
-5. Latency: acks=all (idempotent), linger.ms 0, ``--rate`` messages a second for
+5. Latency: acks=all (idempotent), linger.ms 0, each ``--rate`` messages a second for
    ``--seconds`` to a one-partition topic, after one message delivered first (the producer's
    start-up: metadata, InitProducerId, connections); each message's time from ``produce()``
-   to its delivery callback (the producer's poll loop adds up to 1 ms); p50, p99 and max.
+   to its delivery callback (the producer's poll loop adds up to 1 ms); p50, p99, p99.9, max.
 6. Memory: a topic of 1,000 partitions (RF 3: every broker holds 1,000 replicas, a third of
    them as leader), then 100 idle client connections to each broker (each has sent
    ApiVersions); every broker's resident set size (VmRSS), after the cluster settles.
 
 MB/s counts value bytes only (10^6 bytes per MB). "brokers CPU" is the three broker processes'
 user + system time during the phase (from /proc); the two cores are shared with the client,
-the ZooKeeper server and (for the embedded row) the whole embedded cluster.
+the ZooKeeper server and (for the embedded row) the whole embedded cluster. "machine CPU" is
+the whole machine's busy time (/proc/stat) over the phase, per MB: it counts the client too.
 """
 
 from __future__ import annotations
@@ -58,6 +67,7 @@ from benchmarks.common import (  # noqa: E402
     add_server_options,
     cpu_seconds,
     create_topic,
+    machine_cpu,
     make_batch,
     server_label,
     start_brokers,
@@ -82,8 +92,20 @@ class BrokersCpu:
         return self._now() - self.start
 
 
-def produce(bootstrap: str, topic: str, count: int, partitions: int) -> float:
-    return common_produce({"bootstrap.servers": bootstrap}, topic, count, partitions, VALUE_SIZE)
+class MachineCpu:
+    def __init__(self) -> None:
+        self.start = (machine_cpu() or (0.0, 0.0))[0]
+
+    def used(self) -> float:
+        return (machine_cpu() or (0.0, 0.0))[0] - self.start
+
+
+def produce(bootstrap: str, topic: str, count: int, partitions: int,
+            value_size: int = VALUE_SIZE, **settings: str) -> float:
+    """``settings``: the producer's (librdkafka's names with '_' for '.')."""
+    return common_produce({"bootstrap.servers": bootstrap,
+                           **{k.replace("_", "."): v for k, v in settings.items()}},
+                          topic, count, partitions, value_size)
 
 
 def consume(bootstrap: str, topic: str, count: int, partitions: int,
@@ -227,58 +249,129 @@ def idle_connections(ports: list[int], per_broker: int) -> list[socket.socket]:
     return sockets
 
 
+def percentile(samples: list[float], q: float) -> float:
+    return samples[min(len(samples) - 1, int(len(samples) * q))] if samples else float("nan")
+
+
+def data_path(bootstrap: str, pids: list[int], args: argparse.Namespace) -> dict:
+    """The produce, consume and latency phases against the cluster at ``bootstrap`` whose
+    broker processes are ``pids``: each row's seconds, brokers' and machine's CPU seconds."""
+    conf = {"bootstrap.servers": bootstrap}
+    rows: dict = {}
+
+    def timed(name: str, run, mb: float) -> object:  # noqa: ANN001
+        cpu, machine = BrokersCpu(pids), MachineCpu()
+        result = run()
+        rows[name] = (result, cpu.used(), machine.used(), mb)
+        return result
+
+    mb = args.messages * VALUE_SIZE / 1e6
+    print(f"producing to {bootstrap}", flush=True)
+    create_topic(conf, "bench-produce", args.partitions)
+    timed("produce", lambda: produce(bootstrap, "bench-produce", args.messages,
+                                      args.partitions), mb)
+    create_topic(conf, "bench-small", args.partitions)
+    timed("produce-100", lambda: produce(bootstrap, "bench-small", args.messages,
+                                         args.partitions, 100), args.messages * 100 / 1e6)
+    create_topic(conf, "bench-lz4", args.partitions)
+    timed("produce-lz4", lambda: produce(bootstrap, "bench-lz4", args.messages, args.partitions,
+                                         compression_type="lz4"), mb)
+    print("consuming", flush=True)
+    client = cpu_seconds() or 0.0
+    timed("consume", lambda: consume(bootstrap, "bench-produce", args.messages,
+                                     args.partitions), mb)
+    rows["consumer-cpu"] = (cpu_seconds() or 0.0) - client
+    timed("consume-tuned", lambda: consume(bootstrap, "bench-produce", args.messages,
+                                           args.partitions, fetch_queue_backoff_ms=10), mb)
+    create_topic(conf, "bench-latency", 1)
+    for rate in args.rate:
+        print(f"latency run: {rate}/s for {args.seconds:g}s", flush=True)
+        timed(f"latency-{rate}", lambda rate=rate: latency(bootstrap, "bench-latency", rate,
+                                                          args.seconds),
+              rate * args.seconds * VALUE_SIZE / 1e6)
+    return rows
+
+
+def print_data_path(rows: dict, args: argparse.Namespace) -> None:
+    print(f"{'phase':46} {'seconds':>8} {'MB/s':>8} {'msgs/s':>9} {'brk CPU':>8} "
+          f"{'CPU s/MB':>9} {'machine s/MB':>12}")
+    names = [("produce", "produce 1 KiB acks=all, idempotent"),
+             ("produce-100", "produce 100 B acks=all, idempotent"),
+             ("produce-lz4", "produce 1 KiB lz4 acks=all, idempotent"),
+             ("consume", "consume 1 KiB (assign, from the beginning)"),
+             ("consume-tuned", "consume, fetch.queue.backoff.ms=10")]
+    for key, name in names:
+        result, cpu, machine, mb = rows[key]
+        took = result if isinstance(result, float) else result[0]
+        print(f"{name:46} {took:8.2f} {mb / took:8.1f} {args.messages / took:9.0f} {cpu:8.2f} "
+              f"{cpu / mb:9.4f} {machine / mb:12.4f}")
+        if key.startswith("consume"):
+            print(f"{'  the same, from its first message':46} {result[1]:8.2f} "
+                  f"{mb / result[1]:8.1f} {args.messages / result[1]:9.0f}")
+    for rate in args.rate:
+        samples, cpu, machine, mb = rows[f"latency-{rate}"]
+        if samples:
+            print(f"produce latency, acks=all, linger.ms 0, {rate}/s for {args.seconds:g}s: "
+                  f"p50 {percentile(samples, 0.5) * 1000:.2f} ms, p99 "
+                  f"{percentile(samples, 0.99) * 1000:.2f} ms, p99.9 "
+                  f"{percentile(samples, 0.999) * 1000:.2f} ms, max {samples[-1] * 1000:.1f} ms "
+                  f"({len(samples)} delivered, brokers CPU {cpu:.2f} s, machine {machine:.2f} s)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--embedded-batch", type=int, default=64,
                         help="records per batch of the embedded producer")
-    parser.add_argument("--rate", type=int, default=10_000, help="latency run, messages/s")
+    parser.add_argument("--rate", type=int, nargs="+", default=[1_000, 10_000],
+                        help="latency runs, messages/s")
     parser.add_argument("--seconds", type=float, default=10.0, help="latency run length")
     parser.add_argument("--memory-partitions", type=int, default=1_000)
     parser.add_argument("--idle-connections", type=int, default=100, help="per broker")
+    parser.add_argument("--data-only", action="store_true",
+                        help="produce, consume and latency only")
+    parser.add_argument("--bootstrap", help="a running cluster's bootstrap servers: measure "
+                        "the data path there (implies --data-only)")
+    parser.add_argument("--broker-pids", default="",
+                        help="with --bootstrap: its broker processes, comma-separated")
     add_server_options(parser)
     args = parser.parse_args()
     try:
         import confluent_kafka
     except ImportError:
         raise SystemExit("needs confluent-kafka: pip install -e '.[test]'") from None
+    header = (f"confluent-kafka {confluent_kafka.version()[0]} (librdkafka "
+              f"{confluent_kafka.libversion()[0]}), {args.messages} values, {args.partitions} "
+              "partitions, RF 3, min ISR 2")
+    if args.bootstrap:
+        pids = [int(p) for p in args.broker_pids.split(",") if p]
+        rows = data_path(args.bootstrap, pids, args)
+        print(f"\nthe cluster at {args.bootstrap}, {header}")
+        print_data_path(rows, args)
+        return
 
     zk = start_server("zookeeper", args)
     directory = Path(tempfile.mkdtemp(prefix="partctl-network-"))
     brokers = []
     mb = args.messages * VALUE_SIZE / 1e6
+    rss: list[float] = []
     try:
         brokers = start_brokers(directory, zk.url("/bench"))
         pids = [b.pid for b in brokers]
         bootstrap = ",".join(b.bootstrap for b in brokers)
-        print(f"3 brokers up ({bootstrap}); producing", flush=True)
-        create_topic({"bootstrap.servers": bootstrap}, "bench-produce", args.partitions)
-        cpu = BrokersCpu(pids)
-        produced = produce(bootstrap, "bench-produce", args.messages, args.partitions)
-        produce_cpu = cpu.used()
-        print("consuming", flush=True)
-        cpu = BrokersCpu(pids)
-        client = cpu_seconds() or 0.0
-        consumed, streaming = consume(bootstrap, "bench-produce", args.messages,
-                                      args.partitions)
-        consume_cpu = cpu.used()
-        consumer_cpu = (cpu_seconds() or 0.0) - client
-        tuned, tuned_streaming = consume(bootstrap, "bench-produce", args.messages,
-                                         args.partitions, fetch_queue_backoff_ms=10)
-        print(f"latency run: {args.rate}/s for {args.seconds:g}s", flush=True)
-        create_topic({"bootstrap.servers": bootstrap}, "bench-latency", 1)
-        cpu = BrokersCpu(pids)
-        samples = latency(bootstrap, "bench-latency", args.rate, args.seconds)
-        latency_cpu = cpu.used()
-        print(f"memory: {args.memory_partitions} partitions, {args.idle_connections} idle "
-              "connections per broker", flush=True)
-        create_topic({"bootstrap.servers": bootstrap}, "bench-memory", args.memory_partitions)
-        idle = idle_connections([b.port for b in brokers], args.idle_connections)
-        time.sleep(5)
-        rss = [rss_mib(pid) for pid in pids]
-        for s in idle:
-            s.close()
+        print(f"3 brokers up ({bootstrap}, pids {pids})", flush=True)
+        rows = data_path(bootstrap, pids, args)
+        if not args.data_only:
+            print(f"memory: {args.memory_partitions} partitions, {args.idle_connections} idle "
+                  "connections per broker", flush=True)
+            create_topic({"bootstrap.servers": bootstrap}, "bench-memory",
+                         args.memory_partitions)
+            idle = idle_connections([b.port for b in brokers], args.idle_connections)
+            time.sleep(5)
+            rss = [rss_mib(pid) for pid in pids]
+            for s in idle:
+                s.close()
     finally:
         for broker in brokers:
             broker.signal(15)
@@ -289,24 +382,22 @@ def main() -> None:
                 broker.kill()
         zk.stop()
         shutil.rmtree(directory, ignore_errors=True)
+
+    print(f"\n3 partctl broker processes, {header}")
+    print(server_label(args))
+    print_data_path(rows, args)
+    if args.data_only:
+        return
     print("embedded cluster and raw loopback", flush=True)
     embedded_s, embedded_cpu = embedded(args.messages, args.partitions, args.embedded_batch)
     raw = raw_loopback(args.messages * VALUE_SIZE)
-
-    print(f"\n3 partctl broker processes, confluent-kafka {confluent_kafka.version()[0]} "
-          f"(librdkafka {confluent_kafka.libversion()[0]}), {args.messages} x 1 KiB values, "
-          f"{args.partitions} partitions, RF 3, min ISR 2")
-    print(server_label(args))
-    print(f"{'phase':46} {'seconds':>8} {'MB/s':>8} {'msgs/s':>9} {'CPU s':>7}")
-    rows = [("produce acks=all, idempotent (network)", produced, produce_cpu, "brokers"),
-            ("consume (assign, from the beginning)", consumed, consume_cpu, "brokers"),
-            ("  the same, from its first message", streaming, None, ""),
-            ("consume, client's fetch.queue.backoff.ms=10", tuned, None, ""),
-            ("  the same, from its first message", tuned_streaming, None, ""),
-            ("produce acks=all (embedded, in process)", embedded_s, embedded_cpu, "process"),
-            ("raw loopback socket, one connection", raw, None, "")]
-    for name, took, used, whose in rows:
-        cpu_text = f"{used:7.2f} {whose}" if used is not None else f"{'-':>7}"
+    produced = rows["produce"][0]
+    consumed, streaming = rows["consume"][0]
+    tuned, tuned_streaming = rows["consume-tuned"][0]
+    for name, took, used in [("produce acks=all (embedded, in process)", embedded_s,
+                              embedded_cpu),
+                             ("raw loopback socket, one connection", raw, None)]:
+        cpu_text = f"{used:8.2f} process" if used is not None else f"{'-':>8}"
         print(f"{name:46} {took:8.2f} {mb / took:8.1f} {args.messages / took:9.0f} {cpu_text}")
     print(f"network produce / embedded produce: {embedded_s / produced:.2f} (target >= 0.5)")
     print(f"consume / network produce:          {produced / consumed:.2f} (target >= 1.0); "
@@ -314,15 +405,8 @@ def main() -> None:
     print(f"consume / raw loopback:             {raw / consumed:.2f} (target >= 0.25); from the "
           f"first message {raw / streaming:.2f}; with fetch.queue.backoff.ms=10 "
           f"{raw / tuned:.2f}, from its first message {raw / tuned_streaming:.2f}; the "
-          f"consumer (librdkafka and this Python loop) used {consumer_cpu:.2f} s of CPU in "
-          f"{consumed:.2f} s, the brokers {consume_cpu:.2f} s")
-    if samples:
-        p50 = samples[len(samples) // 2] * 1000
-        p99 = samples[min(len(samples) - 1, int(len(samples) * 0.99))] * 1000
-        print(f"produce latency, acks=all, linger.ms 0, {args.rate}/s "
-              f"({args.rate * VALUE_SIZE / 1e6:.1f} MB/s) for {args.seconds:g}s: p50 {p50:.2f} ms,"
-              f" p99 {p99:.2f} ms (target <= 20), max {samples[-1] * 1000:.1f} ms "
-              f"({len(samples)} delivered, brokers CPU {latency_cpu:.2f} s)")
+          f"consumer (librdkafka and this Python loop) used {rows['consumer-cpu']:.2f} s of "
+          f"CPU, the brokers {rows['consume'][1]:.2f} s")
     print(f"broker RSS with {args.memory_partitions} partitions (RF 3) and "
           f"{args.idle_connections} idle connections each: "
           + ", ".join(f"{r:.0f}" for r in rss) + " MiB (target <= 300)")

@@ -46,6 +46,7 @@ from interbroker.errors import ErrorCode
 from replication.config import ReplicaConfig
 from replication.epochs import EpochEndOffset
 from replication.errors import StorageError
+from replication.log import LogSlice
 from replication.partition import Partition
 from replication.protocol import FetchEndpoint, FetchResult, PartitionFetch
 from replication.quota import ReplicationQuota
@@ -359,8 +360,10 @@ class ReplicaFetcher:
         if error == ErrorCode.NONE and result.diverging_epoch >= 0:
             return self._truncate_on_fetch(tp, state, partition, result, last_fetched_epoch)
         if error == ErrorCode.NONE:
+            records = result.records
+            assert not isinstance(records, LogSlice)  # endpoints answer followers with bytes
             try:
-                leo = partition.append_as_follower(result.records, result.high_watermark, epoch)
+                leo = partition.append_as_follower(records, result.high_watermark, epoch)
             except StorageError as exc:
                 # The fetched batches do not continue this log: it must have diverged.
                 log.warning("%s: follower append at %d failed: %s", tp, state.fetch_offset, exc)

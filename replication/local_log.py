@@ -160,14 +160,16 @@ class LocalLog:
                 return ReadResult(records=data, first_offset=first, next_offset=nxt)
         return None
 
-    def extent(self, offset: int, max_bytes: int, limit: int, *, min_one: bool
-               ) -> tuple[int, int, int, int] | None:
+    def extent(self, offset: int, max_bytes: int, limit: int, *, min_one: bool,
+               whole: bool = False) -> tuple[int, int, int, int] | None:
         """``(duplicate descriptor, position, size, first offset)`` of the bytes a read of
-        ``offset`` would send (see :meth:`LogSegment.extent`); None when there are none. The
-        caller owns the descriptor."""
+        ``offset`` would send (see :meth:`LogSegment.extent`; with ``whole``, the whole batches
+        :meth:`read` would return, :meth:`LogSegment.whole_extent`); None when there are none.
+        The caller owns the descriptor."""
         i = max(bisect_right(self.bases, offset) - 1, 0)
         for segment in self.segments[i:]:
-            found = segment.extent(offset, max_bytes, limit, min_one=min_one)
+            found = (segment.whole_extent(offset, max_bytes, limit) if whole
+                     else segment.extent(offset, max_bytes, limit, min_one=min_one))
             if found is not None:
                 position, size, first = found
                 if not size:

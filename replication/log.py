@@ -545,20 +545,23 @@ class Log(LogRetention):
             return found
 
     def read_slice(
-        self, offset: int, max_bytes: int, upto: int | None = None, *, min_one: bool = True
+        self, offset: int, max_bytes: int, upto: int | None = None, *, min_one: bool = True,
+        whole: bool = False,
     ) -> LogSlice | None:
         """Where a read of ``offset`` would find its bytes, as a :class:`LogSlice` of the segment
         file, or ``None`` when there is nothing to send. The region is what a Kafka broker hands
         to ``sendfile``: from the batch holding ``offset``, ``max_bytes`` long (at least the first
         batch with ``min_one``), never reaching ``upto``, possibly ending inside a batch (see
-        :meth:`LogSegment.extent`). One segment at most, as Kafka reads one.
+        :meth:`LogSegment.extent`). One segment at most, as Kafka reads one. With ``whole``
+        it holds the same whole batches as :meth:`read` (what a follower's fetch sends).
 
         Raises :class:`OffsetOutOfRangeError` below the log start or past the log end.
         """
         with self._lock:
             limit = self._read_limit(offset, upto)
             found = (None if offset >= limit
-                     else self._local.extent(offset, max_bytes, limit, min_one=min_one))
+                     else self._local.extent(offset, max_bytes, limit, min_one=min_one,
+                                             whole=whole))
             return None if found is None else LogSlice(*found)
 
     def offset_for_timestamp(self, timestamp: int) -> int | None:

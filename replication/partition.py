@@ -60,7 +60,7 @@ from replication.isr import (
     high_watermark,
     out_of_sync_replicas,
 )
-from replication.log import Log
+from replication.log import Log, LogSlice
 from replication.protocol import ACKS_ALL, ConsumerRead, FetchResult, OffsetAnswer, ProduceResult
 from replication.truncation import FollowerEpochView
 
@@ -68,6 +68,15 @@ __all__ = ["IsrCounts", "Partition", "ReplicaStatus", "Role"]
 
 log = logging.getLogger(__name__)
 
+
+def _follower_records(log_: Log, offset: int, max_bytes: int, leo: int, as_slice: bool
+                      ) -> bytes | LogSlice:
+    """Whole batches from ``offset`` for a follower: bytes, or where they lie (``as_slice``)."""
+    if offset >= leo:
+        return b""
+    if as_slice:
+        return log_.read_slice(offset, max_bytes, whole=True) or b""
+    return log_.read(offset, max_bytes).records
 
 
 class Role(Enum):
@@ -388,6 +397,7 @@ class Partition:
     def fetch_for_follower(
         self, replica_id: int, offset: int, max_bytes: int, leader_epoch: int,
         last_fetched_epoch: int = -1, *, update_state: bool = True, log_start_offset: int = -1,
+        as_slice: bool = False,
     ) -> FetchResult:
         """Serve a follower's fetch (``log_start_offset``: the follower's own, kept for
         :meth:`low_watermark`): its fetch offset is its log end offset, which may move the
@@ -408,7 +418,10 @@ class Partition:
         part (at or after the log start, below the local log start) is answered
         OFFSET_MOVED_TO_TIERED_STORAGE, and the follower rebuilds its state below the local
         log start from remote storage. ``log_start_offset`` is the log start of the whole log,
-        remote part included, as Kafka's fetch response carries it."""
+        remote part included, as Kafka's fetch response carries it.
+
+        With ``as_slice`` the records are a :class:`~replication.log.LogSlice` of the same whole
+        batches (the caller sends and closes it) instead of bytes."""
         now = self._clock.now_ms()
         with self._lock:
             error = self._check_leader(leader_epoch)
@@ -444,7 +457,7 @@ class Partition:
                     log_start_offset=start, log_end_offset=leo,
                 )
             if not update_state:
-                records = log_.read(offset, max_bytes).records if offset < leo else b""
+                records = _follower_records(log_, offset, max_bytes, leo, as_slice)
                 return FetchResult(error=ErrorCode.NONE, records=records,
                                    high_watermark=self._hw, log_start_offset=start,
                                    log_end_offset=leo)
@@ -465,7 +478,7 @@ class Partition:
                     lambda isr: None if replica_id in isr else (*isr, replica_id)
                 )
             done = self._advance_hw()
-            records = log_.read(offset, max_bytes).records if offset < leo else b""
+            records = _follower_records(log_, offset, max_bytes, leo, as_slice)
             result = FetchResult(
                 error=ErrorCode.NONE, records=records, high_watermark=self._hw,
                 log_start_offset=start, log_end_offset=leo,

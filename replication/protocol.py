@@ -14,10 +14,13 @@ A :class:`~replication.replica_manager.ReplicaManager` is one; a network client
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
 from coordinator.codecs import TopicPartition
 from interbroker.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from replication.log import LogSlice
 
 __all__ = [
     "ACKS_ALL",
@@ -74,7 +77,8 @@ class FetchResult:
     """
 
     error: ErrorCode
-    records: bytes = b""
+    records: bytes | LogSlice = b""
+    """Bytes, or where they lie in a segment file when the caller asked so (a broker's Fetch)."""
     high_watermark: int = -1
     log_start_offset: int = -1
     log_end_offset: int = -1

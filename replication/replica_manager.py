@@ -48,7 +48,7 @@ from replication.delayed_produce import ProduceFuture
 from replication.errors import InvalidEpochError, StorageError
 from replication.fetcher import ReplicaFetcher
 from replication.isr import IsrChangeBatcher, IsrStore, LocalIsrStore
-from replication.log import Log
+from replication.log import Log, LogSlice
 from replication.log_manager import LogManager
 from replication.log_throttle import ThrottledLog, out_of_descriptors
 from replication.partition import IsrCounts, Partition, ReplicaStatus, Role
@@ -524,11 +524,14 @@ class ReplicaManager:
     def fetch(
         self, tp: TopicPartition, offset: int, max_bytes: int, replica_id: int, leader_epoch: int,
         last_fetched_epoch: int = -1, *, update_state: bool = True, log_start_offset: int = -1,
+        as_slice: bool = False,
     ) -> FetchResult:
         """A fetch from a follower (``replica_id`` >= 0: up to the log end, moving its state
         here unless ``update_state`` is false, answering a diverging epoch against
         ``last_fetched_epoch``, see :meth:`Partition.fetch_for_follower`) or a consumer (below
-        the HW only). ``log_start_offset`` is a follower's own (for DeleteRecords)."""
+        the HW only). ``log_start_offset`` is a follower's own (for DeleteRecords). A
+        follower's records come as a :class:`~replication.log.LogSlice` with ``as_slice``
+        (sent with ``sendfile``; the caller closes it)."""
         if not self._running:
             return FetchResult(error=ErrorCode.BROKER_NOT_AVAILABLE)
         partition = self._partitions.get(tp)
@@ -543,8 +546,11 @@ class ReplicaManager:
             max_bytes = 0  # the follower's position is still recorded; no records go out
         result = partition.fetch_for_follower(replica_id, offset, max_bytes, leader_epoch,
                                               last_fetched_epoch, update_state=update_state,
-                                              log_start_offset=log_start_offset)
+                                              log_start_offset=log_start_offset,
+                                              as_slice=as_slice)
         if throttled and max_bytes == 0 and result.records:
+            if isinstance(result.records, LogSlice):
+                result.records.close()
             result = replace(result, records=b"")
         if throttled and result.records:
             self.leader_quota.record(len(result.records))

@@ -452,6 +452,32 @@ class LogSegment:
         wanted = max(max_bytes, first_size) if min_one else max(max_bytes, 0)
         return start, min(end - start, wanted), first_base
 
+    def whole_extent(self, offset: int, max_bytes: int, upto: int
+                     ) -> tuple[int, int, int] | None:
+        """Where the bytes :meth:`read` would return lie in the ``.log`` file, without reading
+        them: ``(position, size, first_offset)`` of the same whole batches (the first one even
+        if larger than ``max_bytes``), or ``None`` if no batch here ends at or after ``offset``.
+        A follower's fetch is sent so, with ``sendfile``. Only a region that ends before the
+        end of the segment has its batch headers walked."""
+        found = self._find(offset)
+        if found is None:
+            return None
+        start, first_size, first_base, first_last = found
+        if first_last >= upto:
+            return start, 0, first_base
+        if first_size >= max_bytes:
+            return start, first_size, first_base
+        n = min(max_bytes, self.size - start)
+        if n == self.size - start and upto >= self.next_offset:
+            return start, n, first_base  # the rest of the segment: whole batches
+        fd, unpack, cut = self._fd, _PREFIX.unpack, 0
+        while cut + _PREFIX.size <= n:
+            base, length, last_delta = unpack(os.pread(fd, _PREFIX.size, start + cut))
+            if cut + length + LOG_OVERHEAD > n or base + last_delta >= upto:
+                break
+            cut += length + LOG_OVERHEAD
+        return start, cut, first_base
+
     def duplicate_fd(self) -> int:
         """A new descriptor of the ``.log`` file: it stays valid after the segment is closed,
         deleted or rolled, so bytes located by :meth:`extent` can be sent later."""

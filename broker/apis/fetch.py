@@ -10,7 +10,8 @@ leadership (NOT_LEADER_OR_FOLLOWER, or UNKNOWN_TOPIC_OR_PARTITION when the metad
 the partition), then the offset (OFFSET_OUT_OF_RANGE outside the log start and log end).
 
 The records are :class:`~replication.log.LogSlice` values: kio encodes the response around them
-and the server sends them with ``sendfile`` (see :mod:`broker.wire`).
+and the server sends them with ``sendfile`` (see :mod:`broker.wire`). A follower's are too, of
+the whole batches it is due.
 
 An offset between a tiered partition's log start and its local log start (KIP-405) is read
 from remote storage, through the remote segment's offset index, on the remote log manager's
@@ -382,7 +383,8 @@ def _follower_read(ctx: RequestContext, want: _Wanted, replica_id: int, limit: i
     result = ctx.broker.replica_manager.fetch(want.tp, want.offset, limit, replica_id,
                                               want.leader_epoch, want.last_fetched_epoch,
                                               update_state=update,
-                                              log_start_offset=want.log_start_offset)
+                                              log_start_offset=want.log_start_offset,
+                                              as_slice=True)
     if result.high_watermark > hw_before:
         ctx.broker.purgatory.wake(want.tp)  # consumers parked on the HW may now read
     if update:  # the follower's log start may have reached a DeleteRecords' offset
@@ -419,6 +421,7 @@ def _follower_fetch(ctx: RequestContext, request: Any, wanted: list[_Wanted], re
     if (max_wait <= 0 or not wanted or sum(r.size for r in reads) >= request.min_bytes
             or any(r.error is not ErrorCode.none or r.diverging for r in reads)):
         return _response(ctx, request, wanted, reads)
+    _close(reads)  # read again when the parked fetch completes
     answer: asyncio.Future = ctx.broker.loop.create_future()
 
     def complete() -> None:

@@ -14,7 +14,8 @@ and appends.
 acks 0 and 1 are answered from the append; acks=all waits, parked in the partition, until the
 high watermark passes the batch or the request's timeout (REQUEST_TIMED_OUT): the partition
 completes its future on whichever thread moves the HW or runs the ticker, and the completion is
-carried onto the event loop with ``call_soon_threadsafe``. An acks=0 request gets no response,
+carried onto the event loop with ``call_soon_threadsafe`` (``call_soon`` on the loop's own
+thread, where a follower's Fetch moves the HW: no wake-up written). An acks=0 request gets no response,
 unless a partition failed: then the connection is closed, as Kafka closes it. Every append
 wakes the fetches parked on its partition.
 """
@@ -152,6 +153,10 @@ def _when_done(ctx: RequestContext, outcomes: list[tuple[str, list[tuple[int, _O
             answer.set_result(_response(ctx, outcomes))
 
     def on_done(_future: Future) -> None:
+        running = _running_loop()
+        if running is not None and running is loop:  # a follower's Fetch moved the HW here
+            running.call_soon(one_done)
+            return
         try:
             loop.call_soon_threadsafe(one_done)
         except RuntimeError:  # the loop is closed: the connection is gone
@@ -160,6 +165,13 @@ def _when_done(ctx: RequestContext, outcomes: list[tuple[str, list[tuple[int, _O
     for future in waiting:
         future.add_done_callback(on_done)
     return answer
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:  # a thread without a loop (the replica ticker timing a produce out)
+        return None
 
 
 def _error(outcome: _Outcome) -> ErrorCode:

@@ -93,3 +93,19 @@ def test_a_slice_outlives_the_segment_it_points_into(tmp_path: Path) -> None:
     log.truncate_fully_and_start_at(100)  # deletes the segment's files
     assert s.read() == expected
     s.close()
+
+
+def test_a_whole_slice_holds_exactly_what_a_read_returns(tmp_path: Path) -> None:
+    """A follower's fetch is sent from a slice of whole batches: the bytes Log.read returns for
+    every offset, byte budget and bound, across segments, never a partial batch."""
+    size = len(batch(3, value_size=50))
+    log = filled(tmp_path, batches=7, segment_bytes=3 * size)
+    assert log.segment_base_offsets == (0, 9, 18)
+    for offset in range(log.log_end_offset):
+        for max_bytes in (0, 10, size, size + 10, 2 * size - 1, 2 * size, 5 * size, 1 << 20):
+            for upto in (None, 5, 9, 13, 20):
+                if upto is not None and upto < offset:
+                    continue
+                expected = log.read(offset, max_bytes, upto).records
+                got = sliced(log, offset, max_bytes, upto, whole=True)
+                assert (got or b"") == expected, (offset, max_bytes, upto)
