@@ -136,9 +136,9 @@ def run_system(step: R.Step, system: System, rows: tuple[str, ...]) -> None:
         R.latency_rows(step, system)
     if "e2e" in rows:
         R.e2e_rows(step, system)
-    if zk and ("rss" in rows or "controller" in rows):
-        if R.big_topic(step, system, with_rss="rss" in rows) and "controller" in rows:
-            R.controller_rows(step, system)
+    if (zk and ("rss" in rows or "controller" in rows)
+            and R.big_topic(step, system, with_rss="rss" in rows) and "controller" in rows):
+        R.controller_rows(step, system)
     if zk and "start" in rows:
         R.start_rows(step, system)
 

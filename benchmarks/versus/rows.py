@@ -337,17 +337,18 @@ def controller_rows(step: Step, system: System) -> None:
         view = ask(system.nodes[controller].address, ["big"])
         led = sum(1 for leader in (view.leaders.values() if view else ()) if leader == controller)
         step.say(f"{system.label}: controller {controller} leads {led} of {large}; SIGKILL")
-        start = time.perf_counter()
-        system.nodes[controller].kill()
-        gone = None
-        deadline = start + 120
-        while gone is None:
-            if system.controller() != controller:
-                gone = time.perf_counter()
-            elif time.perf_counter() > deadline:
-                raise SystemError_("/controller still names the killed broker after 120 s")
-            else:
-                time.sleep(0.01)
+        with system.watching():
+            start = time.perf_counter()
+            system.nodes[controller].kill()
+            gone = None
+            deadline = start + 120
+            while gone is None:
+                if system.controller() != controller:
+                    gone = time.perf_counter()
+                elif time.perf_counter() > deadline:
+                    raise SystemError_("/controller still names the killed broker after 120 s")
+                else:
+                    time.sleep(0.01)
         wait_led_without(system, topics, controller, start)
         end = time.perf_counter()
         step.results.add(Row(key="controller.failover",

@@ -190,6 +190,7 @@ class System:
     zk_url: str | None = None
     version: str | None = None
     """Kafka's version (None: partctl)."""
+    _client: coordinator.Coordinator | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -249,11 +250,18 @@ class System:
 
     def _read(self, what: Callable[[coordinator.Coordinator], object]) -> object:
         assert self.zk_url is not None
+        if self._client is not None:
+            return what(self._client)
         client = coordinator.connect(self.zk_url, timeout=10)
         try:
             return what(client)
         finally:
             client.close()
+
+    def watching(self) -> _Watching:
+        """``with system.watching():`` keeps one ZooKeeper session open for the reads inside
+        (a failover is polled every 10 ms)."""
+        return _Watching(self)
 
     def controller(self) -> int | None:
         """The active controller's broker id, from /controller; None when there is none."""
@@ -285,6 +293,21 @@ class System:
                 raise SystemError_(f"{self.label}: brokers {sorted(ids)} still registered "
                                    f"after {timeout:.0f}s")
             time.sleep(0.1)
+
+
+class _Watching:
+    def __init__(self, system: System) -> None:
+        self.system = system
+
+    def __enter__(self) -> System:
+        assert self.system.zk_url is not None
+        self.system._client = coordinator.connect(self.system.zk_url, timeout=10)
+        return self.system
+
+    def __exit__(self, *exc: object) -> None:
+        client, self.system._client = self.system._client, None
+        if client is not None:
+            client.close()
 
 
 def partctl_system(directory: Path, zk_address: str) -> System:
