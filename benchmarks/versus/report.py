@@ -78,7 +78,8 @@ min.insync.replicas 2):
 - **the controller** (ZooKeeper mode, partctl's against Kafka 3.9.1's on the same ZooKeeper):
   controlled shutdown (SIGTERM) of a broker that is not the controller and leads a third of
   the big topic's partitions, and hot failover (SIGKILL of the active controller's broker,
-  found in `/controller`); each step ends when every live broker's own Metadata answer names
+  found in `/controller`), a preferred leader election between the two so that each broker
+  leads a third again; each step ends when every live broker's own Metadata answer names
   no partition led by the broker gone (a raw Metadata client polls each broker). Failover is
   counted from the moment `/controller` stops naming the killed broker (its 6 s ZooKeeper
   session expired), and also from the SIGKILL.

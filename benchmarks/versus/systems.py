@@ -11,6 +11,7 @@ log4j settings, KRaft's storage format) are used here again.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -369,6 +370,15 @@ def kafka_zk_system(directory: Path, zk_address: str, version: str,
     return system
 
 
+def _cluster_id() -> str:
+    """A KRaft cluster id as Kafka's storage tool makes one: a random UUID in URL-safe
+    base64, unpadded, not starting with a dash."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
+
+
 def kafka_kraft_system(directory: Path, version: str, work: Path,
                        heap: tuple[str, ...] = KAFKA_HEAP) -> System:
     """Kafka ``version`` (4.x) in KRaft combined mode, its storage formatted first."""
@@ -392,11 +402,7 @@ def kafka_kraft_system(directory: Path, version: str, work: Path,
             "group.initial.rebalance.delay.ms": 0,
         }, heap)
         if cluster_id is None:
-            made = java_tool(version, work, "kafka.tools.StorageTool", "random-uuid")
-            cluster_id = made.stdout.strip().splitlines()[-1] if made.returncode == 0 else ""
-            if not cluster_id:
-                raise SystemError_(f"Kafka {version} storage random-uuid failed: "
-                                   f"{made.stderr.strip()[-300:]}")
+            cluster_id = _cluster_id()
         formatted = java_tool(version, work, "kafka.tools.StorageTool", "format",
                               "--ignore-formatted", "--cluster-id", cluster_id, "--config",
                               str(directory / f"broker-{node_id}" / "server.properties"))

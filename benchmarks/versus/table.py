@@ -172,6 +172,7 @@ def write_chart(results: Results, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     drawn = [(row, r) for row in results.rows.values()
              if (r := results.ratio(row.key, "partctl", "kafka3"))]
@@ -186,10 +187,16 @@ def write_chart(results: Results, path: Path) -> None:
         if row.target:
             mark = row.target if row.better == "higher" else 1 / row.target
             ax.plot([mark, mark], [i - 0.4, i + 0.4], color="black", linewidth=1.5)
-    ax.barh(range(len(bars)), bars, color=colours, left=0)
+    # from 1x: to the right where partctl is ahead, to the left where it is behind
+    ax.barh(range(len(bars)), [b - 1 for b in bars], left=1, color=colours)
     ax.set_yticks(range(len(labels)), labels, fontsize=7)
     ax.invert_yaxis()
     ax.set_xscale("log")
+    marks = [r.target if r.better == "higher" else 1 / r.target
+             for r, _ in drawn if r.target]
+    ax.set_xlim(min([0.5, *bars, *marks]) / 1.3, max([2.0, *bars, *marks]) * 1.3)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}x"))
+    ax.xaxis.set_minor_formatter(FuncFormatter(lambda _x, _pos: ""))
     ax.axvline(1.0, color="#444", linestyle=":", linewidth=1)
     ax.set_xlabel("partctl's advantage over Kafka 3.9.1 (x, log scale; > 1: partctl ahead; "
                   "black mark: the target)", fontsize=8)
