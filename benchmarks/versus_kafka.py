@@ -45,27 +45,26 @@ ZK_ROWS = ("rss", "start", "controller")
 """Rows run on the ZooKeeper-mode systems only (partctl and Kafka 3.9.1)."""
 
 
+_BASE = {  # produce, consume, latency s, end-to-end s, replicas, log
+    "quick": ("2M", "4M", 2.0, 2.0, (60, 150), "4M"),
+    "default": ("32M", "128M", 10.0, 10.0, (1000, 5000), "128M"),
+    "full": ("256M", "1G", 20.0, 20.0, (1000, 5000), "1G"),
+}
+
+
 def _sizes(args: argparse.Namespace) -> R.Sizes:
-    if args.quick:
-        base = {"produce": "2M", "consume": "4M", "latency": 2.0, "e2e": 2.0,
-                "replicas": (60, 150), "log": "4M"}
-    elif args.full:
-        base = {"produce": "256M", "consume": "1G", "latency": 20.0, "e2e": 20.0,
-                "replicas": (1000, 5000), "log": "1G"}
-    else:
-        base = {"produce": "32M", "consume": "128M", "latency": 10.0, "e2e": 10.0,
-                "replicas": (1000, 5000), "log": "128M"}
-    replicas = tuple(int(x) for x in args.replicas.split(",")) if args.replicas else \
-        base["replicas"]
-    if len(replicas) != 2:
-        raise SystemExit("--replicas takes two counts, e.g. 1000,5000")
-    return R.Sizes(
-        produce_bytes=parse_size(args.produce_size or str(base["produce"])),
-        consume_bytes=parse_size(args.consume_size or str(base["consume"])),
-        latency_seconds=args.latency_seconds or float(base["latency"]),  # type: ignore[arg-type]
-        e2e_seconds=args.e2e_seconds or float(base["e2e"]),  # type: ignore[arg-type]
-        replicas=(replicas[0], replicas[1]),
-        log_bytes=parse_size(args.log_size or str(base["log"])))
+    produce, consume, latency, e2e, replicas, log = _BASE[
+        "quick" if args.quick else "full" if args.full else "default"]
+    if args.replicas:
+        counts = tuple(int(x) for x in args.replicas.split(","))
+        if len(counts) != 2:
+            raise SystemExit("--replicas takes two counts, e.g. 1000,5000")
+        replicas = (counts[0], counts[1])
+    return R.Sizes(produce_bytes=parse_size(args.produce_size or produce),
+                   consume_bytes=parse_size(args.consume_size or consume),
+                   latency_seconds=args.latency_seconds or latency,
+                   e2e_seconds=args.e2e_seconds or e2e, replicas=replicas,
+                   log_bytes=parse_size(args.log_size or log))
 
 
 def _pick(text: str, known: tuple[str, ...], what: str) -> tuple[str, ...]:

@@ -10,13 +10,14 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from benchmarks.versus.systems import SystemError_
 
 _STAMP = struct.Struct(">q")
 
 
-def _producer(bootstrap: str, **settings: object):  # type: ignore[no-untyped-def]
+def _producer(bootstrap: str, **settings: object) -> Any:
     from confluent_kafka import Producer
 
     return Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
@@ -133,8 +134,9 @@ def end_to_end(bootstrap: str, topic: str, partitions: int, *, rate: int, second
     def consume() -> None:
         while not stop.is_set():
             for message in consumer.consume(1000, 0.1):
-                if message.error() is None and message.value():
-                    (stamp,) = _STAMP.unpack_from(message.value())
+                value = message.value()
+                if message.error() is None and value:
+                    (stamp,) = _STAMP.unpack_from(value)
                     if stamp > 0:
                         samples.append((time.perf_counter_ns() - stamp) / 1e6)
                     seen.set()

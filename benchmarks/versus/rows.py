@@ -219,8 +219,12 @@ def _latency_rows(step: Step, system: System, prefix: str, label: str, client: s
 
 def latency_rows(step: Step, system: System) -> None:
     made: list[bool] = []
-    step.run(system, "create the latency topic",
-             lambda: (create_topic(system, "latency", PARTITIONS), made.append(True)))
+
+    def topic() -> None:
+        create_topic(system, "latency", PARTITIONS)
+        made.append(True)
+
+    step.run(system, "create the latency topic", topic)
     if not made:
         return
     seconds = step.sizes.latency_seconds

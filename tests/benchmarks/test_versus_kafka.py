@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -65,7 +66,9 @@ def test_the_ratio_and_the_verdict_follow_from_the_measured_figures(run, tmp_pat
     assert results.ratio("cpu.rdkafka", "partctl", "kafka3") == pytest.approx(ours / theirs)
     assert results.met("cpu.rdkafka") is (ours / theirs <= 1.0)
     # the same two figures read as a throughput (higher is better) and as an RSS (<= 0.25x)
-    for kind, better in (("throughput", "higher"), ("rss", "lower"), ("controller", "lower")):
+    kinds: tuple[tuple[str, Literal["higher", "lower"]], ...] = (
+        ("throughput", "higher"), ("rss", "lower"), ("controller", "lower"))
+    for kind, better in kinds:
         row = Row(key=kind, label=kind, unit="x", better=better, target=target_for(kind))
         results.add(row, "partctl", ours)
         results.add(row, "kafka3", theirs)
