@@ -58,7 +58,7 @@ min.insync.replicas 2):
   uncompressed and lz4: Kafka's `ProducerPerformance` (the Java client, run by main class from
   Kafka 3.9.1's jars for every system) and librdkafka (confluent-kafka, linger.ms 5);
 - **consume** MB/s from the beginning by a fresh consumer: `ConsumerPerformance` (its fetch
-  time, the group's join left out) and librdkafka (assign(), first message to last);
+  time, the group's join left out) and librdkafka (from assign() to the last message);
 - **produce latency** p50 / p99 / p99.9 at 1,000 and 10,000 records of 1 KiB a second:
   `ProducerPerformance --throughput` and librdkafka's delivery callbacks (linger.ms 0);
 - **end-to-end latency** p99: librdkafka, a producer at 1,000/s and a consumer, each value

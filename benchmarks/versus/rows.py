@@ -384,7 +384,7 @@ def preferred(step: Step, system: System, topic: str) -> None:
     partitions = [TopicPartition(topic, p) for (_t, p) in (view.leaders if view else {})]
     try:
         AdminClient({"bootstrap.servers": system.bootstrap}).elect_leaders(
-            ElectionType.PREFERRED, partitions, request_timeout=120).result(180)
+            ElectionType.PREFERRED, partitions).result(180)
     except Exception as exc:  # noqa: BLE001 - librdkafka's KafkaException: said in one line
         step.say(f"{system.label}: preferred election of {topic}: {exc}")
 

@@ -123,6 +123,15 @@ def _verdict(met: bool | None) -> str:
     return "-" if met is None else ("met" if met else "not met")
 
 
+GROUPS = ("produce", "cpu", "consume", "latency", "e2e", "rss", "start", "controller")
+"""The table's order of rows, by the first part of their keys (then as measured)."""
+
+
+def _order(row: Row) -> int:
+    group = row.key.partition(".")[0]
+    return GROUPS.index(group) if group in GROUPS else len(GROUPS)
+
+
 def table_rows(results: Results, systems: Iterable[str]) -> tuple[list[str], list[list[str]]]:
     """The table's header and lines, as text cells."""
     systems = [s for s in ("partctl", "kafka3", "kafka4") if s in set(systems)]
@@ -133,7 +142,7 @@ def table_rows(results: Results, systems: Iterable[str]) -> tuple[list[str], lis
         header.append("partctl/K4")
     header += ["target", "met"]
     lines = []
-    for row in results.rows.values():
+    for row in sorted(results.rows.values(), key=_order):
         cells = [row.label, row.unit,
                  *(_figure(results.values.get(row.key, {}).get(s)) for s in systems)]
         if "kafka3" in systems:
@@ -174,9 +183,9 @@ def write_chart(results: Results, path: Path) -> None:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
 
-    drawn = [(row, r) for row in results.rows.values()
+    drawn = [(row, r) for row in sorted(results.rows.values(), key=_order)
              if (r := results.ratio(row.key, "partctl", "kafka3"))]
-    fig, ax = plt.subplots(figsize=(9, 0.32 * max(4, len(drawn)) + 1.2))
+    fig, ax = plt.subplots(figsize=(11, 0.32 * max(4, len(drawn)) + 1.2))
     labels, bars, colours = [], [], []
     for i, (row, ratio) in enumerate(drawn):
         advantage = ratio if row.better == "higher" else 1 / ratio
