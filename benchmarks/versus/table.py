@@ -212,7 +212,7 @@ def write_chart(results: Results, path: Path) -> None:
     ax.set_title("partctl side by side with Apache Kafka 3.9.1 (ZooKeeper mode)", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 
