@@ -26,6 +26,8 @@ class BrokerView:
     brokers: frozenset[int]
     controller: int
     leaders: dict[tuple[str, int], int]
+    isr: dict[tuple[str, int], int]
+    """The size of each partition's ISR."""
     topic_errors: dict[str, int]
 
 
@@ -51,15 +53,17 @@ def ask(address: tuple[str, int], topics: Sequence[str] | None, *, timeout: floa
     finally:
         connection.close()
     leaders: dict[tuple[str, int], int] = {}
+    isr: dict[tuple[str, int], int] = {}
     errors: dict[str, int] = {}
     for topic in response.topics:
         if int(topic.error_code):
             errors[str(topic.name)] = int(topic.error_code)
         for p in topic.partitions:
             leaders[(str(topic.name), int(p.partition_index))] = int(p.leader_id)
+            isr[(str(topic.name), int(p.partition_index))] = len(p.isr_nodes)
     return BrokerView(brokers=frozenset(int(b.node_id) for b in response.brokers),
                       controller=int(response.controller_id), leaders=leaders,
-                      topic_errors=errors)
+                      isr=isr, topic_errors=errors)
 
 
 def all_led(view: BrokerView | None, topics: dict[str, int], *, live: set[int],

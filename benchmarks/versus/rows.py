@@ -380,13 +380,26 @@ def preferred(step: Step, system: System, topic: str) -> None:
     from confluent_kafka import ElectionType, TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    view = ask(system.nodes[1].address, [topic])
+    deadline = time.monotonic() + 120  # the restarted broker back in every ISR first
+    while True:
+        view = ask(system.nodes[1].address, [topic])
+        if view is not None and view.isr and min(view.isr.values()) == len(system.nodes):
+            break
+        if time.monotonic() > deadline:
+            step.say(f"{system.label}: ISRs of {topic} not full after 120 s")
+            break
+        time.sleep(0.2)
     partitions = [TopicPartition(topic, p) for (_t, p) in (view.leaders if view else {})]
+    admin = AdminClient({"bootstrap.servers": system.bootstrap})  # held until the answer
     try:
-        AdminClient({"bootstrap.servers": system.bootstrap}).elect_leaders(
-            ElectionType.PREFERRED, partitions).result(180)
+        answers = admin.elect_leaders(ElectionType.PREFERRED, partitions).result(180)
     except Exception as exc:  # noqa: BLE001 - librdkafka's KafkaException: said in one line
         step.say(f"{system.label}: preferred election of {topic}: {exc}")
+        return
+    refused = {str(e) for e in answers.values()
+               if e is not None and "ELECTION_NOT_NEEDED" not in str(e)}
+    if refused:
+        step.say(f"{system.label}: preferred election of {topic}: {sorted(refused)[:2]}")
 
 
 def wait_led_without(system: System, topics: dict[str, int], gone: int, start: float,
