@@ -4,7 +4,7 @@ PY ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-fast test-long bench lint
+.PHONY: setup demo test test-fast test-long bench bench-kafka lint
 
 setup: $(STAMP)
 
@@ -42,6 +42,12 @@ lint: setup
 
 bench: setup
 	$(VENV)/bin/python benchmarks/coordinator.py
+
+# partctl beside Apache Kafka 3.9.1 (ZooKeeper mode) and 4.x (KRaft), one table with the ratios
+# and issue 32's targets (docs/performance.md); ARGS=--quick for a check, ARGS=--full for the
+# issue's sizes, ARGS=--write-docs to keep the run in docs/
+bench-kafka: setup
+	$(VENV)/bin/python benchmarks/versus_kafka.py $(ARGS)
 
 # the documentation site (mkdocs.yml, docs/) in site/; --strict: a broken link fails it
 .PHONY: docs

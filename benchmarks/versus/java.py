@@ -1,0 +1,74 @@
+"""The Java client's loads: Kafka's own ProducerPerformance, ConsumerPerformance and
+EndToEndLatency, run by main class from one Kafka version's jars against every system, their
+printed figures parsed. MB here is 10^6 bytes (the tools print MiB; converted)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from benchmarks.versus.systems import SystemError_, java_tool
+
+PRODUCER = "org.apache.kafka.tools.ProducerPerformance"
+CONSUMER = "org.apache.kafka.tools.ConsumerPerformance"
+END_TO_END = "org.apache.kafka.tools.EndToEndLatency"
+
+_PRODUCED = re.compile(
+    r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
+    r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99\.9th")
+_E2E = re.compile(r"Percentiles: 50th = ([\d.]+), 99th = ([\d.]+), 99\.9th = ([\d.]+)")
+
+
+def _failed(what: str, done: object) -> SystemError_:
+    out = (getattr(done, "stdout", "") + getattr(done, "stderr", "")).strip().splitlines()
+    tail = " | ".join(out[-3:]) if out else "no output"
+    return SystemError_(f"{what} failed (status {getattr(done, 'returncode', '?')}): {tail}")
+
+
+def produce(version: str, work: Path, bootstrap: str, topic: str, *, records: int, size: int,
+            compression: str = "none", throughput: int = -1) -> dict[str, float]:
+    """ProducerPerformance, acks=all and idempotent: records/s, MB/s and its latencies (ms).
+    ``throughput`` -1: as fast as it goes; else records a second."""
+    done = java_tool(version, work, PRODUCER, "--topic", topic, "--num-records", str(records),
+                     "--record-size", str(size), "--throughput", str(throughput),
+                     "--producer-props", f"bootstrap.servers={bootstrap}", "acks=all",
+                     "enable.idempotence=true", f"compression.type={compression}")
+    matches = _PRODUCED.findall(done.stdout)
+    if done.returncode != 0 or not matches:
+        raise _failed("ProducerPerformance", done)
+    sent, rate, _mib, _avg, _max, p50, _p95, p99, p999 = (float(x) for x in matches[-1])
+    if sent < records:
+        raise SystemError_(f"ProducerPerformance sent {sent:.0f} of {records}")
+    return {"mbps": rate * size / 1e6, "p50": p50, "p99": p99, "p999": p999}
+
+
+def consume(version: str, work: Path, bootstrap: str, topic: str, *, messages: int
+            ) -> dict[str, float]:
+    """ConsumerPerformance of a fresh group from the beginning: MB/s over its fetch time (the
+    group's join left out, as the tool reports it)."""
+    done = java_tool(version, work, CONSUMER, "--bootstrap-server", bootstrap, "--topic", topic,
+                     "--messages", str(messages), "--timeout", "60000",
+                     "--consumer.config", "/dev/null")
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    header = next((i for i, line in enumerate(lines) if "fetch.MB.sec" in line), None)
+    if done.returncode != 0 or header is None or header + 1 >= len(lines):
+        raise _failed("ConsumerPerformance", done)
+    names = [n.strip() for n in lines[header].split(",")]
+    values = dict(zip(names, (v.strip() for v in lines[header + 1].split(",")), strict=False))
+    got = int(float(values["data.consumed.in.nMsg"]))
+    if got < messages:
+        raise SystemError_(f"ConsumerPerformance read {got} of {messages} messages")
+    return {"mbps": float(values["fetch.MB.sec"]) * (1 << 20) / 1e6}
+
+
+def end_to_end(version: str, work: Path, bootstrap: str, topic: str, *, messages: int,
+               size: int) -> dict[str, float]:
+    """EndToEndLatency (acks=all): one message at a time, sent once the last came back
+    (ping-pong, not a fixed rate): its p50/p99/p99.9 in ms."""
+    done = java_tool(version, work, END_TO_END, bootstrap, topic, str(messages), "all",
+                     str(size))
+    found = _E2E.search(done.stdout)
+    if done.returncode != 0 or found is None:
+        raise _failed("EndToEndLatency", done)
+    p50, p99, p999 = (float(x) for x in found.groups())
+    return {"p50": p50, "p99": p99, "p999": p999}

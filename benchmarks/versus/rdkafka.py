@@ -1,0 +1,205 @@
+"""librdkafka's loads (confluent-kafka): produce as fast as it goes, produce at a fixed rate
+timing each delivery callback, produce and consume at a fixed rate timing each message from
+produce() to its arrival, and read a topic from the beginning. MB is 10^6 value bytes."""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from benchmarks.versus.systems import SystemError_
+
+_STAMP = struct.Struct(">q")
+
+
+def _producer(bootstrap: str, **settings: object) -> Any:
+    from confluent_kafka import Producer
+
+    return Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                     "queue.buffering.max.messages": 1_000_000, **settings})
+
+
+def produce(bootstrap: str, topic: str, *, records: int, size: int,
+            compression: str = "none") -> dict[str, float]:
+    """``records`` values of ``size`` random bytes, acks=all, idempotent, linger.ms 5: MB/s
+    from the first produce() to the end of flush()."""
+    producer = _producer(bootstrap, **{"linger.ms": 5, "compression.type": compression,
+                                       "batch.size": 1_000_000})
+    value = os.urandom(size)
+    failed: list[object] = []
+
+    def delivered(error: object, _message: object) -> None:
+        if error is not None:
+            failed.append(error)
+
+    start = time.perf_counter()
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(topic, value=value, on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.005)
+        if i % 1000 == 0:
+            producer.poll(0)
+    left = producer.flush(600)
+    elapsed = time.perf_counter() - start
+    if left or failed:
+        raise SystemError_(f"librdkafka produce: {left} undelivered, errors {failed[:2]}")
+    return {"mbps": records * size / elapsed / 1e6}
+
+
+def _percentiles(samples_ms: list[float]) -> dict[str, float]:
+    ordered = sorted(samples_ms)
+
+    def at(q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    return {"p50": at(0.5), "p99": at(0.99), "p999": at(0.999)}
+
+
+def _paced(rate: int, seconds: float, send: Callable[[int], None], poll: Callable[[], None]
+           ) -> None:
+    """Call ``send(i)`` ``rate`` times a second for ``seconds``, each on its schedule."""
+    total = int(rate * seconds)
+    start = time.perf_counter()
+    sent = 0
+    while sent < total:
+        due = min(total, int((time.perf_counter() - start) * rate) + 1)
+        while sent < due:
+            send(sent)
+            sent += 1
+        poll()
+        wait = start + sent / rate - time.perf_counter()
+        if wait > 0:
+            time.sleep(min(wait, 0.001))
+
+
+def latency(bootstrap: str, topic: str, *, rate: int, seconds: float, size: int
+            ) -> dict[str, float]:
+    """acks=all, idempotent, linger.ms 0, ``rate`` values a second for ``seconds`` after one
+    delivered first (the producer's start-up): each one's time from produce() to its delivery
+    callback, in ms (the poll loop adds up to 1 ms)."""
+    producer = _producer(bootstrap, **{"linger.ms": 0})
+    value = os.urandom(size)
+    producer.produce(topic, value=value)
+    if producer.flush(60):
+        raise SystemError_("librdkafka latency: the first message was not delivered")
+    samples: list[float] = []
+    failed: list[object] = []
+
+    def send(_i: int) -> None:
+        sent_at = time.perf_counter()
+
+        def delivered(error: object, _message: object) -> None:
+            if error is not None:
+                failed.append(error)
+            else:
+                samples.append((time.perf_counter() - sent_at) * 1000)
+
+        while True:
+            try:
+                producer.produce(topic, value=value, on_delivery=delivered)
+                return
+            except BufferError:
+                producer.poll(0.001)
+
+    _paced(rate, seconds, send, lambda: producer.poll(0))
+    producer.flush(60)
+    if failed or not samples:
+        raise SystemError_(f"librdkafka latency: {len(failed)} failed, errors {failed[:2]}")
+    return _percentiles(samples)
+
+
+def end_to_end(bootstrap: str, topic: str, partitions: int, *, rate: int, seconds: float,
+               size: int) -> dict[str, float]:
+    """A producer (acks=all, idempotent, linger.ms 0) at ``rate`` values a second and a
+    consumer on a thread, assigned to every partition at its end: each value carries the time
+    of its produce(); its arrival at the consumer minus that, in ms."""
+    from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"e2e-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 100,
+                         "fetch.queue.backoff.ms": 10})
+    consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
+    samples: list[float] = []
+    seen = threading.Event()
+    stop = threading.Event()
+
+    def consume() -> None:
+        while not stop.is_set():
+            for message in consumer.consume(1000, 0.1):
+                value = message.value()
+                if message.error() is None and value:
+                    (stamp,) = _STAMP.unpack_from(value)
+                    if stamp > 0:
+                        samples.append((time.perf_counter_ns() - stamp) / 1e6)
+                    seen.set()
+
+    thread = threading.Thread(target=consume, daemon=True)
+    thread.start()
+    producer = _producer(bootstrap, **{"linger.ms": 0})
+    padding = os.urandom(max(0, size - _STAMP.size))
+    try:
+        deadline = time.monotonic() + 60
+        while not seen.is_set():  # the consumer's position is known once a message comes
+            producer.produce(topic, value=_STAMP.pack(0) + padding)
+            producer.flush(10)
+            if seen.wait(0.5) or time.monotonic() > deadline:
+                break
+        if not seen.is_set():
+            raise SystemError_("librdkafka end-to-end: the consumer saw nothing in 60 s")
+        expected = int(rate * seconds)
+
+        def send(_i: int) -> None:
+            while True:
+                try:
+                    producer.produce(topic, value=_STAMP.pack(time.perf_counter_ns()) + padding)
+                    return
+                except BufferError:
+                    producer.poll(0.001)
+
+        _paced(rate, seconds, send, lambda: producer.poll(0))
+        producer.flush(60)
+        deadline = time.monotonic() + 30
+        while len(samples) < expected and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        thread.join(10)
+        consumer.close()
+    if len(samples) < expected:
+        raise SystemError_(f"librdkafka end-to-end: {len(samples)} of {expected} arrived")
+    return _percentiles(samples)
+
+
+def consume(bootstrap: str, topic: str, partitions: int, *, messages: int) -> dict[str, float]:
+    """A fresh consumer (assign() from the beginning, no group) reads ``messages`` values:
+    MB/s from assign() to the last message (librdkafka's start-up included: from the first
+    message alone, a small topic is all in its prefetch queue by then)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"c-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "fetch.queue.backoff.ms": 10})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    got = size = 0
+    first = time.perf_counter()
+    deadline = time.monotonic() + 600
+    try:
+        while got < messages and time.monotonic() < deadline:
+            for message in consumer.consume(10_000, 1.0):
+                if message.error() is not None:
+                    continue
+                got += 1
+                size += len(message.value() or b"")
+        end = time.perf_counter()
+    finally:
+        consumer.close()
+    if got < messages or end <= first:
+        raise SystemError_(f"librdkafka consume read {got} of {messages} messages")
+    return {"mbps": size / (end - first) / 1e6}

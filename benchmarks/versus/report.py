@@ -1,0 +1,116 @@
+"""What a run says about where it ran, and docs/performance.md written from a run."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from benchmarks.versus.table import Results, render_markdown
+
+
+def machine() -> dict[str, str]:
+    """The machine in a few fields: kernel, CPU model and cores, memory, Python, Java, and
+    librdkafka's version."""
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+        mem_kib = next(int(line.split()[1]) for line in
+                       Path("/proc/meminfo").read_text().splitlines()
+                       if line.startswith("MemTotal:"))
+        memory = f"{mem_kib / (1 << 20):.1f} GiB"
+    except (OSError, StopIteration, ValueError):
+        memory = "unknown"
+    try:
+        done = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30)
+        java = (done.stderr.strip().splitlines() or ["?"])[0]
+    except (OSError, subprocess.TimeoutExpired):
+        java = "no java"
+    try:
+        import confluent_kafka
+
+        rdkafka = confluent_kafka.libversion()[0]
+    except ImportError:
+        rdkafka = "not installed"
+    return {"kernel": f"{platform.system()} {platform.release()} {platform.machine()}",
+            "cpu": f"{cpu}, {os.cpu_count()} cores", "memory": memory,
+            "python": platform.python_version(), "java": java, "librdkafka": rdkafka}
+
+
+_INTRO = """# Performance beside Apache Kafka
+
+`benchmarks/versus_kafka.py` (`make bench-kafka`) runs partctl and Apache Kafka on this machine,
+one cluster at a time, under the same clients, and prints one table: each figure for partctl,
+Kafka 3.9.1 in ZooKeeper mode (on the same ZooKeeper server as partctl, a chroot each) and Kafka
+4.x in KRaft mode (the data-plane rows only), the ratio partctl/Kafka, and issue 32's target
+for that ratio with whether it is met. `--rounds N` alternates the clusters N times and prints
+medians with their ranges.
+
+What is measured, per system (three brokers on 127.0.0.1, a topic of 6 partitions, RF 3,
+min.insync.replicas 2):
+
+- **produce** MB/s (10^6 value bytes), acks=all and idempotent, 1 KiB and 100-byte records,
+  uncompressed and lz4: Kafka's `ProducerPerformance` (the Java client, run by main class from
+  Kafka 3.9.1's jars for every system) and librdkafka (confluent-kafka, linger.ms 5);
+- **consume** MB/s from the beginning by a fresh consumer: `ConsumerPerformance` (its fetch
+  time, the group's join left out) and librdkafka (from assign() to the last message);
+- **produce latency** p50 / p99 / p99.9 at 1,000 and 10,000 records of 1 KiB a second:
+  `ProducerPerformance --throughput` and librdkafka's delivery callbacks (linger.ms 0);
+- **end-to-end latency** p99: librdkafka, a producer at 1,000/s and a consumer, each value
+  carrying its produce() time; Kafka's `EndToEndLatency`, which sends one message at a time
+  (ping-pong, not a fixed rate);
+- **brokers' CPU per MB** produced: the three broker processes' user + system time (from
+  `/proc/PID/stat`) over the 1 KiB uncompressed produce step, per MB of values (the
+  ZooKeeper server and the client are left out);
+- **brokers' RSS** (`VmRSS` of each broker process, the sum of three and the largest) idle and
+  with a topic of 1,000 and then 5,000 partitions at RF 3 (that many replicas on every broker),
+  once the sum has settled. The Kafka brokers run with the flags Kafka's scripts give them:
+  kafka-server-start.sh's heap `-Xmx1G -Xms1G` and kafka-run-class.sh's G1 settings
+  (`--kafka-heap` changes the heap);
+- **start** after a clean stop of every broker, and after a SIGKILL of every broker
+  (recovery), with the topics above and a log filled to `--log-size`: from the launch until
+  every broker answers Metadata with a live leader for every partition of every topic;
+- **the controller** (ZooKeeper mode, partctl's against Kafka 3.9.1's on the same ZooKeeper):
+  controlled shutdown (SIGTERM) of a broker that is not the controller and leads a third of
+  the big topic's partitions, and hot failover (SIGKILL of the active controller's broker,
+  found in `/controller`), a preferred leader election between the two so that each broker
+  leads a third again; each step ends when every live broker's own Metadata answer names
+  no partition led by the broker gone (a raw Metadata client polls each broker). Failover is
+  counted from the moment `/controller` stops naming the killed broker (its 6 s ZooKeeper
+  session expired), and also from the SIGKILL.
+
+The default sizes are smaller than the issue's so that a run takes minutes; `--full` uses the
+issue's (1 GiB consumed, 1 GiB of log, 1,000 and 5,000 replicas); `--quick` tiny ones (a check
+that every row works, not a measurement). `--rows`, `--systems` and `--clients` pick what runs;
+`--out DIR` keeps the figures as JSON and the chart; `--write-docs` rewrites this page and its
+chart from the run. A step that fails prints one `FAILED` line, the others still run, and the
+benchmark exits 1.
+
+Targets (issue 32, partctl/Kafka 3.9.1 in the same run): throughput >= 1.0x, p99 and p99.9
+latency <= 1.0x, RSS <= 0.25x, start and recovery <= 1.0x, controller failover and controlled
+shutdown <= 0.2x, CPU per MB <= 1.0x. The chart draws each row as partctl's advantage (a ratio
+turned so that more is better), the target as a black mark.
+"""
+
+
+def write_docs(results: Results, systems: Iterable[str], meta: Mapping[str, object],
+               docs: Path) -> None:
+    """docs/performance.md from a run (its chart is written beside it by the caller)."""
+    info = meta.get("machine", {})
+    assert isinstance(info, dict)
+    lines = [_INTRO, "## The latest run", "",
+             f"Run on {meta.get('date')}: `{meta.get('command')}` "
+             f"({meta.get('rounds')} round(s); sizes: {meta.get('sizes')}).", "",
+             "Machine: " + "; ".join(f"{k} {v}" for k, v in info.items()) + ". The machine is "
+             "shared with other work: figures move from run to run.", "",
+             render_markdown(results, systems), ""]
+    if results.failures:
+        lines += ["Steps that failed in this run:", ""]
+        lines += [f"- {line}" for line in results.failures] + [""]
+    lines += ["![partctl's advantage over Kafka 3.9.1, row by row](performance.png)", ""]
+    (docs / "performance.md").write_text("\n".join(lines))

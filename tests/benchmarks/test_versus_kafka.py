@@ -1,0 +1,95 @@
+"""benchmarks/versus_kafka.py's plumbing on a tiny size, not its timings: one run of a cheap row
+for partctl and Kafka 3.9.1 (module-scoped: a Kafka JVM takes seconds to start) gives a table
+whose ratios and verdicts follow from its own figures, a JSON of them and the chart; a system
+that cannot start makes the benchmark exit 1 with one clear line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Literal
+
+import pytest
+
+from benchmarks.versus.table import Results, Row, render_text, target_for, write_chart
+from tests.kafka.harness import KAFKA_3, kafka_available
+from tests.servers import unavailable
+
+pytestmark = pytest.mark.servers
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "benchmarks" / "versus_kafka.py"
+
+
+def _bench(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str],
+                                                           Path]:
+    """One quick run: the CPU-per-MB row (one produce step, librdkafka) for partctl and
+    Kafka 3.9.1."""
+    if not kafka_available(KAFKA_3):
+        unavailable(f"Apache Kafka {KAFKA_3} is not resolved: run `bash tests/kafka/resolve.sh`")
+    out = tmp_path_factory.mktemp("versus")
+    done = _bench("--quick", "--rows", "cpu", "--systems", "partctl,kafka3", "--clients",
+                  "rdkafka", "--produce-size", "1M", "--out", str(out))
+    return done, out
+
+
+def test_a_quick_run_prints_the_table_and_writes_its_figures_and_chart(run) -> None:
+    done, out = run
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "FAILED" not in done.stdout + done.stderr
+    data = json.loads((out / "results.json").read_text())
+    assert data["failures"] == []
+    assert data["systems"] == ["partctl", "kafka3"]
+    [row] = data["rows"]
+    assert row["key"] == "cpu.rdkafka" and row["unit"] == "s/MB" and row["target"] == 1.0
+    assert set(row["values"]) == {"partctl", "kafka3"}
+    assert all(v[0] > 0 for v in row["values"].values())
+    png = (out / "performance.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 1000
+    assert "partctl/K3.9" in done.stdout and "brokers' CPU per MB, 1 KiB (rdkafka)" in done.stdout
+
+
+def test_the_ratio_and_the_verdict_follow_from_the_measured_figures(run, tmp_path) -> None:
+    done, out = run
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = Results.from_json(json.loads((out / "results.json").read_text()))
+    ours = results.values["cpu.rdkafka"]["partctl"][0]
+    theirs = results.values["cpu.rdkafka"]["kafka3"][0]
+    assert results.ratio("cpu.rdkafka", "partctl", "kafka3") == pytest.approx(ours / theirs)
+    assert results.met("cpu.rdkafka") is (ours / theirs <= 1.0)
+    # the same two figures read as a throughput (higher is better) and as an RSS (<= 0.25x)
+    kinds: tuple[tuple[str, Literal["higher", "lower"]], ...] = (
+        ("throughput", "higher"), ("rss", "lower"), ("controller", "lower"))
+    for kind, better in kinds:
+        row = Row(key=kind, label=kind, unit="x", better=better, target=target_for(kind))
+        results.add(row, "partctl", ours)
+        results.add(row, "kafka3", theirs)
+        target = target_for(kind)
+        assert target is not None
+        expected = ours / theirs >= target if better == "higher" else ours / theirs <= target
+        assert results.met(kind) is expected
+    # a second round: the median and the range are shown
+    results.add(results.rows["cpu.rdkafka"], "partctl", ours * 3)
+    results.add(results.rows["cpu.rdkafka"], "partctl", ours * 2)
+    text = render_text(results, ["partctl", "kafka3"])
+    line = next(line for line in text.splitlines() if line.startswith("brokers' CPU"))
+    assert "[" in line and ("met" in line)
+    assert results.median("cpu.rdkafka", "partctl") == pytest.approx(ours * 2)
+    write_chart(results, tmp_path / "chart.png")
+    assert (tmp_path / "chart.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_system_that_cannot_start_fails_the_run_with_one_line() -> None:
+    done = _bench("--quick", "--rows", "cpu", "--systems", "kafka3", "--kafka3", "0.0.0")
+    assert done.returncode == 1
+    failed = [line for line in done.stderr.splitlines() if line.startswith("FAILED")]
+    assert len(failed) == 1 and "Apache Kafka 0.0.0 is not resolved" in failed[0], done.stderr
+    assert "Traceback" not in done.stderr
