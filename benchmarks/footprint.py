@@ -187,7 +187,7 @@ def _wait_unregistered(url: str, ids: list[int], timeout: float = 120) -> None:
 
 def _admin(bootstrap: str) -> Any:
     from confluent_kafka.admin import AdminClient
-    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 60_000,
+    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 300_000,
                         "log_level": 0})
 
 
@@ -211,14 +211,22 @@ def create_topic(admin: Any, name: str, partitions: int, topics: dict[str, int],
                  deadline_s: float = 900) -> float:
     """A topic of RF 3 through the Admin API; seconds until every partition has a leader and a
     full ISR."""
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import NewTopic
     start = time.perf_counter()
-    admin.create_topics([NewTopic(name, partitions, 3, config={"min.insync.replicas": "2"})],
-                        operation_timeout=300)[name].result(600)
+    try:
+        admin.create_topics([NewTopic(name, partitions, 3, config={"min.insync.replicas": "2"})],
+                            operation_timeout=600)[name].result(900)
+    except KafkaException as exc:  # a slow creation times out the answer, not the topic
+        if "Timed out" not in str(exc):
+            raise
     topics[name] = partitions
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
-        md = admin.list_topics(name, timeout=30).topics.get(name)
+        try:
+            md = admin.list_topics(name, timeout=30).topics.get(name)
+        except KafkaException:  # a broker too busy to answer in time: ask again
+            continue
         if md is not None and md.error is None and len(md.partitions) == partitions and all(
                 p.leader >= 0 and len(p.isrs) == 3 for p in md.partitions.values()):
             return time.perf_counter() - start
@@ -348,27 +356,34 @@ def report(results: list[Figures], args: argparse.Namespace) -> None:
           f"({VALUE_SIZE // 1024} KiB values) over the partitions; RSS per broker "
           "(median of three, MiB); times in seconds; ratio = partctl / Kafka")
     kafka = next((f for f in results if f.system != "partctl"), None)
-    ours = results[0]
+    ours = next((f for f in results if f.system == "partctl"), None)
 
-    def row(label: str, mine: float, theirs: float | None, fmt: str, target: str) -> None:
-        ratio = f"{mine / theirs:6.2f}x" if theirs else "      -"
-        other = format(theirs, fmt) if theirs is not None else "-"
-        print(f"{label:44} {format(mine, fmt):>10} {other:>10} {ratio} {target}")
+    def row(label: str, mine: float | None, theirs: float | None, fmt: str,
+            target: str) -> None:
+        ratio = f"{mine / theirs:6.2f}x" if mine is not None and theirs else "      -"
+        print(f"{label:44} {format(mine, fmt) if mine is not None else '-':>10} "
+              f"{format(theirs, fmt) if theirs is not None else '-':>10} {ratio} {target}")
+
+    def rss(figures: Figures | None, key: str) -> float | None:
+        values = figures.rss.get(key) if figures is not None else None
+        return statistics.median(values) if values else None
 
     print(f"{'':44} {'partctl':>10} {'Kafka':>10} {'ratio':>7} target")
-    for key, values in ours.rss.items():
-        theirs = kafka.rss.get(key) if kafka else None
-        row(f"RSS {key}", statistics.median(values),
-            statistics.median(theirs) if theirs else None, ".0f", "<= 0.25x")
+    keys = list(dict.fromkeys([*(ours.rss if ours else {}), *(kafka.rss if kafka else {})]))
+    for key in keys:
+        row(f"RSS {key}", rss(ours, key), rss(kafka, key), ".0f", "<= 0.25x")
     if not args.no_restart:
-        row("start to serving, clean stop", ours.start_clean,
-            kafka.start_clean if kafka else None, ".1f", "<= 1.0x")
-        row("start to serving, after SIGKILL", ours.start_killed,
-            kafka.start_killed if kafka else None, ".1f", "<= 1.0x")
-    for count, took in sorted(ours.metadata.items()):
+        row("start to serving, clean stop", ours and ours.start_clean,
+            kafka and kafka.start_clean, ".1f", "<= 1.0x")
+        row("start to serving, after SIGKILL", ours and ours.start_killed,
+            kafka and kafka.start_killed, ".1f", "<= 1.0x")
+    counts = sorted({*(ours.metadata if ours else {}), *(kafka.metadata if kafka else {})})
+    for count in counts:
+        mine = ours.metadata.get(count) if ours else None
         theirs = kafka.metadata.get(count) if kafka else None
-        row(f"Metadata, all topics, {count} partitions (ms)", took * 1000,
-            theirs * 1000 if theirs else None, ".1f", "")
+        row(f"Metadata, all topics, {count} partitions (ms)",
+            mine * 1000 if mine is not None else None,
+            theirs * 1000 if theirs is not None else None, ".1f", "")
     if kafka:
         print("Kafka: ZooKeeper mode, JVM " + " ".join(KAFKA_JVM[:2]) + " (kafka-server-start.sh's "
               "default heap) and G1")
