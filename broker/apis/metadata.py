@@ -135,7 +135,7 @@ def _legal(name: str) -> bool:
 
 
 def handle(ctx: RequestContext[MetadataServices],
-           request: MetadataRequest) -> Reply[MetadataResponse]:
+           request: MetadataRequest) -> Reply[MetadataResponse | EncodedBody]:
     broker = ctx.broker
     version = ctx.api_version
     if _bad_ids(request, version):
