@@ -206,14 +206,16 @@ def encode_response(s: Shape, brokers: Sequence[tuple[int, str, int, str | None]
 
 class TopicCache:
     """Encoded partitions arrays, by (topic, listener, version), valid while the topic's
-    partitions mapping (the metadata cache replaces it when the topic changes) and the brokers
-    live on the listener are the same. Bounded: cleared when it holds more entries than
+    partitions mapping (the metadata cache replaces it when the topic changes), the brokers
+    live on the listener and the live brokers (a leader live without the listener is
+    LISTENER_NOT_FOUND, not LEADER_NOT_AVAILABLE) are the same. Bounded: cleared when it holds more entries than
     ``limit_per_topic`` per topic of the snapshot it was last used with."""
 
     __slots__ = ("_entries", "limit_per_topic")
 
     def __init__(self, limit_per_topic: int = 4) -> None:
-        self._entries: dict[tuple[str, str, int], tuple[object, frozenset[int], bytes]] = {}
+        self._entries: dict[tuple[str, str, int],
+                            tuple[object, frozenset[int], frozenset[int], bytes]] = {}
         self.limit_per_topic = limit_per_topic
 
     def partitions(self, name: str, partitions: Mapping[int, UpdateMetadataPartition],
@@ -221,12 +223,14 @@ class TopicCache:
                    s: Shape, topic_count: int) -> bytes:
         key = (name, listener, s.version)
         entry = self._entries.get(key)
-        if entry is not None and entry[0] is partitions and entry[1] == live:
-            return entry[2]
+        registered = brokers.keys()
+        if (entry is not None and entry[0] is partitions and entry[1] == live
+                and entry[2] == registered):
+            return entry[3]
         encoded = encode_partitions(partitions, live, brokers, s)
         if len(self._entries) >= self.limit_per_topic * max(topic_count, 1):
             self._entries.clear()
-        self._entries[key] = (partitions, live, encoded)
+        self._entries[key] = (partitions, live, frozenset(registered), encoded)
         return encoded
 
     def __len__(self) -> int:

@@ -181,6 +181,14 @@ def test_a_topic_is_encoded_again_once_it_or_the_live_brokers_change() -> None:
     fewer = MappingProxyType({i: b for i, b in BROKERS.items() if i != 2})
     third = cache.partitions("orders", changed, fewer, live_on(fewer, LISTENER), LISTENER, s, 3)
     assert third == encode_partitions(changed, live_on(fewer, LISTENER), fewer, s) != second
+    # broker 3 (live without the listener, leading partition 1) gone: LEADER_NOT_AVAILABLE
+    # instead of LISTENER_NOT_FOUND, though the brokers live on the listener are the same
+    no_three = MappingProxyType({i: b for i, b in fewer.items() if i != 3})
+    assert live_on(no_three, LISTENER) == live_on(fewer, LISTENER)
+    fourth = cache.partitions("orders", changed, no_three, live_on(no_three, LISTENER),
+                              LISTENER, s, 3)
+    assert fourth == encode_partitions(changed, live_on(no_three, LISTENER), no_three,
+                                       s) != third
     # another version or listener is its own entry
     assert cache.partitions("orders", changed, fewer, live_on(fewer, LISTENER), LISTENER,
                             shape(0), 3) == encode_partitions(
