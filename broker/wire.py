@@ -39,6 +39,7 @@ from replication.log import LogSlice
 __all__ = [
     "HEADER_PREFIX",
     "Encoded",
+    "EncodedBody",
     "FrameError",
     "SGBuffer",
     "encode_response",
@@ -164,9 +165,26 @@ class Encoded:
         return b"".join(p.read() if isinstance(p, LogSlice) else p for p in self.chunks())
 
 
+class EncodedBody:
+    """A response body its API encoded itself (bytes identical to kio's for the same
+    response: see :mod:`broker.apis.metadata_encoding`), with the class of its header."""
+
+    __slots__ = ("body", "header_class")
+
+    def __init__(self, header_class: Any, body: bytes) -> None:
+        self.header_class = header_class
+        self.body = body
+
+
 def encode_response(correlation_id: int, response: Any, *, scatter: bool = False) -> Encoded:
     """``response`` and its header, encoded by kio; with ``scatter`` (the response carries
-    :class:`LogSlice` records) into an :class:`SGBuffer`, else into one plain buffer."""
+    :class:`LogSlice` records) into an :class:`SGBuffer`, else into one plain buffer. An
+    :class:`EncodedBody` gets its header only."""
+    if isinstance(response, EncodedBody):
+        header = io.BytesIO()
+        entity_writer(response.header_class)(
+            header, response.header_class(correlation_id=correlation_id))
+        return Encoded([header.getvalue() + response.body], 0)
     cls = type(response)
     header_class = cls.__header_schema__
     if not scatter:

@@ -28,6 +28,7 @@ costs the connection (Kafka refuses the request; its answer would need the name)
 from __future__ import annotations
 
 import uuid
+import weakref
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -36,10 +37,18 @@ from kio.schema.errors import ErrorCode
 
 from broker.apis.base import CLOSE_CONNECTION, Api, Reply, RequestContext
 from broker.apis.cluster import NOT_ASKED, cluster_operations
+from broker.apis.metadata_encoding import (
+    TopicCache,
+    empty_partitions,
+    encode_topic,
+    live_on,
+    shape,
+)
+from broker.apis.metadata_encoding import encode_response as encode_body
 from broker.apis.topic_ids import ZERO, ensure_topic_ids
-from broker.metadata_cache import MetadataSnapshot
+from broker.metadata_cache import MetadataCache, MetadataSnapshot
 from broker.security.acls import Operation, ResourceType
-from broker.wire import response_module
+from broker.wire import EncodedBody, response_module
 from coordinator.layout import validate_topic
 from interbroker.requests import LiveBroker
 from kafkaclient.messages import build
@@ -61,6 +70,8 @@ NO_LEADER = -1
 FIRST_VERSION_WITH_IDS = 10
 INTERNAL_TOPIC = "__consumer_offsets"
 """Marked internal, as Kafka marks it (clients leave it out of pattern subscriptions)."""
+_TOPIC_CACHES: weakref.WeakKeyDictionary[MetadataCache, TopicCache] = (
+    weakref.WeakKeyDictionary())
 
 
 def _endpoint(broker: LiveBroker | None, listener: str) -> tuple[str, int] | None:
@@ -70,32 +81,6 @@ def _endpoint(broker: LiveBroker | None, listener: str) -> tuple[str, int] | Non
         if endpoint.listener == listener:
             return endpoint.host, endpoint.port
     return None
-
-
-def _partitions(module: Any, snap: MetadataSnapshot, topic: str, listener: str,
-                version: int) -> tuple[Any, ...]:
-    out = []
-    filter_unavailable = version == 0
-    for index, state in sorted(snap.topics[topic].items()):
-        replicas, isr = state.replicas, state.isr
-        if filter_unavailable:
-            replicas = tuple(r for r in replicas if _endpoint(snap.brokers.get(r), listener))
-            isr = tuple(r for r in isr if _endpoint(snap.brokers.get(r), listener))
-        leader = snap.brokers.get(state.leader)
-        if _endpoint(leader, listener) is None:
-            error = (ErrorCode.listener_not_found if leader is not None and version >= 6
-                     else ErrorCode.leader_not_available)
-            leader_id = NO_LEADER
-        else:
-            error = (ErrorCode.replica_not_available
-                     if len(replicas) < len(state.replicas) or len(isr) < len(state.isr)
-                     else ErrorCode.none)
-            leader_id = state.leader
-        out.append(build(module.MetadataResponsePartition, error_code=error,
-                         partition_index=index, leader_id=leader_id,
-                         leader_epoch=state.leader_epoch, replica_nodes=tuple(replicas),
-                         isr_nodes=tuple(isr), offline_replicas=tuple(state.offline_replicas)))
-    return tuple(out)
 
 
 def _topic(module: Any, name: str | None, error: ErrorCode, partitions: tuple[Any, ...] = (),
@@ -150,7 +135,7 @@ def _legal(name: str) -> bool:
 
 
 def handle(ctx: RequestContext[MetadataServices],
-           request: MetadataRequest) -> Reply[MetadataResponse]:
+           request: MetadataRequest) -> Reply[MetadataResponse | EncodedBody]:
     broker = ctx.broker
     version = ctx.api_version
     if _bad_ids(request, version):
@@ -218,10 +203,12 @@ def _refused(ctx: RequestContext, request: Any) -> Any:
 
 def _response(ctx: RequestContext, request: Any, snap: MetadataSnapshot,
               names: list[str] | None,
-              created: dict[str, ErrorCode], ids: Sequence[uuid.UUID] = ()) -> Any:
+              created: dict[str, ErrorCode], ids: Sequence[uuid.UUID] = ()) -> EncodedBody:
+    """The answer, encoded by :mod:`broker.apis.metadata_encoding` (kio's bytes, without
+    building kio objects); a topic's partitions are encoded once per metadata change."""
     version = ctx.api_version
     listener = ctx.listener
-    module = response_module(API_KEY, version)
+    s = shape(version)
     if ids:
         ids = [i for i in ids if i not in snap.topic_names or ctx.authorized(
             Operation.DESCRIBE, ResourceType.TOPIC, snap.topic_names[i])]
@@ -232,36 +219,48 @@ def _response(ctx: RequestContext, request: Any, snap: MetadataSnapshot,
     for broker_id, broker in sorted(snap.brokers.items()):
         endpoint = _endpoint(broker, listener)
         if endpoint is not None:
-            brokers.append(build(module.MetadataResponseBroker, node_id=broker_id,
-                                 host=endpoint[0], port=endpoint[1], rack=broker.rack))
+            brokers.append((broker_id, endpoint[0], endpoint[1], broker.rack))
+    live = live_on(snap.brokers, listener)
+    cache = _topic_cache(ctx.broker.metadata)
     topics = []
     topic_operations = getattr(request, "include_topic_authorized_operations", False)
     if names is None:  # every topic: those the principal may Describe
         names = [n for n in sorted(snap.topics)
                  if ctx.authorized(Operation.DESCRIBE, ResourceType.TOPIC, n)]
+    empty = empty_partitions(s)
     for name in names:
         if created.get(name) is ErrorCode.topic_authorization_failed:
-            topics.append(_topic(module, name, ErrorCode.topic_authorization_failed))
+            error, partitions = ErrorCode.topic_authorization_failed, empty
         elif name in snap.topics:
-            topics.append(_topic(module, name, ErrorCode.none,
-                                 _partitions(module, snap, name, listener, version),
-                                 snap.topic_ids.get(name),
-                                 ctx.authorized_operations(ResourceType.TOPIC, name)
-                                 if topic_operations else NOT_ASKED))
+            error = ErrorCode.none
+            partitions = cache.partitions(name, snap.topics[name], snap.brokers, live,
+                                          listener, s, len(snap.topics))
         elif name in created:
-            topics.append(_topic(module, name, created[name]))
+            error, partitions = created[name], empty
         elif not _legal(name):
-            topics.append(_topic(module, name, ErrorCode.invalid_topic_exception))
+            error, partitions = ErrorCode.invalid_topic_exception, empty
         else:
-            topics.append(_topic(module, name, ErrorCode.unknown_topic_or_partition))
-    topics += [_topic(module, None, ErrorCode.unknown_topic_id, topic_id=i)
+            error, partitions = ErrorCode.unknown_topic_or_partition, empty
+        operations = (ctx.authorized_operations(ResourceType.TOPIC, name)
+                      if error is ErrorCode.none and topic_operations else NOT_ASKED)
+        topics.append(encode_topic(s, error, name, snap.topic_ids.get(name)
+                                   if error is ErrorCode.none else None,
+                                   name == INTERNAL_TOPIC, partitions, operations))
+    topics += [encode_topic(s, ErrorCode.unknown_topic_id, None, i, False, empty, NOT_ASKED)
                for i in ids if i not in snap.topic_names]
-    return build(module.MetadataResponse, throttle_time=timedelta(0), brokers=tuple(brokers),
-                 cluster_id=ctx.broker.cluster_id, controller_id=_controller_id(ctx, snap),
-                 topics=tuple(topics), cluster_authorized_operations=(
-                     cluster_operations(ctx)
-                     if getattr(request, "include_cluster_authorized_operations", False)
-                     else NOT_ASKED))
+    cluster_ops = (cluster_operations(ctx)
+                   if getattr(request, "include_cluster_authorized_operations", False)
+                   else NOT_ASKED)
+    return EncodedBody(s.header_class, encode_body(
+        s, brokers, ctx.broker.cluster_id, _controller_id(ctx, snap), topics, cluster_ops))
+
+
+def _topic_cache(metadata: MetadataCache) -> TopicCache:
+    """The encoded topics kept for one broker's metadata cache."""
+    cache = _TOPIC_CACHES.get(metadata)
+    if cache is None:
+        cache = _TOPIC_CACHES[metadata] = TopicCache()
+    return cache
 
 
 def _controller_id(ctx: RequestContext, snap: MetadataSnapshot) -> int:
