@@ -9,9 +9,10 @@ One ZooKeeper (``coordinator.servers``, on loopback, fsync off unless ``--server
 the run; the systems run one after the other, each on a chroot of its own. Per system:
 
 1. three brokers (partctl: ``partctl broker start`` processes, launched by
-   :mod:`broker.cluster`; Kafka: ``kafka.Kafka`` in ZooKeeper mode from the test harness's cached
-   jars, with the heap and collector ``kafka-server-start.sh`` gives it by default, ``-Xmx1G
-   -Xms1G`` and G1), started together.
+   :mod:`broker.cluster`; Kafka: ``kafka.Kafka`` in ZooKeeper mode, launched as the side-by-side
+   benchmark launches it (:func:`benchmarks.versus.systems.kafka_zk_system`: the cached jars,
+   the heap and collector ``kafka-server-start.sh`` gives it by default, ``-Xmx1G -Xms1G`` and
+   G1, Kafka's default settings otherwise), started together.
 2. RSS: every broker's resident set (``VmRSS`` from ``/proc``: the whole process, the JVM's heap
    as far as it has been touched, code, mmaps of index files) idle, then with each count of
    ``--replicas`` partition replicas per broker (topics of RF 3 created through the Admin API,
@@ -31,14 +32,12 @@ the run; the systems run one after the other, each on a chroot of its own. Per s
    launch and is not counted.
 
 The machine has two cores shared with the client, ZooKeeper and other work: run it twice when a
-figure matters. The Kafka rows use the harness's small-machine settings (2 network and 2 I/O
-threads, 10 offsets partitions; ``num.recovery.threads.per.data.dir`` 1, Kafka's default).
+figure matters.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import shutil
 import signal
@@ -54,12 +53,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import add_server_options, parse_size, start_server  # noqa: E402
+from benchmarks.versus.systems import KAFKA_HEAP, kafka_zk_system  # noqa: E402
 
 VALUE_SIZE = 8 * 1024
-KAFKA_JVM = ("-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
-             "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
-             "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true")
-"""What ``kafka-server-start.sh`` and ``kafka-run-class.sh`` give a broker's JVM by default."""
+KAFKA_3 = "3.9.1"
 
 
 def rss_mib(pid: int | None) -> float:
@@ -137,39 +134,31 @@ class Partctl(System):
 class Kafka(System):
     name = "Kafka 3.9.1"
 
-    def __init__(self, directory: Path, zk: Any) -> None:
-        self.harness = _harness()
-        self.cluster = self.harness.start_kafka_zk(
-            directory, zk, broker_ids=(1, 2, 3), jvm_options=KAFKA_JVM, timeout=300)
-        connect = self.cluster.zookeeper_connect
-        self.url = f"zookeeper://{connect}"
+    def __init__(self, directory: Path, zk_address: str) -> None:
+        # the side-by-side benchmark's launcher: Kafka's cached jars, kafka-server-start.sh's
+        # heap and JVM flags, a chroot of the same ZooKeeper
+        self.system = kafka_zk_system(directory, zk_address, KAFKA_3)
+        self.url = self.system.zk_url or ""
+        self.system.start(timeout=300)
 
     def start(self) -> None:
-        for broker in self.cluster.brokers.values():
-            broker.start()
+        for node in self.system.nodes.values():
+            node.start()
 
     def stop(self) -> None:
-        self.cluster.stop(timeout=300)
+        self.system.stop(timeout=300)
 
     def kill(self) -> None:
-        for broker in self.cluster.brokers.values():
-            broker.kill()
+        self.system.kill_all()
 
     def after_kill(self) -> None:
         _wait_unregistered(self.url, [1, 2, 3])
 
     def pids(self) -> list[int]:
-        return [b.pid for b in self.cluster.brokers.values()]
+        return list(self.system.pids().values())
 
     def bootstrap(self) -> str:
-        return self.cluster.bootstrap
-
-
-def _harness() -> Any:
-    """The Kafka test harness (tests/kafka/harness.py), which owns Kafka's cached jars and how
-    a broker is launched; loaded by name at run time, as Kafka is no dependency of partctl's
-    packages."""
-    return importlib.import_module("tests.kafka.harness")
+        return self.system.bootstrap
 
 
 def _wait_unregistered(url: str, ids: list[int], timeout: float = 120) -> None:
@@ -385,7 +374,7 @@ def report(results: list[Figures], args: argparse.Namespace) -> None:
             mine * 1000 if mine is not None else None,
             theirs * 1000 if theirs is not None else None, ".1f", "")
     if kafka:
-        print("Kafka: ZooKeeper mode, JVM " + " ".join(KAFKA_JVM[:2]) + " (kafka-server-start.sh's "
+        print("Kafka: ZooKeeper mode, JVM " + " ".join(KAFKA_HEAP) + " (kafka-server-start.sh's "
               "default heap) and G1")
 
 
@@ -423,7 +412,7 @@ def main() -> None:
             finally:
                 system.stop()
         if args.kafka:
-            kafka = Kafka(directory / "kafka", zk)
+            kafka = Kafka(directory / "kafka", zk.address)
             try:
                 results.append(run(kafka, args, progress))
             finally:
