@@ -84,6 +84,7 @@ from statemachines.in_process import InProcessNetwork
 
 MARK = "/bench-mark"  # written after each step: see mark() in run()
 PER_TOPIC = 1000
+SETUP_SESSION_TIMEOUT = 60.0  # seconds; see build_cluster
 TARGETS = {"a": 1.0, "b": {"memory": 3.0, "zookeeper": 10.0, "etcd": 3.0}, "c": 1.0, "d": 1.0,
            "e": 1.0}
 
@@ -435,8 +436,12 @@ def _candidate_process(url: str, cid: int, hot: bool, partitions: int, conn: Any
 
 def build_cluster(url: str, brokers: int, partitions: int, rf: int) -> dict[int, list[TopicPartition]]:
     """Topic nodes and partition states via bulk writes. Broker b leads partitions/brokers;
-    the last broker's partitions are led by their second replica (for the preferred run)."""
-    c = coordinator.connect(url)
+    the last broker's partitions are led by their second replica (for the preferred run).
+
+    Its session asks for SETUP_SESSION_TIMEOUT: at 1,000,000 partitions on a busy machine
+    ZooKeeper answered the pings of the default 10 s session too late behind the bulk writes
+    queued before them, and the connection dropped mid-load (with the collector off as well)."""
+    c = coordinator.connect(url, session_timeout=SETUP_SESSION_TIMEOUT)
     md = MetadataClient(c)
     md.ensure_layout()
     c.ensure_path(layout.CONTROLLER_EPOCH) if c.exists(layout.CONTROLLER_EPOCH) else c.create(
