@@ -562,7 +562,7 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
         return probe.set(MARK, b"").modify_id
 
     a = _candidate(coordinator.connect(url), network, 101, hot=True)
-    wait(lambda: a.active and a.last_failover is not None)
+    wait(lambda: a.active and a.last_failover is not None, timeout=900)  # the initial load
     a.events.wait_idle(120)
     b = candidate(102, hot=True)
     b.wait_ready(partitions)

@@ -7,8 +7,8 @@ incarnation is treated as failed, then the new one as joined.
 from __future__ import annotations
 
 from coordinator.codecs import sorted_partitions
-from interbroker.requests import UpdateMetadataPartition
 from statemachines import events as ev
+from statemachines.full_metadata import full_metadata
 from statemachines.handlers import deletion, reassignment
 from statemachines.reads import apply_broker_node
 from statemachines.services import ControllerServices
@@ -114,26 +114,6 @@ def elect_leaderless(svc: ControllerServices) -> None:
 def send_full_metadata(svc: ControllerServices, brokers_: list[int] | None) -> None:
     """UpdateMetadata with every partition to ``brokers_`` (None: every registered one): one
     entry per partition, shared by every broker's request."""
-    ctx = svc.ctx
-    live = ctx.brokers
-    entry = UpdateMetadataPartition
-    assigned = ctx.replicas
-    leaders = ctx.leaders
-    dead = {b for b in ctx.replicas_on_all() if b not in live}
-    # (a named tuple's own constructor is a Python call, a million times here: tuple.__new__
-    # is one C call; the entries go out in build's order, so build does not index and sort them)
-    new = tuple.__new__
-    get = assigned.get
-    entries = []
-    append = entries.append
-    for tp in sorted(leaders):
-        replicas = get(tp)
-        if replicas is None:
-            continue
-        v = leaders[tp]
-        append(new(entry, (tp[0], tp[1], v.controller_epoch, v.leader, v.leader_epoch, v.isr,
-                           v.partition_epoch, replicas,
-                           tuple(r for r in replicas if r in dead) if dead else ())))
     batch = svc.new_batch()
-    batch.add_full_metadata(brokers_, tuple(entries))
+    batch.add_full_metadata(brokers_, full_metadata(svc.ctx))
     svc.send(batch)
