@@ -782,7 +782,12 @@ def main() -> None:
     for line in failures:
         print(line, file=sys.stderr)
     if failures:
-        sys.exit(1)
+        # A failed run may leave its controllers' threads and sessions behind (a step stopped
+        # half-way): they would keep the process alive, retrying a server already stopped.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        logging.shutdown()
+        os._exit(1)
 
 
 def one_backend(backend: str, args: argparse.Namespace, results: list[Result],
