@@ -63,9 +63,12 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
                              "(default off: forceSync=no, --unsafe-no-fsync)")
 
 
-def start_server(kind: str, args: argparse.Namespace) -> servers.LocalServer:
-    """A ZooKeeper or etcd server on loopback for the run (coordinator.servers)."""
-    return servers.start_server(kind, fsync=args.server_fsync)  # type: ignore[arg-type]
+def start_server(kind: str, args: argparse.Namespace,
+                 partitions: int = 0) -> servers.LocalServer:
+    """A ZooKeeper or etcd server on loopback for the run (coordinator.servers), sized for a
+    cluster of ``partitions`` partitions (servers.sized_for)."""
+    return servers.start_server(kind, fsync=args.server_fsync,  # type: ignore[arg-type]
+                                **servers.sized_for(kind, partitions))  # type: ignore[arg-type]
 
 
 def server_label(args: argparse.Namespace) -> str:

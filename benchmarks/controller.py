@@ -84,6 +84,7 @@ from statemachines.in_process import InProcessNetwork
 
 MARK = "/bench-mark"  # written after each step: see mark() in run()
 PER_TOPIC = 1000
+SETUP_SESSION_TIMEOUT = 60.0  # seconds; see build_cluster
 TARGETS = {"a": 1.0, "b": {"memory": 3.0, "zookeeper": 10.0, "etcd": 3.0}, "c": 1.0, "d": 1.0,
            "e": 1.0}
 
@@ -182,11 +183,22 @@ class ThreadCPU:
         return f"in {wall:.2f}s: " + ", ".join(p for p in parts if p)
 
 
+SERVER_ALIVE: list[Callable[[], None]] = []
+"""Checks that raise when the run's server has died: the waits call them, so that a run whose
+server died stops at once with that reason rather than at a step's timeout."""
+
+
+def check_server() -> None:
+    for check in SERVER_ALIVE:
+        check()
+
+
 def wait(predicate, timeout: float = 120.0, step: float = 0.001) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
             raise TimeoutError("benchmark step did not finish")
+        check_server()
         time.sleep(step)
 
 
@@ -279,6 +291,7 @@ class LeaderAndIsrSent:
                             last = (at, reading)
                 continue
             left = deadline - time.monotonic()
+            check_server()
             if left <= 0:
                 raise TimeoutError(
                     "benchmark step did not finish: "
@@ -335,8 +348,14 @@ class RemoteCandidate:
         self.cpu = ProcessCPU(self.proc.pid, "standby process")
 
     def _expect(self, kind: str, timeout: float) -> Any:
-        if not self.conn.poll(timeout):
-            raise TimeoutError(f"candidate process: no {kind!r} within {timeout:.0f}s")
+        deadline = time.monotonic() + timeout
+        while not self.conn.poll(min(1.0, max(0.0, deadline - time.monotonic()))):
+            check_server()
+            if not self.proc.is_alive():
+                raise RuntimeError(f"candidate process exited ({self.proc.exitcode}) "
+                                   f"before {kind!r}")
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"candidate process: no {kind!r} within {timeout:.0f}s")
         got, value = self.conn.recv()
         if got == "error":
             raise RuntimeError(f"candidate process failed: {value}")
@@ -417,8 +436,12 @@ def _candidate_process(url: str, cid: int, hot: bool, partitions: int, conn: Any
 
 def build_cluster(url: str, brokers: int, partitions: int, rf: int) -> dict[int, list[TopicPartition]]:
     """Topic nodes and partition states via bulk writes. Broker b leads partitions/brokers;
-    the last broker's partitions are led by their second replica (for the preferred run)."""
-    c = coordinator.connect(url)
+    the last broker's partitions are led by their second replica (for the preferred run).
+
+    Its session asks for SETUP_SESSION_TIMEOUT: at 1,000,000 partitions on a busy machine
+    ZooKeeper answered the pings of the default 10 s session too late behind the bulk writes
+    queued before them, and the connection dropped mid-load (with the collector off as well)."""
+    c = coordinator.connect(url, session_timeout=SETUP_SESSION_TIMEOUT)
     md = MetadataClient(c)
     md.ensure_layout()
     c.ensure_path(layout.CONTROLLER_EPOCH) if c.exists(layout.CONTROLLER_EPOCH) else c.create(
@@ -539,7 +562,7 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
         return probe.set(MARK, b"").modify_id
 
     a = _candidate(coordinator.connect(url), network, 101, hot=True)
-    wait(lambda: a.active and a.last_failover is not None)
+    wait(lambda: a.active and a.last_failover is not None, timeout=900)  # the initial load
     a.events.wait_idle(120)
     b = candidate(102, hot=True)
     b.wait_ready(partitions)
@@ -749,39 +772,81 @@ def main() -> None:
              else server_label(args) if set(backends) - {"memory"}
              else "the memory coordinator, in this process")
     header = f"{args.brokers} brokers, {args.partitions} partitions, RF {args.rf}; {where}"
-    results = []
-    for backend in [b for b in backends for _ in range(args.repeat)]:
-        server = None
+    results: list[Result] = []
+    failed = [one_backend(backend, args, results, header)
+              for backend in [b for b in backends for _ in range(args.repeat)]]
+    print_table(results, header)
+    if args.repeat > 1:
+        print_summary(results)
+    failures = [f for f in failed if f]
+    for line in failures:
+        print(line, file=sys.stderr)
+    if failures:
+        # A failed run may leave its controllers' threads and sessions behind (a step stopped
+        # half-way): they would keep the process alive, retrying a server already stopped.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        logging.shutdown()
+        os._exit(1)
+
+
+def one_backend(backend: str, args: argparse.Namespace, results: list[Result],
+                header: str) -> str:
+    """One run on ``backend`` (a fresh server unless --url): its table, and one line saying
+    why it failed ("" when it did not). What was measured before a failing step is kept."""
+    res = Result(backend=backend)
+    results.append(res)
+    server = None
+    try:
         if args.url:
             url = args.url
         elif backend == "memory":
             url = f"memory://bench-{uuid.uuid4().hex[:8]}"
         else:
-            server = start_server(backend, args)
+            server = start_server(backend, args, args.partitions)
             if backend == "zookeeper":
-                from kazoo.client import KazooClient
-
-                root = KazooClient(hosts=server.address)
-                root.start(timeout=10)
+                root = coordinator.connect(server.url())
                 root.ensure_path("/bench")
-                root.stop()
                 root.close()
             url = server.url("/bench")
-        res = Result(backend=backend)
-        results.append(res)
-        try:
-            run(backend, url, args.brokers, args.partitions, args.rf, res,
-                server_pid=server.pid if server is not None else None)
-        except Exception as exc:  # keep what was measured before the failing step
-            res.notes.append(f"stopped: {type(exc).__name__}: {exc}")
-            logging.exception("benchmark on %s stopped", backend)
-        finally:
-            print_table(results[-1:], header)
-            if server is not None:
-                server.stop()
-    print_table(results, header)
-    if args.repeat > 1:
-        print_summary(results)
+            SERVER_ALIVE[:] = [lambda: _alive(server, backend)]
+        run(backend, url, args.brokers, args.partitions, args.rf, res,
+            server_pid=server.pid if server is not None else None)
+        if server is not None:
+            _alive(server, backend)
+        return ""
+    except Exception as exc:
+        logging.debug("benchmark on %s stopped", backend, exc_info=True)
+        why = _one_line(exc)
+        if server is not None and not server.running() and "server exited" not in why:
+            why += (f" (the {backend} server had exited ({server.process.returncode})"
+                    f"{_last_error(server)})")
+        res.notes.append(f"stopped: {why}")
+        return f"controller benchmark on {backend} failed: {why}"
+    finally:
+        SERVER_ALIVE.clear()
+        print_table([res], header)
+        if server is not None:
+            server.stop()
+
+
+def _alive(server: Any, backend: str) -> None:
+    if not server.running():
+        raise RuntimeError(f"the {backend} server exited ({server.process.returncode})"
+                           f"{_last_error(server)}")
+
+
+def _last_error(server: Any) -> str:
+    """The last line of a dead server's log that names an error, as ": line", or ""."""
+    lines = [line.strip() for line in server.log_tail(200).splitlines()
+             if "Error" in line or "error" in line or "Exception" in line]
+    return f": {lines[-1][:300]}" if lines else ""
+
+
+def _one_line(exc: BaseException) -> str:
+    """``Type: message``, on one line (a server's start error carries its log's tail)."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
 if __name__ == "__main__":

@@ -217,6 +217,7 @@ class RequestBatch:
         self._metadata_brokers: set[int] = set()
         self._metadata_to_all_live = False
         self._metadata_partitions: dict[TopicPartition, UpdateMetadataPartition] = {}
+        self._metadata_ordered: tuple[UpdateMetadataPartition, ...] | None = None
 
     @property
     def is_empty(self) -> bool:
@@ -270,6 +271,7 @@ class RequestBatch:
             self._metadata_to_all_live = True
         else:
             self._metadata_brokers.update(_valid_ids(brokers))
+        self._unorder()
         for p in partitions:
             self._metadata_partitions[TopicPartition(p.topic, p.partition)] = p
 
@@ -283,7 +285,33 @@ class RequestBatch:
             self._metadata_to_all_live = True
         else:
             self._metadata_brokers.update(_valid_ids(brokers))
+        self._unorder()
         self._metadata_partitions.update(entries)
+
+    def add_full_metadata(
+        self,
+        brokers: Iterable[int] | None,
+        partitions: tuple[UpdateMetadataPartition, ...],
+    ) -> None:
+        """Like :meth:`add_update_metadata`, with ``partitions`` already in the order
+        :meth:`build` sends them (by topic, then partition) and none named twice: a failover's
+        or a new broker's metadata of every partition, sent as given rather than indexed and
+        sorted again (a million partitions take seconds to)."""
+        if self._metadata_partitions or self._metadata_ordered is not None:
+            self.add_update_metadata(brokers, partitions)
+            return
+        if brokers is None:
+            self._metadata_to_all_live = True
+        else:
+            self._metadata_brokers.update(_valid_ids(brokers))
+        self._metadata_ordered = partitions
+
+    def _unorder(self) -> None:
+        """Index the ordered partitions by partition, before others are added to them."""
+        ordered, self._metadata_ordered = self._metadata_ordered, None
+        if ordered:
+            self._metadata_partitions.update(
+                (TopicPartition(p.topic, p.partition), p) for p in ordered)
 
     def add_stop_replica(
         self,
@@ -332,9 +360,10 @@ class RequestBatch:
         metadata_targets = set(self._metadata_brokers)
         if self._metadata_to_all_live:
             metadata_targets.update(self._live)
-        metadata_partitions = tuple(
-            self._metadata_partitions[tp] for tp in sorted_partitions(self._metadata_partitions)
-        )
+        metadata_partitions = self._metadata_ordered
+        if metadata_partitions is None:
+            metadata_partitions = tuple(self._metadata_partitions[tp] for tp in
+                                        sorted_partitions(self._metadata_partitions))
         metadata_ids = ids_of(metadata_partitions) if metadata_targets else _NO_IDS
 
         targets = set(self._leader_and_isr) | metadata_targets | set(self._stop_replica)

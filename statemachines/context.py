@@ -13,13 +13,14 @@ touches its own partitions and never scans the cluster.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from coordinator.codecs import BrokerInfo, TopicAssignment, TopicPartition
 from coordinator.metadata import RegisteredBroker
 from elections.leader import LeaderAndIsr
-from interbroker.requests import Endpoint, LiveBroker
+from interbroker.requests import Endpoint, LiveBroker, UpdateMetadataPartition
 from statemachines.states import PartitionState, ReplicaState
 
 __all__ = ["ControllerContext", "OngoingReassignment", "ReplicaKey", "ReplicaStates",
@@ -171,6 +172,18 @@ def live_broker_of(info: BrokerInfo) -> LiveBroker:
     return LiveBroker(id=info.id, endpoints=tuple(endpoints), rack=info.rack)
 
 
+@dataclass(slots=True, eq=False)
+class FullMetadata:
+    """One build: the entries in order, each partition's place in them, and the brokers that
+    were dead (offline replicas) when they were built."""
+
+    entries: tuple[UpdateMetadataPartition, ...]
+    index: dict[TopicPartition, int]
+    dead: frozenset[int]
+    took: float = 0.0  # seconds the build took
+    done: float = field(default_factory=time.monotonic)
+
+
 class ControllerContext:
     def __init__(self) -> None:
         # --- the view ---
@@ -183,6 +196,11 @@ class ControllerContext:
         self._replicas_on: dict[int, set[TopicPartition]] = {}
         self._led_by: dict[int, set[TopicPartition]] = {}
         self._partitions_of: dict[str, set[TopicPartition]] = {}
+        self.full_metadata: FullMetadata | None = None
+        """The last full UpdateMetadata built (statemachines.full_metadata)."""
+        self.metadata_changed: set[TopicPartition] | None = None
+        """Partitions whose leader or replicas changed since it was built (None: no build, or
+        too many changed to patch it: the next one is built anew)."""
         # --- controller state (active only) ---
         self.partition_states: dict[TopicPartition, PartitionState] = {}
         self.leaderless: set[TopicPartition] = set()
@@ -256,6 +274,18 @@ class ControllerContext:
             self.set_replicas(tp, replicas)
         return added
 
+    def keep_full_metadata(self, built: FullMetadata) -> None:
+        """Keep a full UpdateMetadata build; changes are noted against it from here."""
+        self.full_metadata = built
+        self.metadata_changed = set()
+
+    def _changed(self, tp: TopicPartition) -> None:
+        changed = self.metadata_changed
+        if changed is not None:
+            changed.add(tp)
+            if len(changed) > len(self.leaders) // 2:  # it will be built anew: let it go
+                self.full_metadata = self.metadata_changed = None
+
     def set_replicas(self, tp: TopicPartition, replicas: Iterable[int]) -> None:
         new = tuple(replicas)
         old = self.replicas.get(tp)  # None: new to the context (every partition of a cold load)
@@ -278,10 +308,13 @@ class ControllerContext:
                 hosted = on[b] = set()
             hosted.add(tp)
         self.replicas[tp] = new
+        if self.metadata_changed is not None:
+            self._changed(tp)
         if old is None:
             self._partitions_of.setdefault(tp.topic, set()).add(tp)
 
     def remove_topic(self, topic: str) -> None:
+        self.full_metadata = self.metadata_changed = None
         self.topics.pop(topic, None)
         self.topic_versions.pop(topic, None)
         for tp in self._partitions_of.pop(topic, set()):
@@ -307,9 +340,13 @@ class ControllerContext:
                 led.discard(tp)
         self.leaders[tp] = value
         self._led_by.setdefault(value.leader, set()).add(tp)
+        if self.metadata_changed is not None:
+            self._changed(tp)
 
     def remove_leader(self, tp: TopicPartition) -> None:
         old = self.leaders.pop(tp, None)
+        if self.metadata_changed is not None:
+            self._changed(tp)
         if old is not None:
             led = self._led_by.get(old.leader)
             if led is not None:

@@ -47,6 +47,7 @@ from statemachines import events as ev
 from statemachines.config import ControllerConfig, StandBackoff
 from statemachines.context import ControllerContext
 from statemachines.event_manager import EventManager
+from statemachines.full_metadata import prepare_full_metadata
 from statemachines.handlers import (
     alter_partition,
     brokers,
@@ -232,6 +233,9 @@ class Controller:
             gc.disable()
         try:
             self._process(event)
+            if (not self.active and self.config.hot_standby and self.events.pending() == 0
+                    and not self._closed):
+                prepare_full_metadata(self.ctx)  # what its failover will send, made ready
         finally:
             if paused:
                 gc.enable()

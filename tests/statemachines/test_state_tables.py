@@ -263,3 +263,28 @@ def test_request_values_are_frozen_and_keyword_only():
     with pytest.raises(AttributeError):
         T0.partition = 1  # type: ignore[misc]
     assert str(T0) == "t-0"
+
+
+def _metadata(tp: TopicPartition, leader: int) -> UpdateMetadataPartition:
+    return UpdateMetadataPartition(tp.topic, tp.partition, 1, leader, 0, (1, 2), 0, (1, 2))
+
+
+def test_full_metadata_goes_out_as_given_and_later_entries_merge_into_it():
+    """A failover's metadata of every partition, already in order, is shared as it is; an
+    entry added to the same batch afterwards replaces its partition's and the whole is sorted
+    again, as entries added one by one are."""
+    a0, a1, b0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
+    full = (_metadata(a0, 1), _metadata(a1, 1), _metadata(b0, 1))
+    batch = RequestBatch(live_brokers=LIVE)
+    batch.add_full_metadata(None, full)
+    built = batch.build(1, 1, EPOCHS)
+    assert all(reqs[0].partitions is full for reqs in built.values())
+
+    batch = RequestBatch(live_brokers=LIVE)
+    batch.add_full_metadata([1], full)
+    batch.add_update_metadata([2], [_metadata(a0, 2), _metadata(TopicPartition("a", 2), 2)])
+    built = batch.build(1, 1, EPOCHS)
+    assert sorted(built) == [1, 2]
+    (request,) = built[2]
+    assert [(p.topic, p.partition, p.leader) for p in request.partitions] == [
+        ("a", 0, 2), ("a", 1, 1), ("a", 2, 2), ("b", 0, 1)]

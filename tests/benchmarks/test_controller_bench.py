@@ -1,0 +1,52 @@
+"""benchmarks/controller.py's plumbing on a tiny cluster (not its timings): a run that succeeds
+prints its table and exits 0; one whose coordinator fails says why on one line and exits 1."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from coordinator import servers
+
+pytestmark = pytest.mark.processes
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _bench(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "controller.py"), *args],
+                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def test_a_run_that_succeeds_prints_its_table_and_exits_0() -> None:
+    done = _bench("--backend", "memory", "--brokers", "4", "--partitions", "200")
+    assert done.returncode == 0, done.stderr
+    assert "(a) hot failover -> UpdateMetadata sent" in done.stdout
+    assert "(e) preferred election -> LeaderAndIsr sent" in done.stdout
+    assert "failed" not in done.stderr
+
+
+def test_a_coordinator_that_never_answers_fails_the_run_with_one_line() -> None:
+    with socket.socket() as listener:  # accepts connections, never answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        done = _bench("--backend", "zookeeper", "--url", f"zookeeper://127.0.0.1:{port}/b",
+                      "--brokers", "3", "--partitions", "30")
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert lines == [f"controller benchmark on zookeeper failed: ConnectionFailed: could not "
+                     f"connect to ZooKeeper at 127.0.0.1:{port} within 10s"], done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_the_server_sized_for_a_million_partitions() -> None:
+    zk = servers.sized_for("zookeeper", 1_000_000)
+    assert zk["heap_mb"] >= 256 + 1_000_000 * 1900 // (1 << 20)  # the live heap measured
+    assert zk["jute_maxbuffer"] > 1 << 20
+    assert servers.sized_for("zookeeper", 1000)["heap_mb"] == 512
+    assert 4 << 30 <= servers.sized_for("etcd", 1_000_000)["quota_bytes"] <= 8 << 30
