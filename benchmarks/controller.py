@@ -542,8 +542,13 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     arrived = threading.Event()
     delivered: dict[int, Delivered] = {}
     sessions = {}
+    # The stand-in brokers' sessions and the first controller's ask for SETUP_SESSION_TIMEOUT:
+    # they share this process, whose interpreter the first controller's initial load of a
+    # million partitions keeps busy long enough for ZooKeeper to expire 10 s sessions (a
+    # deployment's brokers ping from processes of their own). Every step ends a session by
+    # closing it, so no figure waits on a timeout.
     for b in range(1, brokers + 1):
-        s = coordinator.connect(url)
+        s = coordinator.connect(url, session_timeout=SETUP_SESSION_TIMEOUT)
         epoch = MetadataClient(s).register_broker(BrokerInfo(id=b, host="127.0.0.1", port=9092))
         delivered[b] = Delivered(b, epoch, arrived)
         network.attach(b, delivered[b])
@@ -561,7 +566,8 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     def mark() -> int:
         return probe.set(MARK, b"").modify_id
 
-    a = _candidate(coordinator.connect(url), network, 101, hot=True)
+    a = _candidate(coordinator.connect(url, session_timeout=SETUP_SESSION_TIMEOUT), network, 101,
+                   hot=True)
     wait(lambda: a.active and a.last_failover is not None, timeout=900)  # the initial load
     a.events.wait_idle(120)
     b = candidate(102, hot=True)
