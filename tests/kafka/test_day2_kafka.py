@@ -67,6 +67,16 @@ STEPS = ("add", "demote", "remove", "fix")
 THROTTLES_GONE = "Throttles removed: none is left on the brokers or the topics moved."
 
 
+def throttles_said_removed(out: str) -> bool:
+    """The run's last word on throttles: none left, or taken off the brokers or topics it
+    names, never "from broker(s) none and topic(s) none". Either may come: a ZooKeeper-mode
+    Kafka broker answers DescribeConfigs from its own copy of its dynamic configs, which takes
+    the execute's removal a moment later, so the final check may still find (and take off)
+    what is already going. What is left is checked with Kafka's tool after."""
+    return THROTTLES_GONE in out or (
+        "Throttles removed from broker(s) " in out and "none and topic(s) none" not in out)
+
+
 @dataclass(frozen=True, slots=True)
 class Row:
     """One partition as ``kafka-topics --describe`` prints it."""
@@ -233,7 +243,7 @@ def test_add_brokers_moves_replicas_onto_the_new_broker_only(day2: Day2, tmp_pat
         halt.set()
         watcher.join(30)
     assert f"Reassignment finished: {len(plan)} done, 0 failed" in out, out
-    assert THROTTLES_GONE in out, out  # not "removed from broker(s) none and topic(s) none"
+    assert throttles_said_removed(out), out
     assert seen, "the moves were never seen in progress"
     assert [seen[0][("broker", "4")].get(k) for k in BROKER_RATE_KEYS] == ["5000000"] * 2, seen
 
@@ -291,7 +301,7 @@ def test_remove_brokers_drains_broker_4(day2: Day2) -> None:
     assert per_broker(before).get(4, 0) > 0
     out = rebalance(kafka, "remove-brokers", "4", "--execute", "--throttle", "5MB/s")
     assert "Reassignment finished:" in out and " 0 failed" in out, out
-    assert THROTTLES_GONE in out, out
+    assert throttles_said_removed(out), out
     wait_until(lambda: in_sync(kafka, {1, 2, 3}), timeout=60, interval=0.2,
                message="every partition off broker 4 and in sync")
     after = described(kafka)
@@ -325,7 +335,7 @@ def test_fix_offline_replicas_after_a_broker_stopped_for_good(day2: Day2) -> Non
     assert "Dry run: nothing was moved." in out and "fix-offline-replicas 3" in out, out
     out = rebalance(kafka, "fix-offline-replicas", "--execute", "--throttle", "5MB/s")
     assert "Reassignment finished:" in out and " 0 failed" in out, out
-    assert THROTTLES_GONE in out, out
+    assert throttles_said_removed(out), out
     wait_until(lambda: in_sync(kafka, {1, 2, 4}), timeout=60, interval=0.2,
                message="every partition on live brokers and in sync")
     after = described(kafka)
