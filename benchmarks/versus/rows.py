@@ -65,12 +65,20 @@ class Step:
 # --- helpers ------------------------------------------------------------------------------------
 
 
+def _long_admin(system: System, timeout: float) -> dict[str, object]:
+    """An admin client's settings for a request that may take ``timeout``: librdkafka cuts a
+    request at ``socket.timeout.ms`` (60 s) whatever the operation and request timeouts say,
+    and adding 4,000 partitions at RF 3 took both partctl and Kafka 3.9.1 longer than that
+    here."""
+    return {"bootstrap.servers": system.bootstrap, "socket.timeout.ms": int(timeout * 1000)}
+
+
 def create_topic(system: System, name: str, partitions: int, timeout: float = 600.0) -> None:
     """A topic of ``partitions`` partitions, RF 3, min ISR 2 (Kafka's Admin API through
     librdkafka), waited for until every broker names a leader for each partition."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": system.bootstrap})
+    admin = AdminClient(_long_admin(system, timeout))
     admin.create_topics([NewTopic(name, partitions, 3, config={"min.insync.replicas": "2"})],
                         operation_timeout=timeout, request_timeout=timeout)[name].result(timeout)
     wait_led(system, {name: partitions}, timeout)
@@ -79,9 +87,7 @@ def create_topic(system: System, name: str, partitions: int, timeout: float = 60
 def grow_topic(system: System, name: str, partitions: int, timeout: float = 600.0) -> None:
     from confluent_kafka.admin import AdminClient, NewPartitions
 
-    admin = AdminClient({"bootstrap.servers": system.bootstrap})
-    # librdkafka cuts a request at socket.timeout.ms (60 s) whatever the operation timeout:
-    # adding 4,000 partitions at RF 3 took both partctl and Kafka 3.9.1 longer than that here
+    admin = AdminClient(_long_admin(system, timeout))
     admin.create_partitions([NewPartitions(name, partitions)], operation_timeout=timeout,
                             request_timeout=timeout)[name].result(timeout)
     wait_led(system, {name: partitions}, timeout)
