@@ -70,7 +70,8 @@ def _long_admin(system: System, timeout: float) -> dict[str, object]:
     request at ``socket.timeout.ms`` (60 s) whatever the operation and request timeouts say,
     and adding 4,000 partitions at RF 3 took both partctl and Kafka 3.9.1 longer than that
     here."""
-    return {"bootstrap.servers": system.bootstrap, "socket.timeout.ms": int(timeout * 1000)}
+    return {"bootstrap.servers": system.bootstrap,
+            "socket.timeout.ms": int(min(timeout, 300.0) * 1000)}  # librdkafka's maximum
 
 
 def create_topic(system: System, name: str, partitions: int, timeout: float = 600.0) -> None:
