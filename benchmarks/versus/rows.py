@@ -324,6 +324,9 @@ def controller_rows(step: Step, system: System) -> None:
     topics = {"big": large}
 
     def shutdown() -> None:
+        # a partition whose ISR is the victim alone would go offline (no unclean election):
+        # every follower caught up first, as an operator waits before a rolling restart
+        wait_full_isr(step, system, "big", 300)
         controller = system.controller()
         victim = next(i for i in sorted(system.nodes) if i != controller)
         view = ask(system.nodes[victim].address, ["big"])
@@ -382,6 +385,20 @@ def controller_rows(step: Step, system: System) -> None:
     step.run(system, "hot failover of the controller", failover)
 
 
+def wait_full_isr(step: Step, system: System, topic: str, timeout: float) -> BrokerView | None:
+    """Until broker 1's Metadata shows every partition of ``topic`` with all the brokers in
+    its ISR (said, not failed, after ``timeout``): the last view."""
+    deadline = time.monotonic() + timeout
+    while True:
+        view = ask(system.nodes[1].address, [topic])
+        if view is not None and view.isr and min(view.isr.values()) == len(system.nodes):
+            return view
+        if time.monotonic() > deadline:
+            step.say(f"{system.label}: ISRs of {topic} not full after {timeout:.0f} s")
+            return view
+        time.sleep(0.2)
+
+
 def preferred(step: Step, system: System, topic: str) -> None:
     """A preferred leader election of every partition of ``topic`` (Kafka's Admin API), so
     that the next step finds each broker leading a third again; a refusal is said, not
@@ -389,15 +406,7 @@ def preferred(step: Step, system: System, topic: str) -> None:
     from confluent_kafka import ElectionType, TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    deadline = time.monotonic() + 120  # the restarted broker back in every ISR first
-    while True:
-        view = ask(system.nodes[1].address, [topic])
-        if view is not None and view.isr and min(view.isr.values()) == len(system.nodes):
-            break
-        if time.monotonic() > deadline:
-            step.say(f"{system.label}: ISRs of {topic} not full after 120 s")
-            break
-        time.sleep(0.2)
+    view = wait_full_isr(step, system, topic, 120)  # the restarted broker back in every ISR
     partitions = [TopicPartition(topic, p) for (_t, p) in (view.leaders if view else {})]
     admin = AdminClient({"bootstrap.servers": system.bootstrap})  # held until the answer
     try:
