@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from coordinator import servers
 from replication.records import Record, encode_batch
@@ -115,6 +117,36 @@ def create_topic(conf: dict, name: str, partitions: int) -> None:
     raise SystemExit(f"topic {name}: no leaders or ISRs not full after 120 s")
 
 
+def produce_values(producer: Any, topic: str, value: bytes, count: int, *,
+                   partition: Callable[[int], int] | None = None, backoff: float = 0.01,
+                   flush_timeout: float = 300.0) -> tuple[float, int, list[Any]]:
+    """Hand ``count`` copies of ``value`` to a confluent-kafka ``producer`` (the i-th to
+    ``partition(i)``, or where librdkafka puts it), waiting ``backoff`` seconds whenever its
+    queue is full, then flush: the seconds from the first ``produce()`` to the end of
+    ``flush()``, the messages left undelivered, and the delivery errors."""
+    failed: list[Any] = []
+
+    def delivered(error: Any, _message: Any) -> None:
+        if error is not None:
+            failed.append(error)
+
+    extra: dict[str, int] = {}
+    start = time.perf_counter()
+    for i in range(count):
+        if partition is not None:
+            extra["partition"] = partition(i)
+        while True:
+            try:
+                producer.produce(topic, value=value, on_delivery=delivered, **extra)
+                break
+            except BufferError:
+                producer.poll(backoff)
+        if i % 1000 == 0:
+            producer.poll(0)
+    left = producer.flush(flush_timeout)
+    return time.perf_counter() - start, left, failed
+
+
 def produce(conf: dict, topic: str, count: int, partitions: int, value_size: int) -> float:
     """Seconds to produce ``count`` values of ``value_size`` random bytes round-robin to
     ``partitions`` partitions (idempotent, acks=all) with client settings ``conf``, every one
@@ -123,21 +155,9 @@ def produce(conf: dict, topic: str, count: int, partitions: int, value_size: int
 
     producer = Producer({**conf, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
                          "queue.buffering.max.messages": 1_000_000})
-    value = os.urandom(value_size)
-    failed: list = []
-    start = time.perf_counter()
-    for i in range(count):
-        while True:
-            try:
-                producer.produce(topic, value=value, partition=i % partitions,
-                                 on_delivery=lambda e, _m: e is not None and failed.append(e))
-                break
-            except BufferError:
-                producer.poll(0.01)
-        if i % 1000 == 0:
-            producer.poll(0)
-    left = producer.flush(300)
-    elapsed = time.perf_counter() - start
+    elapsed, left, failed = produce_values(producer, topic, os.urandom(value_size), count,
+                                           partition=lambda i: i % partitions, backoff=0.01,
+                                           flush_timeout=300)
     if left or failed:
         raise SystemExit(f"produce failed: {left} undelivered, errors {failed[:3]}")
     return elapsed

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from benchmarks.common import produce_values
 from benchmarks.versus.systems import SystemError_
 
 _STAMP = struct.Struct(">q")
@@ -30,25 +31,8 @@ def produce(bootstrap: str, topic: str, *, records: int, size: int,
     from the first produce() to the end of flush()."""
     producer = _producer(bootstrap, **{"linger.ms": 5, "compression.type": compression,
                                        "batch.size": 1_000_000})
-    value = os.urandom(size)
-    failed: list[object] = []
-
-    def delivered(error: object, _message: object) -> None:
-        if error is not None:
-            failed.append(error)
-
-    start = time.perf_counter()
-    for i in range(records):
-        while True:
-            try:
-                producer.produce(topic, value=value, on_delivery=delivered)
-                break
-            except BufferError:
-                producer.poll(0.005)
-        if i % 1000 == 0:
-            producer.poll(0)
-    left = producer.flush(600)
-    elapsed = time.perf_counter() - start
+    elapsed, left, failed = produce_values(producer, topic, os.urandom(size), records,
+                                           backoff=0.005, flush_timeout=600)
     if left or failed:
         raise SystemError_(f"librdkafka produce: {left} undelivered, errors {failed[:2]}")
     return {"mbps": records * size / elapsed / 1e6}
