@@ -222,6 +222,7 @@ def encode_batch(
     base_sequence: int = -1,
     timestamp_type: int = CREATE_TIME,
     transactional: bool = False,
+    control: bool = False,
     compression: int = 0,
 ) -> bytes:
     """Encode ``records`` as one v2 batch, as a producer would: uncompressed, or with its
@@ -245,7 +246,7 @@ def encode_batch(
     if compression:
         body[RECORDS_OFFSET:] = compress(compression, memoryview(body)[RECORDS_OFFSET:])
     attributes = ((timestamp_type << 3) | (TRANSACTIONAL_MASK if transactional else 0)
-                  | compression)
+                  | (CONTROL_MASK if control else 0) | compression)
     _CRC_BODY.pack_into(
         body,
         ATTRIBUTES_OFFSET,
