@@ -17,9 +17,17 @@ Sequence numbers are per partition and count records, as Kafka's idempotent prod
 them, so the leaders' producer state (:mod:`replication.producer_state`) checks them too: a
 batch re-sent after all is answered with its original offsets, and one that overtook an
 earlier batch still to be re-sent (OUT_OF_ORDER_SEQUENCE_NUMBER, refused before appending) is
-sent again after it. A batch that fails for good leaves a gap its partition's later batches
-cannot pass (they fail at the delivery timeout): this producer does not bump its epoch the
-way Kafka's does (KIP-360).
+sent again after it.
+
+A partition can lose its record of the producer (the state expired after
+``producer.id.expiration.ms`` idle, or the log was emptied): its next batch, not at sequence 0,
+is answered UNKNOWN_PRODUCER_ID. And a batch that fails for good leaves a gap in the sequence
+its partition's later batches cannot pass. In both cases the producer does what Kafka's
+idempotent producer does since KIP-360: once none of the partition's batches is in flight or
+unsettled, it bumps its epoch for the partition and numbers the batches still to be delivered
+from sequence 0 in the new epoch, in their order. A replica that still knows the old epoch
+takes a new epoch from sequence 0, one that knows nothing takes sequence 0, so the batches go
+through, and none of them can be mistaken for a retry of an old batch.
 
 The :class:`Consumer` reads whole batches from the leader, below its high watermark only.
 """
@@ -80,6 +88,7 @@ _FATAL = frozenset({
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_PRODUCER_EPOCH,
     ErrorCode.INVALID_RECORD,
 })
+_MAX_EPOCH = (1 << 15) - 1
 _RECORDS_COUNT = struct.Struct(">i")
 _RECORDS_COUNT_OFFSET = 57
 _producer_ids = itertools.count(random.randrange(1, 1 << 40) << 16)
@@ -131,14 +140,17 @@ class ProduceError(ClientError):
 
 
 class _Item:
-    __slots__ = ("tp", "data", "sequence", "future", "attempts", "ambiguous", "hint",
-                 "deadline", "error")
+    __slots__ = ("tp", "data", "pid", "epoch", "sequence", "future", "attempts", "ambiguous", "hint",
+                 "deadline", "error", "in_flight")
 
-    def __init__(self, tp: TopicPartition, data: bytes | bytearray, sequence: int,
-                 deadline: float) -> None:
+    def __init__(self, tp: TopicPartition, data: bytes | bytearray, pid: int, epoch: int,
+                 sequence: int, deadline: float) -> None:
         self.tp = tp
         self.data = data
+        self.pid = pid
+        self.epoch = epoch
         self.sequence = sequence
+        self.in_flight = False
         self.future: Future[Delivery] = Future()
         self.attempts = 0
         self.ambiguous = False
@@ -174,7 +186,16 @@ class Producer:
         """Attempts after the first, over all batches (for reports)."""
         self.recovered = 0
         """Batches found in the log after an ambiguous failure instead of being re-sent."""
+        self.epoch_bumps = 0
+        """Times a partition's batches were numbered afresh in a new epoch."""
         self._sequences: dict[TopicPartition, int] = {}
+        self._epochs: dict[TopicPartition, tuple[int, int]] = {}
+        """A partition's (producer id, epoch) once its first epoch was used up (a new id then
+        takes over, at epoch 0, as Kafka's producer takes one when its epoch is exhausted)."""
+        self._open: dict[TopicPartition, list[_Item]] = {}
+        """Each partition's batches not yet delivered or failed, in sequence order."""
+        self._renumber: set[TopicPartition] = set()
+        """Partitions whose open batches wait for a new epoch (see the module's docstring)."""
         self._sequence_lock = threading.Lock()
         self._leaders: dict[TopicPartition, ReplicaManager] = {}
         self._slots = threading.BoundedSemaphore(max_in_flight)
@@ -192,41 +213,39 @@ class Producer:
              timestamp_ms: int | None = None) -> Future[Delivery]:
         """Send ``values`` as one batch to ``tp``; blocks while ``max_in_flight`` are out."""
         ts = time.time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms
-        sequence = self._take_sequence(tp, len(values))
         data = encode_batch([Record(key=key, value=v, timestamp=ts) for v in values],
-                            producer_id=self.producer_id, producer_epoch=0,
-                            base_sequence=sequence)
-        return self._submit(tp, data, sequence)
+                            producer_id=self.producer_id, producer_epoch=0, base_sequence=0)
+        return self._submit(tp, data, len(values))
 
     def send_encoded(self, tp: TopicPartition, batch: bytes | bytearray) -> Future[Delivery]:
         """Send an already encoded v2 batch (re-stamped with this producer's id and sequence)."""
         count = _RECORDS_COUNT.unpack_from(batch, _RECORDS_COUNT_OFFSET)[0]
-        sequence = self._take_sequence(tp, count)
-        return self._submit(tp, restamp_producer(batch, self.producer_id, 0, sequence), sequence)
-
-    def _take_sequence(self, tp: TopicPartition, records: int) -> int:
-        """The first sequence of the next batch of ``records`` records to ``tp``."""
-        with self._sequence_lock:
-            sequence = self._sequences.get(tp, 0)
-            self._sequences[tp] = increment_sequence(sequence, max(records, 1))
-            return sequence
+        return self._submit(tp, batch, count)
 
     def produce(self, tp: TopicPartition, values: Sequence[bytes], **kwargs: object
                 ) -> Delivery:
         """Send and wait: the delivery, or :class:`ProduceError`."""
         return self.send(tp, values, **kwargs).result()  # type: ignore[arg-type]
 
-    def _submit(self, tp: TopicPartition, data: bytes | bytearray, sequence: int
+    def _submit(self, tp: TopicPartition, batch: bytes | bytearray, records: int
                 ) -> Future[Delivery]:
+        """Number ``batch`` (``records`` records) as the partition's next and send it."""
         if self._closed:
             raise RuntimeError("producer is closed")
         self._slots.acquire()
         with self._cond:
             self._outstanding += 1
-        item = _Item(tp, data, sequence, time.monotonic() + self.delivery_timeout_ms / 1000)
+        deadline = time.monotonic() + self.delivery_timeout_ms / 1000
+        with self._sequence_lock:
+            pid, epoch = self._epochs.get(tp, (self.producer_id, 0))
+            sequence = self._sequences.get(tp, 0)
+            self._sequences[tp] = increment_sequence(sequence, max(records, 1))
+            item = _Item(tp, restamp_producer(batch, pid, epoch, sequence), pid, epoch,
+                         sequence, deadline)
+            item.in_flight = True  # until its first attempt is answered
+            self._open.setdefault(tp, []).append(item)
         self._attempt(item)
         return item.future
-
     def _leader(self, tp: TopicPartition) -> ReplicaManager | None:
         """The leader's broker from cached metadata, looked up again after any failure."""
         rm = self._leaders.get(tp)
@@ -243,10 +262,12 @@ class Producer:
         if rm is None or partition is None:
             self._leaders.pop(item.tp, None)
             item.error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            item.in_flight = False
             self._retries.put(item)
             return
         if not item.ambiguous:
             item.hint = partition.log.log_end_offset
+        item.in_flight = True
         item.attempts += 1
         if item.attempts > 1:
             self.retries += 1
@@ -270,17 +291,73 @@ class Producer:
             if not before_append or result.error == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
                 item.ambiguous = True
             item.error = result.error
+            if result.error == ErrorCode.UNKNOWN_PRODUCER_ID:
+                with self._sequence_lock:
+                    self._want_new_epoch(item)
+            item.in_flight = False
             self._retries.put(item)
 
+    def _want_new_epoch(self, item: _Item) -> None:
+        """Under the sequence lock: the partition forgot this producer at ``item``. Only the
+        earliest open batch asks for a new epoch; a later one was merely overtaken."""
+        open_items = self._open.get(item.tp, ())
+        if open_items and open_items[0] is item and (item.pid, item.epoch) == self._epochs.get(
+                item.tp, (self.producer_id, 0)):
+            self._renumber.add(item.tp)
+
     def _finish(self, item: _Item, delivery: Delivery) -> None:
+        self._close_item(item, failed=False)
         if not item.future.done():
             item.future.set_result(delivery)
         self._release()
 
     def _fail(self, item: _Item, error: ErrorCode, detail: str = "") -> None:
+        self._close_item(item, failed=True)
         if not item.future.done():
             item.future.set_exception(ProduceError(item.tp, error, detail))
         self._release()
+
+    def _close_item(self, item: _Item, *, failed: bool) -> None:
+        """Take ``item`` off its partition's open batches; a failed one leaves a gap in the
+        sequence, so the batches after it need a new epoch."""
+        with self._sequence_lock:
+            item.in_flight = False
+            open_items = self._open.get(item.tp)
+            if open_items is None or item not in open_items:
+                return
+            open_items.remove(item)
+            if failed and open_items:
+                self._renumber.add(item.tp)
+            if not open_items:
+                del self._open[item.tp]
+                if failed:  # nothing to renumber: start the next batch in a new epoch
+                    self._new_epoch(item.tp)
+
+    def _new_epoch(self, tp: TopicPartition) -> None:
+        """Under the sequence lock: bump ``tp``'s epoch and number its open batches from 0."""
+        pid, epoch = self._epochs.get(tp, (self.producer_id, 0))
+        pid, epoch = (next(_producer_ids), 0) if epoch >= _MAX_EPOCH else (pid, epoch + 1)
+        self._epochs[tp] = (pid, epoch)
+        sequence = 0
+        for item in self._open.get(tp, ()):
+            records = _RECORDS_COUNT.unpack_from(item.data, _RECORDS_COUNT_OFFSET)[0]
+            item.data = restamp_producer(item.data, pid, epoch, sequence)
+            item.pid, item.epoch, item.sequence = pid, epoch, sequence
+            sequence = increment_sequence(sequence, max(records, 1))
+        self._sequences[tp] = sequence
+        self._renumber.discard(tp)
+        self.epoch_bumps += 1
+
+    def _renumbered(self, tp: TopicPartition) -> bool:
+        """Give ``tp``'s open batches a new epoch if they wait for one and none of them is in
+        flight or unsettled; False while they must still wait."""
+        with self._sequence_lock:
+            if tp not in self._renumber:
+                return True
+            if any(i.in_flight or i.ambiguous for i in self._open.get(tp, ())):
+                return False
+            self._new_epoch(tp)
+            return True
 
     def _release(self) -> None:
         self._slots.release()
@@ -328,7 +405,7 @@ class Producer:
                     self._retries.put(item)
                 continue
             for item in ambiguous:
-                where = found.get(item.sequence)
+                where = found.get((item.pid, item.epoch, item.sequence))
                 if where is not None:
                     self.recovered += 1
                     self._finish(item, Delivery(tp=tp, base_offset=where[0],
@@ -337,11 +414,16 @@ class Producer:
                 else:
                     item.ambiguous = False
                     self._attempt(item)
-        for item in plain:
-            self._attempt(item)
+        waiting = set()
+        for item in sorted(plain, key=lambda i: (i.tp, i.sequence)):
+            if item.tp in waiting or not self._renumbered(item.tp):
+                waiting.add(item.tp)
+                self._retries.put(item)  # until its partition's batches have settled
+            else:
+                self._attempt(item)
 
     def _find_in_log(self, tp: TopicPartition, items: Sequence[_Item]
-                     ) -> dict[int, tuple[int, int]] | None:
+                     ) -> dict[tuple[int, int, int], tuple[int, int]] | None:
         """Where this producer's batches ``items`` are in the current leader's log, once all it
         holds is committed; None if there is no leader to settle with right now."""
         meta = self.cluster.metadata_for(tp)
@@ -360,8 +442,8 @@ class Producer:
             if time.monotonic() > deadline:
                 return None
             time.sleep(0.005)
-        wanted = {item.sequence for item in items}
-        found: dict[int, tuple[int, int]] = {}
+        wanted = {(item.pid, item.epoch, item.sequence) for item in items}
+        found: dict[tuple[int, int, int], tuple[int, int]] = {}
         offset = max(min(item.hint for item in items), status.log_start_offset)
         while offset < end and len(found) < len(wanted):
             read = rm.read(tp, offset, 1 << 20)
@@ -369,8 +451,9 @@ class Producer:
                 return None if read.error else found
             for pos, *_ in validate_batches(read.records):
                 header = read_batch_header(read.records, pos)
-                if header.producer_id == self.producer_id and header.base_sequence in wanted:
-                    found[header.base_sequence] = (header.base_offset, header.last_offset)
+                key = (header.producer_id, header.producer_epoch, header.base_sequence)
+                if key in wanted:
+                    found[key] = (header.base_offset, header.last_offset)
             offset = read.next_offset
         return found
 

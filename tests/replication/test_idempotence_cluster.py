@@ -5,12 +5,15 @@ truncation that takes a follower's state back, and idle producers expiring."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
+from coordinator.codecs import TopicPartition
 from interbroker.errors import ErrorCode
 from node import EmbeddedCluster, embedded_replica_config
+from node.clients import ProduceError
 from replication.config import ReplicaConfig
 from replication.protocol import ACKS_ALL
 
@@ -200,3 +203,57 @@ def test_the_embedded_producer_numbers_records_per_partition(tmp_path: Path) -> 
                 assert entry is not None
                 assert [(b.first_seq, b.last_seq) for b in entry.batches] == [
                     (0, 0), (1, 2), (3, 5)]
+
+
+def _entries(cluster: EmbeddedCluster, tp: TopicPartition, producer_id: int) -> list[object]:
+    found = []
+    for broker in cluster.replicas(tp):
+        rm = cluster.replica_manager(broker)
+        partition = rm.partition(tp) if rm is not None else None
+        if partition is not None:
+            found.append(partition.log.producer_entry(producer_id))
+    return found
+
+
+def test_the_embedded_producer_takes_a_new_epoch_when_a_partition_forgot_it(
+    tmp_path: Path
+) -> None:
+    with EmbeddedCluster(3, root=tmp_path) as cluster:
+        tp = cluster.create_topic("forgetful", partitions=1, replication_factor=3)[0]
+        with cluster.producer(delivery_timeout_ms=10_000) as producer:
+            producer.produce(tp, [b"a", b"b"])
+            cluster.wait_for_caught_up(tp)
+            # every replica forgets the producer, as producer.id.expiration.ms makes it
+            far = time.time_ns() // 1_000_000 + 10 ** 9
+            for broker in cluster.replicas(tp):
+                rm = cluster.replica_manager(broker)
+                assert rm is not None and rm.partition(tp) is not None
+                assert rm.partition(tp).log.remove_expired_producers(far) == 1  # type: ignore
+            assert _entries(cluster, tp, producer.producer_id) == [None] * 3
+            # its next batch (sequence 2) is UNKNOWN_PRODUCER_ID: numbered afresh, it goes
+            delivery = producer.produce(tp, [b"c"])
+            assert (delivery.base_offset, producer.epoch_bumps) == (2, 1)
+            producer.produce(tp, [b"d"])
+        leader = cluster.replica_manager(cluster.leader(tp))
+        assert leader is not None and leader.partition(tp) is not None
+        entry = leader.partition(tp).log.producer_entry(producer.producer_id)  # type: ignore
+        assert entry is not None and entry.epoch == 1
+        assert [(b.first_seq, b.last_seq) for b in entry.batches] == [(0, 0), (1, 1)]
+        assert [r.value for r in cluster.consumer().read_all(tp)] == [b"a", b"b", b"c", b"d"]
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["first-batch", "after-one"])
+def test_a_batch_failed_for_good_leaves_no_gap_for_the_next(tmp_path: Path, first: bool
+                                                            ) -> None:
+    with EmbeddedCluster(3, root=tmp_path) as cluster:
+        tp = cluster.create_topic("gappy", partitions=1, replication_factor=3)[0]
+        with cluster.producer(delivery_timeout_ms=10_000) as producer:
+            if not first:
+                producer.produce(tp, [b"a"])
+            with pytest.raises(ProduceError, match="MESSAGE_TOO_LARGE"):
+                producer.produce(tp, [b"x" * (2 << 20)] * 2)
+            # sequences 1..2 (or 0..1) were never written; the next batch gets a new epoch
+            producer.produce(tp, [b"b"])
+            assert producer.epoch_bumps == 1
+        values = [r.value for r in cluster.consumer().read_all(tp)]
+        assert values == ([b"b"] if first else [b"a", b"b"])
