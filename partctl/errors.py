@@ -46,6 +46,7 @@ LIBRARY_USER_ERRORS: tuple[tuple[str, str, Callable[[BaseException], str]], ...]
     ("coordinator.admin", "InvalidRequest", _said),
     ("coordinator.topic_config", "InvalidConfig", _said),
     ("kafkaclient.groups", "GroupAdminError", _said),
+    ("kafkaclient.admin_types", "AdminError", _said),
     ("kafkaclient.offset_reset", "ResetError", _said),
     ("rebalancer.access", "AccessError", _said),
     ("rebalancer.operations", "OperationError", _said),

@@ -31,11 +31,12 @@ from partctl.commands import (
     rebalance,
     scheduler,
     topics,
+    transactions,
     ui,
     users,
 )
 
 GROUPS: tuple[ModuleType, ...] = (
     topics, groups, controller, elect, demo, cluster, reassign, rebalance, db, jobs, scheduler,
-    broker, users, acls, ui,
+    broker, users, acls, transactions, ui,
 )

@@ -152,9 +152,14 @@ def valid_value(ctx: Context, path: tuple[str, ...], action: argparse.Action) ->
     if action.option_strings and action.nargs == 0:
         return []  # a flag (one of a required group)
     if dest == "coordinator":
-        return [ctx.broker.url()] if path[0] == "groups" else [ctx.cluster.url]
+        return ([ctx.broker.url()] if path[0] in ("groups", "transactions")
+                else [ctx.cluster.url])
     if dest == "group":
         return ["walk-group"]
+    if dest == "transactional_id":
+        return ["walk-txn"]
+    if dest == "partition":
+        return ["0"]
     if dest == "by_duration":
         return ["PT1H"]
     if dest == "topic":
@@ -217,6 +222,10 @@ def baseline(ctx: Context, path: tuple[str, ...], parser: argparse.ArgumentParse
             argv += ["--topic", "t"]
         if path[-1] == "add":
             argv += ["--operation", "Read", "--allow-principal", "User:walk"]
+    if path == ("transactions", "abort") and skip != "start_offset":  # which transaction
+        argv += ["--start-offset", "0"]
+    if path == ("transactions", "find-hanging") and skip != "topic":  # where to search
+        argv += ["--topic", "t"]
     if path == ("topics", "alter-config") and skip != "set":  # one change at least
         argv += ["--set", "retention.ms=1000"]
     return argv + positionals
