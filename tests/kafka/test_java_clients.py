@@ -1,7 +1,9 @@
 """Kafka's Java clients on three partctl broker processes: the producer (idempotent,
 acks=all), the consumer (the classic group protocol, and KIP-848's ``group.protocol=consumer``
 with Kafka 4.x's client) and a Kafka Streams application, a word count with a repartition topic
-and a compacted changelog, through which one broker is SIGKILLed and started again.
+and a compacted changelog, through which one broker is SIGKILLed and started again; the same
+word count exactly once (``exactly_once_v2``: transactions, read_committed), through a SIGKILL
+of the application and of a broker.
 
 The clients are the small Java programs of ``tests/kafka/java/``, compiled here once per
 module and Kafka version with the JDK (javac against that version's ``kafka-clients`` and
@@ -174,12 +176,15 @@ def create_topic(bootstrap: str, name: str, partitions: int, config: dict[str, s
     wait_until(settled, timeout=60, interval=0.2, message=f"{name}'s leaders and ISR")
 
 
-def read_all(bootstrap: str, topic: str, timeout: float = 60.0
+def read_all(bootstrap: str, topic: str, timeout: float = 60.0, *,
+             isolation: str = "read_uncommitted"
              ) -> list[tuple[int, int, bytes | None, bytes | None]]:
-    """Every record of ``topic`` up to its high watermarks now, as (partition, offset, key,
-    value), read without a group."""
+    """Every record of ``topic`` up to its ends now (the high watermarks; the last stable
+    offsets with ``isolation="read_committed"``), as (partition, offset, key, value), read
+    without a group. The position, not the last record, says how far a partition is read: a
+    read_committed consumer skips the transaction markers and aborted records."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{uuid.uuid4().hex}",
-                         "enable.auto.commit": False})
+                         "enable.auto.commit": False, "isolation.level": isolation})
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
@@ -195,6 +200,9 @@ def read_all(bootstrap: str, topic: str, timeout: float = 60.0
                 records.append((message.partition(), message.offset(), message.key(),
                                 message.value()))
                 positions[message.partition()] = message.offset() + 1
+            for tp in consumer.position([TopicPartition(topic, p) for p in partitions]):
+                if tp.offset >= 0:
+                    positions[tp.partition] = max(positions[tp.partition], tp.offset)
         return records
     finally:
         consumer.close()
@@ -356,10 +364,12 @@ def _lines(count: int, seed: int) -> list[str]:
             for _ in range(count)]
 
 
-def _latest_counts(bootstrap: str, topic: str) -> dict[str, int]:
+def _latest_counts(bootstrap: str, topic: str, isolation: str = "read_uncommitted"
+                   ) -> dict[str, int]:
     """The output topic read as a table: each word's latest count."""
     latest: dict[str, int] = {}
-    for _partition, _offset, key, value in sorted(read_all(bootstrap, topic)):
+    for _partition, _offset, key, value in sorted(read_all(bootstrap, topic,
+                                                           isolation=isolation)):
         assert key is not None and value is not None and len(value) == 8
         latest[key.decode()] = struct.unpack(">q", value)[0]
     return latest
@@ -438,8 +448,79 @@ def test_kafka_streams_word_count_exact_through_a_broker_sigkill(
     assert _latest_counts(bootstrap, changelog) == dict(expected)
 
 
-def _ends(bootstrap: str, topic: str) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ends"})
+@pytest.mark.parametrize("version", [KAFKA_4, pytest.param(KAFKA_3, marks=pytest.mark.long)])
+def test_kafka_streams_exactly_once_v2_exact_through_sigkills(
+        version: str, partctl_three: LocalCluster, java_classes: Callable[[str], str],
+        tmp_path: Path) -> None:
+    """The word count with ``processing.guarantee=exactly_once_v2`` (a transactional producer,
+    read_committed consumers, offsets committed in the transaction): SIGKILLed itself with a
+    transaction open and started again, then the broker coordinating its group SIGKILLed and
+    started again while input keeps coming. Each word's count, read committed, is exact: at
+    least once, the records read again after the kill would be counted twice."""
+    bootstrap = partctl_three.bootstrap_servers
+    app = f"wordcount-eos-{uuid.uuid4().hex[:8]}"
+    source, sink = _topic("lines"), _topic("counts")
+    create_topic(bootstrap, source, 3)
+    create_topic(bootstrap, sink, 3)
+    lines = _lines(LINES, seed=31)
+    expected = collections.Counter(word for line in lines for word in line.split())
+    third = LINES // 3
+    produce_lines(bootstrap, source, list(enumerate(lines[:third])))
+    committed = "read_committed"
+
+    with clients() as started:
+        def start(name: str) -> JavaClient:
+            streams = run_java(java_classes(version), tmp_path, name, "WordCount", bootstrap,
+                               app, source, sink, str(tmp_path / "state"), "3",
+                               "processing.guarantee=exactly_once_v2",
+                               stdin=subprocess.PIPE)
+            started.append(streams)
+            return streams
+
+        streams = start("eos-1")
+
+        def counted() -> int:
+            assert streams.running(), streams.tail()
+            return sum(_ends(bootstrap, sink, committed).values())
+
+        wait_until(counted, timeout=120, interval=0.5, message="the word count's first output")
+        produce_lines(bootstrap, source, [(third + i, line)
+                                          for i, line in enumerate(lines[third:2 * third])])
+        streams.kill()  # SIGKILL, mid-way through the second third
+        streams = start("eos-2")
+        wait_until(counted, timeout=120, interval=0.5, message="the restarted word count")
+        victim = _group_coordinator(bootstrap, app)
+        broker = next(b for b in partctl_three.brokers if b.broker_id == victim)
+        assert broker.kill() == -9
+        produce_lines(bootstrap, source, [(2 * third + i, line)
+                                          for i, line in enumerate(lines[2 * third:])])
+        restart_broker(partctl_three, victim)
+
+        latest: dict[str, int] = {}
+
+        def exact() -> bool:
+            assert streams.running(), streams.tail()
+            latest.clear()
+            latest.update(_latest_counts(bootstrap, sink, committed))
+            return latest == dict(expected)
+
+        try:
+            wait_until(exact, timeout=240, interval=1.0, message="every word's exact count")
+        except AssertionError as exc:
+            wrong = {w: (latest.get(w), n) for w, n in expected.items() if latest.get(w) != n}
+            raise AssertionError(f"{exc}: (latest, expected) {wrong}{streams.tail()}") from None
+        assert streams.process.stdin is not None
+        streams.process.stdin.close()
+        assert streams.wait(90) == 0, streams.tail()
+    assert streams.words("closed") == [["true", "NOT_RUNNING"]], streams.tail()
+    assert ["ERROR"] not in streams.words("state") and not streams.words("uncaught"), \
+        streams.tail()
+    assert _latest_counts(bootstrap, f"{app}-counts-changelog", committed) == dict(expected)
+
+
+def _ends(bootstrap: str, topic: str, isolation: str = "read_uncommitted") -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ends",
+                         "isolation.level": isolation})
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
         return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
