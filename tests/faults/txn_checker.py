@@ -4,8 +4,8 @@ consumers, and the final committed view, judged as Jepsen judges Kafka's transac
 
 The final committed view is what a read_committed consumer reads of every transactional
 partition once the cluster is quiet and every transaction has ended: the reads of the reader
-``final`` (its records, by partition and offset). The read_committed readers during the run
-are the readers whose names start with ``rc``.
+``final-committed`` (its records, by partition and offset). The read_committed readers during
+the run are the readers whose names start with ``rc``.
 
 The verdicts (each a :class:`~tests.faults.checker.Tally`):
 
@@ -48,7 +48,7 @@ from .history import ABORTED, COMMITTED, Event, Read, TxnAttempt, TxnOutcome
 
 __all__ = ["FINAL_READER", "KINDS", "TxnVerdict", "check_transactions"]
 
-FINAL_READER = "final"
+FINAL_READER = "final-committed"
 COMMITTED_READER_PREFIX = "rc"
 KINDS = ("aborted_read", "torn", "lost", "duplicated", "unprocessed", "cycles")
 
