@@ -65,6 +65,7 @@ def default_registry() -> ApiRegistry:
         reassignments,
         sasl,
         topics,
+        txn_markers,
         versions,
     )
 
@@ -73,7 +74,7 @@ def default_registry() -> ApiRegistry:
                         *cluster.APIS, *elections.APIS, *reassignments.APIS,
                         *controller_requests.APIS, *groups.APIS,
                         *consumer_groups.APIS, *acls.APIS, *log_dirs.APIS,
-                        *delete_records.APIS, *quotas.APIS])
+                        *delete_records.APIS, *quotas.APIS, *txn_markers.APIS])
 
 
 def controller_registry() -> ApiRegistry:

@@ -222,6 +222,8 @@ if TYPE_CHECKING:
     import kio.schema.sync_group.v5
     import kio.schema.update_metadata.v7
     import kio.schema.update_metadata.v8
+    import kio.schema.write_txn_markers.v0
+    import kio.schema.write_txn_markers.v1
 
     from broker.wire_schemas import ConsumerGroupHeartbeatRequestV1
 
@@ -521,6 +523,12 @@ if TYPE_CHECKING:
         | kio.schema.offset_for_leader_epoch.v2.OffsetForLeaderEpochResponse
         | kio.schema.offset_for_leader_epoch.v3.OffsetForLeaderEpochResponse
         | kio.schema.offset_for_leader_epoch.v4.OffsetForLeaderEpochResponse)
+    WriteTxnMarkersRequest: TypeAlias = (
+        kio.schema.write_txn_markers.v0.WriteTxnMarkersRequest
+        | kio.schema.write_txn_markers.v1.WriteTxnMarkersRequest)
+    WriteTxnMarkersResponse: TypeAlias = (
+        kio.schema.write_txn_markers.v0.WriteTxnMarkersResponse
+        | kio.schema.write_txn_markers.v1.WriteTxnMarkersResponse)
     DescribeAclsRequest: TypeAlias = (
         kio.schema.describe_acls.v0.DescribeAclsRequest
         | kio.schema.describe_acls.v1.DescribeAclsRequest
