@@ -55,6 +55,7 @@ def default_registry() -> ApiRegistry:
         delete_records,
         elections,
         fetch,
+        group_offsets,
         groups,
         log_dirs,
         metadata,
@@ -72,7 +73,7 @@ def default_registry() -> ApiRegistry:
     return ApiRegistry([*sasl.APIS, *produce.APIS, *fetch.APIS, *offsets.APIS, *metadata.APIS,
                         *versions.APIS, *producers.APIS, *topics.APIS, *configs.APIS,
                         *cluster.APIS, *elections.APIS, *reassignments.APIS,
-                        *controller_requests.APIS, *groups.APIS,
+                        *controller_requests.APIS, *groups.APIS, *group_offsets.APIS,
                         *consumer_groups.APIS, *acls.APIS, *log_dirs.APIS,
                         *delete_records.APIS, *quotas.APIS, *txn_markers.APIS])
 
