@@ -7,6 +7,7 @@ appended for them."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -45,8 +46,9 @@ def trio(zookeeper_server: Server, tmp_path_factory: pytest.TempPathFactory) -> 
         yield cluster
 
 
-def leader_and_follower(trio: Trio, partition: int) -> tuple[RawClient, RawClient]:
-    leader, _isr = trio.partition_state(TOPIC)[partition]
+def leader_and_follower(trio: Trio, partition: int, topic: str = TOPIC
+                        ) -> tuple[RawClient, RawClient]:
+    leader, _isr = trio.partition_state(topic)[partition]
     follower = next(b for b in trio.brokers if b != leader)
     return (RawClient(trio.brokers[leader].address, timeout=30),
             RawClient(trio.brokers[follower].address, timeout=30))
@@ -70,14 +72,16 @@ def codes(response: Any) -> dict[tuple[int, str, int], ErrorCode]:
 
 
 def produce_transactional(client: RawClient, partition: int, pid: int, seq: int,
-                          epoch: int = 0) -> Any:
+                          epoch: int = 0, *, topic: str = TOPIC, value: bytes = b"in a txn",
+                          transactional: bool = True) -> Any:
+    """One batch of one record produced raw, acks=all (a producer id -1: a plain batch)."""
     m = request_module(0, 9)
-    batch = encode_batch([Record(key=b"k", value=b"in a transaction", timestamp=1_000)],
+    batch = encode_batch([Record(key=b"k", value=value, timestamp=int(time.time() * 1000))],
                          producer_id=pid, producer_epoch=epoch, base_sequence=seq,
-                         transactional=True)
+                         transactional=transactional)
     response = client.call(request(0, 9, transactional_id=None, acks=-1,
                                    timeout=timedelta(seconds=20), topic_data=(build(
-                                       m.TopicProduceData, name=TOPIC, partition_data=(build(
+                                       m.TopicProduceData, name=topic, partition_data=(build(
                                            m.PartitionProduceData, index=partition,
                                            records=batch),)),)))
     (answer,) = response.responses[0].partition_responses
@@ -158,3 +162,4 @@ def test_hostile_markers_get_per_partition_errors_and_append_nothing(trio: Trio)
         fenced = leader.call(markers((2000, 3, True, 4, [(TOPIC, [1])])))
         assert codes(fenced) == {(2000, TOPIC, 1): ErrorCode.transaction_coordinator_fenced}
         assert fetch_all(leader, 1)[0] == hw + 1  # the data batch only
+
