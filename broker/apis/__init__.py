@@ -53,6 +53,7 @@ def default_registry() -> ApiRegistry:
         consumer_groups,
         controller_requests,
         delete_records,
+        describe_producers,
         elections,
         fetch,
         groups,
@@ -74,7 +75,8 @@ def default_registry() -> ApiRegistry:
                         *cluster.APIS, *elections.APIS, *reassignments.APIS,
                         *controller_requests.APIS, *groups.APIS,
                         *consumer_groups.APIS, *acls.APIS, *log_dirs.APIS,
-                        *delete_records.APIS, *quotas.APIS, *txn_markers.APIS])
+                        *delete_records.APIS, *quotas.APIS, *txn_markers.APIS,
+                        *describe_producers.APIS])
 
 
 def controller_registry() -> ApiRegistry:
