@@ -14,6 +14,7 @@ from coordinator.clock import ManualClock
 from replication.log import Log
 from replication.txn_index import AbortedTxn
 
+from .test_tiered_manager import finished, leader, manager, tiered_log
 from .test_txn_data_markers import COORDINATOR, data, encode_batch_at, marker
 
 
@@ -114,3 +115,25 @@ def test_a_corrupt_index_is_rebuilt_from_the_log_with_one_warning(
         assert [r.levelname for r in caplog.records] == ["WARNING"]
         assert "rebuilding" in caplog.text
         reopened.close()
+
+
+
+def test_tiered_copies_stop_below_the_lso(tmp_path: Path) -> None:
+    """The remote log manager copies a rolled segment only once all of it lies below the LSO:
+    a segment holding an undecided transaction stays local until its marker is committed."""
+    clock = ManualClock(10_000)
+    log = tiered_log(tmp_path, clock)
+    log.assign_leader_epoch(0)
+    log.append_as_leader(data(0, pid=1, transactional=False), 0)  # 0
+    log.roll()
+    log.append_as_leader(data(0, pid=2), 0)  # 1: open
+    log.roll()
+    log.append_as_leader(data(1, pid=1, transactional=False), 0)  # 2
+    log.roll()
+    rlm = manager(tmp_path, clock)
+    assert rlm.copy_log_segments(leader(log)) == 1  # the HW is 3, the LSO 1
+    assert finished(rlm) == [(0, 0)]
+    log.append_as_leader(marker(commit=True, pid=2), 0, COORDINATOR)  # 3
+    log.roll()
+    assert rlm.copy_log_segments(leader(log)) == 3
+    assert finished(rlm) == [(0, 0), (1, 1), (2, 2), (3, 3)]
