@@ -53,6 +53,7 @@ def default_registry() -> ApiRegistry:
         consumer_groups,
         controller_requests,
         delete_records,
+        describe_producers,
         elections,
         fetch,
         group_offsets,
@@ -75,7 +76,8 @@ def default_registry() -> ApiRegistry:
                         *cluster.APIS, *elections.APIS, *reassignments.APIS,
                         *controller_requests.APIS, *groups.APIS, *group_offsets.APIS,
                         *consumer_groups.APIS, *acls.APIS, *log_dirs.APIS,
-                        *delete_records.APIS, *quotas.APIS, *txn_markers.APIS])
+                        *delete_records.APIS, *quotas.APIS, *txn_markers.APIS,
+                        *describe_producers.APIS])
 
 
 def controller_registry() -> ApiRegistry:

@@ -87,6 +87,7 @@ if TYPE_CHECKING:
     import kio.schema.describe_log_dirs.v2
     import kio.schema.describe_log_dirs.v3
     import kio.schema.describe_log_dirs.v4
+    import kio.schema.describe_producers.v0
     import kio.schema.describe_user_scram_credentials.v0
     import kio.schema.elect_leaders.v0
     import kio.schema.elect_leaders.v1
@@ -684,6 +685,10 @@ if TYPE_CHECKING:
     DescribeClusterResponse: TypeAlias = (
         kio.schema.describe_cluster.v0.DescribeClusterResponse
         | kio.schema.describe_cluster.v1.DescribeClusterResponse)
+    DescribeProducersRequest: TypeAlias = (
+        kio.schema.describe_producers.v0.DescribeProducersRequest)
+    DescribeProducersResponse: TypeAlias = (
+        kio.schema.describe_producers.v0.DescribeProducersResponse)
     AllocateProducerIdsRequest: TypeAlias = (
         kio.schema.allocate_producer_ids.v0.AllocateProducerIdsRequest)
     AllocateProducerIdsResponse: TypeAlias = (
