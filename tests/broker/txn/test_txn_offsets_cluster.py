@@ -6,7 +6,8 @@ producer id and epoch, raw TxnOffsetCommit, raw WriteTxnMarkers to end the trans
   aborted: the broker that takes over the partition of ``__consumer_offsets`` loads them as the
   old one held them, and the pending one commits there;
 - KIP-447's checks against a real consumer group (a kafka-python consumer joined, its
-  generation and member id from its coordinator)."""
+  generation and member id from its coordinator), and librdkafka's read_committed consumer
+  waiting on the pending offset (require_stable) until the transaction commits."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
+import confluent_kafka as ck
 import kafka
 import pytest
 from confluent_kafka.admin import NewTopic
@@ -186,8 +188,18 @@ def test_kip447_a_consumer_groups_generation_and_member_are_checked(trio: Offset
                               member=member) == {0: ErrorCode.illegal_generation}
             assert txn_commit(c, group, {0: 3}, pid, epoch, generation=gen,
                               member="someone-else") == {0: ErrorCode.unknown_member_id}
-            assert end_txn(c, group, pid, epoch, commit=True) is OK
-        # the consumer reads what the transaction committed for it
+            # librdkafka under read_committed (its default) asks with require_stable: it is
+            # told UNSTABLE_OFFSET_COMMIT and asks again until the transaction ends
+            reader = ck.Consumer({"bootstrap.servers": trio.bootstrap, "group.id": group,
+                                  "isolation.level": "read_committed"})
+            try:
+                with pytest.raises(ck.KafkaException, match="[Tt]imed out"):
+                    reader.committed([ck.TopicPartition(TOPIC, 0)], timeout=3)
+                assert end_txn(c, group, pid, epoch, commit=True) is OK
+                assert reader.committed([ck.TopicPartition(TOPIC, 0)], timeout=30)[0].offset == 1
+            finally:
+                reader.close()
+        # the group's member reads what the transaction committed for it
         wait_until(lambda: consumer.committed(kafka.TopicPartition(TOPIC, 0)) == 1,
                    message="the committed offset read by the group's consumer")
     finally:
