@@ -193,9 +193,15 @@ class TxnOffsets:
                offsets: dict[TP, CommittedOffset]) -> asyncio.Future:
         """TxnOffsetCommit for the partitions that passed the request's checks: a future of
         the error that applies to all of them. A group not held yet is created (Empty) when
-        the committer passes :func:`check_committer`."""
+        the committer passes :func:`check_committer`. A negative producer id (which no
+        transaction has) is INVALID_PRODUCER_ID_MAPPING, a negative epoch
+        INVALID_PRODUCER_EPOCH: nothing is written for them."""
         manager = self.manager
         error = manager.check_group(group_id)
+        if error is ErrorCode.none and producer_id < 0:
+            error = ErrorCode.invalid_producer_id_mapping  # no transaction has no producer
+        elif error is ErrorCode.none and producer_epoch < 0:
+            error = ErrorCode.invalid_producer_epoch
         group = manager.group(group_id) if error is ErrorCode.none else None
         if error is ErrorCode.none:
             error = check_committer(group or Group(group_id=group_id, partition=-1),

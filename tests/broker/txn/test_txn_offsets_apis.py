@@ -261,6 +261,14 @@ def test_the_acls_and_request_checks_kafka_makes(broker: InProcessBroker) -> Non
         assert txn_commit(c, GROUP, {("t", 1): 1}, metadata="x" * 5000) == {
             ("t", 1): ErrorCode.offset_metadata_too_large}
         assert txn_commit(c, "", {("t", 1): 1}) == {("t", 1): ErrorCode.invalid_group_id}
+        # hostile producer fields: refused, nothing written or pending
+        written = len(records_of(broker, GROUP))
+        assert txn_commit(c, GROUP, {("t", 1): 1}, pid=-1) == {
+            ("t", 1): ErrorCode.invalid_producer_id_mapping}
+        assert txn_commit(c, GROUP, {("t", 1): 1}, epoch=-1) == {
+            ("t", 1): ErrorCode.invalid_producer_epoch}
+        assert len(records_of(broker, GROUP)) == written
+        assert fetched(c, GROUP, [("t", 1)], stable=True) == {("t", 1): (-1, OK)}
 
 
 def test_deleting_a_group_deletes_its_pending_offsets_as_kafka_does(
