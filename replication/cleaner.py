@@ -23,9 +23,10 @@ One pass over a log, as Kafka's cleaner makes it:
    Transactions (as Kafka 3.9's cleaner): nothing at or after the first unstable offset is
    cleaned (an undecided transaction's records may still be aborted); the records of aborted
    transactions (from the segments' ``.txnindex``) are never mapped and are dropped, their
-   batch kept as an empty header while it is its producer's last. Markers are kept (Kafka
-   removes a marker past the delete horizon once its transaction holds no record: not yet
-   here).
+   batch kept as an empty header while it is its producer's last. A marker stays while the
+   pass read a batch of its transaction (since the producer's previous marker); once none is
+   left it gets a delete horizon (now + ``delete.retention.ms``, as a tombstone's) and a pass
+   after the horizon removes it.
 3. Tombstones (a key with a null value) are kept on the first pass that meets them, which
    stamps a *delete horizon* (now + ``delete.retention.ms``) into their batch, as Kafka's
    KIP-534 does: the batch's base timestamp becomes the horizon, attribute bit 0x40 says so,
@@ -371,11 +372,13 @@ def _rebuild_batch(chunk: bytes, rel: int, head: tuple, section: bytes | None,
 
 
 class _Counts:
-    __slots__ = ("dropped", "horizon", "kept", "written")
+    __slots__ = ("dropped", "horizon", "kept", "txn_read", "written")
 
     def __init__(self) -> None:
         self.kept = self.dropped = self.written = 0
         self.horizon = -1
+        self.txn_read: dict[int, bool] = {}
+        """Producers whose transactional batches this pass read since their last marker."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -413,7 +416,16 @@ def _clean_segment(fd: int, size: int, out_fd: int, cp: _Pass, counts: _Counts,
         last = base + last_delta
         whole: bytes | memoryview | None = None
         decided = False
-        if base >= end or attributes & CONTROL_MASK:
+        if attributes & TRANSACTIONAL_MASK and base < end:
+            if attributes & CONTROL_MASK:
+                if not counts.txn_read.pop(pid, False):  # its transaction holds no batch
+                    whole = _empty_txn_marker(chunk, rel, head, cp, counts)
+                    decided = True
+            else:
+                counts.txn_read[pid] = True
+        if decided:
+            pass
+        elif base >= end or attributes & CONTROL_MASK:
             whole = memoryview(chunk)[rel : rel + total]
             counts.kept += count
             decided = True
@@ -480,6 +492,28 @@ def _clean_segment(fd: int, size: int, out_fd: int, cp: _Pass, counts: _Counts,
     if pending:
         _write_all(out_fd, b"".join(pending))
         counts.written += pending_size
+
+
+def _empty_txn_marker(chunk: bytes, rel: int, head: tuple, cp: _Pass, counts: _Counts
+                      ) -> bytes | memoryview | None:
+    """A marker whose transaction has no batch left (Kafka's rule): stamped with the delete
+    horizon the first time, dropped by a pass after it."""
+    count, total = head[12], head[1] + LOG_OVERHEAD
+    if head[5] & COMPRESSION_MASK:  # no coordinator writes one: kept as it is
+        counts.kept += count
+        return memoryview(chunk)[rel : rel + total]
+    if head[5] & DELETE_HORIZON_MASK:
+        if cp.now_ms >= head[7]:
+            counts.dropped += count
+            return None
+        counts.horizon = max(counts.horizon, head[7])
+        counts.kept += count
+        return memoryview(chunk)[rel : rel + total]
+    kept = [(s, e) for s, e, _d, _k, _n in record_spans(chunk, rel + RECORDS_OFFSET,
+                                                        rel + total, count)]
+    counts.horizon = max(counts.horizon, cp.new_horizon)
+    counts.kept += count
+    return _rebuild_batch(chunk, rel, head, chunk, kept, cp.new_horizon)
 
 
 def _write_all(fd: int, data: bytes) -> None:

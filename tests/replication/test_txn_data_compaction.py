@@ -63,3 +63,31 @@ def test_nothing_from_an_open_transaction_on_is_cleaned(tmp_path: Path) -> None:
     log.roll()
     clean(log, clock)
     assert [o for o, _k, _v in values(log)] == [1, 2, 3]
+
+
+def test_a_marker_goes_after_the_delete_horizon_once_its_transaction_is_empty(
+        tmp_path: Path) -> None:
+    clock = ManualClock(10_000)
+    log = open_log(tmp_path, clock)  # delete.retention.ms 10 s
+    log.assign_leader_epoch(0)
+    log.append_as_leader(keyed(b"k", b"v1", pid=1, seq=0, clock=clock), 0)  # 0
+    log.append_as_leader(marker(commit=True, pid=1), 0, COORDINATOR)  # 1
+    log.append_as_leader(keyed(b"j", b"aborted", pid=2, seq=0, clock=clock), 0)  # 2
+    log.append_as_leader(marker(commit=False, pid=2), 0, COORDINATOR)  # 3
+    log.append_as_leader(keyed(b"k", b"v2", pid=1, seq=1, clock=clock), 0)  # 4
+    log.append_as_leader(marker(commit=True, pid=1), 0, COORDINATOR)  # 5
+    log.append_as_leader(encode_batch([Record(key=b"z", value=b"plain",
+                                              timestamp=clock.now_ms())]), 0)  # 6
+    log.roll()
+    clean(log, clock)  # 0 is superseded by 4, 2 aborted: both go; their markers are read
+    assert [o for o, _k, _v in values(log)] == [1, 3, 4, 5, 6]
+    clean(log, clock)  # markers 1 and 3 now end empty transactions: stamped, kept
+    assert [o for o, _k, _v in values(log)] == [1, 3, 4, 5, 6]
+    assert log.delete_horizon_due(clock.now_ms() + 10_000)
+    clock.advance(10_001)
+    clean(log, clock)
+    # 1 goes; 5 still ends 4's transaction; 3 stays while producer 2's aborted batch is kept
+    # as an empty header (its producer's last batch), as Kafka keeps it
+    assert [o for o, _k, _v in values(log)] == [3, 4, 5, 6]
+    reopened_entries = log.producer_entries()
+    assert reopened_entries[1].current_txn_first_offset == -1
