@@ -50,6 +50,7 @@ from replication.errors import (
     InvalidEpochError,
     InvalidProducerEpochError,
     InvalidRecordError,
+    InvalidTxnStateError,
     OffsetOutOfRangeError,
     OutOfOrderOffsetError,
     OutOfOrderSequenceError,
@@ -57,6 +58,7 @@ from replication.errors import (
     RecordBatchTooLargeError,
     RecordTooLargeError,
     StorageError,
+    TransactionCoordinatorFencedError,
     UnsupportedCompressionError,
 )
 from replication.fetcher import FetchPosition, ReplicaFetcher
@@ -77,6 +79,7 @@ from replication.producer_state import BatchMetadata, ProducerEntry
 from replication.protocol import (
     ACKS_ALL,
     CONSUMER_REPLICA_ID,
+    AppendOrigin,
     ConsumerRead,
     EpochAnswer,
     FetchEndpoint,
@@ -107,6 +110,7 @@ from replication.truncation import (
 
 __all__ = [
     "ACKS_ALL",
+    "AppendOrigin",
     "CLEAN_SHUTDOWN_FILE",
     "CONSUMER_REPLICA_ID",
     "HIGH_WATERMARK_CHECKPOINT_FILE",
@@ -135,6 +139,7 @@ __all__ = [
     "Header",
     "InvalidEpochError",
     "InvalidProducerEpochError",
+    "InvalidTxnStateError",
     "InvalidRecordError",
     "IsrChangeBatcher",
     "IsrStore",
@@ -165,6 +170,7 @@ __all__ = [
     "ReplicaStatus",
     "Role",
     "StorageError",
+    "TransactionCoordinatorFencedError",
     "Truncate",
     "TruncationDecision",
     "UnsupportedCompressionError",

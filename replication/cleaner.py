@@ -19,6 +19,14 @@ One pass over a log, as Kafka's cleaner makes it:
    any other, and one that loses some records is rebuilt with the rest recompressed in its
    codec (and, for snappy, its framing), the header kept as above and the CRC recomputed; one
    that keeps them all is copied byte for byte. Control batches are kept whole.
+
+   Transactions (as Kafka 3.9's cleaner): nothing at or after the first unstable offset is
+   cleaned (an undecided transaction's records may still be aborted); the records of aborted
+   transactions (from the segments' ``.txnindex``) are never mapped and are dropped, their
+   batch kept as an empty header while it is its producer's last. A marker stays while the
+   pass read a batch of its transaction (since the producer's previous marker); once none is
+   left it gets a delete horizon (now + ``delete.retention.ms``, as a tombstone's) and a pass
+   after the horizon removes it.
 3. Tombstones (a key with a null value) are kept on the first pass that meets them, which
    stamps a *delete horizon* (now + ``delete.retention.ms``) into their batch, as Kafka's
    KIP-534 does: the batch's base timestamp becomes the horizon, attribute bit 0x40 says so,
@@ -55,6 +63,7 @@ from replication.records import (
     CONTROL_MASK,
     LOG_OVERHEAD,
     RECORDS_OFFSET,
+    TRANSACTIONAL_MASK,
     file_batches,
     inflate_section,
     read_zigzag,
@@ -241,13 +250,16 @@ with :func:`_map_sequential`, its reference, which it matches exactly)."""
 def cleanable_range(log: Log, first_dirty: int, high_watermark: int, now_ms: int
                     ) -> tuple[int, int]:
     """``(first dirty offset, first uncleanable offset)`` of ``log``: the checkpoint brought
-    inside the log, and the least of the active segment's base, the high watermark and the
-    base of the first segment younger than ``min.compaction.lag.ms``. Pure over the log's
-    segment list."""
+    inside the log, and the least of the active segment's base, the high watermark, the
+    first unstable offset (an open transaction, or one whose marker the HW has not passed)
+    and the base of the first segment younger than ``min.compaction.lag.ms``."""
     segments = log.segment_infos()
     start = segments[0][0]
     first_dirty = min(max(first_dirty, start), segments[-1][0])
     bound = min(segments[-1][0], high_watermark)
+    unstable = log.first_unstable_offset(high_watermark)
+    if unstable is not None:  # an undecided transaction: nothing from it on is cleaned
+        bound = min(bound, unstable)
     lag = log.config.min_compaction_lag_ms
     if lag > 0:
         for base, _next, _size, largest_ts in segments[:-1]:
@@ -257,8 +269,28 @@ def cleanable_range(log: Log, first_dirty: int, high_watermark: int, now_ms: int
     return first_dirty, max(bound, first_dirty)
 
 
+Aborted = Mapping[int, list[tuple[int, int]]]
+"""Producer id -> (first offset, marker offset) of each of its aborted transactions."""
+
+
+def _aborted_ranges(log: Log, upto: int) -> dict[int, list[tuple[int, int]]]:
+    ranges: dict[int, list[tuple[int, int]]] = {}
+    for txn in log.aborted_transactions(0, upto):
+        ranges.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
+    return ranges
+
+
+def _aborted(aborted: Aborted, attributes: int, pid: int, base: int) -> bool:
+    """Whether a data batch belongs to an aborted transaction (its records are dropped and
+    never mapped, as Kafka's cleaner discards them)."""
+    if not attributes & TRANSACTIONAL_MASK or attributes & CONTROL_MASK or pid not in aborted:
+        return False
+    return any(first <= base <= last for first, last in aborted[pid])
+
+
 def _build_map(log: Log, views: list[tuple[int, int, int, int]], first_dirty: int, upto: int,
-               offset_map: OffsetMap, verified: set[int], limit: int) -> tuple[int, int]:
+               offset_map: OffsetMap, verified: set[int], limit: int,
+               aborted: Aborted | None = None) -> tuple[int, int]:
     """Map the keys of the batches in ``[first_dirty, upto)``; returns ``(end offset, bytes
     read)``: the offset up to which the map is complete (a full map stops before the batch that
     would not fit) and what was read. The base offsets of the segments whose every batch was
@@ -276,7 +308,8 @@ def _build_map(log: Log, views: list[tuple[int, int, int, int]], first_dirty: in
                 continue
             if batch_base >= upto:
                 return end, read
-            if attributes & CONTROL_MASK == 0:
+            if attributes & CONTROL_MASK == 0 and not (
+                    aborted and _aborted(aborted, attributes, head[9], batch_base)):
                 if not offset_map.room_for(count) and len(offset_map):
                     return end, read
                 if attributes & COMPRESSION_MASK:
@@ -339,11 +372,13 @@ def _rebuild_batch(chunk: bytes, rel: int, head: tuple, section: bytes | None,
 
 
 class _Counts:
-    __slots__ = ("dropped", "horizon", "kept", "written")
+    __slots__ = ("dropped", "horizon", "kept", "txn_read", "written")
 
     def __init__(self) -> None:
         self.kept = self.dropped = self.written = 0
         self.horizon = -1
+        self.txn_read: dict[int, bool] = {}
+        """Producers whose transactional batches this pass read since their last marker."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -361,6 +396,7 @@ class _Pass:
     producer_last: Mapping[int, int]
     limit: int
     """What a compressed batch may inflate to."""
+    aborted: Aborted
 
 
 def _clean_segment(fd: int, size: int, out_fd: int, cp: _Pass, counts: _Counts,
@@ -380,13 +416,27 @@ def _clean_segment(fd: int, size: int, out_fd: int, cp: _Pass, counts: _Counts,
         last = base + last_delta
         whole: bytes | memoryview | None = None
         decided = False
-        if base >= end or attributes & CONTROL_MASK:
+        if attributes & TRANSACTIONAL_MASK and base < end:
+            if attributes & CONTROL_MASK:
+                if not counts.txn_read.pop(pid, False):  # its transaction holds no batch
+                    whole = _empty_txn_marker(chunk, rel, head, cp, counts)
+                    decided = True
+            else:
+                counts.txn_read[pid] = True
+        if decided:
+            pass
+        elif base >= end or attributes & CONTROL_MASK:
             whole = memoryview(chunk)[rel : rel + total]
             counts.kept += count
             decided = True
         elif count == 0:  # an empty header stays while it is its producer's last batch
             if pid >= 0 and cp.producer_last.get(pid) == last:
                 whole = memoryview(chunk)[rel : rel + total]
+            decided = True
+        elif cp.aborted and last < end and _aborted(cp.aborted, attributes, pid, base):
+            counts.dropped += count  # an aborted transaction's records
+            if cp.producer_last.get(pid) == last:
+                whole = _rebuild_batch(chunk, rel, head, None, [], -1)  # producer's last
             decided = True
         elif (base >= first_dirty and last < end and not attributes & DELETE_HORIZON_MASK
               and bisect_right(nulls, last) == bisect_left(nulls, base)):
@@ -444,6 +494,28 @@ def _clean_segment(fd: int, size: int, out_fd: int, cp: _Pass, counts: _Counts,
         counts.written += pending_size
 
 
+def _empty_txn_marker(chunk: bytes, rel: int, head: tuple, cp: _Pass, counts: _Counts
+                      ) -> bytes | memoryview | None:
+    """A marker whose transaction has no batch left (Kafka's rule): stamped with the delete
+    horizon the first time, dropped by a pass after it."""
+    count, total = head[12], head[1] + LOG_OVERHEAD
+    if head[5] & COMPRESSION_MASK:  # no coordinator writes one: kept as it is
+        counts.kept += count
+        return memoryview(chunk)[rel : rel + total]
+    if head[5] & DELETE_HORIZON_MASK:
+        if cp.now_ms >= head[7]:
+            counts.dropped += count
+            return None
+        counts.horizon = max(counts.horizon, head[7])
+        counts.kept += count
+        return memoryview(chunk)[rel : rel + total]
+    kept = [(s, e) for s, e, _d, _k, _n in record_spans(chunk, rel + RECORDS_OFFSET,
+                                                        rel + total, count)]
+    counts.horizon = max(counts.horizon, cp.new_horizon)
+    counts.kept += count
+    return _rebuild_batch(chunk, rel, head, chunk, kept, cp.new_horizon)
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -496,8 +568,10 @@ def clean_log(
         offset_map.clear()
         verified: set[int] = set()
         limit = inflate_limit(log.config.max_message_bytes)
+        aborted = _aborted_ranges(log, upto)
         try:
-            end, read = _build_map(log, views, first_dirty, upto, offset_map, verified, limit)
+            end, read = _build_map(log, views, first_dirty, upto, offset_map, verified, limit,
+                                   aborted)
         except SegmentChangedError:
             return None
         if end <= first_dirty and not log.delete_horizon_due(now_ms):
@@ -509,7 +583,8 @@ def clean_log(
                    live=offset_map.live_offsets(), nulls=offset_map.null_offsets, now_ms=now_ms,
                    new_horizon=now_ms + log.config.delete_retention_ms,
                    producer_last={pid: e.last_offset
-                                  for pid, e in log.producer_entries().items()}, limit=limit)
+                                  for pid, e in log.producer_entries().items()}, limit=limit,
+                   aborted=aborted)
         counts = _Counts()
         replaced = 0
         by_base = dict(zip((v[0] for v in views), segments, strict=True))

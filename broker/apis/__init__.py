@@ -53,8 +53,10 @@ def default_registry() -> ApiRegistry:
         consumer_groups,
         controller_requests,
         delete_records,
+        describe_producers,
         elections,
         fetch,
+        group_offsets,
         groups,
         log_dirs,
         metadata,
@@ -65,15 +67,17 @@ def default_registry() -> ApiRegistry:
         reassignments,
         sasl,
         topics,
+        txn_markers,
         versions,
     )
 
     return ApiRegistry([*sasl.APIS, *produce.APIS, *fetch.APIS, *offsets.APIS, *metadata.APIS,
                         *versions.APIS, *producers.APIS, *topics.APIS, *configs.APIS,
                         *cluster.APIS, *elections.APIS, *reassignments.APIS,
-                        *controller_requests.APIS, *groups.APIS,
+                        *controller_requests.APIS, *groups.APIS, *group_offsets.APIS,
                         *consumer_groups.APIS, *acls.APIS, *log_dirs.APIS,
-                        *delete_records.APIS, *quotas.APIS])
+                        *delete_records.APIS, *quotas.APIS, *txn_markers.APIS,
+                        *describe_producers.APIS])
 
 
 def controller_registry() -> ApiRegistry:

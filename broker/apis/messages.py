@@ -87,6 +87,7 @@ if TYPE_CHECKING:
     import kio.schema.describe_log_dirs.v2
     import kio.schema.describe_log_dirs.v3
     import kio.schema.describe_log_dirs.v4
+    import kio.schema.describe_producers.v0
     import kio.schema.describe_user_scram_credentials.v0
     import kio.schema.elect_leaders.v0
     import kio.schema.elect_leaders.v1
@@ -220,8 +221,15 @@ if TYPE_CHECKING:
     import kio.schema.sync_group.v3
     import kio.schema.sync_group.v4
     import kio.schema.sync_group.v5
+    import kio.schema.txn_offset_commit.v0
+    import kio.schema.txn_offset_commit.v1
+    import kio.schema.txn_offset_commit.v2
+    import kio.schema.txn_offset_commit.v3
+    import kio.schema.txn_offset_commit.v4
     import kio.schema.update_metadata.v7
     import kio.schema.update_metadata.v8
+    import kio.schema.write_txn_markers.v0
+    import kio.schema.write_txn_markers.v1
 
     from broker.wire_schemas import ConsumerGroupHeartbeatRequestV1
 
@@ -521,6 +529,24 @@ if TYPE_CHECKING:
         | kio.schema.offset_for_leader_epoch.v2.OffsetForLeaderEpochResponse
         | kio.schema.offset_for_leader_epoch.v3.OffsetForLeaderEpochResponse
         | kio.schema.offset_for_leader_epoch.v4.OffsetForLeaderEpochResponse)
+    WriteTxnMarkersRequest: TypeAlias = (
+        kio.schema.write_txn_markers.v0.WriteTxnMarkersRequest
+        | kio.schema.write_txn_markers.v1.WriteTxnMarkersRequest)
+    WriteTxnMarkersResponse: TypeAlias = (
+        kio.schema.write_txn_markers.v0.WriteTxnMarkersResponse
+        | kio.schema.write_txn_markers.v1.WriteTxnMarkersResponse)
+    TxnOffsetCommitRequest: TypeAlias = (
+        kio.schema.txn_offset_commit.v0.TxnOffsetCommitRequest
+        | kio.schema.txn_offset_commit.v1.TxnOffsetCommitRequest
+        | kio.schema.txn_offset_commit.v2.TxnOffsetCommitRequest
+        | kio.schema.txn_offset_commit.v3.TxnOffsetCommitRequest
+        | kio.schema.txn_offset_commit.v4.TxnOffsetCommitRequest)
+    TxnOffsetCommitResponse: TypeAlias = (
+        kio.schema.txn_offset_commit.v0.TxnOffsetCommitResponse
+        | kio.schema.txn_offset_commit.v1.TxnOffsetCommitResponse
+        | kio.schema.txn_offset_commit.v2.TxnOffsetCommitResponse
+        | kio.schema.txn_offset_commit.v3.TxnOffsetCommitResponse
+        | kio.schema.txn_offset_commit.v4.TxnOffsetCommitResponse)
     DescribeAclsRequest: TypeAlias = (
         kio.schema.describe_acls.v0.DescribeAclsRequest
         | kio.schema.describe_acls.v1.DescribeAclsRequest
@@ -659,6 +685,10 @@ if TYPE_CHECKING:
     DescribeClusterResponse: TypeAlias = (
         kio.schema.describe_cluster.v0.DescribeClusterResponse
         | kio.schema.describe_cluster.v1.DescribeClusterResponse)
+    DescribeProducersRequest: TypeAlias = (
+        kio.schema.describe_producers.v0.DescribeProducersRequest)
+    DescribeProducersResponse: TypeAlias = (
+        kio.schema.describe_producers.v0.DescribeProducersResponse)
     AllocateProducerIdsRequest: TypeAlias = (
         kio.schema.allocate_producer_ids.v0.AllocateProducerIdsRequest)
     AllocateProducerIdsResponse: TypeAlias = (

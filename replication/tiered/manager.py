@@ -259,7 +259,10 @@ class RemoteLogManager:
             return 0
         highest = self.highest_copied_offset(p)
         copied = 0
-        for source in p.log.copy_candidates(highest + 1, p.high_watermark):
+        # Below the last stable offset only, as Kafka's copier: a segment holding an undecided
+        # transaction stays local until its marker is committed.
+        stable = p.log.last_stable_offset(p.high_watermark)
+        for source in p.log.copy_candidates(highest + 1, stable):
             if not p.still_leads(p.leader_epoch):
                 log.info("broker %d no longer leads %s at epoch %d: copying stops",
                          self.broker_id, p.id, p.leader_epoch)
