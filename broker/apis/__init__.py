@@ -55,6 +55,7 @@ def default_registry() -> ApiRegistry:
         delete_records,
         elections,
         fetch,
+        find_coordinator,
         groups,
         log_dirs,
         metadata,
@@ -65,15 +66,16 @@ def default_registry() -> ApiRegistry:
         reassignments,
         sasl,
         topics,
+        transactions,
         versions,
     )
 
     return ApiRegistry([*sasl.APIS, *produce.APIS, *fetch.APIS, *offsets.APIS, *metadata.APIS,
                         *versions.APIS, *producers.APIS, *topics.APIS, *configs.APIS,
                         *cluster.APIS, *elections.APIS, *reassignments.APIS,
-                        *controller_requests.APIS, *groups.APIS,
+                        *controller_requests.APIS, *find_coordinator.APIS, *groups.APIS,
                         *consumer_groups.APIS, *acls.APIS, *log_dirs.APIS,
-                        *delete_records.APIS, *quotas.APIS])
+                        *delete_records.APIS, *quotas.APIS, *transactions.APIS])
 
 
 def controller_registry() -> ApiRegistry:
