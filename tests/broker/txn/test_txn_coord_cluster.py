@@ -102,6 +102,28 @@ def init(trio: Trio, tid: str, timeout_ms: int = 30_000, version: int = 4,
         coordinator_of(trio, tid)))
 
 
+def add_partitions(trio: Trio, tid: str, pid: int, epoch: int,
+                   partitions: tuple[int, ...]) -> dict[int, ErrorCode]:
+    """AddPartitionsToTxn version 3 for partitions of TOPIC: the error of each."""
+    module = request_module(24, 3)
+    errors: dict[int, ErrorCode] = {}
+
+    def ask() -> bool:
+        answer = call(trio, request(
+            24, 3, v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
+            v3_and_below_producer_epoch=epoch, v3_and_below_topics=(
+                module.AddPartitionsToTxnTopic(name=TOPIC, partitions=partitions),)),
+            coordinator_of(trio, tid))
+        errors.clear()
+        errors.update({r.partition_index: r.partition_error_code
+                       for t in answer.results_by_topic_v3_and_below
+                       for r in t.results_by_partition})
+        return not set(errors.values()) & set(_NOT_YET)
+
+    wait_until(ask, timeout=60, interval=0.2, message="the coordinator answering")
+    return errors
+
+
 @dataclass(frozen=True)
 class Described:
     """DescribeTransactions' answer for one id, read by hand: kio refuses the start time -1
@@ -188,14 +210,7 @@ def test_a_transaction_through_the_raw_protocol(trio: Trio) -> None:
     assert first.error_code == ErrorCode.none and first.producer_epoch == 0
     pid = first.producer_id
     node = coordinator_of(trio, tid)
-    module = request_module(24, 3)
-    added = call(trio, request(24, 3, v3_and_below_transactional_id=tid,
-                               v3_and_below_producer_id=pid, v3_and_below_producer_epoch=0,
-                               v3_and_below_topics=(module.AddPartitionsToTxnTopic(
-                                   name=TOPIC, partitions=(0, 1)),)), node)
-    errors = {(r.partition_index, r.partition_error_code)
-              for t in added.results_by_topic_v3_and_below for r in t.results_by_partition}
-    assert errors == {(0, ErrorCode.none), (1, ErrorCode.none)}
+    assert add_partitions(trio, tid, pid, 0, (0, 1)) == {0: ErrorCode.none, 1: ErrorCode.none}
     ongoing = describe(trio, tid)
     assert ongoing.transaction_state == "Ongoing" and ongoing.producer_id == pid
     assert ongoing.topics == ((TOPIC, (0, 1)),)
@@ -228,6 +243,30 @@ def test_a_timeout_above_the_maximum_is_refused(trio: Trio) -> None:
     assert answer.error_code == ErrorCode.invalid_transaction_timeout
     unknown = describe(trio, "never-seen")
     assert unknown.error_code == ErrorCode.transactional_id_not_found
+
+
+def test_the_next_coordinator_loads_the_state_from_the_log(trio: Trio) -> None:
+    tid = f"reload-{uuid.uuid4().hex[:6]}"
+    first = init(trio, tid)
+    assert first.error_code == ErrorCode.none
+    assert add_partitions(trio, tid, first.producer_id, first.producer_epoch, (2,)) == {
+        2: ErrorCode.none}
+    before = describe(trio, tid)
+    victim = coordinator_of(trio, tid)
+    trio.brokers[victim].signal(signal.SIGKILL)
+    assert trio.brokers[victim].wait(30) == -signal.SIGKILL
+    try:
+        wait_until(lambda: coordinator_of(trio, tid) != victim, timeout=60,
+                   message="a new coordinator")
+        after = describe(trio, tid)
+        assert (after.transaction_state, after.producer_id, after.producer_epoch,
+                after.topics, after.start_ms) == ("Ongoing", before.producer_id,
+                                                  before.producer_epoch, ((TOPIC, (2,)),),
+                                                  before.start_ms)
+    finally:
+        trio.start(victim)
+        wait_until(lambda: all(len(isr) == 3 for _, isr in trio.partition_state(TOPIC).values()),
+                   timeout=60, message="full ISRs again")
 
 
 def producer(trio: Trio, tid: str, **more: Any) -> ck.Producer:
