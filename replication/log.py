@@ -45,6 +45,7 @@ from replication.errors import (
 from replication.local_log import LocalLog, ReadResult
 from replication.log_loader import initial_log_start, load_log, open_epoch_cache
 from replication.log_retention import LogRetention
+from replication.origin import AppendOrigin
 from replication.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     Duplicate,
@@ -375,7 +376,8 @@ class Log(LogRetention):
     # -- appending -----------------------------------------------------------------------------
 
     def append_as_leader(
-        self, records: bytes | bytearray | memoryview, leader_epoch: int
+        self, records: bytes | bytearray | memoryview, leader_epoch: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> AppendInfo:
         """Append raw batches as the leader in ``leader_epoch``: assign offsets from the log end
         and stamp the epoch into each batch header.
@@ -389,7 +391,12 @@ class Log(LogRetention):
         nothing (a :class:`DuplicateAppend`); :class:`OutOfOrderSequenceError`,
         :class:`InvalidProducerEpochError` and
         :class:`InvalidRecordError` refuse it (see :mod:`replication.producer_state`).
+
+        ``origin`` :attr:`~AppendOrigin.COORDINATOR` is a coordinator's append (see
+        :class:`AppendOrigin`): control batches are taken, and the producer state checks the
+        epochs but not the sequence (nor looks for a retry).
         """
+        coordinator = origin is AppendOrigin.COORDINATOR
         facts = validate_batches(records, from_client=True)
         limit = self.config.max_message_bytes
         for fact in facts:
@@ -397,7 +404,8 @@ class Log(LogRetention):
                 raise RecordTooLargeError(
                     f"a batch of {fact[1]} bytes exceeds max.message.bytes {limit}")
         check_client_records(records, facts, limit=inflate_limit(limit),
-                             compacted=self.config.compact, where=self.directory.name)
+                             compacted=self.config.compact, where=self.directory.name,
+                             control=coordinator)
         if leader_epoch < 0:
             raise InvalidEpochError(f"leader epoch {leader_epoch} is negative")
         if isinstance(records, bytearray) or (
@@ -414,10 +422,14 @@ class Log(LogRetention):
                     f"leader epoch {leader_epoch} is older than the log's latest epoch {latest}"
                 )
             offset = self._local.leo
-            checked = (
-                self._producers.check_client_append(buf, facts, offset)
-                if len(facts) > 1 or facts[0][6] >= 0 else None  # a producer id: idempotent
-            )
+            if coordinator:
+                checked: ProducerEntry | Duplicate | None = (
+                    self._producers.check_coordinator_append(buf, facts, offset))
+            else:
+                checked = (
+                    self._producers.check_client_append(buf, facts, offset)
+                    if len(facts) > 1 or facts[0][6] >= 0 else None  # a producer id
+                )
             if checked is not None and type(checked) is Duplicate:
                 batch = checked.batch
                 return DuplicateAppend(first_offset=batch.first_offset,

@@ -67,6 +67,7 @@ def default_registry() -> ApiRegistry:
         sasl,
         topics,
         transactions,
+        txn_markers,
         versions,
     )
 
@@ -75,7 +76,8 @@ def default_registry() -> ApiRegistry:
                         *cluster.APIS, *elections.APIS, *reassignments.APIS,
                         *controller_requests.APIS, *find_coordinator.APIS, *groups.APIS,
                         *consumer_groups.APIS, *acls.APIS, *log_dirs.APIS,
-                        *delete_records.APIS, *quotas.APIS, *transactions.APIS])
+                        *delete_records.APIS, *quotas.APIS, *transactions.APIS,
+                        *txn_markers.APIS])
 
 
 def controller_registry() -> ApiRegistry:

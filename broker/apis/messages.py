@@ -240,6 +240,8 @@ if TYPE_CHECKING:
     import kio.schema.sync_group.v5
     import kio.schema.update_metadata.v7
     import kio.schema.update_metadata.v8
+    import kio.schema.write_txn_markers.v0
+    import kio.schema.write_txn_markers.v1
 
     from broker.wire_schemas import ConsumerGroupHeartbeatRequestV1
 
@@ -571,6 +573,12 @@ if TYPE_CHECKING:
         kio.schema.end_txn.v0.EndTxnResponse | kio.schema.end_txn.v1.EndTxnResponse
         | kio.schema.end_txn.v2.EndTxnResponse | kio.schema.end_txn.v3.EndTxnResponse
         | kio.schema.end_txn.v4.EndTxnResponse)
+    WriteTxnMarkersRequest: TypeAlias = (
+        kio.schema.write_txn_markers.v0.WriteTxnMarkersRequest
+        | kio.schema.write_txn_markers.v1.WriteTxnMarkersRequest)
+    WriteTxnMarkersResponse: TypeAlias = (
+        kio.schema.write_txn_markers.v0.WriteTxnMarkersResponse
+        | kio.schema.write_txn_markers.v1.WriteTxnMarkersResponse)
     DescribeAclsRequest: TypeAlias = (
         kio.schema.describe_acls.v0.DescribeAclsRequest
         | kio.schema.describe_acls.v1.DescribeAclsRequest
