@@ -38,7 +38,7 @@ from coordinator.clock import SYSTEM_CLOCK, Clock
 from coordinator.codecs import TopicPartition
 from interbroker.errors import ErrorCode as DataErrorCode
 from replication.partition import Role
-from replication.protocol import ProduceResult
+from replication.protocol import AppendOrigin, ProduceResult
 from replication.records import Record, encode_batch
 from replication.replica_manager import ReplicaManager
 
@@ -306,7 +306,7 @@ class TxnStateManager:
         answer: asyncio.Future = self.loop.create_future()
         tp = TopicPartition(TRANSACTION_STATE_TOPIC, p)
         produced: Future = self.replica_manager.produce(tp, encode_batch(records), -1,
-                                                        timeout_ms)
+                                                        timeout_ms, AppendOrigin.COORDINATOR)
         self.purgatory.wake(tp)
 
         def finish(result: ProduceResult) -> None:
