@@ -8,11 +8,9 @@ timeout, the coordinator killed between a transaction's begin and its commit, an
 from __future__ import annotations
 
 import signal
-import struct
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ from broker.groups.records import partition_for
 from broker.txns import TRANSACTION_STATE_TOPIC
 from tests.broker.data.test_cluster_clients import SETTINGS, Trio, create, serving
 from tests.broker.processes import coordinator_url
+from tests.broker.txn.txn_coord_wire import Described, describe_at
 from tests.broker.wire_client import RawClient, request, request_module
 from tests.kafka.harness import KAFKA_3, kafka_available, run_tool
 from tests.servers import Server
@@ -124,71 +123,12 @@ def add_partitions(trio: Trio, tid: str, pid: int, epoch: int,
     return errors
 
 
-@dataclass(frozen=True)
-class Described:
-    """DescribeTransactions' answer for one id, read by hand: kio refuses the start time -1
-    that Kafka gives a transaction not started (and an unknown id)."""
-
-    error_code: int
-    transactional_id: str
-    transaction_state: str
-    timeout_ms: int
-    start_ms: int
-    producer_id: int
-    producer_epoch: int
-    topics: tuple[tuple[str, tuple[int, ...]], ...]
-
-
-class _Frame:
-    def __init__(self, data: bytes) -> None:
-        self.data, self.pos = data, 0
-
-    def take(self, fmt: str) -> int:
-        (value,) = struct.unpack_from(fmt, self.data, self.pos)
-        self.pos += struct.calcsize(fmt)
-        return int(value)
-
-    def uvarint(self) -> int:
-        value = shift = 0
-        while True:
-            byte = self.data[self.pos]
-            self.pos += 1
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-
-    def text(self) -> str:
-        n = self.uvarint() - 1
-        self.pos += n
-        return self.data[self.pos - n:self.pos].decode()
-
-    def tags(self) -> None:
-        assert self.uvarint() == 0
-
-
 def describe(trio: Trio, tid: str) -> Described:
     return settled(lambda: _describe(trio, tid))
 
 
 def _describe(trio: Trio, tid: str) -> Described:
-    broker = trio.brokers[coordinator_of(trio, tid)]
-    with RawClient(broker.address, timeout=30) as client:
-        client.send(request(65, 0, transactional_ids=(tid,)))
-        frame = _Frame(client.receive_frame())
-    frame.take(">i")  # correlation id
-    frame.tags()
-    frame.take(">i")  # throttle time
-    assert frame.uvarint() == 2  # one state
-    error, found_id, state = frame.take(">h"), frame.text(), frame.text()
-    timeout, start, pid, epoch = (frame.take(">i"), frame.take(">q"), frame.take(">q"),
-                                  frame.take(">h"))
-    topics = []
-    for _ in range(frame.uvarint() - 1):
-        topic = frame.text()
-        topics.append((topic, tuple(frame.take(">i") for _ in range(frame.uvarint() - 1))))
-        frame.tags()
-    return Described(error, found_id, state, timeout, start, pid, epoch, tuple(topics))
+    return describe_at(trio.brokers[coordinator_of(trio, tid)].address, tid)
 
 
 def state_of(trio: Trio, tid: str) -> str:
