@@ -147,6 +147,13 @@ class Partition:
         return self._hw
 
     @property
+    def last_stable_offset(self) -> int:
+        """The LSO: the HW, or below it the first offset of a transaction not yet decided
+        below it (what a read_committed consumer reads up to)."""
+        with self._lock:
+            return self.log.last_stable_offset(self._hw)
+
+    @property
     def isr(self) -> tuple[int, ...]:
         return self._isr
 

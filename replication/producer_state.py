@@ -96,6 +96,7 @@ from replication.producer_entry import (
     increment_sequence,
     last_sequence,
 )
+from replication.transactions import CompletedTxn, TxnTracker
 
 __all__ = [
     "BATCHES_TO_RETAIN",
@@ -208,6 +209,10 @@ def _write_file(path: Path, data: bytes, *, sync: bool) -> None:
 # -- the manager --------------------------------------------------------------------------------
 
 
+Aborted = tuple[CompletedTxn, int]
+"""A transaction an abort marker ended, and the LSO when it did (an aborted-transaction index
+entry's)."""
+
 Replay = Callable[[int, int], Iterable[ProducerBatch]]
 """``replay(start, end)``: the idempotent batches of the log from ``start`` to before ``end``."""
 
@@ -229,6 +234,9 @@ class ProducerStateManager:
         self._clock = clock
         self._where = directory.name
         self._producers: dict[int, ProducerEntry] = {}
+        self._txns = TxnTracker()
+        self._staged: list[Aborted] = []  # what the last check found completed
+        self._replayed: list[Aborted] = []
         self._snapshots: list[int] = []
         self._unsynced: set[int] = set()
 
@@ -261,6 +269,8 @@ class ProducerStateManager:
         appended (:meth:`apply` it then). Raises :class:`InvalidRecordError` for an idempotent
         batch sent with others or without a sequence, and the errors of
         :func:`check_client_batch`."""
+        if self._staged:  # from a coordinator's append that failed after its check
+            self._staged = []
         if len(facts) == 1:
             pos = facts[0][0]
             if facts[0][-1] < 0:
@@ -322,9 +332,16 @@ class ProducerStateManager:
                 raise InvalidRecordError(
                     f"{self._where}: a control batch of producer {pid} that is not a "
                     "transaction marker")
-            return after_marker(entry, producer_epoch=epoch, coordinator_epoch=marker[1],
-                                timestamp=max_ts, offset=first_offset, strict=True,
-                                where=self._where)
+            ended = after_marker(entry, producer_epoch=epoch, coordinator_epoch=marker[1],
+                                 timestamp=max_ts, offset=first_offset, strict=True,
+                                 where=self._where)
+            self._staged = []
+            if entry.current_txn_first_offset >= 0:
+                txn = CompletedTxn(pid, entry.current_txn_first_offset, first_offset,
+                                   not marker[0])
+                self._staged = [(txn, self._txns.last_stable_offset_of(txn))]
+            return ended
+        self._staged = []
         if epoch < entry.epoch:
             raise InvalidProducerEpochError(
                 f"epoch of producer {pid} at offset {first_offset} in {self._where} is {epoch}, "
@@ -339,6 +356,7 @@ class ProducerStateManager:
     ) -> list[ProducerEntry] | None:
         """The entries a follower's append of ``facts`` (offsets already assigned) leads to,
         unchecked (Kafka's REPLICATION origin); None when no batch has a producer id."""
+        self._staged = []
         producers = [f for f in facts if f[-1] >= 0]
         if not producers:
             return None
@@ -347,25 +365,48 @@ class ProducerStateManager:
             fields = _PRODUCER_FIELDS.unpack_from(buf, pos + _ATTRIBUTES_OFFSET)
             attributes, last_delta, max_ts, pid, epoch, seq = fields
             marker = marker_fields(buf, pos) if attributes & _CONTROL_MASK else None
-            self._replay_one(updated, ProducerBatch(base, last_delta, max_ts, pid, epoch, seq,
-                                                    attributes, marker))
+            done = self._replay_one(updated, ProducerBatch(base, last_delta, max_ts, pid, epoch,
+                                                           seq, attributes, marker))
+            if done is not None:
+                self._staged.append(done)
         return list(updated.values())
 
     def replay_batch(self, batch: ProducerBatch) -> None:
-        """Apply a batch of the log unchecked, at once (recovery walking a segment)."""
-        self._replay_one(self._producers, batch)
+        """Apply a batch of the log unchecked, at once (recovery walking a segment); a
+        transaction it aborts is kept for :meth:`take_replayed_aborted`."""
+        done = self._replay_one(self._producers, batch)
+        if done is not None:
+            self._txns.complete(done[0])
+        entry = self._producers.get(batch.producer_id)
+        if entry is not None:
+            self._txns.update(entry.producer_id, entry.current_txn_first_offset)
+        if done is not None and done[0].aborted:
+            self._replayed.append(done)
 
-    def _replay_one(self, updated: dict[int, ProducerEntry], b: ProducerBatch) -> None:
-        """Put the entry after ``b`` in ``updated`` (which may be the state itself)."""
+    def take_replayed_aborted(self) -> list[Aborted]:
+        """The transactions aborted in the batches replayed since the state was last loaded
+        (the log rebuilds the aborted-transaction index of what recovery walked from them)."""
+        taken, self._replayed = self._replayed, []
+        return taken
+
+    def _replay_one(self, updated: dict[int, ProducerEntry], b: ProducerBatch
+                    ) -> Aborted | None:
+        """Put the entry after ``b`` in ``updated`` (which may be the state itself); the
+        transaction it completes, if it is a marker ending one, with its LSO."""
         pid = b.producer_id
         entry = updated.get(pid) or self._producers.get(pid) or ProducerEntry.empty(pid)
         if b.attributes & _CONTROL_MASK:
-            if b.marker is not None:  # else not a marker: skipped, as Kafka skips it
-                updated[pid] = after_marker(entry, producer_epoch=b.producer_epoch,
-                                            coordinator_epoch=b.marker[1],
-                                            timestamp=b.max_timestamp, offset=b.base_offset,
-                                            strict=False, where=self._where)
-            return
+            if b.marker is None:  # not a marker: skipped, as Kafka skips it
+                return None
+            updated[pid] = after_marker(entry, producer_epoch=b.producer_epoch,
+                                        coordinator_epoch=b.marker[1],
+                                        timestamp=b.max_timestamp, offset=b.base_offset,
+                                        strict=False, where=self._where)
+            if entry.current_txn_first_offset < 0:
+                return None
+            txn = CompletedTxn(pid, entry.current_txn_first_offset, b.base_offset,
+                               not b.marker[0])
+            return txn, self._lso_of(txn, updated)
         if b.producer_epoch < entry.epoch:
             log.warning("%s: epoch of producer %d at offset %d is %d, which is smaller than the "
                         "last seen epoch %d", self._where, pid, b.base_offset, b.producer_epoch,
@@ -378,15 +419,51 @@ class ProducerStateManager:
             entry = after_data_batch(entry, bool(b.attributes & _TRANSACTIONAL_MASK),
                                      b.base_offset, strict=False, where=self._where)
         updated[pid] = entry
+        return None
 
-    def apply(self, entries: ProducerEntry | Iterable[ProducerEntry]) -> None:
-        """Store what :meth:`check_client_append` or :meth:`replicated_entries` returned, once
-        the batches are in the log."""
+    def _lso_of(self, txn: CompletedTxn, updated: dict[int, ProducerEntry]) -> int:
+        """``txn``'s LSO, the transactions of the entries in ``updated`` (not stored yet) as
+        they are there."""
+        if updated is self._producers:
+            return self._txns.last_stable_offset_of(txn)
+        firsts = [first for pid, first in self._txns.ongoing.items()
+                  if pid != txn.producer_id and pid not in updated]
+        firsts += [e.current_txn_first_offset for pid, e in updated.items()
+                   if pid != txn.producer_id and e.current_txn_first_offset >= 0]
+        return min(firsts) if firsts else txn.last_offset + 1
+
+    def apply(self, entries: ProducerEntry | Iterable[ProducerEntry]) -> list[Aborted]:
+        """Store what :meth:`check_client_append`, :meth:`check_coordinator_append` or
+        :meth:`replicated_entries` returned, once the batches are in the log; returns the
+        transactions the batches aborted, each with its LSO (for the aborted-transaction
+        index)."""
+        aborted: list[Aborted] = []
+        if self._staged:
+            staged, self._staged = self._staged, []
+            for txn, lso in staged:
+                self._txns.complete(txn)
+                if txn.aborted:
+                    aborted.append((txn, lso))
+        txns = self._txns
         if isinstance(entries, ProducerEntry):
             self._producers[entries.producer_id] = entries
+            txns.update(entries.producer_id, entries.current_txn_first_offset)
         else:
             for entry in entries:
                 self._producers[entry.producer_id] = entry
+                txns.update(entry.producer_id, entry.current_txn_first_offset)
+        return aborted
+
+    def last_stable_offset(self, high_watermark: int, log_start_offset: int) -> int:
+        """The LSO (:mod:`replication.transactions`)."""
+        return self._txns.last_stable_offset(high_watermark, log_start_offset)
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        return self._txns.first_unstable_offset(high_watermark)
+
+    def ongoing_transactions(self) -> dict[int, int]:
+        """Producer id -> first offset of its open transaction."""
+        return self._txns.ongoing
 
     def remove_expired(self, now_ms: int) -> int:
         """Forget producers whose last batch is ``producer.id.expiration.ms`` old (by its
@@ -493,6 +570,7 @@ class ProducerStateManager:
         """The state at ``upto``: the latest snapshot at or below it (a corrupt one is moved
         aside and the next older tried), then the batches after it."""
         self._producers = {}
+        self._replayed = []
         start = log_start
         now = self._clock.now_ms()
         for offset in reversed([o for o in self._snapshots if o <= upto]):
@@ -510,9 +588,10 @@ class ProducerStateManager:
             self._producers = {e.producer_id: e for e in entries if not self._expired(e, now)}
             start = offset
             break
+        self._reset_txns()
         if start < upto:
             for batch in replay(start, upto):
-                self._replay_one(self._producers, batch)
+                self.replay_batch(batch)
 
     def install_snapshot(self, offset: int, data: bytes) -> None:
         """Take ``data`` (a snapshot from elsewhere: a remote segment's, KIP-405) as the
@@ -525,10 +604,17 @@ class ProducerStateManager:
         self._unsynced.discard(offset)
         now = self._clock.now_ms()
         self._producers = {e.producer_id: e for e in entries if not self._expired(e, now)}
+        self._reset_txns()
+
+    def _reset_txns(self) -> None:
+        self._staged = []
+        self._txns.reset((e.producer_id, e.current_txn_first_offset)
+                         for e in self._producers.values() if e.current_txn_first_offset >= 0)
 
     def truncate_fully(self) -> None:
         """Forget everything and delete every snapshot (the log restarts empty)."""
         self._producers = {}
+        self._reset_txns()
         self._delete_snapshots(list(self._snapshots))
 
     def __repr__(self) -> str:

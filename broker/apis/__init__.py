@@ -53,6 +53,7 @@ def default_registry() -> ApiRegistry:
         consumer_groups,
         controller_requests,
         delete_records,
+        describe_producers,
         elections,
         fetch,
         find_coordinator,
@@ -77,7 +78,7 @@ def default_registry() -> ApiRegistry:
                         *controller_requests.APIS, *find_coordinator.APIS, *groups.APIS,
                         *consumer_groups.APIS, *acls.APIS, *log_dirs.APIS,
                         *delete_records.APIS, *quotas.APIS, *transactions.APIS,
-                        *txn_markers.APIS])
+                        *txn_markers.APIS, *describe_producers.APIS])
 
 
 def controller_registry() -> ApiRegistry:

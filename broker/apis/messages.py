@@ -97,6 +97,7 @@ if TYPE_CHECKING:
     import kio.schema.describe_log_dirs.v2
     import kio.schema.describe_log_dirs.v3
     import kio.schema.describe_log_dirs.v4
+    import kio.schema.describe_producers.v0
     import kio.schema.describe_transactions.v0
     import kio.schema.describe_user_scram_credentials.v0
     import kio.schema.elect_leaders.v0
@@ -717,6 +718,10 @@ if TYPE_CHECKING:
     DescribeClusterResponse: TypeAlias = (
         kio.schema.describe_cluster.v0.DescribeClusterResponse
         | kio.schema.describe_cluster.v1.DescribeClusterResponse)
+    DescribeProducersRequest: TypeAlias = (
+        kio.schema.describe_producers.v0.DescribeProducersRequest)
+    DescribeProducersResponse: TypeAlias = (
+        kio.schema.describe_producers.v0.DescribeProducersResponse)
     DescribeTransactionsRequest: TypeAlias = (
         kio.schema.describe_transactions.v0.DescribeTransactionsRequest)
     DescribeTransactionsResponse: TypeAlias = (

@@ -143,7 +143,7 @@ def test_api_versions_advertises_exactly_what_is_served(broker: BrokerProcess) -
         (35, 0, 4), (36, 0, 2), (37, 0, 3), (42, 0, 2),
         (43, 0, 2), (44, 0, 1), (45, 0, 0), (46, 0, 0), (47, 0, 0), (48, 0, 1), (50, 0, 0),
         (51, 0, 0),
-        (56, 0, 3), (60, 0, 1), (67, 0, 0), (68, 0, 1), (69, 0, 0)]
+        (56, 0, 3), (60, 0, 1), (61, 0, 0), (67, 0, 0), (68, 0, 1), (69, 0, 0)]
     assert bad.error_code == ErrorCode.invalid_request
 
 

@@ -3,10 +3,12 @@ sends it: the leader appends the marker after the transaction's batches (a contr
 read back by Fetch and decoded), a follower refuses it with NOT_LEADER_OR_FOLLOWER and no
 log changes, and hostile markers (unknown topic, negative producer id, a fenced producer or
 coordinator epoch, a partition named twice) get Kafka's per-partition codes with nothing
-appended for them."""
+appended for them. DescribeProducers (key 61) answers from the leader's producer state, raw
+and through Kafka's ``kafka-transactions describe-producers``."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -20,6 +22,7 @@ from replication.control import read_marker
 from replication.records import Record, decode_batch, encode_batch
 from tests.broker.processes import coordinator_url
 from tests.broker.wire_client import RawClient, request, request_module
+from tests.kafka.harness import KAFKA_3, run_tool
 from tests.servers import Server
 from tests.waiting import wait_until
 
@@ -45,8 +48,9 @@ def trio(zookeeper_server: Server, tmp_path_factory: pytest.TempPathFactory) -> 
         yield cluster
 
 
-def leader_and_follower(trio: Trio, partition: int) -> tuple[RawClient, RawClient]:
-    leader, _isr = trio.partition_state(TOPIC)[partition]
+def leader_and_follower(trio: Trio, partition: int, topic: str = TOPIC
+                        ) -> tuple[RawClient, RawClient]:
+    leader, _isr = trio.partition_state(topic)[partition]
     follower = next(b for b in trio.brokers if b != leader)
     return (RawClient(trio.brokers[leader].address, timeout=30),
             RawClient(trio.brokers[follower].address, timeout=30))
@@ -70,14 +74,16 @@ def codes(response: Any) -> dict[tuple[int, str, int], ErrorCode]:
 
 
 def produce_transactional(client: RawClient, partition: int, pid: int, seq: int,
-                          epoch: int = 0) -> Any:
+                          epoch: int = 0, *, topic: str = TOPIC, value: bytes = b"in a txn",
+                          transactional: bool = True) -> Any:
+    """One batch of one record produced raw, acks=all (a producer id -1: a plain batch)."""
     m = request_module(0, 9)
-    batch = encode_batch([Record(key=b"k", value=b"in a transaction", timestamp=1_000)],
+    batch = encode_batch([Record(key=b"k", value=value, timestamp=int(time.time() * 1000))],
                          producer_id=pid, producer_epoch=epoch, base_sequence=seq,
-                         transactional=True)
+                         transactional=transactional)
     response = client.call(request(0, 9, transactional_id=None, acks=-1,
                                    timeout=timedelta(seconds=20), topic_data=(build(
-                                       m.TopicProduceData, name=TOPIC, partition_data=(build(
+                                       m.TopicProduceData, name=topic, partition_data=(build(
                                            m.PartitionProduceData, index=partition,
                                            records=batch),)),)))
     (answer,) = response.responses[0].partition_responses
@@ -158,3 +164,37 @@ def test_hostile_markers_get_per_partition_errors_and_append_nothing(trio: Trio)
         fenced = leader.call(markers((2000, 3, True, 4, [(TOPIC, [1])])))
         assert codes(fenced) == {(2000, TOPIC, 1): ErrorCode.transaction_coordinator_fenced}
         assert fetch_all(leader, 1)[0] == hw + 1  # the data batch only
+
+
+def describe_producers(client: RawClient, topics: list[tuple[str, list[int]]]) -> Any:
+    m = request_module(61, 0)
+    return client.call(request(61, 0, topics=tuple(
+        build(m.TopicRequest, name=name, partition_indexes=tuple(parts))
+        for name, parts in topics)))
+
+
+def test_describe_producers_lists_the_leaders_producers(trio: Trio) -> None:
+    leader, follower = leader_and_follower(trio, 0)
+    with leader, follower:
+        answer = produce_transactional(leader, 0, 7000, 0, epoch=2)
+        assert answer.error_code == ErrorCode.none
+        described = describe_producers(leader, [(TOPIC, [0]), ("no-such-topic", [0]),
+                                                ("bad/name", [0])])
+        refused = describe_producers(follower, [(TOPIC, [0])])
+    (mine, unknown, bad) = described.topics
+    (partition,) = mine.partitions
+    assert partition.error_code == ErrorCode.none
+    state = next(p for p in partition.active_producers if p.producer_id == 7000)
+    assert (state.producer_epoch, state.last_sequence, state.coordinator_epoch,
+            state.current_txn_start_offset) == (2, 0, -1, answer.base_offset)
+    assert state.last_timestamp > 0
+    assert [p.error_code for p in unknown.partitions] == [ErrorCode.unknown_topic_or_partition]
+    assert [p.error_code for p in bad.partitions] == [ErrorCode.invalid_topic_exception]
+    assert [p.error_code for t in refused.topics for p in t.partitions] == [
+        ErrorCode.not_leader_or_follower]
+    # Kafka's own tool reads the same from the leader
+    tool = run_tool(KAFKA_3, "transactions", "--bootstrap-server", trio.bootstrap,
+                    "describe-producers", "--topic", TOPIC, "--partition", "0")
+    assert tool.returncode == 0, tool.stderr
+    row = next(line.split() for line in tool.stdout.splitlines() if line.startswith("7000"))
+    assert row[:4] == ["7000", "2", "-1", "0"] and row[-1] == str(answer.base_offset), tool.stdout
