@@ -19,8 +19,10 @@ import confluent_kafka as ck
 import pytest
 from kio.schema.errors import ErrorCode
 
+import coordinator as coordinator_client
 from broker.groups.records import partition_for
 from broker.txns import TRANSACTION_STATE_TOPIC
+from coordinator.admin import Admin
 from tests.broker.data.test_cluster_clients import SETTINGS, Trio, create, serving
 from tests.broker.processes import coordinator_url
 from tests.broker.txn.txn_coord_wire import Described, describe_at
@@ -223,10 +225,11 @@ def producer(trio: Trio, tid: str, **more: Any) -> ck.Producer:
 
 
 def read_all(trio: Trio, topic: str, enough: Callable[[list[bytes]], bool],
-             timeout: float = 60.0) -> list[bytes]:
-    """The values of ``topic`` (read_uncommitted) read until ``enough`` of them."""
+             timeout: float = 60.0, isolation: str = "read_uncommitted") -> list[bytes]:
+    """The values of ``topic`` read until ``enough`` of them."""
     consumer = ck.Consumer({"bootstrap.servers": trio.bootstrap, "group.id": uuid.uuid4().hex,
-                            "auto.offset.reset": "earliest", "enable.auto.commit": False})
+                            "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                            "isolation.level": isolation})
     consumer.subscribe([topic])
     values: list[bytes] = []
     deadline = time.monotonic() + timeout
@@ -250,8 +253,9 @@ def log_ends(trio: Trio, topic: str, partitions: int) -> list[int]:
 
 
 def test_librdkafka_commits_and_aborts(trio: Trio) -> None:
-    """Each transaction ends with one marker on each of its partitions: a commit of 10 values
-    and an abort of 5 over three partitions leave 15 values and 6 control records."""
+    """Each transaction ends with one marker on each of its partitions: a commit of 10 values,
+    an abort of 5 and a commit of one value per partition over three partitions leave 18
+    values and 9 control records; read_committed sees the committed 13 only."""
     topic = "txn-rdk"
     create(trio, topic, 3, num_partitions=3, replication_factor=3)
     tid = f"rdk-{uuid.uuid4().hex[:6]}"
@@ -268,10 +272,19 @@ def test_librdkafka_commits_and_aborts(trio: Trio) -> None:
     p.flush(30)
     p.abort_transaction(60)
     reaches(trio, tid, "CompleteAbort")
-    values = read_all(trio, topic, lambda v: len(v) >= 15)
-    assert sorted(values) == sorted([b"commit-%d" % i for i in range(10)]
-                                    + [b"abort-%d" % i for i in range(5)])
-    assert log_ends(trio, topic, 3) == [4 + 2 + 2, 3 + 2 + 2, 3 + 1 + 2]
+    p.begin_transaction()
+    ends = [b"end-%d" % i for i in range(3)]
+    for i, value in enumerate(ends):
+        p.produce(topic, value=value, partition=i)
+    p.commit_transaction(60)
+    committed = [b"commit-%d" % i for i in range(10)] + ends
+    values = read_all(trio, topic, lambda v: len(v) >= 18)
+    assert sorted(values) == sorted(committed + [b"abort-%d" % i for i in range(5)])
+    assert log_ends(trio, topic, 3) == [4 + 2 + 1 + 3, 3 + 2 + 1 + 3, 3 + 1 + 1 + 3]
+    # every partition's last transaction is committed: once its value is read, every
+    # aborted one before it would have been
+    seen = read_all(trio, topic, lambda v: set(ends) <= set(v), isolation="read_committed")
+    assert sorted(seen) == sorted(committed)
 
 
 def test_a_second_producer_fences_the_first(trio: Trio) -> None:
@@ -329,6 +342,61 @@ def test_a_commit_completes_through_the_coordinators_death(trio: Trio) -> None:
         assert survivors <= set(read_all(trio, TOPIC, lambda v: survivors <= set(v)))
     finally:
         trio.start(victim)
+        wait_until(lambda: all(len(isr) == 3 for _, isr in trio.partition_state(TOPIC).values()),
+                   timeout=60, message="full ISRs again")
+
+
+def test_a_new_coordinator_sends_the_markers_its_predecessor_could_not(trio: Trio) -> None:
+    """The commit is decided (PrepareCommit written, EndTxn answered) while the only replica
+    of a partition in the transaction is down, so its marker cannot be written; then the
+    coordinator dies. The next one loads PrepareCommit from the log and sends the markers
+    again; once the partition is back the transaction completes and read_committed sees it."""
+    tid = f"pending-{uuid.uuid4().hex[:6]}"
+    coordinator = coordinator_of(trio, tid)
+    holder = next(b for b in sorted(trio.brokers) if b != coordinator)
+    topic = f"single-{holder}"
+    client = coordinator_client.connect(trio.url, timeout=10)
+    try:
+        Admin(client).create_topic(topic, assignment={0: [holder]})
+    finally:
+        client.close()
+    wait_until(lambda: trio.partition_state(topic).get(0, (-1,))[0] == holder, timeout=30,
+               message=f"{topic} led by {holder}")
+    p = producer(trio, tid)
+    p.init_transactions(60)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce(topic, value=b"pending-%d" % i, partition=0)
+    p.produce(TOPIC, value=b"pending-other", partition=0)
+    assert p.flush(30) == 0
+    killed: list[int] = []
+    try:
+        trio.brokers[holder].signal(signal.SIGKILL)
+        assert trio.brokers[holder].wait(30) == -signal.SIGKILL
+        killed.append(holder)
+        # the holder leaves the ISR of the id's partition (its leader epoch moves: the
+        # coordinator loads it again) before the commit is decided
+        p_txn = partition_for(tid, TXN_PARTITIONS)
+        wait_until(lambda: holder not in trio.partition_state(TRANSACTION_STATE_TOPIC)[p_txn][1],
+                   timeout=60, message=f"{holder} out of the ISR")
+        assert state_of(trio, tid) == "Ongoing"
+        p.commit_transaction(120)  # decided: PrepareCommit written, answered
+        assert state_of(trio, tid) == "PrepareCommit"  # the holder's marker cannot be written
+        trio.brokers[coordinator].signal(signal.SIGKILL)
+        assert trio.brokers[coordinator].wait(30) == -signal.SIGKILL
+        killed.append(coordinator)
+        wait_until(lambda: coordinator_of(trio, tid) not in killed, timeout=60,
+                   message="a new coordinator")
+        assert state_of(trio, tid) == "PrepareCommit"  # loaded; the marker still waits
+        trio.start(holder)
+        killed.remove(holder)
+        reaches(trio, tid, "CompleteCommit")
+        expected = {b"pending-%d" % i for i in range(3)}
+        seen = read_all(trio, topic, lambda v: expected <= set(v), isolation="read_committed")
+        assert set(seen) == expected
+    finally:
+        for victim in killed:
+            trio.start(victim)
         wait_until(lambda: all(len(isr) == 3 for _, isr in trio.partition_state(TOPIC).values()),
                    timeout=60, message="full ISRs again")
 
