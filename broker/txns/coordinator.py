@@ -281,7 +281,8 @@ class TransactionCoordinator:
             return ErrorCode.invalid_producer_id_mapping
         if (from_client and epoch != txn.producer_epoch) or epoch < txn.producer_epoch:
             return ErrorCode.producer_fenced
-        if txn.in_transition and txn.pending is not S.PREPARE_EPOCH_FENCE:
+        if txn.in_transition and (from_client or txn.pending is not S.PREPARE_EPOCH_FENCE):
+            # a fence under way is the coordinator's own abort to finish, never a client's
             return ErrorCode.concurrent_transactions
         fencing = False
         match txn.state:

@@ -23,6 +23,8 @@ import coordinator as coordinator_client
 from broker.groups.records import partition_for
 from broker.txns import TRANSACTION_STATE_TOPIC
 from coordinator.admin import Admin
+from coordinator.codecs import TopicPartition as CodecTopicPartition
+from coordinator.metadata import MetadataClient
 from tests.broker.data.test_cluster_clients import SETTINGS, Trio, create, serving
 from tests.broker.processes import coordinator_url
 from tests.broker.txn.txn_coord_wire import Described, describe_at
@@ -346,6 +348,34 @@ def test_a_commit_completes_through_the_coordinators_death(trio: Trio) -> None:
                    timeout=60, message="full ISRs again")
 
 
+def registered(trio: Trio) -> set[int]:
+    client = coordinator_client.connect(trio.url, timeout=10)
+    try:
+        return set(MetadataClient(client).brokers())
+    finally:
+        client.close()
+
+
+def epoch_applied(trio: Trio, broker_id: int, partition: int) -> bool:
+    """Whether broker ``broker_id`` has the leader epoch the controller wrote for partition
+    ``partition`` of ``__transaction_state`` (the controller's LeaderAndIsr reaches a broker a
+    moment after the state is written)."""
+    client = coordinator_client.connect(trio.url, timeout=10)
+    try:
+        tp = CodecTopicPartition(topic=TRANSACTION_STATE_TOPIC, partition=partition)
+        state = MetadataClient(client).partition_states([tp])[tp]
+    finally:
+        client.close()
+    assert state is not None
+    module = request_module(3, 12)
+    answer = call(trio, request(3, 12, topics=(module.MetadataRequestTopic(
+        topic_id=None, name=TRANSACTION_STATE_TOPIC),), allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False), broker_id)
+    (topic,) = answer.topics
+    return any(p.partition_index == partition and p.leader_epoch == state.value.leader_epoch
+               for p in topic.partitions)
+
+
 def test_a_new_coordinator_sends_the_markers_its_predecessor_could_not(trio: Trio) -> None:
     """The commit is decided (PrepareCommit written, EndTxn answered) while the only replica
     of a partition in the transaction is down, so its marker cannot be written; then the
@@ -374,11 +404,17 @@ def test_a_new_coordinator_sends_the_markers_its_predecessor_could_not(trio: Tri
         trio.brokers[holder].signal(signal.SIGKILL)
         assert trio.brokers[holder].wait(30) == -signal.SIGKILL
         killed.append(holder)
-        # the holder leaves the ISR of the id's partition (its leader epoch moves: the
-        # coordinator loads it again) before the commit is decided
+        # the controller takes the holder out of the ISR of the id's partition (its leader
+        # epoch moves: the coordinator loads it again) before the commit is decided; a commit
+        # whose answer is lost to that is retried, and waits (CONCURRENT_TRANSACTIONS) for
+        # markers that cannot be written, as in Kafka
         p_txn = partition_for(tid, TXN_PARTITIONS)
+        wait_until(lambda: holder not in registered(trio), timeout=60,
+                   message=f"{holder}'s registration gone")
         wait_until(lambda: holder not in trio.partition_state(TRANSACTION_STATE_TOPIC)[p_txn][1],
                    timeout=60, message=f"{holder} out of the ISR")
+        wait_until(lambda: epoch_applied(trio, coordinator, p_txn), timeout=60,
+                   message="the new leader epoch applied on the coordinator")
         assert state_of(trio, tid) == "Ongoing"
         p.commit_transaction(120)  # decided: PrepareCommit written, answered
         assert state_of(trio, tid) == "PrepareCommit"  # the holder's marker cannot be written
