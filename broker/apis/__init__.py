@@ -56,6 +56,7 @@ def default_registry() -> ApiRegistry:
         describe_producers,
         elections,
         fetch,
+        find_coordinator,
         group_offsets,
         groups,
         log_dirs,
@@ -67,6 +68,7 @@ def default_registry() -> ApiRegistry:
         reassignments,
         sasl,
         topics,
+        transactions,
         txn_markers,
         versions,
     )
@@ -74,10 +76,11 @@ def default_registry() -> ApiRegistry:
     return ApiRegistry([*sasl.APIS, *produce.APIS, *fetch.APIS, *offsets.APIS, *metadata.APIS,
                         *versions.APIS, *producers.APIS, *topics.APIS, *configs.APIS,
                         *cluster.APIS, *elections.APIS, *reassignments.APIS,
-                        *controller_requests.APIS, *groups.APIS, *group_offsets.APIS,
+                        *controller_requests.APIS, *find_coordinator.APIS, *groups.APIS,
+                        *group_offsets.APIS,
                         *consumer_groups.APIS, *acls.APIS, *log_dirs.APIS,
-                        *delete_records.APIS, *quotas.APIS, *txn_markers.APIS,
-                        *describe_producers.APIS])
+                        *delete_records.APIS, *quotas.APIS, *transactions.APIS,
+                        *txn_markers.APIS, *describe_producers.APIS])
 
 
 def controller_registry() -> ApiRegistry:
