@@ -38,6 +38,7 @@ from broker.config_sections import (
     metrics_listener,
     remote_log_config,
     super_users,
+    txn_config,
 )
 from broker.groups.metadata_manager import GroupConfig
 from broker.security import (
@@ -51,6 +52,7 @@ from broker.security import (
     is_sensitive,
     listener_security,
 )
+from broker.txns.config import TxnConfig
 from coordinator.configdef import Effect, InvalidConfig, parse_value
 from coordinator.errors import InvalidURL
 from coordinator.url import parse as parse_url
@@ -220,6 +222,8 @@ class BrokerConfig:
     of the process's log (Kafka's state-change.log)."""
     groups: GroupConfig = field(default_factory=GroupConfig)
     """The group coordinator's settings (``offsets.*``, ``group.*``)."""
+    transactions: TxnConfig = field(default_factory=TxnConfig)
+    """The transaction coordinator's settings (``transaction.*``)."""
     request_timeout_ms: int = 30_000
     """How long a controlled-shutdown attempt waits for the controller (Kafka's
     controller.socket.timeout.ms)."""
@@ -593,6 +597,7 @@ def _build(values: dict[str, Any], raw: dict[str, str], source: str,
         replica_fetch_wait_max_ms=wait,
         replica_fetch_backoff_ms=get("replica.fetch.backoff.ms"),
         groups=group_config(get),
+        transactions=txn_config(get),
         log_retention_check_interval_ms=get("log.retention.check.interval.ms"),
         log_local_retention_ms=get("log.local.retention.ms"),
         log_local_retention_bytes=get("log.local.retention.bytes"),

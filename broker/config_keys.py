@@ -186,6 +186,22 @@ _DATA = (
        "replicas.", AtLeast(1)),
     _k("offset.metadata.max.bytes", _I, "4096", _H, "The largest metadata string of a "
        "committed offset.", AtLeast(0)),
+    _k("transaction.state.log.num.partitions", _I, "50", _H, "Partitions of "
+       "__transaction_state.", AtLeast(1)),
+    _k("transaction.state.log.replication.factor", _I, "3", _H, "Replicas of "
+       "__transaction_state (fewer while fewer brokers are alive).", AtLeast(1)),
+    _k("transaction.state.log.min.isr", _I, "2", _H, "The min.insync.replicas of "
+       "__transaction_state.", AtLeast(1)),
+    _k("transaction.state.log.segment.bytes", _I, str(100 * 1024 * 1024), _H, "The segment "
+       "size of __transaction_state.", AtLeast(1)),
+    _k("transaction.max.timeout.ms", _I, "900000", _H, "The longest transaction.timeout.ms a "
+       "producer may ask for.", AtLeast(1)),
+    _k("transactional.id.expiration.ms", _I, "604800000", _H, "How long a transactional id "
+       "with no transaction is kept.", AtLeast(1)),
+    _k("transaction.abort.timed.out.transaction.cleanup.interval.ms", _I, "10000", _LO, "How "
+       "often transactions past their timeout are looked for and aborted.", AtLeast(1)),
+    _k("transaction.remove.expired.transaction.cleanup.interval.ms", _I, "3600000", _LO, "How "
+       "often expired transactional ids are removed.", AtLeast(1)),
     _k("group.min.session.timeout.ms", _I, "6000", _M, "The shortest session a classic "
        "group member may ask for.", AtLeast(0)),
     _k("group.max.session.timeout.ms", _I, "1800000", _M, "The longest session a classic "

@@ -12,12 +12,13 @@ from typing import Any
 from urllib.parse import urlparse
 
 from broker.groups.metadata_manager import GroupConfig
+from broker.txns.config import TxnConfig
 from coordinator.credentials import Credentials, CredentialsError, read_password_file
 from coordinator.url import redact
 from replication.tiered.config import MetadataCompaction, RemoteLogConfig, RetryBackoff
 
 __all__ = ["AUTHORIZER_CLASSES", "ConfigError", "Get", "authorizer", "coordinator_options",
-           "group_config", "metrics_listener", "remote_log_config", "super_users"]
+           "group_config", "metrics_listener", "remote_log_config", "super_users", "txn_config"]
 
 Get = Callable[..., Any]
 """``get(key)`` or ``get(key, default)``: a parsed value (see the module's doc)."""
@@ -179,6 +180,23 @@ def group_config(get: Get) -> GroupConfig:
         consumer_session_timeout_ms=get("group.consumer.session.timeout.ms"),
         consumer_heartbeat_interval_ms=get("group.consumer.heartbeat.interval.ms"),
         consumer_assignors=_assignors(get("group.consumer.assignors")),
+    )
+
+
+def txn_config(get: Get) -> TxnConfig:
+    """The transaction coordinator's settings (``transaction.*``,
+    ``transactional.id.expiration.ms``)."""
+    return TxnConfig(
+        state_log_num_partitions=get("transaction.state.log.num.partitions"),
+        state_log_replication_factor=get("transaction.state.log.replication.factor"),
+        state_log_min_isr=get("transaction.state.log.min.isr"),
+        state_log_segment_bytes=get("transaction.state.log.segment.bytes"),
+        max_timeout_ms=get("transaction.max.timeout.ms"),
+        transactional_id_expiration_ms=get("transactional.id.expiration.ms"),
+        abort_timed_out_interval_ms=get(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+        remove_expired_interval_ms=get(
+            "transaction.remove.expired.transaction.cleanup.interval.ms"),
     )
 
 

@@ -70,6 +70,7 @@ from broker.security.authorizer import Authorizer
 from broker.security.credentials import CredentialCache
 from broker.security.sasl import listener_auth
 from broker.server import KafkaServer
+from broker.txns import TransactionCoordinator
 from coordinator.admin import Admin, InvalidRequest
 from coordinator.assignment import assign_replicas
 from coordinator.codecs import BrokerInfo, TopicPartition
@@ -128,6 +129,7 @@ class BrokerProcess:
         self.node: BrokerNode | None = None
         self.server: KafkaServer | None = None
         self.groups: GroupCoordinator | None = None
+        self.transactions: TransactionCoordinator | None = None
         self.metrics: MetricsServer | None = None
         self._stop: asyncio.Future[int] | None = None
         self._at_once: asyncio.Event | None = None
@@ -350,6 +352,8 @@ class BrokerProcess:
             purgatory.wake_threadsafe()
             if self.groups is not None:
                 self.groups.manager.leadership_changed()
+            if self.transactions is not None:
+                self.transactions.manager.leadership_changed()
 
         def wrap(handler: RequestHandler) -> RequestHandler:
             return ObservingHandler(handler, self.metadata, changed)
@@ -416,13 +420,18 @@ class BrokerProcess:
                                                 self.metadata, purgatory, loop, config.groups)
         groups.consumer.authorizing = authorizer is not None
         groups.manager.start()
+        transactions = self.transactions = TransactionCoordinator(
+            config.broker_id, node.replica_manager, self.metadata, purgatory, loop,
+            node.producer_ids, config.transactions,
+            listener=config.inter_broker_listener_name, connector=connector)
+        transactions.start()
         server.services = BrokerServices(
             broker_id=config.broker_id, config=config, replica_manager=node.replica_manager,
             metadata=self.metadata, purgatory=purgatory, loop=loop,
             cluster_id=node.participant.cluster_id, create_topic=self._create_topic,
             registry=registry, admin=Admin(node.coordinator), controller=lambda: node.controller,
             producer_ids=node.producer_ids, network=network, groups=groups,
-            authorizer=authorizer, traffic=traffic)
+            authorizer=authorizer, traffic=traffic, transactions=transactions)
         # The controller reaches this broker over the listeners too: they serve its requests
         # (and ApiVersions) at once, everything else once its first metadata is in.
         server.gate, server.ungated = asyncio.Event(), CONTROLLER_API_KEYS
@@ -441,6 +450,7 @@ class BrokerProcess:
         if not self._at_once.is_set() and config.controlled_shutdown_enable:
             await self._controlled_shutdown()
         self._final = True
+        transactions.stop()
         groups.manager.stop()
         purgatory.complete_all()
         credentials.close()

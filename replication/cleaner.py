@@ -19,6 +19,13 @@ One pass over a log, as Kafka's cleaner makes it:
    any other, and one that loses some records is rebuilt with the rest recompressed in its
    codec (and, for snappy, its framing), the header kept as above and the CRC recomputed; one
    that keeps them all is copied byte for byte. Control batches are kept whole.
+
+   Transactions (as Kafka 3.9's cleaner): nothing at or after the first unstable offset is
+   cleaned (an undecided transaction's records may still be aborted); the records of aborted
+   transactions (from the segments' ``.txnindex``) are never mapped and are dropped, their
+   batch kept as an empty header while it is its producer's last. Markers are kept (Kafka
+   removes a marker past the delete horizon once its transaction holds no record: not yet
+   here).
 3. Tombstones (a key with a null value) are kept on the first pass that meets them, which
    stamps a *delete horizon* (now + ``delete.retention.ms``) into their batch, as Kafka's
    KIP-534 does: the batch's base timestamp becomes the horizon, attribute bit 0x40 says so,
@@ -55,6 +62,7 @@ from replication.records import (
     CONTROL_MASK,
     LOG_OVERHEAD,
     RECORDS_OFFSET,
+    TRANSACTIONAL_MASK,
     file_batches,
     inflate_section,
     read_zigzag,
@@ -241,13 +249,16 @@ with :func:`_map_sequential`, its reference, which it matches exactly)."""
 def cleanable_range(log: Log, first_dirty: int, high_watermark: int, now_ms: int
                     ) -> tuple[int, int]:
     """``(first dirty offset, first uncleanable offset)`` of ``log``: the checkpoint brought
-    inside the log, and the least of the active segment's base, the high watermark and the
-    base of the first segment younger than ``min.compaction.lag.ms``. Pure over the log's
-    segment list."""
+    inside the log, and the least of the active segment's base, the high watermark, the
+    first unstable offset (an open transaction, or one whose marker the HW has not passed)
+    and the base of the first segment younger than ``min.compaction.lag.ms``."""
     segments = log.segment_infos()
     start = segments[0][0]
     first_dirty = min(max(first_dirty, start), segments[-1][0])
     bound = min(segments[-1][0], high_watermark)
+    unstable = log.first_unstable_offset(high_watermark)
+    if unstable is not None:  # an undecided transaction: nothing from it on is cleaned
+        bound = min(bound, unstable)
     lag = log.config.min_compaction_lag_ms
     if lag > 0:
         for base, _next, _size, largest_ts in segments[:-1]:
@@ -257,8 +268,28 @@ def cleanable_range(log: Log, first_dirty: int, high_watermark: int, now_ms: int
     return first_dirty, max(bound, first_dirty)
 
 
+Aborted = Mapping[int, list[tuple[int, int]]]
+"""Producer id -> (first offset, marker offset) of each of its aborted transactions."""
+
+
+def _aborted_ranges(log: Log, upto: int) -> dict[int, list[tuple[int, int]]]:
+    ranges: dict[int, list[tuple[int, int]]] = {}
+    for txn in log.aborted_transactions(0, upto):
+        ranges.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
+    return ranges
+
+
+def _aborted(aborted: Aborted, attributes: int, pid: int, base: int) -> bool:
+    """Whether a data batch belongs to an aborted transaction (its records are dropped and
+    never mapped, as Kafka's cleaner discards them)."""
+    if not attributes & TRANSACTIONAL_MASK or attributes & CONTROL_MASK or pid not in aborted:
+        return False
+    return any(first <= base <= last for first, last in aborted[pid])
+
+
 def _build_map(log: Log, views: list[tuple[int, int, int, int]], first_dirty: int, upto: int,
-               offset_map: OffsetMap, verified: set[int], limit: int) -> tuple[int, int]:
+               offset_map: OffsetMap, verified: set[int], limit: int,
+               aborted: Aborted | None = None) -> tuple[int, int]:
     """Map the keys of the batches in ``[first_dirty, upto)``; returns ``(end offset, bytes
     read)``: the offset up to which the map is complete (a full map stops before the batch that
     would not fit) and what was read. The base offsets of the segments whose every batch was
@@ -276,7 +307,8 @@ def _build_map(log: Log, views: list[tuple[int, int, int, int]], first_dirty: in
                 continue
             if batch_base >= upto:
                 return end, read
-            if attributes & CONTROL_MASK == 0:
+            if attributes & CONTROL_MASK == 0 and not (
+                    aborted and _aborted(aborted, attributes, head[9], batch_base)):
                 if not offset_map.room_for(count) and len(offset_map):
                     return end, read
                 if attributes & COMPRESSION_MASK:
@@ -361,6 +393,7 @@ class _Pass:
     producer_last: Mapping[int, int]
     limit: int
     """What a compressed batch may inflate to."""
+    aborted: Aborted
 
 
 def _clean_segment(fd: int, size: int, out_fd: int, cp: _Pass, counts: _Counts,
@@ -387,6 +420,11 @@ def _clean_segment(fd: int, size: int, out_fd: int, cp: _Pass, counts: _Counts,
         elif count == 0:  # an empty header stays while it is its producer's last batch
             if pid >= 0 and cp.producer_last.get(pid) == last:
                 whole = memoryview(chunk)[rel : rel + total]
+            decided = True
+        elif cp.aborted and last < end and _aborted(cp.aborted, attributes, pid, base):
+            counts.dropped += count  # an aborted transaction's records
+            if cp.producer_last.get(pid) == last:
+                whole = _rebuild_batch(chunk, rel, head, None, [], -1)  # producer's last
             decided = True
         elif (base >= first_dirty and last < end and not attributes & DELETE_HORIZON_MASK
               and bisect_right(nulls, last) == bisect_left(nulls, base)):
@@ -496,8 +534,10 @@ def clean_log(
         offset_map.clear()
         verified: set[int] = set()
         limit = inflate_limit(log.config.max_message_bytes)
+        aborted = _aborted_ranges(log, upto)
         try:
-            end, read = _build_map(log, views, first_dirty, upto, offset_map, verified, limit)
+            end, read = _build_map(log, views, first_dirty, upto, offset_map, verified, limit,
+                                   aborted)
         except SegmentChangedError:
             return None
         if end <= first_dirty and not log.delete_horizon_due(now_ms):
@@ -509,7 +549,8 @@ def clean_log(
                    live=offset_map.live_offsets(), nulls=offset_map.null_offsets, now_ms=now_ms,
                    new_horizon=now_ms + log.config.delete_retention_ms,
                    producer_last={pid: e.last_offset
-                                  for pid, e in log.producer_entries().items()}, limit=limit)
+                                  for pid, e in log.producer_entries().items()}, limit=limit,
+                   aborted=aborted)
         counts = _Counts()
         replaced = 0
         by_base = dict(zip((v[0] for v in views), segments, strict=True))

@@ -19,7 +19,7 @@ import enum
 import struct
 from dataclasses import dataclass
 
-from replication.errors import InvalidRecordError
+from replication.errors import InvalidRecordError, StorageError
 from replication.records import (
     NO_PARTITION_LEADER_EPOCH,
     Buffer,
@@ -37,6 +37,7 @@ __all__ = [
     "control_type",
     "decode_marker",
     "encode_marker_batch",
+    "marker_fields",
     "marker_of",
     "read_marker",
 ]
@@ -106,6 +107,18 @@ def marker_of(batch: RecordBatch) -> Marker | None:
 def read_marker(data: Buffer, pos: int = 0) -> Marker | None:
     """:func:`marker_of` for the batch at ``pos`` of ``data``."""
     return marker_of(decode_batch(data, pos))
+
+
+def marker_fields(data: Buffer, pos: int = 0) -> tuple[bool, int] | None:
+    """(commit, coordinator epoch) of the control batch at ``pos`` of ``data``, for the
+    producer state of a follower or of recovery, which take the log as it is: None when the
+    batch is not a whole end-transaction marker (an empty control batch, another control
+    type, or bytes that do not decode), which they skip as Kafka skips them. Never raises."""
+    try:
+        marker = read_marker(data, pos)
+    except (InvalidRecordError, StorageError, ValueError, IndexError):
+        return None
+    return None if marker is None else (marker.commit, marker.coordinator_epoch)
 
 
 def encode_marker_batch(*, producer_id: int, producer_epoch: int, commit: bool,

@@ -13,15 +13,59 @@ from collections import deque
 from concurrent.futures import Future
 
 from interbroker.errors import ErrorCode
+from replication.errors import (
+    CorruptRecordError,
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+    StorageError,
+    TransactionCoordinatorFencedError,
+    UnknownProducerIdError,
+)
 from replication.protocol import ProduceResult
 
-__all__ = ["Done", "PendingProduce", "ProduceFuture", "ProducePurgatory", "complete", "failed"]
+__all__ = [
+    "Done",
+    "PendingProduce",
+    "ProduceFuture",
+    "ProducePurgatory",
+    "append_error",
+    "complete",
+    "failed",
+]
 
 ProduceFuture = Future[ProduceResult]
 """Completed with the produce's answer: at once for acks 0 and 1, when the HW passes it for
 acks=all."""
 Done = list[tuple[ProduceFuture, ProduceResult]]
 """Futures to complete, with their answers."""
+
+
+_APPEND_ERRORS: tuple[tuple[type[StorageError], ErrorCode, bool], ...] = (
+    (CorruptRecordError, ErrorCode.CORRUPT_MESSAGE, False),
+    (RecordBatchTooLargeError, ErrorCode.RECORD_LIST_TOO_LARGE, False),
+    (RecordTooLargeError, ErrorCode.MESSAGE_TOO_LARGE, False),
+    (OutOfOrderSequenceError, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, True),
+    (InvalidProducerEpochError, ErrorCode.INVALID_PRODUCER_EPOCH, True),
+    (UnknownProducerIdError, ErrorCode.UNKNOWN_PRODUCER_ID, True),
+    (InvalidTxnStateError, ErrorCode.INVALID_TXN_STATE, True),
+    (TransactionCoordinatorFencedError, ErrorCode.TRANSACTION_COORDINATOR_FENCED, True),
+    (InvalidRecordError, ErrorCode.INVALID_RECORD, True),
+)
+"""A refused append's error, the first class that matches, and whether the answer carries
+the error's message (a producer-state or record refusal does)."""
+
+
+def append_error(exc: StorageError) -> tuple[ErrorCode, bool]:
+    """The code a produce refused with ``exc`` is answered with, and whether the answer
+    carries its message; KAFKA_STORAGE_ERROR for a failure of the storage itself."""
+    for cls, code, with_message in _APPEND_ERRORS:
+        if isinstance(exc, cls):
+            return code, with_message
+    return ErrorCode.KAFKA_STORAGE_ERROR, False
 
 
 class PendingProduce:

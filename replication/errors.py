@@ -15,6 +15,7 @@ __all__ = [
     "InvalidEpochError",
     "InvalidProducerEpochError",
     "InvalidRecordError",
+    "InvalidTxnStateError",
     "OffsetOutOfRangeError",
     "OutOfOrderOffsetError",
     "OutOfOrderSequenceError",
@@ -23,6 +24,7 @@ __all__ = [
     "RecordTooLargeError",
     "SegmentChangedError",
     "StorageError",
+    "TransactionCoordinatorFencedError",
     "UnknownProducerIdError",
     "UnsupportedCompressionError",
 ]
@@ -102,3 +104,13 @@ class UnknownProducerIdError(ProducerStateError):
 class InvalidProducerEpochError(ProducerStateError):
     """A batch from an older epoch of the producer than the partition has seen (a fenced
     zombie): Kafka's INVALID_PRODUCER_EPOCH."""
+
+
+class InvalidTxnStateError(ProducerStateError):
+    """A batch that does not fit the producer's transaction: a non-transactional batch while
+    its transaction is open (Kafka's INVALID_TXN_STATE)."""
+
+
+class TransactionCoordinatorFencedError(ProducerStateError):
+    """A transaction marker from a coordinator epoch older than the one the partition saw for
+    the producer (a zombie coordinator): Kafka's TRANSACTION_COORDINATOR_FENCED."""

@@ -45,6 +45,8 @@ from replication.errors import (
 from replication.local_log import LocalLog, ReadResult
 from replication.log_loader import initial_log_start, load_log, open_epoch_cache
 from replication.log_retention import LogRetention
+from replication.log_transactions import LogTransactions
+from replication.origin import AppendOrigin
 from replication.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     Duplicate,
@@ -57,6 +59,7 @@ from replication.records import (
 )
 from replication.segment import BatchFacts, LogSegment
 from replication.truncation import FollowerEpochView
+from replication.txn_index import TxnIndexes
 from replication.validation import check_client_records
 
 __all__ = ["AppendInfo", "DuplicateAppend", "Log", "LogConfig", "LogSlice"]
@@ -191,7 +194,7 @@ class LogSlice:
         return f"LogSlice(fd={self.fd}, position={self.position}, size={self.size})"
 
 
-class Log(LogRetention):
+class Log(LogRetention, LogTransactions):
     """The log of one partition, in a directory named ``<topic>-<partition>``.
 
     Thread-safe: one lock serialises appends, reads, truncation and retention.
@@ -219,6 +222,7 @@ class Log(LogRetention):
         self.leader_epoch_cache, self._epochs_lost = open_epoch_cache(directory, clock)
         self._producers = ProducerStateManager(
             directory, expiration_ms=producer_id_expiration_ms, clock=clock)
+        self._txn_index = TxnIndexes(directory)
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -257,6 +261,7 @@ class Log(LogRetention):
         load_log(log._local, recovery_point, cache=log.leader_epoch_cache,
                  epochs_lost=log._epochs_lost, producers=log._producers, now=log._clock.now_ms(),
                  tiered=tiered)
+        log._load_txn_index()
         log._log_start_offset = initial_log_start(log._local, log_start_offset, tiered=tiered)
         log.leader_epoch_cache.truncate_from_start(log._log_start_offset)
         return log
@@ -340,28 +345,6 @@ class Log(LogRetention):
                 log_end_offset=self._local.leo,
             )
 
-    def producer_entry(self, producer_id: int) -> ProducerEntry | None:
-        """What the log knows of idempotent producer ``producer_id`` (None: nothing)."""
-        with self._lock:
-            return self._producers.entry(producer_id)
-
-    def producer_entries(self) -> dict[int, ProducerEntry]:
-        """The producer state: producer id -> entry (a copy)."""
-        with self._lock:
-            return self._producers.entries()
-
-    @property
-    def producer_snapshot_offsets(self) -> tuple[int, ...]:
-        """Offsets of the producer state snapshots on disk."""
-        with self._lock:
-            return self._producers.snapshot_offsets
-
-    def remove_expired_producers(self, now_ms: int | None = None) -> int:
-        """Forget the producers idle for ``producer.id.expiration.ms`` (by their last batch's
-        timestamp, as Kafka measures it); returns how many."""
-        with self._lock:
-            return self._producers.remove_expired(self._clock.now_ms() if now_ms is None else now_ms)
-
     def reconfigure(self, config: LogConfig) -> None:
         """Take new settings (a topic config change): the next append rolls and the next
         retention pass deletes by them; segments rolled from now on index at its interval."""
@@ -375,7 +358,8 @@ class Log(LogRetention):
     # -- appending -----------------------------------------------------------------------------
 
     def append_as_leader(
-        self, records: bytes | bytearray | memoryview, leader_epoch: int
+        self, records: bytes | bytearray | memoryview, leader_epoch: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> AppendInfo:
         """Append raw batches as the leader in ``leader_epoch``: assign offsets from the log end
         and stamp the epoch into each batch header.
@@ -389,7 +373,12 @@ class Log(LogRetention):
         nothing (a :class:`DuplicateAppend`); :class:`OutOfOrderSequenceError`,
         :class:`InvalidProducerEpochError` and
         :class:`InvalidRecordError` refuse it (see :mod:`replication.producer_state`).
+
+        ``origin`` :attr:`~AppendOrigin.COORDINATOR` is a coordinator's append (see
+        :class:`AppendOrigin`): control batches are taken, and the producer state checks the
+        epochs but not the sequence (nor looks for a retry).
         """
+        coordinator = origin is AppendOrigin.COORDINATOR
         facts = validate_batches(records, from_client=True)
         limit = self.config.max_message_bytes
         for fact in facts:
@@ -397,7 +386,8 @@ class Log(LogRetention):
                 raise RecordTooLargeError(
                     f"a batch of {fact[1]} bytes exceeds max.message.bytes {limit}")
         check_client_records(records, facts, limit=inflate_limit(limit),
-                             compacted=self.config.compact, where=self.directory.name)
+                             compacted=self.config.compact, where=self.directory.name,
+                             control=coordinator)
         if leader_epoch < 0:
             raise InvalidEpochError(f"leader epoch {leader_epoch} is negative")
         if isinstance(records, bytearray) or (
@@ -414,10 +404,14 @@ class Log(LogRetention):
                     f"leader epoch {leader_epoch} is older than the log's latest epoch {latest}"
                 )
             offset = self._local.leo
-            checked = (
-                self._producers.check_client_append(buf, facts, offset)
-                if len(facts) > 1 or facts[0][6] >= 0 else None  # a producer id: idempotent
-            )
+            if coordinator:
+                checked: ProducerEntry | Duplicate | None = (
+                    self._producers.check_coordinator_append(buf, facts, offset))
+            else:
+                checked = (
+                    self._producers.check_client_append(buf, facts, offset)
+                    if len(facts) > 1 or facts[0][6] >= 0 else None  # a producer id
+                )
             if checked is not None and type(checked) is Duplicate:
                 batch = checked.batch
                 return DuplicateAppend(first_offset=batch.first_offset,
@@ -430,7 +424,9 @@ class Log(LogRetention):
                 offset += last_delta + 1
             info = self._append(memoryview(buf), stamped, [(leader_epoch, self._local.leo)])
             if checked is not None:
-                self._producers.apply(checked)  # type: ignore[arg-type]
+                aborted = self._producers.apply(checked)  # type: ignore[arg-type]
+                if aborted:
+                    self._index_aborted(aborted)
             return info
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
@@ -465,7 +461,9 @@ class Log(LogRetention):
             producers = self._producers.replicated_entries(records, facts)
             info = self._append(memoryview(records), facts, new_epochs)
             if producers is not None:
-                self._producers.apply(producers)
+                aborted = self._producers.apply(producers)
+                if aborted:
+                    self._index_aborted(aborted)
             return info
 
     def _append(
@@ -588,6 +586,7 @@ class Log(LogRetention):
             self._check_open()
             self._local.flush_segments()
             self._producers.sync_snapshots()
+            self._txn_index.sync()
             self._local.sync_directory()
             self._local.recovery_point = self._local.leo
 
@@ -661,7 +660,11 @@ class Log(LogRetention):
 
         with self._lock:
             self._check_open()
-            return self._local.replace_segments(old, cleaned, step, sizes)
+            bases = [segment.base_offset for segment in old]
+            if not self._local.replace_segments(old, cleaned, step, sizes):
+                return False
+            self._txn_index.merge(bases)
+            return True
 
     def take_truncation(self) -> int | None:
         """The lowest offset the log was truncated to since the last call (None: no

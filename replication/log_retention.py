@@ -23,6 +23,7 @@ from replication.epochs import LeaderEpochCache
 from replication.errors import CorruptSnapshotError
 from replication.local_log import LocalLog
 from replication.producer_state import ProducerStateManager, decode_snapshot, snapshot_file_name
+from replication.txn_index import TxnIndexes
 
 __all__ = ["LogRetention", "RetentionSettings", "SegmentCopySource"]
 
@@ -81,6 +82,7 @@ class LogRetention:
     _lock: threading.RLock
     _local: LocalLog
     _producers: ProducerStateManager
+    _txn_index: TxnIndexes
     _log_start_offset: int
     _highest_remote_offset: int
     _truncated_to: int | None
@@ -128,6 +130,7 @@ class LogRetention:
             self._log_start_offset = min(self._log_start_offset, offset)
             self._local.truncate_to(offset)
             self.leader_epoch_cache.truncate_from_end(self._local.leo)
+            self._txn_index.truncate_to(self._local.leo)
             self._reload_producer_state()
             return True
 
@@ -152,6 +155,7 @@ class LogRetention:
             self._highest_remote_offset = -1
             self.leader_epoch_cache.clear()
             self._producers.truncate_fully()
+            self._txn_index.delete_all()
 
     # -- the log start, retention and the remote tier ------------------------------------------
 
@@ -301,6 +305,7 @@ class LogRetention:
         """Delete the ``count`` oldest segments (never the active one; lock held)."""
         self._local.drop_oldest(count)
         self._producers.delete_snapshots_below(self._local.first_base)
+        self._txn_index.delete_below(self._local.first_base)
 
     def move_start_for_remote_retention(self, offset: int) -> int:
         """Remote retention is deleting every remote segment below ``offset`` (the first one it

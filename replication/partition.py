@@ -21,8 +21,6 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
-from enum import Enum
 
 from coordinator.clock import Clock
 from coordinator.codecs import PartitionStateNode, TopicPartition
@@ -35,20 +33,14 @@ from replication.delayed_produce import (
     PendingProduce,
     ProduceFuture,
     ProducePurgatory,
+    append_error,
     complete,
     failed,
 )
 from replication.delete_records import DeleteRecordsResult, low_watermark, resolve_delete_offset
 from replication.errors import (
-    CorruptRecordError,
-    InvalidProducerEpochError,
-    InvalidRecordError,
     OffsetOutOfRangeError,
-    OutOfOrderSequenceError,
-    RecordBatchTooLargeError,
-    RecordTooLargeError,
     StorageError,
-    UnknownProducerIdError,
 )
 from replication.isr import (
     UNKNOWN_OFFSET,
@@ -61,7 +53,15 @@ from replication.isr import (
     out_of_sync_replicas,
 )
 from replication.log import Log, LogSlice
-from replication.protocol import ACKS_ALL, ConsumerRead, FetchResult, OffsetAnswer, ProduceResult
+from replication.protocol import (
+    ACKS_ALL,
+    AppendOrigin,
+    ConsumerRead,
+    FetchResult,
+    OffsetAnswer,
+    ProduceResult,
+)
+from replication.replica_status import IsrCounts, ReplicaStatus, Role
 from replication.truncation import FollowerEpochView
 
 __all__ = ["IsrCounts", "Partition", "ReplicaStatus", "Role"]
@@ -79,41 +79,6 @@ def _follower_records(log_: Log, offset: int, max_bytes: int, leo: int, as_slice
     return log_.read(offset, max_bytes).records
 
 
-class Role(Enum):
-    NONE = "none"
-    LEADER = "leader"
-    FOLLOWER = "follower"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReplicaStatus:
-    """A consistent snapshot of a partition, for metadata answers and tests."""
-
-    tp: TopicPartition
-    role: Role
-    leader: int
-    leader_epoch: int
-    partition_epoch: int
-    isr: tuple[int, ...]
-    replicas: tuple[int, ...]
-    high_watermark: int
-    log_start_offset: int
-    log_end_offset: int
-    local_log_start_offset: int = -1
-    """The first offset on local disk (below it, a tiered log's records are remote)."""
-
-
-class IsrCounts:
-    """The ISR shrinks and expands this leader wrote, over all the partitions that share it
-    (Kafka's IsrShrinksPerSec and IsrExpandsPerSec): a write that drops a replica is a shrink,
-    one that adds a replica an expand. Counts only grow (read by the metrics, from another
-    thread)."""
-
-    __slots__ = ("expands", "shrinks")
-
-    def __init__(self) -> None:
-        self.shrinks = 0
-        self.expands = 0
 
 
 class Partition:
@@ -180,6 +145,13 @@ class Partition:
     @property
     def high_watermark(self) -> int:
         return self._hw
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: the HW, or below it the first offset of a transaction not yet decided
+        below it (what a read_committed consumer reads up to)."""
+        with self._lock:
+            return self.log.last_stable_offset(self._hw)
 
     @property
     def isr(self) -> tuple[int, ...]:
@@ -302,7 +274,8 @@ class Partition:
     # -- leader: produce -----------------------------------------------------------------------
 
     def append_as_leader(
-        self, records: bytes | bytearray, acks: int, timeout_ms: int
+        self, records: bytes | bytearray, acks: int, timeout_ms: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> ProduceFuture:
         """Append a producer's batches. The future completes at once for acks 0 and 1, and
         for acks=all when the HW passes the last offset (or on error, leadership loss or
@@ -311,7 +284,8 @@ class Partition:
         An idempotent producer's retry of a batch the log holds is answered with that batch's
         offsets (for acks=all once they are committed) and not appended again; a batch that
         does not continue the producer's sequence, or comes from a fenced epoch, is refused
-        (see :mod:`replication.producer_state`)."""
+        (see :mod:`replication.producer_state`). ``origin`` is the log's
+        (:meth:`Log.append_as_leader`)."""
         future: ProduceFuture = Future()
         if acks not in (0, 1, ACKS_ALL):
             return failed(future, ErrorCode.INVALID_REQUIRED_ACKS)
@@ -321,24 +295,12 @@ class Partition:
             if acks == ACKS_ALL and len(self._isr) < self._min_isr():
                 return failed(future, ErrorCode.NOT_ENOUGH_REPLICAS)
             try:
-                info = self.log.append_as_leader(records, self._leader_epoch)
-            except CorruptRecordError:
-                return failed(future, ErrorCode.CORRUPT_MESSAGE)
-            except RecordBatchTooLargeError:
-                return failed(future, ErrorCode.RECORD_LIST_TOO_LARGE)
-            except RecordTooLargeError:
-                return failed(future, ErrorCode.MESSAGE_TOO_LARGE)
-            except OutOfOrderSequenceError as exc:
-                return failed(future, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, str(exc))
-            except InvalidProducerEpochError as exc:
-                return failed(future, ErrorCode.INVALID_PRODUCER_EPOCH, str(exc))
-            except UnknownProducerIdError as exc:
-                return failed(future, ErrorCode.UNKNOWN_PRODUCER_ID, str(exc))
-            except InvalidRecordError as exc:
-                return failed(future, ErrorCode.INVALID_RECORD, str(exc))
-            except StorageError:
-                log.exception("append to %s failed", self.tp)
-                return failed(future, ErrorCode.KAFKA_STORAGE_ERROR)
+                info = self.log.append_as_leader(records, self._leader_epoch, origin)
+            except StorageError as exc:
+                code, with_message = append_error(exc)
+                if code is ErrorCode.KAFKA_STORAGE_ERROR:
+                    log.exception("append to %s failed", self.tp)
+                return failed(future, code, str(exc) if with_message else None)
             result = ProduceResult(
                 error=ErrorCode.NONE, base_offset=info.first_offset,
                 last_offset=info.last_offset, log_append_time=info.log_append_time,

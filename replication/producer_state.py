@@ -1,5 +1,5 @@
-"""Per-partition producer state for idempotent producers: Kafka's ProducerStateManager (KIP-98),
-without transactions.
+"""Per-partition producer state for idempotent and transactional producers: Kafka's
+ProducerStateManager (KIP-98).
 
 For every producer id that wrote to the partition the state keeps its epoch and its last five
 batches (first and last sequence, first and last offset, max timestamp). A leader checks each
@@ -28,9 +28,19 @@ batch of an idempotent producer against it before appending, by the rules of Kaf
 
 Batches without a producer id (-1) are not looked at. Followers and recovery apply the same
 updates without the checks (Kafka's REPLICATION origin), so every replica holds the state and a
-new leader recognises a retry of a batch its predecessor appended. Transactional and control
-batches are not interpreted (no transactions here): the former count as idempotent batches, the
-latter are skipped.
+new leader recognises a retry of a batch its predecessor appended.
+
+Transactions (the rules are :mod:`replication.producer_entry`'s): a transactional batch opens
+the producer's transaction in the partition (its first offset is the entry's
+``current_txn_first_offset``) unless one is open; a non-transactional batch while it is open
+is INVALID_TXN_STATE; an end-transaction marker (a control batch, appended by the partition's
+leader for the transaction coordinator, see :mod:`replication.txn_markers`) closes it after
+the checks of its producer epoch (INVALID_PRODUCER_EPOCH) and coordinator epoch
+(TRANSACTION_COORDINATOR_FENCED), and leaves the coordinator epoch in the entry. A
+coordinator's own appends (:meth:`ProducerStateManager.check_coordinator_append`, Kafka's
+COORDINATOR origin) are checked for the epoch only: no sequence, no duplicates. Followers and
+recovery track transactions and markers as the leader did (a control batch that is not a
+marker is skipped, as Kafka skips it), and a producer with an open transaction never expires.
 
 State outlives the process through snapshots, one owner (the partition's
 :class:`~replication.log.Log`) and Kafka's file format: ``<offset, 20 digits>.snapshot`` holds the
@@ -60,21 +70,33 @@ import os
 import struct
 from bisect import insort
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 import crc32c
 
 from coordinator.clock import Clock
 from replication.checkpoints import PRIVATE_FILE_MODE, fsync_directory, move_aside
-from replication.errors import (
-    CorruptSnapshotError,
-    InvalidProducerEpochError,
-    InvalidRecordError,
-    OutOfOrderSequenceError,
-    UnknownProducerIdError,
+from replication.control import marker_fields
+from replication.errors import CorruptSnapshotError, InvalidProducerEpochError, InvalidRecordError
+from replication.producer_entry import (
+    BATCHES_TO_RETAIN,
+    MAX_SEQUENCE,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    BatchMetadata,
+    Duplicate,
+    ProducerBatch,
+    ProducerEntry,
+    after_data_batch,
+    after_marker,
+    check_client_batch,
+    decrement_sequence,
+    in_sequence,
+    increment_sequence,
+    last_sequence,
 )
+from replication.transactions import CompletedTxn, TxnTracker
 
 __all__ = [
     "BATCHES_TO_RETAIN",
@@ -89,6 +111,8 @@ __all__ = [
     "ProducerBatch",
     "ProducerEntry",
     "ProducerStateManager",
+    "after_data_batch",
+    "after_marker",
     "check_client_batch",
     "decode_snapshot",
     "decrement_sequence",
@@ -99,17 +123,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
-NO_TIMESTAMP = -1
-MAX_SEQUENCE = (1 << 31) - 1
-BATCHES_TO_RETAIN = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 24 * 3600 * 1000  # producer.id.expiration.ms
 
 _CONTROL_MASK = 0x20
+_TRANSACTIONAL_MASK = 0x10
 # attributes, lastOffsetDelta, (baseTimestamp), maxTimestamp, producerId, producerEpoch,
 # baseSequence: from the attributes (byte 21) of a batch header to its end.
 _PRODUCER_FIELDS = struct.Struct(">hi8xqqhi")
@@ -119,142 +138,9 @@ _SNAPSHOT_CRC_FROM = 6
 _SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
 
 
-def increment_sequence(sequence: int, increment: int) -> int:
-    """``sequence + increment``, wrapping past 2**31-1 to 0 (Kafka's producers wrap so)."""
-    if sequence > MAX_SEQUENCE - increment:
-        return increment - (MAX_SEQUENCE - sequence) - 1
-    return sequence + increment
-
-
-def decrement_sequence(sequence: int, decrement: int) -> int:
-    """``sequence - decrement``, the inverse of :func:`increment_sequence`."""
-    if sequence < decrement:
-        return MAX_SEQUENCE - (decrement - sequence) + 1
-    return sequence - decrement
-
-
 def snapshot_file_name(offset: int) -> str:
     """``00000000000000000042.snapshot`` for offset 42."""
     return f"{offset:020d}{SNAPSHOT_SUFFIX}"
-
-
-class BatchMetadata(NamedTuple):
-    """One batch of a producer as the state remembers it (Kafka's BatchMetadata). A named
-    tuple, as the entries holding it: the leader builds one per idempotent append."""
-
-    last_seq: int
-    last_offset: int
-    offset_delta: int
-    timestamp: int
-
-    @property
-    def first_seq(self) -> int:
-        return decrement_sequence(self.last_seq, self.offset_delta)
-
-    @property
-    def first_offset(self) -> int:
-        return self.last_offset - self.offset_delta
-
-
-class ProducerEntry(NamedTuple):
-    """What a partition knows of one producer: its epoch and its last batches, oldest first
-    (at most :data:`BATCHES_TO_RETAIN`). Immutable: an append builds the next entry, which is
-    stored only once the batch is in the log."""
-
-    producer_id: int
-    epoch: int
-    batches: tuple[BatchMetadata, ...]
-    last_timestamp: int
-    coordinator_epoch: int = -1
-    current_txn_first_offset: int = -1
-
-    @classmethod
-    def empty(cls, producer_id: int) -> ProducerEntry:
-        return cls(producer_id, NO_PRODUCER_EPOCH, (), NO_TIMESTAMP)
-
-    @property
-    def last_seq(self) -> int:
-        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
-
-    @property
-    def last_offset(self) -> int:
-        return self.batches[-1].last_offset if self.batches else -1
-
-    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
-        """The retained batch with exactly this epoch and sequence range, if any."""
-        if epoch != self.epoch:
-            return None
-        for batch in self.batches:
-            if batch.last_seq == last_seq and batch.first_seq == first_seq:
-                return batch
-        return None
-
-    def with_batch(self, epoch: int, batch: BatchMetadata) -> ProducerEntry:
-        """The entry after ``batch``: a new epoch starts the retained batches afresh."""
-        kept = self.batches if epoch == self.epoch else ()
-        if len(kept) >= BATCHES_TO_RETAIN:
-            kept = kept[1 - BATCHES_TO_RETAIN:]
-        return ProducerEntry(self.producer_id, epoch, (*kept, batch), batch.timestamp,
-                             self.coordinator_epoch, self.current_txn_first_offset)
-
-
-class ProducerBatch(NamedTuple):
-    """The header fields of one idempotent batch that the state is built from (a named tuple:
-    recovery builds one per batch it walks)."""
-
-    base_offset: int
-    last_offset_delta: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    attributes: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Duplicate:
-    """A produced batch the partition already holds: answer with where it is, append nothing."""
-
-    batch: BatchMetadata
-
-
-def _in_sequence(last_seq: int, next_seq: int) -> bool:
-    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == MAX_SEQUENCE)
-
-
-def check_client_batch(entry: ProducerEntry | None, *, producer_id: int, epoch: int,
-                       first_seq: int, offset: int, where: str) -> None:
-    """Kafka's checks of a producer's batch against the partition's entry for it (None: the
-    partition does not know the producer): raises :class:`InvalidProducerEpochError`,
-    :class:`OutOfOrderSequenceError` or (a producer the partition does not know, not starting
-    at sequence 0) :class:`UnknownProducerIdError`, naming the batch's ``offset`` in
-    ``where``."""
-    current = entry.epoch if entry is not None else NO_PRODUCER_EPOCH
-    if epoch < current:
-        raise InvalidProducerEpochError(
-            f"epoch of producer {producer_id} at offset {offset} in {where} is {epoch}, which "
-            f"is smaller than the last seen epoch {current}")
-    if epoch != current:
-        if first_seq != 0:
-            if current == NO_PRODUCER_EPOCH:
-                raise UnknownProducerIdError(
-                    f"found no record of producer {producer_id} in {where} at offset {offset}: "
-                    f"its batch at sequence {first_seq} may follow batches never written")
-            raise OutOfOrderSequenceError(
-                f"invalid sequence number for new epoch of producer {producer_id} at offset "
-                f"{offset} in {where}: {epoch} (request epoch), {first_seq} (seq. number), "
-                f"{current} (current producer epoch)")
-        return
-    last_seq = entry.last_seq if entry is not None else NO_SEQUENCE
-    if current != NO_PRODUCER_EPOCH and not _in_sequence(last_seq, first_seq):
-        raise OutOfOrderSequenceError(
-            f"out of order sequence number for producer {producer_id} at offset {offset} in "
-            f"{where}: {first_seq} (incoming seq. number), {last_seq} (current end sequence "
-            "number)")
-
-
-def _last_seq(base_seq: int, last_delta: int) -> int:
-    return NO_SEQUENCE if base_seq == NO_SEQUENCE else increment_sequence(base_seq, last_delta)
 
 
 # -- snapshots ----------------------------------------------------------------------------------
@@ -323,6 +209,10 @@ def _write_file(path: Path, data: bytes, *, sync: bool) -> None:
 # -- the manager --------------------------------------------------------------------------------
 
 
+Aborted = tuple[CompletedTxn, int]
+"""A transaction an abort marker ended, and the LSO when it did (an aborted-transaction index
+entry's)."""
+
 Replay = Callable[[int, int], Iterable[ProducerBatch]]
 """``replay(start, end)``: the idempotent batches of the log from ``start`` to before ``end``."""
 
@@ -344,6 +234,9 @@ class ProducerStateManager:
         self._clock = clock
         self._where = directory.name
         self._producers: dict[int, ProducerEntry] = {}
+        self._txns = TxnTracker()
+        self._staged: list[Aborted] = []  # what the last check found completed
+        self._replayed: list[Aborted] = []
         self._snapshots: list[int] = []
         self._unsynced: set[int] = set()
 
@@ -376,6 +269,8 @@ class ProducerStateManager:
         appended (:meth:`apply` it then). Raises :class:`InvalidRecordError` for an idempotent
         batch sent with others or without a sequence, and the errors of
         :func:`check_client_batch`."""
+        if self._staged:  # from a coordinator's append that failed after its check
+            self._staged = []
         if len(facts) == 1:
             pos = facts[0][0]
             if facts[0][-1] < 0:
@@ -394,7 +289,7 @@ class ProducerStateManager:
                 f"{pid}")
         last_seq = increment_sequence(base_seq, last_delta)
         entry = self._producers.get(pid)
-        if entry is None or epoch != entry.epoch or not entry.batches or not _in_sequence(
+        if entry is None or epoch != entry.epoch or not entry.batches or not in_sequence(
                 entry.batches[-1].last_seq, base_seq):
             # Anything but the producer's next batch (which can be neither a retry nor out of
             # order: the common case, decided without the rest).
@@ -405,14 +300,63 @@ class ProducerStateManager:
             check_client_batch(entry, producer_id=pid, epoch=epoch, first_seq=base_seq,
                                offset=first_offset, where=self._where)
             entry = entry or ProducerEntry.empty(pid)
-        return entry.with_batch(
+        updated = entry.with_batch(
             epoch, BatchMetadata(last_seq, first_offset + last_delta, last_delta, max_ts))
+        if attributes & _TRANSACTIONAL_MASK or updated.current_txn_first_offset >= 0:
+            return after_data_batch(updated, bool(attributes & _TRANSACTIONAL_MASK),
+                                    first_offset, strict=True, where=self._where)
+        return updated
+
+    def check_coordinator_append(
+        self, buf: bytes | bytearray | memoryview, facts: Sequence[tuple[int, ...]],
+        first_offset: int,
+    ) -> ProducerEntry | None:
+        """:meth:`check_client_append` for a coordinator's append (Kafka's COORDINATOR
+        origin): no duplicate detection and no sequence check, but the producer epoch is
+        checked (:class:`InvalidProducerEpochError`), a transactional batch opens the
+        producer's transaction, and a control batch must be an end-transaction marker, checked
+        by :func:`after_marker`. None when no batch has a producer id."""
+        if all(f[-1] < 0 for f in facts):
+            return None
+        if len(facts) != 1:
+            raise InvalidRecordError(
+                f"{self._where}: a coordinator's append holding a batch with a producer id must "
+                f"hold one batch, not {len(facts)}")
+        pos = facts[0][0]
+        (attributes, last_delta, max_ts, pid, epoch, base_seq) = _PRODUCER_FIELDS.unpack_from(
+            buf, pos + _ATTRIBUTES_OFFSET)
+        entry = self._producers.get(pid) or ProducerEntry.empty(pid)
+        if attributes & _CONTROL_MASK:
+            marker = marker_fields(buf, pos)
+            if marker is None:
+                raise InvalidRecordError(
+                    f"{self._where}: a control batch of producer {pid} that is not a "
+                    "transaction marker")
+            ended = after_marker(entry, producer_epoch=epoch, coordinator_epoch=marker[1],
+                                 timestamp=max_ts, offset=first_offset, strict=True,
+                                 where=self._where)
+            self._staged = []
+            if entry.current_txn_first_offset >= 0:
+                txn = CompletedTxn(pid, entry.current_txn_first_offset, first_offset,
+                                   not marker[0])
+                self._staged = [(txn, self._txns.last_stable_offset_of(txn))]
+            return ended
+        self._staged = []
+        if epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"epoch of producer {pid} at offset {first_offset} in {self._where} is {epoch}, "
+                f"which is smaller than the last seen epoch {entry.epoch}")
+        updated = entry.with_batch(epoch, BatchMetadata(
+            last_sequence(base_seq, last_delta), first_offset + last_delta, last_delta, max_ts))
+        return after_data_batch(updated, bool(attributes & _TRANSACTIONAL_MASK), first_offset,
+                                strict=True, where=self._where)
 
     def replicated_entries(
         self, buf: bytes | bytearray | memoryview, facts: Sequence[tuple[int, ...]]
     ) -> list[ProducerEntry] | None:
         """The entries a follower's append of ``facts`` (offsets already assigned) leads to,
         unchecked (Kafka's REPLICATION origin); None when no batch has a producer id."""
+        self._staged = []
         producers = [f for f in facts if f[-1] >= 0]
         if not producers:
             return None
@@ -420,37 +364,106 @@ class ProducerStateManager:
         for pos, _size, base, *_rest in producers:
             fields = _PRODUCER_FIELDS.unpack_from(buf, pos + _ATTRIBUTES_OFFSET)
             attributes, last_delta, max_ts, pid, epoch, seq = fields
-            self._replay_one(updated, ProducerBatch(base, last_delta, max_ts, pid, epoch, seq,
-                                                    attributes))
+            marker = marker_fields(buf, pos) if attributes & _CONTROL_MASK else None
+            done = self._replay_one(updated, ProducerBatch(base, last_delta, max_ts, pid, epoch,
+                                                           seq, attributes, marker))
+            if done is not None:
+                self._staged.append(done)
         return list(updated.values())
 
     def replay_batch(self, batch: ProducerBatch) -> None:
-        """Apply a batch of the log unchecked, at once (recovery walking a segment)."""
-        self._replay_one(self._producers, batch)
+        """Apply a batch of the log unchecked, at once (recovery walking a segment); a
+        transaction it aborts is kept for :meth:`take_replayed_aborted`."""
+        done = self._replay_one(self._producers, batch)
+        if done is not None:
+            self._txns.complete(done[0])
+        entry = self._producers.get(batch.producer_id)
+        if entry is not None:
+            self._txns.update(entry.producer_id, entry.current_txn_first_offset)
+        if done is not None and done[0].aborted:
+            self._replayed.append(done)
 
-    def _replay_one(self, updated: dict[int, ProducerEntry], b: ProducerBatch) -> None:
-        """Put the entry after ``b`` in ``updated`` (which may be the state itself)."""
-        if b.attributes & _CONTROL_MASK:
-            return
+    def take_replayed_aborted(self) -> list[Aborted]:
+        """The transactions aborted in the batches replayed since the state was last loaded
+        (the log rebuilds the aborted-transaction index of what recovery walked from them)."""
+        taken, self._replayed = self._replayed, []
+        return taken
+
+    def _replay_one(self, updated: dict[int, ProducerEntry], b: ProducerBatch
+                    ) -> Aborted | None:
+        """Put the entry after ``b`` in ``updated`` (which may be the state itself); the
+        transaction it completes, if it is a marker ending one, with its LSO."""
         pid = b.producer_id
         entry = updated.get(pid) or self._producers.get(pid) or ProducerEntry.empty(pid)
+        if b.attributes & _CONTROL_MASK:
+            if b.marker is None:  # not a marker: skipped, as Kafka skips it
+                return None
+            updated[pid] = after_marker(entry, producer_epoch=b.producer_epoch,
+                                        coordinator_epoch=b.marker[1],
+                                        timestamp=b.max_timestamp, offset=b.base_offset,
+                                        strict=False, where=self._where)
+            if entry.current_txn_first_offset < 0:
+                return None
+            txn = CompletedTxn(pid, entry.current_txn_first_offset, b.base_offset,
+                               not b.marker[0])
+            return txn, self._lso_of(txn, updated)
         if b.producer_epoch < entry.epoch:
             log.warning("%s: epoch of producer %d at offset %d is %d, which is smaller than the "
                         "last seen epoch %d", self._where, pid, b.base_offset, b.producer_epoch,
                         entry.epoch)
-        batch = BatchMetadata(_last_seq(b.base_sequence, b.last_offset_delta),
+        batch = BatchMetadata(last_sequence(b.base_sequence, b.last_offset_delta),
                               b.base_offset + b.last_offset_delta, b.last_offset_delta,
                               b.max_timestamp)
-        updated[pid] = entry.with_batch(b.producer_epoch, batch)
+        entry = entry.with_batch(b.producer_epoch, batch)
+        if b.attributes & _TRANSACTIONAL_MASK or entry.current_txn_first_offset >= 0:
+            entry = after_data_batch(entry, bool(b.attributes & _TRANSACTIONAL_MASK),
+                                     b.base_offset, strict=False, where=self._where)
+        updated[pid] = entry
+        return None
 
-    def apply(self, entries: ProducerEntry | Iterable[ProducerEntry]) -> None:
-        """Store what :meth:`check_client_append` or :meth:`replicated_entries` returned, once
-        the batches are in the log."""
+    def _lso_of(self, txn: CompletedTxn, updated: dict[int, ProducerEntry]) -> int:
+        """``txn``'s LSO, the transactions of the entries in ``updated`` (not stored yet) as
+        they are there."""
+        if updated is self._producers:
+            return self._txns.last_stable_offset_of(txn)
+        firsts = [first for pid, first in self._txns.ongoing.items()
+                  if pid != txn.producer_id and pid not in updated]
+        firsts += [e.current_txn_first_offset for pid, e in updated.items()
+                   if pid != txn.producer_id and e.current_txn_first_offset >= 0]
+        return min(firsts) if firsts else txn.last_offset + 1
+
+    def apply(self, entries: ProducerEntry | Iterable[ProducerEntry]) -> list[Aborted]:
+        """Store what :meth:`check_client_append`, :meth:`check_coordinator_append` or
+        :meth:`replicated_entries` returned, once the batches are in the log; returns the
+        transactions the batches aborted, each with its LSO (for the aborted-transaction
+        index)."""
+        aborted: list[Aborted] = []
+        if self._staged:
+            staged, self._staged = self._staged, []
+            for txn, lso in staged:
+                self._txns.complete(txn)
+                if txn.aborted:
+                    aborted.append((txn, lso))
+        txns = self._txns
         if isinstance(entries, ProducerEntry):
             self._producers[entries.producer_id] = entries
+            txns.update(entries.producer_id, entries.current_txn_first_offset)
         else:
             for entry in entries:
                 self._producers[entry.producer_id] = entry
+                txns.update(entry.producer_id, entry.current_txn_first_offset)
+        return aborted
+
+    def last_stable_offset(self, high_watermark: int, log_start_offset: int) -> int:
+        """The LSO (:mod:`replication.transactions`)."""
+        return self._txns.last_stable_offset(high_watermark, log_start_offset)
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        return self._txns.first_unstable_offset(high_watermark)
+
+    def ongoing_transactions(self) -> dict[int, int]:
+        """Producer id -> first offset of its open transaction."""
+        return self._txns.ongoing
 
     def remove_expired(self, now_ms: int) -> int:
         """Forget producers whose last batch is ``producer.id.expiration.ms`` old (by its
@@ -557,6 +570,7 @@ class ProducerStateManager:
         """The state at ``upto``: the latest snapshot at or below it (a corrupt one is moved
         aside and the next older tried), then the batches after it."""
         self._producers = {}
+        self._replayed = []
         start = log_start
         now = self._clock.now_ms()
         for offset in reversed([o for o in self._snapshots if o <= upto]):
@@ -574,9 +588,10 @@ class ProducerStateManager:
             self._producers = {e.producer_id: e for e in entries if not self._expired(e, now)}
             start = offset
             break
+        self._reset_txns()
         if start < upto:
             for batch in replay(start, upto):
-                self._replay_one(self._producers, batch)
+                self.replay_batch(batch)
 
     def install_snapshot(self, offset: int, data: bytes) -> None:
         """Take ``data`` (a snapshot from elsewhere: a remote segment's, KIP-405) as the
@@ -589,10 +604,17 @@ class ProducerStateManager:
         self._unsynced.discard(offset)
         now = self._clock.now_ms()
         self._producers = {e.producer_id: e for e in entries if not self._expired(e, now)}
+        self._reset_txns()
+
+    def _reset_txns(self) -> None:
+        self._staged = []
+        self._txns.reset((e.producer_id, e.current_txn_first_offset)
+                         for e in self._producers.values() if e.current_txn_first_offset >= 0)
 
     def truncate_fully(self) -> None:
         """Forget everything and delete every snapshot (the log restarts empty)."""
         self._producers = {}
+        self._reset_txns()
         self._delete_snapshots(list(self._snapshots))
 
     def __repr__(self) -> str:

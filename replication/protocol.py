@@ -18,12 +18,14 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
 from coordinator.codecs import TopicPartition
 from interbroker.errors import ErrorCode
+from replication.origin import AppendOrigin
 
 if TYPE_CHECKING:
     from replication.log import LogSlice
 
 __all__ = [
     "ACKS_ALL",
+    "AppendOrigin",
     "CONSUMER_REPLICA_ID",
     "ConsumerRead",
     "EpochAnswer",

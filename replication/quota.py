@@ -15,6 +15,7 @@ bytes recorded exceed ``rate * window`` by at most the burst and one read.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterable, Mapping
 
@@ -30,6 +31,8 @@ __all__ = [
     "ThrottledReplicas",
     "parse_throttled_replicas",
 ]
+
+log = logging.getLogger(__name__)
 
 LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
@@ -65,6 +68,20 @@ class ReplicationQuota:
             self._rate = None if rate is None or rate < 0 else float(rate)
             self._at = self._monotonic()
             self._tokens = self._capacity()
+
+    def configure(self, key: str, value: str | None, where: str) -> None:
+        """Take the rate a broker's dynamic config gives under ``key`` (bytes per second;
+        None: no limit), logging a change; a value that does not parse is ignored with a
+        warning (the limit is then lifted: it was validated where it was written)."""
+        rate: float | None = None
+        if value is not None:
+            try:
+                rate = float(int(value))
+            except ValueError:
+                log.warning("%s: ignoring %s=%r", where, key, value)
+        if rate != self.rate:
+            log.info("%s: %s is %s", where, key, "unlimited" if rate is None else f"{rate:.0f} B/s")
+            self.set_rate(rate)
 
     def _capacity(self) -> float:
         return 0.0 if self._rate is None else self._rate * self._burst

@@ -15,8 +15,7 @@ directory and the partitions get their high watermarks back from its checkpoint.
 
 from __future__ import annotations
 
-import base64
-import binascii
+import asyncio
 import logging
 import threading
 import uuid
@@ -54,6 +53,7 @@ from replication.log_throttle import ThrottledLog, out_of_descriptors
 from replication.partition import IsrCounts, Partition, ReplicaStatus, Role
 from replication.protocol import (
     ACKS_ALL,
+    AppendOrigin,
     ConsumerRead,
     EpochAnswer,
     FetchEndpoint,
@@ -69,8 +69,9 @@ from replication.quota import (
     ReplicationQuota,
     ThrottledReplicas,
 )
-from replication.tiered import RemoteLogManager, RemoteStorageError, TopicIdPartition
-from replication.tiered_replicas import TieredReplicas
+from replication.tiered import RemoteLogManager, TopicIdPartition
+from replication.tiered_replicas import TieredReplicas, topic_id_of
+from replication.txn_markers import MarkerListener, MarkerListeners, append_marker
 
 __all__ = ["ReplicaManager"]
 
@@ -79,15 +80,6 @@ _OUT_OF_FILES = ThrottledLog(log)
 """Logs the logs that cannot open for want of descriptors: once per interval, no traceback."""
 
 LEADER_DURING_DELETE = -2  # UpdateMetadata's leader for a partition being deleted
-
-
-def _topic_id(text: str) -> uuid.UUID | None:
-    """A topic id from Kafka's text form (url-safe base64 of 16 bytes), None if it is not."""
-    try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except (binascii.Error, ValueError):
-        return None
-    return uuid.UUID(bytes=raw) if len(raw) == 16 else None
 
 
 def _done(error: ErrorCode) -> ProduceFuture:
@@ -157,6 +149,7 @@ class ReplicaManager:
         controller sent them): no log directory, one warning each."""
         self._live_brokers: dict[int, LiveBroker] = {}
         self._append_listeners: list[Callable[[], None]] = []
+        self._markers = MarkerListeners()
         self._topic_ids: dict[str, uuid.UUID] = {}
         self.tiered = TieredReplicas(broker_id, self._partitions, self._topic_ids)
         self.logs = LogManager(broker_id, log_dir, clock, self.config, hosted=self._hosted_logs,
@@ -236,17 +229,7 @@ class ReplicaManager:
         are written)."""
         for key, quota in ((LEADER_RATE, self.leader_quota),
                            (FOLLOWER_RATE, self.follower_quota)):
-            value = overrides.get(key)
-            rate: float | None = None
-            if value is not None:
-                try:
-                    rate = float(int(value))
-                except ValueError:
-                    log.warning("broker %d: ignoring %s=%r", self.broker_id, key, value)
-            if rate != quota.rate:
-                log.info("broker %d: %s is %s", self.broker_id, key,
-                         "unlimited" if rate is None else f"{rate:.0f} B/s")
-                quota.set_rate(rate)
+            quota.configure(key, overrides.get(key), f"broker {self.broker_id}")
 
     def leader_throttles(self, tp: TopicPartition, replica_id: int) -> bool:
         """Whether a fetch of ``tp`` by follower ``replica_id`` gets nothing now: the
@@ -338,7 +321,7 @@ class ReplicaManager:
             for broker in request.live_leaders:
                 self._live_brokers[broker.id] = broker
             for topic, text in request.topic_ids.items():
-                topic_id = _topic_id(text)
+                topic_id = topic_id_of(text)
                 if topic_id is not None:
                     self._topic_ids[topic] = topic_id
             illegal = {t for t in {e.topic for e in request.partitions}
@@ -356,25 +339,8 @@ class ReplicaManager:
                     continue
                 self._named_in_leader_and_isr.add(tp)
                 errors[tp] = self._apply(tp, entry, request)
-            self._tell_remote_of_roles(tp for tp, e in errors.items() if not e)
+            self.tiered.tell_remote_of_roles(tp for tp, e in errors.items() if not e)
             return BrokerResponse.of(errors)
-
-    def _tell_remote_of_roles(self, tps: Iterable[TopicPartition]) -> None:
-        """The remote log metadata manager's onPartitionLeadershipChange."""
-        if self.remote is None:
-            return
-        leaders: list[TopicIdPartition] = []
-        followers: list[TopicIdPartition] = []
-        for tp in tps:
-            p, tid = self._partitions.get(tp), self._tiered_id(tp)
-            if p is None or tid is None or not p.log.config.remote_storage_enable:
-                continue
-            (leaders if p.role is Role.LEADER else followers).append(tid)
-        if leaders or followers:
-            try:
-                self.remote.metadata.on_partition_leadership_changes(leaders, followers)
-            except (RemoteStorageError, OSError) as exc:
-                log.warning("broker %d: remote log metadata: %s", self.broker_id, exc)
 
     def _apply(self, tp: TopicPartition, entry: LeaderAndIsrPartition,
                request: LeaderAndIsrRequest) -> ErrorCode:
@@ -493,6 +459,7 @@ class ReplicaManager:
         records: bytes | bytearray,
         acks: int = ACKS_ALL,
         timeout_ms: int | None = None,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> ProduceFuture:
         """Append a producer's raw v2 batches to the partition this broker leads: what a
         Produce request's partition entry turns into (``records`` as the request carries them,
@@ -508,18 +475,53 @@ class ReplicaManager:
         NONE with the original ``base_offset`` (``duplicate`` set) and not appended again; a
         gap in its sequence is OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch
         INVALID_PRODUCER_EPOCH, such a batch sent along with others or without a sequence
-        INVALID_RECORD. Nothing is appended then."""
+        INVALID_RECORD. Nothing is appended then. ``origin`` COORDINATOR is a coordinator
+        appending to its internal topic (:class:`AppendOrigin`: epochs checked, sequences not,
+        control batches taken)."""
         if not self._running:
             return _done(ErrorCode.BROKER_NOT_AVAILABLE)
         partition = self._partitions.get(tp)
         if partition is None:
             return _done(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         future = partition.append_as_leader(
-            records, acks, self.config.request_timeout_ms if timeout_ms is None else timeout_ms
+            records, acks, self.config.request_timeout_ms if timeout_ms is None else timeout_ms,
+            origin,
         )
         for listener in self._append_listeners:
             listener()
         return future
+
+    def write_txn_marker(self, tp: TopicPartition, *, producer_id: int, producer_epoch: int,
+                         commit: bool, coordinator_epoch: int, timeout_ms: int | None = None
+                         ) -> ProduceFuture:
+        """Append an end-transaction marker to ``tp`` as its leader, acks=all (see
+        :mod:`replication.txn_markers`): a future of :class:`ProduceResult` as
+        :meth:`produce` answers. UNKNOWN_TOPIC_OR_PARTITION when the partition is not here,
+        NOT_LEADER_OR_FOLLOWER when it is not led here; nothing is appended on any error.
+        Once the marker completes, the :meth:`add_marker_listener` listeners are told."""
+        if not self._running:
+            return _done(ErrorCode.BROKER_NOT_AVAILABLE)
+        partition = self._partitions.get(tp)
+        if partition is None:
+            return _done(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        future = append_marker(
+            partition, self.clock, producer_id=producer_id, producer_epoch=producer_epoch,
+            commit=commit, coordinator_epoch=coordinator_epoch,
+            timeout_ms=self.config.request_timeout_ms if timeout_ms is None else timeout_ms)
+        self._markers.watch(future, tp, producer_id, producer_epoch, commit)
+        for listener in self._append_listeners:
+            listener()
+        return future
+
+    def add_marker_listener(self, callback: MarkerListener,
+                            loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """Call ``callback(tp, producer_id, producer_epoch, commit)`` after each marker
+        :meth:`write_txn_marker` wrote completes (acks=all satisfied) here: on ``loop``, by
+        default the loop this is called on (else on the thread that completed it)."""
+        self._markers.add(callback, loop)
+
+    def remove_marker_listener(self, callback: MarkerListener) -> None:
+        self._markers.remove(callback)
 
     def fetch(
         self, tp: TopicPartition, offset: int, max_bytes: int, replica_id: int, leader_epoch: int,

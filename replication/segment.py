@@ -15,6 +15,7 @@ from pathlib import Path
 import crc32c
 
 from replication.checkpoints import PRIVATE_FILE_MODE
+from replication.control import marker_fields
 from replication.errors import CorruptIndexError
 from replication.index import OffsetIndex, TimeIndex
 from replication.producer_state import ProducerBatch
@@ -22,6 +23,7 @@ from replication.records import (
     ATTRIBUTES_OFFSET,
     BATCH_OVERHEAD,
     COMPRESSION_MASK,
+    CONTROL_MASK,
     LOG_OVERHEAD,
     MAGIC_V2,
     MAX_COMPRESSION_CODEC,
@@ -517,7 +519,10 @@ class LogSegment:
             if base >= end or length < _MIN_BATCH_LENGTH:
                 return
             if pid >= 0:
-                yield ProducerBatch(base, last_delta, max_ts, pid, epoch, seq, attributes)
+                marker = (marker_fields(os.pread(fd, length + LOG_OVERHEAD, pos))
+                          if attributes & CONTROL_MASK else None)
+                yield ProducerBatch(base, last_delta, max_ts, pid, epoch, seq, attributes,
+                                    marker)
             pos += length + LOG_OVERHEAD
 
     def offset_for_timestamp(self, timestamp: int, min_offset: int = 0) -> int | None:
@@ -663,8 +668,10 @@ class LogSegment:
             if on_epoch is not None and epoch >= 0:
                 on_epoch(epoch, base)
             if on_producer is not None and pid >= 0:
+                marker = (marker_fields(view[rel:rel + size])
+                          if whole and attributes & CONTROL_MASK else None)
                 on_producer(ProducerBatch(base, last_delta, max_ts, pid, producer_epoch, sequence,
-                                          attributes))
+                                          attributes, marker))
             next_offset = last_offset + 1
             pos += size
         self.next_offset = next_offset

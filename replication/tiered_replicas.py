@@ -9,9 +9,11 @@ local log start (consumer fetches, ListOffsets by time and MAX_TIMESTAMP).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 
 from coordinator.codecs import TopicPartition
@@ -29,9 +31,18 @@ from replication.tiered import (
 )
 from replication.tiered.follower import RemoteAuxState, TierStateError, build_remote_aux_state
 
-__all__ = ["TieredReplicas"]
+__all__ = ["TieredReplicas", "topic_id_of"]
 
 log = logging.getLogger(__name__)
+
+
+def topic_id_of(text: str) -> uuid.UUID | None:
+    """A topic id from Kafka's text form (url-safe base64 of 16 bytes), None if it is not."""
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError):
+        return None
+    return uuid.UUID(bytes=raw) if len(raw) == 16 else None
 
 
 class TieredReplicas:
@@ -54,6 +65,23 @@ class TieredReplicas:
         if topic_id is None:
             return None
         return TopicIdPartition(topic_id=topic_id, topic=tp.topic, partition=tp.partition)
+
+    def tell_remote_of_roles(self, tps: Iterable[TopicPartition]) -> None:
+        """The remote log metadata manager's onPartitionLeadershipChange."""
+        if self.remote is None:
+            return
+        leaders: list[TopicIdPartition] = []
+        followers: list[TopicIdPartition] = []
+        for tp in tps:
+            p, tid = self._partitions.get(tp), self.tiered_id(tp)
+            if p is None or tid is None or not p.log.config.remote_storage_enable:
+                continue
+            (leaders if p.role is Role.LEADER else followers).append(tid)
+        if leaders or followers:
+            try:
+                self.remote.metadata.on_partition_leadership_changes(leaders, followers)
+            except (RemoteStorageError, OSError) as exc:
+                log.warning("broker %d: remote log metadata: %s", self.broker_id, exc)
 
     def remote_aux_state(self, tp: TopicPartition, endpoint: FetchEndpoint, leader_epoch: int,
                          leader_log_start_offset: int) -> RemoteAuxState:

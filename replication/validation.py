@@ -53,17 +53,19 @@ _NO_KEY = "a record without a key"
 
 
 def check_client_records(data: Buffer, facts: Sequence[tuple[int, ...]], *, limit: int,
-                         compacted: bool, where: str) -> None:
+                         compacted: bool, where: str, control: bool = False) -> None:
     """Check every record of the batches of ``data`` (whose frames
     :func:`~replication.records.validate_batches` checked and described in ``facts``), as a
     leader must before it appends what a client sent; ``limit`` bounds a compressed section's
     inflation, ``compacted`` requires a key on every record, ``where`` names the partition in
-    the errors. Raises :class:`InvalidRecordError` or :class:`CorruptRecordError`."""
+    the errors; ``control`` lets control batches through (a coordinator's append of a
+    transaction marker, never a client's). Raises :class:`InvalidRecordError` or
+    :class:`CorruptRecordError`."""
     for fact in facts:
         pos, size = fact[0], fact[1]
         (attributes,) = _I16(data, pos + ATTRIBUTES_OFFSET)
         (count,) = _I32(data, pos + _RECORDS_COUNT_OFFSET)
-        if attributes & CONTROL_MASK:
+        if attributes & CONTROL_MASK and not control:
             raise InvalidRecordError(f"{where}: clients are not allowed to write control records")
         codec = attributes & COMPRESSION_MASK
         if codec:

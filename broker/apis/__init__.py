@@ -53,8 +53,10 @@ def default_registry() -> ApiRegistry:
         consumer_groups,
         controller_requests,
         delete_records,
+        describe_producers,
         elections,
         fetch,
+        find_coordinator,
         groups,
         log_dirs,
         metadata,
@@ -65,15 +67,18 @@ def default_registry() -> ApiRegistry:
         reassignments,
         sasl,
         topics,
+        transactions,
+        txn_markers,
         versions,
     )
 
     return ApiRegistry([*sasl.APIS, *produce.APIS, *fetch.APIS, *offsets.APIS, *metadata.APIS,
                         *versions.APIS, *producers.APIS, *topics.APIS, *configs.APIS,
                         *cluster.APIS, *elections.APIS, *reassignments.APIS,
-                        *controller_requests.APIS, *groups.APIS,
+                        *controller_requests.APIS, *find_coordinator.APIS, *groups.APIS,
                         *consumer_groups.APIS, *acls.APIS, *log_dirs.APIS,
-                        *delete_records.APIS, *quotas.APIS])
+                        *delete_records.APIS, *quotas.APIS, *transactions.APIS,
+                        *txn_markers.APIS, *describe_producers.APIS])
 
 
 def controller_registry() -> ApiRegistry:

@@ -20,6 +20,7 @@ from broker.metrics.traffic import TopicTraffic
 from broker.purgatory import Purgatory
 from broker.security.acls import CLUSTER_NAME, SUPPORTED_OPERATIONS, Operation, ResourceType
 from broker.security.authorizer import Authorizer
+from broker.txns import TransactionCoordinator
 from coordinator.admin import Admin
 from replication.log import LogSlice
 from replication.producer_ids import ProducerIdManager
@@ -100,6 +101,9 @@ class BrokerServices:
     traffic: TopicTraffic | None = None
     """Where produce and fetch count their bytes and records per topic for the metrics
     (``metrics.listener``); None: not counted."""
+    transactions: TransactionCoordinator | None = None
+    """The transaction coordinator; None: the transaction APIs answer
+    COORDINATOR_NOT_AVAILABLE."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,7 +1,12 @@
 """Fetch (key 1), for consumers: committed records sent from the segment files, long polls parked.
 
-A consumer reads up to the high watermark; read_committed reads the same (no transactions, so
-the last stable offset is the HW). Per partition, in request order, the read is at most the
+A consumer reads up to the high watermark; a read_committed one (isolation level 1) up to the
+last stable offset (the HW, or the first offset of a transaction not decided below it:
+:mod:`replication.transactions`), and its answer lists the aborted transactions (producer id,
+first offset) whose markers lie at or after the fetch offset and whose first offset is below
+the LSO, from the segments' aborted-transaction indexes (:mod:`replication.txn_index`), so
+that the consumer skips their records; a read_uncommitted answer lists none (null). Every
+answer carries the LSO. Per partition, in request order, the read is at most the
 partition's ``partition_max_bytes`` and what is left of the request's ``max_bytes``; the first
 partition that has data returns at least its first batch whole even if it is larger (KIP-74),
 later ones may end inside a batch, as Kafka's file slices do. Per partition: the current leader
@@ -79,6 +84,7 @@ from replication.errors import OffsetOutOfRangeError, StorageError
 from replication.log import LogSlice
 from replication.partition import Partition, Role
 from replication.tiered import RemoteStorageError
+from replication.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
     import kio.schema.fetch.v4
@@ -130,7 +136,11 @@ class PartitionRead:
     error: ErrorCode
     high_watermark: int = -1
     log_start_offset: int = -1
+    last_stable_offset: int = -1
+    """-1: the HW (no transaction is open below it, or the read did not ask)."""
     records: LogSlice | bytes | None = None
+    aborted: tuple[AbortedTxn, ...] | None = None
+    """A read_committed read's aborted transactions (None: a read_uncommitted one)."""
     diverging: tuple[int, int] | None = None
     remote: tuple[int, int, bool] | None = None
     """(offset, max bytes, whether at least one batch) of a read to make from remote storage
@@ -155,6 +165,8 @@ class _Wanted:
     """The principal may not Read the topic (TOPIC_AUTHORIZATION_FAILED)."""
     log_start_offset: int = -1
     """A follower's own log start (v5+), for DeleteRecords' low watermark."""
+    committed: bool = False
+    """read_committed: up to the last stable offset, with the aborted transactions."""
 
 
 def leader_partition(ctx: RequestContext, tp: TopicPartition, leader_epoch: int
@@ -183,19 +195,26 @@ def _read_one(ctx: RequestContext, want: _Wanted, limit: int, min_one: bool) -> 
     hw, start = status.high_watermark, status.log_start_offset
     if want.offset < start or want.offset > status.log_end_offset:
         return PartitionRead(index=want.tp.partition, error=ErrorCode.offset_out_of_range)
+    lso = partition.log.last_stable_offset(hw)
     if want.offset < status.local_log_start_offset:  # the remote part of a tiered log
         return PartitionRead(index=want.tp.partition, error=ErrorCode.none, high_watermark=hw,
-                             log_start_offset=start,
+                             log_start_offset=start, last_stable_offset=lso,
+                             aborted=() if want.committed else None,
                              remote=(want.offset, min(want.max_bytes, limit), min_one))
+    bound = lso if want.committed else hw
     try:
-        records = partition.log.read_slice(want.offset, min(want.max_bytes, limit), hw,
+        records = partition.log.read_slice(want.offset, min(want.max_bytes, limit), bound,
                                            min_one=min_one)
     except OffsetOutOfRangeError:  # the log moved under us (retention, truncation)
         return PartitionRead(index=want.tp.partition, error=ErrorCode.offset_out_of_range)
     except StorageError:
         return PartitionRead(index=want.tp.partition, error=ErrorCode.kafka_storage_error)
+    aborted = None
+    if want.committed:
+        aborted = tuple(partition.log.aborted_transactions(want.offset, bound)) if records else ()
     return PartitionRead(index=want.tp.partition, error=ErrorCode.none, high_watermark=hw,
-                         log_start_offset=start, records=records)
+                         log_start_offset=start, last_stable_offset=lso, records=records,
+                         aborted=aborted)
 
 
 def _read_all(ctx: RequestContext, wanted: list[_Wanted], max_bytes: int
@@ -234,6 +253,7 @@ def _close(reads: list[PartitionRead]) -> None:
 def _wanted(request: Any, names: Mapping[uuid.UUID, str] | None = None) -> list[_Wanted]:
     """The partitions asked for, in order; ``names`` resolves topic ids (version 13+)."""
     out = []
+    committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     for topic in request.topics:
         topic_id = getattr(topic, "topic_id", None) if names is not None else None
         name = topic.topic if names is None else names.get(topic_id, "")  # type: ignore[arg-type]
@@ -242,7 +262,8 @@ def _wanted(request: Any, names: Mapping[uuid.UUID, str] | None = None) -> list[
                                p.partition_max_bytes, getattr(p, "current_leader_epoch", -1),
                                topic_id, names is not None and not name,
                                getattr(p, "last_fetched_epoch", -1),
-                               log_start_offset=getattr(p, "log_start_offset", -1)))
+                               log_start_offset=getattr(p, "log_start_offset", -1),
+                               committed=committed))
     return out
 
 
@@ -463,7 +484,12 @@ def _readable(ctx: RequestContext, wanted: list[_Wanted], min_bytes: int, *,
             return True
         if follower and want.offset < status.local_log_start_offset:
             return True  # OFFSET_MOVED_TO_TIERED_STORAGE, at once
-        bound = status.log_end_offset if follower else status.high_watermark
+        if follower:
+            bound = status.log_end_offset
+        elif want.committed:
+            bound = partition.log.last_stable_offset(status.high_watermark)
+        else:
+            bound = status.high_watermark
         if bound <= want.offset:
             continue
         if replica_id >= 0 and ctx.broker.replica_manager.leader_throttles(want.tp, replica_id):
@@ -506,7 +532,6 @@ def _response(ctx: RequestContext, request: Any, wanted: list[_Wanted],
               reads: list[PartitionRead]) -> Any:
     version = ctx.api_version
     module = response_module(API_KEY, version)
-    committed = request.isolation_level == READ_COMMITTED if version >= 4 else False
     leaders = version >= FIRST_VERSION_WITH_LEADERS
     snap = ctx.broker.metadata.snapshot
     endpoints: dict[int, Any] = {}
@@ -527,10 +552,14 @@ def _response(ctx: RequestContext, request: Any, wanted: list[_Wanted],
         if read.diverging is not None:
             current["diverging_epoch"] = build(module.EpochEndOffset, epoch=read.diverging[0],
                                                end_offset=read.diverging[1])
+        aborted = None if read.aborted is None else tuple(
+            build(module.AbortedTransaction, producer_id=t.producer_id,
+                  first_offset=t.first_offset) for t in read.aborted)
+        lso = read.last_stable_offset if read.last_stable_offset >= 0 else read.high_watermark
         data = build(module.PartitionData, partition_index=read.index, error_code=read.error,
-                     high_watermark=read.high_watermark, last_stable_offset=read.high_watermark,
+                     high_watermark=read.high_watermark, last_stable_offset=lso,
                      log_start_offset=read.log_start_offset,
-                     aborted_transactions=() if committed else None,
+                     aborted_transactions=aborted,
                      preferred_read_replica=-1, records=records, **current)
         if topics and (topics[-1][0], topics[-1][1]) == (want.tp.topic, want.topic_id):
             topics[-1][2].append(data)

@@ -1,6 +1,7 @@
-"""The group APIs (classic protocol): FindCoordinator (10), OffsetCommit (8), OffsetFetch (9),
-JoinGroup (11), Heartbeat (12), LeaveGroup (13), SyncGroup (14), DescribeGroups (15),
-ListGroups (16), DeleteGroups (42) and OffsetDelete (47).
+"""The group APIs (classic protocol): OffsetCommit (8), OffsetFetch (9), JoinGroup (11),
+Heartbeat (12), LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16),
+DeleteGroups (42) and OffsetDelete (47); FindCoordinator (10) is in
+:mod:`broker.apis.find_coordinator`.
 
 Each handler translates between kio's messages and the broker's
 :class:`~broker.groups.GroupCoordinator` and its group metadata manager, which hold the groups
@@ -9,14 +10,6 @@ checks Kafka's ``KafkaApis`` makes before the coordinator sees a request are mad
 partitions of topics the metadata cache does not know are UNKNOWN_TOPIC_OR_PARTITION, commit
 metadata longer than ``offset.metadata.max.bytes`` OFFSET_METADATA_TOO_LARGE, an empty group id
 INVALID_GROUP_ID. A broker without a group coordinator answers COORDINATOR_NOT_AVAILABLE.
-
-FindCoordinator answers, per key (one in versions 0-3, a batch from 4), the broker leading the
-key's partition of ``__consumer_offsets`` on the listener the request came in on. The first
-FindCoordinator for a cluster without that topic creates it, as Kafka does
-(``offsets.topic.num.partitions`` partitions, ``offsets.topic.replication.factor`` replicas but
-no more than the live brokers, ``cleanup.policy=compact``), and is answered
-COORDINATOR_NOT_AVAILABLE until its leaders are elected; the client asks again. Transaction
-coordinators (key type 1) are not served: COORDINATOR_NOT_AVAILABLE.
 """
 
 from __future__ import annotations
@@ -29,28 +22,19 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.apis.admin_support import blocking, milliseconds
+from broker.apis.admin_support import milliseconds
 from broker.apis.base import Api, Reply, RequestContext
 from broker.apis.cluster import NOT_ASKED
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.group import CommittedOffset
-from broker.groups.metadata_manager import OFFSETS_TOPIC
-from broker.groups.records import partition_for
-from broker.open_files import Budget
 from broker.security.acls import Operation, ResourceType
 from broker.wire import response_module
-from coordinator.admin import InvalidRequest
-from coordinator.assignment import assign_replicas
 from coordinator.codecs import TopicPartition
-from coordinator.errors import CoordinatorError
-from coordinator.metadata import TopicExists
 from kafkaclient.messages import build
 
 if TYPE_CHECKING:
     from typing import TypeAlias
 
-    import kio.schema.find_coordinator.v4
-    import kio.schema.find_coordinator.v5
     import kio.schema.join_group.v0
     import kio.schema.leave_group.v3
     import kio.schema.leave_group.v4
@@ -64,8 +48,6 @@ if TYPE_CHECKING:
         DeleteGroupsResponse,
         DescribeGroupsRequest,
         DescribeGroupsResponse,
-        FindCoordinatorRequest,
-        FindCoordinatorResponse,
         HeartbeatRequest,
         HeartbeatResponse,
         JoinGroupRequest,
@@ -85,8 +67,6 @@ if TYPE_CHECKING:
     )
     from broker.apis.services import GroupServices
 
-    _BatchedFindCoordinator: TypeAlias = (kio.schema.find_coordinator.v4.FindCoordinatorRequest
-                                          | kio.schema.find_coordinator.v5.FindCoordinatorRequest)
     _BatchedLeaveGroup: TypeAlias = (kio.schema.leave_group.v3.LeaveGroupRequest
                                      | kio.schema.leave_group.v4.LeaveGroupRequest
                                      | kio.schema.leave_group.v5.LeaveGroupRequest)
@@ -99,7 +79,6 @@ log = logging.getLogger(__name__)
 
 OFFSET_COMMIT = 8
 OFFSET_FETCH = 9
-FIND_COORDINATOR = 10
 JOIN_GROUP = 11
 HEARTBEAT = 12
 LEAVE_GROUP = 13
@@ -109,8 +88,6 @@ LIST_GROUPS = 16
 DELETE_GROUPS = 42
 OFFSET_DELETE = 47
 
-GROUP_KEY = 0
-TRANSACTION_KEY = 1
 CLASSIC = "classic"
 CONSUMER = "consumer"
 NO_OFFSET = -1
@@ -129,11 +106,6 @@ def _ms(value: timedelta | int) -> int:
 # (broker.wire.request_class), so the version tells which class it is; these say so to the
 # type checker without importing every version's classes at run time.
 
-def _batched_find(request: FindCoordinatorRequest, version: int
-                  ) -> TypeIs[_BatchedFindCoordinator]:
-    return version >= 4  # coordinator_keys, not key
-
-
 def _join_v0(request: JoinGroupRequest, version: int
              ) -> TypeIs[kio.schema.join_group.v0.JoinGroupRequest]:
     return version < 1  # no rebalance_timeout
@@ -145,110 +117,6 @@ def _batched_leave(request: LeaveGroupRequest, version: int) -> TypeIs[_BatchedL
 
 def _batched_fetch(request: OffsetFetchRequest, version: int) -> TypeIs[_BatchedOffsetFetch]:
     return version >= 8  # groups, not group_id and topics
-
-
-# --- FindCoordinator --------------------------------------------------------------------------
-
-
-def _endpoint(ctx: RequestContext, broker_id: int) -> tuple[str, int] | None:
-    broker = ctx.broker.metadata.snapshot.brokers.get(broker_id)
-    if broker is None:
-        return None
-    for endpoint in broker.endpoints:
-        if endpoint.listener == ctx.listener:
-            return endpoint.host, endpoint.port
-    return None
-
-
-def _locate(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, int, str, int]:
-    """(error, node, host, port) of the coordinator of ``key``."""
-    none = (-1, "", -1)
-    if key_type == TRANSACTION_KEY:
-        return (ErrorCode.coordinator_not_available, *none)
-    if key_type != GROUP_KEY:
-        return (ErrorCode.invalid_request, *none)
-    groups = _groups(ctx)
-    if groups is None:
-        return (ErrorCode.coordinator_not_available, *none)
-    count = groups.manager.partition_count()
-    if not count:
-        return (ErrorCode.coordinator_not_available, *none)
-    state = ctx.broker.metadata.snapshot.partition(
-        TopicPartition(OFFSETS_TOPIC, partition_for(key, count)))
-    endpoint = _endpoint(ctx, state.leader) if state is not None else None
-    if state is None or endpoint is None:
-        return (ErrorCode.coordinator_not_available, *none)
-    return ErrorCode.none, state.leader, endpoint[0], endpoint[1]
-
-
-def _create_offsets_topic(ctx: RequestContext, groups: GroupCoordinator) -> None:
-    """Create ``__consumer_offsets`` once (a creation already under way is not repeated)."""
-    admin = ctx.broker.admin
-    if admin is None or groups.manager.creating is not None:
-        return
-    config = groups.config
-    live = max(len(ctx.broker.metadata.snapshot.brokers), 1)
-    replication = min(config.offsets_topic_replication_factor, live)
-
-    def create() -> None:
-        try:
-            racks = {b: r.info.rack for b, r in admin.metadata.brokers().items()}
-            assignment = assign_replicas(racks, config.offsets_topic_num_partitions, replication)
-            too_many = Budget.now(ctx.broker.broker_id,
-                                  ctx.broker.metadata.snapshot).admit(assignment)
-            if too_many is not None:
-                log.warning("not creating %s: %s", OFFSETS_TOPIC, too_many)
-                return
-            admin.create_topic(OFFSETS_TOPIC, assignment=assignment,
-                               config={"cleanup.policy": "compact",
-                                       "compression.type": "producer",
-                                       "segment.bytes": str(config.offsets_topic_segment_bytes)})
-            log.info("created %s (%d partitions, replication factor %d)", OFFSETS_TOPIC,
-                     config.offsets_topic_num_partitions, replication)
-        except TopicExists:
-            pass
-        except (InvalidRequest, CoordinatorError, ValueError) as exc:
-            log.warning("creating %s failed: %s", OFFSETS_TOPIC, exc)
-
-    async def run() -> None:
-        try:
-            await blocking(ctx, create)
-        finally:
-            groups.manager.creating = None
-
-    groups.manager.creating = asyncio.ensure_future(run())
-
-
-def find_coordinator(ctx: RequestContext[GroupServices],
-                     request: FindCoordinatorRequest) -> Reply[FindCoordinatorResponse]:
-    module = response_module(FIND_COORDINATOR, ctx.api_version)
-    key_type = getattr(request, "key_type", GROUP_KEY)
-    keys = (list(request.coordinator_keys) if _batched_find(request, ctx.api_version)
-            else [request.key])
-    groups = _groups(ctx)
-    if key_type == GROUP_KEY and groups is not None and not groups.manager.partition_count():
-        _create_offsets_topic(ctx, groups)
-    found = [_locate(ctx, key_type, key) if _may_describe_key(ctx, key_type, key)
-             else (_key_denied(key_type), -1, "", -1) for key in keys]
-    if ctx.api_version < 4:
-        error, node, host, port = found[0] if found else (ErrorCode.invalid_request, -1, "", -1)
-        return build(module.FindCoordinatorResponse, throttle_time=_ZERO, error_code=error,
-                     error_message=None, node_id=node, host=host, port=port)
-    return build(module.FindCoordinatorResponse, throttle_time=_ZERO, coordinators=tuple(
-        build(module.Coordinator, key=key, node_id=node, host=host, port=port,
-              error_code=error, error_message=None)
-        for key, (error, node, host, port) in zip(keys, found, strict=True)))
-
-
-def _may_describe_key(ctx: RequestContext, key_type: int, key: str) -> bool:
-    if key_type == GROUP_KEY:
-        return ctx.authorized(Operation.DESCRIBE, ResourceType.GROUP, key)
-    return ctx.authorized(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key)
-
-
-def _key_denied(key_type: int) -> ErrorCode:
-    return (ErrorCode.group_authorization_failed if key_type == GROUP_KEY
-            else ErrorCode.transactional_id_authorization_failed)
 
 
 def _may(ctx: RequestContext, operation: Operation, group_id: str) -> bool:
@@ -682,8 +550,6 @@ APIS = [
     Api(key=OFFSET_COMMIT, name="OffsetCommit", min_version=0, max_version=9,
         handle=offset_commit),
     Api(key=OFFSET_FETCH, name="OffsetFetch", min_version=0, max_version=9, handle=offset_fetch),
-    Api(key=FIND_COORDINATOR, name="FindCoordinator", min_version=0, max_version=5,
-        handle=find_coordinator),
     Api(key=JOIN_GROUP, name="JoinGroup", min_version=0, max_version=9, handle=join_group),
     Api(key=HEARTBEAT, name="Heartbeat", min_version=0, max_version=4, handle=heartbeat),
     Api(key=LEAVE_GROUP, name="LeaveGroup", min_version=0, max_version=5, handle=leave_group),

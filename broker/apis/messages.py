@@ -11,6 +11,16 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import TypeAlias
 
+    import kio.schema.add_offsets_to_txn.v0
+    import kio.schema.add_offsets_to_txn.v1
+    import kio.schema.add_offsets_to_txn.v2
+    import kio.schema.add_offsets_to_txn.v3
+    import kio.schema.add_offsets_to_txn.v4
+    import kio.schema.add_partitions_to_txn.v0
+    import kio.schema.add_partitions_to_txn.v1
+    import kio.schema.add_partitions_to_txn.v2
+    import kio.schema.add_partitions_to_txn.v3
+    import kio.schema.add_partitions_to_txn.v4
     import kio.schema.allocate_producer_ids.v0
     import kio.schema.alter_configs.v0
     import kio.schema.alter_configs.v1
@@ -87,10 +97,17 @@ if TYPE_CHECKING:
     import kio.schema.describe_log_dirs.v2
     import kio.schema.describe_log_dirs.v3
     import kio.schema.describe_log_dirs.v4
+    import kio.schema.describe_producers.v0
+    import kio.schema.describe_transactions.v0
     import kio.schema.describe_user_scram_credentials.v0
     import kio.schema.elect_leaders.v0
     import kio.schema.elect_leaders.v1
     import kio.schema.elect_leaders.v2
+    import kio.schema.end_txn.v0
+    import kio.schema.end_txn.v1
+    import kio.schema.end_txn.v2
+    import kio.schema.end_txn.v3
+    import kio.schema.end_txn.v4
     import kio.schema.fetch.v4
     import kio.schema.fetch.v5
     import kio.schema.fetch.v6
@@ -159,6 +176,8 @@ if TYPE_CHECKING:
     import kio.schema.list_offsets.v8
     import kio.schema.list_offsets.v9
     import kio.schema.list_partition_reassignments.v0
+    import kio.schema.list_transactions.v0
+    import kio.schema.list_transactions.v1
     import kio.schema.metadata.v0
     import kio.schema.metadata.v1
     import kio.schema.metadata.v2
@@ -222,6 +241,8 @@ if TYPE_CHECKING:
     import kio.schema.sync_group.v5
     import kio.schema.update_metadata.v7
     import kio.schema.update_metadata.v8
+    import kio.schema.write_txn_markers.v0
+    import kio.schema.write_txn_markers.v1
 
     from broker.wire_schemas import ConsumerGroupHeartbeatRequestV1
 
@@ -521,6 +542,44 @@ if TYPE_CHECKING:
         | kio.schema.offset_for_leader_epoch.v2.OffsetForLeaderEpochResponse
         | kio.schema.offset_for_leader_epoch.v3.OffsetForLeaderEpochResponse
         | kio.schema.offset_for_leader_epoch.v4.OffsetForLeaderEpochResponse)
+    AddPartitionsToTxnRequest: TypeAlias = (
+        kio.schema.add_partitions_to_txn.v0.AddPartitionsToTxnRequest
+        | kio.schema.add_partitions_to_txn.v1.AddPartitionsToTxnRequest
+        | kio.schema.add_partitions_to_txn.v2.AddPartitionsToTxnRequest
+        | kio.schema.add_partitions_to_txn.v3.AddPartitionsToTxnRequest
+        | kio.schema.add_partitions_to_txn.v4.AddPartitionsToTxnRequest)
+    AddPartitionsToTxnResponse: TypeAlias = (
+        kio.schema.add_partitions_to_txn.v0.AddPartitionsToTxnResponse
+        | kio.schema.add_partitions_to_txn.v1.AddPartitionsToTxnResponse
+        | kio.schema.add_partitions_to_txn.v2.AddPartitionsToTxnResponse
+        | kio.schema.add_partitions_to_txn.v3.AddPartitionsToTxnResponse
+        | kio.schema.add_partitions_to_txn.v4.AddPartitionsToTxnResponse)
+    AddOffsetsToTxnRequest: TypeAlias = (
+        kio.schema.add_offsets_to_txn.v0.AddOffsetsToTxnRequest
+        | kio.schema.add_offsets_to_txn.v1.AddOffsetsToTxnRequest
+        | kio.schema.add_offsets_to_txn.v2.AddOffsetsToTxnRequest
+        | kio.schema.add_offsets_to_txn.v3.AddOffsetsToTxnRequest
+        | kio.schema.add_offsets_to_txn.v4.AddOffsetsToTxnRequest)
+    AddOffsetsToTxnResponse: TypeAlias = (
+        kio.schema.add_offsets_to_txn.v0.AddOffsetsToTxnResponse
+        | kio.schema.add_offsets_to_txn.v1.AddOffsetsToTxnResponse
+        | kio.schema.add_offsets_to_txn.v2.AddOffsetsToTxnResponse
+        | kio.schema.add_offsets_to_txn.v3.AddOffsetsToTxnResponse
+        | kio.schema.add_offsets_to_txn.v4.AddOffsetsToTxnResponse)
+    EndTxnRequest: TypeAlias = (
+        kio.schema.end_txn.v0.EndTxnRequest | kio.schema.end_txn.v1.EndTxnRequest
+        | kio.schema.end_txn.v2.EndTxnRequest | kio.schema.end_txn.v3.EndTxnRequest
+        | kio.schema.end_txn.v4.EndTxnRequest)
+    EndTxnResponse: TypeAlias = (
+        kio.schema.end_txn.v0.EndTxnResponse | kio.schema.end_txn.v1.EndTxnResponse
+        | kio.schema.end_txn.v2.EndTxnResponse | kio.schema.end_txn.v3.EndTxnResponse
+        | kio.schema.end_txn.v4.EndTxnResponse)
+    WriteTxnMarkersRequest: TypeAlias = (
+        kio.schema.write_txn_markers.v0.WriteTxnMarkersRequest
+        | kio.schema.write_txn_markers.v1.WriteTxnMarkersRequest)
+    WriteTxnMarkersResponse: TypeAlias = (
+        kio.schema.write_txn_markers.v0.WriteTxnMarkersResponse
+        | kio.schema.write_txn_markers.v1.WriteTxnMarkersResponse)
     DescribeAclsRequest: TypeAlias = (
         kio.schema.describe_acls.v0.DescribeAclsRequest
         | kio.schema.describe_acls.v1.DescribeAclsRequest
@@ -659,6 +718,20 @@ if TYPE_CHECKING:
     DescribeClusterResponse: TypeAlias = (
         kio.schema.describe_cluster.v0.DescribeClusterResponse
         | kio.schema.describe_cluster.v1.DescribeClusterResponse)
+    DescribeProducersRequest: TypeAlias = (
+        kio.schema.describe_producers.v0.DescribeProducersRequest)
+    DescribeProducersResponse: TypeAlias = (
+        kio.schema.describe_producers.v0.DescribeProducersResponse)
+    DescribeTransactionsRequest: TypeAlias = (
+        kio.schema.describe_transactions.v0.DescribeTransactionsRequest)
+    DescribeTransactionsResponse: TypeAlias = (
+        kio.schema.describe_transactions.v0.DescribeTransactionsResponse)
+    ListTransactionsRequest: TypeAlias = (
+        kio.schema.list_transactions.v0.ListTransactionsRequest
+        | kio.schema.list_transactions.v1.ListTransactionsRequest)
+    ListTransactionsResponse: TypeAlias = (
+        kio.schema.list_transactions.v0.ListTransactionsResponse
+        | kio.schema.list_transactions.v1.ListTransactionsResponse)
     AllocateProducerIdsRequest: TypeAlias = (
         kio.schema.allocate_producer_ids.v0.AllocateProducerIdsRequest)
     AllocateProducerIdsResponse: TypeAlias = (

@@ -4,7 +4,8 @@ ListOffsets answers, per partition led here (after Kafka's current-leader-epoch 
 earliest (-2: the log start, remote storage included for a tiered topic, with the epoch of
 the oldest epoch entry when it reaches back that far), earliest-local (-4, KIP-405: the first
 offset on local disk, with its epoch; the log start for a topic that is not tiered), latest
-(-1: the high watermark, which is the last stable offset too, and the current leader epoch),
+(-1: the high watermark, or for read_committed, isolation level 1, the last stable offset;
+with the current leader epoch),
 max timestamp (-3, KIP-734: the first record with the largest timestamp, in the whole log,
 remote storage included for a tiered topic), latest-tiered (-5,
 KIP-1005: the highest offset in remote storage with its epoch, -1 when none or not tiered), or
@@ -17,7 +18,7 @@ segment holds such a record, as Kafka's broker does. For the max timestamp the r
 are taken largest first by the largest timestamp their metadata carries, and the answer is the
 larger of the remote and the local part's. Clients send -4 from version 8 and -5
 from version 9; as Kafka's broker, this one answers them whatever the version. A found offset
-at or above the HW is not returned (offset and timestamp -1), as Kafka keeps uncommitted records
+at or above the HW (the LSO for read_committed) is not returned (offset and timestamp -1), as Kafka keeps uncommitted records
 from consumers; a new leader whose HW still lags the start of its epoch answers
 OFFSET_NOT_AVAILABLE.
 
@@ -80,6 +81,7 @@ LIST_OFFSETS = 2
 OFFSET_FOR_LEADER_EPOCH = 23
 
 LATEST = -1
+READ_COMMITTED = 1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
@@ -139,7 +141,7 @@ def _by_timestamp(log: Log, timestamp: int) -> _Found | None:
 
 
 def _list_one(ctx: RequestContext, tp: TopicPartition, timestamp: int, leader_epoch: int,
-              isolated: bool) -> _Answer | _RemoteSearch:
+              isolated: bool, committed: bool = False) -> _Answer | _RemoteSearch:
     """(error, timestamp, offset, leader epoch) for one partition, or the remote search by
     timestamp that will give it."""
     partition, error = leader_partition(ctx, tp, leader_epoch)
@@ -149,6 +151,8 @@ def _list_one(ctx: RequestContext, tp: TopicPartition, timestamp: int, leader_ep
     log = partition.log
     hw = status.high_watermark
     fetchable = hw if isolated else status.log_end_offset
+    if isolated and committed:
+        fetchable = log.last_stable_offset(hw)
     entries = log.leader_epoch_cache.entries
     epoch_start = next((e.start_offset for e in reversed(entries)
                         if e.epoch == status.leader_epoch), None)
@@ -223,6 +227,7 @@ _Topics = list[tuple[str, list[tuple[int, _Answer | _RemoteSearch]]]]
 def list_offsets(ctx: RequestContext[OffsetServices],
                  request: ListOffsetsRequest) -> Reply[ListOffsetsResponse]:
     isolated = request.replica_id == CONSUMER
+    committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     described: dict[str, bool] = {}
     topics: _Topics = []
     for topic in request.topics:
@@ -235,7 +240,8 @@ def list_offsets(ctx: RequestContext[OffsetServices],
                                 (ErrorCode.topic_authorization_failed, -1, -1, -1)))
             else:
                 answers.append((p.partition_index, _list_one(
-                    ctx, tp, p.timestamp, getattr(p, "current_leader_epoch", -1), isolated)))
+                    ctx, tp, p.timestamp, getattr(p, "current_leader_epoch", -1), isolated,
+                    committed)))
         topics.append((topic.name, answers))
     if any(isinstance(a, _RemoteSearch) for _name, answers in topics for _i, a in answers):
         return _after_remote_searches(ctx, topics)

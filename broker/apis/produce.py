@@ -23,6 +23,7 @@ wakes the fetches parked on its partition.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from concurrent.futures import Future
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
     from broker.apis.messages import ProduceRequest, ProduceResponse
     from broker.apis.services import ProduceServices
 
-__all__ = ["APIS", "API_KEY", "INTERNAL_TOPICS", "check_records"]
+__all__ = ["APIS", "API_KEY", "INTERNAL_TOPICS", "check_records", "when_all_done"]
 
 API_KEY = 0
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -143,14 +144,20 @@ def _when_done(ctx: RequestContext, outcomes: list[tuple[str, list[tuple[int, _O
                waiting: list[Future]) -> asyncio.Future:
     """A loop future answered once every waiting append is complete (HW passed, timed out,
     or failed), whichever thread completes them."""
-    loop = ctx.broker.loop
-    answer: asyncio.Future = loop.create_future()
+    return when_all_done(ctx.broker.loop, waiting, lambda: _response(ctx, outcomes))
+
+
+def when_all_done(loop: asyncio.AbstractEventLoop, waiting: list[Future],
+                  answer: Callable[[], Any]) -> asyncio.Future:
+    """A future of ``loop`` set to ``answer()`` once every future of ``waiting`` (appends'
+    futures, completed on any thread) is done; ``answer`` runs on the loop."""
+    result: asyncio.Future = loop.create_future()
     left = [len(waiting)]
 
     def one_done() -> None:
         left[0] -= 1
-        if left[0] == 0 and not answer.done():
-            answer.set_result(_response(ctx, outcomes))
+        if left[0] == 0 and not result.done():
+            result.set_result(answer())
 
     def on_done(_future: Future) -> None:
         running = _running_loop()
@@ -164,7 +171,7 @@ def _when_done(ctx: RequestContext, outcomes: list[tuple[str, list[tuple[int, _O
 
     for future in waiting:
         future.add_done_callback(on_done)
-    return answer
+    return result
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -1,4 +1,4 @@
-"""InitProducerId (key 22): producer ids for idempotent producers, without transactions.
+"""InitProducerId (key 22): producer ids for idempotent producers and transactional ones.
 
 An idempotent producer asks for an id once and numbers its batches per partition; the data
 plane then recognises a retried batch (answered with its first offsets, not written again).
@@ -13,13 +13,13 @@ at hand by then it is answered COORDINATOR_LOAD_IN_PROGRESS, which clients retry
 Kafka's checks come first: a producer id given without an epoch, or an epoch without an id, is
 INVALID_REQUEST; an empty transactional id is INVALID_REQUEST.
 
-A transactional id is answered COORDINATOR_NOT_AVAILABLE. There is no transaction coordinator
-in this broker (no ``__transaction_state``, no AddPartitionsToTxn or EndTxn), and Kafka has no
-error that says "transactions are not supported": it answers COORDINATOR_NOT_AVAILABLE when
-there is no transaction coordinator to be had (FindCoordinator for a transactional id), and
-NOT_COORDINATOR from a broker that owns none of the transaction log's partitions, which would
-send the client looking for another broker that is. COORDINATOR_NOT_AVAILABLE is the one that
-says what is true here; clients retry it until their own timeout and then fail.
+A transactional id needs WRITE on it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and goes to this
+broker's transaction coordinator (:meth:`~broker.txns.TransactionCoordinator.init_producer_id`:
+a new producer id or the epoch bumped, the old producer fenced, an ongoing transaction aborted
+first, KIP-360's producer id and epoch checked, a ``transaction.timeout.ms`` above
+``transaction.max.timeout.ms`` INVALID_TRANSACTION_TIMEOUT); a broker that does not coordinate
+the id answers NOT_COORDINATOR and the client looks it up again with FindCoordinator. Clients of
+versions below 4 do not know PRODUCER_FENCED: they get INVALID_PRODUCER_EPOCH.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.apis.admin_support import milliseconds
 from broker.apis.base import Api, Reply, RequestContext
 from broker.security.acls import Operation, ResourceType
 from broker.wire import response_module
@@ -37,7 +38,7 @@ from replication.producer_ids import ProducerIdAndEpoch, ProducerIdsUnavailable
 
 if TYPE_CHECKING:
     from broker.apis.messages import InitProducerIdRequest, InitProducerIdResponse
-    from broker.apis.services import ProducerIdServices
+    from broker.apis.services import TransactionServices
 
 __all__ = ["APIS", "API_KEY"]
 
@@ -55,7 +56,7 @@ def _answer(ctx: RequestContext, error: ErrorCode, producer_id: int = NO_PRODUCE
                  producer_id=producer_id, producer_epoch=epoch)
 
 
-def handle(ctx: RequestContext[ProducerIdServices],
+def handle(ctx: RequestContext[TransactionServices],
            request: InitProducerIdRequest) -> Reply[InitProducerIdResponse]:
     given_id = getattr(request, "producer_id", NO_PRODUCER_ID)
     given_epoch = getattr(request, "producer_epoch", NO_PRODUCER_EPOCH)
@@ -67,7 +68,8 @@ def handle(ctx: RequestContext[ProducerIdServices],
             return _answer(ctx, ErrorCode.invalid_request)
         if not ctx.authorized(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
             return _answer(ctx, ErrorCode.transactional_id_authorization_failed)
-        return _answer(ctx, ErrorCode.coordinator_not_available)
+        return _transactional(ctx, transactional_id, milliseconds(request.transaction_timeout),
+                              None if given_id == NO_PRODUCER_ID else (given_id, given_epoch))
     # Kafka 3.x: an idempotent producer needs IdempotentWrite on the cluster or Write on a topic
     if not ctx.authorized(Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER) and \
             not ctx.authorized_any(Operation.WRITE, ResourceType.TOPIC):
@@ -80,6 +82,21 @@ def handle(ctx: RequestContext[ProducerIdServices],
     except ProducerIdsUnavailable:
         return _waiting(ctx)
     return _answer(ctx, ErrorCode.none, pid, epoch)
+
+
+def _transactional(ctx: RequestContext[TransactionServices], transactional_id: str,
+                   timeout_ms: int, expected: tuple[int, int] | None) -> Any:
+    coordinator = ctx.broker.transactions
+    if coordinator is None:
+        return _answer(ctx, ErrorCode.coordinator_not_available)
+
+    async def init() -> Any:
+        error, pid, epoch = await coordinator.init_producer_id(transactional_id, timeout_ms,
+                                                               expected)
+        if error is ErrorCode.producer_fenced and ctx.api_version < 4:
+            error = ErrorCode.invalid_producer_epoch
+        return _answer(ctx, error, pid, epoch)
+    return init()
 
 
 async def _waiting(ctx: RequestContext) -> Any:

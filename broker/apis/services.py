@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from broker.metrics.traffic import TopicTraffic
     from broker.purgatory import Purgatory
     from broker.security.authorizer import Authorizer
+    from broker.txns import TransactionCoordinator
     from coordinator.admin import Admin
     from replication.producer_ids import ProducerIdManager
     from replication.replica_manager import ReplicaManager
@@ -51,6 +52,7 @@ __all__ = [
     "ProducerIdServices",
     "TopicIdServices",
     "TopicServices",
+    "TransactionServices",
     "VersionServices",
 ]
 
@@ -245,3 +247,13 @@ class VersionServices(Protocol):
 
     @property
     def registry(self) -> ApiRegistry | None: ...
+
+
+class TransactionServices(ProducerIdServices, Protocol):
+    """:mod:`broker.apis.transactions` and :mod:`broker.apis.producers`."""
+
+    @property
+    def metadata(self) -> MetadataCache: ...
+
+    @property
+    def transactions(self) -> TransactionCoordinator | None: ...

@@ -1,0 +1,217 @@
+"""The aborted-transaction index of a log's segments: Kafka's ``.txnindex`` files.
+
+One file per segment that saw an abort marker, ``<base offset, 20 digits>.txnindex``, holding
+one 34-byte entry per transaction aborted in that segment (Kafka 3.9's AbortedTxn), big-endian::
+
+    version int16 (0) | producerId int64 | firstOffset int64 | lastOffset int64
+    | lastStableOffset int64
+
+``firstOffset`` is the transaction's first offset (possibly in an earlier segment),
+``lastOffset`` its abort marker's, ``lastStableOffset`` the partition's LSO once it was aborted.
+A read_committed fetch lists the aborted transactions its range overlaps from here (Kafka's
+collectAbortedTransactions), so that consumers skip their records.
+
+:class:`TxnIndexes` keeps the files of one log, in memory too (aborted transactions are few):
+an entry is appended when an abort marker is appended (leader and follower alike), entries
+past a truncation point go with the truncation, a segment's file goes with the segment, the
+files of segments the cleaner merged are merged, and on open a file whose size is not a
+multiple of 34 or that holds an entry of another version is corrupt: it is rebuilt from the log
+with one warning. Files are fsynced with the log's flush.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from replication.checkpoints import PRIVATE_FILE_MODE
+
+__all__ = ["ENTRY_SIZE", "TXN_INDEX_SUFFIX", "AbortedTxn", "TxnIndexes", "decode_entries",
+           "encode_entry"]
+
+log = logging.getLogger(__name__)
+
+TXN_INDEX_SUFFIX = ".txnindex"
+VERSION = 0
+_ENTRY = struct.Struct(">hqqqq")
+ENTRY_SIZE = _ENTRY.size  # 34
+
+
+class AbortedTxn(NamedTuple):
+    """One aborted transaction: its producer, first offset, abort marker's offset and the LSO
+    once it was aborted."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+
+class CorruptTxnIndexError(ValueError):
+    """A ``.txnindex`` that is not whole entries of version 0."""
+
+
+def encode_entry(txn: AbortedTxn) -> bytes:
+    return _ENTRY.pack(VERSION, *txn)
+
+
+def decode_entries(data: bytes, name: str = "txnindex") -> list[AbortedTxn]:
+    """The entries of a ``.txnindex``; :class:`CorruptTxnIndexError` for anything else."""
+    if len(data) % ENTRY_SIZE:
+        raise CorruptTxnIndexError(f"{name}: {len(data)} bytes are not whole {ENTRY_SIZE}-byte "
+                                   "entries")
+    entries = []
+    for version, *fields in _ENTRY.iter_unpack(data):
+        if version != VERSION:
+            raise CorruptTxnIndexError(f"{name}: an entry of unknown version {version}")
+        entries.append(AbortedTxn(*fields))
+    return entries
+
+
+def file_name(base_offset: int) -> str:
+    return f"{base_offset:020d}{TXN_INDEX_SUFFIX}"
+
+
+Rebuild = Callable[[], Iterable[tuple[int, AbortedTxn]]]
+"""The log's aborted transactions, walked from its batches: (segment base, entry) pairs."""
+
+
+class TxnIndexes:
+    """The ``.txnindex`` files of the log in ``directory``: segment base -> its entries, in
+    append order. Not thread-safe: the log calls it under its lock."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._entries: dict[int, list[AbortedTxn]] = {}
+        self._unsynced: set[int] = set()
+
+    def load(self, segment_bases: Sequence[int], rebuild: Rebuild) -> None:
+        """Read the files of the log just opened: those naming no segment are deleted, and if
+        any is corrupt every file is rebuilt from ``rebuild`` (one warning)."""
+        bases = set(segment_bases)
+        self._entries = {}
+        corrupt: list[str] = []
+        for path in sorted(self.directory.glob(f"*{TXN_INDEX_SUFFIX}")):
+            stem = path.name[:-len(TXN_INDEX_SUFFIX)]
+            if len(stem) != 20 or not stem.isdigit():
+                continue
+            base = int(stem)
+            if base not in bases:
+                path.unlink(missing_ok=True)
+                continue
+            try:
+                entries = decode_entries(path.read_bytes(), path.name)
+            except (CorruptTxnIndexError, OSError) as exc:
+                corrupt.append(str(exc))
+                continue
+            if entries:
+                self._entries[base] = entries
+        if corrupt:
+            log.warning("%s: corrupt aborted-transaction index (%s); rebuilding it from the log",
+                        self.directory.name, "; ".join(corrupt))
+            self.rebuild(rebuild)
+
+    def rebuild(self, rebuild: Rebuild) -> None:
+        """Write every file anew from the log's batches."""
+        for base in list(self._entries):
+            (self.directory / file_name(base)).unlink(missing_ok=True)
+        for path in self.directory.glob(f"*{TXN_INDEX_SUFFIX}"):
+            path.unlink(missing_ok=True)
+        self._entries = {}
+        for base, txn in rebuild():
+            self._entries.setdefault(base, []).append(txn)
+        for base in self._entries:
+            self._write(base)
+
+    def append(self, segment_base: int, txn: AbortedTxn) -> None:
+        """Add ``txn`` to the file of the segment holding its marker (not twice)."""
+        entries = self._entries.setdefault(segment_base, [])
+        if any(t[:3] == txn[:3] for t in entries):
+            return
+        entries.append(txn)
+        fd = os.open(self.directory / file_name(segment_base),
+                     os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE_FILE_MODE)
+        try:
+            os.write(fd, encode_entry(txn))
+        finally:
+            os.close(fd)
+        self._unsynced.add(segment_base)
+
+    def _write(self, base: int) -> None:
+        path = self.directory / file_name(base)
+        entries = self._entries.get(base)
+        if not entries:
+            self._entries.pop(base, None)
+            path.unlink(missing_ok=True)
+            return
+        tmp = path.with_name(path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
+        try:
+            os.write(fd, b"".join(encode_entry(t) for t in entries))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop the entries whose marker is at or past ``offset`` (a truncation)."""
+        for base, entries in list(self._entries.items()):
+            kept = [t for t in entries if t.last_offset < offset]
+            if len(kept) != len(entries):
+                self._entries[base] = kept
+                self._write(base)
+
+    def delete_below(self, first_base: int) -> None:
+        """Delete the files of segments below ``first_base`` (they were deleted)."""
+        for base in [b for b in self._entries if b < first_base]:
+            del self._entries[base]
+            self._unsynced.discard(base)
+            (self.directory / file_name(base)).unlink(missing_ok=True)
+
+    def delete_all(self) -> None:
+        for base in list(self._entries):
+            (self.directory / file_name(base)).unlink(missing_ok=True)
+        self._entries = {}
+        self._unsynced.clear()
+
+    def merge(self, bases: Sequence[int]) -> None:
+        """The segments ``bases`` became one, at ``bases[0]`` (the cleaner swapped them)."""
+        merged = [t for base in bases for t in self._entries.get(base, ())]
+        for base in bases[1:]:
+            self._entries.pop(base, None)
+            self._unsynced.discard(base)
+            (self.directory / file_name(base)).unlink(missing_ok=True)
+        if merged:
+            self._entries[bases[0]] = merged
+            self._write(bases[0])
+
+    def sync(self) -> None:
+        """fsync the files appended to since the last call (the log's flush)."""
+        for base in sorted(self._unsynced):
+            try:
+                fd = os.open(self.directory / file_name(base), os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        self._unsynced.clear()
+
+    def collect(self, start: int, upper: int) -> list[AbortedTxn]:
+        """The aborted transactions that overlap ``[start, upper)``: marker at or after
+        ``start``, first offset below ``upper`` (Kafka's collectAbortedTransactions)."""
+        found = []
+        for base in sorted(self._entries):
+            for txn in self._entries[base]:
+                if txn.last_offset >= start and txn.first_offset < upper:
+                    found.append(txn)
+        return found
+
+    def entries(self) -> dict[int, list[AbortedTxn]]:
+        """Segment base -> its entries (a copy)."""
+        return {base: list(entries) for base, entries in self._entries.items()}
