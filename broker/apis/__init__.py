@@ -57,6 +57,7 @@ def default_registry() -> ApiRegistry:
         elections,
         fetch,
         find_coordinator,
+        group_offsets,
         groups,
         log_dirs,
         metadata,
@@ -76,6 +77,7 @@ def default_registry() -> ApiRegistry:
                         *versions.APIS, *producers.APIS, *topics.APIS, *configs.APIS,
                         *cluster.APIS, *elections.APIS, *reassignments.APIS,
                         *controller_requests.APIS, *find_coordinator.APIS, *groups.APIS,
+                        *group_offsets.APIS,
                         *consumer_groups.APIS, *acls.APIS, *log_dirs.APIS,
                         *delete_records.APIS, *quotas.APIS, *transactions.APIS,
                         *txn_markers.APIS, *describe_producers.APIS])

@@ -1,15 +1,12 @@
-"""The group APIs (classic protocol): OffsetCommit (8), OffsetFetch (9), JoinGroup (11),
-Heartbeat (12), LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16),
-DeleteGroups (42) and OffsetDelete (47); FindCoordinator (10) is in
-:mod:`broker.apis.find_coordinator`.
+"""The group APIs (classic protocol): JoinGroup (11), Heartbeat (12), LeaveGroup (13),
+SyncGroup (14), DescribeGroups (15), ListGroups (16) and DeleteGroups (42); FindCoordinator (10)
+is in :mod:`broker.apis.find_coordinator` and the offset APIs in :mod:`broker.apis.group_offsets`.
 
 Each handler translates between kio's messages and the broker's
 :class:`~broker.groups.GroupCoordinator` and its group metadata manager, which hold the groups
-and decide; the request-level
-checks Kafka's ``KafkaApis`` makes before the coordinator sees a request are made here:
-partitions of topics the metadata cache does not know are UNKNOWN_TOPIC_OR_PARTITION, commit
-metadata longer than ``offset.metadata.max.bytes`` OFFSET_METADATA_TOO_LARGE, an empty group id
-INVALID_GROUP_ID. A broker without a group coordinator answers COORDINATOR_NOT_AVAILABLE.
+and decide; the request-level checks Kafka's ``KafkaApis`` makes before the coordinator sees a
+request are made here: an empty group id is INVALID_GROUP_ID, and a broker without a group
+coordinator answers COORDINATOR_NOT_AVAILABLE.
 """
 
 from __future__ import annotations
@@ -26,10 +23,8 @@ from broker.apis.admin_support import milliseconds
 from broker.apis.base import Api, Reply, RequestContext
 from broker.apis.cluster import NOT_ASKED
 from broker.groups.coordinator import GroupCoordinator
-from broker.groups.group import CommittedOffset
 from broker.security.acls import Operation, ResourceType
 from broker.wire import response_module
-from coordinator.codecs import TopicPartition
 from kafkaclient.messages import build
 
 if TYPE_CHECKING:
@@ -39,8 +34,6 @@ if TYPE_CHECKING:
     import kio.schema.leave_group.v3
     import kio.schema.leave_group.v4
     import kio.schema.leave_group.v5
-    import kio.schema.offset_fetch.v8
-    import kio.schema.offset_fetch.v9
     from typing_extensions import TypeIs
 
     from broker.apis.messages import (
@@ -56,12 +49,6 @@ if TYPE_CHECKING:
         LeaveGroupResponse,
         ListGroupsRequest,
         ListGroupsResponse,
-        OffsetCommitRequest,
-        OffsetCommitResponse,
-        OffsetDeleteRequest,
-        OffsetDeleteResponse,
-        OffsetFetchRequest,
-        OffsetFetchResponse,
         SyncGroupRequest,
         SyncGroupResponse,
     )
@@ -70,15 +57,11 @@ if TYPE_CHECKING:
     _BatchedLeaveGroup: TypeAlias = (kio.schema.leave_group.v3.LeaveGroupRequest
                                      | kio.schema.leave_group.v4.LeaveGroupRequest
                                      | kio.schema.leave_group.v5.LeaveGroupRequest)
-    _BatchedOffsetFetch: TypeAlias = (kio.schema.offset_fetch.v8.OffsetFetchRequest
-                                      | kio.schema.offset_fetch.v9.OffsetFetchRequest)
 
 __all__ = ["APIS"]
 
 log = logging.getLogger(__name__)
 
-OFFSET_COMMIT = 8
-OFFSET_FETCH = 9
 JOIN_GROUP = 11
 HEARTBEAT = 12
 LEAVE_GROUP = 13
@@ -86,11 +69,9 @@ SYNC_GROUP = 14
 DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16
 DELETE_GROUPS = 42
-OFFSET_DELETE = 47
 
 CLASSIC = "classic"
 CONSUMER = "consumer"
-NO_OFFSET = -1
 _ZERO = timedelta(0)
 
 
@@ -115,8 +96,6 @@ def _batched_leave(request: LeaveGroupRequest, version: int) -> TypeIs[_BatchedL
     return version >= 3  # members, not member_id
 
 
-def _batched_fetch(request: OffsetFetchRequest, version: int) -> TypeIs[_BatchedOffsetFetch]:
-    return version >= 8  # groups, not group_id and topics
 
 
 def _may(ctx: RequestContext, operation: Operation, group_id: str) -> bool:
@@ -260,180 +239,6 @@ def leave_group(ctx: RequestContext[GroupServices],
                  members=members)
 
 
-# --- OffsetCommit, OffsetFetch, OffsetDelete --------------------------------------------------
-
-
-def offset_commit(ctx: RequestContext[GroupServices],
-                  request: OffsetCommitRequest) -> Reply[OffsetCommitResponse]:
-    module = response_module(OFFSET_COMMIT, ctx.api_version)
-    version = ctx.api_version
-    groups = _groups(ctx)
-    snap = ctx.broker.metadata.snapshot
-    now = groups.manager.now_ms() if groups is not None else 0
-    retention = _ms(getattr(request, "retention_time", -1)) if 2 <= version <= 4 else -1
-    max_metadata = groups.config.offset_metadata_max_bytes if groups is not None else 4096
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    valid: dict[tuple[str, int], CommittedOffset] = {}
-    order: list[tuple[str, list[int]]] = []
-    readable: dict[str, bool] = {}
-    # Kafka checks Read on the group first: without it every partition of the answer is
-    # GROUP_AUTHORIZATION_FAILED, whatever the topics (nothing about them is told)
-    group_denied = not _may(ctx, Operation.READ, request.group_id)
-    for topic in request.topics:
-        indexes: list[int] = []
-        order.append((topic.name, indexes))
-        for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
-            indexes.append(p.partition_index)
-            metadata = p.committed_metadata or ""
-            if group_denied:
-                errors[tp] = ErrorCode.group_authorization_failed
-            elif not readable.setdefault(topic.name, ctx.authorized(
-                    Operation.READ, ResourceType.TOPIC, topic.name)):
-                errors[tp] = ErrorCode.topic_authorization_failed
-            elif not snap.contains(TopicPartition(*tp)):
-                errors[tp] = ErrorCode.unknown_topic_or_partition
-            elif len(metadata.encode("utf-8")) > max_metadata:
-                errors[tp] = ErrorCode.offset_metadata_too_large
-            else:
-                stamp = getattr(p, "commit_timestamp", -1) if version == 1 else -1
-                committed = now if stamp is None or stamp < 0 else stamp
-                valid[tp] = CommittedOffset(
-                    offset=p.committed_offset,
-                    leader_epoch=getattr(p, "committed_leader_epoch", -1),
-                    metadata=metadata, commit_timestamp=committed,
-                    expire_timestamp=committed + retention if retention >= 0 else -1)
-
-    def answer(error: ErrorCode) -> Any:
-        for tp in valid:
-            errors[tp] = error
-        return build(module.OffsetCommitResponse, throttle_time=_ZERO, topics=tuple(
-            build(module.OffsetCommitResponseTopic, name=name, partitions=tuple(
-                build(module.OffsetCommitResponsePartition, partition_index=i,
-                      error_code=errors[(name, i)]) for i in indexes))
-            for name, indexes in order))
-
-    if group_denied:
-        return answer(ErrorCode.group_authorization_failed)
-    if groups is None:
-        return answer(ErrorCode.coordinator_not_available)
-    if not request.group_id:
-        return answer(ErrorCode.invalid_group_id)
-    generation = getattr(request, "generation_id_or_member_epoch", -1)
-    member_id = getattr(request, "member_id", "") or ""
-    instance_id = getattr(request, "group_instance_id", None)
-    if groups.manager.check_group(request.group_id) is ErrorCode.none:
-        # a consumer group (KIP-848): its member and epoch are checked here; the offsets are
-        # then written as an admin's into the group's (memberless) classic shell
-        checked = groups.consumer.check_offsets_member(request.group_id, member_id, generation,
-                                                       commit_version=version)
-        if checked is not None:
-            if checked is not ErrorCode.none:
-                return answer(checked)
-            generation, member_id, instance_id = -1, "", None
-    future = groups.commit(
-        group_id=request.group_id, generation=generation, member_id=member_id,
-        group_instance_id=instance_id, offsets=valid)
-    return _then(future, answer)
-
-
-def _fetch_one(ctx: RequestContext, group_id: str, topics: Any | None,
-               member: tuple[str, int] = ("", -1)
-               ) -> tuple[ErrorCode, list[tuple[str, list[tuple[int, CommittedOffset | None,
-                                                             ErrorCode]]]]]:
-    groups = _groups(ctx)
-    wanted = None if topics is None else [(t.name, i) for t in topics
-                                          for i in t.partition_indexes]
-    checked = None
-    if groups is not None and groups.manager.check_group(group_id) is ErrorCode.none:
-        checked = groups.consumer.check_offsets_member(group_id, *member)
-    found: dict[tuple[str, int], CommittedOffset | None]
-    if groups is None:
-        error, found = ErrorCode.coordinator_not_available, {}
-    elif not _may(ctx, Operation.DESCRIBE, group_id):
-        error, found = ErrorCode.group_authorization_failed, {}
-    elif checked is not None and checked is not ErrorCode.none:
-        error, found = checked, {}
-    else:
-        error, found = groups.manager.fetch_offsets(group_id, wanted)
-    by_topic: dict[str, list[tuple[int, CommittedOffset | None, ErrorCode]]] = {}
-    if wanted is None:  # every topic: those the principal may Describe
-        for (t, i), o in found.items():
-            if ctx.authorized(Operation.DESCRIBE, ResourceType.TOPIC, t):
-                by_topic.setdefault(t, []).append((i, o, ErrorCode.none))
-    else:
-        for t, i in wanted:
-            by_topic.setdefault(t, []).append((i, found.get((t, i)), error))
-    return error, list(by_topic.items())
-
-
-def offset_fetch(ctx: RequestContext[GroupServices],
-                 request: OffsetFetchRequest) -> Reply[OffsetFetchResponse]:
-    version = ctx.api_version
-    module = response_module(OFFSET_FETCH, version)
-
-    def partitions(cls: Any, items: list) -> tuple:
-        return tuple(build(cls, partition_index=i,
-                           committed_offset=o.offset if o is not None else NO_OFFSET,
-                           committed_leader_epoch=o.leader_epoch if o is not None else -1,
-                           metadata=o.metadata if o is not None else "",
-                           error_code=e if version < 2 else ErrorCode.none)
-                     for i, o, e in items)
-
-    if _batched_fetch(request, version):
-        answered = []
-        for group in request.groups:
-            error, topics = _fetch_one(ctx, group.group_id, group.topics,
-                                       (getattr(group, "member_id", None) or "",
-                                        getattr(group, "member_epoch", -1)))
-            answered.append(build(
-                module.OffsetFetchResponseGroup, group_id=group.group_id, error_code=error,
-                topics=() if error is not ErrorCode.none else tuple(
-                    build(module.OffsetFetchResponseTopics, name=t,
-                          partitions=partitions(module.OffsetFetchResponsePartitions, ps))
-                    for t, ps in topics)))
-        return build(module.OffsetFetchResponse, throttle_time=_ZERO, groups=tuple(answered))
-    error, topics = _fetch_one(ctx, request.group_id, request.topics)
-    if version >= 2 and error is not ErrorCode.none:
-        topics = []
-    return build(module.OffsetFetchResponse, throttle_time=_ZERO, error_code=error,
-                 topics=tuple(build(module.OffsetFetchResponseTopic, name=t,
-                                    partitions=partitions(module.OffsetFetchResponsePartition,
-                                                          ps))
-                              for t, ps in topics))
-
-
-def offset_delete(ctx: RequestContext[GroupServices],
-                  request: OffsetDeleteRequest) -> Reply[OffsetDeleteResponse]:
-    module = response_module(OFFSET_DELETE, ctx.api_version)
-    groups = _groups(ctx)
-    snap = ctx.broker.metadata.snapshot
-    asked = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    readable = {t: ctx.authorized(Operation.READ, ResourceType.TOPIC, t) for t, _p in asked}
-    # Kafka: a partition of a topic the principal may not Read is refused, the others go on
-    known = [tp for tp in asked if readable[tp[0]] and snap.contains(TopicPartition(*tp))]
-
-    def answer(outcome: tuple[ErrorCode, dict]) -> Any:
-        error, results = outcome
-        results = {**results, **{tp: ErrorCode.topic_authorization_failed
-                                 for tp in asked if not readable[tp[0]]}}
-        topics: dict[str, list[Any]] = {}
-        if error is ErrorCode.none:
-            for tp in asked:
-                e = results.get(tp, ErrorCode.unknown_topic_or_partition)
-                topics.setdefault(tp[0], []).append(build(
-                    module.OffsetDeleteResponsePartition, partition_index=tp[1], error_code=e))
-        return build(module.OffsetDeleteResponse, error_code=error, throttle_time=_ZERO,
-                     topics=tuple(build(module.OffsetDeleteResponseTopic, name=t,
-                                        partitions=tuple(ps)) for t, ps in topics.items()))
-
-    if groups is None:
-        return answer((ErrorCode.coordinator_not_available, {}))
-    if not _may(ctx, Operation.DELETE, request.group_id):
-        return answer((ErrorCode.group_authorization_failed, {}))
-    return _then(groups.manager.delete_offsets(request.group_id, known), answer)
-
-
 # --- DescribeGroups, ListGroups, DeleteGroups -------------------------------------------------
 
 
@@ -547,9 +352,6 @@ def delete_groups(ctx: RequestContext[GroupServices],
 
 
 APIS = [
-    Api(key=OFFSET_COMMIT, name="OffsetCommit", min_version=0, max_version=9,
-        handle=offset_commit),
-    Api(key=OFFSET_FETCH, name="OffsetFetch", min_version=0, max_version=9, handle=offset_fetch),
     Api(key=JOIN_GROUP, name="JoinGroup", min_version=0, max_version=9, handle=join_group),
     Api(key=HEARTBEAT, name="Heartbeat", min_version=0, max_version=4, handle=heartbeat),
     Api(key=LEAVE_GROUP, name="LeaveGroup", min_version=0, max_version=5, handle=leave_group),
@@ -559,6 +361,4 @@ APIS = [
     Api(key=LIST_GROUPS, name="ListGroups", min_version=0, max_version=5, handle=list_groups),
     Api(key=DELETE_GROUPS, name="DeleteGroups", min_version=0, max_version=2,
         handle=delete_groups),
-    Api(key=OFFSET_DELETE, name="OffsetDelete", min_version=0, max_version=0,
-        handle=offset_delete),
 ]

@@ -239,6 +239,11 @@ if TYPE_CHECKING:
     import kio.schema.sync_group.v3
     import kio.schema.sync_group.v4
     import kio.schema.sync_group.v5
+    import kio.schema.txn_offset_commit.v0
+    import kio.schema.txn_offset_commit.v1
+    import kio.schema.txn_offset_commit.v2
+    import kio.schema.txn_offset_commit.v3
+    import kio.schema.txn_offset_commit.v4
     import kio.schema.update_metadata.v7
     import kio.schema.update_metadata.v8
     import kio.schema.write_txn_markers.v0
@@ -580,6 +585,18 @@ if TYPE_CHECKING:
     WriteTxnMarkersResponse: TypeAlias = (
         kio.schema.write_txn_markers.v0.WriteTxnMarkersResponse
         | kio.schema.write_txn_markers.v1.WriteTxnMarkersResponse)
+    TxnOffsetCommitRequest: TypeAlias = (
+        kio.schema.txn_offset_commit.v0.TxnOffsetCommitRequest
+        | kio.schema.txn_offset_commit.v1.TxnOffsetCommitRequest
+        | kio.schema.txn_offset_commit.v2.TxnOffsetCommitRequest
+        | kio.schema.txn_offset_commit.v3.TxnOffsetCommitRequest
+        | kio.schema.txn_offset_commit.v4.TxnOffsetCommitRequest)
+    TxnOffsetCommitResponse: TypeAlias = (
+        kio.schema.txn_offset_commit.v0.TxnOffsetCommitResponse
+        | kio.schema.txn_offset_commit.v1.TxnOffsetCommitResponse
+        | kio.schema.txn_offset_commit.v2.TxnOffsetCommitResponse
+        | kio.schema.txn_offset_commit.v3.TxnOffsetCommitResponse
+        | kio.schema.txn_offset_commit.v4.TxnOffsetCommitResponse)
     DescribeAclsRequest: TypeAlias = (
         kio.schema.describe_acls.v0.DescribeAclsRequest
         | kio.schema.describe_acls.v1.DescribeAclsRequest

@@ -40,6 +40,7 @@ from broker.groups.consumer_coordinator import ConsumerGroups
 from broker.groups.group import CommittedOffset, Group, GroupState, Member, select_protocol
 from broker.groups.loading import Loaded
 from broker.groups.metadata_manager import GroupConfig, GroupMetadataManager, resolved
+from broker.groups.txn_offsets import TxnOffsets
 from broker.metadata_cache import MetadataCache
 from broker.purgatory import Purgatory
 from replication.replica_manager import ReplicaManager
@@ -101,8 +102,9 @@ class GroupCoordinator:
         self.config = self.manager.config
         self.consumer = ConsumerGroups(self.manager)
         """The KIP-848 groups of the same partitions."""
-        self.manager.listen(self)
-        self.manager.listen(self.consumer)
+        self.txn = TxnOffsets(self.manager)  # TxnOffsetCommit, and the markers ending them
+        for listener in (self, self.consumer, self.txn):
+            self.manager.listen(listener)
 
     # -- partitions loaded and dropped (the manager tells) ---------------------------------------
 
@@ -134,7 +136,6 @@ class GroupCoordinator:
                 member.heartbeat.cancel()
             self._answer_join(member, JoinResult(error=error, member_id=member.member_id))
             self._answer_sync(member, SyncResult(error=error))
-
 
     # -- timers ----------------------------------------------------------------------------------
 
@@ -681,7 +682,7 @@ class GroupCoordinator:
             elif not group.is_(S.EMPTY):
                 results[group_id] = ErrorCode.non_empty_group
             else:
-                offsets = list(group.offsets)
+                offsets = group.offset_partitions()
                 self._kill(group, ErrorCode.coordinator_not_available)
                 self.manager.drop_group(group)
                 log.info("group %s deleted (%d committed offset(s))", group_id, len(offsets))

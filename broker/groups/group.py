@@ -23,7 +23,7 @@ import asyncio
 import enum
 import logging
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from broker.groups.records import MemberRecord, OffsetCommitValue
@@ -34,6 +34,7 @@ __all__ = [
     "Group",
     "GroupState",
     "Member",
+    "PendingOffset",
     "check_transition",
     "expired_offsets",
     "select_protocol",
@@ -71,6 +72,15 @@ def check_transition(current: GroupState, target: GroupState) -> bool:
 
 CommittedOffset = OffsetCommitValue
 """A committed offset as the group holds it: what its record in __consumer_offsets says."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PendingOffset:
+    """An offset a transaction committed, held until the transaction ends: the value, and
+    where its record sits in ``__consumer_offsets`` (None while it is being written)."""
+
+    offset: CommittedOffset
+    position: int | None = None
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
@@ -130,6 +140,12 @@ class Group:
     pending_members: dict[str, asyncio.TimerHandle | None] = field(default_factory=dict)
     """Member ids handed out with MEMBER_ID_REQUIRED, not joined yet (with their expiry)."""
     offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
+    positions: dict[tuple[str, int], int] = field(default_factory=dict)
+    """Where each committed offset's record sits in ``__consumer_offsets`` (when known): a
+    transaction's offsets, committed later, replace only older ones (Kafka's rule)."""
+    pending_txn: dict[int, dict[tuple[str, int], PendingOffset]] = field(default_factory=dict)
+    """Transactional offset commits not decided yet, per producer id (KIP-98): invisible to
+    OffsetFetch until their transaction's commit marker (:mod:`broker.groups.txn_offsets`)."""
     state_timestamp: int = -1
     new_member_added: bool = False
     pending_sync: set[str] = field(default_factory=set)
@@ -152,6 +168,30 @@ class Group:
 
     def is_(self, *states: GroupState) -> bool:
         return self.state in states
+
+    def has_pending(self, tp: tuple[str, int]) -> bool:
+        """Whether an open transaction committed an offset of ``tp`` (KIP-447's unstable)."""
+        return any(tp in held for held in self.pending_txn.values())
+
+    def pending_partitions(self) -> set[tuple[str, int]]:
+        """Every partition an open transaction committed an offset for."""
+        return {tp for held in self.pending_txn.values() for tp in held}
+
+    def offset_partitions(self) -> list[tuple[str, int]]:
+        """The partitions with a committed offset, then those only a transaction committed
+        for: what deleting the group writes tombstones for (Kafka 3.9)."""
+        return [*self.offsets, *sorted(self.pending_partitions() - self.offsets.keys())]
+
+    def drop_pending(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Forget what open transactions committed for ``partitions`` (their tombstones are
+        written: an OffsetDelete, a deletion)."""
+        doomed = set(partitions)
+        for producer_id in list(self.pending_txn):
+            held = self.pending_txn[producer_id]
+            for tp in doomed & held.keys():
+                del held[tp]
+            if not held:
+                del self.pending_txn[producer_id]
 
     def protocols_supported(self) -> set[str]:
         sets = [{name for name, _ in m.protocols} for m in self.members.values()]
@@ -192,7 +232,8 @@ def expired_offsets(group: Group, now_ms: int, retention_ms: int) -> list[tuple[
     retention time) goes then; otherwise ``retention_ms`` counts from when an Empty group with
     a protocol became empty, from the commit for a group that never had one, and, in a Stable
     consumer group, from the commit for the topics no member subscribes to any more. A group
-    rebalancing, or whose subscriptions cannot be read, keeps everything."""
+    rebalancing, or whose subscriptions cannot be read, keeps everything; so does a partition
+    an open transaction committed an offset for (Kafka 3.9's OffsetMetadataManager)."""
     base: int | None = None
     if group.protocol_type is None or group.is_(GroupState.EMPTY):
         if group.protocol_type is not None and group.state_timestamp >= 0:
@@ -207,6 +248,8 @@ def expired_offsets(group: Group, now_ms: int, retention_ms: int) -> list[tuple[
         return []
     expired = []
     for tp in candidates:
+        if group.has_pending(tp):
+            continue  # an open transaction will commit it again: not expired yet (Kafka)
         o = group.offsets[tp]
         if o.expire_timestamp >= 0:
             due = now_ms >= o.expire_timestamp

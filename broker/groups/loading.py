@@ -13,8 +13,8 @@ internal topic is INVALID_TOPIC_EXCEPTION), but a log may hold records from befo
 or put there by other means, and a forged offset commit would otherwise steer a group's
 consumers. A record counts as the coordinator's when all of this holds:
 
-- its batch is a plain one, as the coordinator writes them: not a control batch, not
-  transactional, no producer id (-1: partctl's coordinator has no transactional offset commits);
+- its batch is one the coordinator writes: a plain one (no producer id), or a transactional
+  one of offset commits (a TxnOffsetCommit's, with the transaction's producer id and epoch);
 - the record carries exactly the one header :data:`~broker.groups.records.COORDINATOR_HEADER`,
   which every record the coordinator appends carries (Kafka's tools, reading by key and value,
   pass over it) and which no client could have known to add before clients were refused;
@@ -27,13 +27,25 @@ says so in one warning (how many, of which kind, and the first offset of each), 
 per record. This is provenance against clients, not against whoever can write the log files:
 anyone who can do that can write the header too. A consequence: records written by a partctl
 coordinator older than this rule carry no header and are skipped (the groups commit again).
+
+Transactions (KIP-98): a transactional batch's offset commits are pending for its producer
+id until that producer's end-transaction marker (a control batch, written by the transaction
+coordinator's WriteTxnMarkers and read with :func:`replication.control.marker_of`): a commit
+moves them into the committed offsets unless a later record of the log already committed the
+same partition (Kafka's rule, by position in the log), an abort drops them. An offset tombstone
+drops the pending offsets of its partition too, as Kafka 3.9's coordinator replays it. A
+transaction still open at the log's end stays pending in the groups built
+(:attr:`~broker.groups.group.Group.pending_txn`), so a coordinator that loads the partition
+after a failover holds what its predecessor held. A control batch that does not decode is
+skipped with the rest, in the one warning.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import NamedTuple
 
-from broker.groups.group import CommittedOffset, Group, GroupState, Member
+from broker.groups.group import CommittedOffset, Group, GroupState, Member, PendingOffset
 from broker.groups.records import (
     COORDINATOR_HEADER,
     GroupMetadataKey,
@@ -46,26 +58,53 @@ from broker.groups.records import (
     decode_key,
     decode_value,
 )
-from replication.errors import CorruptRecordError
+from replication.control import Marker, marker_of
+from replication.errors import StorageError
 from replication.log import Log
 from replication.records import NO_PRODUCER_ID, BatchHeader, decode_batch, read_batch_header
 
-__all__ = ["build_groups", "read_records"]
+__all__ = ["Entry", "LoadedPartition", "build_groups", "read_records"]
 
 log = logging.getLogger(__name__)
 
 READ_BYTES = 1 << 20
 
 Loaded = list[tuple[Key, Value | None]]
+"""A partition's plain records (key, value), in log order: what the coordinators replay."""
 _MARKED = (COORDINATOR_HEADER,)
 _FOREIGN = "not written by a group coordinator"
+_TP = tuple[str, int]
 
 
-def read_records(plog: Log, where: str) -> Loaded:
-    """Every (key, value) a group coordinator wrote to ``plog``, from its start to its end, in
-    log order (blocking); what it did not write is skipped with one warning."""
+class Entry(NamedTuple):
+    """One record a group coordinator wrote, where it sits in the log, and the producer id of
+    its batch (-1: a plain record; else an offset commit of that producer's transaction)."""
+
+    key: Key
+    value: Value | None
+    position: int
+    producer_id: int = NO_PRODUCER_ID
+
+
+class LoadedPartition(NamedTuple):
+    """What a load read: the coordinators' records and the end-transaction markers, in log
+    order."""
+
+    entries: list[Entry | Marker]
+
+    @property
+    def records(self) -> Loaded:
+        """The plain records (the transactional offset commits and the markers left out)."""
+        return [(e.key, e.value) for e in self.entries
+                if isinstance(e, Entry) and e.producer_id == NO_PRODUCER_ID]
+
+
+def read_records(plog: Log, where: str) -> LoadedPartition:
+    """Every record a group coordinator wrote to ``plog`` and every end-transaction marker,
+    from its start to its end, in log order (blocking); what it did not write is skipped with
+    one warning."""
     offset, end = plog.log_start_offset, plog.log_end_offset
-    found: Loaded = []
+    found: list[Entry | Marker] = []
     skipped = _Skipped()
     while offset < end:
         read = plog.read(offset, READ_BYTES)
@@ -75,7 +114,9 @@ def read_records(plog: Log, where: str) -> Loaded:
         pos = 0
         while pos < len(data):
             header = read_batch_header(data, pos)
-            if not header.is_control:
+            if header.is_control:
+                _read_control(data, pos, header, found, skipped)
+            else:
                 _read_batch(data, pos, header, found, skipped)
             pos += header.size
         offset = read.next_offset
@@ -83,7 +124,7 @@ def read_records(plog: Log, where: str) -> Loaded:
         log.warning("%s: loaded %d records, skipped %d: %s", where, len(found), skipped.count,
                     "; ".join(f"{n} {why} (first at offset {first})"
                               for why, (n, first) in skipped.kinds.items()))
-    return found
+    return LoadedPartition(found)
 
 
 class _Skipped:
@@ -101,15 +142,29 @@ class _Skipped:
         self.kinds[why] = (seen + n, first)
 
 
-def _read_batch(data: bytes, pos: int, header: BatchHeader, found: Loaded,
+def _read_control(data: bytes, pos: int, header: BatchHeader, found: list[Entry | Marker],
+                  skipped: _Skipped) -> None:
+    try:
+        marker = marker_of(decode_batch(data, pos))
+    except StorageError:
+        skipped.add("in control batches that do not decode", header.base_offset)
+        return
+    if marker is not None:  # a control record of another type: passed over, as Kafka does
+        found.append(marker)
+
+
+def _read_batch(data: bytes, pos: int, header: BatchHeader, found: list[Entry | Marker],
                 skipped: _Skipped) -> None:
     records = header.last_offset_delta + 1
-    if header.is_transactional or header.producer_id != NO_PRODUCER_ID:
+    transactional = header.is_transactional
+    if transactional != (header.producer_id != NO_PRODUCER_ID) or header.producer_id < -1:
+        # a plain batch with a producer id, or a transactional one without: not the
+        # coordinator's
         skipped.add(_FOREIGN, header.base_offset, records)
         return
     try:
         batch = decode_batch(data, pos)
-    except CorruptRecordError:
+    except StorageError:
         skipped.add("in batches that do not decode", header.base_offset, records)
         return
     for record in batch.records:
@@ -118,36 +173,103 @@ def _read_batch(data: bytes, pos: int, header: BatchHeader, found: Loaded,
             continue
         try:
             key = decode_key(record.key)
-            found.append((key, decode_value(key, record.value)))
+            value = decode_value(key, record.value)
         except RecordFormatError:
             skipped.add("not in a group schema", record.offset)
+            continue
+        if transactional and not isinstance(key, OffsetCommitKey):
+            skipped.add("in a transaction but not an offset commit", record.offset)
+            continue
+        found.append(Entry(key, value, record.offset, header.producer_id))
 
 
-def build_groups(partition: int, records: Loaded) -> list[Group]:
-    """The groups ``records`` (one partition's, in log order) leave standing."""
-    offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+def _offset(value: OffsetCommitValue) -> CommittedOffset:
+    return CommittedOffset(offset=value.offset, leader_epoch=value.leader_epoch,
+                           metadata=value.metadata, commit_timestamp=value.commit_timestamp,
+                           expire_timestamp=value.expire_timestamp)
+
+
+class _Replay:
+    """The offsets a partition's log leaves, replayed in log order: committed ones with their
+    positions, per group, and the pending ones of each open transaction."""
+
+    def __init__(self) -> None:
+        self.offsets: dict[str, dict[_TP, tuple[CommittedOffset, int]]] = {}
+        self.pending: dict[int, dict[tuple[str, _TP], PendingOffset]] = {}
+
+    def commit(self, key: OffsetCommitKey, value: Value | None, position: int,
+               producer_id: int) -> None:
+        tp = (key.topic, key.partition)
+        if producer_id != NO_PRODUCER_ID:
+            held = self.pending.setdefault(producer_id, {})
+            if isinstance(value, OffsetCommitValue):
+                held[(key.group, tp)] = PendingOffset(offset=_offset(value), position=position)
+            else:
+                held.pop((key.group, tp), None)
+            return
+        if isinstance(value, OffsetCommitValue):
+            self.offsets.setdefault(key.group, {})[tp] = (_offset(value), position)
+            return
+        self.offsets.get(key.group, {}).pop(tp, None)
+        for held in self.pending.values():  # a tombstone drops what transactions hold too
+            held.pop((key.group, tp), None)
+
+    def drop_group(self, group: str) -> None:
+        self.offsets.pop(group, None)
+        for held in self.pending.values():
+            for gtp in [gtp for gtp in held if gtp[0] == group]:
+                del held[gtp]
+
+    def end(self, marker: Marker) -> None:
+        held = self.pending.pop(marker.producer_id, {})
+        if not marker.commit:
+            return
+        for (group, tp), pending in held.items():
+            offsets = self.offsets.setdefault(group, {})
+            current = offsets.get(tp)
+            assert pending.position is not None
+            if current is None or current[1] < pending.position:
+                offsets[tp] = (pending.offset, pending.position)
+
+    def pending_of(self) -> dict[str, dict[int, dict[_TP, PendingOffset]]]:
+        by_group: dict[str, dict[int, dict[_TP, PendingOffset]]] = {}
+        for producer_id, held in self.pending.items():
+            for (group, tp), pending in held.items():
+                by_group.setdefault(group, {}).setdefault(producer_id, {})[tp] = pending
+        return by_group
+
+
+def build_groups(partition: int, loaded: LoadedPartition | Loaded) -> list[Group]:
+    """The groups a partition's log (``loaded``, or its plain records alone, in log order)
+    leaves standing, with their committed offsets and the pending ones of open
+    transactions."""
+    entries = loaded.entries if isinstance(loaded, LoadedPartition) else [
+        Entry(k, v, i) for i, (k, v) in enumerate(loaded)]
+    replay = _Replay()
     metadata: dict[str, GroupMetadataValue | None] = {}
-    for key, value in records:
+    for entry in entries:
+        if isinstance(entry, Marker):
+            replay.end(entry)
+            continue
+        key, value = entry.key, entry.value
         if isinstance(key, OffsetCommitKey):
-            held = offsets.setdefault(key.group, {})
-            if value is None:
-                held.pop((key.topic, key.partition), None)
-            elif isinstance(value, OffsetCommitValue):
-                held[(key.topic, key.partition)] = CommittedOffset(
-                    offset=value.offset, leader_epoch=value.leader_epoch,
-                    metadata=value.metadata, commit_timestamp=value.commit_timestamp,
-                    expire_timestamp=value.expire_timestamp)
+            replay.commit(key, value, entry.position, entry.producer_id)
         elif isinstance(key, GroupMetadataKey):
             metadata[key.group] = value if isinstance(value, GroupMetadataValue) else None
             if value is None:  # the group was deleted: its offsets went with it
-                offsets.pop(key.group, None)
+                replay.drop_group(key.group)
+    pending = replay.pending_of()
     groups = []
-    for group_id in sorted(set(offsets) | {g for g, v in metadata.items() if v is not None}):
-        group_offsets = offsets.get(group_id, {})
+    named = set(replay.offsets) | set(pending) | {g for g, v in metadata.items() if v is not None}
+    for group_id in sorted(named):
+        group_offsets = replay.offsets.get(group_id, {})
         value = metadata.get(group_id)
-        if value is None and not group_offsets:
+        if value is None and not group_offsets and group_id not in pending:
             continue
-        group = Group(group_id=group_id, partition=partition, offsets=dict(group_offsets))
+        group = Group(group_id=group_id, partition=partition,
+                      offsets={tp: o for tp, (o, _) in group_offsets.items()},
+                      positions={tp: at for tp, (_, at) in group_offsets.items()},
+                      pending_txn=pending.get(group_id, {}))
         if value is not None:
             group.protocol_type = value.protocol_type or None
             group.generation = value.generation

@@ -41,7 +41,7 @@ from broker.groups.group import (
     Member,
     expired_offsets,
 )
-from broker.groups.loading import Loaded, build_groups, read_records
+from broker.groups.loading import Loaded, LoadedPartition, build_groups, read_records
 from broker.groups.records import (
     COORDINATOR_HEADER,
     GroupMetadataKey,
@@ -57,8 +57,8 @@ from broker.purgatory import Purgatory
 from coordinator.codecs import TopicPartition
 from interbroker.errors import ErrorCode as DataErrorCode
 from replication.partition import Role
-from replication.protocol import ProduceResult
-from replication.records import Record, encode_batch
+from replication.protocol import AppendOrigin, ProduceResult
+from replication.records import NO_PRODUCER_ID, Record, encode_batch
 from replication.replica_manager import ReplicaManager
 
 __all__ = [
@@ -146,8 +146,15 @@ def resolved(loop: asyncio.AbstractEventLoop, result: object) -> asyncio.Future:
     return future
 
 
+_PRODUCER_ERRORS = frozenset({ErrorCode.invalid_producer_epoch, ErrorCode.producer_fenced,
+                              ErrorCode.invalid_txn_state, ErrorCode.transaction_abortable})
+"""Errors of a transactional append the producer is told as they are (Kafka passes them)."""
+
+
 def _commit_error(error: int) -> ErrorCode:
     """Kafka's mapping of an append's error to what a committer is told."""
+    if error in ErrorCode._value2member_map_ and ErrorCode(error) in _PRODUCER_ERRORS:
+        return ErrorCode(error)
     match DataErrorCode(error) if error in DataErrorCode._value2member_map_ else None:
         case DataErrorCode.NONE:
             return ErrorCode.none
@@ -273,6 +280,23 @@ class GroupMetadataManager:
             held = self._partitions[p]
         return ErrorCode.none if held.loaded else ErrorCode.coordinator_load_in_progress
 
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    def loading(self, p: int) -> bool | None:
+        """Whether partition ``p``'s groups are being loaded (None: not held here)."""
+        held = self._partitions.get(p)
+        return None if held is None else not held.loaded
+
+    def reload(self, p: int) -> None:
+        """Read partition ``p`` again from its log (a load under way may have missed a record
+        written since it started reading)."""
+        held = self._partitions.get(p)
+        if held is not None:
+            self._unload(p)
+            self._load(p, held.epoch)
+
     def check_group(self, group_id: str | None) -> ErrorCode:
         """Whether this broker answers for ``group_id`` now: NONE, INVALID_GROUP_ID,
         NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS."""
@@ -286,15 +310,15 @@ class GroupMetadataManager:
         return self._state_of(p)
 
     def _load(self, p: int, epoch: int) -> None:
-        self._partitions[p] = _Partition(epoch=epoch)
+        mine = self._partitions[p] = _Partition(epoch=epoch)
         log.info("loading the groups of %s-%d (leader epoch %d)", OFFSETS_TOPIC, p, epoch)
         started = time.monotonic()
         reading = self.loop.run_in_executor(None, self._read_partition, p)
 
         def done(future: asyncio.Future) -> None:
             held = self._partitions.get(p)
-            if held is None or held.epoch != epoch or held.loaded:
-                return  # unloaded (or reloaded) meanwhile
+            if held is not mine or held.loaded:
+                return  # unloaded (or read again) meanwhile
             if future.cancelled() or future.exception() is not None:
                 log.error("loading %s-%d failed: %s", OFFSETS_TOPIC, p,
                           None if future.cancelled() else future.exception())
@@ -307,18 +331,19 @@ class GroupMetadataManager:
 
         reading.add_done_callback(done)
 
-    def _read_partition(self, p: int) -> Loaded:
+    def _read_partition(self, p: int) -> LoadedPartition:
         """Every record of partition ``p``, in log order (off the loop)."""
         partition = self.replica_manager.partition(TopicPartition(OFFSETS_TOPIC, p))
         if partition is None:
-            return []
+            return LoadedPartition([])
         return read_records(partition.log, f"{OFFSETS_TOPIC}-{p}")
 
-    def _apply_loaded(self, p: int, records: Loaded) -> None:
+    def _apply_loaded(self, p: int, loaded: LoadedPartition) -> None:
         held = self._partitions[p]
-        for group in build_groups(p, records):
+        for group in build_groups(p, loaded):
             self._groups[group.group_id] = group
             held.groups.add(group.group_id)
+        records: Loaded = loaded.records
         for listener in self._listeners:
             listener.loaded(p, records)
 
@@ -373,17 +398,34 @@ class GroupMetadataManager:
         """Append ``records`` to partition ``p`` with acks=all: a loop future of the error
         (a committer's view of it, see :func:`_commit_error`)."""
         answer: asyncio.Future = self.loop.create_future()
+
+        def written(f: asyncio.Future) -> None:
+            answer.set_result(f.result()[0])
+
+        self.write(p, records).add_done_callback(written)
+        return answer
+
+    def write(self, p: int, records: Records, producer_id: int = NO_PRODUCER_ID,
+               producer_epoch: int = -1) -> asyncio.Future:
+        """Append ``records`` to partition ``p`` with acks=all, as one batch (a transactional
+        one of ``producer_id``'s when given): a loop future of (the error, the batch's base
+        offset)."""
+        answer: asyncio.Future = self.loop.create_future()
         now = self.now_ms()
+        transactional = producer_id != NO_PRODUCER_ID
         batch = encode_batch([Record(key=k, value=v, timestamp=now, headers=_MARKED)
-                              for k, v in records])
+                              for k, v in records], producer_id=producer_id,
+                             producer_epoch=producer_epoch,
+                             base_sequence=0 if transactional else -1,
+                             transactional=transactional)
         tp = TopicPartition(OFFSETS_TOPIC, p)
-        produced: Future = self.replica_manager.produce(tp, batch, -1,
-                                                        self.config.offsets_commit_timeout_ms)
+        produced: Future = self.replica_manager.produce(
+            tp, batch, -1, self.config.offsets_commit_timeout_ms, AppendOrigin.COORDINATOR)
         self.purgatory.wake(tp)
 
         def finish(result: ProduceResult) -> None:
             if not answer.done():
-                answer.set_result(_commit_error(result.error))
+                answer.set_result((_commit_error(result.error), result.base_offset))
 
         def on_done(future: Future) -> None:
             try:
@@ -431,25 +473,33 @@ class GroupMetadataManager:
 
     # -- offsets ---------------------------------------------------------------------------------
 
+    @staticmethod
+    def offset_records(group: Group,
+                        offsets: dict[tuple[str, int], CommittedOffset]) -> Records:
+        return [(encode_key(OffsetCommitKey(group.group_id, t, p)),
+                 encode_value(OffsetCommitValue(
+                     offset=o.offset, leader_epoch=o.leader_epoch, metadata=o.metadata,
+                     commit_timestamp=o.commit_timestamp, expire_timestamp=o.expire_timestamp)))
+                for (t, p), o in offsets.items()]
+
     def store_offsets(self, group: Group,
                       offsets: dict[tuple[str, int], CommittedOffset]) -> asyncio.Future:
-        """Append ``offsets`` committed for ``group``; held once written: a future of the
-        error."""
-        records: Records = [(encode_key(OffsetCommitKey(group.group_id, t, p)),
-                             encode_value(OffsetCommitValue(
-                                 offset=o.offset, leader_epoch=o.leader_epoch,
-                                 metadata=o.metadata, commit_timestamp=o.commit_timestamp,
-                                 expire_timestamp=o.expire_timestamp)))
-                            for (t, p), o in offsets.items()]
+        """Append ``offsets`` committed for ``group``; held once written (where a transaction
+        committed later in the log has not replaced them meanwhile): a future of the error."""
         answer: asyncio.Future = self.loop.create_future()
 
         def written(f: asyncio.Future) -> None:
-            error = f.result()
+            error, position = f.result()
             if error is ErrorCode.none and self._groups.get(group.group_id) is group:
-                group.offsets.update(offsets)
+                for tp, offset in offsets.items():
+                    if group.positions.get(tp, -1) > position:
+                        continue
+                    group.offsets[tp] = offset
+                    group.positions[tp] = position
             answer.set_result(error)
 
-        self.append(group.partition, records).add_done_callback(written)
+        self.write(group.partition, self.offset_records(group, offsets)).add_done_callback(
+            written)
         return answer
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
@@ -464,6 +514,17 @@ class GroupMetadataManager:
         if partitions is None:
             return ErrorCode.none, dict(sorted(held.items()))
         return ErrorCode.none, {tp: held.get(tp) for tp in partitions}
+
+    def unstable(self, group_id: str, partitions: list[tuple[str, int]] | None
+                 ) -> set[tuple[str, int]]:
+        """Of ``partitions`` (None: those ``group_id`` committed for), the ones an open
+        transaction committed an offset for: an OffsetFetch with ``require_stable`` answers
+        them UNSTABLE_OFFSET_COMMIT (KIP-447)."""
+        group = self._groups.get(group_id)
+        if group is None or group.is_(S.DEAD) or not group.pending_txn:
+            return set()
+        asked = group.offsets if partitions is None else partitions
+        return {tp for tp in asked if group.has_pending(tp)}
 
     def delete_offsets(self, group_id: str, partitions: Sequence[tuple[str, int]]
                        ) -> asyncio.Future:
@@ -486,12 +547,14 @@ class GroupMetadataManager:
                 results[tp] = ErrorCode.group_subscribed_to_topic
             else:
                 results[tp] = ErrorCode.none
-                if tp in group.offsets:
+                if tp in group.offsets or group.has_pending(tp):
                     doomed.append(tp)
         if not doomed:
             return resolved(self.loop, (ErrorCode.none, results))
         for tp in doomed:
             group.offsets.pop(tp, None)
+            group.positions.pop(tp, None)
+        group.drop_pending(doomed)
         answer: asyncio.Future = self.loop.create_future()
 
         def written(f: asyncio.Future) -> None:
@@ -519,7 +582,9 @@ class GroupMetadataManager:
             expired = expired_offsets(group, now, self.config.offsets_retention_ms)
             for tp in expired:
                 del group.offsets[tp]
-            dead = group.is_(S.EMPTY) and not group.offsets
+                group.positions.pop(tp, None)
+            # a group with an open transaction's offsets stays (Kafka: it still has offsets)
+            dead = group.is_(S.EMPTY) and not group.offsets and not group.pending_txn
             if dead:
                 group.transition(S.DEAD, now)
                 self.drop_group(group)
