@@ -44,7 +44,9 @@ from coordinator.metadata import MetadataClient
 from coordinator.model import DataEvent, Stat, TreeEvent, Watch
 
 __all__ = [
+    "ABORTED",
     "ACKED",
+    "COMMITTED",
     "FAILED",
     "OUTCOMES",
     "UNKNOWN",
@@ -61,6 +63,9 @@ __all__ = [
     "StateAuditor",
     "StateDeleted",
     "StateWrite",
+    "TXN_OUTCOMES",
+    "TxnAttempt",
+    "TxnOutcome",
     "fault_windows",
     "load_history",
     "read_history",
@@ -202,9 +207,40 @@ class FaultEnd(Event):
     fault: int
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TxnAttempt(Event):
+    """A transactional producer is about to end transaction ``op``: the values it sent in it,
+    as (topic, partition, value) in send order, and, for a consume-transform-produce step,
+    the ``inputs`` it read (read_committed) before it began and whose results it sent."""
+
+    type: ClassVar[str] = "txn"
+    op: int
+    producer: str
+    sends: tuple[tuple[str, int, str], ...]
+    inputs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TxnOutcome(Event):
+    """How transaction ``op`` ended: ``committed`` (commit_transaction returned), ``aborted``
+    (abort_transaction returned, or the producer was fenced before any commit was asked) or
+    ``unknown`` (the commit was asked and its answer lost: it may have committed)."""
+
+    type: ClassVar[str] = "txn_result"
+    op: int
+    producer: str
+    outcome: str
+    error: str | None = None
+
+
+COMMITTED = "committed"
+ABORTED = "aborted"
+TXN_OUTCOMES = (COMMITTED, ABORTED, UNKNOWN)
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.type: cls for cls in (ProduceAttempt, ProduceOutcome, Read, ControllerEpochSeen,
-                              StateWrite, StateDeleted, FaultStart, FaultEnd)
+                              StateWrite, StateDeleted, FaultStart, FaultEnd, TxnAttempt,
+                              TxnOutcome)
 }
 
 
@@ -245,7 +281,7 @@ def _encode(event: Event) -> str:
     obj: dict[str, Any] = {"type": event.type}
     for f in fields(event):
         value = getattr(event, f.name)
-        obj[f.name] = [list(v) for v in value] if f.name == "records" else (
+        obj[f.name] = [list(v) for v in value] if f.name in ("records", "sends") else (
             list(value) if isinstance(value, tuple) else value)
     return json.dumps(obj, separators=(",", ":"))
 
@@ -273,6 +309,11 @@ def _check(name: str, value: object, kind: str) -> object:
     elif kind == "ints":
         ok = isinstance(value, list) and all(_is_int(v) for v in value)
         value = tuple(value) if ok else value  # type: ignore[arg-type]
+    elif kind == "sends":
+        ok = isinstance(value, list) and all(
+            isinstance(r, list) and len(r) == 3 and isinstance(r[0], str) and _is_int(r[1])
+            and isinstance(r[2], str) for r in value)
+        value = tuple((r[0], r[1], r[2]) for r in value) if ok else value  # type: ignore[union-attr]
     elif kind == "records":
         ok = isinstance(value, list) and all(
             isinstance(r, list) and len(r) == 2 and _is_int(r[0])
@@ -291,7 +332,7 @@ _KINDS: dict[str, str] = {
     "reader": "str", "records": "records", "high_watermark": "int", "epoch": "int",
     "version": "int", "revision": "int", "leader": "int", "leader_epoch": "int", "isr": "ints",
     "controller_epoch": "int", "create_id": "int", "source": "str", "fault": "int",
-    "kind": "str", "target": "str",
+    "kind": "str", "target": "str", "sends": "sends", "inputs": "values",
 }
 _REQUIRED_OFFSET = {"offset"}  # optional in ProduceOutcome, required in Read
 
@@ -324,6 +365,8 @@ def _decode(line: str) -> Event:
     event = cls(**args)
     if isinstance(event, ProduceOutcome) and event.outcome not in OUTCOMES:
         raise ValueError(f"produce_result: outcome {event.outcome!r} is not one of {OUTCOMES}")
+    if isinstance(event, TxnOutcome) and event.outcome not in TXN_OUTCOMES:
+        raise ValueError(f"txn_result: outcome {event.outcome!r} is not one of {TXN_OUTCOMES}")
     return event
 
 
@@ -420,6 +463,22 @@ class History:
     def unknown(self, op: int, error: str) -> None:
         """Attempt ``op`` may or may not have written (a timeout)."""
         self._outcome(op, UNKNOWN, None, error)
+
+    def txn_attempt(self, producer: str, sends: Sequence[tuple[str, int, str]],
+                    inputs: Sequence[str] = ()) -> int:
+        """Record that ``producer`` ends a transaction of ``sends`` (and ``inputs`` read);
+        returns the op id its outcome is recorded with."""
+        op = next(self._ops)
+        self._write(TxnAttempt, op=op, producer=producer,
+                    sends=tuple((t, p, v) for t, p, v in sends), inputs=tuple(inputs))
+        return op
+
+    def txn_outcome(self, op: int, producer: str, outcome: str, error: str | None = None
+                    ) -> None:
+        """Transaction ``op`` of ``producer`` ended ``outcome`` (one of :data:`TXN_OUTCOMES`)."""
+        if outcome not in TXN_OUTCOMES:
+            raise ValueError(f"outcome {outcome!r} is not one of {TXN_OUTCOMES}")
+        self._write(TxnOutcome, op=op, producer=producer, outcome=outcome, error=error)
 
     def read(self, reader: str, tp: TopicPartition, offset: int,
              records: Iterable[tuple[int, bytes | str | None]], high_watermark: int) -> None:
