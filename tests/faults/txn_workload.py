@@ -55,12 +55,13 @@ from tests.faults.history import ABORTED, COMMITTED, UNKNOWN, History
 from tests.faults.txn_checker import FINAL_READER
 from tests.faults.workload import CLIENT_LOG, create_topics
 
-__all__ = ["HOPS", "RING", "SPREAD", "TxnStats", "TxnWorkload"]
+__all__ = ["HOPS", "RING", "SPREAD", "TXN_TOPICS", "TxnStats", "TxnWorkload"]
 
 log = logging.getLogger(__name__)
 
 RING = "ring"
 SPREAD = "spread"
+TXN_TOPICS = (RING, SPREAD)
 PARTITIONS = 3
 HOPS = 3
 GROUP = "ctp"
@@ -244,10 +245,10 @@ class TxnWorkload:
             try:
                 while not self._stop_writing.wait(self.writers / self.rate):
                     self._one_write(producer, name, rng, counter)
-            except _Fatal as exc:
+            except (_Fatal, KafkaException) as exc:
                 self.say(f"txn workload: {name}: {exc}; a new producer follows")
             finally:
-                producer.flush(1)
+                _close(producer)
 
     def _one_write(self, producer: Producer, name: str, rng: random.Random,
                    counter: itertools.count[int]) -> None:
@@ -297,10 +298,10 @@ class TxnWorkload:
                 consumer.subscribe([RING])
                 while not self._stop_steps.is_set():
                     self._one_step(consumer, producer, name, index)
-            except _Fatal as exc:
+            except (_Fatal, KafkaException) as exc:
                 self.say(f"txn workload: {name}: {exc}; a new producer follows")
             finally:
-                producer.flush(1)
+                _close(producer)
                 consumer.close()
 
     def _one_step(self, consumer: Consumer, producer: Producer, name: str, index: int) -> None:
@@ -436,3 +437,11 @@ class TxnWorkload:
         finally:
             committed.close()
             plain.close()
+
+
+def _close(producer: Producer) -> None:
+    """Let go of a producer, whatever state it is in (a fatal one refuses even a flush)."""
+    try:
+        producer.flush(1)
+    except KafkaException:
+        pass
