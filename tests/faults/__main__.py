@@ -79,6 +79,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="tiered storage on: the workload's topics with remote.storage.enable, "
                         "small segments and local retention, a file:// remote store in the "
                         "run's directory")
+    p.add_argument("--txn", action="store_true",
+                   help="the transactional workload too (transactional writers, "
+                        "consume-transform-produce steps, read_committed readers), judged for "
+                        "aborted reads, torn transactions, lost commits, duplicates and cycles")
     return p
 
 
@@ -103,12 +107,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             progress.update(task, description=f"{kind} seed {seed}")
             result = run_seed(seed, kind, args.duration, args.out, brokers=args.brokers,
                               kinds=args.faults, rate=args.rate, timeline=args.timeline,
-                              keep=args.keep, tiered=args.tiered,
+                              keep=args.keep, tiered=args.tiered, txn=args.txn,
                               say=lambda text: progress.console.log(text))
             results.append(result)
             progress.console.print(result.line(), markup=False, highlight=False)
             if not result.ok and result.verdict is not None:
                 progress.console.print(result.verdict.summary(), markup=False,
+                                       highlight=False)
+            if not result.ok and result.txn_verdict is not None:
+                progress.console.print(result.txn_verdict.summary(), markup=False,
                                        highlight=False)
             progress.advance(task)
     summary = summarise(results)
@@ -136,6 +143,7 @@ def summarise(results: Sequence[SeedResult]) -> dict[str, dict[str, object]]:
         shares: dict[str, list[float]] = defaultdict(list)
         writes: dict[str, list[float]] = defaultdict(list)
         rates: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        transactions: Counter[str] = Counter()
         for r in rs:
             injected.update(r.injected)
         for r in judged:
@@ -148,6 +156,10 @@ def summarise(results: Sequence[SeedResult]) -> dict[str, dict[str, object]]:
             for fault, rate in r.verdict.error_rates.items():
                 rates[fault][0] += rate.attempts
                 rates[fault][1] += rate.errors
+            if r.txn_verdict is not None:
+                violations.update({f"txn_{k}": n for k, n in r.txn_verdict.counts().items()})
+                for outcome, n in r.txn_verdict.transactions.items():
+                    transactions[outcome] += n
         out[kind] = {
             "runs": len(rs),
             "clean": len([r for r in rs if r.ok]),
@@ -158,6 +170,7 @@ def summarise(results: Sequence[SeedResult]) -> dict[str, dict[str, object]]:
             "faults": dict(sorted(injected.items())),
             "acknowledged": sum(r.verdict.acknowledged for r in judged if r.verdict),
             "unknown_outcomes": sum(r.stats.unknown for r in rs if r.stats),
+            "transactions": dict(sorted(transactions.items())),
             "violations": dict(violations),
             "resent_by_client": sum(r.verdict.resent.count for r in judged if r.verdict),
             "resent_seeds": [r.seed for r in judged if r.verdict and r.verdict.resent.count],

@@ -30,8 +30,10 @@ from pathlib import Path
 
 from tests.faults.checker import Verdict, check
 from tests.faults.cluster import FaultCluster, Kind
-from tests.faults.history import History, StateAuditor, read_history
+from tests.faults.history import History, Read, StateAuditor, read_history
 from tests.faults.nemesis import KINDS, Nemesis, plan
+from tests.faults.txn_checker import TxnVerdict, check_transactions
+from tests.faults.txn_workload import RING, TXN_TOPICS, TxnStats, TxnWorkload
 from tests.faults.workload import Workload, WorkloadStats, create_topics, finals
 
 TOPICS = ("alpha", "beta", "gamma")
@@ -60,7 +62,10 @@ class SeedResult:
     duration: float
     directory: Path
     verdict: Verdict | None = None
+    txn_verdict: TxnVerdict | None = None
+    """The transactional workload's verdict (a run with ``txn``); None without it."""
     stats: WorkloadStats | None = None
+    txn_stats: TxnStats | None = None
     injected: Counter[str] = field(default_factory=Counter)
     fault_seconds: float = 0.0
     nemesis_errors: list[str] = field(default_factory=list)
@@ -77,6 +82,7 @@ class SeedResult:
     def ok(self) -> bool:
         """No violation, no operation left undone after the heal, and the run was carried out."""
         return (self.error is None and self.verdict is not None and self.verdict.ok
+                and (self.txn_verdict is None or self.txn_verdict.ok)
                 and not self.nemesis_errors and not self.workload_errors)
 
     def line(self) -> str:
@@ -86,25 +92,34 @@ class SeedResult:
             return head + f"ERROR {self.error} ({self.seconds:.0f}s, kept in {self.directory})"
         assert self.verdict is not None
         counts = {k: n for k, n in self.verdict.counts().items() if n}
+        if self.txn_verdict is not None:
+            counts.update({f"txn {k}": n for k, n in self.txn_verdict.counts().items() if n})
         faults = ", ".join(f"{k}×{n}" if n > 1 else k for k, n in sorted(self.injected.items()))
         status = "ok" if self.ok else "FAILED " + " ".join(
             [f"{k} {n}" for k, n in counts.items()]
             + ([f"undone {len(self.nemesis_errors)}"] if self.nemesis_errors else [])
             + ([f"workload {'; '.join(self.workload_errors)}"] if self.workload_errors else []))
         acked = self.verdict.acknowledged
+        if self.txn_stats is not None:
+            acked_txn = (f", transactions committed {self.txn_stats.committed} aborted "
+                         f"{self.txn_stats.aborted} unknown {self.txn_stats.unknown}")
+        else:
+            acked_txn = ""
         short = f"; ISR not restored: {', '.join(self.short_isrs)}" if self.short_isrs else ""
-        return (f"{head}{status}; acked {acked}, faults [{faults or '-'}] "
+        return (f"{head}{status}; acked {acked}{acked_txn}, faults [{faults or '-'}] "
                 f"{self.fault_seconds:.0f}s under fault, {self.seconds:.0f}s{short}")
 
 
 def run_seed(seed: int, kind: Kind, duration: float, out: Path, *, brokers: int = 3,
              kinds: Sequence[str] = KINDS, rate: float = 200.0, timeline: bool = False,
-             keep: bool = False, tiered: bool = False,
+             keep: bool = False, tiered: bool = False, txn: bool = False,
              say: Callable[[str], None] = print) -> SeedResult:
     """Run seed ``seed`` on a fresh cluster and judge it; never raises for what happens in the
     cluster (that is the result's ``error``). ``tiered``: the workload's topics keep their old
     segments in a filesystem remote store (:data:`TIERED_TOPIC_CONFIG`), and the final logs
-    are read across both tiers."""
+    are read across both tiers. ``txn``: the transactional workload
+    (:mod:`tests.faults.txn_workload`) runs beside the plain one, judged by
+    :mod:`tests.faults.txn_checker`."""
     directory = out / f"{kind}-{'tiered-' if tiered else ''}seed{seed}"
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
@@ -133,17 +148,29 @@ def run_seed(seed: int, kind: Kind, duration: float, out: Path, *, brokers: int 
                 f"{len(faults)} faults planned over {duration:.0f}s")
             create_topics(cluster, TOPICS, PARTITIONS,
                           config=TIERED_TOPIC_CONFIG if tiered else None)
+            txn_workload = TxnWorkload(cluster, history, seed=seed, say=say) if txn else None
+            if txn_workload is not None:
+                txn_workload.create_topics()
             auditor = StateAuditor(history, url=cluster.url(), timeout=10.0)
             cluster.client.call(auditor.start)
             try:
                 finals_ = _run(cluster, history, faults, duration, rate, result, say,
-                               remote)
+                               remote, txn_workload)
             finally:
                 with contextlib.suppress(Exception):
                     auditor.stop()
-        result.verdict = check(read_history(history_path), finals_)
+        events = read_history(history_path)
+        # the plain checker judges the plain workload's topics; the transactional topics are
+        # the transactional checker's (their final view is a read_committed read)
+        result.verdict = check([e for e in events if not (
+            isinstance(e, Read) and e.topic in TXN_TOPICS)], finals_)
+        if txn_workload is not None:
+            result.txn_verdict = check_transactions(events, input_topics=[RING],
+                                                    processed=True)
         (directory / "verdict.txt").write_text(
-            result.verdict.summary() + "".join(f"\nundone: {e}" for e in result.nemesis_errors)
+            result.verdict.summary()
+            + ("" if result.txn_verdict is None else "\n" + result.txn_verdict.summary())
+            + "".join(f"\nundone: {e}" for e in result.nemesis_errors)
             + "".join(f"\nworkload: {e}" for e in result.workload_errors) + "\n")
         finished = True
     except Exception as exc:  # noqa: BLE001 - a run that could not be carried out
@@ -165,11 +192,13 @@ def run_seed(seed: int, kind: Kind, duration: float, out: Path, *, brokers: int 
 
 def _run(cluster: FaultCluster, history: History, faults: Sequence[object], duration: float,
          rate: float, result: SeedResult, say: Callable[[str], None],
-         remote: Path | None = None) -> list:
+         remote: Path | None = None, txn: TxnWorkload | None = None) -> list:
     workload = Workload(cluster, history, TOPICS, rate=rate, say=say)
     nemesis = Nemesis(cluster, history, TOPICS, say=say)
     stop = threading.Event()
     workload.start()
+    if txn is not None:
+        txn.start()
     try:
         start = time.monotonic()
         thread = threading.Thread(target=nemesis.run, args=(faults, stop, start),
@@ -185,6 +214,10 @@ def _run(cluster: FaultCluster, history: History, faults: Sequence[object], dura
     finally:
         result.stats = workload.stop()
         result.workload_errors = list(workload.errors)
+        if txn is not None:
+            txn.finish()
+            result.txn_stats = txn.stats
+            result.workload_errors += txn.errors
     result.injected = Counter(nemesis.injected)
     result.fault_seconds = nemesis.fault_seconds
     result.nemesis_errors = list(nemesis.errors)

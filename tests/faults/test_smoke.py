@@ -25,14 +25,18 @@ from tests.faults.runner import run_seed
 from tests.servers import unavailable
 
 
-def _seed(kind: str, seed: int, seconds: float, *marks: pytest.MarkDecorator) -> object:
-    return pytest.param(kind, seed, seconds, marks=marks, id=f"{kind}-seed{seed}")
+def _seed(kind: str, seed: int, seconds: float, *marks: pytest.MarkDecorator,
+          txn: bool = False) -> object:
+    return pytest.param(kind, seed, seconds, txn, marks=marks,
+                        id=f"{kind}-seed{seed}{'-txn' if txn else ''}")
 
 
 SMOKE = [
     # (coordinator, seed, seconds): the plans are in each run's plan.txt
-    _seed("zookeeper", 2, 30.0),  # the controller killed during a reassignment (the defect the
-    #                               nemesis found: a request left in /admin/reassign_partitions)
+    _seed("zookeeper", 2, 30.0, txn=True),  # the controller killed during a reassignment (the
+    #     defect the nemesis found: a request left in /admin/reassign_partitions), with the
+    #     transactional workload beside the plain one (writers, consume-transform-produce,
+    #     read_committed readers: tests/faults/txn_workload.py)
     _seed("etcd", 3, 30.0, pytest.mark.long),  # a broker cut from the coordinator, then the
     #                  controller paused (long tier: the nemesis tests run each fault alone)
     _seed("etcd", 17, 40.0),  # a leader cut from its followers after a reorder bumped its
@@ -45,25 +49,31 @@ SMOKE = [
 
 
 @pytest.mark.servers
-@pytest.mark.parametrize(("kind", "seed", "duration"), SMOKE)
-def test_a_seed_runs_clean(kind: str, seed: int, duration: float, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("kind", "seed", "duration", "txn"), SMOKE)
+def test_a_seed_runs_clean(kind: str, seed: int, duration: float, txn: bool,
+                           tmp_path: Path) -> None:
     reason = unavailable_reason()
     if reason is not None:
         unavailable(reason)
     lines: list[str] = []
     result = run_seed(seed, kind, duration, tmp_path, timeline=True,  # type: ignore[arg-type]
-                      say=lines.append)
+                      txn=txn, say=lines.append)
     if result.error is not None and "ServerNotInstalled" in result.error:
         unavailable(result.error)
     assert result.error is None, result.line() + "\n" + "\n".join(lines)
     assert result.verdict is not None
-    assert result.ok, (result.line() + "\n" + result.verdict.summary() + "\n"
+    txn_summary = "" if result.txn_verdict is None else result.txn_verdict.summary() + "\n"
+    assert result.ok, (result.line() + "\n" + result.verdict.summary() + "\n" + txn_summary
                        + "\n".join(result.nemesis_errors + result.workload_errors))
     assert not result.short_isrs, result.line()  # every ISR whole again after the heal
     # the run did what a run is for: faults injected, writes acknowledged and read back
     assert sum(result.injected.values()) >= 1
     assert result.verdict.acknowledged > 100 and result.verdict.reads > 0
     assert (result.directory / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    if txn:  # transactions ended each way, and the checker had a graph to judge
+        assert result.txn_verdict is not None and result.txn_stats is not None
+        assert result.txn_stats.committed > 5 and result.txn_stats.aborted > 0
+        assert result.txn_verdict.graph[1] > 0, result.txn_verdict.summary()
 
 
 

@@ -1,0 +1,447 @@
+"""The fault harness's transactional workload, as Jepsen's Kafka workloads run transactions:
+librdkafka's transactional producers and read_committed consumers, every transaction and every
+read recorded in the history for :mod:`tests.faults.txn_checker`.
+
+Two topics of the cluster under test:
+
+- ``ring``: **writers** begin a transaction, send one to three new values to *one* partition,
+  and commit (or, one time in five, abort); **consume-transform-produce steps** (a consumer
+  group, read_committed, with a transactional producer each) read a batch of the ring, and in
+  one transaction send each value read, marked with one more hop (``'``), back to the ring (to
+  the step's own partition; a value that has made :data:`HOPS` hops is consumed without a
+  result) and commit the batch's offsets with the group's metadata (KIP-447). The ring's
+  values therefore flow from transaction to transaction through reads and writes both ways,
+  which is what a dependency cycle needs to be possible at all: the checker looks for them.
+- ``spread``: writers' transactions over two or three partitions, for torn transactions.
+
+A **reader** (``rc1``) reads both topics read_committed from the beginning throughout.
+
+Outcomes are recorded conservatively: ``committed`` when commit_transaction returned,
+``aborted`` when abort_transaction returned or no commit was ever asked (a transaction whose
+end was never asked commits never), ``unknown`` when a commit was asked and no answer said how
+it ended. A producer that fails fatally (fenced, its epoch exhausted) is replaced by a new one
+with the same transactional id, which fences the old one.
+
+At the end (:meth:`TxnWorkload.finish`) the steps run until the group has consumed every
+committed value, then every partition's last stable offset is waited for to reach its high
+watermark (each open transaction ended: the brokers abort a producer's after its
+``transaction.timeout.ms``), and both topics are read read_committed to their ends as the
+reader ``final-committed``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+)
+from confluent_kafka import TopicPartition as KafkaPartition
+
+from coordinator.codecs import TopicPartition
+from tests.faults.cluster import FaultCluster
+from tests.faults.history import ABORTED, COMMITTED, UNKNOWN, History
+from tests.faults.txn_checker import FINAL_READER
+from tests.faults.workload import CLIENT_LOG, create_topics
+
+__all__ = ["HOPS", "RING", "SPREAD", "TXN_TOPICS", "TxnStats", "TxnWorkload"]
+
+log = logging.getLogger(__name__)
+
+RING = "ring"
+SPREAD = "spread"
+TXN_TOPICS = (RING, SPREAD)
+PARTITIONS = 3
+HOPS = 3
+GROUP = "ctp"
+TXN_TIMEOUT_MS = 10_000
+"""The producers' ``transaction.timeout.ms``: an abandoned transaction is aborted after it."""
+
+
+@dataclass
+class TxnStats:
+    committed: int = 0
+    aborted: int = 0
+    unknown: int = 0
+    reads: int = 0
+
+
+class _Fatal(Exception):
+    """The producer cannot go on: a new one takes its transactional id."""
+
+
+class TxnWorkload:
+    """Writers, consume-transform-produce steps and a reader on ``cluster``; see the module."""
+
+    def __init__(self, cluster: FaultCluster, history: History, *, writers: int = 2,
+                 steps: int = 2, rate: float = 20.0, seed: int = 0,
+                 say: Callable[[str], None] = log.info) -> None:
+        self.cluster = cluster
+        self.history = history
+        self.writers = writers
+        self.steps = steps
+        self.rate = rate
+        self.say = say
+        self.rng = random.Random(seed)
+        self.stats = TxnStats()
+        self.errors: list[str] = []
+        self._lock = threading.Lock()
+        self._stop_writing = threading.Event()
+        self._stop_steps = threading.Event()
+        self._stop_reading = threading.Event()
+        self._threads: dict[str, list[threading.Thread]] = {"write": [], "step": [], "read": []}
+        self._consumed_to: dict[TopicPartition, int] = {}
+        self._last_input = time.monotonic()
+
+    # --- life ----------------------------------------------------------------------------------
+
+    def create_topics(self) -> None:
+        create_topics(self.cluster, (RING, SPREAD), PARTITIONS)
+
+    def start(self) -> None:
+        for i in range(1, self.writers + 1):
+            self._start("write", f"w{i}", self._write, i)
+        for i in range(1, self.steps + 1):
+            self._start("step", f"ctp{i}", self._step, i)
+        self._start("read", "rc1", self._read, "rc1")
+
+    def _start(self, kind: str, name: str, body: Callable[..., None], *args: object) -> None:
+        def run() -> None:
+            try:
+                self.cluster.client.call(body, *args)
+            except BaseException as exc:  # noqa: BLE001 - kept and said, never lost
+                self._error(f"{name} died: {exc!r}")
+        thread = threading.Thread(target=run, name=f"txn-{name}", daemon=True)
+        thread.start()
+        self._threads[kind].append(thread)
+
+    def _error(self, message: str) -> None:
+        with self._lock:
+            self.errors.append(message)
+        self.say(f"txn workload: {message}")
+
+    def _join(self, kind: str, timeout: float) -> None:
+        for thread in self._threads[kind]:
+            thread.join(timeout)
+            if thread.is_alive():
+                self._error(f"{thread.name} did not stop")
+
+    def _count(self, outcome: str) -> None:
+        with self._lock:
+            setattr(self.stats, outcome, getattr(self.stats, outcome) + 1)
+
+    def finish(self, timeout: float = 120.0) -> None:
+        """Stop writing, let the steps consume everything committed, stop them and the reader,
+        wait for every transaction to end and read both topics to their ends."""
+        self._stop_writing.set()
+        self._join("write", timeout)
+        deadline = time.monotonic() + timeout
+        self.cluster.client.call(self._wait_consumed, deadline)
+        self._stop_steps.set()
+        self._join("step", 60.0)
+        self._stop_reading.set()
+        self._join("read", 30.0)
+        self.cluster.client.call(self._final_read, time.monotonic() + timeout)
+
+    # --- the producers' common part ------------------------------------------------------------
+
+    def _producer(self, transactional_id: str) -> Producer:
+        producer = Producer({
+            **CLIENT_LOG,
+            "bootstrap.servers": self.cluster.bootstrap,
+            "transactional.id": transactional_id,
+            "transaction.timeout.ms": TXN_TIMEOUT_MS,
+            "message.timeout.ms": TXN_TIMEOUT_MS,
+            "request.timeout.ms": 5000,
+            "socket.timeout.ms": 5000,
+            "linger.ms": 5,
+        })
+        while True:
+            try:
+                producer.init_transactions(30)
+                return producer
+            except KafkaException as exc:
+                err = exc.args[0]
+                if err.fatal() or self._stop_steps.is_set():
+                    raise _Fatal(str(err)) from None
+                time.sleep(0.5)  # a coordinator still loading or moving: again
+
+    def _end(self, producer: Producer, op: int, name: str, commit: bool,
+             offsets: Callable[[], None] | None = None) -> str:
+        """End transaction ``op`` (sending the step's ``offsets`` first) and record how it
+        ended; :class:`_Fatal` when the producer must be replaced."""
+        asked_commit = False
+        try:
+            if commit:
+                if offsets is not None:
+                    offsets()
+                asked_commit = True
+                self._commit(producer)
+                outcome = COMMITTED
+            else:
+                producer.abort_transaction(30)
+                outcome = ABORTED
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.fatal():
+                self._record(op, name, UNKNOWN if asked_commit else ABORTED, err)
+                raise _Fatal(str(err)) from None
+            if err.txn_requires_abort():
+                try:
+                    producer.abort_transaction(30)
+                except KafkaException as again:
+                    self._record(op, name, UNKNOWN if asked_commit else ABORTED, again.args[0])
+                    raise _Fatal(str(again.args[0])) from None
+                self._record(op, name, ABORTED, err)
+                return ABORTED
+            self._record(op, name, UNKNOWN if asked_commit else ABORTED, err)
+            raise _Fatal(str(err)) from None
+        self._record(op, name, outcome, None)
+        return outcome
+
+    def _commit(self, producer: Producer) -> None:
+        """commit_transaction, asked again while librdkafka says the commit may be retried."""
+        deadline = time.monotonic() + 60.0
+        while True:
+            try:
+                producer.commit_transaction(30)
+                return
+            except KafkaException as exc:
+                err = exc.args[0]
+                if not err.retriable() or time.monotonic() > deadline:
+                    raise
+
+    def _record(self, op: int, name: str, outcome: str, err: KafkaError | None) -> None:
+        self.history.txn_outcome(op, name, outcome,
+                                 None if err is None else f"{err.name()}: {err.str()}")
+        self._count(outcome)
+
+    # --- writers -------------------------------------------------------------------------------
+
+    def _write(self, index: int) -> None:
+        rng = random.Random(self.rng.random())
+        counter = itertools.count()
+        for session in itertools.count(1):
+            if self._stop_writing.is_set():
+                return
+            name = f"w{index}.{session}"
+            try:
+                producer = self._producer(f"writer-{index}")
+            except _Fatal as exc:
+                self._error(f"{name}: no producer: {exc}")
+                time.sleep(1.0)
+                continue
+            try:
+                while not self._stop_writing.wait(self.writers / self.rate):
+                    self._one_write(producer, name, rng, counter)
+            except (_Fatal, KafkaException) as exc:
+                self.say(f"txn workload: {name}: {exc}; a new producer follows")
+            finally:
+                _close(producer)
+
+    def _one_write(self, producer: Producer, name: str, rng: random.Random,
+                   counter: itertools.count[int]) -> None:
+        n = next(counter)
+        if rng.random() < 0.5:
+            topic, partitions = RING, [rng.randrange(PARTITIONS)]
+        else:
+            topic, partitions = SPREAD, rng.sample(range(PARTITIONS), rng.randint(2, PARTITIONS))
+        sends = [(topic, p, f"{name}-{n}-{k}") for k, p in enumerate(
+            partitions * rng.randint(1, 2) if topic == SPREAD else partitions * rng.randint(1, 3))]
+        try:
+            producer.begin_transaction()
+            for t, p, value in sends:
+                producer.produce(t, value=value.encode(), partition=p)
+        except KafkaException as exc:
+            raise _Fatal(str(exc.args[0])) from None
+        except BufferError:
+            producer.flush(5)
+        op = self.history.txn_attempt(name, sends)
+        self._end(producer, op, name, commit=rng.random() >= 0.2)
+
+    # --- consume-transform-produce ---------------------------------------------------------------
+
+    def _step(self, index: int) -> None:
+        for session in itertools.count(1):
+            if self._stop_steps.is_set():
+                return
+            name = f"ctp{index}.{session}"
+            consumer = Consumer({
+                **CLIENT_LOG,
+                "bootstrap.servers": self.cluster.bootstrap,
+                "group.id": GROUP,
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": 10000,
+                "socket.timeout.ms": 5000,
+            })
+            try:
+                producer = self._producer(f"step-{index}")
+            except _Fatal as exc:
+                consumer.close()
+                self._error(f"{name}: no producer: {exc}")
+                time.sleep(1.0)
+                continue
+            try:
+                consumer.subscribe([RING])
+                while not self._stop_steps.is_set():
+                    self._one_step(consumer, producer, name, index)
+            except (_Fatal, KafkaException) as exc:
+                self.say(f"txn workload: {name}: {exc}; a new producer follows")
+            finally:
+                _close(producer)
+                consumer.close()
+
+    def _one_step(self, consumer: Consumer, producer: Producer, name: str, index: int) -> None:
+        messages = [m for m in consumer.consume(50, 0.5) if m.error() is None]
+        if not messages:
+            return
+        with self._lock:
+            self._last_input = time.monotonic()
+        inputs = [m.value().decode() for m in messages if m.value() is not None]
+        out = (index - 1) % PARTITIONS
+        sends = [(RING, out, f"{v}'") for v in inputs if v.count("'") < HOPS]
+        try:
+            producer.begin_transaction()
+            for t, p, value in sends:
+                producer.produce(t, value=value.encode(), partition=p)
+        except KafkaException as exc:
+            raise _Fatal(str(exc.args[0])) from None
+        op = self.history.txn_attempt(name, sends, inputs)
+        positions = {}
+        for m in messages:
+            positions[(m.topic(), m.partition())] = m.offset() + 1
+
+        def offsets() -> None:
+            producer.send_offsets_to_transaction(
+                [KafkaPartition(t, p, o) for (t, p), o in positions.items()],
+                consumer.consumer_group_metadata(), 30)
+
+        outcome = self._end(producer, op, name, commit=True, offsets=offsets)
+        if outcome == COMMITTED:
+            with self._lock:
+                for (t, p), o in positions.items():
+                    tp = TopicPartition(t, p)
+                    self._consumed_to[tp] = max(self._consumed_to.get(tp, 0), o)
+        else:  # read the batch again from the group's committed offsets
+            committed = consumer.committed([KafkaPartition(t, p) for t, p in positions], 30)
+            for kp in committed:
+                consumer.seek(KafkaPartition(kp.topic, kp.partition,
+                                             kp.offset if kp.offset >= 0 else OFFSET_BEGINNING))
+
+    def _wait_consumed(self, deadline: float, quiet: float = 3.0) -> None:
+        """Until the steps have had nothing to consume for ``quiet`` seconds while the ring's
+        last stable offsets stood still: they consumed everything committed. (A group's
+        committed offset cannot be compared with the last stable offset: a transaction's
+        marker after the last record takes an offset no consumer is given.)"""
+        consumer = Consumer({**CLIENT_LOG, "bootstrap.servers": self.cluster.bootstrap,
+                             "group.id": f"{GROUP}-ends", "isolation.level": "read_committed",
+                             "enable.auto.commit": False})
+        try:
+            before: list[int] | None = None
+            since = time.monotonic()
+            while time.monotonic() < deadline:
+                try:
+                    ends = [consumer.get_watermark_offsets(KafkaPartition(RING, p), timeout=5)[1]
+                            for p in range(PARTITIONS)]
+                except KafkaException:
+                    ends = []
+                if ends != before:
+                    before, since = ends, time.monotonic()
+                with self._lock:
+                    idle = time.monotonic() - max(self._last_input, since)
+                if ends and idle > quiet:
+                    return
+                time.sleep(0.5)
+            self._error("the consume-transform-produce steps did not catch up")
+        finally:
+            consumer.close()
+
+    # --- readers -------------------------------------------------------------------------------
+
+    def _read(self, reader: str) -> None:
+        consumer = Consumer({
+            **CLIENT_LOG,
+            "bootstrap.servers": self.cluster.bootstrap,
+            "group.id": f"txn-{reader}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "socket.timeout.ms": 5000,
+        })
+        try:
+            consumer.assign([KafkaPartition(t, p, OFFSET_BEGINNING)
+                             for t in (RING, SPREAD) for p in range(PARTITIONS)])
+            while not self._stop_reading.is_set():
+                self._record_reads(reader, consumer.consume(500, 0.5))
+        finally:
+            consumer.close()
+
+    def _record_reads(self, reader: str, messages: Sequence[Message]) -> int:
+        batches: dict[TopicPartition, list[tuple[int, bytes | None]]] = {}
+        for m in messages:
+            topic, partition, offset = m.topic(), m.partition(), m.offset()
+            if m.error() is not None or topic is None or partition is None or offset is None:
+                continue
+            batches.setdefault(TopicPartition(topic, partition), []).append((offset, m.value()))
+        for tp, records in batches.items():
+            self.history.read(reader, tp, records[0][0], records, records[-1][0] + 1)
+        with self._lock:
+            self.stats.reads += sum(len(r) for r in batches.values())
+        return sum(len(r) for r in batches.values())
+
+    def _final_read(self, deadline: float) -> None:
+        """Wait until every partition's last stable offset is its high watermark, then read
+        both topics read_committed to their ends as the reader ``final-committed``."""
+        committed = Consumer({**CLIENT_LOG, "bootstrap.servers": self.cluster.bootstrap,
+                              "group.id": "txn-final", "isolation.level": "read_committed",
+                              "enable.auto.commit": False})
+        plain = Consumer({**CLIENT_LOG, "bootstrap.servers": self.cluster.bootstrap,
+                          "group.id": "txn-final-hw", "enable.auto.commit": False})
+        tps = [KafkaPartition(t, p) for t in (RING, SPREAD) for p in range(PARTITIONS)]
+        try:
+            while True:
+                try:
+                    lso = [committed.get_watermark_offsets(tp, timeout=5)[1] for tp in tps]
+                    hw = [plain.get_watermark_offsets(tp, timeout=5)[1] for tp in tps]
+                except KafkaException:
+                    lso, hw = [0], [1]
+                if lso == hw:
+                    break
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"open transactions at the end: last stable offsets "
+                                       f"{lso}, high watermarks {hw}")
+                time.sleep(0.5)
+            ends = dict(zip(((tp.topic, tp.partition) for tp in tps), hw, strict=True))
+            committed.assign([KafkaPartition(tp.topic, tp.partition, OFFSET_BEGINNING)
+                              for tp in tps])
+            while True:
+                self._record_reads(FINAL_READER, committed.consume(500, 1.0))
+                positions = committed.position(tps)
+                if all(tp.offset >= ends[(tp.topic, tp.partition)] for tp in positions):
+                    return
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the final read stopped short: at "
+                                       f"{[tp.offset for tp in positions]} of {list(ends.values())}")
+        finally:
+            committed.close()
+            plain.close()
+
+
+def _close(producer: Producer) -> None:
+    """Let go of a producer, whatever state it is in (a fatal one refuses even a flush)."""
+    try:
+        producer.flush(1)
+    except KafkaException:
+        pass
