@@ -90,6 +90,13 @@ class FailoverTimings:
 
 
 
+def _broker_change(event: ev.ControllerEvent) -> bool:
+    """A registration changed, or /brokers/ids' children did (what each registration and
+    deletion also sets off): the run of these a registration change takes with it
+    (:meth:`EventManager.take_leading`, :func:`brokers.on_broker_nodes`)."""
+    return isinstance(event, ev.BrokerNodeChanged | ev.BrokerIdsChanged)
+
+
 FREEZE_AFTER = 100_000
 """Objects (tracked by the cyclic collector) an event may leave behind before what survives it
 is frozen: see :func:`settle_garbage`."""
@@ -315,7 +322,13 @@ class Controller:
                 self.view.arm_children(event)
             case ev.BrokerNodeChanged():
                 if (svc := self._running()) is not None:
-                    brokers.on_broker_node(svc, event)
+                    # with the registration changes queued right after it, handled together
+                    run = [event, *self.events.take_leading(_broker_change)]
+                    brokers.on_broker_nodes(
+                        svc, [e for e in run if isinstance(e, ev.BrokerNodeChanged)])
+                    for e in run:  # the watches to arm on new ids, in their order
+                        if isinstance(e, ev.BrokerIdsChanged):
+                            self.view.arm_children(e)
                 else:
                     apply_broker_node(self.ctx, event)
             case ev.TopicNodeChanged():
