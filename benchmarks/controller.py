@@ -456,6 +456,8 @@ def _candidate_process(url: str, cid: int, hot: bool, partitions: int, conn: Any
                 reported = f
         ctl.close()
         session.close()
+    except (EOFError, BrokenPipeError):  # the benchmark stopped (a failed run exits at once)
+        pass
     except Exception as exc:  # the parent reports it as the step's failure
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
 

@@ -128,6 +128,8 @@ def _sessions_process(url: str, session_timeout: float | None, conn: Any) -> Non
             elif command == "close":
                 sessions.close(ids)
                 conn.send(("ok", None))
+    except (EOFError, OSError):  # the benchmark stopped (a failed run exits at once)
+        pass
     except Exception as exc:  # the parent reports it as the step's failure
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
     finally:
