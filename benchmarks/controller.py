@@ -557,7 +557,7 @@ def _steps(f: FailoverTimings) -> str:
 
 
 def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Result,
-        server_pid: int | None = None) -> Result:
+        server_pid: int | None = None, skip: str = "") -> Result:
     t0 = time.perf_counter()
     preferred = build_cluster(url, brokers, partitions, rf)
     res.notes.append(f"setup {time.perf_counter() - t0:.1f}s")
@@ -696,31 +696,35 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     # again; the step ends when each partition's replicas have all been delivered a
     # LeaderAndIsr naming a live leader (every partition online). Timed from the first
     # registration; the loss before it is a note.
-    t = time.perf_counter()
-    sessions.close(sorted(registered))
-    registered.clear()
-    wait(lambda: not a.ctx.brokers, timeout=900)
-    a.events.wait_idle(900)
-    offline = sum(1 for lai in a.ctx.leaders.values() if lai.leader < 0)
-    res.notes.append(f"(f) all {brokers} brokers lost -> controller idle with {offline} "
-                     f"partitions offline: {time.perf_counter() - t:.2f}s")
-    b.wait_idle(mark(), 900)
-    registered.update(everyone)
-    step = sent(replicas, everyone)
-    cpu.mark()
-    machine.mark()
-    t = time.perf_counter()
-    sessions.register(everyone)
-    end, reading = step.wait(timeout=900)
-    res.times["f"] = end - t
-    during = cpu.since()
-    res.counts["f"] = sum(1 for lai in a.ctx.leaders.values() if lai.leader >= 0)
-    machine_note("f", reading)
-    a.events.wait_idle(900)
-    res.notes.append(f"(f) {res.counts['f']} of {len(a.ctx.leaders)} partitions online; "
-                     f"incl. until idle {time.perf_counter() - t:.2f}s")
-    b.wait_idle(mark(), 900)
-    res.notes.append(f"(f) CPU during the step: {during}; then until both idle: {cpu.since()}")
+    def full_restart() -> None:
+        t = time.perf_counter()
+        sessions.close(sorted(registered))
+        registered.clear()
+        wait(lambda: not a.ctx.brokers, timeout=900)
+        a.events.wait_idle(900)
+        offline = sum(1 for lai in a.ctx.leaders.values() if lai.leader < 0)
+        res.notes.append(f"(f) all {brokers} brokers lost -> controller idle with {offline} "
+                         f"partitions offline: {time.perf_counter() - t:.2f}s")
+        b.wait_idle(mark(), 900)
+        registered.update(everyone)
+        step = sent(replicas, everyone)
+        cpu.mark()
+        machine.mark()
+        t = time.perf_counter()
+        sessions.register(everyone)
+        end, reading = step.wait(timeout=900)
+        res.times["f"] = end - t
+        during = cpu.since()
+        res.counts["f"] = sum(1 for lai in a.ctx.leaders.values() if lai.leader >= 0)
+        machine_note("f", reading)
+        a.events.wait_idle(900)
+        res.notes.append(f"(f) {res.counts['f']} of {len(a.ctx.leaders)} partitions online; "
+                         f"incl. until idle {time.perf_counter() - t:.2f}s")
+        b.wait_idle(mark(), 900)
+        res.notes.append(f"(f) CPU during the step: {during}; then until both idle: {cpu.since()}")
+
+    if "f" not in skip:
+        full_restart()
     if b.pid is not None:
         res.rss["hot standby, loaded"] = rss(b.pid)
 
@@ -832,6 +836,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1,
                     help="runs per coordinator, each on a fresh server and cluster; with more "
                          "than one, a summary gives each step's median and range")
+    ap.add_argument("--skip", default="", metavar="STEPS",
+                    help="steps to leave out, by letter (e.g. f: the full restart, minutes at "
+                         "1,000,000 partitions)")
     add_server_options(ap)
     args = ap.parse_args()
     if args.repeat < 1:
@@ -885,7 +892,7 @@ def one_backend(backend: str, args: argparse.Namespace, results: list[Result],
             url = server.url("/bench")
             SERVER_ALIVE[:] = [lambda: _alive(server, backend)]
         run(backend, url, args.brokers, args.partitions, args.rf, res,
-            server_pid=server.pid if server is not None else None)
+            server_pid=server.pid if server is not None else None, skip=args.skip)
         if server is not None:
             _alive(server, backend)
         return ""
