@@ -63,9 +63,9 @@ from benchmarks.common import (  # noqa: E402
     server_label,
     start_server,
 )
+from benchmarks.controller_brokers import LocalSessions, RemoteSessions  # noqa: E402
 from coordinator import layout  # noqa: E402
 from coordinator.codecs import (  # noqa: E402
-    BrokerInfo,
     PartitionStateNode,
     TopicAssignment,
     TopicPartition,
@@ -86,7 +86,7 @@ MARK = "/bench-mark"  # written after each step: see mark() in run()
 PER_TOPIC = 1000
 SETUP_SESSION_TIMEOUT = 60.0  # seconds; see build_cluster
 TARGETS = {"a": 1.0, "b": {"memory": 3.0, "zookeeper": 10.0, "etcd": 3.0}, "c": 1.0, "d": 1.0,
-           "e": 1.0}
+           "e": 1.0, "f": 30.0}
 
 
 @dataclass
@@ -98,6 +98,7 @@ class Result:
     times: dict[str, float] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    rss: dict[str, tuple[float, float]] = field(default_factory=dict)  # MiB: now, peak
 
 
 class ProcessCPU:
@@ -143,6 +144,22 @@ class MachineCPU:
 
 
 CORES = os.cpu_count() or 1
+RSS_TARGET_MIB = 2048
+
+
+def rss(pid: int) -> tuple[float, float]:
+    """A process's resident set now and at its peak (VmRSS, VmHWM), in MiB; zeros when
+    /proc cannot be read."""
+    found = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key in ("VmRSS", "VmHWM"):
+                    found[key] = int(value.split()[0]) / 1024
+    except OSError:
+        pass
+    return found.get("VmRSS", 0.0), found.get("VmHWM", 0.0)
 
 
 class ThreadCPU:
@@ -216,8 +233,10 @@ class Delivered:
     The benchmark's own rather than a product one: no product handler acknowledges without
     keeping replicas, and benchmarks never import the tests' recording broker."""
 
-    def __init__(self, broker_id: int, epoch: int, arrived: threading.Event) -> None:
+    def __init__(self, broker_id: int, epoch: int, arrived: threading.Event,
+                 keep: bool = True) -> None:
         self.id = broker_id
+        self.keep = keep  # the deliveries (a candidate's process keeps none: its RSS is read)
         self.epoch = epoch
         self.controller_epoch = -1
         self._lock = threading.Lock()  # two controllers may deliver at once during a failover
@@ -228,15 +247,19 @@ class Delivered:
         with self._lock:
             if controller_epoch < self.controller_epoch:
                 return BrokerResponse(error=ErrorCode.STALE_CONTROLLER_EPOCH)
-            if broker_epoch != self.epoch:
+            if broker_epoch < self.epoch:
                 return BrokerResponse(error=ErrorCode.STALE_BROKER_EPOCH)
+            # The stand-in is every registration of its broker: a newer one (the broker came
+            # back, registered from another process) is its own, and an older one stale.
+            self.epoch = broker_epoch
             self.controller_epoch = controller_epoch
             return BrokerResponse()
 
     def handle_leader_and_isr(self, request: LeaderAndIsrRequest) -> BrokerResponse:
         response = self._check(request.controller_epoch, request.broker_epoch)
         if not response.error:
-            self.leader_and_isr.append((time.perf_counter(), MachineCPU.read(), request))
+            if self.keep:
+                self.leader_and_isr.append((time.perf_counter(), MachineCPU.read(), request))
             self.arrived.set()
         return response
 
@@ -310,8 +333,8 @@ class LocalCandidate:
         if self.ctl.config.hot_standby:
             _wait_loaded(self.ctl, partitions)
 
-    def wait_idle(self, revision: int) -> None:
-        self.ctl.caught_up(revision, 120)
+    def wait_idle(self, revision: int, timeout: float = 120) -> None:
+        self.ctl.caught_up(revision, timeout)
 
     def failover(self, timeout: float) -> FailoverTimings:
         ctl = self.ctl
@@ -321,6 +344,8 @@ class LocalCandidate:
 
     def close_session(self) -> None:
         self.ctl.coordinator.close()
+
+    pid = None  # shares this process: its RSS is not its own
 
     @staticmethod
     def cpu() -> str:
@@ -345,6 +370,7 @@ class RemoteCandidate:
                                name=f"candidate-{cid}", daemon=True)
         self.proc.start()
         assert self.proc.pid is not None
+        self.pid: int | None = self.proc.pid
         self.cpu = ProcessCPU(self.proc.pid, "standby process")
 
     def _expect(self, kind: str, timeout: float) -> Any:
@@ -366,9 +392,9 @@ class RemoteCandidate:
     def wait_ready(self, partitions: int) -> None:
         self._expect("ready", 900)
 
-    def wait_idle(self, revision: int) -> None:
-        self.conn.send(("idle", revision))
-        self._expect("idle", 120)
+    def wait_idle(self, revision: int, timeout: float = 120) -> None:
+        self.conn.send(("idle", revision, timeout))
+        self._expect("idle", timeout + 10)
 
     def failover(self, timeout: float) -> FailoverTimings:
         return FailoverTimings(**self._expect("failover", timeout))
@@ -408,7 +434,7 @@ def _candidate_process(url: str, cid: int, hot: bool, partitions: int, conn: Any
         session = coordinator.connect(url)
         network = InProcessNetwork()
         for b, registered in MetadataClient(session).brokers().items():
-            network.attach(b, Delivered(b, registered.epoch, threading.Event()))
+            network.attach(b, Delivered(b, registered.epoch, threading.Event(), keep=False))
         ctl = _candidate(session, network, cid, hot)
         if hot:
             _wait_loaded(ctl, partitions)
@@ -422,7 +448,7 @@ def _candidate_process(url: str, cid: int, hot: bool, partitions: int, conn: Any
                 if command == "close":
                     session.close()
                 elif command[0] == "idle":
-                    ctl.caught_up(command[1], 120)
+                    ctl.caught_up(command[1], command[2])
                     conn.send(("idle", None))
             f = ctl.last_failover
             if f is not None and f is not reported and ctl.active:
@@ -430,6 +456,8 @@ def _candidate_process(url: str, cid: int, hot: bool, partitions: int, conn: Any
                 reported = f
         ctl.close()
         session.close()
+    except (EOFError, BrokenPipeError):  # the benchmark stopped (a failed run exits at once)
+        pass
     except Exception as exc:  # the parent reports it as the step's failure
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
 
@@ -529,7 +557,7 @@ def _steps(f: FailoverTimings) -> str:
 
 
 def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Result,
-        server_pid: int | None = None) -> Result:
+        server_pid: int | None = None, skip: str = "") -> Result:
     t0 = time.perf_counter()
     preferred = build_cluster(url, brokers, partitions, rf)
     res.notes.append(f"setup {time.perf_counter() - t0:.1f}s")
@@ -541,18 +569,15 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     network = InProcessNetwork()
     arrived = threading.Event()
     delivered: dict[int, Delivered] = {}
-    sessions = {}
-    # The stand-in brokers' sessions and the first controller's ask for SETUP_SESSION_TIMEOUT:
-    # they share this process, whose interpreter the first controller's initial load of a
-    # million partitions keeps busy long enough for ZooKeeper to expire 10 s sessions (a
-    # deployment's brokers ping from processes of their own). Every step ends a session by
-    # closing it, so no figure waits on a timeout.
-    for b in range(1, brokers + 1):
-        s = coordinator.connect(url, session_timeout=SETUP_SESSION_TIMEOUT)
-        epoch = MetadataClient(s).register_broker(BrokerInfo(id=b, host="127.0.0.1", port=9092))
+    # The stand-in brokers' sessions: in a process of their own on ZooKeeper and etcd
+    # (benchmarks/controller_brokers.py), so that the controller's work in this one cannot
+    # starve their pings; what the controller sends them is delivered here.
+    sessions: LocalSessions | RemoteSessions = (
+        LocalSessions(url) if backend == "memory" else RemoteSessions(url, check_server))
+    everyone = range(1, brokers + 1)
+    for b, epoch in sessions.register(everyone).items():
         delivered[b] = Delivered(b, epoch, arrived)
         network.attach(b, delivered[b])
-        sessions[b] = (s, delivered[b])
 
     def candidate(cid: int, hot: bool) -> LocalCandidate | RemoteCandidate:
         if backend == "memory":
@@ -566,6 +591,9 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     def mark() -> int:
         return probe.set(MARK, b"").modify_id
 
+    # The first controller's session asks for SETUP_SESSION_TIMEOUT: its own initial load of a
+    # million partitions keeps this interpreter from answering ZooKeeper's pings for longer
+    # than 10 s. It ends by being closed (a), so no figure waits on it.
     a = _candidate(coordinator.connect(url, session_timeout=SETUP_SESSION_TIMEOUT), network, 101,
                    hot=True)
     wait(lambda: a.active and a.last_failover is not None, timeout=900)  # the initial load
@@ -583,7 +611,7 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     machine = MachineCPU()
     replicas = dict(a.ctx.replicas)  # the assignment, which no step changes
 
-    registered = set(sessions)  # brokers whose sessions are open
+    registered = set(everyone)  # brokers whose sessions are open
 
     def sent(tps: Collection[TopicPartition], leaders: Collection[int]) -> LeaderAndIsrSent:
         return LeaderAndIsrSent(delivered, replicas, tps, leaders, registered, arrived)
@@ -603,7 +631,7 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
         res.notes.append(note)
 
     # (e) preferred election of the last broker's partitions
-    md = MetadataClient(sessions[1][0])
+    md = MetadataClient(probe)
     target = preferred[brokers]
     step = sent(target, [brokers])
     cpu.mark()
@@ -626,7 +654,7 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     cpu.mark()
     machine.mark()
     t = time.perf_counter()
-    sessions[1][0].close()
+    sessions.close([1])
     end, reading = step.wait()
     res.times["c"] = end - t
     during = cpu.since()
@@ -649,7 +677,7 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     cpu.mark()
     machine.mark()
     t = time.perf_counter()
-    reply = a.request_controlled_shutdown(victim, sessions[victim][1].epoch or 0)
+    reply = a.request_controlled_shutdown(victim, delivered[victim].epoch or 0)
     end, reading = step.wait()
     res.times["d"] = end - t
     remaining = reply.result(120)
@@ -663,6 +691,43 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     b.wait_idle(mark())
     res.notes.append(f"(d) CPU during the step: {during}; then until both idle: {cpu.since()}")
 
+    # (f) full restart: every broker's session goes (an uncontrolled stop of the whole
+    # cluster: the controller takes each partition offline), then every broker registers
+    # again; the step ends when each partition's replicas have all been delivered a
+    # LeaderAndIsr naming a live leader (every partition online). Timed from the first
+    # registration; the loss before it is a note.
+    def full_restart() -> None:
+        t = time.perf_counter()
+        sessions.close(sorted(registered))
+        registered.clear()
+        wait(lambda: not a.ctx.brokers, timeout=900)
+        a.events.wait_idle(900)
+        offline = sum(1 for lai in a.ctx.leaders.values() if lai.leader < 0)
+        res.notes.append(f"(f) all {brokers} brokers lost -> controller idle with {offline} "
+                         f"partitions offline: {time.perf_counter() - t:.2f}s")
+        b.wait_idle(mark(), 900)
+        registered.update(everyone)
+        step = sent(replicas, everyone)
+        cpu.mark()
+        machine.mark()
+        t = time.perf_counter()
+        sessions.register(everyone)
+        end, reading = step.wait(timeout=900)
+        res.times["f"] = end - t
+        during = cpu.since()
+        res.counts["f"] = sum(1 for lai in a.ctx.leaders.values() if lai.leader >= 0)
+        machine_note("f", reading)
+        a.events.wait_idle(900)
+        res.notes.append(f"(f) {res.counts['f']} of {len(a.ctx.leaders)} partitions online; "
+                         f"incl. until idle {time.perf_counter() - t:.2f}s")
+        b.wait_idle(mark(), 900)
+        res.notes.append(f"(f) CPU during the step: {during}; then until both idle: {cpu.since()}")
+
+    if "f" not in skip:
+        full_restart()
+    if b.pid is not None:
+        res.rss["hot standby, loaded"] = rss(b.pid)
+
     # (a) hot failover: the active controller's session goes.
     cpu.mark()
     a.coordinator.close()
@@ -672,6 +737,8 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
                      f"{_steps(f)}")
     b.wait_idle(mark())
     res.notes.append(f"(a) CPU until idle: {cpu.since()}")
+    if b.pid is not None:
+        res.rss["hot, after its failover"] = rss(b.pid)
 
     # (b) cold failover
     cold = candidate(103, hot=False)
@@ -682,11 +749,12 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     res.times["b"] = f.metadata_sent - f.started
     res.notes.append(f"(b) until done {f.done - f.started:.2f}s, warm={f.warm}; "
                      f"{_steps(f)}")
+    if b.pid is not None and cold.pid is not None:
+        res.rss["cold, after its failover"] = rss(cold.pid)
     a.close()
     for c in (b, cold):
         c.stop()
-    for s, _ in sessions.values():
-        s.close()
+    sessions.stop()
     probe.close()
     return res
 
@@ -695,7 +763,8 @@ NAMES = {"a": "(a) hot failover -> UpdateMetadata sent",
          "b": "(b) cold failover -> UpdateMetadata sent",
          "c": "(c) broker loss -> LeaderAndIsr sent",
          "d": "(d) controlled shutdown -> LeaderAndIsr sent",
-         "e": "(e) preferred election -> LeaderAndIsr sent"}
+         "e": "(e) preferred election -> LeaderAndIsr sent",
+         "f": "(f) full restart -> every partition online"}
 
 
 def print_table(results: list[Result], header: str) -> None:
@@ -707,13 +776,16 @@ def print_table(results: list[Result], header: str) -> None:
         cpu = f"{1e6 * r.write_cpu:>15.0f}" if r.write_cpu else ""
         print(f"{r.backend:<11} {'raw fenced write_many, writes/s (best of 3)':<44} "
               f"{r.write_rate:>8.0f} {'':>7} {'':>9} {cpu} (per raw write)")
-        for key in "abcde":
+        for key in "abcdef":
             if key not in r.times:
                 continue
             count = f"{r.counts[key]:>9}" if key in r.counts else ""
             per = f"{1e6 * r.step_cpu[key]:>15.0f}" if r.step_cpu.get(key) else ""
             print(f"{'':<11} {NAMES[key]:<44} {r.times[key]:>7.3f}s "
                   f"{_target(key, r.backend):>6.1f}s {count:>9} {per}")
+        for what, (now, peak) in r.rss.items():
+            print(f"{'':<11} {'controller RSS, ' + what:<44} {now:>6.0f}MB {RSS_TARGET_MIB:>5}MB"
+                  f" {'':>9} peak {peak:.0f} MiB")
         for note in r.notes:
             print(f"{'':<11}   {note}")
 
@@ -738,7 +810,7 @@ def print_summary(results: list[Result]) -> None:
             cpu = f"{1e6 * statistics.median(cpus):>9.0f}" if cpus else ""
             print(f"{backend:<11} {'raw/s':<6} {len(rates):>4} {statistics.median(rates):>8.0f} "
                   f"{min(rates):>7.0f}-{max(rates):<7.0f} {'':>5}   {cpu}")
-        for key in "abcde":
+        for key in "abcdef":
             times = [r.times[key] for r in runs if key in r.times]
             if not times:
                 continue
@@ -764,6 +836,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1,
                     help="runs per coordinator, each on a fresh server and cluster; with more "
                          "than one, a summary gives each step's median and range")
+    ap.add_argument("--skip", default="", metavar="STEPS",
+                    help="steps to leave out, by letter (e.g. f: the full restart, minutes at "
+                         "1,000,000 partitions)")
     add_server_options(ap)
     args = ap.parse_args()
     if args.repeat < 1:
@@ -817,7 +892,7 @@ def one_backend(backend: str, args: argparse.Namespace, results: list[Result],
             url = server.url("/bench")
             SERVER_ALIVE[:] = [lambda: _alive(server, backend)]
         run(backend, url, args.brokers, args.partitions, args.rf, res,
-            server_pid=server.pid if server is not None else None)
+            server_pid=server.pid if server is not None else None, skip=args.skip)
         if server is not None:
             _alive(server, backend)
         return ""

@@ -84,11 +84,33 @@ def _names_a_closed_channel(message: str) -> bool:
     return "channel" in lowered and "closed" in lowered
 
 
+MEMBER_BUSY = frozenset({
+    "etcdserver: request timed out",
+    "etcdserver: request timed out, waiting for the applied index took too long",
+})
+"""Answers etcd gives with UNAVAILABLE when the member is up and reachable but behind (its
+apply queue long, as under a bulk load of a million keys): the channel delivered them, so
+they are no reason to replace it. Replacing it cancelled every call in flight on it (a bulk
+write's whole pipeline, "request cancelled (channel closed)") because the lease keep-alive
+was told the member was busy. The other "request timed out, possibly due to ..." answers name
+a lost leader or connection, and do fail over."""
+
+
+def member_busy(exc: BaseException) -> bool:
+    """An UNAVAILABLE answer of a member that is up but behind (:data:`MEMBER_BUSY`)."""
+    return (isinstance(exc, grpc.RpcError) and hasattr(exc, "code")
+            and exc.code() == grpc.StatusCode.UNAVAILABLE
+            and (exc.details() or "") in MEMBER_BUSY)
+
+
 def is_connection_error(exc: BaseException) -> bool:
+    """The channel (or the member behind it) failed the call: worth moving to the next host.
+    A busy member's answer is not (:func:`member_busy`); it is still a ConnectionLoss to the
+    caller (:func:`translate`), whose call's outcome is unknown."""
     return isinstance(exc, grpc.RpcError) and hasattr(exc, "code") and exc.code() in (
         grpc.StatusCode.UNAVAILABLE,
         grpc.StatusCode.CANCELLED,
-    )
+    ) and not member_busy(exc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,7 +347,7 @@ class Connection:
                               min(remaining, max(self.request_timeout, 0.1)))
                 return
             except grpc.RpcError as exc:
-                if not is_connection_error(exc) and exc.code() != (
+                if not is_connection_error(exc) and not member_busy(exc) and exc.code() != (
                         grpc.StatusCode.DEADLINE_EXCEEDED):
                     raise translate(exc, f"etcd at {self.address}") from exc
                 last = exc

@@ -94,7 +94,8 @@ class ControllerConfig:
     allocates some 100,000 objects, which would set off full collections over the millions of
     long-lived objects a large view holds (up to half the time of a broker loss); the
     collector runs again as soon as the event is done. It is re-enabled only if this handler
-    disabled it."""
+    disabled it; after an event that left many new objects, what survives it is frozen first
+    (``statemachines.controller.settle_garbage``)."""
     error_backoff: StandBackoff = field(default_factory=StandBackoff)
     """How long to hold back from standing after resigning over an unexpected error."""
     candidate: bool = _default("partctl.controller.candidate", bool)

@@ -79,6 +79,17 @@ class EventManager:
                 self._queued_at.extend(t for _, t in kept)
             return taken
 
+    def take_leading(self, predicate: Callable[[ControllerEvent], bool]) -> list[ControllerEvent]:
+        """Take the events at the head of the queue while they match ``predicate``: the run
+        the caller may handle together with the one it holds, as if one after the other."""
+        taken: list[ControllerEvent] = []
+        with self._cond:
+            now = time.monotonic()
+            while self._queue and predicate(self._queue[0]):
+                taken.append(self._queue.popleft())
+                self.queue_time.add(now - self._queued_at.popleft())
+        return taken
+
     def pending(self) -> int:
         with self._cond:
             return len(self._queue)

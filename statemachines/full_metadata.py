@@ -37,14 +37,23 @@ def _build(ctx: ControllerContext, dead: frozenset[int]) -> FullMetadata:
     entries: list[UpdateMetadataPartition] = []
     order: list[TopicPartition] = []
     append, place = entries.append, order.append
+    # A partition's offline replicas, per replica list: many partitions share a list, and
+    # with brokers dead (a broker loss, a full restart) making each one's was a quarter of
+    # the build.
+    offline: dict[tuple[int, ...], tuple[int, ...]] = {}
     for tp in sorted(leaders):
         replicas = get(tp)
         if replicas is None:
             continue
         v = leaders[tp]
+        if dead:
+            off = offline.get(replicas)
+            if off is None:
+                off = offline[replicas] = tuple(r for r in replicas if r in dead)
+        else:
+            off = ()
         append(new(entry, (tp[0], tp[1], v.controller_epoch, v.leader, v.leader_epoch, v.isr,
-                           v.partition_epoch, replicas,
-                           tuple(r for r in replicas if r in dead) if dead else ())))
+                           v.partition_epoch, replicas, off)))
         place(tp)
     return FullMetadata(tuple(entries), dict(zip(order, range(len(order)), strict=True)),
                         dead,

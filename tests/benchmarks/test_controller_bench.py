@@ -27,7 +27,26 @@ def test_a_run_that_succeeds_prints_its_table_and_exits_0() -> None:
     assert done.returncode == 0, done.stderr
     assert "(a) hot failover -> UpdateMetadata sent" in done.stdout
     assert "(e) preferred election -> LeaderAndIsr sent" in done.stdout
+    assert "(f) full restart -> every partition online" in done.stdout
+    assert "(f) 200 of 200 partitions online" in done.stdout
     assert "failed" not in done.stderr
+
+
+def test_on_zookeeper_the_brokers_sessions_live_in_a_process_of_their_own() -> None:
+    """The stand-in brokers register from their own process (their sessions survive the
+    controller's work in the benchmark's), are lost and come back for the full restart; the
+    candidates' RSS is in the table. --skip leaves a step out."""
+    done = _bench("--backend", "zookeeper", "--brokers", "4", "--partitions", "200",
+                  timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "(f) all 4 brokers lost -> controller idle with 200 partitions offline" in done.stdout
+    assert "(f) 200 of 200 partitions online" in done.stdout
+    assert "controller RSS, hot, after its failover" in done.stdout
+    assert "controller RSS, cold, after its failover" in done.stdout
+    skipped = _bench("--backend", "memory", "--brokers", "4", "--partitions", "200",
+                     "--skip", "f")
+    assert skipped.returncode == 0, skipped.stderr
+    assert "(f)" not in skipped.stdout and "(a) hot failover" in skipped.stdout
 
 
 def test_a_coordinator_that_never_answers_fails_the_run_with_one_line() -> None:

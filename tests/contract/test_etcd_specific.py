@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import grpc
 import pytest
 
 import coordinator
@@ -351,3 +352,37 @@ def test_tree_watch_on_the_root_of_a_store_without_a_prefix(etcd_server: Server)
     finally:
         c.delete(path)
         c.close()
+
+
+class _Answer(grpc.RpcError):
+    """A call's gRPC status, as the channel reports it (code and details)."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
+@pytest.mark.parametrize("details", [
+    "etcdserver: request timed out",
+    "etcdserver: request timed out, waiting for the applied index took too long"])
+def test_a_busy_members_answer_keeps_the_channel(details: str) -> None:
+    """etcd answers UNAVAILABLE when it is up but behind (a long apply queue during a bulk load
+    of 250,000 partitions): the lease keep-alive took it for a broken connection and replaced
+    the channel, which cancelled the bulk write in flight on it ("request cancelled (channel
+    closed)"). The caller of the busy call still gets ConnectionLoss; the channel stays."""
+    from coordinator.etcd_conn import is_connection_error, member_busy, translate
+
+    busy = _Answer(grpc.StatusCode.UNAVAILABLE, details)
+    assert member_busy(busy) and not is_connection_error(busy)
+    assert isinstance(translate(busy, "keep-alive"), coordinator.ConnectionLoss)
+    for broken in (_Answer(grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses"),
+                   _Answer(grpc.StatusCode.UNAVAILABLE, "etcdserver: no leader"),
+                   _Answer(grpc.StatusCode.UNAVAILABLE, "etcdserver: request timed out, "
+                           "possibly due to connection lost"),
+                   _Answer(grpc.StatusCode.CANCELLED, "Channel closed!")):
+        assert is_connection_error(broken) and not member_busy(broken)

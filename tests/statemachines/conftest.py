@@ -36,13 +36,14 @@ class Cluster:
         self.metadata = MetadataClient(self.admin_client)
 
     def add(self, broker_id: int, *, rack: str | None = None,
-            config: ControllerConfig | None = None) -> Participant:
+            config: ControllerConfig | None = None, pump: bool = True) -> Participant:
         p = Participant(self.url, broker_id, handler=RecordingBroker, rack=rack,
                         network=self.network, config=config or self.config,
                         threaded=self.threaded)
         self.participants[broker_id] = p
         p.start()
-        self.pump()
+        if pump:
+            self.pump()
         return p
 
     def pump(self, rounds: int = 200) -> None:
