@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-state_change_log = logging.getLogger("partctl.state.change.txn")
+
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -192,7 +192,7 @@ class TxnMetadata:
             raise IllegalTransition(f"{self.transactional_id}: producer {new_pid} epoch "
                                     f"{new_epoch}")
         if not legal(self.state, state):
-            state_change_log.error("transactional id %s: %s -> %s refused (not a legal "
+            log.error("transactional id %s: %s -> %s refused (not a legal "
                                    "transition)", self.transactional_id, self.state.label,
                                    state.label)
             raise IllegalTransition(f"{self.transactional_id}: {self.state.label} -> "
@@ -300,7 +300,7 @@ class TxnMetadata:
             case _:  # Dead is removed, never applied; PrepareEpochFence is never written
                 ok = False
         if not ok:
-            state_change_log.error("transactional id %s: completing %s refused: %r", self
+            log.error("transactional id %s: completing %s refused: %r", self
                                    .transactional_id, transit.state.label, transit)
             raise IllegalTransition(f"{self.transactional_id}: unexpected {transit!r}")
         self.producer_id = transit.producer_id
