@@ -13,6 +13,10 @@ REPO = Path(__file__).resolve().parents[2]
 PRODUCT = ("coordinator", "elections", "statemachines", "replication", "broker", "rebalancer",
            "partctl", "interbroker", "node")
 MAX_LINES = 700
+GENERATED = {"broker/apis/messages.py"}
+"""Modules written by a generator (the kio message unions, one import line per served version:
+``tests/broker/protocol/test_api_messages.py``), not split by hand: the limit is for modules
+people write and split by concern."""
 
 
 def _replication_graph() -> dict[str, set[str]]:
@@ -24,7 +28,8 @@ def test_no_product_module_is_over_700_lines() -> None:
         f"{path.relative_to(REPO)}: {lines} lines"
         for package in PRODUCT if (REPO / package).is_dir()
         for path in (REPO / package).rglob("*.py")
-        if (lines := len(path.read_text().splitlines())) > MAX_LINES
+        if str(path.relative_to(REPO)) not in GENERATED
+        and (lines := len(path.read_text().splitlines())) > MAX_LINES
     )
     assert not over, "modules over 700 lines:\n" + "\n".join(over)
 
