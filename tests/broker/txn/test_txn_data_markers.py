@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
+import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import NewTopic
 from kio.schema.errors import ErrorCode
@@ -45,7 +46,24 @@ def trio(zookeeper_server: Server, tmp_path_factory: pytest.TempPathFactory) -> 
             leader >= 0 and len(isr) == 3
             for leader, isr in cluster.partition_state(TOPIC).values()),
             timeout=60, message="leaders and full ISRs")
+        # the state nodes are written before the leaders apply them: wait for the leaders
+        consumer = ck.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "ready"})
+        try:
+            for p in (0, 1):
+                wait_until(lambda p=p: _answers(consumer, p), timeout=60,
+                           message=f"{TOPIC}-{p}'s leader serving it")
+        finally:
+            consumer.close()
         yield cluster
+
+
+def _answers(consumer: ck.Consumer, partition: int) -> bool:
+    try:
+        consumer.get_watermark_offsets(ck.TopicPartition(TOPIC, partition), timeout=5,
+                                       cached=False)
+    except ck.KafkaException:
+        return False
+    return True
 
 
 def leader_and_follower(trio: Trio, partition: int, topic: str = TOPIC
