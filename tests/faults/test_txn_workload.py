@@ -1,6 +1,9 @@
 """The transactional workload on a real cluster of broker processes (clients in the client
 host), judged by the transactional checker: a quiet run, and one with a broker killed and
-started again in the middle. Every count at 0, and the run did something of each kind."""
+started again in the middle. Every count at 0, and the run did something of each kind.
+
+In the long tier, as the plain workload's runs are: tests/faults/test_smoke.py runs the
+transactional workload under the nemesis in every run of the suite."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from tests.waiting import wait_until
 pytestmark = pytest.mark.servers
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("kill", [False, True], ids=["quiet", "broker-killed"])
 def test_the_transactional_workload_runs_clean(tmp_path: Path, kill: bool) -> None:
     cluster = start("zookeeper", tmp_path / "cluster")

@@ -102,7 +102,6 @@ class TxnWorkload:
         self._stop_reading = threading.Event()
         self._threads: dict[str, list[threading.Thread]] = {"write": [], "step": [], "read": []}
         self._consumed_to: dict[TopicPartition, int] = {}
-        self._last_input = time.monotonic()
 
     # --- life ----------------------------------------------------------------------------------
 
@@ -308,8 +307,6 @@ class TxnWorkload:
         messages = [m for m in consumer.consume(50, 0.5) if m.error() is None]
         if not messages:
             return
-        with self._lock:
-            self._last_input = time.monotonic()
         inputs = [m.value().decode() for m in messages if m.value() is not None]
         out = (index - 1) % PARTITIONS
         sends = [(RING, out, f"{v}'") for v in inputs if v.count("'") < HOPS]
@@ -341,33 +338,52 @@ class TxnWorkload:
                 consumer.seek(KafkaPartition(kp.topic, kp.partition,
                                              kp.offset if kp.offset >= 0 else OFFSET_BEGINNING))
 
-    def _wait_consumed(self, deadline: float, quiet: float = 3.0) -> None:
-        """Until the steps have had nothing to consume for ``quiet`` seconds while the ring's
-        last stable offsets stood still: they consumed everything committed. (A group's
-        committed offset cannot be compared with the last stable offset: a transaction's
-        marker after the last record takes an offset no consumer is given.)"""
-        consumer = Consumer({**CLIENT_LOG, "bootstrap.servers": self.cluster.bootstrap,
-                             "group.id": f"{GROUP}-ends", "isolation.level": "read_committed",
-                             "enable.auto.commit": False})
+    def _wait_consumed(self, deadline: float) -> None:
+        """Until the group's committed offset on every ring partition is past the partition's
+        last committed record, and the last stable offsets stood still meanwhile: the steps
+        consumed everything committed. (The committed offset is compared with the last
+        record, not with the last stable offset: a marker after the last record takes an
+        offset no consumer is given.)"""
+        ends_reader = Consumer({**CLIENT_LOG, "bootstrap.servers": self.cluster.bootstrap,
+                                "group.id": f"{GROUP}-ends",
+                                "isolation.level": "read_committed",
+                                "enable.auto.commit": False})
+        group = Consumer({**CLIENT_LOG, "bootstrap.servers": self.cluster.bootstrap,
+                          "group.id": GROUP, "isolation.level": "read_committed",
+                          "enable.auto.commit": False})
+        tps = [KafkaPartition(RING, p) for p in range(PARTITIONS)]
+        last: dict[int, int] = {}
+        committed: dict[int, int] = {}
         try:
-            before: list[int] | None = None
-            since = time.monotonic()
+            ends_reader.assign([KafkaPartition(RING, p, OFFSET_BEGINNING)
+                                for p in range(PARTITIONS)])
             while time.monotonic() < deadline:
                 try:
-                    ends = [consumer.get_watermark_offsets(KafkaPartition(RING, p), timeout=5)[1]
-                            for p in range(PARTITIONS)]
+                    ends = [ends_reader.get_watermark_offsets(tp, timeout=5)[1] for tp in tps]
+                    # read the ring to its last stable offsets, noting each last record
+                    while any(pos.offset < end for pos, end in zip(
+                            ends_reader.position(tps), ends, strict=True)):
+                        batch = ends_reader.consume(500, 1.0)
+                        for m in batch:
+                            partition, offset = m.partition(), m.offset()
+                            if m.error() is None and partition is not None and offset is not None:
+                                last[partition] = max(last.get(partition, -1), offset)
+                        if not batch and time.monotonic() > deadline:
+                            break
+                    committed = {tp.partition: tp.offset for tp in group.committed(tps, 10)}
+                    still = [ends_reader.get_watermark_offsets(tp, timeout=5)[1] for tp in tps]
                 except KafkaException:
-                    ends = []
-                if ends != before:
-                    before, since = ends, time.monotonic()
-                with self._lock:
-                    idle = time.monotonic() - max(self._last_input, since)
-                if ends and idle > quiet:
+                    time.sleep(0.5)
+                    continue
+                if still == ends and all(committed.get(p, -1) > last.get(p, -1)
+                                         for p in range(PARTITIONS)):
                     return
                 time.sleep(0.5)
-            self._error("the consume-transform-produce steps did not catch up")
+            self._error(f"the consume-transform-produce steps did not catch up: committed "
+                        f"offsets {committed}, last records {last}")
         finally:
-            consumer.close()
+            ends_reader.close()
+            group.close()
 
     # --- readers -------------------------------------------------------------------------------
 
