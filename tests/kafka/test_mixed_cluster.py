@@ -315,9 +315,17 @@ def test_kafka_controller_drives_a_partctl_broker(mixed: Mixed) -> None:
           "--replica-assignment", ASSIGNMENT, "--config", "min.insync.replicas=2")
     wait_until(mixed.isr_whole, timeout=60, message="every ISR whole")
     assert {p: s.leader for p, s in mixed.states().items()} == {0: 1, 1: 3, 2: 2}
-    described = _tool("topics", "--bootstrap-server", mixed.partctl.bootstrap, "--describe",
-                      "--topic", TOPIC)
-    assert "Partition: 1\tLeader: 3\tReplicas: 3,1,2" in described, described
+    seen: list[str] = []
+
+    def described() -> bool:
+        # partctl's broker learns the topic from Kafka's controller's UpdateMetadata, which
+        # may come after the ISR is whole in ZooKeeper: the tool says "does not exist" until
+        result = run_shared(KAFKA_3, "topics", "--bootstrap-server", mixed.partctl.bootstrap,
+                            "--describe", "--topic", TOPIC)
+        seen[:] = [result.stdout + result.stderr]
+        return result.returncode == 0 and "Partition: 1\tLeader: 3\tReplicas: 3,1,2" in seen[0]
+
+    wait_until(described, timeout=60, interval=0.5, message=f"{TOPIC} described by partctl's")
     log = mixed.partctl.log()
     assert "not served" not in log, log[-3000:]
 
