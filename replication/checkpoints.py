@@ -104,6 +104,19 @@ def fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
+def fsync_files(paths: Iterable[Path]) -> None:
+    """fsync each of ``paths`` that still exists (one deleted meanwhile needs none)."""
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` so that a crash leaves either the old or the new file."""
     tmp = path.with_name(path.name + ".tmp")

@@ -75,7 +75,7 @@ from pathlib import Path
 import crc32c
 
 from coordinator.clock import Clock
-from replication.checkpoints import PRIVATE_FILE_MODE, fsync_directory, move_aside
+from replication.checkpoints import PRIVATE_FILE_MODE, fsync_directory, fsync_files, move_aside
 from replication.control import marker_fields
 from replication.errors import CorruptSnapshotError, InvalidProducerEpochError, InvalidRecordError
 from replication.producer_entry import (
@@ -496,15 +496,7 @@ class ProducerStateManager:
         """fsync the snapshots written without it, and their directory (the log's flush)."""
         if not self._unsynced:
             return
-        for offset in sorted(self._unsynced):
-            try:
-                fd = os.open(self.directory / snapshot_file_name(offset), os.O_RDONLY)
-            except FileNotFoundError:
-                continue
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        fsync_files(self.directory / snapshot_file_name(o) for o in sorted(self._unsynced))
         fsync_directory(self.directory)
         self._unsynced.clear()
 

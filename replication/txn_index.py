@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from replication.checkpoints import PRIVATE_FILE_MODE
+from replication.checkpoints import PRIVATE_FILE_MODE, fsync_files
 
 __all__ = ["ENTRY_SIZE", "TXN_INDEX_SUFFIX", "AbortedTxn", "TxnIndexes", "decode_entries",
            "encode_entry"]
@@ -191,15 +191,7 @@ class TxnIndexes:
 
     def sync(self) -> None:
         """fsync the files appended to since the last call (the log's flush)."""
-        for base in sorted(self._unsynced):
-            try:
-                fd = os.open(self.directory / file_name(base), os.O_RDONLY)
-            except FileNotFoundError:
-                continue
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        fsync_files(self.directory / file_name(base) for base in sorted(self._unsynced))
         self._unsynced.clear()
 
     def collect(self, start: int, upper: int) -> list[AbortedTxn]:
