@@ -56,6 +56,7 @@ if TYPE_CHECKING:
         TxnOffsetCommitResponse,
     )
     from broker.apis.services import GroupServices
+    from broker.groups.coordinator import GroupCoordinator
 
     _BatchedOffsetFetch: TypeAlias = (kio.schema.offset_fetch.v8.OffsetFetchRequest
                                       | kio.schema.offset_fetch.v9.OffsetFetchRequest)
@@ -136,15 +137,10 @@ def offset_commit(ctx: RequestContext[GroupServices],
     generation = getattr(request, "generation_id_or_member_epoch", -1)
     member_id = getattr(request, "member_id", "") or ""
     instance_id = getattr(request, "group_instance_id", None)
-    if groups.manager.check_group(request.group_id) is ErrorCode.none:
-        # a consumer group (KIP-848): its member and epoch are checked here; the offsets are
-        # then written as an admin's into the group's (memberless) classic shell
-        checked = groups.consumer.check_offsets_member(request.group_id, member_id, generation,
-                                                       commit_version=version)
-        if checked is not None:
-            if checked is not ErrorCode.none:
-                return answer(checked)
-            generation, member_id, instance_id = -1, "", None
+    error, generation, member_id, instance_id = _consumer_group_member(
+        groups, request.group_id, member_id, generation, instance_id, version)
+    if error is not ErrorCode.none:
+        return answer(error)
     future = groups.commit(
         group_id=request.group_id, generation=generation, member_id=member_id,
         group_instance_id=instance_id, offsets=valid)
@@ -290,15 +286,10 @@ def txn_offset_commit(ctx: RequestContext[GroupServices],
     generation = getattr(request, "generation_id", -1)
     member_id = getattr(request, "member_id", "") or ""
     instance_id = getattr(request, "group_instance_id", None)
-    if groups.manager.check_group(request.group_id) is ErrorCode.none:
-        # a consumer group (KIP-848): its member and epoch are checked here (Kafka: a request
-        # without a member only into an empty one); the offsets then go into its classic shell
-        checked = groups.consumer.check_offsets_member(request.group_id, member_id, generation,
-                                                       commit_version=OFFSET_COMMIT_V9)
-        if checked is not None:
-            if checked is not ErrorCode.none:
-                return answer(checked)
-            generation, member_id, instance_id = -1, "", None
+    error, generation, member_id, instance_id = _consumer_group_member(
+        groups, request.group_id, member_id, generation, instance_id, OFFSET_COMMIT_V9)
+    if error is not ErrorCode.none:
+        return answer(error)
     future = groups.txn.commit(
         group_id=request.group_id, producer_id=request.producer_id,
         producer_epoch=request.producer_epoch, generation=generation, member_id=member_id,
@@ -350,3 +341,18 @@ APIS = [
     Api(key=OFFSET_DELETE, name="OffsetDelete", min_version=0, max_version=0,
         handle=offset_delete),
 ]
+
+
+def _consumer_group_member(groups: GroupCoordinator, group_id: str, member_id: str,
+                           generation: int, instance_id: str | None, version: int
+                           ) -> tuple[ErrorCode, int, str, str | None]:
+    """A commit into a consumer group (KIP-848) has its member and epoch checked here (Kafka:
+    one without a member only into an empty group); the offsets then go into the group's
+    memberless classic shell, as an admin's: (error, generation, member, instance) to commit
+    with. A classic group's commit passes unchanged."""
+    if groups.manager.check_group(group_id) is ErrorCode.none:
+        checked = groups.consumer.check_offsets_member(group_id, member_id, generation,
+                                                       commit_version=version)
+        if checked is not None:
+            return checked, -1, "", None
+    return ErrorCode.none, generation, member_id, instance_id
