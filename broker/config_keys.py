@@ -198,6 +198,9 @@ _DATA = (
        "producer may ask for.", AtLeast(1)),
     _k("transactional.id.expiration.ms", _I, "604800000", _H, "How long a transactional id "
        "with no transaction is kept.", AtLeast(1)),
+    _k("transaction.partition.verification.enable", _B, "true", _LO, "Before a "
+       "transaction's first batch reaches a partition, its leader asks the transaction "
+       "coordinator whether the partition is in the transaction (KIP-890)."),
     _k("transaction.abort.timed.out.transaction.cleanup.interval.ms", _I, "10000", _LO, "How "
        "often transactions past their timeout are looked for and aborted.", AtLeast(1)),
     _k("transaction.remove.expired.transaction.cleanup.interval.ms", _I, "3600000", _LO, "How "

@@ -197,6 +197,7 @@ def txn_config(get: Get) -> TxnConfig:
             "transaction.abort.timed.out.transaction.cleanup.interval.ms"),
         remove_expired_interval_ms=get(
             "transaction.remove.expired.transaction.cleanup.interval.ms"),
+        partition_verification_enable=get("transaction.partition.verification.enable"),
     )
 
 

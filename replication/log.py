@@ -359,7 +359,7 @@ class Log(LogRetention, LogTransactions):
 
     def append_as_leader(
         self, records: bytes | bytearray | memoryview, leader_epoch: int,
-        origin: AppendOrigin = AppendOrigin.CLIENT,
+        origin: AppendOrigin = AppendOrigin.CLIENT, guard: int | None = None,
     ) -> AppendInfo:
         """Append raw batches as the leader in ``leader_epoch``: assign offsets from the log end
         and stamp the epoch into each batch header.
@@ -376,7 +376,8 @@ class Log(LogRetention, LogTransactions):
 
         ``origin`` :attr:`~AppendOrigin.COORDINATOR` is a coordinator's append (see
         :class:`AppendOrigin`): control batches are taken, and the producer state checks the
-        epochs but not the sequence (nor looks for a retry).
+        epochs but not the sequence (nor looks for a retry). ``guard``: the append's KIP-890
+        verification (:meth:`start_txn_verification`; None: not verified, unchecked).
         """
         coordinator = origin is AppendOrigin.COORDINATOR
         facts = validate_batches(records, from_client=True)
@@ -406,10 +407,10 @@ class Log(LogRetention, LogTransactions):
             offset = self._local.leo
             if coordinator:
                 checked: ProducerEntry | Duplicate | None = (
-                    self._producers.check_coordinator_append(buf, facts, offset))
+                    self._producers.check_coordinator_append(buf, facts, offset, guard))
             else:
                 checked = (
-                    self._producers.check_client_append(buf, facts, offset)
+                    self._producers.check_client_append(buf, facts, offset, guard)
                     if len(facts) > 1 or facts[0][6] >= 0 else None  # a producer id
                 )
             if checked is not None and type(checked) is Duplicate:

@@ -58,6 +58,13 @@ class LogTransactions:
         with self._lock:
             return self._producers.remove_expired(self._clock.now_ms() if now_ms is None else now_ms)
 
+    def start_txn_verification(self, producer_id: int, sequence: int, epoch: int) -> int:
+        """The KIP-890 guard a transactional produce presents once the coordinator verified
+        it (:mod:`replication.txn_verification`); ``NO_GUARD`` when the producer's transaction
+        is open here already."""
+        with self._lock:
+            return self._producers.start_verification(producer_id, sequence, epoch)
+
     def last_stable_offset(self, high_watermark: int) -> int:
         """The LSO at ``high_watermark`` (:mod:`replication.transactions`): what a
         read_committed consumer reads up to."""

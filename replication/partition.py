@@ -275,7 +275,7 @@ class Partition:
 
     def append_as_leader(
         self, records: bytes | bytearray, acks: int, timeout_ms: int,
-        origin: AppendOrigin = AppendOrigin.CLIENT,
+        origin: AppendOrigin = AppendOrigin.CLIENT, guard: int | None = None,
     ) -> ProduceFuture:
         """Append a producer's batches. The future completes at once for acks 0 and 1, and
         for acks=all when the HW passes the last offset (or on error, leadership loss or
@@ -284,7 +284,7 @@ class Partition:
         An idempotent producer's retry of a batch the log holds is answered with that batch's
         offsets (for acks=all once they are committed) and not appended again; a batch that
         does not continue the producer's sequence, or comes from a fenced epoch, is refused
-        (see :mod:`replication.producer_state`). ``origin`` is the log's
+        (see :mod:`replication.producer_state`). ``origin`` and ``guard`` are the log's
         (:meth:`Log.append_as_leader`)."""
         future: ProduceFuture = Future()
         if acks not in (0, 1, ACKS_ALL):
@@ -295,7 +295,7 @@ class Partition:
             if acks == ACKS_ALL and len(self._isr) < self._min_isr():
                 return failed(future, ErrorCode.NOT_ENOUGH_REPLICAS)
             try:
-                info = self.log.append_as_leader(records, self._leader_epoch, origin)
+                info = self.log.append_as_leader(records, self._leader_epoch, origin, guard)
             except StorageError as exc:
                 code, with_message = append_error(exc)
                 if code is ErrorCode.KAFKA_STORAGE_ERROR:

@@ -77,7 +77,13 @@ import crc32c
 from coordinator.clock import Clock
 from replication.checkpoints import PRIVATE_FILE_MODE, fsync_directory, fsync_files, move_aside
 from replication.control import marker_fields
-from replication.errors import CorruptSnapshotError, InvalidProducerEpochError, InvalidRecordError
+from replication.errors import (
+    CorruptSnapshotError,
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+)
 from replication.producer_entry import (
     BATCHES_TO_RETAIN,
     MAX_SEQUENCE,
@@ -97,6 +103,7 @@ from replication.producer_entry import (
     last_sequence,
 )
 from replication.transactions import CompletedTxn, TxnTracker
+from replication.txn_verification import NO_GUARD, VerificationStates
 
 __all__ = [
     "BATCHES_TO_RETAIN",
@@ -239,6 +246,7 @@ class ProducerStateManager:
         self._replayed: list[Aborted] = []
         self._snapshots: list[int] = []
         self._unsynced: set[int] = set()
+        self.verifications = VerificationStates()
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -258,7 +266,7 @@ class ProducerStateManager:
 
     def check_client_append(
         self, buf: bytes | bytearray | memoryview, facts: Sequence[tuple[int, ...]],
-        first_offset: int,
+        first_offset: int, guard: int | None = None,
     ) -> ProducerEntry | Duplicate | None:
         """Check a producer's append (``facts``: the log's per-batch facts, position first and
         producer id last; ``first_offset``: the offset its first batch will get) before
@@ -268,7 +276,9 @@ class ProducerStateManager:
         retry of one in the log. Otherwise the producer's entry as it will be once the batch is
         appended (:meth:`apply` it then). Raises :class:`InvalidRecordError` for an idempotent
         batch sent with others or without a sequence, and the errors of
-        :func:`check_client_batch`."""
+        :func:`check_client_batch`. ``guard`` is the KIP-890 verification guard of the produce
+        (:meth:`start_verification`); None when the broker does not verify: see
+        :meth:`_verified`."""
         if self._staged:  # from a coordinator's append that failed after its check
             self._staged = []
         if len(facts) == 1:
@@ -289,6 +299,8 @@ class ProducerStateManager:
                 f"{pid}")
         last_seq = increment_sequence(base_seq, last_delta)
         entry = self._producers.get(pid)
+        verify = bool(attributes & _TRANSACTIONAL_MASK) and (
+            guard is not None or bool(self.verifications))
         if entry is None or epoch != entry.epoch or not entry.batches or not in_sequence(
                 entry.batches[-1].last_seq, base_seq):
             # Anything but the producer's next batch (which can be neither a retry nor out of
@@ -297,9 +309,15 @@ class ProducerStateManager:
                 duplicate = entry.find_duplicate(epoch, base_seq, last_seq)
                 if duplicate is not None:
                     return Duplicate(batch=duplicate)
+            if verify:  # before the sequence, as Kafka checks them
+                self._verified(entry or ProducerEntry.empty(pid), base_seq, guard, first_offset,
+                               client=True)
+                verify = False
             check_client_batch(entry, producer_id=pid, epoch=epoch, first_seq=base_seq,
                                offset=first_offset, where=self._where)
             entry = entry or ProducerEntry.empty(pid)
+        if verify:
+            self._verified(entry, base_seq, guard, first_offset, client=True)
         updated = entry.with_batch(
             epoch, BatchMetadata(last_seq, first_offset + last_delta, last_delta, max_ts))
         if attributes & _TRANSACTIONAL_MASK or updated.current_txn_first_offset >= 0:
@@ -309,13 +327,14 @@ class ProducerStateManager:
 
     def check_coordinator_append(
         self, buf: bytes | bytearray | memoryview, facts: Sequence[tuple[int, ...]],
-        first_offset: int,
+        first_offset: int, guard: int | None = None,
     ) -> ProducerEntry | None:
         """:meth:`check_client_append` for a coordinator's append (Kafka's COORDINATOR
         origin): no duplicate detection and no sequence check, but the producer epoch is
         checked (:class:`InvalidProducerEpochError`), a transactional batch opens the
         producer's transaction, and a control batch must be an end-transaction marker, checked
-        by :func:`after_marker`. None when no batch has a producer id."""
+        by :func:`after_marker`. None when no batch has a producer id. ``guard``: a
+        transactional offset commit's verification, as for :meth:`check_client_append`."""
         if all(f[-1] < 0 for f in facts):
             return None
         if len(facts) != 1:
@@ -335,6 +354,7 @@ class ProducerStateManager:
             ended = after_marker(entry, producer_epoch=epoch, coordinator_epoch=marker[1],
                                  timestamp=max_ts, offset=first_offset, strict=True,
                                  where=self._where)
+            self.verifications.clear(pid)
             self._staged = []
             if entry.current_txn_first_offset >= 0:
                 txn = CompletedTxn(pid, entry.current_txn_first_offset, first_offset,
@@ -346,10 +366,40 @@ class ProducerStateManager:
             raise InvalidProducerEpochError(
                 f"epoch of producer {pid} at offset {first_offset} in {self._where} is {epoch}, "
                 f"which is smaller than the last seen epoch {entry.epoch}")
+        if attributes & _TRANSACTIONAL_MASK and (guard is not None or self.verifications):
+            self._verified(entry, base_seq, guard, first_offset, client=False)
         updated = entry.with_batch(epoch, BatchMetadata(
             last_sequence(base_seq, last_delta), first_offset + last_delta, last_delta, max_ts))
         return after_data_batch(updated, bool(attributes & _TRANSACTIONAL_MASK), first_offset,
                                 strict=True, where=self._where)
+
+    def start_verification(self, producer_id: int, sequence: int, epoch: int) -> int:
+        """The guard of a transactional produce about to ask the coordinator whether this
+        partition is in the producer's transaction (:mod:`replication.txn_verification`);
+        :data:`NO_GUARD` when the transaction is open here already (nothing to ask)."""
+        entry = self._producers.get(producer_id)
+        if entry is not None and entry.current_txn_first_offset >= 0:
+            return NO_GUARD
+        return self.verifications.start(producer_id, sequence, epoch, self._clock.now_ms())
+
+    def _verified(self, entry: ProducerEntry, base_seq: int, guard: int | None, offset: int,
+                  *, client: bool) -> None:
+        """KIP-890 part 1 for a transactional data batch: unless its transaction is open here,
+        it needs the guard still registered for its producer (INVALID_TXN_STATE otherwise); a
+        client's batch above the lowest sequence seen while verifying is out of order. The
+        producer's guard is spent either way."""
+        pid = entry.producer_id
+        pending = self.verifications.entry(pid)
+        if guard is not None and entry.current_txn_first_offset < 0 and (
+                not self.verifications.verified(pid, guard)):
+            raise InvalidTxnStateError(
+                f"{self._where}: the batch of producer {pid} at offset {offset} is not part of "
+                "an ongoing transaction (the coordinator did not verify it)")
+        if client and pending is not None and base_seq > pending.lowest_sequence:
+            raise OutOfOrderSequenceError(
+                f"{self._where}: sequence {base_seq} of producer {pid} at offset {offset} is "
+                f"above {pending.lowest_sequence}, the earliest seen while verifying")
+        self.verifications.clear(pid)
 
     def replicated_entries(
         self, buf: bytes | bytearray | memoryview, facts: Sequence[tuple[int, ...]]
@@ -395,6 +445,8 @@ class ProducerStateManager:
         transaction it completes, if it is a marker ending one, with its LSO."""
         pid = b.producer_id
         entry = updated.get(pid) or self._producers.get(pid) or ProducerEntry.empty(pid)
+        if b.attributes & _TRANSACTIONAL_MASK:
+            self.verifications.clear(pid)
         if b.attributes & _CONTROL_MASK:
             if b.marker is None:  # not a marker: skipped, as Kafka skips it
                 return None
@@ -471,6 +523,7 @@ class ProducerStateManager:
         expired = [pid for pid, e in self._producers.items() if self._expired(e, now_ms)]
         for pid in expired:
             del self._producers[pid]
+        self.verifications.expire(now_ms, self.expiration_ms)
         return len(expired)
 
     def _expired(self, entry: ProducerEntry, now_ms: int) -> bool:

@@ -460,6 +460,7 @@ class ReplicaManager:
         acks: int = ACKS_ALL,
         timeout_ms: int | None = None,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        guard: int | None = None,
     ) -> ProduceFuture:
         """Append a producer's raw v2 batches to the partition this broker leads: what a
         Produce request's partition entry turns into (``records`` as the request carries them,
@@ -477,7 +478,7 @@ class ReplicaManager:
         INVALID_PRODUCER_EPOCH, such a batch sent along with others or without a sequence
         INVALID_RECORD. Nothing is appended then. ``origin`` COORDINATOR is a coordinator
         appending to its internal topic (:class:`AppendOrigin`: epochs checked, sequences not,
-        control batches taken)."""
+        control batches taken); ``guard`` is KIP-890's (:meth:`Log.append_as_leader`)."""
         if not self._running:
             return _done(ErrorCode.BROKER_NOT_AVAILABLE)
         partition = self._partitions.get(tp)
@@ -485,8 +486,7 @@ class ReplicaManager:
             return _done(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         future = partition.append_as_leader(
             records, acks, self.config.request_timeout_ms if timeout_ms is None else timeout_ms,
-            origin,
-        )
+            origin, guard)
         for listener in self._append_listeners:
             listener()
         return future

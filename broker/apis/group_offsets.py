@@ -37,6 +37,8 @@ from broker.security.acls import Operation, ResourceType
 from broker.wire import response_module
 from coordinator.codecs import TopicPartition
 from kafkaclient.messages import build
+from replication.producer_entry import NO_SEQUENCE
+from replication.txn_verification import NO_GUARD
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -57,6 +59,7 @@ if TYPE_CHECKING:
     )
     from broker.apis.services import GroupServices
     from broker.groups.coordinator import GroupCoordinator
+    from broker.groups.txn_offsets import Verify
 
     _BatchedOffsetFetch: TypeAlias = (kio.schema.offset_fetch.v8.OffsetFetchRequest
                                       | kio.schema.offset_fetch.v9.OffsetFetchRequest)
@@ -293,8 +296,40 @@ def txn_offset_commit(ctx: RequestContext[GroupServices],
     future = groups.txn.commit(
         group_id=request.group_id, producer_id=request.producer_id,
         producer_epoch=request.producer_epoch, generation=generation, member_id=member_id,
-        instance_id=instance_id, offsets=valid)
+        instance_id=instance_id, offsets=valid, verify=_verification(ctx, request))
     return _then(future, answer)
+
+
+_UNVERIFIED_COMMIT = {ErrorCode.network_exception: ErrorCode.coordinator_load_in_progress}
+"""Kafka's translation of a verification error a committer may not retry as it should (the
+append errors are :func:`broker.groups.metadata_manager._commit_error`'s)."""
+
+
+def _verification(ctx: RequestContext[GroupServices],
+                  request: TxnOffsetCommitRequest) -> Verify | None:
+    """KIP-890 part 1 for a TxnOffsetCommit: the question to the transaction coordinator
+    about the group's partition (None when the broker does not verify)."""
+    transactions = ctx.broker.transactions
+    if transactions is None or not transactions.verifier.enabled:
+        return None
+    verifier = transactions.verifier
+    tid, pid, epoch = request.transactional_id, request.producer_id, request.producer_epoch
+
+    async def verify(tp: TopicPartition) -> tuple[ErrorCode, int | None]:
+        partition = ctx.broker.replica_manager.partition(tp)
+        if partition is None:
+            return ErrorCode.not_coordinator, None
+        guard = partition.log.start_txn_verification(pid, NO_SEQUENCE, epoch)
+        if guard == NO_GUARD:
+            return ErrorCode.none, guard
+        unverified = await verifier.verify(tid, pid, epoch, [(tp.topic, tp.partition)])
+        error = unverified.get((tp.topic, tp.partition))
+        if error is None:
+            return ErrorCode.none, guard
+        if error is ErrorCode.transaction_abortable and ctx.api_version < 4:
+            error = ErrorCode.invalid_txn_state
+        return _UNVERIFIED_COMMIT.get(error, error), None
+    return verify
 
 
 def offset_delete(ctx: RequestContext[GroupServices],

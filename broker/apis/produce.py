@@ -23,8 +23,10 @@ wakes the fetches parked on its partition.
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -41,14 +43,18 @@ from replication.records import (
     ATTRIBUTES_OFFSET,
     BATCH_OVERHEAD,
     COMPRESSION_MASK,
+    CONTROL_MASK,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     MAGIC_V2,
+    TRANSACTIONAL_MASK,
 )
+from replication.txn_verification import NO_GUARD
 
 if TYPE_CHECKING:
     from broker.apis.messages import ProduceRequest, ProduceResponse
     from broker.apis.services import ProduceServices
+    from broker.txns.verifier import TxnVerifier
 
 __all__ = ["APIS", "API_KEY", "INTERNAL_TOPICS", "check_records", "when_all_done"]
 
@@ -60,7 +66,17 @@ with INVALID_TOPIC_EXCEPTION for that partition, whatever its ACLs allow."""
 ZSTD = 4
 FIRST_ZSTD_VERSION = 7
 
-_Outcome = ErrorCode | Future
+
+
+@dataclass(frozen=True, slots=True)
+class _Refused:
+    """An outcome decided before the log: Kafka's error and the message it sends with it."""
+
+    error: ErrorCode
+    message: str
+
+
+_Outcome = ErrorCode | Future | _Refused
 
 
 def check_records(records: bytes | None, version: int, max_message_bytes: int,
@@ -90,10 +106,15 @@ def handle(ctx: RequestContext[ProduceServices], request: ProduceRequest) -> Rep
     broker = ctx.broker
     rm = broker.replica_manager
     snap = broker.metadata.snapshot
-    traffic = broker.traffic
     acks = request.acks
     timeout_ms = int(request.timeout / timedelta(milliseconds=1))
+    tid = request.transactional_id
+    if any(_transactional_attributes(d.records) for t in request.topic_data
+           for d in t.partition_data) and (tid is None or not ctx.authorized(
+               Operation.WRITE, ResourceType.TRANSACTIONAL_ID, tid)):
+        return _refuse_all(ctx, request, acks, ErrorCode.transactional_id_authorization_failed)
     outcomes: list[tuple[str, list[tuple[int, _Outcome]]]] = []
+    ready: list[_Ready] = []
     for topic in request.topic_data:
         partitions: list[tuple[int, _Outcome]] = []
         outcomes.append((topic.name, partitions))
@@ -124,11 +145,18 @@ def handle(ctx: RequestContext[ProduceServices], request: ProduceRequest) -> Rep
                 continue
             records = data.records
             assert records is not None  # check_records refuses null records
-            future = rm.produce(tp, records, acks, timeout_ms)
-            if traffic is not None:
-                traffic.produced(topic.name, records)
-            broker.purgatory.wake(tp)
-            partitions.append((data.index, future))
+            ready.append(_Ready(tp, records, partitions, len(partitions)))
+            partitions.append((data.index, ErrorCode.none))  # the append's, filled in below
+    verifier = _verifier(ctx, tid)
+    deferred = _append_or_defer(ctx, ready, acks, timeout_ms, verifier)
+    if deferred:
+        assert verifier is not None and tid is not None
+        return _verify_then_answer(ctx, outcomes, deferred, acks, timeout_ms, verifier, tid)
+    return _answer(ctx, outcomes, acks)
+
+
+def _answer(ctx: RequestContext, outcomes: list[tuple[str, list[tuple[int, _Outcome]]]],
+            acks: int) -> Any:
     if acks == 0:
         failed = any(_error(o) is not ErrorCode.none for _t, ps in outcomes for _i, o in ps
                      if not isinstance(o, Future) or o.done())
@@ -138,6 +166,145 @@ def handle(ctx: RequestContext[ProduceServices], request: ProduceRequest) -> Rep
     if not waiting:
         return _response(ctx, outcomes)
     return _when_done(ctx, outcomes, waiting)
+
+
+def _refuse_all(ctx: RequestContext, request: ProduceRequest, acks: int,
+                error: ErrorCode) -> Any:
+    """Every partition of the request answered ``error`` (Kafka's error response)."""
+    outcomes: list[tuple[str, list[tuple[int, _Outcome]]]] = [
+        (t.name, [(d.index, error) for d in t.partition_data]) for t in request.topic_data]
+    return _answer(ctx, outcomes, acks)
+
+
+# -- appends, and KIP-890's verification of transactional ones --------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Ready:
+    """A partition's records that passed the request's checks, and where its outcome goes."""
+
+    tp: TopicPartition
+    records: bytes
+    slots: list[tuple[int, _Outcome]]
+    slot: int
+
+    def put(self, outcome: _Outcome) -> None:
+        self.slots[self.slot] = (self.slots[self.slot][0], outcome)
+
+
+_PRODUCER_FIELDS = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence
+_PRODUCER_OFFSET = ATTRIBUTES_OFFSET + 22
+_TXN_DATA = TRANSACTIONAL_MASK | CONTROL_MASK
+
+_RETRIABLE_UNVERIFIED = frozenset({
+    ErrorCode.concurrent_transactions, ErrorCode.network_exception,
+    ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available,
+    ErrorCode.not_coordinator})
+"""Verification errors a produce answers NOT_ENOUGH_REPLICAS, which every producer retries
+without a metadata refresh (Kafka's choice: older clients retry no coordinator error here)."""
+FIRST_TRANSACTION_ABORTABLE_VERSION = 11
+
+
+def _transactional_attributes(records: bytes | None) -> bool:
+    """Whether ``records`` (unchecked) start with a transactional batch."""
+    return records is not None and len(records) > ATTRIBUTES_OFFSET + 1 and bool(
+        records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_MASK)
+
+
+def _txn_data(records: bytes) -> tuple[int, int, int] | None:
+    """(producer id, epoch, base sequence) of a transactional data batch (checked records)."""
+    if records[ATTRIBUTES_OFFSET + 1] & _TXN_DATA != TRANSACTIONAL_MASK:
+        return None
+    pid, epoch, seq = _PRODUCER_FIELDS.unpack_from(records, _PRODUCER_OFFSET)
+    return (pid, epoch, seq) if pid >= 0 else None
+
+
+def _verifier(ctx: RequestContext[ProduceServices], tid: str | None) -> TxnVerifier | None:
+    transactions = ctx.broker.transactions
+    if tid is None or transactions is None or not transactions.verifier.enabled:
+        return None
+    return transactions.verifier
+
+
+def _append(ctx: RequestContext, item: _Ready, acks: int, timeout_ms: int,
+            guard: int | None) -> None:
+    broker = ctx.broker
+    item.put(broker.replica_manager.produce(item.tp, item.records, acks, timeout_ms,
+                                            guard=guard))
+    if broker.traffic is not None:
+        broker.traffic.produced(item.tp.topic, item.records)
+    broker.purgatory.wake(item.tp)
+
+
+def _append_or_defer(ctx: RequestContext, ready: list[_Ready], acks: int, timeout_ms: int,
+                     verifier: TxnVerifier | None) -> list[tuple[_Ready, tuple[int, int, int]]]:
+    """Append what needs no verification; return the transactional batches that need the
+    coordinator first (a producer's first batch of a transaction on the partition, or one
+    behind a verification under way)."""
+    if verifier is None:
+        for item in ready:
+            _append(ctx, item, acks, timeout_ms, None)
+        return []
+    txns = [_txn_data(item.records) for item in ready]
+    if len({t[0] for t in txns if t is not None}) > 1:  # Kafka refuses the whole request
+        for item in ready:
+            item.put(ErrorCode.invalid_producer_id_mapping)
+        return []
+    deferred = []
+    rm = ctx.broker.replica_manager
+    for item, txn in zip(ready, txns, strict=True):
+        if txn is not None:
+            partition = rm.partition(item.tp)
+            pid, epoch, seq = txn
+            if verifier.busy(item.tp, pid) or partition is None or (
+                    partition.log.start_txn_verification(pid, seq, epoch) != NO_GUARD):
+                deferred.append((item, txn))
+                continue
+        _append(ctx, item, acks, timeout_ms, None if txn is None else NO_GUARD)
+    return deferred
+
+
+async def _verify_then_answer(ctx: RequestContext,
+                              outcomes: list[tuple[str, list[tuple[int, _Outcome]]]],
+                              deferred: list[tuple[_Ready, tuple[int, int, int]]], acks: int,
+                              timeout_ms: int, verifier: TxnVerifier, tid: str) -> Any:
+    """Ask the coordinator about the deferred partitions (in turn after any earlier produce of
+    the producer to them), append the verified ones with their guards, then answer."""
+    pid, epoch = deferred[0][1][0], deferred[0][1][1]
+    before, done = verifier.turn((item.tp, pid) for item, _txn in deferred)
+    try:
+        for earlier in before:
+            await asyncio.shield(earlier)
+        rm = ctx.broker.replica_manager
+        guards: dict[TopicPartition, int] = {}
+        for item, (_pid, _epoch, seq) in deferred:
+            partition = rm.partition(item.tp)
+            guards[item.tp] = NO_GUARD if partition is None else \
+                partition.log.start_txn_verification(pid, seq, epoch)
+        asked = [item.tp for item, _txn in deferred if guards[item.tp] != NO_GUARD]
+        unverified = await verifier.verify(tid, pid, epoch, asked) if asked else {}
+        for item, _txn in deferred:
+            error = unverified.get(item.tp)
+            if error is None:
+                _append(ctx, item, acks, timeout_ms, guards[item.tp])
+            else:
+                item.put(_unverified(error, ctx.api_version))
+    finally:
+        done()
+    result = _answer(ctx, outcomes, acks)
+    return await result if isinstance(result, asyncio.Future) else result
+
+
+def _unverified(error: ErrorCode, version: int) -> _Outcome:
+    """What a produce answers for a partition the coordinator did not verify (Kafka's)."""
+    if error is ErrorCode.transaction_abortable and version < FIRST_TRANSACTION_ABORTABLE_VERSION:
+        error = ErrorCode.invalid_txn_state
+    if error is ErrorCode.invalid_txn_state:
+        return _Refused(error, "Partition was not added to the transaction")
+    if error in _RETRIABLE_UNVERIFIED:
+        return _Refused(ErrorCode.not_enough_replicas, "Unable to verify the partition has been "
+                        f"added to the transaction. Underlying error: {error.name.upper()}")
+    return error
 
 
 def _when_done(ctx: RequestContext, outcomes: list[tuple[str, list[tuple[int, _Outcome]]]],
@@ -184,6 +351,8 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
 def _error(outcome: _Outcome) -> ErrorCode:
     if isinstance(outcome, Future):
         return error_code(outcome.result().error)
+    if isinstance(outcome, _Refused):
+        return outcome.error
     return outcome
 
 
@@ -196,6 +365,7 @@ def _response(ctx: RequestContext, outcomes: list[tuple[str, list[tuple[int, _Ou
         answers = []
         for index, outcome in partitions:
             base, log_start, error = -1, -1, _error(outcome)
+            message = outcome.message if isinstance(outcome, _Refused) else None
             if isinstance(outcome, Future):
                 result: ProduceResult = outcome.result()
                 if result.error == DataErrorCode.NONE or \
@@ -208,7 +378,7 @@ def _response(ctx: RequestContext, outcomes: list[tuple[str, list[tuple[int, _Ou
             answers.append(build(module.PartitionProduceResponse, index=index, error_code=error,
                                  base_offset=base, log_append_time=None,
                                  log_start_offset=log_start, record_errors=(),
-                                 error_message=None))
+                                 error_message=message))
         topics.append(build(module.TopicProduceResponse, name=name,
                             partition_responses=tuple(answers)))
     return build(module.ProduceResponse, responses=tuple(topics), throttle_time=timedelta(0))

@@ -174,6 +174,9 @@ class ProduceServices(ParkingServices, Protocol):
     @property
     def traffic(self) -> TopicTraffic | None: ...
 
+    @property
+    def transactions(self) -> TransactionCoordinator | None: ...
+
 
 class FetchServices(ProduceServices, TopicIdServices, Protocol):
     """:mod:`broker.apis.fetch`."""
@@ -187,6 +190,12 @@ class GroupServices(TopicIdServices, Protocol):
 
     @property
     def groups(self) -> GroupCoordinator | None: ...
+
+    @property
+    def transactions(self) -> TransactionCoordinator | None: ...
+
+    @property
+    def replica_manager(self) -> ReplicaManager: ...
 
 
 class LogDirServices(LoopServices, Protocol):

@@ -406,10 +406,10 @@ class GroupMetadataManager:
         return answer
 
     def write(self, p: int, records: Records, producer_id: int = NO_PRODUCER_ID,
-               producer_epoch: int = -1) -> asyncio.Future:
+               producer_epoch: int = -1, guard: int | None = None) -> asyncio.Future:
         """Append ``records`` to partition ``p`` with acks=all, as one batch (a transactional
-        one of ``producer_id``'s when given): a loop future of (the error, the batch's base
-        offset)."""
+        one of ``producer_id``'s when given, with KIP-890's ``guard``): a loop future of (the
+        error, the batch's base offset)."""
         answer: asyncio.Future = self.loop.create_future()
         now = self.now_ms()
         transactional = producer_id != NO_PRODUCER_ID
@@ -420,7 +420,8 @@ class GroupMetadataManager:
                              transactional=transactional)
         tp = TopicPartition(OFFSETS_TOPIC, p)
         produced: Future = self.replica_manager.produce(
-            tp, batch, -1, self.config.offsets_commit_timeout_ms, AppendOrigin.COORDINATOR)
+            tp, batch, -1, self.config.offsets_commit_timeout_ms, AppendOrigin.COORDINATOR,
+            guard)
         self.purgatory.wake(tp)
 
         def finish(result: ProduceResult) -> None:

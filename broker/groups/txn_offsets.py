@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from kio.schema.errors import ErrorCode
 
@@ -38,8 +38,13 @@ from broker.groups.loading import Loaded
 from broker.groups.metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
 from coordinator.codecs import TopicPartition
 
+Verify = Callable[[TopicPartition], Awaitable[tuple[ErrorCode, int | None]]]
+"""KIP-890's question for a transactional offset commit's partition: (the error, and the
+guard the append presents when there is none)."""
+
 __all__ = [
     "TxnOffsets",
+    "Verify",
     "appended",
     "check_committer",
     "complete",
@@ -190,18 +195,37 @@ class TxnOffsets:
 
     def commit(self, *, group_id: str, producer_id: int, producer_epoch: int, generation: int,
                member_id: str, instance_id: str | None,
-               offsets: dict[TP, CommittedOffset]) -> asyncio.Future:
+               offsets: dict[TP, CommittedOffset], verify: Verify | None = None
+               ) -> asyncio.Future:
         """TxnOffsetCommit for the partitions that passed the request's checks: a future of
         the error that applies to all of them. A group not held yet is created (Empty) when
         the committer passes :func:`check_committer`. A negative producer id (which no
         transaction has) is INVALID_PRODUCER_ID_MAPPING, a negative epoch
-        INVALID_PRODUCER_EPOCH: nothing is written for them."""
+        INVALID_PRODUCER_EPOCH: nothing is written for them. ``verify`` (KIP-890 part 1: None
+        when the broker does not verify) asks the transaction coordinator whether the group's
+        partition is in the transaction, after the group's checks and before the committer's,
+        as Kafka orders them: its error is the answer, its guard goes with the append."""
         manager = self.manager
         error = manager.check_group(group_id)
         if error is ErrorCode.none and producer_id < 0:
             error = ErrorCode.invalid_producer_id_mapping  # no transaction has no producer
         elif error is ErrorCode.none and producer_epoch < 0:
             error = ErrorCode.invalid_producer_epoch
+        partition = manager.partition_of(group_id)
+        if error is not ErrorCode.none or not offsets or verify is None or partition is None:
+            return self._committed(error, group_id, producer_id, producer_epoch, generation,
+                                   member_id, instance_id, offsets, None)
+
+        async def verified() -> ErrorCode:
+            found, guard = await verify(TopicPartition(OFFSETS_TOPIC, partition))
+            return await self._committed(found, group_id, producer_id, producer_epoch,
+                                         generation, member_id, instance_id, offsets, guard)
+        return asyncio.ensure_future(verified())
+
+    def _committed(self, error: ErrorCode, group_id: str, producer_id: int, producer_epoch: int,
+                   generation: int, member_id: str, instance_id: str | None,
+                   offsets: dict[TP, CommittedOffset], guard: int | None) -> asyncio.Future:
+        manager = self.manager
         group = manager.group(group_id) if error is ErrorCode.none else None
         if error is ErrorCode.none:
             error = check_committer(group or Group(group_id=group_id, partition=-1),
@@ -212,10 +236,10 @@ class TxnOffsets:
             return done
         if group is None:
             group = manager.new_group(group_id)
-        return self._store(group, producer_id, producer_epoch, offsets)
+        return self._store(group, producer_id, producer_epoch, offsets, guard)
 
     def _store(self, group: Group, producer_id: int, producer_epoch: int,
-               offsets: dict[TP, CommittedOffset]) -> asyncio.Future:
+               offsets: dict[TP, CommittedOffset], guard: int | None) -> asyncio.Future:
         """Append ``offsets`` as one transactional batch of ``producer_id`` and its epoch,
         pending until the marker: a future of the error (INVALID_PRODUCER_EPOCH or
         PRODUCER_FENCED for a stale epoch, as the log's producer state says)."""
@@ -234,7 +258,7 @@ class TxnOffsets:
             answer.set_result(error)
 
         self.manager.write(group.partition, self.manager.offset_records(group, offsets),
-                           producer_id, producer_epoch).add_done_callback(written)
+                           producer_id, producer_epoch, guard).add_done_callback(written)
         return answer
 
     # -- markers --------------------------------------------------------------------------------

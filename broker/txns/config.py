@@ -30,5 +30,8 @@ class TxnConfig:
     """``transaction.abort.timed.out.transaction.cleanup.interval.ms``."""
     remove_expired_interval_ms: int = 3_600_000
     """``transaction.remove.expired.transaction.cleanup.interval.ms``."""
+    partition_verification_enable: bool = True
+    """``transaction.partition.verification.enable`` (KIP-890 part 1): a partition leader asks
+    the coordinator before a transaction's first batch there (:mod:`broker.txns.verifier`)."""
     request_timeout_ms: int = 30_000
     """How long a tombstone or a marker request waits (``request.timeout.ms``)."""

@@ -49,6 +49,7 @@ from broker.txns.metadata import (
     epoch_exhausted,
 )
 from broker.txns.state_manager import TxnStateManager, TxnSummary
+from broker.txns.verifier import TxnVerifier
 from coordinator.clock import SYSTEM_CLOCK, Clock
 from kafkaclient.security.connector import Connector
 from replication.producer_ids import ProducerIdManager, ProducerIdsUnavailable
@@ -82,6 +83,9 @@ class TransactionCoordinator:
         self.markers = MarkerChannel(broker_id, self.manager, metadata, listener=listener,
                                      connector=connector,
                                      request_timeout_ms=self.config.request_timeout_ms)
+        self.verifier = TxnVerifier(broker_id, self, metadata, self.markers.address,
+                                    connector=connector,
+                                    request_timeout_ms=self.config.request_timeout_ms)
         self.manager.listen(self)
         self._timers: list[asyncio.TimerHandle] = []
         self._active = False
@@ -101,6 +105,7 @@ class TransactionCoordinator:
             timer.cancel()
         self._timers.clear()
         self.markers.close()
+        self.verifier.close()
         self.manager.stop()
 
     def _every(self, interval_ms: int, task: object) -> None:

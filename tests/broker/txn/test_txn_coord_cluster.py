@@ -33,6 +33,8 @@ from tests.kafka.harness import KAFKA_3, kafka_available, run_tool
 from tests.servers import Server
 from tests.waiting import wait_until
 
+from .test_txn_data_markers import produce_transactional
+
 pytestmark = pytest.mark.servers
 
 TXN_PARTITIONS = 3
@@ -180,6 +182,87 @@ def test_a_transaction_through_the_raw_protocol(trio: Trio) -> None:
     empty = call(trio, request(26, 3, transactional_id=tid, producer_id=pid, producer_epoch=2,
                                committed=True), node)
     assert empty.error_code == ErrorCode.invalid_txn_state
+
+
+def test_leaders_append_only_what_the_coordinator_verified(trio: Trio) -> None:
+    """KIP-890 part 1 on every partition of TOPIC, whose leaders are spread over the three
+    brokers: those not the id's coordinator ask it over the network, the one that is asks
+    itself. A batch of a partition never added to the transaction is refused with Kafka's
+    codes (INVALID_TXN_STATE up to Produce v10, TRANSACTION_ABORTABLE from v11) and so is a
+    batch arriving after the transaction was aborted: the hanging transaction Kafka closed.
+    Nothing refused reaches a log."""
+    tid = f"verify-{uuid.uuid4().hex[:6]}"
+    first = init(trio, tid)
+    assert first.error_code == ErrorCode.none
+    pid, epoch = first.producer_id, first.producer_epoch
+    node = coordinator_of(trio, tid)
+    leaders = {p: trio.partition_state(TOPIC)[p][0] for p in range(3)}
+    assert set(leaders.values()) - {node}, leaders  # the network path is taken
+    before = log_ends(trio, TOPIC, 3)
+
+    def produce(p: int, seq: int, version: int = 9) -> Any:
+        with RawClient(trio.brokers[leaders[p]].address, timeout=30) as client:
+            return produce_transactional(client, p, pid, seq, epoch, topic=TOPIC,
+                                         transactional_id=tid, version=version)
+
+    for p in range(3):
+        refused = produce(p, 0)
+        assert (refused.error_code, refused.error_message) == (
+            ErrorCode.invalid_txn_state, "Partition was not added to the transaction")
+        assert produce(p, 0, version=11).error_code == ErrorCode.transaction_abortable
+    assert log_ends(trio, TOPIC, 3) == before
+    assert add_partitions(trio, tid, pid, epoch, (0, 1, 2)) == dict.fromkeys(
+        range(3), ErrorCode.none)
+    for p in range(3):
+        assert produce(p, 0).error_code == ErrorCode.none
+        assert produce(p, 1).error_code == ErrorCode.none  # open here: no question asked
+    aborted = call(trio, request(26, 3, transactional_id=tid, producer_id=pid,
+                                 producer_epoch=epoch, committed=False), node)
+    assert aborted.error_code == ErrorCode.none
+    reaches(trio, tid, "CompleteAbort")
+    after_abort = log_ends(trio, TOPIC, 3)
+    assert after_abort == [b + 3 for b in before]  # two batches and the marker
+    for p in range(3):
+        assert produce(p, 2).error_code == ErrorCode.invalid_txn_state  # the late batch
+    fenced = init(trio, tid)
+    assert fenced.error_code == ErrorCode.none and fenced.producer_epoch == epoch + 1
+    assert produce(0, 0).error_code == ErrorCode.invalid_producer_epoch  # PRODUCER_FENCED
+    assert log_ends(trio, TOPIC, 3) == after_abort
+
+
+def test_a_transactional_offset_commit_is_verified_too(trio: Trio) -> None:
+    """TxnOffsetCommit for a group whose partition the transaction never added (no
+    AddOffsetsToTxn) is refused as Kafka refuses it, and nothing is pending for the group."""
+    tid, group = f"verify-offsets-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    first = init(trio, tid)
+    pid, epoch = first.producer_id, first.producer_epoch
+    wait_until(lambda: call(trio, request(10, 3, key=group, key_type=0)).error_code
+               == ErrorCode.none, timeout=60, interval=0.2, message="a group coordinator")
+    group_node = int(call(trio, request(10, 3, key=group, key_type=0)).node_id)
+
+    def commit(version: int) -> ErrorCode:
+        m = request_module(28, version)
+        answer = call(trio, request(
+            28, version, transactional_id=tid, group_id=group, producer_id=pid,
+            producer_epoch=epoch, generation_id=-1, member_id="", group_instance_id=None,
+            topics=(m.TxnOffsetCommitRequestTopic(name=TOPIC, partitions=(
+                m.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=7,
+                                                  committed_leader_epoch=-1,
+                                                  committed_metadata=""),)),)), group_node)
+        (code,) = {p.error_code for t in answer.topics for p in t.partitions}
+        return ErrorCode(code)
+
+    assert commit(3) == ErrorCode.invalid_txn_state
+    assert commit(4) == ErrorCode.transaction_abortable
+    added = settled(lambda: call(trio, request(
+        25, 3, transactional_id=tid, producer_id=pid, producer_epoch=epoch, group_id=group),
+        coordinator_of(trio, tid)))
+    assert added.error_code == ErrorCode.none
+    assert commit(3) == ErrorCode.none
+    ended = call(trio, request(26, 3, transactional_id=tid, producer_id=pid,
+                               producer_epoch=epoch, committed=True), coordinator_of(trio, tid))
+    assert ended.error_code == ErrorCode.none
+    reaches(trio, tid, "CompleteCommit")
 
 
 def test_a_timeout_above_the_maximum_is_refused(trio: Trio) -> None:

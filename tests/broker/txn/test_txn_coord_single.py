@@ -32,6 +32,8 @@ from tests.broker.wire_client import RawClient, request, request_module
 from tests.servers import Server
 from tests.waiting import wait_until
 
+from .test_txn_data_markers import produce_transactional
+
 pytestmark = pytest.mark.servers
 
 SETTINGS = ("transaction.state.log.num.partitions=2\n"
@@ -179,6 +181,20 @@ def test_verify_only_and_add_offsets(broker: BrokerProcess) -> None:
     fenced = call(broker, request(25, 1, transactional_id=tid, producer_id=mine.producer_id,
                                   producer_epoch=mine.producer_epoch + 1, group_id="g"))
     assert fenced.error_code == ErrorCode.invalid_producer_epoch  # version 1: no FENCED yet
+
+
+def test_transactional_batches_need_a_transactional_id_the_principal_may_write(
+        broker: BrokerProcess) -> None:
+    """Kafka refuses the whole Produce, before any check of the partitions."""
+    ready(broker)
+    with RawClient(broker.address, timeout=30) as client:
+        for tid in (None, "denied"):
+            answer = produce_transactional(client, 0, 77, 0, topic="open",
+                                           transactional_id=tid)
+            assert answer.error_code == ErrorCode.transactional_id_authorization_failed
+        plain = produce_transactional(client, 0, 77, 0, topic="open", transactional=False,
+                                      transactional_id=None)
+        assert plain.error_code == ErrorCode.none  # an idempotent batch needs no id
 
 
 def test_idle_transactional_ids_expire(broker: BrokerProcess) -> None:

@@ -32,12 +32,22 @@ from ..data.test_cluster_clients import Trio, serving
 pytestmark = pytest.mark.servers
 
 TOPIC = "txdata"
+RAW_TXN_ID = "raw-data-plane"
+"""The transactional id of the raw batches: no coordinator knows it, as no verification asks."""
+
+
+class UnverifiedTrio(Trio):
+    """Brokers that append transactional batches without asking a coordinator (KIP-890's
+    verification off, as Kafka allows), so the data plane is tested on batches written raw."""
+
+    def settings(self) -> str:
+        return super().settings() + "transaction.partition.verification.enable=false\n"
 
 
 @pytest.fixture(scope="module")
 def trio(zookeeper_server: Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trio]:
-    with serving(Trio(coordinator_url(zookeeper_server), tmp_path_factory.mktemp("txn"),
-                      {})) as cluster:
+    with serving(UnverifiedTrio(coordinator_url(zookeeper_server),
+                                tmp_path_factory.mktemp("txn"), {})) as cluster:
         admin = cluster.admin()
         future = admin.create_topics([NewTopic(TOPIC, 2, 3, config={
             "min.insync.replicas": "2"})])[TOPIC]
@@ -93,13 +103,14 @@ def codes(response: Any) -> dict[tuple[int, str, int], ErrorCode]:
 
 def produce_transactional(client: RawClient, partition: int, pid: int, seq: int,
                           epoch: int = 0, *, topic: str = TOPIC, value: bytes = b"in a txn",
-                          transactional: bool = True) -> Any:
+                          transactional: bool = True, transactional_id: str | None = RAW_TXN_ID,
+                          version: int = 9) -> Any:
     """One batch of one record produced raw, acks=all (a producer id -1: a plain batch)."""
-    m = request_module(0, 9)
+    m = request_module(0, version)
     batch = encode_batch([Record(key=b"k", value=value, timestamp=int(time.time() * 1000))],
                          producer_id=pid, producer_epoch=epoch, base_sequence=seq,
                          transactional=transactional)
-    response = client.call(request(0, 9, transactional_id=None, acks=-1,
+    response = client.call(request(0, version, transactional_id=transactional_id, acks=-1,
                                    timeout=timedelta(seconds=20), topic_data=(build(
                                        m.TopicProduceData, name=topic, partition_data=(build(
                                            m.PartitionProduceData, index=partition,

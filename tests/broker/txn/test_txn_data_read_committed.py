@@ -21,7 +21,13 @@ from tests.servers import Server
 from tests.waiting import wait_until
 
 from ..data.test_cluster_clients import Trio, serving
-from .test_txn_data_markers import codes, leader_and_follower, markers, produce_transactional
+from .test_txn_data_markers import (
+    UnverifiedTrio,
+    codes,
+    leader_and_follower,
+    markers,
+    produce_transactional,
+)
 
 pytestmark = pytest.mark.servers
 
@@ -31,8 +37,8 @@ A, B, C = 5100, 5200, 5300
 
 @pytest.fixture(scope="module")
 def trio(zookeeper_server: Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trio]:
-    with serving(Trio(coordinator_url(zookeeper_server), tmp_path_factory.mktemp("rc"),
-                      {})) as cluster:
+    with serving(UnverifiedTrio(coordinator_url(zookeeper_server),
+                                tmp_path_factory.mktemp("rc"), {})) as cluster:
         admin = cluster.admin()  # kept until answered: a dropped client cancels its requests
         future = admin.create_topics([NewTopic(TOPIC, 2, 3, config={
             "min.insync.replicas": "2"})])[TOPIC]

@@ -38,7 +38,10 @@ OFFSETS = "__consumer_offsets"
 SETTINGS = TEST_SETTINGS + (
     "replica.fetch.wait.max.ms=100\nreplica.lag.time.max.ms=10000\n"
     f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}\n"
-    "group.initial.rebalance.delay.ms=0\nzookeeper.session.timeout.ms=6000\n")
+    "group.initial.rebalance.delay.ms=0\nzookeeper.session.timeout.ms=6000\n"
+    # the group side is tested with transactions written raw, with no transaction coordinator
+    # to verify them (KIP-890's check: test_txn_coord_cluster.py)
+    "transaction.partition.verification.enable=false\n")
 
 
 class OffsetsTrio(Trio):

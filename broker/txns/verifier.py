@@ -1,0 +1,282 @@
+"""KIP-890 part 1, the partition leader's side: before a transaction's first batch reaches a
+partition, ask the transaction coordinator whether the partition is in the transaction (Kafka's
+``AddPartitionsToTxnManager``).
+
+:meth:`TxnVerifier.verify` asks the coordinator of a transactional id (the leader of its
+``__transaction_state`` partition) with AddPartitionsToTxn v4, ``verify_only`` set, and returns
+the partitions it did not verify with their errors. When this broker is the coordinator it
+answers the question itself, without the network. Otherwise each coordinator broker has one
+queue and at most one request in flight: what waits meanwhile goes out as one request. A
+transactional id waits at most once per queue; a newer question for it replaces the waiting
+one, which is answered INVALID_PRODUCER_EPOCH when the newer comes from a newer epoch and
+NETWORK_EXCEPTION when from the same one (the client is retrying), and a question from an older
+epoch than the waiting one is answered INVALID_PRODUCER_EPOCH at once.
+
+The answers are Kafka's: a request-level error goes to every partition asked, except that
+CLUSTER_AUTHORIZATION_FAILED becomes INVALID_TXN_STATE; PRODUCER_FENCED becomes
+INVALID_PRODUCER_EPOCH; a broker that cannot be reached, or an answer that cannot be read, is
+NETWORK_EXCEPTION; a coordinator that serves no AddPartitionsToTxn v4 cannot verify, and the
+batch is let through, as Kafka lets it through. No coordinator known is COORDINATOR_NOT_AVAILABLE.
+What the produce then answers for each error is :mod:`broker.apis.produce`'s.
+
+Appends of one producer to one partition stay in order across a verification:
+:meth:`TxnVerifier.turn` makes a later produce wait until the earlier one is appended or
+refused (Kafka reads no further request of a connection while one is being handled; this broker
+does, so it orders them here).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kio.index import load_request_schema
+from kio.schema.errors import ErrorCode
+
+from broker.metadata_cache import MetadataCache
+from broker.txns.config import TRANSACTION_STATE_TOPIC
+from coordinator.codecs import TopicPartition
+from kafkaclient.connection import BrokerUnreachable, KafkaConnection
+from kafkaclient.messages import build
+from kafkaclient.security.connector import Connector
+
+if TYPE_CHECKING:
+    from broker.txns.coordinator import TransactionCoordinator
+
+__all__ = ["ADD_PARTITIONS_TO_TXN", "TxnVerifier"]
+
+log = logging.getLogger(__name__)
+
+ADD_PARTITIONS_TO_TXN = 24
+FIRST_VERIFY_VERSION = 4
+LAST_VERIFY_VERSION = 4
+
+TP = tuple[str, int]
+Unverified = dict[TP, ErrorCode]
+"""The partitions a verification did not verify, with why; empty when all were."""
+
+
+@dataclass(slots=True, eq=False)
+class _Ask:
+    transactional_id: str
+    producer_id: int
+    epoch: int
+    partitions: tuple[TP, ...]
+    answer: asyncio.Future = field(repr=False)
+
+    def tell(self, unverified: Unverified) -> None:
+        if not self.answer.done():
+            self.answer.set_result(unverified)
+
+    def tell_all(self, error: ErrorCode) -> None:
+        self.tell(dict.fromkeys(self.partitions, error))
+
+
+class _Unsupported(Exception):
+    """The coordinator serves no AddPartitionsToTxn version that can verify."""
+
+
+def _code(value: int) -> ErrorCode:
+    try:
+        return ErrorCode(int(value))
+    except ValueError:
+        return ErrorCode.unknown_server_error
+
+
+def _as_producer_sees(error: ErrorCode) -> ErrorCode:
+    return ErrorCode.invalid_producer_epoch if error is ErrorCode.producer_fenced else error
+
+
+def _send(conn: KafkaConnection, asks: list[_Ask]) -> dict[str, Unverified]:
+    """One AddPartitionsToTxn request verifying ``asks`` (blocking): the unverified partitions
+    of each transactional id."""
+    version = conn.version(ADD_PARTITIONS_TO_TXN, FIRST_VERIFY_VERSION, LAST_VERIFY_VERSION)
+    if version is None:
+        raise _Unsupported(f"{conn!r} serves no AddPartitionsToTxn v{FIRST_VERIFY_VERSION}")
+    cls = load_request_schema(ADD_PARTITIONS_TO_TXN, version)
+    module: Any = sys.modules[cls.__module__]
+    transactions = []
+    for ask in asks:
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in ask.partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        transactions.append(build(
+            module.AddPartitionsToTxnTransaction, transactional_id=ask.transactional_id,
+            producer_id=ask.producer_id, producer_epoch=ask.epoch, verify_only=True,
+            topics=tuple(build(module.AddPartitionsToTxnTopic, name=t, partitions=tuple(ps))
+                         for t, ps in by_topic.items())))
+    response = conn.call(build(cls, transactions=tuple(transactions)))
+    top = _code(response.error_code)
+    if top is not ErrorCode.none:
+        if top is ErrorCode.cluster_authorization_failed:
+            top = ErrorCode.invalid_txn_state
+        return {a.transactional_id: dict.fromkeys(a.partitions, top) for a in asks}
+    found: dict[str, Unverified] = {}
+    for result in response.results_by_transaction:
+        unverified = found.setdefault(str(result.transactional_id), {})
+        for topic in result.topic_results:
+            for p in topic.results_by_partition:
+                error = _code(p.partition_error_code)
+                if error is not ErrorCode.none:
+                    unverified[(str(topic.name), int(p.partition_index))] = \
+                        _as_producer_sees(error)
+    return found
+
+
+class _Node:
+    """The questions for one coordinator broker: one request in flight, from a thread of its
+    own (the connection is blocking)."""
+
+    def __init__(self, verifier: TxnVerifier, broker_id: int) -> None:
+        self.verifier = verifier
+        self.broker_id = broker_id
+        self.waiting: dict[str, _Ask] = {}
+        self.wake = asyncio.Event()
+        self.connection: KafkaConnection | None = None
+        self.executor = ThreadPoolExecutor(max_workers=1,
+                                           thread_name_prefix=f"txn-verify-{broker_id}")
+        self.task = asyncio.ensure_future(self._run())
+
+    def put(self, ask: _Ask) -> None:
+        old = self.waiting.get(ask.transactional_id)
+        if old is not None:
+            if ask.epoch < old.epoch:
+                ask.tell_all(ErrorCode.invalid_producer_epoch)
+                return
+            old.tell_all(ErrorCode.invalid_producer_epoch if old.epoch < ask.epoch
+                         else ErrorCode.network_exception)
+        self.waiting[ask.transactional_id] = ask
+        self.wake.set()
+
+    def close(self) -> None:
+        self.task.cancel()
+        for ask in self.waiting.values():
+            ask.tell_all(ErrorCode.network_exception)
+        self.waiting.clear()
+        if self.connection is not None:
+            self.connection.close()
+        self.executor.shutdown(wait=False)
+
+    def _connect(self, address: tuple[str, int]) -> KafkaConnection:
+        conn = self.connection
+        if conn is not None and (conn.host, conn.port) == address:
+            return conn
+        if conn is not None:
+            conn.close()
+        self.connection = KafkaConnection(
+            *address, client_id=f"broker-{self.verifier.broker_id}-txn-verify",
+            timeout=self.verifier.request_timeout_ms / 1000, connector=self.verifier.connector)
+        return self.connection
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self.wake.wait()
+            self.wake.clear()
+            asks, self.waiting = list(self.waiting.values()), {}
+            if not asks:
+                continue
+            address = self.verifier.address(self.broker_id)
+            answers: dict[str, Unverified] | None = None
+            if address is not None:
+                conn = self._connect(address)
+                try:
+                    answers = await loop.run_in_executor(self.executor, _send, conn, asks)
+                except _Unsupported as exc:
+                    log.warning("%s: transactional produces are appended unverified", exc)
+                    answers = {}
+                    for ask in asks:
+                        answers[ask.transactional_id] = {}
+                except (BrokerUnreachable, OSError) as exc:
+                    log.info("verifying transactions with broker %d failed: %s",
+                             self.broker_id, exc)
+                except Exception as exc:  # noqa: BLE001 - an answer kio cannot read
+                    log.warning("verifying transactions with broker %d failed: %s: %s",
+                                self.broker_id, type(exc).__name__, exc)
+            for ask in asks:
+                found = None if answers is None else answers.get(ask.transactional_id)
+                if found is None:
+                    ask.tell_all(ErrorCode.network_exception)
+                else:
+                    ask.tell({tp: e for tp, e in found.items() if tp in ask.partitions})
+
+
+class TxnVerifier:
+    """Broker ``broker_id``'s questions to transaction coordinators (on the loop)."""
+
+    def __init__(self, broker_id: int, coordinator: TransactionCoordinator,
+                 metadata: MetadataCache, address: Callable[[int], tuple[str, int] | None], *,
+                 connector: Connector | None = None, request_timeout_ms: int = 30_000) -> None:
+        self.broker_id = broker_id
+        self.coordinator = coordinator
+        self.metadata = metadata
+        self.address = address
+        self.connector = connector
+        self.request_timeout_ms = request_timeout_ms
+        self._nodes: dict[int, _Node] = {}
+        self._turns: dict[tuple[TP, int], asyncio.Future] = {}
+
+    @property
+    def enabled(self) -> bool:
+        """``transaction.partition.verification.enable``."""
+        return self.coordinator.config.partition_verification_enable
+
+    def close(self) -> None:
+        for node in self._nodes.values():
+            node.close()
+        self._nodes.clear()
+
+    async def verify(self, transactional_id: str, producer_id: int, epoch: int,
+                     partitions: Iterable[TP]) -> Unverified:
+        """Ask ``transactional_id``'s coordinator about ``partitions``."""
+        wanted = tuple(partitions)
+        manager = self.coordinator.manager
+        p = manager.partition_of(transactional_id)
+        state = None if p is None else self.metadata.snapshot.partition(
+            TopicPartition(TRANSACTION_STATE_TOPIC, p))
+        if state is None or state.leader < 0:
+            return dict.fromkeys(wanted, ErrorCode.coordinator_not_available)
+        if state.leader == self.broker_id:
+            errors = self.coordinator.verify_partitions(transactional_id, producer_id, epoch,
+                                                        wanted)
+            return {tp: _as_producer_sees(e) for tp, e in errors.items()
+                    if e is not ErrorCode.none}
+        if self.address(state.leader) is None:
+            return dict.fromkeys(wanted, ErrorCode.coordinator_not_available)
+        node = self._nodes.get(state.leader)
+        if node is None:
+            node = self._nodes[state.leader] = _Node(self, state.leader)
+        ask = _Ask(transactional_id, producer_id, epoch, wanted,
+                   asyncio.get_running_loop().create_future())
+        node.put(ask)
+        result: Unverified = await ask.answer
+        return result
+
+    # -- one producer's appends to one partition, in order -------------------------------------
+
+    def busy(self, tp: TP, producer_id: int) -> bool:
+        """Whether a produce of ``producer_id`` to ``tp`` is being verified."""
+        return (tp, producer_id) in self._turns
+
+    def turn(self, keys: Iterable[tuple[TP, int]]) -> tuple[list[asyncio.Future], Callable[[], None]]:
+        """Take the turn of (partition, producer id) ``keys``: the futures of the produces
+        before (await them first) and the call that ends this one's turn."""
+        loop = asyncio.get_running_loop()
+        mine: asyncio.Future = loop.create_future()
+        keys = list(keys)
+        before = [f for k in keys if (f := self._turns.get(k)) is not None]
+        for key in keys:
+            self._turns[key] = mine
+
+        def done() -> None:
+            for key in keys:
+                if self._turns.get(key) is mine:
+                    del self._turns[key]
+            if not mine.done():
+                mine.set_result(None)
+        return before, done
