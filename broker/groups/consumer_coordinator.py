@@ -499,8 +499,9 @@ class ConsumerGroups:
 
         def written(f: asyncio.Future) -> None:
             error = f.result()
-            answer.set_result(result if error is ErrorCode.none
-                              else HeartbeatResult(error=error))
+            if not answer.done():  # cancelled: the request's connection is gone
+                answer.set_result(result if error is ErrorCode.none
+                                  else HeartbeatResult(error=error))
 
         self._write(group, records).add_done_callback(written)
         return answer

@@ -483,6 +483,8 @@ class GroupCoordinator:
 
             def stored(f: asyncio.Future) -> None:
                 error = _group_error(f.result())
+                if answer.done():  # cancelled: the request's connection is gone
+                    return
                 if error is not ErrorCode.none:
                     answer.set_result(JoinResult(error=error, member_id=new_id))
                     return

@@ -400,7 +400,8 @@ class GroupMetadataManager:
         answer: asyncio.Future = self.loop.create_future()
 
         def written(f: asyncio.Future) -> None:
-            answer.set_result(f.result()[0])
+            if not answer.done():  # cancelled: the request's connection is gone
+                answer.set_result(f.result()[0])
 
         self.write(p, records).add_done_callback(written)
         return answer
@@ -497,7 +498,8 @@ class GroupMetadataManager:
                         continue
                     group.offsets[tp] = offset
                     group.positions[tp] = position
-            answer.set_result(error)
+            if not answer.done():  # cancelled: the request's connection is gone
+                answer.set_result(error)
 
         self.write(group.partition, self.offset_records(group, offsets)).add_done_callback(
             written)

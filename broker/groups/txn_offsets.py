@@ -255,7 +255,8 @@ class TxnOffsets:
                 else:
                     failed(group, producer_id, offsets)
                     self._closed(group, producer_id)
-            answer.set_result(error)
+            if not answer.done():  # cancelled: the request's connection is gone
+                answer.set_result(error)
 
         self.manager.write(group.partition, self.manager.offset_records(group, offsets),
                            producer_id, producer_epoch, guard).add_done_callback(written)

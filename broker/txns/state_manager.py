@@ -365,7 +365,8 @@ class TxnStateManager:
             if error is not ErrorCode.none:
                 log.info("transactional id %s: writing %s failed: %s", transactional_id,
                          transit.state.label, error.name)
-            answer.set_result(error)
+            if not answer.done():  # cancelled: the request's connection is gone
+                answer.set_result(error)
 
         self._produce(p, [record], transit.timeout_ms).add_done_callback(written)
         return answer

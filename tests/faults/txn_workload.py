@@ -375,7 +375,8 @@ class TxnWorkload:
                 except KafkaException:
                     time.sleep(0.5)
                     continue
-                if still == ends and all(committed.get(p, -1) > last.get(p, -1)
+                # a partition that never had a record has nothing to catch up with
+                if still == ends and all(p not in last or committed.get(p, -1) > last[p]
                                          for p in range(PARTITIONS)):
                     return
                 time.sleep(0.5)
