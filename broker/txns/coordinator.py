@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Coroutine, Iterable
+from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -64,6 +65,7 @@ WAIT_FOR_IDS = 5.0
 InitResult = tuple[ErrorCode, int, int]
 """(error, producer id, epoch)."""
 TP = tuple[str, int]
+T = TypeVar("T")
 
 
 class TransactionCoordinator:
@@ -155,6 +157,10 @@ class TransactionCoordinator:
                                expected: tuple[int, int] | None = None) -> InitResult:
         """InitProducerId with a transactional id; ``expected`` is the (producer id, epoch) a
         KIP-360 client passes."""
+        return await _to_the_end(self._init(transactional_id, timeout_ms, expected))
+
+    async def _init(self, transactional_id: str, timeout_ms: int,
+                    expected: tuple[int, int] | None) -> InitResult:
         fail = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
         if not transactional_id:
             return ErrorCode.invalid_request, *fail
@@ -224,6 +230,10 @@ class TransactionCoordinator:
 
     async def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
                              partitions: Iterable[TP]) -> ErrorCode:
+        return await _to_the_end(self._add(transactional_id, producer_id, epoch, partitions))
+
+    async def _add(self, transactional_id: str, producer_id: int, epoch: int,
+                   partitions: Iterable[TP]) -> ErrorCode:
         if not transactional_id:
             return ErrorCode.invalid_request
         wanted = frozenset(partitions)
@@ -271,8 +281,8 @@ class TransactionCoordinator:
 
     async def end_txn(self, transactional_id: str, producer_id: int, epoch: int,
                       commit: bool) -> ErrorCode:
-        return await self._end(transactional_id, producer_id, epoch, commit=commit,
-                               from_client=True)
+        return await _to_the_end(self._end(transactional_id, producer_id, epoch, commit=commit,
+                                           from_client=True))
 
     async def _end(self, transactional_id: str, producer_id: int, epoch: int, *, commit: bool,
                    from_client: bool) -> ErrorCode:
@@ -385,3 +395,20 @@ class TransactionCoordinator:
         if not self._active:
             return ErrorCode.coordinator_not_available, [], []
         return self.manager.list_transactions(states, producer_ids, min_duration_ms)
+
+
+def _to_the_end(work: Coroutine[Any, Any, T]) -> Awaitable[T]:
+    """Run ``work`` (a request's change of a transaction) to its end even when the request
+    awaiting it is cancelled because its connection closed. A change is written first and
+    followed up after (a prepared commit's markers, a fence's abort): cut between the two, it
+    would leave the transaction prepared with no markers ever sent, and every read_committed
+    consumer of its partitions stuck at its first offset (a client that gives up on a slow
+    EndTxn closes its connection)."""
+    task = asyncio.ensure_future(work)
+    task.add_done_callback(_retrieved)
+    return asyncio.shield(task)
+
+
+def _retrieved(task: asyncio.Future) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("transaction coordinator: %s", task.exception())

@@ -431,6 +431,43 @@ def test_a_commit_completes_through_the_coordinators_death(trio: Trio) -> None:
                    timeout=60, message="full ISRs again")
 
 
+def test_an_endtxn_whose_client_left_still_sends_its_markers(trio: Trio) -> None:
+    """A client that gives up on a slow EndTxn closes its connection. The commit's write to
+    ``__transaction_state`` is held back (a follower of the id's partition stopped, still in
+    the ISR) until after the connection closed; once it lands the markers must still go out
+    and the transaction complete, or it would stay PrepareCommit with its partitions' last
+    stable offsets stuck (found by the fault harness: a commit lost to read_committed)."""
+    tid = f"left-{uuid.uuid4().hex[:6]}"
+    first = init(trio, tid)
+    pid, epoch = first.producer_id, first.producer_epoch
+    assert add_partitions(trio, tid, pid, epoch, (0,)) == {0: ErrorCode.none}
+    node = coordinator_of(trio, tid)
+    state_partition = partition_for(tid, TXN_PARTITIONS)
+    _leader, isr = trio.partition_state(TRANSACTION_STATE_TOPIC)[state_partition]
+    stopped = next(b for b in isr if b != node)
+    trio.brokers[stopped].signal(signal.SIGSTOP)
+    try:
+        with RawClient(trio.brokers[node].address, timeout=30) as client:
+            client.send(request(26, 3, transactional_id=tid, producer_id=pid,
+                                producer_epoch=epoch, committed=True))
+            wait_until(lambda: _commit_under_way(trio, node, tid, pid, epoch), timeout=10,
+                       interval=0.1, message="the commit's write waiting on the stopped follower")
+        # the connection is closed with the write still waiting
+    finally:
+        trio.brokers[stopped].signal(signal.SIGCONT)
+    reaches(trio, tid, "CompleteCommit")
+
+
+def _commit_under_way(trio: Trio, node: int, tid: str, pid: int, epoch: int) -> bool:
+    """Whether coordinator ``node`` holds ``tid`` Ongoing with a change under way (another
+    EndTxn is answered CONCURRENT_TRANSACTIONS): the commit not written yet."""
+    if describe_at(trio.brokers[node].address, tid).transaction_state != "Ongoing":
+        return False
+    answer = call(trio, request(26, 3, transactional_id=tid, producer_id=pid,
+                                producer_epoch=epoch, committed=True), node)
+    return bool(answer.error_code == ErrorCode.concurrent_transactions)
+
+
 def registered(trio: Trio) -> set[int]:
     client = coordinator_client.connect(trio.url, timeout=10)
     try:
