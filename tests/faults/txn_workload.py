@@ -7,7 +7,8 @@ Two topics of the cluster under test:
 - ``ring``: **writers** begin a transaction, send one to three new values to *one* partition,
   and commit (or, one time in five, abort); **consume-transform-produce steps** (a consumer
   group, read_committed, with a transactional producer each) read a batch of the ring, and in
-  one transaction send each value read, marked with one more hop (``'``), back to the ring (to
+  one transaction send each value read, marked with one more hop (``'`` and the step's
+  attempt, so that a value processed again after an abort differs), back to the ring (to
   the step's own partition; a value that has made :data:`HOPS` hops is consumed without a
   result) and commit the batch's offsets with the group's metadata (KIP-447). The ring's
   values therefore flow from transaction to transaction through reads and writes both ways,
@@ -102,6 +103,7 @@ class TxnWorkload:
         self._stop_reading = threading.Event()
         self._threads: dict[str, list[threading.Thread]] = {"write": [], "step": [], "read": []}
         self._consumed_to: dict[TopicPartition, int] = {}
+        self._attempts: dict[str, int] = {}
 
     # --- life ----------------------------------------------------------------------------------
 
@@ -309,7 +311,10 @@ class TxnWorkload:
             return
         inputs = [m.value().decode() for m in messages if m.value() is not None]
         out = (index - 1) % PARTITIONS
-        sends = [(RING, out, f"{v}'") for v in inputs if v.count("'") < HOPS]
+        # the hop names this attempt: an input processed again after an abort gives new
+        # values, so each value has one writer and an aborted one is never mistaken for it
+        attempt = self._attempts[name] = self._attempts.get(name, 0) + 1
+        sends = [(RING, out, f"{v}'{index}.{attempt}") for v in inputs if v.count("'") < HOPS]
         try:
             producer.begin_transaction()
             for t, p, value in sends:
