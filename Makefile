@@ -19,8 +19,8 @@ demo: setup
 	$(VENV)/bin/partctl demo
 
 # two pytest-xdist workers, a test module each at a time (its module-scoped clusters stay in one
-# worker), the longest modules first (tests/durations.py); each worker starts its own servers,
-# on ports of its own (tests/conftest.py)
+# worker; modules sharing a session-scoped one go together: WORKER_GROUPS), the longest first
+# (tests/durations.py); each worker starts its own servers, on ports of its own (tests/conftest.py)
 test: setup
 	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile
 

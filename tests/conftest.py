@@ -161,8 +161,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         chosen = set(map(id, deselected))
         items[:] = [item for item in items if id(item) not in chosen]
     if _WORKER.startswith("gw"):
-        # longest module first (tests/durations.py): what the scheduler hands out last is short
-        key = durations.order_key(durations.load())
+        # longest work unit first (tests/durations.py): what the scheduler hands out last is
+        # short; a group of modules sharing a worker (WORKER_GROUPS) counts as one unit
+        key = durations.order_key(durations.load(), WORKER_GROUPS)
         items.sort(key=lambda item: key(item.nodeid))
 
 
@@ -171,3 +172,35 @@ def pytest_configure(config: pytest.Config) -> None:
     # by their recorded time instead (pytest_collection_modifyitems)
     if getattr(config.option, "dist", "no") in ("loadfile", "loadscope"):
         config.option.loadscopereorder = False
+
+
+WORKER_GROUPS: dict[str, tuple[str, ...]] = {
+    # the rebalancer's one Spark session (tests/rebalancer/conftest.py, session-scoped): a
+    # JVM whose start is most of these modules' time
+    "spark": ("tests/rebalancer/test_planner_engines.py",
+              "tests/rebalancer/test_execution_generate_spark.py"),
+    # the UnverifiedTrio of tests/broker/txn/conftest.py (session-scoped)
+    "txn-unverified": ("tests/broker/txn/test_txn_data_markers.py",
+                       "tests/broker/txn/test_txn_data_read_committed.py"),
+}
+"""Modules that share a session-scoped fixture, handed to one worker as one unit under
+``--dist loadfile`` (each worker has a session of its own: spread over two workers they would
+start it twice). Any other module is a unit of its own, as loadfile has it."""
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` with :data:`WORKER_GROUPS`: a grouped module's unit is its group."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    group_of = {module: f"group:{name}" for name, modules in WORKER_GROUPS.items()
+                for module in modules}
+
+    class GroupedLoadFile(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = super()._split_scope(nodeid)
+            return group_of.get(module, module)
+
+    return GroupedLoadFile(config, log)

@@ -17,7 +17,7 @@ import json
 import sys
 import xml.etree.ElementTree as ET
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 __all__ = ["TABLE", "UNKNOWN", "load", "module_of", "from_junit", "order_key"]
@@ -39,21 +39,29 @@ def module_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
-def order_key(table: dict[str, float]) -> Callable[[str], float]:
+def order_key(table: dict[str, float], groups: Mapping[str, Sequence[str]] | None = None
+              ) -> Callable[[str], float]:
     """A sort key over node ids: the longer its module took, the earlier. A module is found
     by its path, or by its file name alone where that is unique (a module moved to another
-    folder keeps its place until the table is refreshed)."""
+    folder keeps its place until the table is refreshed). The modules of one of ``groups``
+    (name -> modules, handed to one worker together as one unit) each count as their sum."""
     names: dict[str, list[float]] = defaultdict(list)
     for module, seconds in table.items():
         names[module.rsplit("/", 1)[-1]].append(seconds)
     by_name = {name: found[0] for name, found in names.items() if len(found) == 1}
 
-    def key(nodeid: str) -> float:
-        module = module_of(nodeid)
+    def seconds_of(module: str) -> float:
         seconds = table.get(module)
         if seconds is None:
             seconds = by_name.get(module.rsplit("/", 1)[-1], UNKNOWN)
-        return -seconds
+        return seconds
+
+    unit = {module: sum(map(seconds_of, modules))
+            for modules in (groups or {}).values() for module in modules}
+
+    def key(nodeid: str) -> float:
+        module = module_of(nodeid)
+        return -unit.get(module, seconds_of(module))
 
     return key
 

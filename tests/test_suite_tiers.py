@@ -111,3 +111,32 @@ def test_each_worker_of_a_run_has_ports_of_its_own_below_the_ephemeral_ones() ->
             assert 10_000 <= low < high < 32_768
     runs = {conftest.worker_port_range("gw0", f"run{n}") for n in range(50)}
     assert len(runs) > 10  # two runs at once mostly pick different blocks
+
+
+def _scheduler(dist: str) -> object:
+    values = {"dist": dist, "tx": ["2*popen"]}
+    config = SimpleNamespace(getvalue=values.__getitem__, option=SimpleNamespace())
+    return conftest.pytest_xdist_make_scheduler(config, None)  # type: ignore[arg-type]
+
+
+def test_modules_sharing_a_session_fixture_are_one_unit_of_work() -> None:
+    # loadfile hands a worker whole modules; a group of WORKER_GROUPS is one unit, so that
+    # its session-scoped fixture (a Spark session, a broker trio) starts once in a run
+    scheduler = _scheduler("loadfile")
+    for name, modules in conftest.WORKER_GROUPS.items():
+        assert all(Path(m).is_file() for m in modules), name
+        assert {scheduler._split_scope(f"{m}::t[x]") for m in modules} == {f"group:{name}"}
+    assert scheduler._split_scope("tests/a/test_x.py::T::t") == "tests/a/test_x.py"
+    grouped = [m for modules in conftest.WORKER_GROUPS.values() for m in modules]
+    assert len(grouped) == len(set(grouped))  # a module in one group at most
+    assert _scheduler("load") is None  # other --dist modes are xdist's own
+
+
+def test_a_group_counts_as_its_modules_together() -> None:
+    key = durations.order_key({"tests/a/test_x.py": 30.0, "tests/a/test_y.py": 20.0,
+                               "tests/a/test_z.py": 40.0},
+                              {"xy": ("tests/a/test_x.py", "tests/a/test_y.py")})
+    ids = ["tests/a/test_z.py::t", "tests/a/test_x.py::t", "tests/a/test_y.py::t"]
+    assert sorted(ids, key=key) == ["tests/a/test_x.py::t", "tests/a/test_y.py::t",
+                                    "tests/a/test_z.py::t"]
+    assert key("tests/a/test_y.py::t") == -50.0

@@ -21,13 +21,12 @@ from kio.schema.errors import ErrorCode
 from kafkaclient.messages import build
 from replication.control import read_marker
 from replication.records import Record, decode_batch, encode_batch
-from tests.broker.processes import coordinator_url
 from tests.broker.wire_client import RawClient, request, request_module
 from tests.kafka.harness import KAFKA_3, run_tool
-from tests.servers import Server
 from tests.waiting import wait_until
 
-from ..data.test_cluster_clients import Trio, serving
+from ..data.test_cluster_clients import Trio
+from .trios import UnverifiedTrio
 
 pytestmark = pytest.mark.servers
 
@@ -36,35 +35,27 @@ RAW_TXN_ID = "raw-data-plane"
 """The transactional id of the raw batches: no coordinator knows it, as no verification asks."""
 
 
-class UnverifiedTrio(Trio):
-    """Brokers that append transactional batches without asking a coordinator (KIP-890's
-    verification off, as Kafka allows), so the data plane is tested on batches written raw."""
-
-    def settings(self) -> str:
-        return super().settings() + "transaction.partition.verification.enable=false\n"
-
-
 @pytest.fixture(scope="module")
-def trio(zookeeper_server: Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trio]:
-    with serving(UnverifiedTrio(coordinator_url(zookeeper_server),
-                                tmp_path_factory.mktemp("txn"), {})) as cluster:
-        admin = cluster.admin()
-        future = admin.create_topics([NewTopic(TOPIC, 2, 3, config={
-            "min.insync.replicas": "2"})])[TOPIC]
-        assert future.result(30) is None
-        wait_until(lambda: len(cluster.partition_state(TOPIC)) == 2 and all(
-            leader >= 0 and len(isr) == 3
-            for leader, isr in cluster.partition_state(TOPIC).values()),
-            timeout=60, message="leaders and full ISRs")
-        # the state nodes are written before the leaders apply them: wait for the leaders
-        consumer = ck.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "ready"})
-        try:
-            for p in (0, 1):
-                wait_until(lambda p=p: _answers(consumer, p), timeout=60,
-                           message=f"{TOPIC}-{p}'s leader serving it")
-        finally:
-            consumer.close()
-        yield cluster
+def trio(unverified_trio: UnverifiedTrio) -> Iterator[Trio]:
+    """The shared cluster (tests/broker/txn/conftest.py) with this module's topic on it."""
+    cluster = unverified_trio
+    admin = cluster.admin()
+    future = admin.create_topics([NewTopic(TOPIC, 2, 3, config={
+        "min.insync.replicas": "2"})])[TOPIC]
+    assert future.result(30) is None
+    wait_until(lambda: len(cluster.partition_state(TOPIC)) == 2 and all(
+        leader >= 0 and len(isr) == 3
+        for leader, isr in cluster.partition_state(TOPIC).values()),
+        timeout=60, message="leaders and full ISRs")
+    # the state nodes are written before the leaders apply them: wait for the leaders
+    consumer = ck.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "ready"})
+    try:
+        for p in (0, 1):
+            wait_until(lambda p=p: _answers(consumer, p), timeout=60,
+                       message=f"{TOPIC}-{p}'s leader serving it")
+    finally:
+        consumer.close()
+    yield cluster
 
 
 def _answers(consumer: ck.Consumer, partition: int) -> bool:

@@ -15,19 +15,17 @@ import kafka
 import pytest
 from confluent_kafka.admin import NewTopic
 
-from tests.broker.processes import coordinator_url
 from tests.broker.wire_client import RawClient
-from tests.servers import Server
 from tests.waiting import wait_until
 
-from ..data.test_cluster_clients import Trio, serving
+from ..data.test_cluster_clients import Trio
 from .test_txn_data_markers import (
-    UnverifiedTrio,
     codes,
     leader_and_follower,
     markers,
     produce_transactional,
 )
+from .trios import UnverifiedTrio
 
 pytestmark = pytest.mark.servers
 
@@ -36,20 +34,20 @@ A, B, C = 5100, 5200, 5300
 
 
 @pytest.fixture(scope="module")
-def trio(zookeeper_server: Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trio]:
-    with serving(UnverifiedTrio(coordinator_url(zookeeper_server),
-                                tmp_path_factory.mktemp("rc"), {})) as cluster:
-        admin = cluster.admin()  # kept until answered: a dropped client cancels its requests
-        future = admin.create_topics([NewTopic(TOPIC, 2, 3, config={
-            "min.insync.replicas": "2"})])[TOPIC]
-        assert future.result(30) is None
-        wait_until(lambda: len(cluster.partition_state(TOPIC)) == 2 and all(
-            leader >= 0 and len(isr) == 3
-            for leader, isr in cluster.partition_state(TOPIC).values()),
-            timeout=60, message="leaders and full ISRs")
-        for partition in (0, 1):  # one a test: each commits A's second transaction in its own
-            write_transactions(cluster, partition)
-        yield cluster
+def trio(unverified_trio: UnverifiedTrio) -> Iterator[Trio]:
+    """The shared cluster (tests/broker/txn/conftest.py) with this module's topic on it."""
+    cluster = unverified_trio
+    admin = cluster.admin()  # kept until answered: a dropped client cancels its requests
+    future = admin.create_topics([NewTopic(TOPIC, 2, 3, config={
+        "min.insync.replicas": "2"})])[TOPIC]
+    assert future.result(30) is None
+    wait_until(lambda: len(cluster.partition_state(TOPIC)) == 2 and all(
+        leader >= 0 and len(isr) == 3
+        for leader, isr in cluster.partition_state(TOPIC).values()),
+        timeout=60, message="leaders and full ISRs")
+    for partition in (0, 1):  # one a test: each commits A's second transaction in its own
+        write_transactions(cluster, partition)
+    yield cluster
 
 
 def write_transactions(trio: Trio, partition: int) -> None:
