@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import kio.schema.add_partitions_to_txn.v2
     import kio.schema.add_partitions_to_txn.v3
     import kio.schema.add_partitions_to_txn.v4
+    import kio.schema.add_partitions_to_txn.v5
     import kio.schema.allocate_producer_ids.v0
     import kio.schema.alter_configs.v0
     import kio.schema.alter_configs.v1
@@ -552,13 +553,15 @@ if TYPE_CHECKING:
         | kio.schema.add_partitions_to_txn.v1.AddPartitionsToTxnRequest
         | kio.schema.add_partitions_to_txn.v2.AddPartitionsToTxnRequest
         | kio.schema.add_partitions_to_txn.v3.AddPartitionsToTxnRequest
-        | kio.schema.add_partitions_to_txn.v4.AddPartitionsToTxnRequest)
+        | kio.schema.add_partitions_to_txn.v4.AddPartitionsToTxnRequest
+        | kio.schema.add_partitions_to_txn.v5.AddPartitionsToTxnRequest)
     AddPartitionsToTxnResponse: TypeAlias = (
         kio.schema.add_partitions_to_txn.v0.AddPartitionsToTxnResponse
         | kio.schema.add_partitions_to_txn.v1.AddPartitionsToTxnResponse
         | kio.schema.add_partitions_to_txn.v2.AddPartitionsToTxnResponse
         | kio.schema.add_partitions_to_txn.v3.AddPartitionsToTxnResponse
-        | kio.schema.add_partitions_to_txn.v4.AddPartitionsToTxnResponse)
+        | kio.schema.add_partitions_to_txn.v4.AddPartitionsToTxnResponse
+        | kio.schema.add_partitions_to_txn.v5.AddPartitionsToTxnResponse)
     AddOffsetsToTxnRequest: TypeAlias = (
         kio.schema.add_offsets_to_txn.v0.AddOffsetsToTxnRequest
         | kio.schema.add_offsets_to_txn.v1.AddOffsetsToTxnRequest

@@ -10,10 +10,14 @@ sees a request, then hands it to :class:`~broker.txns.TransactionCoordinator`:
   AddPartitionsToTxn (internal topics never pass), where one partition refused
   (TOPIC_AUTHORIZATION_FAILED) or unknown (UNKNOWN_TOPIC_OR_PARTITION) fails the transaction's
   request and the others are OPERATION_NOT_ATTEMPTED; READ on the group for AddOffsetsToTxn
-  (GROUP_AUTHORIZATION_FAILED); CLUSTER_ACTION for version 4, which only brokers send (KIP-890
-  part 1: ``verify_only`` asks whether partitions are in the ongoing transaction); DESCRIBE on
-  the TransactionalId for DescribeTransactions (and on each topic it shows) and for each id
-  ListTransactions lists (the others are left out).
+  (GROUP_AUTHORIZATION_FAILED); CLUSTER_ACTION for versions 4 and 5, which only brokers send
+  (KIP-890 part 1: ``verify_only`` asks whether partitions are in the ongoing transaction);
+  DESCRIBE on the TransactionalId for DescribeTransactions (and on each topic it shows) and
+  for each id ListTransactions lists (the others are left out).
+- Versions 4 and 5 are answered alike, as Kafka 3.9 answers them: version 5 only says that
+  the asking broker knows TRANSACTION_ABORTABLE, which the coordinator answers to both for a
+  partition that is not in the transaction (the asking broker turns it into what its own
+  client's version knows: :mod:`broker.apis.produce`).
 - Clients of versions below 2 of AddPartitionsToTxn, AddOffsetsToTxn and EndTxn do not know
   PRODUCER_FENCED: they get INVALID_PRODUCER_EPOCH.
 - AddOffsetsToTxn adds the group's ``__consumer_offsets`` partition to the transaction, so its
@@ -259,7 +263,7 @@ def list_transactions(ctx: RequestContext[TransactionServices],
 
 
 APIS = [
-    Api(key=ADD_PARTITIONS_TO_TXN, name="AddPartitionsToTxn", min_version=0, max_version=4,
+    Api(key=ADD_PARTITIONS_TO_TXN, name="AddPartitionsToTxn", min_version=0, max_version=5,
         handle=add_partitions_to_txn),
     Api(key=ADD_OFFSETS_TO_TXN, name="AddOffsetsToTxn", min_version=0, max_version=4,
         handle=add_offsets_to_txn),

@@ -3,14 +3,14 @@ partition, ask the transaction coordinator whether the partition is in the trans
 ``AddPartitionsToTxnManager``).
 
 :meth:`TxnVerifier.verify` asks the coordinator of a transactional id (the leader of its
-``__transaction_state`` partition) with AddPartitionsToTxn v4, ``verify_only`` set, and returns
-the partitions it did not verify with their errors. When this broker is the coordinator it
-answers the question itself, without the network. Otherwise each coordinator broker has one
-queue and at most one request in flight: what waits meanwhile goes out as one request. A
-transactional id waits at most once per queue; a newer question for it replaces the waiting
-one, which is answered INVALID_PRODUCER_EPOCH when the newer comes from a newer epoch and
-NETWORK_EXCEPTION when from the same one (the client is retrying), and a question from an older
-epoch than the waiting one is answered INVALID_PRODUCER_EPOCH at once.
+``__transaction_state`` partition) with AddPartitionsToTxn v4 or v5 (the newer both serve),
+``verify_only`` set, and returns the partitions it did not verify with their errors. When this
+broker is the coordinator it answers the question itself, without the network. Otherwise
+each coordinator broker has one queue and at most one request in flight: what waits meanwhile
+goes out as one request. A transactional id waits at most once per queue; a newer question for
+it replaces the waiting one, which is answered INVALID_PRODUCER_EPOCH when the newer comes from
+a newer epoch and NETWORK_EXCEPTION when from the same one (the client is retrying), and a
+question from an older epoch than the waiting one is answered INVALID_PRODUCER_EPOCH at once.
 
 The answers are Kafka's: a request-level error goes to every partition asked, except that
 CLUSTER_AUTHORIZATION_FAILED becomes INVALID_TXN_STATE; PRODUCER_FENCED becomes
@@ -54,7 +54,7 @@ log = logging.getLogger(__name__)
 
 ADD_PARTITIONS_TO_TXN = 24
 FIRST_VERIFY_VERSION = 4
-LAST_VERIFY_VERSION = 4
+LAST_VERIFY_VERSION = 5
 
 TP = tuple[str, int]
 Unverified = dict[TP, ErrorCode]

@@ -3,7 +3,9 @@ acks=all), the consumer (the classic group protocol, and KIP-848's ``group.proto
 with Kafka 4.x's client) and a Kafka Streams application, a word count with a repartition topic
 and a compacted changelog, through which one broker is SIGKILLed and started again; the same
 word count exactly once (``exactly_once_v2``: transactions, read_committed), through a SIGKILL
-of the application and of a broker.
+of the application and of a broker; Kafka's own TransactionalMessageCopier (a transactional
+producer that aborts a third of its transactions, read_committed input, offsets in the
+transaction) through a SIGKILL and a fenced zombie, read back by Kafka's ConsoleConsumer.
 
 The clients are the small Java programs of ``tests/kafka/java/``, compiled here once per
 module and Kafka version with the JDK (javac against that version's ``kafka-clients`` and
@@ -17,7 +19,9 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import json
 import random
+import signal
 import struct
 import subprocess
 import time
@@ -35,7 +39,7 @@ from tests.broker.processes import TEST_SETTINGS
 from tests.waiting import wait_until
 
 from .conftest import require_kafka
-from .harness import HERE, KAFKA_3, KAFKA_4, TOOL_JVM_OPTIONS, kafka_jars
+from .harness import HERE, KAFKA_3, KAFKA_4, TOOL_JVM_OPTIONS, kafka_jars, main_class
 
 pytestmark = pytest.mark.servers
 
@@ -550,3 +554,100 @@ def test_kafka_streams_kip1071_protocol_gets_kafkas_unsupported_version_answer(
                "protocol" in " ".join(words) for words in streams.words("uncaught")), \
         streams.tail()
     assert "The node does not support STREAMS_GROUP_HEARTBEAT" in streams.stderr.read_text()
+
+
+# --- Kafka's TransactionalMessageCopier ---------------------------------------------------------
+
+COPIED = 1000
+
+
+def _copier(partctl: LocalCluster, directory: Path, name: str, source: str, sink: str,
+            tid: str) -> JavaClient:
+    """Kafka 3.9.1's TransactionalMessageCopier (kafka-tools, by main class): partition 0 of
+    ``source`` to ``sink``, 100 records a transaction, a third of them aborted at random."""
+    return run_java(require_kafka(KAFKA_3), directory, name,
+                    "org.apache.kafka.tools.TransactionalMessageCopier",
+                    "--broker-list", partctl.bootstrap_servers, "--input-topic", source,
+                    "--input-partition", "0", "--output-topic", sink,
+                    "--consumer-group", f"{tid}-group", "--transactional-id", tid,
+                    "--transaction-size", "100", "--enable-random-aborts")
+
+
+def _copied(copier: JavaClient) -> int | None:
+    """How many records ``copier`` has committed (None before its first status line, which
+    it prints once its InitProducerId is answered); fails if it exited."""
+    assert copier.running(), f"{copier.name} exited{copier.tail()}"
+    status = [json.loads(line) for line in copier.lines() if line.startswith("{")]
+    return max((s.get("totalProcessed", 0) for s in status), default=None)
+
+
+def _console(directory: Path, name: str, bootstrap: str, topic: str, isolation: str,
+             count: int) -> JavaClient:
+    """Kafka 3.9.1's ConsoleConsumer reading the first ``count`` records of partition 0 of
+    ``topic`` with ``isolation``, offsets printed."""
+    return run_java(require_kafka(KAFKA_3), directory, name,
+                    main_class(KAFKA_3, "console-consumer"), "--bootstrap-server", bootstrap,
+                    "--topic", topic, "--partition", "0", "--offset", "earliest",
+                    "--isolation-level", isolation, "--max-messages", str(count),
+                    "--timeout-ms", "60000", "--property", "print.offset=true")
+
+
+def _read(console: JavaClient, count: int) -> dict[int, str]:
+    """What ``console`` read, offset -> value, once it is done."""
+    assert console.wait(180) == 0, console.tail()
+    records = {int(offset): value for offset, value in (
+        line.removeprefix("Offset:").split("\t", 1)
+        for line in console.lines() if line.startswith("Offset:"))}
+    assert len(records) == count, (len(records), console.tail())
+    return records
+
+
+def test_kafkas_transactional_copier_exactly_once_through_a_sigkill_and_a_zombie(
+        partctl_three: LocalCluster, tmp_path: Path) -> None:
+    """Kafka's TransactionalMessageCopier (consume read_committed, produce, offsets in the
+    transaction, random aborts) copies a partition: SIGKILLed mid-way and started again with
+    its transactional id; that second one paused (SIGSTOP) mid-way while a third takes the id
+    over, then resumed beside it: it is fenced. Kafka's ConsoleConsumer reads every input
+    value exactly once read_committed; read_uncommitted it also reads the copies the aborted
+    transactions wrote."""
+    bootstrap = partctl_three.bootstrap_servers
+    source, sink, tid = _topic("copy-in"), _topic("copy-out"), f"copier-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, source, 1)
+    create_topic(bootstrap, sink, 1)
+    values = [f"copy-{i}" for i in range(COPIED)]
+    produce_lines(bootstrap, source, list(enumerate(values)))
+    with clients() as started:
+        first = _copier(partctl_three, tmp_path, "copier-1", source, sink, tid)
+        started.append(first)
+        wait_until(lambda: (_copied(first) or 0) >= COPIED // 4, timeout=180, interval=0.2,
+                   message="a quarter copied")
+        first.kill()  # SIGKILL: a transaction of it is left open
+        second = _copier(partctl_three, tmp_path, "copier-2", source, sink, tid)
+        started.append(second)
+        wait_until(lambda: (_copied(second) or 0) >= COPIED // 4, timeout=180,
+                   interval=0.2, message="the second copier a quarter on")
+        second.process.send_signal(signal.SIGSTOP)  # a zombie to be
+        third = _copier(partctl_three, tmp_path, "copier-3", source, sink, tid)
+        started.append(third)
+        wait_until(lambda: _copied(third) is not None, timeout=180, interval=0.2,
+                   message="the third copier's producer id")  # the second one is fenced
+        second.process.send_signal(signal.SIGCONT)
+        wait_until(lambda: "ProducerFencedException" in second.stderr.read_text(),
+                   timeout=120, interval=0.2, message="the zombie fenced")
+        second.kill()  # else its client waits out max.block.ms (60 s) before it exits
+        assert third.wait(180) == 0, third.tail()
+
+    committed = read_all(bootstrap, sink, isolation="read_committed")
+    assert len(committed) == COPIED, f"{len(committed)} committed records for {COPIED}"
+    everything = read_all(bootstrap, sink)
+    with clients() as started:  # the two Java readers at once
+        started.extend(_console(tmp_path, f"console-{isolation}", bootstrap, sink, isolation,
+                                count)
+                       for isolation, count in (("read_committed", COPIED),
+                                                ("read_uncommitted", len(everything))))
+        java_committed, java_all = _read(started[0], COPIED), _read(started[1],
+                                                                    len(everything))
+    assert sorted(java_committed.values()) == sorted(values)  # each exactly once
+    aborted = {o: v for o, v in java_all.items() if o not in java_committed}
+    assert aborted and set(aborted.values()) <= set(values), len(everything)
+    assert {o: java_all[o] for o in java_committed} == java_committed

@@ -118,6 +118,23 @@ def add(broker: BrokerProcess, tid: str, answer: Any,
             for t in result.results_by_topic_v3_and_below for r in t.results_by_partition}
 
 
+def verify(broker: BrokerProcess, version: int, tid: str, answer: Any,
+           partitions: list[tuple[str, int]], *, epoch: int | None = None
+           ) -> dict[tuple[str, int], ErrorCode]:
+    """AddPartitionsToTxn ``version`` (4 or 5, a broker's) with ``verify_only``: each
+    partition's error."""
+    module = request_module(24, version)
+    topics = tuple(module.AddPartitionsToTxnTopic(name=t, partitions=(p,)) for t, p in partitions)
+    result = call(broker, request(24, version, transactions=(module.AddPartitionsToTxnTransaction(
+        transactional_id=tid, producer_id=answer.producer_id,
+        producer_epoch=answer.producer_epoch if epoch is None else epoch, verify_only=True,
+        topics=topics),)))
+    assert result.error_code == ErrorCode.none
+    return {(t.name, r.partition_index): r.partition_error_code
+            for t in result.results_by_transaction[0].topic_results
+            for r in t.results_by_partition}
+
+
 def describe(broker: BrokerProcess, tid: str) -> Described:
     return describe_at(broker.address, tid)
 
@@ -160,19 +177,8 @@ def test_verify_only_and_add_offsets(broker: BrokerProcess) -> None:
     tid = f"verify-{uuid.uuid4().hex[:6]}"
     mine = init(broker, tid)
     assert add(broker, tid, mine, [("open", 0)]) == {("open", 0): ErrorCode.none}
-    module = request_module(24, 4)
-    verified = call(broker, request(24, 4, transactions=(module.AddPartitionsToTxnTransaction(
-        transactional_id=tid, producer_id=mine.producer_id, producer_epoch=mine.producer_epoch,
-        verify_only=True, topics=(module.AddPartitionsToTxnTopic(name="open",
-                                                                partitions=(0,)),
-                                  module.AddPartitionsToTxnTopic(name="forbidden",
-                                                                partitions=(0,)))),)))
-    assert verified.error_code == ErrorCode.none
-    errors = {(t.name, r.partition_index): r.partition_error_code
-              for t in verified.results_by_transaction[0].topic_results
-              for r in t.results_by_partition}
-    assert errors == {("open", 0): ErrorCode.none,
-                      ("forbidden", 0): ErrorCode.transaction_abortable}
+    assert verify(broker, 4, tid, mine, [("open", 0), ("forbidden", 0)]) == {
+        ("open", 0): ErrorCode.none, ("forbidden", 0): ErrorCode.transaction_abortable}
     added = call(broker, request(25, 3, transactional_id=tid, producer_id=mine.producer_id,
                                  producer_epoch=mine.producer_epoch, group_id="g"))
     assert added.error_code == ErrorCode.none
@@ -209,3 +215,27 @@ def test_idle_transactional_ids_expire(broker: BrokerProcess) -> None:
     assert describe(broker, busy).transaction_state == "Ongoing"  # never while ongoing
     again = init(broker, idle)  # a new producer id: the old one was forgotten
     assert again.error_code == ErrorCode.none and again.producer_epoch == 0
+
+
+def test_add_partitions_to_txn_v5_answers_as_v4(broker: BrokerProcess) -> None:
+    """Version 5 (Kafka 3.9, KIP-890) is served, and answered as version 4: it only says the
+    asking broker knows TRANSACTION_ABORTABLE, which the coordinator answers to both for a
+    partition not in the transaction."""
+    ready(broker)
+    versions = call(broker, request(18, 3, client_software_name="t",
+                                    client_software_version="1"))
+    assert [(k.min_version, k.max_version) for k in versions.api_keys if k.api_key == 24] == [
+        (0, 5)]
+    tid = f"v5-{uuid.uuid4().hex[:6]}"
+    mine = init(broker, tid)
+    assert add(broker, tid, mine, [("open", 0)]) == {("open", 0): ErrorCode.none}
+    asked = [("open", 0), ("forbidden", 0)]
+    expected = {("open", 0): ErrorCode.none, ("forbidden", 0): ErrorCode.transaction_abortable}
+    assert verify(broker, 5, tid, mine, asked) == verify(broker, 4, tid, mine, asked) == expected
+    for version in (4, 5):  # a fenced epoch, a producer id the coordinator does not know
+        assert verify(broker, version, tid, mine, [("open", 0)],
+                      epoch=mine.producer_epoch + 1) == {("open", 0): ErrorCode.producer_fenced}
+        assert verify(broker, version, "nobody", mine, [("open", 0)]) == {
+            ("open", 0): ErrorCode.invalid_producer_id_mapping}
+        assert verify(broker, version, tid, mine, [("nowhere", 0)]) == {
+            ("nowhere", 0): ErrorCode.unknown_topic_or_partition}
