@@ -195,7 +195,8 @@ def transactions(bootstrap: str, topic: str, partitions: int, *, records: int, s
     """Record i to partition i mod ``partitions`` (so that a transaction of 100 spans all six
     of the benchmark's topic), acks=all, idempotent, linger.ms 5; with ``transactional``, one
     producer (a librdkafka producer has one transaction open at a time) doing begin, produce
-    ``per_transaction`` records, commit, over and over, every ``abort_every``-th transaction
+    ``per_transaction`` records, commit, over and over, one in ``abort_every`` transactions
+    (the second, then every ``abort_every``-th after it, so that a small run has one too)
     flushed then aborted instead (its records are in the log, below an abort marker). Without
     ``transactional``, the same records from the same producer settings, not in transactions.
     MB/s of the records from the first produce() (the producer's InitProducerId before it) to
@@ -231,7 +232,7 @@ def transactions(bootstrap: str, topic: str, partitions: int, *, records: int, s
     start = time.perf_counter()
     for n, first in enumerate(range(0, records, per_transaction)):
         count = min(per_transaction, records - first)
-        abort = transactional and abort_every > 0 and n % abort_every == abort_every - 1
+        abort = transactional and abort_every > 0 and n % abort_every == min(1, abort_every - 1)
         if transactional:
             producer.begin_transaction()
         for i in range(first, first + count):
