@@ -2,14 +2,15 @@
 
     .venv/bin/python benchmarks/versus_kafka.py [--rounds N] [--rows produce,latency,...]
         [--systems partctl,kafka3,kafka4] [--clients java,rdkafka] [--quick | --full]
-        [--out DIR] [--write-docs]
+        [--broker-config KEY=VALUE ...] [--out DIR] [--write-docs]
 
 A ZooKeeper started on loopback for the run; then, one at a time (alternated over
 ``--rounds``): three ``partctl broker`` processes on a chroot of it, three Apache Kafka 3.9.1
 brokers in ZooKeeper mode on another chroot of the same server, and three Kafka 4.x nodes in
 KRaft mode (data-plane rows only). Each row is measured on each system by the same clients:
 Kafka's Java tools by main class, and librdkafka. docs/performance.md says what each row
-measures and how; the table gives each figure, its ratio partctl/Kafka and issue 32's target.
+measures and how; the table gives each figure, its ratio partctl/Kafka and issue 32's target
+(issue 33's for the transactional rows).
 Exit status 1 when any step failed (each printed as one ``FAILED`` line).
 """
 
@@ -27,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import add_server_options, parse_size, start_server  # noqa: E402
 from benchmarks.versus import rows as R  # noqa: E402
+from benchmarks.versus import txn as T  # noqa: E402
 from benchmarks.versus.report import machine, write_docs  # noqa: E402
 from benchmarks.versus.systems import (  # noqa: E402
     KAFKA_HEAP,
@@ -85,8 +87,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     sizes = p.add_mutually_exclusive_group()
     sizes.add_argument("--quick", action="store_true", help="tiny sizes: does every row work")
     sizes.add_argument("--full", action="store_true", help="issue 32's sizes (1 GiB)")
-    p.add_argument("--produce-size", help="bytes per produce step (32M)")
-    p.add_argument("--consume-size", help="bytes read back by each consumer (128M; full 1G)")
+    p.add_argument("--produce-size", help="bytes per produce step (32M), txn-produce's too")
+    p.add_argument("--consume-size", help="bytes read back by each consumer (128M; full 1G), "
+                   "txn-consume's topic too")
     p.add_argument("--latency-seconds", type=float, help="per rate and client (10)")
     p.add_argument("--e2e-seconds", type=float, help="end-to-end step (10)")
     p.add_argument("--replicas", help="partitions of the big topic, two sizes (1000,5000)")
@@ -95,6 +98,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--kafka4", default=None, help="Kafka 4.x version (newest resolved)")
     p.add_argument("--kafka-heap", default=" ".join(KAFKA_HEAP),
                    help="the Kafka brokers' heap flags (kafka-server-start.sh's)")
+    p.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
+                   help="a server.properties setting for every system's brokers (repeatable; "
+                        "e.g. transaction.partition.verification.enable=false)")
     p.add_argument("--out", type=Path, help="write results.json and performance.png there")
     p.add_argument("--write-docs", action="store_true",
                    help="rewrite docs/performance.md and docs/performance.png from this run")
@@ -106,20 +112,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.clients = _pick(args.clients, R.CLIENTS, "clients")
     if args.rounds < 1:
         raise SystemExit("--rounds must be at least 1")
+    if any("=" not in x or not x.partition("=")[0].strip() for x in args.broker_config):
+        raise SystemExit("--broker-config takes KEY=VALUE")
+    args.broker_config = dict((k.strip(), v.strip()) for k, _, v in
+                              (x.partition("=") for x in args.broker_config))
     return args
 
 
 def _build(key: str, args: argparse.Namespace, work: Path, zk_address: str, n: int) -> System:
     directory = work / f"{key}-{n}"
     heap = tuple(args.kafka_heap.split())
+    settings = args.broker_config
     if key == "partctl":
-        return partctl_system(directory, zk_address)
+        return partctl_system(directory, zk_address, settings)
     if key == "kafka3":
-        return kafka_zk_system(directory, zk_address, args.kafka3, heap)
+        return kafka_zk_system(directory, zk_address, args.kafka3, heap, settings)
     version = args.kafka4 or newest_kafka(4)
     if version is None:
         raise SystemError_("no Kafka 4.x resolved: run `bash tests/kafka/resolve.sh`")
-    return kafka_kraft_system(directory, version, work, heap)
+    return kafka_kraft_system(directory, version, work, heap, settings)
 
 
 def run_system(step: R.Step, system: System, rows: tuple[str, ...]) -> None:
@@ -131,6 +142,10 @@ def run_system(step: R.Step, system: System, rows: tuple[str, ...]) -> None:
         R.produce_rows(step, system)
     if "consume" in rows:
         R.consume_rows(step, system)
+    if "txn-produce" in rows:
+        T.txn_produce_rows(step, system)
+    if "txn-consume" in rows:
+        T.txn_consume_rows(step, system)
     if "latency" in rows:
         R.latency_rows(step, system)
     if "e2e" in rows:

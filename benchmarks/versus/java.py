@@ -5,6 +5,7 @@ printed figures parsed. MB here is 10^6 bytes (the tools print MiB; converted)."
 from __future__ import annotations
 
 import re
+import uuid
 from pathlib import Path
 
 from benchmarks.versus.systems import SystemError_, java_tool
@@ -26,11 +27,18 @@ def _failed(what: str, done: object) -> SystemError_:
 
 
 def produce(version: str, work: Path, bootstrap: str, topic: str, *, records: int, size: int,
-            compression: str = "none", throughput: int = -1) -> dict[str, float]:
+            compression: str = "none", throughput: int = -1,
+            transaction_ms: int = 0) -> dict[str, float]:
     """ProducerPerformance, acks=all and idempotent: records/s, MB/s and its latencies (ms).
-    ``throughput`` -1: as fast as it goes; else records a second."""
+    ``throughput`` -1: as fast as it goes; else records a second. ``transaction_ms`` > 0:
+    transactional (``--transaction-duration-ms``, a fresh transactional id): the tool begins a
+    transaction, sends, and commits with the first send ``transaction_ms`` or more after the
+    begin, so a transaction holds the records sent in that time (at least one)."""
+    extra = ([] if transaction_ms <= 0 else
+             ["--transaction-duration-ms", str(transaction_ms),
+              "--transactional-id", f"bench-{uuid.uuid4().hex}"])
     done = java_tool(version, work, PRODUCER, "--topic", topic, "--num-records", str(records),
-                     "--record-size", str(size), "--throughput", str(throughput),
+                     "--record-size", str(size), "--throughput", str(throughput), *extra,
                      "--producer-props", f"bootstrap.servers={bootstrap}", "acks=all",
                      "enable.idempotence=true", f"compression.type={compression}")
     matches = _PRODUCED.findall(done.stdout)
@@ -42,13 +50,18 @@ def produce(version: str, work: Path, bootstrap: str, topic: str, *, records: in
     return {"mbps": rate * size / 1e6, "p50": p50, "p99": p99, "p999": p999}
 
 
-def consume(version: str, work: Path, bootstrap: str, topic: str, *, messages: int
+def consume(version: str, work: Path, bootstrap: str, topic: str, *, messages: int,
+            isolation: str = "read_uncommitted", log_bytes: int | None = None
             ) -> dict[str, float]:
-    """ConsumerPerformance of a fresh group from the beginning: MB/s over its fetch time (the
-    group's join left out, as the tool reports it)."""
+    """ConsumerPerformance of a fresh group from the beginning (``isolation.level``
+    ``isolation``): MB/s over its fetch time (the group's join left out, as the tool reports
+    it); with ``log_bytes``, MB/s of those bytes (the values of the whole log read) over the
+    fetch time instead of the bytes handed over."""
+    config = work / f"consumer-{isolation}.properties"
+    config.write_text(f"isolation.level={isolation}\n")
     done = java_tool(version, work, CONSUMER, "--bootstrap-server", bootstrap, "--topic", topic,
                      "--messages", str(messages), "--timeout", "60000",
-                     "--consumer.config", "/dev/null")
+                     "--consumer.config", str(config))
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     header = next((i for i, line in enumerate(lines) if "fetch.MB.sec" in line), None)
     if done.returncode != 0 or header is None or header + 1 >= len(lines):
@@ -58,6 +71,11 @@ def consume(version: str, work: Path, bootstrap: str, topic: str, *, messages: i
     got = int(float(values["data.consumed.in.nMsg"]))
     if got < messages:
         raise SystemError_(f"ConsumerPerformance read {got} of {messages} messages")
+    if log_bytes is not None:
+        seconds = float(values["fetch.time.ms"]) / 1000
+        if seconds <= 0:
+            raise SystemError_(f"ConsumerPerformance fetch time {seconds} s")
+        return {"mbps": log_bytes / seconds / 1e6}
     return {"mbps": float(values["fetch.MB.sec"]) * (1 << 20) / 1e6}
 
 

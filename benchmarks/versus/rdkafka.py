@@ -187,3 +187,106 @@ def consume(bootstrap: str, topic: str, partitions: int, *, messages: int) -> di
     if got < messages or end <= first:
         raise SystemError_(f"librdkafka consume read {got} of {messages} messages")
     return {"mbps": size / (end - first) / 1e6}
+
+
+def transactions(bootstrap: str, topic: str, partitions: int, *, records: int, size: int,
+                 per_transaction: int = 100, transactional: bool = True,
+                 abort_every: int = 0) -> dict[str, float]:
+    """Record i to partition i mod ``partitions`` (so that a transaction of 100 spans all six
+    of the benchmark's topic), acks=all, idempotent, linger.ms 5; with ``transactional``, one
+    producer (a librdkafka producer has one transaction open at a time) doing begin, produce
+    ``per_transaction`` records, commit, over and over, one in ``abort_every`` transactions
+    (the second, then every ``abort_every``-th after it, so that a small run has one too)
+    flushed then aborted instead (its records are in the log, below an abort marker). Without
+    ``transactional``, the same records from the same producer settings, not in transactions.
+    MB/s of the records from the first produce() (the producer's InitProducerId before it) to
+    the last commit or flush; committed values start with ``C``, aborted ones with ``A``."""
+    from confluent_kafka import Producer
+
+    settings: dict[str, object] = {
+        "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+        "queue.buffering.max.messages": 1_000_000, "linger.ms": 5, "batch.size": 1_000_000}
+    if transactional:
+        settings["transactional.id"] = f"bench-{uuid.uuid4().hex}"
+    producer = Producer(settings)
+    padding = os.urandom(size - 1)
+    kept, dropped = b"C" + padding, b"A" + padding
+    failed: list[object] = []
+
+    def delivered(error: object, _message: object) -> None:
+        if error is not None:
+            failed.append(error)
+
+    def send(value: bytes, i: int) -> None:
+        while True:
+            try:
+                producer.produce(topic, value=value, partition=i % partitions,
+                                 on_delivery=delivered)
+                return
+            except BufferError:
+                producer.poll(0.001)
+
+    if transactional:
+        producer.init_transactions(60)
+    committed = aborted = 0
+    start = time.perf_counter()
+    for n, first in enumerate(range(0, records, per_transaction)):
+        count = min(per_transaction, records - first)
+        abort = transactional and abort_every > 0 and n % abort_every == min(1, abort_every - 1)
+        if transactional:
+            producer.begin_transaction()
+        for i in range(first, first + count):
+            send(dropped if abort else kept, i)
+        if not transactional:
+            producer.poll(0)
+        elif abort:
+            if producer.flush(60):
+                raise SystemError_("librdkafka transactions: an aborted transaction's records "
+                                   "were not delivered in 60 s")
+            producer.abort_transaction(60)
+        else:
+            producer.commit_transaction(60)
+        if abort:
+            aborted += count
+        else:
+            committed += count
+    left = producer.flush(600)
+    elapsed = time.perf_counter() - start
+    if left or failed:
+        raise SystemError_(f"librdkafka transactions: {left} undelivered, errors {failed[:2]}")
+    return {"mbps": records * size / elapsed / 1e6, "committed": committed,
+            "aborted": aborted}
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, *, isolation: str, messages: int,
+             log_bytes: int) -> dict[str, float]:
+    """A fresh consumer (assign() from the beginning, no group, ``isolation.level``
+    ``isolation``) reads until ``messages`` values came: MB/s of ``log_bytes`` (the values in
+    the topic's log, aborted ones included: both isolation levels read the whole log) from
+    assign() to the last message. A ``read_committed`` read that hands over a value of an
+    aborted transaction (one starting with ``A``) fails."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"c-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "fetch.queue.backoff.ms": 10,
+                         "isolation.level": isolation})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    got = dirty = 0
+    start = time.perf_counter()
+    deadline = time.monotonic() + 600
+    try:
+        while got < messages and time.monotonic() < deadline:
+            for message in consumer.consume(10_000, 1.0):
+                if message.error() is not None:
+                    continue
+                got += 1
+                if (message.value() or b"C")[:1] == b"A":
+                    dirty += 1
+        end = time.perf_counter()
+    finally:
+        consumer.close()
+    if got < messages or end <= start:
+        raise SystemError_(f"librdkafka {isolation} read {got} of {messages} messages")
+    if dirty and isolation == "read_committed":
+        raise SystemError_(f"librdkafka read_committed handed over {dirty} aborted values")
+    return {"mbps": log_bytes / (end - start) / 1e6}

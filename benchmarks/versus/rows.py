@@ -16,8 +16,9 @@ from benchmarks.versus.metadata import BrokerView, all_led, ask
 from benchmarks.versus.systems import System, SystemError_, rss_kib
 from benchmarks.versus.table import Results, Row, target_for
 
-ROWS = ("produce", "consume", "latency", "e2e", "cpu", "rss", "start", "controller")
-DATA_PLANE = ("produce", "consume", "latency", "e2e", "cpu")
+ROWS = ("produce", "consume", "txn-produce", "txn-consume", "latency", "e2e", "cpu", "rss",
+        "start", "controller")
+DATA_PLANE = ("produce", "consume", "txn-produce", "txn-consume", "latency", "e2e", "cpu")
 CLIENTS = ("java", "rdkafka")
 PARTITIONS = 6
 

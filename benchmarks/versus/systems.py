@@ -311,12 +311,15 @@ class _Watching:
             client.close()
 
 
-def partctl_system(directory: Path, zk_address: str) -> System:
-    """partctl's three brokers on a fresh chroot of the ZooKeeper at ``zk_address``."""
+def partctl_system(directory: Path, zk_address: str,
+                   settings: Mapping[str, str] | None = None) -> System:
+    """partctl's three brokers on a fresh chroot of the ZooKeeper at ``zk_address``, with
+    ``settings`` added to their server.properties."""
     url = f"zookeeper://{zk_address}/partctl-{uuid.uuid4().hex[:8]}"
     system = System(key="partctl", label="partctl", directory=directory, zk_url=url)
     extra = (f"zookeeper.session.timeout.ms={SESSION_MS}\n"
-             "group.initial.rebalance.delay.ms=0\n")
+             "group.initial.rebalance.delay.ms=0\n"
+             + "".join(f"{k}={v}\n" for k, v in (settings or {}).items()))
     for node_id in (1, 2, 3):
         port = free_port()
         where = directory / f"broker-{node_id}"
@@ -351,7 +354,8 @@ def _kafka_node(directory: Path, version: str, node_id: int, port: int,
 
 
 def kafka_zk_system(directory: Path, zk_address: str, version: str,
-                    heap: tuple[str, ...] = KAFKA_HEAP) -> System:
+                    heap: tuple[str, ...] = KAFKA_HEAP,
+                    settings: Mapping[str, str] | None = None) -> System:
     """Kafka ``version`` (3.x) in ZooKeeper mode on a fresh chroot of ``zk_address``."""
     classpath(version)
     chroot = f"/kafka-{uuid.uuid4().hex[:8]}"
@@ -366,6 +370,7 @@ def kafka_zk_system(directory: Path, zk_address: str, version: str,
             "zookeeper.connect": f"{zk_address}{chroot}",
             "zookeeper.session.timeout.ms": SESSION_MS,
             "group.initial.rebalance.delay.ms": 0,
+            **(settings or {}),
         }, heap)
     return system
 
@@ -380,7 +385,8 @@ def _cluster_id() -> str:
 
 
 def kafka_kraft_system(directory: Path, version: str, work: Path,
-                       heap: tuple[str, ...] = KAFKA_HEAP) -> System:
+                       heap: tuple[str, ...] = KAFKA_HEAP,
+                       settings: Mapping[str, str] | None = None) -> System:
     """Kafka ``version`` (4.x) in KRaft combined mode, its storage formatted first."""
     classpath(version)
     system = System(key="kafka4", label=f"Kafka {version} KRaft", directory=directory,
@@ -400,6 +406,7 @@ def kafka_kraft_system(directory: Path, version: str, work: Path,
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
             "log.dirs": directory / f"broker-{node_id}" / "data",
             "group.initial.rebalance.delay.ms": 0,
+            **(settings or {}),
         }, heap)
         if cluster_id is None:
             cluster_id = _cluster_id()

@@ -17,20 +17,27 @@ SYSTEM_LABELS = {"partctl": "partctl", "kafka3": "Kafka 3.9 (ZK)", "kafka4": "Ka
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Row:
     """One line of the table: what is measured, its unit, which way is better, and the target
-    ratio partctl/Kafka 3.9 (None: no target: the figure is shown, not judged)."""
+    ratio partctl/Kafka 3.9 (None: no target: the figure is shown, not judged). An
+    ``absolute`` row's figure is itself a ratio of two of a system's own figures (issue 33's
+    transactional against plain produce): its target applies to partctl's figure, and no
+    ratio to Kafka is shown for it."""
 
     key: str
     label: str
     unit: str
     better: Literal["higher", "lower"]
     target: float | None = None
+    absolute: bool = False
 
 
 def target_for(kind: str) -> float | None:
     """Issue 32's targets, as ratios partctl/Kafka 3.9.1: throughput >= 1.0, p99/p99.9 <= 1.0,
-    RSS <= 0.25, start/recovery <= 1.0, failover/controlled shutdown <= 0.2, CPU/MB <= 1.0."""
+    RSS <= 0.25, start/recovery <= 1.0, failover/controlled shutdown <= 0.2, CPU/MB <= 1.0;
+    and issue 33's, on partctl's own figures (absolute rows): transactional produce >= 0.7 of
+    the same records without transactions, read_committed consume >= 0.9 of
+    read_uncommitted."""
     return {"throughput": 1.0, "tail": 1.0, "rss": 0.25, "start": 1.0, "controller": 0.2,
-            "cpu": 1.0}.get(kind)
+            "cpu": 1.0, "txn_share": 0.7, "committed_share": 0.9}.get(kind)
 
 
 @dataclass(eq=False)
@@ -54,16 +61,19 @@ class Results:
         return statistics.median(got) if got else None
 
     def ratio(self, key: str, system: str, against: str) -> float | None:
+        """``system``'s median over ``against``'s (None for an absolute row: its figures are
+        ratios already)."""
         ours, theirs = self.median(key, system), self.median(key, against)
-        if ours is None or not theirs:
+        if ours is None or not theirs or self.rows[key].absolute:
             return None
         return ours / theirs
 
     def met(self, key: str) -> bool | None:
-        """Whether partctl meets the row's target against Kafka 3.9 (None: no target, or a
-        figure missing)."""
+        """Whether partctl meets the row's target against Kafka 3.9, or, for an absolute row,
+        with its own figure (None: no target, or a figure missing)."""
         row = self.rows[key]
-        ratio = self.ratio(key, "partctl", "kafka3")
+        ratio = (self.median(key, "partctl") if row.absolute
+                 else self.ratio(key, "partctl", "kafka3"))
         if row.target is None or ratio is None:
             return None
         return ratio >= row.target if row.better == "higher" else ratio <= row.target
@@ -71,7 +81,8 @@ class Results:
     def to_json(self, meta: Mapping[str, object]) -> dict[str, object]:
         return {**meta, "failures": list(self.failures), "rows": [
             {"key": r.key, "label": r.label, "unit": r.unit, "better": r.better,
-             "target": r.target, "values": self.values.get(r.key, {}),
+             "target": r.target, "absolute": r.absolute,
+             "values": self.values.get(r.key, {}),
              "ratio_kafka3": self.ratio(r.key, "partctl", "kafka3"),
              "ratio_kafka4": self.ratio(r.key, "partctl", "kafka4"), "met": self.met(r.key)}
             for r in self.rows.values()]}
@@ -81,7 +92,8 @@ class Results:
         results = cls(failures=list(data.get("failures", [])))  # type: ignore[call-overload]
         for item in data["rows"]:  # type: ignore[attr-defined]
             row = Row(key=item["key"], label=item["label"], unit=item["unit"],
-                      better=item["better"], target=item["target"])
+                      better=item["better"], target=item["target"],
+                      absolute=bool(item.get("absolute", False)))
             results.rows[row.key] = row
             results.values[row.key] = {s: list(v) for s, v in item["values"].items()}
         return results
@@ -116,6 +128,8 @@ def _ratio(x: float | None) -> str:
 def _target(row: Row) -> str:
     if row.target is None:
         return "-"
+    if row.absolute:
+        return f"partctl {'>=' if row.better == 'higher' else '<='} {row.target:g}"
     return f"{'>=' if row.better == 'higher' else '<='} {row.target:g}x"
 
 
@@ -123,7 +137,7 @@ def _verdict(met: bool | None) -> str:
     return "-" if met is None else ("met" if met else "not met")
 
 
-GROUPS = ("produce", "cpu", "consume", "latency", "e2e", "rss", "start", "controller")
+GROUPS = ("produce", "cpu", "consume", "txn", "latency", "e2e", "rss", "start", "controller")
 """The table's order of rows, by the first part of their keys (then as measured)."""
 
 
@@ -176,7 +190,8 @@ def render_markdown(results: Results, systems: Iterable[str]) -> str:
 def write_chart(results: Results, path: Path) -> None:
     """A bar per row: partctl's figure as a ratio of Kafka 3.9's (log scale), better to the
     right whichever way the row counts (lower-is-better rows are drawn as Kafka/partctl), with
-    the row's target as a mark; green where met, red where not, grey without a target."""
+    the row's target as a mark; green where met, red where not, grey without a target. An
+    absolute row (a system's own ratio) has no ratio to Kafka and is not drawn."""
     import matplotlib
 
     matplotlib.use("Agg")
