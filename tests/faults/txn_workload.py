@@ -352,29 +352,29 @@ class TxnWorkload:
         ends_reader = Consumer({**CLIENT_LOG, "bootstrap.servers": self.cluster.bootstrap,
                                 "group.id": f"{GROUP}-ends",
                                 "isolation.level": "read_committed",
-                                "enable.auto.commit": False})
+                                "enable.auto.commit": False, "enable.partition.eof": True})
         group = Consumer({**CLIENT_LOG, "bootstrap.servers": self.cluster.bootstrap,
                           "group.id": GROUP, "isolation.level": "read_committed",
                           "enable.auto.commit": False})
         tps = [KafkaPartition(RING, p) for p in range(PARTITIONS)]
         last: dict[int, int] = {}
         committed: dict[int, int] = {}
+        at_end: set[tuple[str | None, int | None]] = set()
         try:
             ends_reader.assign([KafkaPartition(RING, p, OFFSET_BEGINNING)
                                 for p in range(PARTITIONS)])
             while time.monotonic() < deadline:
                 try:
                     ends = [ends_reader.get_watermark_offsets(tp, timeout=5)[1] for tp in tps]
-                    # read the ring to its last stable offsets, noting each last record
-                    while any(pos.offset < end for pos, end in zip(
-                            ends_reader.position(tps), ends, strict=True)):
-                        batch = ends_reader.consume(500, 1.0)
+
+                    def note(batch: list[Message]) -> None:
                         for m in batch:
                             partition, offset = m.partition(), m.offset()
-                            if m.error() is None and partition is not None and offset is not None:
+                            if partition is not None and offset is not None:
                                 last[partition] = max(last.get(partition, -1), offset)
-                        if not batch and time.monotonic() > deadline:
-                            break
+
+                    # read the ring to its last stable offsets, noting each last record
+                    _read_to_ends(ends_reader, PARTITIONS, deadline, note, at_end)
                     committed = {tp.partition: tp.offset for tp in group.committed(tps, 10)}
                     still = [ends_reader.get_watermark_offsets(tp, timeout=5)[1] for tp in tps]
                 except KafkaException:
@@ -428,7 +428,7 @@ class TxnWorkload:
         both topics read_committed to their ends as the reader ``final-committed``."""
         committed = Consumer({**CLIENT_LOG, "bootstrap.servers": self.cluster.bootstrap,
                               "group.id": "txn-final", "isolation.level": "read_committed",
-                              "enable.auto.commit": False})
+                              "enable.auto.commit": False, "enable.partition.eof": True})
         plain = Consumer({**CLIENT_LOG, "bootstrap.servers": self.cluster.bootstrap,
                           "group.id": "txn-final-hw", "enable.auto.commit": False,
                           # librdkafka's default is read_committed: its "high watermark"
@@ -448,21 +448,41 @@ class TxnWorkload:
                     raise TimeoutError(f"open transactions at the end: last stable offsets "
                                        f"{lso}, high watermarks {hw}")
                 time.sleep(0.5)
-            ends = dict(zip(((tp.topic, tp.partition) for tp in tps), hw, strict=True))
             committed.assign([KafkaPartition(tp.topic, tp.partition, OFFSET_BEGINNING)
                               for tp in tps])
-            while True:
-                self._record_reads(FINAL_READER, committed.consume(500, 1.0))
+            if not _read_to_ends(committed, len(tps), deadline,
+                                 lambda batch: self._record_reads(FINAL_READER, batch)):
                 positions = committed.position(tps)
-                # an empty partition has no position (OFFSET_INVALID) and nothing to read
-                if all(max(tp.offset, 0) >= ends[(tp.topic, tp.partition)] for tp in positions):
-                    return
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"the final read stopped short: at "
-                                       f"{[tp.offset for tp in positions]} of {list(ends.values())}")
+                raise TimeoutError(f"the final read stopped short: at "
+                                   f"{[tp.offset for tp in positions]} of {hw}")
         finally:
             committed.close()
             plain.close()
+
+
+def _read_to_ends(consumer: Consumer, partitions: int, deadline: float,
+                  take: Callable[[list[Message]], object],
+                  at_end: set[tuple[str | None, int | None]] | None = None) -> bool:
+    """Consume until each of the ``partitions`` assigned has said it is at its end since its
+    last message (``enable.partition.eof``; read_committed, the end is the last stable
+    offset), giving ``take`` the messages; False at ``deadline``. An end, not a position: a
+    partition whose records were all aborted gives a read_committed consumer no message, and
+    so no position, however far it read. ``at_end`` carries what was at its end from one call
+    to the next with the same consumer (a partition says so once until new messages come)."""
+    at_end = set() if at_end is None else at_end
+    while len(at_end) < partitions:
+        messages = []
+        for m in consumer.consume(500, 1.0):
+            error, key = m.error(), (m.topic(), m.partition())
+            if error is None:
+                at_end.discard(key)
+                messages.append(m)
+            elif error.code() == KafkaError._PARTITION_EOF:
+                at_end.add(key)
+        take(messages)
+        if len(at_end) < partitions and time.monotonic() > deadline:
+            return False
+    return True
 
 
 def _close(producer: Producer) -> None:
