@@ -560,7 +560,7 @@ def test_a_new_coordinator_sends_the_markers_its_predecessor_could_not(trio: Tri
 @pytest.mark.skipif(not kafka_available(KAFKA_3), reason="Kafka's jars are not cached")
 def test_kafkas_transactions_tool_lists_and_describes(trio: Trio) -> None:
     tid = f"tool-{uuid.uuid4().hex[:6]}"
-    p = producer(trio, tid)
+    p = producer(trio, tid, **{"transaction.timeout.ms": 60_000})  # a JVM tool starts slowly
     p.init_transactions(60)
     p.begin_transaction()
     p.produce(TOPIC, value=b"tool", partition=2)
