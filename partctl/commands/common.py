@@ -277,7 +277,7 @@ def sizes(args: argparse.Namespace) -> dict[tuple[str, int], int] | None:
 
 def database_options() -> argparse.ArgumentParser:
     """``--db``, a parent parser of the commands that use the SQL store."""
-    from rebalancer.store.urls import DB_FILENAME, ENV_DB, ENV_HOME
+    from rebalancer.store_location import DB_FILENAME, ENV_DB, ENV_HOME  # no SQLAlchemy
 
     database = argparse.ArgumentParser(add_help=False)
     database.add_argument("--db", metavar="URL",

@@ -11,10 +11,9 @@ from pathlib import Path
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
-ENV_DB = "PARTCTL_DB"
-ENV_HOME = "PARTCTL_HOME"
+from rebalancer.store_location import DB_FILENAME, ENV_DB, ENV_HOME
+
 DEFAULT_HOME = Path("~/.local/share/partctl")
-DB_FILENAME = "partctl.db"
 
 _SECRET_QUERY_KEYS = re.compile(r"pass|secret|token", re.IGNORECASE)
 _USERINFO = re.compile(r"(//[^/@:]*):[^/@]*@")
