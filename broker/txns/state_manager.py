@@ -29,12 +29,12 @@ from kio.schema.errors import ErrorCode
 
 from broker.groups.records import COORDINATOR_HEADER, partition_for
 from broker.metadata_cache import MetadataCache
-from broker.metrics.transactions import WindowedStat
 from broker.purgatory import Purgatory
 from broker.txns.config import TRANSACTION_STATE_TOPIC, TxnConfig
 from broker.txns.loading import TxnLoaded, build_txns, read_txn_records
 from broker.txns.metadata import IllegalTransition, Transit, TxnMetadata, TxnState
 from broker.txns.records import encode_txn_key, encode_txn_value
+from broker.txns.stats import WindowedStat
 from coordinator.clock import SYSTEM_CLOCK, Clock
 from coordinator.codecs import TopicPartition
 from interbroker.errors import ErrorCode as DataErrorCode

@@ -40,8 +40,8 @@ from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
 from broker.metadata_cache import MetadataCache
-from broker.metrics.transactions import Timings
 from broker.txns.config import TRANSACTION_STATE_TOPIC
+from broker.txns.stats import Timings
 from coordinator.codecs import TopicPartition
 from kafkaclient.connection import BrokerUnreachable, KafkaConnection
 from kafkaclient.messages import build
