@@ -307,7 +307,8 @@ class BrokerProcess:
             controller=lambda: self.node.controller if self.node is not None else None,
             replica_manager=lambda: (self.node.replica_manager if self.node is not None
                                      else None),
-            groups=lambda: self.groups, loop=loop, traffic=traffic, requests=requests)
+            groups=lambda: self.groups, loop=loop, traffic=traffic, requests=requests,
+            transactions=lambda: self.transactions)
         self.metrics = MetricsServer(collector, host, port)
 
     async def _main(self) -> int:

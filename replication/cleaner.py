@@ -26,7 +26,9 @@ One pass over a log, as Kafka's cleaner makes it:
    batch kept as an empty header while it is its producer's last. A marker stays while the
    pass read a batch of its transaction (since the producer's previous marker); once none is
    left it gets a delete horizon (now + ``delete.retention.ms``, as a tombstone's) and a pass
-   after the horizon removes it.
+   after the horizon removes it. The cleaned segment's ``.txnindex`` keeps the entry of an
+   aborted transaction only while its marker stays for that reason (a batch of it was read),
+   as Kafka's cleaned index does: a transaction with no record left needs no entry.
 3. Tombstones (a key with a null value) are kept on the first pass that meets them, which
    stamps a *delete horizon* (now + ``delete.retention.ms``) into their batch, as Kafka's
    KIP-534 does: the batch's base timestamp becomes the horizon, attribute bit 0x40 says so,
@@ -69,6 +71,7 @@ from replication.records import (
     read_zigzag,
     record_spans,
 )
+from replication.txn_index import AbortedTxn
 from replication.varint import write_varint, write_varlong
 
 if TYPE_CHECKING:
@@ -372,13 +375,15 @@ def _rebuild_batch(chunk: bytes, rel: int, head: tuple, section: bytes | None,
 
 
 class _Counts:
-    __slots__ = ("dropped", "horizon", "kept", "txn_read", "written")
+    __slots__ = ("dropped", "horizon", "kept", "markers_read", "txn_read", "written")
 
     def __init__(self) -> None:
         self.kept = self.dropped = self.written = 0
         self.horizon = -1
         self.txn_read: dict[int, bool] = {}
         """Producers whose transactional batches this pass read since their last marker."""
+        self.markers_read: set[tuple[int, int]] = set()
+        """(producer id, offset) of the markers reached after a batch of their transaction."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -421,6 +426,8 @@ def _clean_segment(fd: int, size: int, out_fd: int, cp: _Pass, counts: _Counts,
                 if not counts.txn_read.pop(pid, False):  # its transaction holds no batch
                     whole = _empty_txn_marker(chunk, rel, head, cp, counts)
                     decided = True
+                else:
+                    counts.markers_read.add((pid, base))
             else:
                 counts.txn_read[pid] = True
         if decided:
@@ -516,6 +523,16 @@ def _empty_txn_marker(chunk: bytes, rel: int, head: tuple, cp: _Pass, counts: _C
     return _rebuild_batch(chunk, rel, head, chunk, kept, cp.new_horizon)
 
 
+def _kept_entry(end: int, markers_read: set[tuple[int, int]]
+                ) -> Callable[[AbortedTxn], bool]:
+    """Which ``.txnindex`` entries of the cleaned segments the cleaned one keeps: those whose
+    marker was not cleaned (at or past ``end``) and those whose marker a batch of their
+    transaction preceded (Kafka's CleanedTransactionMetadata)."""
+    def keep(txn: AbortedTxn) -> bool:
+        return txn.last_offset >= end or (txn.producer_id, txn.last_offset) in markers_read
+    return keep
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -608,7 +625,8 @@ def clean_log(
             if stage is not None:
                 stage("cleaned")
             if not log.replace_segments([by_base[v[0]] for v in group], cleaned, stage=stage,
-                                        sizes=[v[2] for v in group]):
+                                        sizes=[v[2] for v in group],
+                                        keep_txn=_kept_entry(end, counts.markers_read)):
                 cleaned.unlink(missing_ok=True)
                 break  # the log changed under the pass (truncation, retention): stop here
             replaced += len(group)

@@ -59,7 +59,7 @@ from replication.records import (
 )
 from replication.segment import BatchFacts, LogSegment
 from replication.truncation import FollowerEpochView
-from replication.txn_index import TxnIndexes
+from replication.txn_index import AbortedTxn, TxnIndexes
 from replication.validation import check_client_records
 
 __all__ = ["AppendInfo", "DuplicateAppend", "Log", "LogConfig", "LogSlice"]
@@ -645,7 +645,8 @@ class Log(LogRetention, LogTransactions):
 
     def replace_segments(self, old: list[LogSegment], cleaned: Path,
                          stage: Callable[[str], None] | None = None,
-                         sizes: list[int] | None = None) -> bool:
+                         sizes: list[int] | None = None,
+                         keep_txn: Callable[[AbortedTxn], bool] | None = None) -> bool:
         """Swap the consecutive segments ``old`` for the cleaned file ``cleaned`` (named
         ``<base of old[0]>.log.cleaned``, fsynced): rename it to ``.log.swap``, delete the old
         segments in offset order, rename the swap file to the segment's name and open it. A
@@ -654,7 +655,9 @@ class Log(LogRetention, LogTransactions):
 
         Returns False, changing nothing, if ``old`` are no longer the log's segments as they
         were (a truncation or retention got there first), or no longer ``sizes`` bytes long.
-        ``stage(name)`` is called after each step (tests inject crashes there)."""
+        ``stage(name)`` is called after each step (tests inject crashes there); the cleaned
+        segment's ``.txnindex`` holds the entries of the old ones ``keep_txn`` keeps (all
+        without it)."""
         def step(name: str) -> None:
             if stage is not None:
                 stage(name)
@@ -664,7 +667,7 @@ class Log(LogRetention, LogTransactions):
             bases = [segment.base_offset for segment in old]
             if not self._local.replace_segments(old, cleaned, step, sizes):
                 return False
-            self._txn_index.merge(bases)
+            self._txn_index.merge(bases, keep_txn)
             return True
 
     def take_truncation(self) -> int | None:

@@ -4,7 +4,8 @@
 watermarks, and the topic ids LeaderAndIsr brings) to the log manager's remote log manager: the
 tiered partitions its passes take, the state a follower installs below its leader's local log
 start, the remote size of a log, and the reads a leader serves from remote storage below its
-local log start (consumer fetches, ListOffsets by time and MAX_TIMESTAMP).
+local log start (consumer fetches with the aborted transactions a read_committed one lists,
+ListOffsets by time and MAX_TIMESTAMP).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from replication.tiered import (
     TopicIdPartition,
 )
 from replication.tiered.follower import RemoteAuxState, TierStateError, build_remote_aux_state
+from replication.txn_index import AbortedTxn
 
 __all__ = ["TieredReplicas", "topic_id_of"]
 
@@ -171,6 +173,22 @@ class TieredReplicas:
             return None
         return self.remote.read_async(tid, log_, offset, max_bytes, partition.high_watermark,
                                       zero_copy=zero_copy, min_one=min_one)
+
+    def remote_aborted_transactions(self, tp: TopicPartition, offset: int
+                                    ) -> Future[list[AbortedTxn]] | None:
+        """The aborted transactions a read_committed read of ``tp`` from ``offset``, in the
+        remote part of its log, lists (those overlapping the remote segment holding
+        ``offset``, from the remote ``.txnindex`` files and then the local ones), found on the
+        remote log manager's reader threads (the future fails as :meth:`read_remote`'s); None
+        as :meth:`read_remote`."""
+        led = self._tiered_leader(tp)
+        if led is None or self.remote is None:
+            return None
+        tid, partition = led
+        log_ = partition.log
+        if not log_.log_start_offset <= offset < log_.local_log_start_offset:
+            return None
+        return self.remote.aborted_transactions_async(tid, log_, offset)
 
     def remote_offset_for_timestamp(self, tp: TopicPartition, timestamp: int
                                     ) -> Future[tuple[int, int, int] | None] | None:

@@ -14,7 +14,8 @@ collectAbortedTransactions), so that consumers skip their records.
 :class:`TxnIndexes` keeps the files of one log, in memory too (aborted transactions are few):
 an entry is appended when an abort marker is appended (leader and follower alike), entries
 past a truncation point go with the truncation, a segment's file goes with the segment, the
-files of segments the cleaner merged are merged, and on open a file whose size is not a
+files of segments the cleaner merged are merged (without the entries of transactions the
+cleaner emptied), and on open a file whose size is not a
 multiple of 34 or that holds an entry of another version is corrupt: it is rebuilt from the log
 with one warning. Files are fsynced with the log's flush.
 """
@@ -30,8 +31,8 @@ from typing import NamedTuple
 
 from replication.checkpoints import PRIVATE_FILE_MODE, fsync_files
 
-__all__ = ["ENTRY_SIZE", "TXN_INDEX_SUFFIX", "AbortedTxn", "TxnIndexes", "decode_entries",
-           "encode_entry"]
+__all__ = ["ENTRY_SIZE", "TXN_INDEX_SUFFIX", "AbortedTxn", "CorruptTxnIndexError", "TxnIndexes",
+           "decode_entries", "encode_entry", "file_name"]
 
 log = logging.getLogger(__name__)
 
@@ -178,16 +179,19 @@ class TxnIndexes:
         self._entries = {}
         self._unsynced.clear()
 
-    def merge(self, bases: Sequence[int]) -> None:
-        """The segments ``bases`` became one, at ``bases[0]`` (the cleaner swapped them)."""
-        merged = [t for base in bases for t in self._entries.get(base, ())]
+    def merge(self, bases: Sequence[int], keep: Callable[[AbortedTxn], bool] | None = None
+              ) -> None:
+        """The segments ``bases`` became one, at ``bases[0]`` (the cleaner swapped them),
+        holding the entries of theirs that ``keep`` keeps (all without it)."""
+        merged = [t for base in bases for t in self._entries.get(base, ())
+                  if keep is None or keep(t)]
         for base in bases[1:]:
             self._entries.pop(base, None)
             self._unsynced.discard(base)
             (self.directory / file_name(base)).unlink(missing_ok=True)
-        if merged:
-            self._entries[bases[0]] = merged
-            self._write(bases[0])
+        self._entries[bases[0]] = merged
+        self._unsynced.discard(bases[0])
+        self._write(bases[0])
 
     def sync(self) -> None:
         """fsync the files appended to since the last call (the log's flush)."""

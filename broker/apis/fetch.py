@@ -348,11 +348,14 @@ async def _with_remote(ctx: RequestContext, request: Any, wanted: list[_Wanted],
     """Answer at once, with every partition whose offset lies in the remote part of its log
     read from remote storage, all at the same time on the remote log manager's reader
     threads (as file slices sent with sendfile when the store's segments are local files),
-    so the event loop (every other fetch) never waits for the remote store. A remote store
+    so the event loop (every other fetch) never waits for the remote store; a read_committed
+    one with the aborted transactions of the remote ``.txnindex`` files (and the local ones
+    after them), looked up beside it. A remote store
     that fails is KAFKA_STORAGE_ERROR for the partitions it failed, which the client
     retries; the other partitions are answered."""
     rm = ctx.broker.replica_manager
     pending: list[tuple[_Wanted, PartitionRead, Future[Any]]] = []
+    aborted: list[tuple[_Wanted, PartitionRead, Future[Any]]] = []
     for want, read in zip(wanted, reads, strict=True):
         if read.remote is None:
             continue
@@ -362,8 +365,13 @@ async def _with_remote(ctx: RequestContext, request: Any, wanted: list[_Wanted],
         future = rm.tiered.read_remote(want.tp, offset, limit, zero_copy=True, min_one=min_one)
         if future is None:  # the log moved meanwhile (leadership, retention)
             read.error = ErrorCode.offset_out_of_range
-        else:
-            pending.append((want, read, future))
+            continue
+        pending.append((want, read, future))
+        if read.aborted is not None:  # read_committed: the remote segments' aborted ones
+            listed = rm.tiered.remote_aborted_transactions(want.tp, offset)
+            if listed is not None:
+                aborted.append((want, read, listed))
+    pending.extend(aborted)
     try:
         results = await asyncio.gather(*(asyncio.wrap_future(f) for _w, _r, f in pending),
                                        return_exceptions=True)
@@ -381,11 +389,14 @@ async def _with_remote(ctx: RequestContext, request: Any, wanted: list[_Wanted],
             read.error = ErrorCode.kafka_storage_error
         elif isinstance(result, BaseException):
             unexpected = unexpected or result
+        elif isinstance(result, list):
+            read.aborted = tuple(result)
         else:
             read.records = result or None
     if unexpected is not None:
         _close(reads)
         raise unexpected
+    _close([r for r in reads if r.error is not ErrorCode.none])  # no records with an error
     return _response(ctx, request, wanted, reads)
 
 

@@ -11,7 +11,8 @@ The names are the JMX exporter's for Kafka's MBeans, lower-cased
 ``kafka_controller_kafkacontroller_activecontrollercount``); Kafka's meters (``...PerSec``) are
 counters, so the text format gives them the ``_total`` suffix; Kafka's timers are summaries
 (``_count`` and ``_sum`` in milliseconds) but the request total time, a histogram. The consumer
-lag follows kafka_exporter's names (``kafka_consumergroup_lag``). docs/metrics.md lists them.
+lag follows kafka_exporter's names (``kafka_consumergroup_lag``). The transaction coordinator's
+families come from :mod:`broker.metrics.transactions`. docs/metrics.md lists them all.
 """
 
 from __future__ import annotations
@@ -33,11 +34,15 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from broker.metrics.traffic import REQUEST_TIME_BUCKETS_MS, RequestTimes, TopicTraffic
+from broker.metrics.transactions import LATE_TRANSACTION_BUFFER_MS, transaction_families
+from coordinator.clock import SYSTEM_CLOCK, Clock
 from coordinator.codecs import TopicPartition
 from replication.partition import Role
 
 if TYPE_CHECKING:
     from broker.groups import GroupCoordinator
+    from broker.txns import TransactionCoordinator
+    from replication.log import Log
     from replication.replica_manager import ReplicaManager
     from statemachines.controller import Controller
 
@@ -55,13 +60,17 @@ _RM = "kafka_server_replicamanager_"
 _BT = "kafka_server_brokertopicmetrics_"
 _RQ = "kafka_network_requestmetrics_"
 _PARTITION = ("topic", "partition")
-_LogRow = tuple[TopicPartition, int, int, int]
-"""A replica's (partition, log size, log start offset, log end offset)."""
-_LOG_GAUGES: tuple[tuple[str, str, Literal[1, 2, 3]], ...] = (
+_LogRow = tuple[TopicPartition, int, int, int, int]
+"""A replica's (partition, log size, log start offset, log end offset, LSO lag)."""
+_LOG_GAUGES: tuple[tuple[str, str, Literal[1, 2, 3, 4]], ...] = (
     ("kafka_log_log_size", "Bytes of the partition's local log", 1),
     ("kafka_log_log_logstartoffset", "The partition's log start offset", 2),
-    ("kafka_log_log_logendoffset", "The partition's log end offset", 3))
+    ("kafka_log_log_logendoffset", "The partition's log end offset", 3),
+    ("kafka_cluster_partition_laststableoffsetlag",
+     "The partition's high watermark minus its last stable offset", 4))
 """The per-partition gauges: name, help, column of a :data:`_LogRow`."""
+DEFAULT_MAX_TXN_TIMEOUT_MS = 900_000
+"""``transaction.max.timeout.ms``'s default, for a process without a transaction coordinator."""
 _LABEL_CACHE = 200_000
 """Partitions whose label text is kept between scrapes (beyond: forgotten and made again)."""
 
@@ -76,10 +85,14 @@ class KafkaCollector(Collector):
                  groups: Callable[[], GroupCoordinator | None] = lambda: None,
                  loop: asyncio.AbstractEventLoop | None = None,
                  traffic: TopicTraffic | None = None,
-                 requests: RequestTimes | None = None) -> None:
+                 requests: RequestTimes | None = None,
+                 transactions: Callable[[], TransactionCoordinator | None] = lambda: None,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self._controller = controller
         self._replica_manager = replica_manager
         self._groups = groups
+        self._transactions = transactions
+        self._clock = clock
         self._loop = loop
         self._traffic = traffic
         self._requests = requests
@@ -118,8 +131,11 @@ class KafkaCollector(Collector):
         (for :meth:`exposition`)."""
         yield from self._controller_families(self._controller())
         manager = self._replica_manager()
+        transactions = self._transactions()
         if manager is not None:
-            yield from self._replica_families(manager, logs)
+            yield from self._replica_families(manager, logs, transactions)
+        if transactions is not None:
+            yield from transaction_families(transactions)
         if self._traffic is not None:
             yield from self._traffic_families(self._traffic)
         if self._requests is not None:
@@ -192,19 +208,26 @@ class KafkaCollector(Collector):
 
     # -- the replica manager ---------------------------------------------------------------------
 
-    def _replica_families(self, manager: ReplicaManager, logs: list[_LogRow] | None
-                          ) -> Iterator[Metric]:
-        under = under_min = at_min = leaders = 0
+    def _replica_families(self, manager: ReplicaManager, logs: list[_LogRow] | None,
+                          transactions: TransactionCoordinator | None) -> Iterator[Metric]:
+        under = under_min = at_min = leaders = producer_ids = late = 0
         rows: list[_LogRow] = [] if logs is None else logs
         remote_sizes: dict[str, int] = {}
         partitions = manager.partitions()
+        max_timeout_ms = (transactions.config.max_timeout_ms if transactions is not None
+                          else DEFAULT_MAX_TXN_TIMEOUT_MS)
+        late_before = self._clock.now_ms() - max_timeout_ms - LATE_TRANSACTION_BUFFER_MS
         for tp, partition in partitions.items():
             status = partition.status()
+            lso_lag = partition.high_watermark - partition.last_stable_offset
             rows.append((tp, partition.log.size_bytes, status.log_start_offset,
-                         status.log_end_offset))
+                         status.log_end_offset, max(0, lso_lag)))
+            producer_ids += len(partition.log.producer_entries())
             if status.role is not Role.LEADER:
                 continue
             leaders += 1
+            if _late_transaction(partition.log, late_before):
+                late += 1
             isr = len(status.isr)
             if isr < len(status.replicas):
                 under += 1
@@ -227,6 +250,12 @@ class KafkaCollector(Collector):
                      under_min)
         yield _gauge(_RM + "atminisrpartitioncount",
                      "Partitions led here whose ISR is exactly min.insync.replicas", at_min)
+        yield _gauge(_RM + "produceridcount",
+                     "Producer ids (idempotent and transactional) in the producer state of "
+                     "the partition replicas on this broker", producer_ids)
+        yield _gauge(_RM + "partitionswithlatetransactionscount",
+                     "Partitions led here whose oldest open transaction's producer last wrote "
+                     "more than transaction.max.timeout.ms + 5 minutes ago", late)
         counts = manager.isr_counts
         shrinks = CounterMetricFamily(_RM + "isrshrinkspersec",
                                       "ISR writes of this broker's leaders that dropped a replica")
@@ -333,6 +362,18 @@ class KafkaCollector(Collector):
         except (RuntimeError, concurrent.futures.TimeoutError):  # loop closed or busy
             log.debug("consumer group offsets not read for this scrape", exc_info=True)
             return {}
+
+
+def _late_transaction(log: Log, before_ms: int) -> bool:
+    """Whether the producer of ``log``'s oldest open transaction last wrote (by its last
+    batch's timestamp, as Kafka's ProducerStateManager.hasLateTransaction) before
+    ``before_ms``."""
+    ongoing = log.ongoing_transactions()
+    if not ongoing:
+        return False
+    oldest = min(ongoing, key=ongoing.__getitem__)
+    entry = log.producer_entry(oldest)
+    return entry is not None and 0 < entry.last_timestamp < before_ms
 
 
 def _gauge(name: str, text: str, value: float) -> GaugeMetricFamily:

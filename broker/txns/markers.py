@@ -197,6 +197,12 @@ class MarkerChannel:
         self._queues: dict[int, _BrokerQueue] = {}
         self._pending: dict[str, _Pending] = {}
         self._closed = False
+        self.unknown_destination_waiting = 0
+        """Markers waiting for their partition's leader to be known (Kafka's
+        UnknownDestinationQueueSize)."""
+        self.log_append_retry_waiting = 0
+        """Completions whose write to ``__transaction_state`` waits to be retried (Kafka's
+        LogAppendRetryQueueSize)."""
 
     def address(self, broker_id: int) -> tuple[str, int] | None:
         broker = self.metadata.snapshot.brokers.get(broker_id)
@@ -273,10 +279,15 @@ class MarkerChannel:
                 queue = self._queues[broker_id] = _BrokerQueue(self, broker_id)
             queue.put(_Item(pending, frozenset(tps)))
         if unknown:
-            asyncio.get_running_loop().call_later(RETRY_S, self._route, pending,
+            self.unknown_destination_waiting += len(unknown)
+            asyncio.get_running_loop().call_later(RETRY_S, self._route_unknown, pending,
                                                   frozenset(unknown))
         elif not by_broker:
             self._maybe_complete(pending)
+
+    def _route_unknown(self, pending: _Pending, partitions: frozenset[TP]) -> None:
+        self.unknown_destination_waiting -= len(partitions)
+        self._route(pending, partitions)
 
     def _retry(self, pending: _Pending, partitions: frozenset[TP]) -> None:
         if self._still_ours(pending):
@@ -343,7 +354,8 @@ class MarkerChannel:
             if error is ErrorCode.coordinator_not_available and not self._closed:
                 log.info("transactional id %s: writing %s failed (%s); retrying",
                          pending.transactional_id, pending.complete.state.label, error.name)
-                asyncio.get_running_loop().call_later(RETRY_S, self._write_completion, pending)
+                self.log_append_retry_waiting += 1
+                asyncio.get_running_loop().call_later(RETRY_S, self._retry_completion, pending)
                 return
             if error is ErrorCode.none:
                 log.info("transactional id %s: %s", pending.transactional_id,
@@ -352,6 +364,10 @@ class MarkerChannel:
                 self.on_complete(pending.transactional_id, error)
 
         written.add_done_callback(done)
+
+    def _retry_completion(self, pending: _Pending) -> None:
+        self.log_append_retry_waiting -= 1
+        self._write_completion(pending)
 
 
 def complete_partitions(txn: TxnMetadata) -> set[TP]:

@@ -34,6 +34,7 @@ from broker.txns.config import TRANSACTION_STATE_TOPIC, TxnConfig
 from broker.txns.loading import TxnLoaded, build_txns, read_txn_records
 from broker.txns.metadata import IllegalTransition, Transit, TxnMetadata, TxnState
 from broker.txns.records import encode_txn_key, encode_txn_value
+from broker.txns.stats import WindowedStat
 from coordinator.clock import SYSTEM_CLOCK, Clock
 from coordinator.codecs import TopicPartition
 from interbroker.errors import ErrorCode as DataErrorCode
@@ -120,6 +121,8 @@ class TxnStateManager:
         self._listeners: list[TxnPartitionListener] = []
         self._timer: asyncio.TimerHandle | None = None
         self._running = False
+        self.load_times = WindowedStat(clock)
+        """How long the partitions' loads took (Kafka's partition-load-time-max and -avg)."""
         self.creating: asyncio.Future | None = None
         """The creation of ``__transaction_state`` under way (FindCoordinator starts it)."""
 
@@ -212,8 +215,10 @@ class TxnStateManager:
                 return
             held.txns = build_txns(future.result())
             held.loaded = True
+            took_ms = (time.monotonic() - started) * 1000
+            self.load_times.record(took_ms)
             log.info("loaded %d transactional id(s) of %s in %.0f ms", len(held.txns), where,
-                     (time.monotonic() - started) * 1000)
+                     took_ms)
             for listener in self._listeners:
                 listener.loaded(p, epoch, list(held.txns.values()))
 

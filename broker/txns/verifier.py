@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.metadata_cache import MetadataCache
 from broker.txns.config import TRANSACTION_STATE_TOPIC
+from broker.txns.stats import Timings
 from coordinator.codecs import TopicPartition
 from kafkaclient.connection import BrokerUnreachable, KafkaConnection
 from kafkaclient.messages import build
@@ -220,6 +222,12 @@ class TxnVerifier:
         self.request_timeout_ms = request_timeout_ms
         self._nodes: dict[int, _Node] = {}
         self._turns: dict[tuple[TP, int], asyncio.Future] = {}
+        self.times = Timings()
+        """Verifications asked of a coordinator and how long each took (Kafka's
+        VerificationTimeMs): not those refused at once for want of a coordinator."""
+        self.failures = 0
+        """Partitions a coordinator's answer (or its absence) left unverified (Kafka's
+        VerificationFailureRate)."""
 
     @property
     def enabled(self) -> bool:
@@ -242,12 +250,14 @@ class TxnVerifier:
         if state is None or state.leader < 0:
             return dict.fromkeys(wanted, ErrorCode.coordinator_not_available)
         if state.leader == self.broker_id:
+            started = time.monotonic()
             errors = self.coordinator.verify_partitions(transactional_id, producer_id, epoch,
                                                         wanted)
-            return {tp: _as_producer_sees(e) for tp, e in errors.items()
-                    if e is not ErrorCode.none}
+            return self._measured(started, {tp: _as_producer_sees(e) for tp, e in errors.items()
+                                            if e is not ErrorCode.none})
         if self.address(state.leader) is None:
             return dict.fromkeys(wanted, ErrorCode.coordinator_not_available)
+        started = time.monotonic()
         node = self._nodes.get(state.leader)
         if node is None:
             node = self._nodes[state.leader] = _Node(self, state.leader)
@@ -255,7 +265,12 @@ class TxnVerifier:
                    asyncio.get_running_loop().create_future())
         node.put(ask)
         result: Unverified = await ask.answer
-        return result
+        return self._measured(started, result)
+
+    def _measured(self, started: float, unverified: Unverified) -> Unverified:
+        self.times.observe((time.monotonic() - started) * 1000)
+        self.failures += len(unverified)
+        return unverified
 
     # -- one producer's appends to one partition, in order -------------------------------------
 

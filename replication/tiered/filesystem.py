@@ -6,6 +6,7 @@ Layout, one directory per partition (a shared mount serves every broker)::
                                                                    .index
                                                                    .timeindex
                                                                    .snapshot
+                                                                   .txnindex
                                                                    .leader_epoch_checkpoint
 
 with the start offset in 20 digits (a listing sorts by offset) and the topic id in Kafka's
@@ -110,6 +111,8 @@ class FileSystemRemoteStorageManager:
         ]
         if data.producer_snapshot is not None:
             sources.append((IndexType.PRODUCER_SNAPSHOT.value, data.producer_snapshot))
+        if data.transaction_index is not None:
+            sources.append((IndexType.TRANSACTION.value, data.transaction_index))
         sources.append((LOG_EXTENSION, data.log_segment))  # the commit point: renamed last
         written: list[Path] = []
         try:

@@ -26,7 +26,9 @@ On a leader only, for each tiered partition (``remote.storage.enable``), a pass:
 On every replica, leader or follower, it then tells the log what the remote tier holds (the
 highest copied offset, which local retention waits for, and the log start). Reads below the
 local log start are served from the remote segment holding the offset for the epoch that wrote
-it, found through the segment's remote offset index, on a pool of reader threads.
+it, found through the segment's remote offset index, on a pool of reader threads; a
+read_committed read lists the aborted transactions of the remote ``.txnindex`` files each
+copy uploads with its segment (:mod:`replication.tiered.txn_reads`).
 
 Each copy and delete is logged at INFO.
 """
@@ -77,6 +79,9 @@ from replication.tiered.storage import (
     RemoteStorageError,
     RemoteStorageManager,
 )
+from replication.tiered.txn_reads import RemoteTxnIndexes, epoch_of
+from replication.txn_index import AbortedTxn
+from replication.txn_index import file_name as txn_index_file_name
 
 __all__ = ["RemoteLogManager", "TieredPartition", "highest_remote_offset"]
 
@@ -171,6 +176,7 @@ class RemoteLogManager:
         self._indexes: OrderedDict[RemoteLogSegmentId, tuple[array[int], array[int]]] = (
             OrderedDict())
         self._index_lock = threading.Lock()
+        self._txn_indexes = RemoteTxnIndexes(storage, metadata)
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._pass_lock = threading.Lock()
@@ -291,10 +297,12 @@ class RemoteLogManager:
             end_offset=source.end_offset, max_timestamp_ms=source.max_timestamp,
             broker_id=self.broker_id, event_timestamp_ms=now,
             segment_leader_epochs=source.segment_epochs, segment_size_in_bytes=source.size)
+        txn_index = p.log.directory / txn_index_file_name(source.base_offset)
         data = LogSegmentData(
             log_segment=source.log_path, offset_index=source.offset_index_path,
             time_index=source.time_index_path, producer_snapshot=source.producer_snapshot,
-            leader_epoch_index=format_checkpoint(f"{e} {o}" for e, o in source.epochs_to_end))
+            leader_epoch_index=format_checkpoint(f"{e} {o}" for e, o in source.epochs_to_end),
+            transaction_index=txn_index if txn_index.exists() else None)
         self.metadata.add_remote_log_segment_metadata(metadata)
         try:
             self.storage.copy_log_segment_data(metadata, data)
@@ -337,6 +345,7 @@ class RemoteLogManager:
             return False
         with self._index_lock:
             self._indexes.pop(metadata.segment_id, None)
+        self._txn_indexes.forget(metadata.segment_id)
         log.info("broker %d deleted remote segment %d..%d of %s (%s): %s", self.broker_id,
                  metadata.start_offset, metadata.end_offset, metadata.partition, reason,
                  metadata.segment_id.id)
@@ -450,22 +459,38 @@ class RemoteLogManager:
         sends it with sendfile and closes it), else bytes. Raises
         :class:`OffsetOutOfRangeError` when no remote segment of the log's lineage holds it,
         :class:`RemoteStorageError` when the store fails."""
-        epoch = -1
-        for entry in log_.leader_epoch_cache.entries:
-            if entry.start_offset > offset:
-                break
-            epoch = entry.epoch
-        metadata = (self.metadata.remote_log_segment_metadata(partition, epoch, offset)
-                    if epoch >= 0 else None)
-        if metadata is None or offset < log_.log_start_offset:
-            raise OffsetOutOfRangeError(
-                f"offset {offset} of {partition} is in no remote segment (epoch {epoch})")
+        metadata = self._segment_of(partition, log_, offset)
         position = self._position(metadata, offset)
         if zero_copy and isinstance(self.storage, LocalSegmentFiles):
             return slice_batches(self.storage.open_log_segment(metadata), position, offset,
                                   max_bytes, upto, min_one)
         with self.storage.fetch_log_segment(metadata, position) as stream:
             return read_batches(stream, offset, max_bytes, upto, min_one)
+
+    def _segment_of(self, partition: TopicIdPartition, log_: Log, offset: int
+                    ) -> RemoteLogSegmentMetadata:
+        """The remote segment holding ``offset`` for the epoch that wrote it;
+        :class:`OffsetOutOfRangeError` when there is none."""
+        epoch = epoch_of(log_, offset)
+        metadata = (self.metadata.remote_log_segment_metadata(partition, epoch, offset)
+                    if epoch >= 0 else None)
+        if metadata is None or offset < log_.log_start_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} of {partition} is in no remote segment (epoch {epoch})")
+        return metadata
+
+    def aborted_transactions_async(self, partition: TopicIdPartition, log_: Log, offset: int
+                                   ) -> Future[list[AbortedTxn]]:
+        """:meth:`aborted_transactions` on a reader thread."""
+        return self._readers.submit(self.aborted_transactions, partition, log_, offset)
+
+    def aborted_transactions(self, partition: TopicIdPartition, log_: Log, offset: int
+                             ) -> list[AbortedTxn]:
+        """What a read_committed read from the remote segment holding ``offset`` lists as
+        aborted (:mod:`replication.tiered.txn_reads`); raises as :meth:`read`."""
+        return self._txn_indexes.collect(partition, log_, self._segment_of(partition, log_,
+                                                                            offset),
+                                         offset, log_.aborted_transactions)
 
     def find_offset_by_timestamp_async(self, partition: TopicIdPartition, log_: Log,
                                        timestamp: int) -> Future[tuple[int, int, int] | None]:

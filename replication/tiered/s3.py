@@ -7,6 +7,7 @@ Segments are objects under the prefix, in the filesystem manager's layout::
                                                                      .index
                                                                      .timeindex
                                                                      .snapshot
+                                                                     .txnindex
                                                                      .leader_epoch_checkpoint
 
 A put of one object is atomic in S3, so a copy uploads the auxiliary objects first and the
@@ -255,6 +256,8 @@ class S3RemoteStorageManager:
         ]
         if data.producer_snapshot is not None:
             uploads.append((IndexType.PRODUCER_SNAPSHOT.value, data.producer_snapshot))
+        if data.transaction_index is not None:
+            uploads.append((IndexType.TRANSACTION.value, data.transaction_index))
         uploads.append((LOG_EXTENSION, data.log_segment))  # the commit point: put last
         put: list[str] = []
         try:

@@ -1,8 +1,9 @@
 """The RemoteStorageManager plugin interface (Kafka's, KIP-405) and the choice of one by URL.
 
 A RemoteStorageManager stores the bytes of copied segments: the ``.log`` file with its offset
-index, time index, producer snapshot and the leader-epoch checkpoint sliced to the segment
-(:class:`LogSegmentData`), and serves them back from a byte position, or one index at a time.
+index, time index, producer snapshot, aborted-transaction index and the leader-epoch checkpoint
+sliced to the segment (:class:`LogSegmentData`), and serves them back from a byte position, or
+one index at a time.
 It knows nothing of offsets or states: what a copy means, and when it may be read, lives in
 the metadata (:mod:`replication.tiered.metadata_manager`).
 
@@ -58,14 +59,16 @@ class LogSegmentData:
     """What a copy uploads: the segment's files on local disk, and the leader-epoch
     checkpoint (bytes, in the checkpoint file's text format) holding the epochs up to the
     segment's end. ``producer_snapshot`` is None when the log kept no snapshot at the
-    segment's end (nothing is uploaded for it then). There is no transaction index: partctl
-    has no transactions."""
+    segment's end, ``transaction_index`` when no transaction was aborted in the segment (it
+    has no ``.txnindex``): nothing is uploaded for them then, and a fetch of that index finds
+    nothing (:class:`RemoteResourceNotFoundError`), read as an empty index."""
 
     log_segment: Path
     offset_index: Path
     time_index: Path
     producer_snapshot: Path | None
     leader_epoch_index: bytes
+    transaction_index: Path | None = None
 
 
 @runtime_checkable

@@ -10,6 +10,7 @@ from coordinator.clock import ManualClock
 from replication.cleaner import OffsetMap, clean_log
 from replication.log import Log
 from replication.records import Record, encode_batch
+from replication.txn_index import AbortedTxn
 
 from .test_cleaner import open_log, read_all
 from .test_txn_data_markers import COORDINATOR, marker
@@ -91,3 +92,37 @@ def test_a_marker_goes_after_the_delete_horizon_once_its_transaction_is_empty(
     assert [o for o, _k, _v in values(log)] == [3, 4, 5, 6]
     reopened_entries = log.producer_entries()
     assert reopened_entries[1].current_txn_first_offset == -1
+
+
+def test_the_cleaned_index_forgets_a_transaction_the_cleaner_emptied(tmp_path: Path) -> None:
+    """Kafka's cleaned ``.txnindex`` holds an aborted transaction while its marker stays
+    because a batch of it was read; the pass after the one that dropped its records finds
+    none and writes the cleaned segment without its entry (the marker, stamped with its
+    delete horizon, stays until then). A transaction not reached by the clean keeps its."""
+    clock = ManualClock(10_000)
+    log = open_log(tmp_path, clock)
+    log.assign_leader_epoch(0)
+    log.append_as_leader(keyed(b"j", b"aborted", pid=2, seq=0, clock=clock), 0)  # 0
+    log.append_as_leader(marker(commit=False, pid=2), 0, COORDINATOR)  # 1
+    log.append_as_leader(keyed(b"k", b"v", pid=2, seq=1, clock=clock), 0)  # 2: pid 2's last
+    log.append_as_leader(marker(commit=True, pid=2), 0, COORDINATOR)  # 3
+    log.roll()
+    log.append_as_leader(keyed(b"x", b"late", pid=5, seq=0, clock=clock), 0)  # 4
+    log.append_as_leader(marker(commit=False, pid=5), 0, COORDINATOR)  # 5: the active segment
+    emptied, untouched = AbortedTxn(2, 0, 1, 2), AbortedTxn(5, 4, 5, 6)
+    assert sorted(t for ts in log.txn_index_entries().values() for t in ts) == [
+        emptied, untouched]
+    clean(log, clock)  # 0 dropped, read: marker 1 and its entry stay
+    assert [o for o, _k, _v in values(log)] == [1, 2, 3, 4, 5]
+    assert log.txn_index_entries()[0] == [emptied]
+    clean(log, clock)  # nothing of the transaction left: stamped marker, no entry
+    assert [o for o, _k, _v in values(log)] == [1, 2, 3, 4, 5]
+    assert 0 not in log.txn_index_entries()
+    assert log.aborted_transactions(0, 6) == [untouched]
+    directory = log.directory
+    log.close()
+    reopened = Log.open(directory)
+    try:
+        assert reopened.txn_index_entries() == {4: [untouched]}
+    finally:
+        reopened.close()
