@@ -38,6 +38,7 @@ from broker.wire import error_code, response_module
 from coordinator.codecs import TopicPartition
 from interbroker.errors import ErrorCode as DataErrorCode
 from kafkaclient.messages import build
+from replication.partition import Role
 from replication.protocol import ProduceResult
 from replication.records import (
     ATTRIBUTES_OFFSET,
@@ -256,8 +257,10 @@ def _append_or_defer(ctx: RequestContext, ready: list[_Ready], acks: int, timeou
         if txn is not None:
             partition = rm.partition(item.tp)
             pid, epoch, seq = txn
-            if verifier.busy(item.tp, pid) or partition is None or (
-                    partition.log.start_txn_verification(pid, seq, epoch) != NO_GUARD):
+            # only a leader verifies (Kafka's too): elsewhere the append answers why not
+            if partition is not None and partition.role is Role.LEADER and (
+                    verifier.busy(item.tp, pid)
+                    or partition.log.start_txn_verification(pid, seq, epoch) != NO_GUARD):
                 deferred.append((item, txn))
                 continue
         _append(ctx, item, acks, timeout_ms, None if txn is None else NO_GUARD)
@@ -279,7 +282,8 @@ async def _verify_then_answer(ctx: RequestContext,
         guards: dict[TopicPartition, int] = {}
         for item, (_pid, _epoch, seq) in deferred:
             partition = rm.partition(item.tp)
-            guards[item.tp] = NO_GUARD if partition is None else \
+            leads = partition is not None and partition.role is Role.LEADER
+            guards[item.tp] = NO_GUARD if partition is None or not leads else \
                 partition.log.start_txn_verification(pid, seq, epoch)
         asked = [item.tp for item, _txn in deferred if guards[item.tp] != NO_GUARD]
         unverified = await verifier.verify(tid, pid, epoch, asked) if asked else {}

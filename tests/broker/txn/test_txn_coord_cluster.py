@@ -205,6 +205,11 @@ def test_leaders_append_only_what_the_coordinator_verified(trio: Trio) -> None:
             return produce_transactional(client, p, pid, seq, epoch, topic=TOPIC,
                                          transactional_id=tid, version=version)
 
+    follower = next(b for b in trio.brokers if b != leaders[0])
+    with RawClient(trio.brokers[follower].address, timeout=30) as client:
+        astray = produce_transactional(client, 0, pid, 0, epoch, topic=TOPIC,
+                                       transactional_id=tid)
+    assert astray.error_code == ErrorCode.not_leader_or_follower  # only a leader verifies
     for p in range(3):
         refused = produce(p, 0)
         assert (refused.error_code, refused.error_message) == (
