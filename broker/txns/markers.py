@@ -28,7 +28,6 @@ import asyncio
 import logging
 import sys
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +36,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.metadata_cache import MetadataCache
 from broker.txns.metadata import Transit, TxnMetadata, TxnState
+from broker.txns.peer import PeerLink
 from broker.txns.state_manager import TxnStateManager
 from coordinator.codecs import TopicPartition
 from kafkaclient.connection import BrokerUnreachable, KafkaConnection
@@ -89,9 +89,8 @@ class _BrokerQueue:
         self.broker_id = broker_id
         self.items: list[_Item] = []
         self.wake = asyncio.Event()
-        self.connection: KafkaConnection | None = None
-        self.executor = ThreadPoolExecutor(max_workers=1,
-                                           thread_name_prefix=f"txn-markers-{broker_id}")
+        self.link = PeerLink(channel.broker_id, broker_id, "txn-markers",
+                             timeout_ms=channel.request_timeout_ms, connector=channel.connector)
         self.task = asyncio.ensure_future(self._run())
 
     def put(self, item: _Item) -> None:
@@ -100,26 +99,9 @@ class _BrokerQueue:
 
     def close(self) -> None:
         self.task.cancel()
-        if self.connection is not None:
-            self.connection.close()
-        self.executor.shutdown(wait=False)
-
-    def _connect(self) -> KafkaConnection | None:
-        address = self.channel.address(self.broker_id)
-        if address is None:
-            return None
-        conn = self.connection
-        if conn is not None and (conn.host, conn.port) == address:
-            return conn
-        if conn is not None:
-            conn.close()
-        self.connection = KafkaConnection(
-            *address, client_id=f"broker-{self.channel.broker_id}-txn-markers",
-            timeout=self.channel.request_timeout_ms / 1000, connector=self.channel.connector)
-        return self.connection
+        self.link.close()
 
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
             await self.wake.wait()
             self.wake.clear()
@@ -127,11 +109,11 @@ class _BrokerQueue:
             self.items = []
             if not items:
                 continue
-            conn = self._connect()
+            address = self.channel.address(self.broker_id)
             answer: Any = None
-            if conn is not None:
+            if address is not None:
                 try:
-                    answer = await loop.run_in_executor(self.executor, _send, conn, items)
+                    answer = await self.link.call(address, _send, items)
                 except (BrokerUnreachable, OSError) as exc:
                     log.info("transaction markers to broker %d failed: %s; routing again",
                              self.broker_id, exc)

@@ -32,7 +32,6 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +40,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.metadata_cache import MetadataCache
 from broker.txns.config import TRANSACTION_STATE_TOPIC
+from broker.txns.peer import PeerLink
 from broker.txns.stats import Timings
 from coordinator.codecs import TopicPartition
 from kafkaclient.connection import BrokerUnreachable, KafkaConnection
@@ -139,9 +139,8 @@ class _Node:
         self.broker_id = broker_id
         self.waiting: dict[str, _Ask] = {}
         self.wake = asyncio.Event()
-        self.connection: KafkaConnection | None = None
-        self.executor = ThreadPoolExecutor(max_workers=1,
-                                           thread_name_prefix=f"txn-verify-{broker_id}")
+        self.link = PeerLink(verifier.broker_id, broker_id, "txn-verify",
+                             timeout_ms=verifier.request_timeout_ms, connector=verifier.connector)
         self.task = asyncio.ensure_future(self._run())
 
     def put(self, ask: _Ask) -> None:
@@ -160,23 +159,9 @@ class _Node:
         for ask in self.waiting.values():
             ask.tell_all(ErrorCode.network_exception)
         self.waiting.clear()
-        if self.connection is not None:
-            self.connection.close()
-        self.executor.shutdown(wait=False)
-
-    def _connect(self, address: tuple[str, int]) -> KafkaConnection:
-        conn = self.connection
-        if conn is not None and (conn.host, conn.port) == address:
-            return conn
-        if conn is not None:
-            conn.close()
-        self.connection = KafkaConnection(
-            *address, client_id=f"broker-{self.verifier.broker_id}-txn-verify",
-            timeout=self.verifier.request_timeout_ms / 1000, connector=self.verifier.connector)
-        return self.connection
+        self.link.close()
 
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
             await self.wake.wait()
             self.wake.clear()
@@ -186,9 +171,8 @@ class _Node:
             address = self.verifier.address(self.broker_id)
             answers: dict[str, Unverified] | None = None
             if address is not None:
-                conn = self._connect(address)
                 try:
-                    answers = await loop.run_in_executor(self.executor, _send, conn, asks)
+                    answers = await self.link.call(address, _send, asks)
                 except _Unsupported as exc:
                     log.warning("%s: transactional produces are appended unverified", exc)
                     answers = {}
