@@ -164,15 +164,13 @@ class TieredReplicas:
         OFFSET_OUT_OF_RANGE). ``zero_copy``: a :class:`LogSlice` where the store allows it
         (see :meth:`RemoteLogManager.read`), which the caller closes; without ``min_one``,
         nothing when the first batch is larger than ``max_bytes``."""
-        led = self._tiered_leader(tp)
-        if led is None or self.remote is None:
+        remote = self._remote_reading(tp, offset)
+        if remote is None:
             return None
-        tid, partition = led
-        log_ = partition.log
-        if not log_.log_start_offset <= offset < log_.local_log_start_offset:
-            return None
-        return self.remote.read_async(tid, log_, offset, max_bytes, partition.high_watermark,
-                                      zero_copy=zero_copy, min_one=min_one)
+        manager, tid, partition = remote
+        return manager.read_async(tid, partition.log, offset, max_bytes,
+                                  partition.high_watermark, zero_copy=zero_copy,
+                                  min_one=min_one)
 
     def remote_aborted_transactions(self, tp: TopicPartition, offset: int
                                     ) -> Future[list[AbortedTxn]] | None:
@@ -181,6 +179,16 @@ class TieredReplicas:
         ``offset``, from the remote ``.txnindex`` files and then the local ones), found on the
         remote log manager's reader threads (the future fails as :meth:`read_remote`'s); None
         as :meth:`read_remote`."""
+        remote = self._remote_reading(tp, offset)
+        if remote is None:
+            return None
+        manager, tid, partition = remote
+        return manager.aborted_transactions_async(tid, partition.log, offset)
+
+    def _remote_reading(self, tp: TopicPartition, offset: int
+                        ) -> tuple[RemoteLogManager, TopicIdPartition, Partition] | None:
+        """(the remote log manager, the topic id, the partition) when ``offset`` is in the
+        remote part of the tiered log of ``tp``, led here; else None."""
         led = self._tiered_leader(tp)
         if led is None or self.remote is None:
             return None
@@ -188,7 +196,7 @@ class TieredReplicas:
         log_ = partition.log
         if not log_.log_start_offset <= offset < log_.local_log_start_offset:
             return None
-        return self.remote.aborted_transactions_async(tid, log_, offset)
+        return self.remote, tid, partition
 
     def remote_offset_for_timestamp(self, tp: TopicPartition, timestamp: int
                                     ) -> Future[tuple[int, int, int] | None] | None:
