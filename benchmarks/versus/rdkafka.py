@@ -166,27 +166,41 @@ def consume(bootstrap: str, topic: str, partitions: int, *, messages: int) -> di
     """A fresh consumer (assign() from the beginning, no group) reads ``messages`` values:
     MB/s from assign() to the last message (librdkafka's start-up included: from the first
     message alone, a small topic is all in its prefetch queue by then)."""
+    size = [0]
+
+    def count(value: bytes) -> None:
+        size[0] += len(value)
+
+    seconds = _fresh_read(bootstrap, topic, partitions, messages, "consume", {}, count)
+    return {"mbps": size[0] / seconds / 1e6}
+
+
+def _fresh_read(bootstrap: str, topic: str, partitions: int, messages: int, what: str,
+                settings: dict[str, str], each: Callable[[bytes], None]) -> float:
+    """A fresh consumer (assign() from the beginning, no group, ``settings`` added) reads
+    until ``messages`` values came, each given to ``each`` (none is kept): the seconds from
+    assign() to the last."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"c-{uuid.uuid4().hex}",
-                         "enable.auto.commit": False, "fetch.queue.backoff.ms": 10})
+                         "enable.auto.commit": False, "fetch.queue.backoff.ms": 10,
+                         **settings})
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    got = size = 0
-    first = time.perf_counter()
+    got = 0
+    start = time.perf_counter()
     deadline = time.monotonic() + 600
     try:
         while got < messages and time.monotonic() < deadline:
             for message in consumer.consume(10_000, 1.0):
-                if message.error() is not None:
-                    continue
-                got += 1
-                size += len(message.value() or b"")
+                if message.error() is None:
+                    got += 1
+                    each(message.value() or b"")
         end = time.perf_counter()
     finally:
         consumer.close()
-    if got < messages or end <= first:
-        raise SystemError_(f"librdkafka consume read {got} of {messages} messages")
-    return {"mbps": size / (end - first) / 1e6}
+    if got < messages or end <= start:
+        raise SystemError_(f"librdkafka {what} read {got} of {messages} messages")
+    return end - start
 
 
 def transactions(bootstrap: str, topic: str, partitions: int, *, records: int, size: int,
@@ -265,28 +279,14 @@ def read_all(bootstrap: str, topic: str, partitions: int, *, isolation: str, mes
     the topic's log, aborted ones included: both isolation levels read the whole log) from
     assign() to the last message. A ``read_committed`` read that hands over a value of an
     aborted transaction (one starting with ``A``) fails."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    dirty = [0]
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"c-{uuid.uuid4().hex}",
-                         "enable.auto.commit": False, "fetch.queue.backoff.ms": 10,
-                         "isolation.level": isolation})
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    got = dirty = 0
-    start = time.perf_counter()
-    deadline = time.monotonic() + 600
-    try:
-        while got < messages and time.monotonic() < deadline:
-            for message in consumer.consume(10_000, 1.0):
-                if message.error() is not None:
-                    continue
-                got += 1
-                if (message.value() or b"C")[:1] == b"A":
-                    dirty += 1
-        end = time.perf_counter()
-    finally:
-        consumer.close()
-    if got < messages or end <= start:
-        raise SystemError_(f"librdkafka {isolation} read {got} of {messages} messages")
-    if dirty and isolation == "read_committed":
-        raise SystemError_(f"librdkafka read_committed handed over {dirty} aborted values")
-    return {"mbps": log_bytes / (end - start) / 1e6}
+    def judge(value: bytes) -> None:
+        if value[:1] == b"A":
+            dirty[0] += 1
+
+    seconds = _fresh_read(bootstrap, topic, partitions, messages, isolation,
+                          {"isolation.level": isolation}, judge)
+    if dirty[0] and isolation == "read_committed":
+        raise SystemError_(f"librdkafka read_committed handed over {dirty[0]} aborted values")
+    return {"mbps": log_bytes / seconds / 1e6}
