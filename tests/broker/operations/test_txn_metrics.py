@@ -15,10 +15,8 @@ import pytest
 from confluent_kafka.admin import NewTopic
 from kio.schema.errors import ErrorCode
 
-import coordinator as coordinator_client
 from broker.groups.records import partition_for
 from broker.txns import TRANSACTION_STATE_TOPIC
-from coordinator.admin import Admin
 from tests.broker.data.test_cluster_clients import serving
 from tests.broker.operations.test_metrics import scrape
 from tests.broker.operations.test_metrics_prometheus import MetricsTrio
@@ -31,6 +29,7 @@ from tests.broker.txn.test_txn_coord_cluster import (
     producer,
     reaches,
     registered,
+    single_replica_topic,
 )
 from tests.broker.txn.test_txn_data_markers import produce_transactional
 from tests.broker.wire_client import RawClient
@@ -190,13 +189,7 @@ def test_markers_wait_for_an_unknown_leader_and_a_completion_for_the_log(
     (follower,) = set(isr) - {coordinator}
     (holder,) = set(trio.brokers) - {coordinator, follower}
     topic = f"only-on-{holder}"
-    client = coordinator_client.connect(trio.url, timeout=10)
-    try:
-        Admin(client).create_topic(topic, assignment={0: [holder]})
-    finally:
-        client.close()
-    wait_until(lambda: trio.partition_state(topic).get(0, (-1,))[0] == holder, timeout=30,
-               message=f"{topic} led by {holder}")
+    single_replica_topic(trio, topic, holder)
     p = producer(trio, tid)
     p.init_transactions(60)
     p.begin_transaction()

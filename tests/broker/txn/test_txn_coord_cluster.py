@@ -473,6 +473,17 @@ def _commit_under_way(trio: Trio, node: int, tid: str, pid: int, epoch: int) -> 
     return bool(answer.error_code == ErrorCode.concurrent_transactions)
 
 
+def single_replica_topic(trio: Trio, topic: str, holder: int) -> None:
+    """Create ``topic``, one partition whose only replica is on broker ``holder``."""
+    client = coordinator_client.connect(trio.url, timeout=10)
+    try:
+        Admin(client).create_topic(topic, assignment={0: [holder]})
+    finally:
+        client.close()
+    wait_until(lambda: trio.partition_state(topic).get(0, (-1,))[0] == holder, timeout=30,
+               message=f"{topic} led by {holder}")
+
+
 def registered(trio: Trio) -> set[int]:
     client = coordinator_client.connect(trio.url, timeout=10)
     try:
@@ -510,13 +521,7 @@ def test_a_new_coordinator_sends_the_markers_its_predecessor_could_not(trio: Tri
     coordinator = coordinator_of(trio, tid)
     holder = next(b for b in sorted(trio.brokers) if b != coordinator)
     topic = f"single-{holder}"
-    client = coordinator_client.connect(trio.url, timeout=10)
-    try:
-        Admin(client).create_topic(topic, assignment={0: [holder]})
-    finally:
-        client.close()
-    wait_until(lambda: trio.partition_state(topic).get(0, (-1,))[0] == holder, timeout=30,
-               message=f"{topic} led by {holder}")
+    single_replica_topic(trio, topic, holder)
     p = producer(trio, tid)
     p.init_transactions(60)
     p.begin_transaction()

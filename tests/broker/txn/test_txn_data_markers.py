@@ -15,7 +15,6 @@ from typing import Any
 
 import confluent_kafka as ck
 import pytest
-from confluent_kafka.admin import NewTopic
 from kio.schema.errors import ErrorCode
 
 from kafkaclient.messages import build
@@ -26,7 +25,7 @@ from tests.kafka.harness import KAFKA_3, run_tool
 from tests.waiting import wait_until
 
 from ..data.test_cluster_clients import Trio
-from .trios import UnverifiedTrio
+from .trios import UnverifiedTrio, two_partitions
 
 pytestmark = pytest.mark.servers
 
@@ -39,14 +38,7 @@ RAW_TXN_ID = "raw-data-plane"
 def trio(unverified_trio: UnverifiedTrio) -> Iterator[Trio]:
     """The shared cluster (tests/broker/txn/conftest.py) with this module's topic on it."""
     cluster = unverified_trio
-    admin = cluster.admin()
-    future = admin.create_topics([NewTopic(TOPIC, 2, 3, config={
-        "min.insync.replicas": "2"})])[TOPIC]
-    assert future.result(30) is None
-    wait_until(lambda: len(cluster.partition_state(TOPIC)) == 2 and all(
-        leader >= 0 and len(isr) == 3
-        for leader, isr in cluster.partition_state(TOPIC).values()),
-        timeout=60, message="leaders and full ISRs")
+    two_partitions(cluster, TOPIC)
     # the state nodes are written before the leaders apply them: wait for the leaders
     consumer = ck.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "ready"})
     try:

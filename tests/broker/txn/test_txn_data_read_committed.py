@@ -13,10 +13,8 @@ from collections.abc import Iterator
 import confluent_kafka as ck
 import kafka
 import pytest
-from confluent_kafka.admin import NewTopic
 
 from tests.broker.wire_client import RawClient
-from tests.waiting import wait_until
 
 from ..data.test_cluster_clients import Trio
 from .test_txn_data_markers import (
@@ -25,7 +23,7 @@ from .test_txn_data_markers import (
     markers,
     produce_transactional,
 )
-from .trios import UnverifiedTrio
+from .trios import UnverifiedTrio, two_partitions
 
 pytestmark = pytest.mark.servers
 
@@ -37,14 +35,7 @@ A, B, C = 5100, 5200, 5300
 def trio(unverified_trio: UnverifiedTrio) -> Iterator[Trio]:
     """The shared cluster (tests/broker/txn/conftest.py) with this module's topic on it."""
     cluster = unverified_trio
-    admin = cluster.admin()  # kept until answered: a dropped client cancels its requests
-    future = admin.create_topics([NewTopic(TOPIC, 2, 3, config={
-        "min.insync.replicas": "2"})])[TOPIC]
-    assert future.result(30) is None
-    wait_until(lambda: len(cluster.partition_state(TOPIC)) == 2 and all(
-        leader >= 0 and len(isr) == 3
-        for leader, isr in cluster.partition_state(TOPIC).values()),
-        timeout=60, message="leaders and full ISRs")
+    two_partitions(cluster, TOPIC)
     for partition in (0, 1):  # one a test: each commits A's second transaction in its own
         write_transactions(cluster, partition)
     yield cluster
