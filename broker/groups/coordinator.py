@@ -485,12 +485,10 @@ class GroupCoordinator:
                 error = _group_error(f.result())
                 if answer.done():  # cancelled: the request's connection is gone
                     return
-                if error is not ErrorCode.none:
-                    answer.set_result(JoinResult(error=error, member_id=new_id))
-                    return
-                answer.set_result(self._current_join(group, member, with_members=was_leader,
-                                                     skip_assignment=was_leader
-                                                     and version >= 9))
+                answer.set_result(JoinResult(error=error, member_id=new_id)
+                                  if error is not ErrorCode.none else self._current_join(
+                                      group, member, with_members=was_leader,
+                                      skip_assignment=was_leader and version >= 9))
 
             self.manager.store_group(group).add_done_callback(stored)
             return answer

@@ -76,9 +76,9 @@ class RefuseFirst:
         self.refused = threading.Event()
 
     def __call__(self, tp: TopicPartition, records: Any, acks: int,
-                 timeout_ms: int | None = None) -> Future:
+                 timeout_ms: int | None = None, **more: Any) -> Future:
         if tp.topic != self.topic or self.refused.is_set():
-            return self.real(tp, records, acks, timeout_ms)
+            return self.real(tp, records, acks, timeout_ms, **more)
         self.refused.set()
         future: Future = Future()
         threading.Timer(self.delay, future.set_result,
