@@ -171,6 +171,16 @@ class LeaderEpochCache:
         entries = self._entries
         return entries[-1].epoch if entries else None
 
+    def epoch_at(self, offset: int) -> int:
+        """The epoch whose leader wrote ``offset``: the last entry starting at or before it
+        (-1 when none does)."""
+        epoch = -1
+        for entry in self._entries:
+            if entry.start_offset > offset:
+                break
+            epoch = entry.epoch
+        return epoch
+
     def assign(self, epoch: int, start_offset: int) -> bool:
         """Record that ``epoch`` starts at ``start_offset`` (see :func:`assign_epoch`).
 

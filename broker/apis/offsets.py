@@ -103,15 +103,6 @@ def _has_replica_id(request: OffsetForLeaderEpochRequest, version: int
     return version >= FIRST_EPOCH_VERSION_WITH_REPLICA_ID
 
 
-def _epoch_for(log: Log, offset: int) -> int:
-    epoch = -1
-    for entry in log.leader_epoch_cache.entries:
-        if entry.start_offset > offset:
-            break
-        epoch = entry.epoch
-    return epoch
-
-
 def _earliest_epoch(log: Log) -> int:
     entries = log.leader_epoch_cache.entries
     if entries and entries[0].start_offset <= log.log_start_offset:
@@ -168,12 +159,12 @@ def _list_one(ctx: RequestContext, tp: TopicPartition, timestamp: int, leader_ep
             if not log.config.remote_storage_enable:
                 return ErrorCode.none, -1, status.log_start_offset, _earliest_epoch(log)
             local = status.local_log_start_offset
-            return ErrorCode.none, -1, local, _epoch_for(log, local)
+            return ErrorCode.none, -1, local, log.leader_epoch_cache.epoch_at(local)
         if timestamp == LATEST_TIERED:
             highest = log.highest_offset_in_remote_storage
             if not log.config.remote_storage_enable or highest < 0:
                 return ErrorCode.none, -1, -1, -1
-            return ErrorCode.none, -1, highest, _epoch_for(log, highest)
+            return ErrorCode.none, -1, highest, log.leader_epoch_cache.epoch_at(highest)
         if timestamp >= 0 or timestamp == MAX_TIMESTAMP:
             rm = ctx.broker.replica_manager
             remote = (rm.tiered.remote_max_timestamp(tp) if timestamp == MAX_TIMESTAMP

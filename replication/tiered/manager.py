@@ -79,7 +79,7 @@ from replication.tiered.storage import (
     RemoteStorageError,
     RemoteStorageManager,
 )
-from replication.tiered.txn_reads import RemoteTxnIndexes, epoch_of
+from replication.tiered.txn_reads import RemoteTxnIndexes
 from replication.txn_index import AbortedTxn
 from replication.txn_index import file_name as txn_index_file_name
 
@@ -471,7 +471,7 @@ class RemoteLogManager:
                     ) -> RemoteLogSegmentMetadata:
         """The remote segment holding ``offset`` for the epoch that wrote it;
         :class:`OffsetOutOfRangeError` when there is none."""
-        epoch = epoch_of(log_, offset)
+        epoch = log_.leader_epoch_cache.epoch_at(offset)
         metadata = (self.metadata.remote_log_segment_metadata(partition, epoch, offset)
                     if epoch >= 0 else None)
         if metadata is None or offset < log_.log_start_offset:

@@ -36,16 +36,6 @@ _CACHED = 256
 """Remote segments whose parsed ``.txnindex`` is kept (they are small, and never change)."""
 
 
-def epoch_of(log_: Log, offset: int) -> int:
-    """The leader epoch that wrote ``offset`` by ``log_``'s epoch cache (-1: none)."""
-    epoch = -1
-    for entry in log_.leader_epoch_cache.entries:
-        if entry.start_offset > offset:
-            break
-        epoch = entry.epoch
-    return epoch
-
-
 class RemoteTxnIndexes:
     """The ``.txnindex`` of remote segments, fetched from ``storage`` once and kept."""
 
@@ -97,7 +87,7 @@ class RemoteTxnIndexes:
                 if txn.last_stable_offset >= upper:
                     return list(found)
             nxt = segment.end_offset + 1
-            epoch = epoch_of(log_, nxt)
+            epoch = log_.leader_epoch_cache.epoch_at(nxt)
             segment = (self.metadata.remote_log_segment_metadata(partition, epoch, nxt)
                        if epoch >= 0 else None)
         for txn in local(offset, upper):

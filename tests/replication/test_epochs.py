@@ -150,3 +150,11 @@ def test_truncate_from_start_keeps_the_epoch_owning_the_new_start(tmp_path: Path
     cache.truncate_from_start(5)  # below the first entry: nothing to do
     assert cache.entries == entries((5, 30))
     assert (tmp_path / "leader-epoch-checkpoint").read_bytes() == b"0\n1\n5 30\n"
+
+
+def test_the_epoch_that_wrote_an_offset(tmp_path: Path) -> None:
+    cache = LeaderEpochCache(tmp_path / "leader-epoch-checkpoint")
+    assert cache.epoch_at(0) == -1
+    cache.assign(2, 10)
+    cache.assign(5, 40)
+    assert [cache.epoch_at(o) for o in (9, 10, 39, 40, 10_000)] == [-1, 2, 2, 5, 5]
