@@ -435,16 +435,20 @@ class TxnWorkload:
                           # would be the LSO, and an open transaction would pass unseen
                           "isolation.level": "read_uncommitted"})
         tps = [KafkaPartition(t, p) for t in (RING, SPREAD) for p in range(PARTITIONS)]
+        failed: KafkaException | None = None
         try:
             while True:
                 try:
                     lso = [committed.get_watermark_offsets(tp, timeout=5)[1] for tp in tps]
                     hw = [plain.get_watermark_offsets(tp, timeout=5)[1] for tp in tps]
-                except KafkaException:
-                    lso, hw = [0], [1]
+                    failed = None
+                except KafkaException as exc:
+                    lso, hw, failed = [0], [1], exc
                 if lso == hw:
                     break
                 if time.monotonic() > deadline:
+                    if failed is not None:  # the offsets could not be asked for at all
+                        raise TimeoutError(f"the final offsets could not be read: {failed}")
                     raise TimeoutError(f"open transactions at the end: last stable offsets "
                                        f"{lso}, high watermarks {hw}")
                 time.sleep(0.5)
