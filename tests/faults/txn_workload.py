@@ -103,7 +103,8 @@ class TxnWorkload:
         self._stop_reading = threading.Event()
         self._threads: dict[str, list[threading.Thread]] = {"write": [], "step": [], "read": []}
         self._consumed_to: dict[TopicPartition, int] = {}
-        self._attempts: dict[str, int] = {}
+        self._attempts: dict[int, int] = {}
+        """Each step's transactions, counted across its producers (a hop names the count)."""
 
     # --- life ----------------------------------------------------------------------------------
 
@@ -313,7 +314,7 @@ class TxnWorkload:
         out = (index - 1) % PARTITIONS
         # the hop names this attempt: an input processed again after an abort gives new
         # values, so each value has one writer and an aborted one is never mistaken for it
-        attempt = self._attempts[name] = self._attempts.get(name, 0) + 1
+        attempt = self._attempts[index] = self._attempts.get(index, 0) + 1
         sends = [(RING, out, f"{v}'{index}.{attempt}") for v in inputs if v.count("'") < HOPS]
         try:
             producer.begin_transaction()
