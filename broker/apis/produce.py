@@ -68,7 +68,6 @@ ZSTD = 4
 FIRST_ZSTD_VERSION = 7
 
 
-
 @dataclass(frozen=True, slots=True)
 class _Refused:
     """An outcome decided before the log: Kafka's error and the message it sends with it."""
