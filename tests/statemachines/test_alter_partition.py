@@ -87,8 +87,9 @@ def test_the_controller_writes_a_leaders_isr_and_answers_the_new_partition_epoch
         brokers: Brokers) -> None:
     controller = brokers.start((3, 2, 1)).controller  # 3 the controller
     brokers.admin.create_topic("t", assignment={0: [2, 3, 1]})
-    wait_until(lambda: brokers.state("t") is not None and brokers.state("t").leader == 2, 20,
-               message="t led by 2")
+    # the store is written before the controller's own view: wait for the view too
+    wait_until(lambda: brokers.state("t") is not None and brokers.state("t").leader == 2
+               and tp("t", 0) in controller.ctx.leaders, 20, message="t led by 2")
     current = controller.ctx.leaders[tp("t", 0)]
     shrink = IsrProposal(topic="t", partition=0, leader_epoch=current.leader_epoch,
                             new_isr=(2, 3), partition_epoch=current.partition_epoch)
