@@ -151,7 +151,7 @@ def handle(ctx: RequestContext[ProduceServices], request: ProduceRequest) -> Rep
     deferred = _append_or_defer(ctx, ready, acks, timeout_ms, verifier)
     if deferred:
         assert verifier is not None and tid is not None
-        return _verify_then_answer(ctx, outcomes, deferred, acks, timeout_ms, verifier, tid)
+        return _verify_in_turn(ctx, outcomes, deferred, acks, timeout_ms, verifier, tid)
     return _answer(ctx, outcomes, acks)
 
 
@@ -266,14 +266,34 @@ def _append_or_defer(ctx: RequestContext, ready: list[_Ready], acks: int, timeou
     return deferred
 
 
+def _verify_in_turn(ctx: RequestContext, outcomes: list[tuple[str, list[tuple[int, _Outcome]]]],
+                    deferred: list[tuple[_Ready, tuple[int, int, int]]], acks: int,
+                    timeout_ms: int, verifier: TxnVerifier, tid: str) -> asyncio.Task:
+    """The deferred partitions' turn, taken now, and their verification, started now.
+
+    The turn is taken while the request is dispatched, before the connection's next request
+    is read: a later batch of the producer to the same partition then waits behind this one
+    instead of being appended ahead of it (the transaction is open on the partition once an
+    earlier batch is in, so the later one needs no verification of its own). The verification
+    runs at once rather than when the connection's earlier answers have gone out: those wait
+    for acks=all. The turn ends however the task ends, cancelled before it ran included."""
+    pid = deferred[0][1][0]
+    before, done = verifier.turn((item.tp, pid) for item, _txn in deferred)
+    task = asyncio.ensure_future(_verify_then_answer(ctx, outcomes, deferred, acks, timeout_ms,
+                                                     verifier, tid, before, done))
+    task.add_done_callback(lambda _task: done())
+    return task
+
+
 async def _verify_then_answer(ctx: RequestContext,
                               outcomes: list[tuple[str, list[tuple[int, _Outcome]]]],
                               deferred: list[tuple[_Ready, tuple[int, int, int]]], acks: int,
-                              timeout_ms: int, verifier: TxnVerifier, tid: str) -> Any:
-    """Ask the coordinator about the deferred partitions (in turn after any earlier produce of
-    the producer to them), append the verified ones with their guards, then answer."""
+                              timeout_ms: int, verifier: TxnVerifier, tid: str,
+                              before: list[asyncio.Future], done: Callable[[], None]) -> Any:
+    """Ask the coordinator about the deferred partitions (once any earlier produce of the
+    producer to them is appended or refused), append the verified ones with their guards,
+    then answer."""
     pid, epoch = deferred[0][1][0], deferred[0][1][1]
-    before, done = verifier.turn((item.tp, pid) for item, _txn in deferred)
     try:
         for earlier in before:
             await asyncio.shield(earlier)

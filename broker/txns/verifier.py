@@ -7,10 +7,15 @@ partition, ask the transaction coordinator whether the partition is in the trans
 ``verify_only`` set, and returns the partitions it did not verify with their errors. When this
 broker is the coordinator it answers the question itself, without the network. Otherwise
 each coordinator broker has one queue and at most one request in flight: what waits meanwhile
-goes out as one request. A transactional id waits at most once per queue; a newer question for
-it replaces the waiting one, which is answered INVALID_PRODUCER_EPOCH when the newer comes from
-a newer epoch and NETWORK_EXCEPTION when from the same one (the client is retrying), and a
-question from an older epoch than the waiting one is answered INVALID_PRODUCER_EPOCH at once.
+goes out as one request. Questions for one transactional id from the same producer id and
+epoch wait together and go out as one entry (the union of their partitions): this broker
+handles a connection's pipelined produces at once, so one producer's first batches to several
+partitions are asked about side by side. Kafka, which handles one request of a connection at a
+time, keeps one question per id and answers a replaced one NETWORK_EXCEPTION; here that refused
+batches the client had every right to send, and their later batches came back out of order.
+A question from a newer epoch replaces the waiting ones, which are answered
+INVALID_PRODUCER_EPOCH; one from an older epoch is answered INVALID_PRODUCER_EPOCH at once; one
+from another producer id of the same epoch replaces them, answered NETWORK_EXCEPTION (Kafka's).
 
 The answers are Kafka's: a request-level error goes to every partition asked, except that
 CLUSTER_AUTHORIZATION_FAILED becomes INVALID_TXN_STATE; PRODUCER_FENCED becomes
@@ -102,16 +107,17 @@ def _send(conn: KafkaConnection, asks: list[_Ask]) -> dict[str, Unverified]:
         raise _Unsupported(f"{conn!r} serves no AddPartitionsToTxn v{FIRST_VERIFY_VERSION}")
     cls = load_request_schema(ADD_PARTITIONS_TO_TXN, version)
     module: Any = sys.modules[cls.__module__]
-    transactions = []
-    for ask in asks:
-        by_topic: dict[str, list[int]] = {}
+    by_id: dict[str, tuple[_Ask, dict[str, list[int]]]] = {}
+    for ask in asks:  # one entry per transactional id (their producer id and epoch agree)
+        _first, by_topic = by_id.setdefault(ask.transactional_id, (ask, {}))
         for topic, partition in ask.partitions:
-            by_topic.setdefault(topic, []).append(partition)
-        transactions.append(build(
-            module.AddPartitionsToTxnTransaction, transactional_id=ask.transactional_id,
-            producer_id=ask.producer_id, producer_epoch=ask.epoch, verify_only=True,
-            topics=tuple(build(module.AddPartitionsToTxnTopic, name=t, partitions=tuple(ps))
-                         for t, ps in by_topic.items())))
+            if partition not in (listed := by_topic.setdefault(topic, [])):
+                listed.append(partition)
+    transactions = [build(
+        module.AddPartitionsToTxnTransaction, transactional_id=first.transactional_id,
+        producer_id=first.producer_id, producer_epoch=first.epoch, verify_only=True,
+        topics=tuple(build(module.AddPartitionsToTxnTopic, name=t, partitions=tuple(ps))
+                     for t, ps in by_topic.items())) for first, by_topic in by_id.values()]
     response = conn.call(build(cls, transactions=tuple(transactions)))
     top = _code(response.error_code)
     if top is not ErrorCode.none:
@@ -137,27 +143,33 @@ class _Node:
     def __init__(self, verifier: TxnVerifier, broker_id: int) -> None:
         self.verifier = verifier
         self.broker_id = broker_id
-        self.waiting: dict[str, _Ask] = {}
+        self.waiting: dict[str, list[_Ask]] = {}
         self.wake = asyncio.Event()
         self.link = PeerLink(verifier.broker_id, broker_id, "txn-verify",
                              timeout_ms=verifier.request_timeout_ms, connector=verifier.connector)
         self.task = asyncio.ensure_future(self._run())
 
     def put(self, ask: _Ask) -> None:
-        old = self.waiting.get(ask.transactional_id)
-        if old is not None:
+        queued = self.waiting.setdefault(ask.transactional_id, [])
+        if queued:
+            old = queued[0]
             if ask.epoch < old.epoch:
                 ask.tell_all(ErrorCode.invalid_producer_epoch)
                 return
-            old.tell_all(ErrorCode.invalid_producer_epoch if old.epoch < ask.epoch
+            if ask.epoch > old.epoch or ask.producer_id != old.producer_id:
+                error = (ErrorCode.invalid_producer_epoch if ask.epoch > old.epoch
                          else ErrorCode.network_exception)
-        self.waiting[ask.transactional_id] = ask
+                for replaced in queued:
+                    replaced.tell_all(error)
+                queued.clear()
+        queued.append(ask)
         self.wake.set()
 
     def close(self) -> None:
         self.task.cancel()
-        for ask in self.waiting.values():
-            ask.tell_all(ErrorCode.network_exception)
+        for queued in self.waiting.values():
+            for ask in queued:
+                ask.tell_all(ErrorCode.network_exception)
         self.waiting.clear()
         self.link.close()
 
@@ -165,7 +177,8 @@ class _Node:
         while True:
             await self.wake.wait()
             self.wake.clear()
-            asks, self.waiting = list(self.waiting.values()), {}
+            asks = [ask for queued in self.waiting.values() for ask in queued]
+            self.waiting = {}
             if not asks:
                 continue
             address = self.verifier.address(self.broker_id)

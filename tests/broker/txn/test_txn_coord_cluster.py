@@ -26,14 +26,14 @@ from coordinator.admin import Admin
 from coordinator.codecs import TopicPartition as CodecTopicPartition
 from coordinator.metadata import MetadataClient
 from tests.broker.data.test_cluster_clients import SETTINGS, Trio, create, serving
-from tests.broker.processes import coordinator_url
+from tests.broker.processes import coordinator_url, wait_for_leaders
 from tests.broker.txn.txn_coord_wire import Described, describe_at
 from tests.broker.wire_client import RawClient, request, request_module
 from tests.kafka.harness import KAFKA_3, kafka_available, run_tool
 from tests.servers import Server
 from tests.waiting import wait_until
 
-from .test_txn_data_markers import produce_transactional
+from .test_txn_data_markers import produce_transactional, transactional_request
 
 pytestmark = pytest.mark.servers
 
@@ -108,8 +108,8 @@ def init(trio: Trio, tid: str, timeout_ms: int = 30_000, version: int = 4,
 
 
 def add_partitions(trio: Trio, tid: str, pid: int, epoch: int,
-                   partitions: tuple[int, ...]) -> dict[int, ErrorCode]:
-    """AddPartitionsToTxn version 3 for partitions of TOPIC: the error of each."""
+                   partitions: tuple[int, ...], topic: str = TOPIC) -> dict[int, ErrorCode]:
+    """AddPartitionsToTxn version 3 for partitions of ``topic``: the error of each."""
     module = request_module(24, 3)
     errors: dict[int, ErrorCode] = {}
 
@@ -117,7 +117,7 @@ def add_partitions(trio: Trio, tid: str, pid: int, epoch: int,
         answer = call(trio, request(
             24, 3, v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
             v3_and_below_producer_epoch=epoch, v3_and_below_topics=(
-                module.AddPartitionsToTxnTopic(name=TOPIC, partitions=partitions),)),
+                module.AddPartitionsToTxnTopic(name=topic, partitions=partitions),)),
             coordinator_of(trio, tid))
         errors.clear()
         errors.update({r.partition_index: r.partition_error_code
@@ -233,6 +233,75 @@ def test_leaders_append_only_what_the_coordinator_verified(trio: Trio) -> None:
     assert fenced.error_code == ErrorCode.none and fenced.producer_epoch == epoch + 1
     assert produce(0, 0).error_code == ErrorCode.invalid_producer_epoch  # PRODUCER_FENCED
     assert log_ends(trio, TOPIC, 3) == after_abort
+
+
+def test_pipelined_first_batches_of_a_transaction_stay_in_order(trio: Trio) -> None:
+    """A client pipelines a transaction's first batches to a partition, as Kafka's Java
+    producer does with five in flight: the first waits for the coordinator's verification,
+    the four behind it wait their turn, and a sixth sent once the first is answered waits
+    behind them too. It used to be appended ahead of those not yet appended (the transaction
+    was open on the partition, so it needed no question of its own) and was refused
+    OUT_OF_ORDER_SEQUENCE_NUMBER, which the Java producer takes as fatal: Kafka's
+    ProducerPerformance with transactions died on it."""
+    tid = f"pipelined-{uuid.uuid4().hex[:6]}"
+    first = init(trio, tid)
+    assert first.error_code == ErrorCode.none
+    pid, epoch = first.producer_id, first.producer_epoch
+    node = coordinator_of(trio, tid)
+    leaders = {p: trio.partition_state(TOPIC)[p][0] for p in range(3)}
+    p = next(q for q in range(3) if leaders[q] != node)  # asked over the network: slower
+    assert add_partitions(trio, tid, pid, epoch, (p,)) == {p: ErrorCode.none}
+    start = log_ends(trio, TOPIC, 3)[p]
+    answers: dict[int, Any] = {}
+    with RawClient(trio.brokers[leaders[p]].address, timeout=30) as client:
+        sent = [client.send(transactional_request(p, pid, seq, epoch, topic=TOPIC,
+                                                  transactional_id=tid)) for seq in range(5)]
+        got, answer = client.receive(0, 9)
+        answers[got] = answer
+        sent.append(client.send(transactional_request(p, pid, 5, epoch, topic=TOPIC,
+                                                      transactional_id=tid)))
+        while len(answers) < len(sent):
+            got, answer = client.receive(0, 9)
+            answers[got] = answer
+    results = [answers[c].responses[0].partition_responses[0] for c in sent]
+    assert [(r.error_code, r.base_offset) for r in results] == [
+        (ErrorCode.none, start + seq) for seq in range(6)]
+    ended = call(trio, request(26, 3, transactional_id=tid, producer_id=pid,
+                               producer_epoch=epoch, committed=True), node)
+    assert ended.error_code == ErrorCode.none
+
+
+def test_first_batches_to_several_partitions_are_asked_about_together(trio: Trio) -> None:
+    """Pipelined first batches of one transaction to four partitions of one leader: their
+    questions to the coordinator wait side by side while the first is out and go together.
+    Kafka keeps one waiting question per transactional id and answers a replaced one
+    NETWORK_EXCEPTION; with this broker's pipelining that refused batches the client had
+    every right to send (NOT_ENOUGH_REPLICAS)."""
+    tid = f"together-{uuid.uuid4().hex[:6]}"
+    first = init(trio, tid)
+    assert first.error_code == ErrorCode.none
+    pid, epoch = first.producer_id, first.producer_epoch
+    node = coordinator_of(trio, tid)
+    holder = next(b for b in sorted(trio.brokers) if b != node)
+    topic = f"together-{uuid.uuid4().hex[:6]}"
+    client = coordinator_client.connect(trio.url, timeout=10)
+    try:
+        Admin(client).create_topic(topic, assignment={p: [holder] for p in range(4)})
+    finally:
+        client.close()
+    for broker in (holder, node):  # the leader serves it, the coordinator knows it
+        wait_for_leaders(trio.brokers[broker], topic, 4)
+    assert add_partitions(trio, tid, pid, epoch, (0, 1, 2, 3), topic) == dict.fromkeys(
+        range(4), ErrorCode.none)
+    with RawClient(trio.brokers[holder].address, timeout=30) as raw:
+        sent = [raw.send(transactional_request(p, pid, 0, epoch, topic=topic,
+                                               transactional_id=tid)) for p in range(4)]
+        answers = dict(raw.receive(0, 9) for _ in sent)
+    assert [answers[c].responses[0].partition_responses[0].error_code for c in sent] == [
+        ErrorCode.none] * 4
+    ended = call(trio, request(26, 3, transactional_id=tid, producer_id=pid,
+                               producer_epoch=epoch, committed=True), node)
+    assert ended.error_code == ErrorCode.none
 
 
 def test_a_transactional_offset_commit_is_verified_too(trio: Trio) -> None:

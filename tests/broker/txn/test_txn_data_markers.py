@@ -89,17 +89,26 @@ def produce_transactional(client: RawClient, partition: int, pid: int, seq: int,
                           transactional: bool = True, transactional_id: str | None = RAW_TXN_ID,
                           version: int = 9) -> Any:
     """One batch of one record produced raw, acks=all (a producer id -1: a plain batch)."""
+    response = client.call(transactional_request(
+        partition, pid, seq, epoch, topic=topic, value=value, transactional=transactional,
+        transactional_id=transactional_id, version=version))
+    (answer,) = response.responses[0].partition_responses
+    return answer
+
+
+def transactional_request(partition: int, pid: int, seq: int, epoch: int = 0, *,
+                          topic: str = TOPIC, value: bytes = b"in a txn",
+                          transactional: bool = True, transactional_id: str | None = RAW_TXN_ID,
+                          version: int = 9) -> Any:
+    """The Produce request of :func:`produce_transactional`, to send as it is."""
     m = request_module(0, version)
     batch = encode_batch([Record(key=b"k", value=value, timestamp=int(time.time() * 1000))],
                          producer_id=pid, producer_epoch=epoch, base_sequence=seq,
                          transactional=transactional)
-    response = client.call(request(0, version, transactional_id=transactional_id, acks=-1,
-                                   timeout=timedelta(seconds=20), topic_data=(build(
-                                       m.TopicProduceData, name=topic, partition_data=(build(
-                                           m.PartitionProduceData, index=partition,
-                                           records=batch),)),)))
-    (answer,) = response.responses[0].partition_responses
-    return answer
+    return request(0, version, transactional_id=transactional_id, acks=-1,
+                   timeout=timedelta(seconds=20), topic_data=(build(
+                       m.TopicProduceData, name=topic, partition_data=(build(
+                           m.PartitionProduceData, index=partition, records=batch),)),))
 
 
 def fetch_all(client: RawClient, partition: int) -> tuple[int, list[Any]]:
