@@ -107,6 +107,15 @@ def init(trio: Trio, tid: str, timeout_ms: int = 30_000, version: int = 4,
         coordinator_of(trio, tid)))
 
 
+def initialized(trio: Trio, prefix: str) -> tuple[str, int, int, int]:
+    """A fresh transactional id of ``prefix``, initialized: (id, producer id, epoch, the
+    coordinator's broker id)."""
+    tid = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    first = init(trio, tid)
+    assert first.error_code == ErrorCode.none
+    return tid, first.producer_id, first.producer_epoch, coordinator_of(trio, tid)
+
+
 def add_partitions(trio: Trio, tid: str, pid: int, epoch: int,
                    partitions: tuple[int, ...], topic: str = TOPIC) -> dict[int, ErrorCode]:
     """AddPartitionsToTxn version 3 for partitions of ``topic``: the error of each."""
@@ -191,11 +200,7 @@ def test_leaders_append_only_what_the_coordinator_verified(trio: Trio) -> None:
     codes (INVALID_TXN_STATE up to Produce v10, TRANSACTION_ABORTABLE from v11) and so is a
     batch arriving after the transaction was aborted: the hanging transaction Kafka closed.
     Nothing refused reaches a log."""
-    tid = f"verify-{uuid.uuid4().hex[:6]}"
-    first = init(trio, tid)
-    assert first.error_code == ErrorCode.none
-    pid, epoch = first.producer_id, first.producer_epoch
-    node = coordinator_of(trio, tid)
+    tid, pid, epoch, node = initialized(trio, "verify")
     leaders = {p: trio.partition_state(TOPIC)[p][0] for p in range(3)}
     assert set(leaders.values()) - {node}, leaders  # the network path is taken
     before = log_ends(trio, TOPIC, 3)
@@ -243,11 +248,7 @@ def test_pipelined_first_batches_of_a_transaction_stay_in_order(trio: Trio) -> N
     was open on the partition, so it needed no question of its own) and was refused
     OUT_OF_ORDER_SEQUENCE_NUMBER, which the Java producer takes as fatal: Kafka's
     ProducerPerformance with transactions died on it."""
-    tid = f"pipelined-{uuid.uuid4().hex[:6]}"
-    first = init(trio, tid)
-    assert first.error_code == ErrorCode.none
-    pid, epoch = first.producer_id, first.producer_epoch
-    node = coordinator_of(trio, tid)
+    tid, pid, epoch, node = initialized(trio, "pipelined")
     leaders = {p: trio.partition_state(TOPIC)[p][0] for p in range(3)}
     p = next(q for q in range(3) if leaders[q] != node)  # asked over the network: slower
     assert add_partitions(trio, tid, pid, epoch, (p,)) == {p: ErrorCode.none}
@@ -277,11 +278,7 @@ def test_first_batches_to_several_partitions_are_asked_about_together(trio: Trio
     Kafka keeps one waiting question per transactional id and answers a replaced one
     NETWORK_EXCEPTION; with this broker's pipelining that refused batches the client had
     every right to send (NOT_ENOUGH_REPLICAS)."""
-    tid = f"together-{uuid.uuid4().hex[:6]}"
-    first = init(trio, tid)
-    assert first.error_code == ErrorCode.none
-    pid, epoch = first.producer_id, first.producer_epoch
-    node = coordinator_of(trio, tid)
+    tid, pid, epoch, node = initialized(trio, "together")
     holder = next(b for b in sorted(trio.brokers) if b != node)
     topic = f"together-{uuid.uuid4().hex[:6]}"
     client = coordinator_client.connect(trio.url, timeout=10)
