@@ -295,6 +295,27 @@ def test_console_tools_and_consumer_groups(version: str, cluster: LocalCluster,
 
 
 @pytest.mark.parametrize("version", VERSIONS)
+def test_perf_test_in_transactions(version: str, cluster: LocalCluster) -> None:
+    """ProducerPerformance in transactions (``--transaction-duration-ms``: each transaction
+    holds what the tool sends in 100 ms), acks=all, on six partitions of three replicas led by
+    the three brokers. The Java producer keeps five batches in flight per partition, and each
+    leader checks a transaction's first batch on its partition with the coordinator (KIP-890).
+    The tool died with OutOfOrderSequenceException in its first transaction while a batch
+    sent after the first one's answer could overtake those still waiting for the check."""
+    require_kafka(version)
+    topic = _name("txn-perf")
+    _create(cluster, topic, partitions=6)
+    records = 6000
+    sent = _ok(_tool(version, "producer-perf-test", "--topic", topic,
+                     "--num-records", str(records), "--record-size", "1024",
+                     "--throughput", "-1", "--transaction-duration-ms", "100",
+                     "--transactional-id", _name("perf"), "--producer-props", "acks=all",
+                     "enable.idempotence=true", f"bootstrap.servers={cluster.bootstrap_servers}"))
+    totals = re.findall(r"^(\d+) records sent, [\d.]+ records/sec .* avg latency", sent, re.M)
+    assert totals and int(totals[-1]) == records, sent
+
+
+@pytest.mark.parametrize("version", VERSIONS)
 def test_perf_tests_then_reassignment_with_a_throttle(version: str, cluster: LocalCluster,
                                                       tmp_path: Path) -> None:
     """ProducerPerformance fills two single-replica partitions (idempotent, acks=all),
