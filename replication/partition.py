@@ -494,12 +494,8 @@ class Partition:
             if error:
                 return OffsetAnswer(error=error)
             local = self.log.local_log_start_offset
-            epoch = -1
-            for entry in self.log.leader_epoch_cache.entries:
-                if entry.start_offset > local:
-                    break
-                epoch = entry.epoch
-            return OffsetAnswer(error=ErrorCode.NONE, offset=local, leader_epoch=epoch)
+            return OffsetAnswer(error=ErrorCode.NONE, offset=local,
+                                leader_epoch=self.log.leader_epoch_cache.epoch_at(local))
 
     def read_committed(self, offset: int, max_bytes: int) -> ConsumerRead:
         """A consumer's read: whole batches below the HW only."""
