@@ -201,6 +201,10 @@ _DATA = (
     _k("transaction.partition.verification.enable", _B, "true", _LO, "Before a "
        "transaction's first batch reaches a partition, its leader asks the transaction "
        "coordinator whether the partition is in the transaction (KIP-890)."),
+    _k("partctl.transaction.add.hold.ms", _I, "1000", _LO, "How long an AddPartitionsToTxn "
+       "or AddOffsetsToTxn that finds the producer's previous transaction still ending (its "
+       "markers under way) waits for the end before it is answered CONCURRENT_TRANSACTIONS; "
+       "0 answers at once, as Kafka does.", AtLeast(0)),
     _k("transaction.abort.timed.out.transaction.cleanup.interval.ms", _I, "10000", _LO, "How "
        "often transactions past their timeout are looked for and aborted.", AtLeast(1)),
     _k("transaction.remove.expired.transaction.cleanup.interval.ms", _I, "3600000", _LO, "How "

@@ -198,6 +198,7 @@ def txn_config(get: Get) -> TxnConfig:
         remove_expired_interval_ms=get(
             "transaction.remove.expired.transaction.cleanup.interval.ms"),
         partition_verification_enable=get("transaction.partition.verification.enable"),
+        add_hold_ms=get("partctl.transaction.add.hold.ms"),
     )
 
 

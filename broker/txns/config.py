@@ -33,5 +33,9 @@ class TxnConfig:
     partition_verification_enable: bool = True
     """``transaction.partition.verification.enable`` (KIP-890 part 1): a partition leader asks
     the coordinator before a transaction's first batch there (:mod:`broker.txns.verifier`)."""
+    add_hold_ms: int = 1000
+    """``partctl.transaction.add.hold.ms``: how long an AddPartitionsToTxn or AddOffsetsToTxn
+    waits for the producer's previous transaction to end (its markers written) before it is
+    answered CONCURRENT_TRANSACTIONS; 0: at once, as Kafka."""
     request_timeout_ms: int = 30_000
     """How long a tombstone or a marker request waits (``request.timeout.ms``)."""

@@ -16,7 +16,11 @@ The rules are Kafka 3.9's:
   PRODUCER_FENCED.
 - AddPartitionsToTxn: another producer id is INVALID_PRODUCER_ID_MAPPING, another epoch
   PRODUCER_FENCED, a transition under way or a transaction completing CONCURRENT_TRANSACTIONS;
-  partitions already in the ongoing transaction are answered at once. ``verify_only`` (KIP-890
+  partitions already in the ongoing transaction are answered at once. Where partctl differs:
+  an add (or AddOffsetsToTxn) that finds the producer's previous transaction ending by itself
+  (being prepared, its markers under way, its completion being written) waits for the end, up
+  to ``partctl.transaction.add.hold.ms``, and is then decided as if it had just arrived;
+  Kafka answers it CONCURRENT_TRANSACTIONS at once and the client retries after a backoff. ``verify_only`` (KIP-890
   part 1, from brokers) answers whether each partition is in the ongoing transaction.
 - EndTxn: a stale epoch is PRODUCER_FENCED; Ongoing goes to PrepareCommit/PrepareAbort, is
   written, answered, and the markers follow; a retried EndTxn of a completed transaction with
@@ -84,13 +88,16 @@ class TransactionCoordinator:
                                        self.config, clock)
         self.markers = MarkerChannel(broker_id, self.manager, metadata, listener=listener,
                                      connector=connector,
-                                     request_timeout_ms=self.config.request_timeout_ms)
+                                     request_timeout_ms=self.config.request_timeout_ms,
+                                     on_complete=self._ended)
         self.verifier = TxnVerifier(broker_id, self, metadata, self.markers.address,
                                     connector=connector,
                                     request_timeout_ms=self.config.request_timeout_ms)
         self.manager.listen(self)
         self._timers: list[asyncio.TimerHandle] = []
         self._active = False
+        self._ending: dict[str, list[asyncio.Future]] = {}
+        """The adds held until their transactional id's previous transaction has ended."""
 
     # -- life cycle --------------------------------------------------------------------------
 
@@ -109,6 +116,7 @@ class TransactionCoordinator:
         self.markers.close()
         self.verifier.close()
         self.manager.stop()
+        self._wake_all()
 
     def _every(self, interval_ms: int, task: object) -> None:
         def run() -> None:
@@ -135,6 +143,7 @@ class TransactionCoordinator:
 
     def unloaded(self, partition: int) -> None:
         self.markers.drop_partition(partition)
+        self._wake_all()  # the held adds find they are no longer ours
 
     # -- producer ids ------------------------------------------------------------------------
 
@@ -233,7 +242,7 @@ class TransactionCoordinator:
         return await _to_the_end(self._add(transactional_id, producer_id, epoch, partitions))
 
     async def _add(self, transactional_id: str, producer_id: int, epoch: int,
-                   partitions: Iterable[TP]) -> ErrorCode:
+                   partitions: Iterable[TP], *, hold: bool = True) -> ErrorCode:
         if not transactional_id:
             return ErrorCode.invalid_request
         wanted = frozenset(partitions)
@@ -246,6 +255,10 @@ class TransactionCoordinator:
         if txn.producer_epoch != epoch:
             return ErrorCode.producer_fenced
         if txn.in_transition or txn.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            if hold and self.config.add_hold_ms > 0 and _ending(txn):
+                await self._until_ended(transactional_id)
+                return await self._add(transactional_id, producer_id, epoch, wanted,
+                                       hold=False)
             return ErrorCode.concurrent_transactions
         if txn.state is S.ONGOING and wanted <= txn.partitions:
             return ErrorCode.none
@@ -255,6 +268,32 @@ class TransactionCoordinator:
             log.error("%s", exc)
             return ErrorCode.invalid_txn_state
         return await self.manager.append(transactional_id, found.epoch, transit)
+
+    async def _until_ended(self, transactional_id: str) -> None:
+        """Wait, at most ``partctl.transaction.add.hold.ms``, for the end of the id's
+        transaction: its CompleteCommit or CompleteAbort written (or failed), or the id's
+        partition gone from this coordinator."""
+        ended = self.loop.create_future()
+        waiting = self._ending.setdefault(transactional_id, [])
+        waiting.append(ended)
+        try:
+            await asyncio.wait_for(asyncio.shield(ended), self.config.add_hold_ms / 1000)
+        except TimeoutError:
+            pass
+        finally:
+            if ended in waiting:
+                waiting.remove(ended)
+            if not waiting:
+                self._ending.pop(transactional_id, None)
+
+    def _ended(self, transactional_id: str, _error: ErrorCode) -> None:
+        for ended in self._ending.pop(transactional_id, ()):
+            if not ended.done():
+                ended.set_result(None)
+
+    def _wake_all(self) -> None:
+        for transactional_id in list(self._ending):
+            self._ended(transactional_id, ErrorCode.none)
 
     def verify_partitions(self, transactional_id: str, producer_id: int, epoch: int,
                           partitions: Iterable[TP]) -> dict[TP, ErrorCode]:
@@ -395,6 +434,16 @@ class TransactionCoordinator:
         if not self._active:
             return ErrorCode.coordinator_not_available, [], []
         return self.manager.list_transactions(states, producer_ids, min_duration_ms)
+
+
+def _ending(txn: TxnMetadata) -> bool:
+    """Whether ``txn`` is on its way to CompleteCommit or CompleteAbort with nothing asked of
+    its producer: a commit or abort being prepared, prepared (its markers under way), or its
+    completion being written. The end comes without the client: an add may wait for it."""
+    if txn.in_transition:
+        return txn.pending in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.COMPLETE_COMMIT,
+                               S.COMPLETE_ABORT)
+    return txn.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT)
 
 
 def _to_the_end(work: Coroutine[Any, Any, T]) -> Awaitable[T]:

@@ -38,10 +38,14 @@ from .test_txn_data_markers import produce_transactional, transactional_request
 pytestmark = pytest.mark.servers
 
 TXN_PARTITIONS = 3
+HOLD_MS = 3000
+"""How long an add waits for the previous transaction's end here: the markers' time on a busy
+machine, many times over, and well within the trio's replica.lag.time.max.ms (10 s)."""
 TXN_SETTINGS = SETTINGS + (
     f"transaction.state.log.num.partitions={TXN_PARTITIONS}\n"
     "transaction.max.timeout.ms=60000\n"
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms=300\n")
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms=300\n"
+    f"partctl.transaction.add.hold.ms={HOLD_MS}\n")
 TOPIC = "txn-data"
 
 
@@ -119,23 +123,32 @@ def initialized(trio: Trio, prefix: str) -> tuple[str, int, int, int]:
 def add_partitions(trio: Trio, tid: str, pid: int, epoch: int,
                    partitions: tuple[int, ...], topic: str = TOPIC) -> dict[int, ErrorCode]:
     """AddPartitionsToTxn version 3 for partitions of ``topic``: the error of each."""
-    module = request_module(24, 3)
     errors: dict[int, ErrorCode] = {}
 
     def ask() -> bool:
-        answer = call(trio, request(
-            24, 3, v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
-            v3_and_below_producer_epoch=epoch, v3_and_below_topics=(
-                module.AddPartitionsToTxnTopic(name=topic, partitions=partitions),)),
-            coordinator_of(trio, tid))
+        answer = call(trio, add_request(tid, pid, epoch, partitions, topic),
+                      coordinator_of(trio, tid))
         errors.clear()
-        errors.update({r.partition_index: r.partition_error_code
-                       for t in answer.results_by_topic_v3_and_below
-                       for r in t.results_by_partition})
+        errors.update(added(answer))
         return not set(errors.values()) & set(_NOT_YET)
 
     wait_until(ask, timeout=60, interval=0.2, message="the coordinator answering")
     return errors
+
+
+def add_request(tid: str, pid: int, epoch: int, partitions: tuple[int, ...],
+                topic: str = TOPIC) -> Any:
+    """AddPartitionsToTxn version 3 for partitions of ``topic``."""
+    module = request_module(24, 3)
+    return request(24, 3, v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
+                   v3_and_below_producer_epoch=epoch, v3_and_below_topics=(
+                       module.AddPartitionsToTxnTopic(name=topic, partitions=partitions),))
+
+
+def added(answer: Any) -> dict[int, ErrorCode]:
+    """An AddPartitionsToTxn version 3 answer's error per partition."""
+    return {r.partition_index: r.partition_error_code
+            for t in answer.results_by_topic_v3_and_below for r in t.results_by_partition}
 
 
 def describe(trio: Trio, tid: str) -> Described:
@@ -527,6 +540,55 @@ def test_an_endtxn_whose_client_left_still_sends_its_markers(trio: Trio) -> None
     finally:
         trio.brokers[stopped].signal(signal.SIGCONT)
     reaches(trio, tid, "CompleteCommit")
+
+
+def test_the_next_transactions_first_add_waits_for_the_last_ones_end(trio: Trio) -> None:
+    """A producer's next AddPartitionsToTxn, sent the moment its commit is answered, finds the
+    markers still under way: Kafka answers CONCURRENT_TRANSACTIONS and the client retries after
+    a backoff; partctl holds it until CompleteCommit is written and then adds the partition."""
+    tid, pid, epoch, node = initialized(trio, "held")
+    assert add_partitions(trio, tid, pid, epoch, (0, 1, 2)) == dict.fromkeys(
+        (0, 1, 2), ErrorCode.none)
+    with RawClient(trio.brokers[node].address, timeout=30) as client:
+        ended = client.call(request(26, 3, transactional_id=tid, producer_id=pid,
+                                    producer_epoch=epoch, committed=True))
+        assert ended.error_code == ErrorCode.none
+        next_add = client.call(add_request(tid, pid, epoch, (1,)))
+    assert added(next_add) == {1: ErrorCode.none}
+    now = describe(trio, tid)
+    assert now.transaction_state == "Ongoing" and now.topics == ((TOPIC, (1,)),)
+
+
+def test_an_add_waits_for_the_end_no_longer_than_the_hold(trio: Trio) -> None:
+    """The commit's own write held back (a follower of the id's partition stopped, still in
+    the ISR): an add waits ``partctl.transaction.add.hold.ms`` for the end, then is answered
+    CONCURRENT_TRANSACTIONS with the write still waiting, and the client may ask again."""
+    tid, pid, epoch, node = initialized(trio, "bounded")
+    assert add_partitions(trio, tid, pid, epoch, (0,)) == {0: ErrorCode.none}
+    state_partition = partition_for(tid, TXN_PARTITIONS)
+    # every follower caught up just now (one stopped by an earlier test may be lagging still),
+    # so that the one stopped here stays in the ISR, holding the write, for all of the test
+    wait_until(lambda: len(trio.partition_state(TRANSACTION_STATE_TOPIC)[state_partition][1])
+               == 3, timeout=60, message="the id's partition with its three replicas in sync")
+    stopped = next(b for b in (1, 2, 3) if b != node)
+    trio.brokers[stopped].signal(signal.SIGSTOP)
+    try:
+        with RawClient(trio.brokers[node].address, timeout=30) as ending:
+            ending.send(request(26, 3, transactional_id=tid, producer_id=pid,
+                                producer_epoch=epoch, committed=True))
+            wait_until(lambda: _commit_under_way(trio, node, tid, pid, epoch), timeout=10,
+                       interval=0.1, message="the commit's write waiting on the stopped follower")
+            with RawClient(trio.brokers[node].address, timeout=3 * HOLD_MS / 1000) as client:
+                asked = time.monotonic()
+                next_add = client.call(add_request(tid, pid, epoch, (1,)))
+                held = time.monotonic() - asked
+            assert added(next_add) == {1: ErrorCode.concurrent_transactions}
+            assert held >= HOLD_MS / 1000 * 0.95
+            assert _commit_under_way(trio, node, tid, pid, epoch)
+    finally:
+        trio.brokers[stopped].signal(signal.SIGCONT)
+    reaches(trio, tid, "CompleteCommit")
+    assert add_partitions(trio, tid, pid, epoch, (1,)) == {1: ErrorCode.none}
 
 
 def _commit_under_way(trio: Trio, node: int, tid: str, pid: int, epoch: int) -> bool:
