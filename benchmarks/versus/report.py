@@ -68,7 +68,9 @@ min.insync.replicas 2):
   runs from the first produce() (after InitProducerId) to the last commit, so it holds each
   transaction's AddPartitionsToTxn, the leaders' KIP-890 check with the coordinator, the
   records' acks=all, EndTxn, and the wait of the next AddPartitionsToTxn while the previous
-  transaction's markers are written (CONCURRENT_TRANSACTIONS, retried by the client).
+  transaction's markers are written (Kafka answers CONCURRENT_TRANSACTIONS, retried by the
+  client after 20 ms; partctl holds the request until the markers and the completion are
+  written, `transactions.md`).
   `ProducerPerformance --transaction-duration-ms 100` (the Java client): the tool commits
   with the first send 100 ms or more after its begin (Kafka Streams' commit interval under
   exactly_once_v2), so a transaction holds what it hands the producer in 100 ms (its default
