@@ -72,9 +72,9 @@ MAX_REQUEST_BYTES = 3 << 19  # etcd's --max-request-bytes default, 1.5 MiB
 REQUEST_MARGIN = 128 << 10  # room for keys, compares and framing beyond the data
 GET_MANY_IN_FLIGHT = 16
 SCAN_MIN = 1024  # siblings read together before a range scan is considered
-SCAN_PAGE = 10_000
-SCAN_PARTS = 4  # concurrent range scans in one bulk read
-SCAN_DENSITY_ALL = 3.0  # keys in the covering range per wanted key, for one scan of it all
+SCAN_PART = 2048  # wanted keys per range request of a scan (its range ends at the next part)
+SCAN_IN_FLIGHT = 8  # range requests of one scan in flight
+SCAN_DENSITY_ALL = 3.0  # keys in a part's range per wanted key, for one scan of it all
 CHILD_PAGE = 65536  # keys per page when a children listing reads a range through
 CHILD_SKIPS = 2  # requests jumping over large subtrees before a listing reads the rest instead
 
@@ -302,9 +302,9 @@ class EtcdCoordinator(Coordinator):
         """Many nodes, read the cheapest way the store allows.
 
         When the wanted keys fill most of the range that covers them (Kafka's partition states
-        under ``/brokers/topics``: one state key beside each partition key), that range is paged
-        through once; otherwise siblings wanted by the thousand are scanned per parent, and the
-        rest read by read-only txns of max-txn-ops ranges, pipelined.
+        under ``/brokers/topics``: one state key beside each partition key), that range is read
+        in narrow parts; otherwise siblings wanted by the thousand are scanned per parent, and
+        the rest read by read-only txns of max-txn-ops ranges, pipelined.
         """
         for path in paths_:
             paths.validate(path)
@@ -317,24 +317,27 @@ class EtcdCoordinator(Coordinator):
                 out[i] = (b"", ROOT_STAT)
             else:
                 keyed.append((i, key(p)))
-        if len(keyed) >= SCAN_MIN and self._scan(keyed, out, density=SCAN_DENSITY_ALL):
-            return out
+        if len(keyed) >= SCAN_MIN:
+            keyed = self._scan(keyed, out, density=SCAN_DENSITY_ALL)
         by_parent: dict[bytes, list[tuple[int, bytes]]] = {}
         for i, k in keyed:
             by_parent.setdefault(k[:k.rfind(b"/")], []).append((i, k))
         singles: list[tuple[int, bytes]] = []
         for group in by_parent.values():
-            if len(group) < SCAN_MIN or not self._scan(group, out):
-                singles.extend(group)
+            singles.extend(self._scan(group, out) if len(group) >= SCAN_MIN else group)
         self._get_batched(singles, out)
         return out
 
-    def _scan(self, group: list[tuple[int, bytes]], out: list[Any], density: float = 2.0) -> bool:
-        """Page through the group's key range if it holds at most ``density`` keys per wanted
-        one; False (nothing read) otherwise.
+    def _scan(self, group: list[tuple[int, bytes]], out: list[Any],
+              density: float = 2.0) -> list[tuple[int, bytes]]:
+        """Read the group's key range in parts of SCAN_PART wanted keys, each part whole if it
+        holds at most ``density`` keys per wanted one; returns the wanted keys of the parts
+        that hold more (nothing of them kept), for the caller to read one by one.
 
-        The range is cut into up to SCAN_PARTS parts at wanted keys, paged concurrently at the
-        revision the count was taken at (one consistent snapshot), so that decoding one page
+        Every request's range ends at its part's end: etcd 3.4 walks a limited request's whole
+        range (to count it) however few keys it returns, so pages of one wide range cost the
+        square of its size, and a count of it a walk of its own. The parts are read at one
+        revision (a consistent snapshot), SCAN_IN_FLIGHT at a time, so that decoding one
         overlaps the server reading the next.
         """
         index: dict[bytes, int] = {}
@@ -345,40 +348,45 @@ class EtcdCoordinator(Coordinator):
             else:
                 index[k] = i
         keys = sorted(index)
-        lo, hi = keys[0], keys[-1] + b"\x00"
-        counted = self._rpc("Range", etcdrpc.RangeRequest(key=lo, range_end=hi, count_only=True),
-                            "get_many", retry=True)
-        if counted.count > density * len(index):
-            return False
-        revision = counted.header.revision
-        step = max(1, -(-len(keys) // SCAN_PARTS))
-        bounds = [keys[j] for j in range(0, len(keys), step)] + [hi]
-        parts = list(zip(bounds, bounds[1:], strict=False))
+        hi = keys[-1] + b"\x00"
+        revision = self._rpc("Range", etcdrpc.RangeRequest(key=keys[0], count_only=True),
+                             "get_many", retry=True).header.revision
+        parts = [(j, min(j + SCAN_PART, len(keys))) for j in range(0, len(keys), SCAN_PART)]
         get = index.get
         generation = self._conn.generation
+        sparse: list[tuple[int, bytes]] = []
 
-        def page(start: bytes, end: bytes) -> Any:
+        def page(lo: int, up: int) -> Any:
+            end = keys[up] if up < len(keys) else hi
             with self._conn.translating("get_many", generation):
                 return self._conn.kv.Range.future(etcdrpc.RangeRequest(
-                    key=start, range_end=end, limit=SCAN_PAGE, revision=revision),
-                    self._timeout)
+                    key=keys[lo], range_end=end, limit=int(density * (up - lo)) + 1,
+                    revision=revision), self._timeout)
 
-        in_flight = deque((end, page(start, end)) for start, end in parts)
-        while in_flight:
-            end, call = in_flight.popleft()
+        waiting = deque(parts)
+        in_flight: deque[tuple[int, int, Any]] = deque()
+        while waiting or in_flight:
+            while waiting and len(in_flight) < SCAN_IN_FLIGHT:
+                lo, up = waiting.popleft()
+                in_flight.append((lo, up, page(lo, up)))
+            lo, up, call = in_flight.popleft()
             with self._conn.translating("get_many", generation):
                 resp = call.result()
-            kvs = resp.kvs
-            if resp.more and kvs:
-                in_flight.append((end, page(kvs[-1].key + b"\x00", end)))
-            for kv in kvs:
+            if resp.more:  # sparse here: its keys are read one by one
+                sparse.extend((index[k], k) for k in keys[lo:up])
+                continue
+            for kv in resp.kvs:
                 at = get(kv.key)
                 if at is not None:
                     out[at] = (kv.value, Stat(kv.version - 1, kv.create_revision,
                                              kv.mod_revision, kv.lease))
+        if sparse:
+            skipped = {k for _, k in sparse}
+            sparse.extend((i, k) for i, k in repeats if k in skipped)
+            repeats = [(i, k) for i, k in repeats if k not in skipped]
         for i, k in repeats:
             out[i] = out[index[k]]
-        return True
+        return sparse
 
     def _get_batched(self, wanted: list[tuple[int, bytes]], out: list[Any]) -> None:
         step = self._max_txn_ops
