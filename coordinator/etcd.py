@@ -76,6 +76,7 @@ SCAN_PART = 2048  # wanted keys per range request of a scan (its range ends at t
 SCAN_IN_FLIGHT = 8  # range requests of one scan in flight
 SCAN_DENSITY_ALL = 3.0  # keys in a part's range per wanted key, for one scan of it all
 CHILD_PAGE = 65536  # keys per page when a children listing reads a range through
+CHILD_FIRST_HINTED = 16  # keys in a segment's first page when a listing is cut at likely names
 CHILD_SKIPS = 2  # requests jumping over large subtrees before a listing reads the rest instead
 
 
@@ -83,7 +84,8 @@ def capabilities_for(max_txn_ops: int, max_request_bytes: int) -> Capabilities:
     """Any multi of max_txn_ops // 3 ops fits: an op costs at most three compares (a create:
     key absent, parent present and persistent, or a sequential counter)."""
     return Capabilities(name="etcd", max_multi_ops=max_txn_ops // 3,
-                        max_multi_bytes=max_request_bytes - REQUEST_MARGIN)
+                        max_multi_bytes=max_request_bytes - REQUEST_MARGIN,
+                        listing_reads_subtrees=True)
 
 
 _kv_key = attrgetter("key")
@@ -235,7 +237,16 @@ class EtcdCoordinator(Coordinator):
             raise NoNode(path)
         return names
 
-    def _children_at(self, path: str) -> tuple[list[str] | None, int]:
+    def children_hinted(self, path: str, likely: Iterable[str]) -> list[str]:
+        """:meth:`children`, reading around the subtrees of the ``likely`` names rather than
+        through them (see :meth:`_children_at`)."""
+        paths.validate(path)
+        names, _ = self._children_at(path, likely)
+        if names is None:
+            raise NoNode(path)
+        return names
+
+    def _children_at(self, path: str, likely: Iterable[str] = ()) -> tuple[list[str] | None, int]:
         """Sorted direct children (None if the node is absent) and the revision read at.
 
         Keys-only pages of the descendant range, all at one revision. A key below a child ``c``
@@ -244,26 +255,52 @@ class EtcdCoordinator(Coordinator):
         a new request costs about as much as a fifth of reading the rest: a few such jumps
         (few children with big subtrees, as below ``/``) beat reading everything, many do not
         (the topics, each with thousands of partition nodes). After :data:`CHILD_SKIPS` jumps
-        over large rests the listing reads the rest in big pages instead.
+        over large rests a segment's listing reads its rest in big pages instead.
+
+        The subtrees of ``likely`` names (a name that is no child, or none, changes nothing
+        but the cost) are never read: the range is cut into the segments between them, each
+        listed on its own (their first pages in read-only txns of max-txn-ops ranges), so
+        that every request walks one segment, not the rest of the range.
         """
         start, end = self._keys.children_range(path)
         cut = len(start)
-        first = etcdrpc.RangeRequest(key=start, range_end=end, keys_only=True, limit=512)
-        if path == "/":
-            resp = self._rpc("Range", first, "children", retry=True)
-            revision = resp.header.revision
-        else:
-            txn = etcdrpc.TxnRequest()
-            txn.success.add().request_range.CopyFrom(
-                etcdrpc.RangeRequest(key=self._keys.key(path), keys_only=True))
-            txn.success.add().request_range.CopyFrom(first)
-            both = self._rpc("Txn", txn, "children", retry=True)
-            revision = both.header.revision
-            if not both.responses[0].response_range.kvs:
-                return None, revision
-            resp = both.responses[1].response_range
+        lows, highs = [start], []
+        # by subtree, not by name: "a-" sorts after "a", its subtree before a's ("-" < "/")
+        for child in sorted((start + n.encode() for n in set(likely) if n and "/" not in n),
+                            key=lambda k: k + b"/"):
+            highs.append(child + b"/")
+            lows.append(child + b"0")
+        highs.append(end)
+        segments = list(zip(lows, highs, strict=True))
+        limit = 512 if len(segments) == 1 else CHILD_FIRST_HINTED
+        step = self._max_txn_ops
         names: list[str] = []
-        cursor = start
+        revision = 0
+        for at in range(0, len(segments), step - 1):
+            batch = segments[at:at + step - 1]
+            txn = etcdrpc.TxnRequest()
+            add = txn.success.add
+            if at == 0 and path != "/":
+                add().request_range.CopyFrom(
+                    etcdrpc.RangeRequest(key=self._keys.key(path), keys_only=True))
+            for lo, hi in batch:
+                add().request_range.CopyFrom(etcdrpc.RangeRequest(
+                    key=lo, range_end=hi, keys_only=True, limit=limit, revision=revision))
+            resp = self._rpc("Txn", txn, "children", retry=True)
+            responses = list(resp.responses)
+            if at == 0:
+                revision = resp.header.revision
+                if path != "/" and not responses.pop(0).response_range.kvs:
+                    return None, revision
+            for (lo, hi), r in zip(batch, responses, strict=True):
+                self._list_segment(r.response_range, lo, hi, cut, revision, names)
+        return names, revision
+
+    def _list_segment(self, resp: Any, lo: bytes, hi: bytes, cut: int, revision: int,
+                      names: list[str]) -> None:
+        """The direct children in [lo, hi) after the segment's first page ``resp``."""
+        start = lo[:cut]
+        cursor = lo
         jumps = 0
         while True:
             skipped = False
@@ -283,8 +320,8 @@ class EtcdCoordinator(Coordinator):
                 else:  # below a child already listed (its key sorts before its subtree)
                     cursor = start + rest[:slash] + b"0"
                     skipped = True
-            if not resp.more:
-                break
+            if not resp.more or cursor >= hi:
+                return
             if resp.kvs:
                 cursor = max(cursor, resp.kvs[-1].key + b"\x00")
             large = resp.count - len(resp.kvs) > CHILD_PAGE // 8
@@ -294,9 +331,8 @@ class EtcdCoordinator(Coordinator):
             else:
                 limit = CHILD_PAGE
             resp = self._rpc("Range", etcdrpc.RangeRequest(
-                key=cursor, range_end=end, keys_only=True, limit=limit, revision=revision),
+                key=cursor, range_end=hi, keys_only=True, limit=limit, revision=revision),
                 "children", retry=True)
-        return names, revision
 
     def get_many(self, paths_: Sequence[str]) -> list[tuple[bytes, Stat] | None]:
         """Many nodes, read the cheapest way the store allows.
