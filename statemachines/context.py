@@ -254,19 +254,25 @@ class ControllerContext:
     # --- assignments ---------------------------------------------------------------------
 
     def set_topic(
-        self, assignment: TopicAssignment, version: int, *, only_new: bool = False
+        self, assignment: TopicAssignment, version: int, *, only_new: bool = False,
+        every: list[TopicPartition] | None = None,
     ) -> list[TopicPartition]:
         """Record a topic's assignment; returns the partitions that are new to the context.
 
         With ``only_new`` the replicas of known partitions are kept (the active controller's
-        view of them is authoritative; Kafka ignores edits of existing partitions).
+        view of them is authoritative; Kafka ignores edits of existing partitions). ``every``
+        gets each of the assignment's partitions appended (the keys the context holds: a
+        cold load reads their states with them rather than another object per partition).
         """
         topic = assignment.topic
         self.topics[topic] = assignment
         self.topic_versions[topic] = version
         added = []
+        keep = every.append if every is not None else None
         for p, replicas in assignment.partitions.items():
             tp = TopicPartition(topic, p)
+            if keep is not None:
+                keep(tp)
             if tp not in self.replicas:
                 added.append(tp)
             elif only_new:
@@ -311,7 +317,10 @@ class ControllerContext:
         if self.metadata_changed is not None:
             self._changed(tp)
         if old is None:
-            self._partitions_of.setdefault(tp.topic, set()).add(tp)
+            of = self._partitions_of.get(tp.topic)
+            if of is None:  # (not setdefault: that builds a set per call)
+                of = self._partitions_of[tp.topic] = set()
+            of.add(tp)
 
     def remove_topic(self, topic: str) -> None:
         self.full_metadata = self.metadata_changed = None
@@ -339,7 +348,10 @@ class ControllerContext:
             if led is not None:
                 led.discard(tp)
         self.leaders[tp] = value
-        self._led_by.setdefault(value.leader, set()).add(tp)
+        led = self._led_by.get(value.leader)
+        if led is None:  # (not setdefault: that builds a set per call)
+            led = self._led_by[value.leader] = set()
+        led.add(tp)
         if self.metadata_changed is not None:
             self._changed(tp)
 

@@ -191,3 +191,21 @@ def test_replicas_leave_the_isr_one_at_a_time_and_never_empty_it(
     else:
         assert got == LeaderAndIsr(leader=expected[0], leader_epoch=5, isr=expected[1],
                                    controller_epoch=2, partition_epoch=9)
+
+
+def test_a_cold_load_keys_leaders_and_replicas_by_the_same_partition_objects() -> None:
+    """set_topic hands a cold load the partition objects it keyed the replicas by (``every``),
+    and the load reads the states with them: one object per partition, not two."""
+    from coordinator.codecs import TopicAssignment
+    from statemachines.context import ControllerContext
+
+    ctx = ControllerContext()
+    every: list[TopicPartition] = []
+    ctx.set_topic(TopicAssignment(topic="a", partitions={0: (1,)}), 0)
+    added = ctx.set_topic(TopicAssignment(topic="t", partitions={0: (1, 2), 1: (2, 3)}), 0,
+                          every=every)
+    assert every == [tp("t", 0), tp("t", 1)] == added
+    keys = {id(k) for k in ctx.replicas}
+    assert all(id(p) in keys for p in every)
+    ctx.set_topic(TopicAssignment(topic="a", partitions={0: (1,), 1: (2,)}), 1, every=every)
+    assert every[2:] == [tp("a", 0), tp("a", 1)]
