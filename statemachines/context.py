@@ -14,7 +14,7 @@ touches its own partitions and never scans the cluster.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from coordinator.codecs import BrokerInfo, TopicAssignment, TopicPartition
@@ -267,6 +267,9 @@ class ControllerContext:
         topic = assignment.topic
         self.topics[topic] = assignment
         self.topic_versions[topic] = version
+        if (topic not in self._partitions_of and not self.replica_states.tracking
+                and self.metadata_changed is None):
+            return self._set_new_topic(topic, assignment.partitions, every)
         added = []
         keep = every.append if every is not None else None
         for p, replicas in assignment.partitions.items():
@@ -279,6 +282,27 @@ class ControllerContext:
                 continue
             self.set_replicas(tp, replicas)
         return added
+
+    def _set_new_topic(self, topic: str, partitions: Mapping[int, tuple[int, ...]],
+                       every: list[TopicPartition] | None) -> list[TopicPartition]:
+        """set_topic of a topic none of whose partitions the context holds, with no replica
+        states tracked and no metadata changes noted (a cold load's every topic): what
+        set_replicas would do per partition, a topic at a time."""
+        tps = [TopicPartition(topic, p) for p in partitions]
+        lists = [tuple(r) for r in partitions.values()]
+        self.replicas.update(zip(tps, lists, strict=True))
+        on = self._replicas_on
+        for tp, replicas in zip(tps, lists, strict=True):
+            for b in replicas:
+                hosted = on.get(b)
+                if hosted is None:
+                    hosted = on[b] = set()
+                hosted.add(tp)
+        if tps:
+            self._partitions_of[topic] = set(tps)
+        if every is not None:
+            every.extend(tps)
+        return tps
 
     def keep_full_metadata(self, built: FullMetadata) -> None:
         """Keep a full UpdateMetadata build; changes are noted against it from here."""
