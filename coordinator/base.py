@@ -228,6 +228,12 @@ class Coordinator(ABC):
     def children(self, path: str) -> list[str]:
         """Sorted names of the direct children of ``path``; :class:`NoNode` if absent."""
 
+    def children_hinted(self, path: str, likely: Iterable[str]) -> list[str]:
+        """:meth:`children`, told names likely among them (read around, where a listing would
+        read their subtrees: ``capabilities.listing_reads_subtrees``); the answer never
+        depends on them."""
+        return self.children(path)
+
     def get_many(self, paths_: Sequence[str]) -> list[tuple[bytes, Stat] | None]:
         """Data and stat of each path (None where absent), in order, pipelined by the backend."""
         out: list[tuple[bytes, Stat] | None] = []

@@ -72,10 +72,11 @@ MAX_REQUEST_BYTES = 3 << 19  # etcd's --max-request-bytes default, 1.5 MiB
 REQUEST_MARGIN = 128 << 10  # room for keys, compares and framing beyond the data
 GET_MANY_IN_FLIGHT = 16
 SCAN_MIN = 1024  # siblings read together before a range scan is considered
-SCAN_PAGE = 10_000
-SCAN_PARTS = 4  # concurrent range scans in one bulk read
-SCAN_DENSITY_ALL = 3.0  # keys in the covering range per wanted key, for one scan of it all
+SCAN_PART = 2048  # wanted keys per range request of a scan (its range ends at the next part)
+SCAN_IN_FLIGHT = 8  # range requests of one scan in flight
+SCAN_DENSITY_ALL = 3.0  # keys in a part's range per wanted key, for one scan of it all
 CHILD_PAGE = 65536  # keys per page when a children listing reads a range through
+CHILD_FIRST_HINTED = 16  # keys in a segment's first page when a listing is cut at likely names
 CHILD_SKIPS = 2  # requests jumping over large subtrees before a listing reads the rest instead
 
 
@@ -83,7 +84,8 @@ def capabilities_for(max_txn_ops: int, max_request_bytes: int) -> Capabilities:
     """Any multi of max_txn_ops // 3 ops fits: an op costs at most three compares (a create:
     key absent, parent present and persistent, or a sequential counter)."""
     return Capabilities(name="etcd", max_multi_ops=max_txn_ops // 3,
-                        max_multi_bytes=max_request_bytes - REQUEST_MARGIN)
+                        max_multi_bytes=max_request_bytes - REQUEST_MARGIN,
+                        listing_reads_subtrees=True)
 
 
 _kv_key = attrgetter("key")
@@ -235,7 +237,16 @@ class EtcdCoordinator(Coordinator):
             raise NoNode(path)
         return names
 
-    def _children_at(self, path: str) -> tuple[list[str] | None, int]:
+    def children_hinted(self, path: str, likely: Iterable[str]) -> list[str]:
+        """:meth:`children`, reading around the subtrees of the ``likely`` names rather than
+        through them (see :meth:`_children_at`)."""
+        paths.validate(path)
+        names, _ = self._children_at(path, likely)
+        if names is None:
+            raise NoNode(path)
+        return names
+
+    def _children_at(self, path: str, likely: Iterable[str] = ()) -> tuple[list[str] | None, int]:
         """Sorted direct children (None if the node is absent) and the revision read at.
 
         Keys-only pages of the descendant range, all at one revision. A key below a child ``c``
@@ -244,26 +255,52 @@ class EtcdCoordinator(Coordinator):
         a new request costs about as much as a fifth of reading the rest: a few such jumps
         (few children with big subtrees, as below ``/``) beat reading everything, many do not
         (the topics, each with thousands of partition nodes). After :data:`CHILD_SKIPS` jumps
-        over large rests the listing reads the rest in big pages instead.
+        over large rests a segment's listing reads its rest in big pages instead.
+
+        The subtrees of ``likely`` names (a name that is no child, or none, changes nothing
+        but the cost) are never read: the range is cut into the segments between them, each
+        listed on its own (their first pages in read-only txns of max-txn-ops ranges), so
+        that every request walks one segment, not the rest of the range.
         """
         start, end = self._keys.children_range(path)
         cut = len(start)
-        first = etcdrpc.RangeRequest(key=start, range_end=end, keys_only=True, limit=512)
-        if path == "/":
-            resp = self._rpc("Range", first, "children", retry=True)
-            revision = resp.header.revision
-        else:
-            txn = etcdrpc.TxnRequest()
-            txn.success.add().request_range.CopyFrom(
-                etcdrpc.RangeRequest(key=self._keys.key(path), keys_only=True))
-            txn.success.add().request_range.CopyFrom(first)
-            both = self._rpc("Txn", txn, "children", retry=True)
-            revision = both.header.revision
-            if not both.responses[0].response_range.kvs:
-                return None, revision
-            resp = both.responses[1].response_range
+        lows, highs = [start], []
+        # by subtree, not by name: "a-" sorts after "a", its subtree before a's ("-" < "/")
+        for child in sorted((start + n.encode() for n in set(likely) if n and "/" not in n),
+                            key=lambda k: k + b"/"):
+            highs.append(child + b"/")
+            lows.append(child + b"0")
+        highs.append(end)
+        segments = list(zip(lows, highs, strict=True))
+        limit = 512 if len(segments) == 1 else CHILD_FIRST_HINTED
+        step = self._max_txn_ops
         names: list[str] = []
-        cursor = start
+        revision = 0
+        for at in range(0, len(segments), step - 1):
+            batch = segments[at:at + step - 1]
+            txn = etcdrpc.TxnRequest()
+            add = txn.success.add
+            if at == 0 and path != "/":
+                add().request_range.CopyFrom(
+                    etcdrpc.RangeRequest(key=self._keys.key(path), keys_only=True))
+            for lo, hi in batch:
+                add().request_range.CopyFrom(etcdrpc.RangeRequest(
+                    key=lo, range_end=hi, keys_only=True, limit=limit, revision=revision))
+            resp = self._rpc("Txn", txn, "children", retry=True)
+            responses = list(resp.responses)
+            if at == 0:
+                revision = resp.header.revision
+                if path != "/" and not responses.pop(0).response_range.kvs:
+                    return None, revision
+            for (lo, hi), r in zip(batch, responses, strict=True):
+                self._list_segment(r.response_range, lo, hi, cut, revision, names)
+        return names, revision
+
+    def _list_segment(self, resp: Any, lo: bytes, hi: bytes, cut: int, revision: int,
+                      names: list[str]) -> None:
+        """The direct children in [lo, hi) after the segment's first page ``resp``."""
+        start = lo[:cut]
+        cursor = lo
         jumps = 0
         while True:
             skipped = False
@@ -283,8 +320,8 @@ class EtcdCoordinator(Coordinator):
                 else:  # below a child already listed (its key sorts before its subtree)
                     cursor = start + rest[:slash] + b"0"
                     skipped = True
-            if not resp.more:
-                break
+            if not resp.more or cursor >= hi:
+                return
             if resp.kvs:
                 cursor = max(cursor, resp.kvs[-1].key + b"\x00")
             large = resp.count - len(resp.kvs) > CHILD_PAGE // 8
@@ -294,17 +331,16 @@ class EtcdCoordinator(Coordinator):
             else:
                 limit = CHILD_PAGE
             resp = self._rpc("Range", etcdrpc.RangeRequest(
-                key=cursor, range_end=end, keys_only=True, limit=limit, revision=revision),
+                key=cursor, range_end=hi, keys_only=True, limit=limit, revision=revision),
                 "children", retry=True)
-        return names, revision
 
     def get_many(self, paths_: Sequence[str]) -> list[tuple[bytes, Stat] | None]:
         """Many nodes, read the cheapest way the store allows.
 
         When the wanted keys fill most of the range that covers them (Kafka's partition states
-        under ``/brokers/topics``: one state key beside each partition key), that range is paged
-        through once; otherwise siblings wanted by the thousand are scanned per parent, and the
-        rest read by read-only txns of max-txn-ops ranges, pipelined.
+        under ``/brokers/topics``: one state key beside each partition key), that range is read
+        in narrow parts; otherwise siblings wanted by the thousand are scanned per parent, and
+        the rest read by read-only txns of max-txn-ops ranges, pipelined.
         """
         for path in paths_:
             paths.validate(path)
@@ -317,24 +353,27 @@ class EtcdCoordinator(Coordinator):
                 out[i] = (b"", ROOT_STAT)
             else:
                 keyed.append((i, key(p)))
-        if len(keyed) >= SCAN_MIN and self._scan(keyed, out, density=SCAN_DENSITY_ALL):
-            return out
+        if len(keyed) >= SCAN_MIN:
+            keyed = self._scan(keyed, out, density=SCAN_DENSITY_ALL)
         by_parent: dict[bytes, list[tuple[int, bytes]]] = {}
         for i, k in keyed:
             by_parent.setdefault(k[:k.rfind(b"/")], []).append((i, k))
         singles: list[tuple[int, bytes]] = []
         for group in by_parent.values():
-            if len(group) < SCAN_MIN or not self._scan(group, out):
-                singles.extend(group)
+            singles.extend(self._scan(group, out) if len(group) >= SCAN_MIN else group)
         self._get_batched(singles, out)
         return out
 
-    def _scan(self, group: list[tuple[int, bytes]], out: list[Any], density: float = 2.0) -> bool:
-        """Page through the group's key range if it holds at most ``density`` keys per wanted
-        one; False (nothing read) otherwise.
+    def _scan(self, group: list[tuple[int, bytes]], out: list[Any],
+              density: float = 2.0) -> list[tuple[int, bytes]]:
+        """Read the group's key range in parts of SCAN_PART wanted keys, each part whole if it
+        holds at most ``density`` keys per wanted one; returns the wanted keys of the parts
+        that hold more (nothing of them kept), for the caller to read one by one.
 
-        The range is cut into up to SCAN_PARTS parts at wanted keys, paged concurrently at the
-        revision the count was taken at (one consistent snapshot), so that decoding one page
+        Every request's range ends at its part's end: etcd 3.4 walks a limited request's whole
+        range (to count it) however few keys it returns, so pages of one wide range cost the
+        square of its size, and a count of it a walk of its own. The parts are read at one
+        revision (a consistent snapshot), SCAN_IN_FLIGHT at a time, so that decoding one
         overlaps the server reading the next.
         """
         index: dict[bytes, int] = {}
@@ -345,40 +384,45 @@ class EtcdCoordinator(Coordinator):
             else:
                 index[k] = i
         keys = sorted(index)
-        lo, hi = keys[0], keys[-1] + b"\x00"
-        counted = self._rpc("Range", etcdrpc.RangeRequest(key=lo, range_end=hi, count_only=True),
-                            "get_many", retry=True)
-        if counted.count > density * len(index):
-            return False
-        revision = counted.header.revision
-        step = max(1, -(-len(keys) // SCAN_PARTS))
-        bounds = [keys[j] for j in range(0, len(keys), step)] + [hi]
-        parts = list(zip(bounds, bounds[1:], strict=False))
+        hi = keys[-1] + b"\x00"
+        revision = self._rpc("Range", etcdrpc.RangeRequest(key=keys[0], count_only=True),
+                             "get_many", retry=True).header.revision
+        parts = [(j, min(j + SCAN_PART, len(keys))) for j in range(0, len(keys), SCAN_PART)]
         get = index.get
         generation = self._conn.generation
+        sparse: list[tuple[int, bytes]] = []
 
-        def page(start: bytes, end: bytes) -> Any:
+        def page(lo: int, up: int) -> Any:
+            end = keys[up] if up < len(keys) else hi
             with self._conn.translating("get_many", generation):
                 return self._conn.kv.Range.future(etcdrpc.RangeRequest(
-                    key=start, range_end=end, limit=SCAN_PAGE, revision=revision),
-                    self._timeout)
+                    key=keys[lo], range_end=end, limit=int(density * (up - lo)) + 1,
+                    revision=revision), self._timeout)
 
-        in_flight = deque((end, page(start, end)) for start, end in parts)
-        while in_flight:
-            end, call = in_flight.popleft()
+        waiting = deque(parts)
+        in_flight: deque[tuple[int, int, Any]] = deque()
+        while waiting or in_flight:
+            while waiting and len(in_flight) < SCAN_IN_FLIGHT:
+                lo, up = waiting.popleft()
+                in_flight.append((lo, up, page(lo, up)))
+            lo, up, call = in_flight.popleft()
             with self._conn.translating("get_many", generation):
                 resp = call.result()
-            kvs = resp.kvs
-            if resp.more and kvs:
-                in_flight.append((end, page(kvs[-1].key + b"\x00", end)))
-            for kv in kvs:
+            if resp.more:  # sparse here: its keys are read one by one
+                sparse.extend((index[k], k) for k in keys[lo:up])
+                continue
+            for kv in resp.kvs:
                 at = get(kv.key)
                 if at is not None:
                     out[at] = (kv.value, Stat(kv.version - 1, kv.create_revision,
                                              kv.mod_revision, kv.lease))
+        if sparse:
+            skipped = {k for _, k in sparse}
+            sparse.extend((i, k) for i, k in repeats if k in skipped)
+            repeats = [(i, k) for i, k in repeats if k not in skipped]
         for i, k in repeats:
             out[i] = out[index[k]]
-        return True
+        return sparse
 
     def _get_batched(self, wanted: list[tuple[int, bytes]], out: list[Any]) -> None:
         step = self._max_txn_ops

@@ -192,8 +192,18 @@ class MetadataClient(ConfigNodes, AdminNodes):
     # --- topics --------------------------------------------------------------------------
 
     def topics(self) -> list[str]:
+        """The topic nodes' names. Where a listing would read every partition node below
+        them (etcd), it reads around the subtrees of the names of the topic configs, which
+        Kafka writes before each topic's node (one short listing more)."""
+        c = self.coordinator
         try:
-            return self._children(layout.TOPICS)
+            if not c.capabilities.listing_reads_subtrees:
+                return self._children(layout.TOPICS)
+            try:
+                likely = self._children(layout.CONFIG_TOPICS)
+            except NoNode:
+                likely = []
+            return self.retry(c.children_hinted, layout.TOPICS, likely)
         except NoNode:
             return []
 

@@ -164,10 +164,13 @@ class Capabilities:
     """What differs between backends, declared rather than discovered by exceptions.
 
     ``max_multi_ops``: ops per atomic multi (None = no count limit); ``max_multi_bytes``: the
-    encoded size one multi request may have; ``sequential_digits``: width of sequential suffixes.
+    encoded size one multi request may have; ``sequential_digits``: width of sequential suffixes;
+    ``listing_reads_subtrees``: a children listing reads through the children's subtrees (etcd's
+    flat key space) unless told the likely names (:meth:`Coordinator.children_hinted`).
     """
 
     name: str
     max_multi_ops: int | None
     max_multi_bytes: int
     sequential_digits: int = 10
+    listing_reads_subtrees: bool = False

@@ -14,7 +14,7 @@ touches its own partitions and never scans the cluster.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from coordinator.codecs import BrokerInfo, TopicAssignment, TopicPartition
@@ -254,25 +254,55 @@ class ControllerContext:
     # --- assignments ---------------------------------------------------------------------
 
     def set_topic(
-        self, assignment: TopicAssignment, version: int, *, only_new: bool = False
+        self, assignment: TopicAssignment, version: int, *, only_new: bool = False,
+        every: list[TopicPartition] | None = None,
     ) -> list[TopicPartition]:
         """Record a topic's assignment; returns the partitions that are new to the context.
 
         With ``only_new`` the replicas of known partitions are kept (the active controller's
-        view of them is authoritative; Kafka ignores edits of existing partitions).
+        view of them is authoritative; Kafka ignores edits of existing partitions). ``every``
+        gets each of the assignment's partitions appended (the keys the context holds: a
+        cold load reads their states with them rather than another object per partition).
         """
         topic = assignment.topic
         self.topics[topic] = assignment
         self.topic_versions[topic] = version
+        if (topic not in self._partitions_of and not self.replica_states.tracking
+                and self.metadata_changed is None):
+            return self._set_new_topic(topic, assignment.partitions, every)
         added = []
+        keep = every.append if every is not None else None
         for p, replicas in assignment.partitions.items():
             tp = TopicPartition(topic, p)
+            if keep is not None:
+                keep(tp)
             if tp not in self.replicas:
                 added.append(tp)
             elif only_new:
                 continue
             self.set_replicas(tp, replicas)
         return added
+
+    def _set_new_topic(self, topic: str, partitions: Mapping[int, tuple[int, ...]],
+                       every: list[TopicPartition] | None) -> list[TopicPartition]:
+        """set_topic of a topic none of whose partitions the context holds, with no replica
+        states tracked and no metadata changes noted (a cold load's every topic): what
+        set_replicas would do per partition, a topic at a time."""
+        tps = [TopicPartition(topic, p) for p in partitions]
+        lists = [tuple(r) for r in partitions.values()]
+        self.replicas.update(zip(tps, lists, strict=True))
+        on = self._replicas_on
+        for tp, replicas in zip(tps, lists, strict=True):
+            for b in replicas:
+                hosted = on.get(b)
+                if hosted is None:
+                    hosted = on[b] = set()
+                hosted.add(tp)
+        if tps:
+            self._partitions_of[topic] = set(tps)
+        if every is not None:
+            every.extend(tps)
+        return tps
 
     def keep_full_metadata(self, built: FullMetadata) -> None:
         """Keep a full UpdateMetadata build; changes are noted against it from here."""
@@ -311,7 +341,10 @@ class ControllerContext:
         if self.metadata_changed is not None:
             self._changed(tp)
         if old is None:
-            self._partitions_of.setdefault(tp.topic, set()).add(tp)
+            of = self._partitions_of.get(tp.topic)
+            if of is None:  # (not setdefault: that builds a set per call)
+                of = self._partitions_of[tp.topic] = set()
+            of.add(tp)
 
     def remove_topic(self, topic: str) -> None:
         self.full_metadata = self.metadata_changed = None
@@ -339,7 +372,10 @@ class ControllerContext:
             if led is not None:
                 led.discard(tp)
         self.leaders[tp] = value
-        self._led_by.setdefault(value.leader, set()).add(tp)
+        led = self._led_by.get(value.leader)
+        if led is None:  # (not setdefault: that builds a set per call)
+            led = self._led_by[value.leader] = set()
+        led.add(tp)
         if self.metadata_changed is not None:
             self._changed(tp)
 

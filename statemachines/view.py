@@ -384,9 +384,8 @@ class View:
             if t not in assignments:
                 ctx.remove_topic(t)
         tps: list[TopicPartition] = []
-        for t, versioned in assignments.items():
-            ctx.set_topic(versioned.value, versioned.version)
-            tps.extend(TopicPartition(t, p) for p in versioned.value.partitions)
+        for versioned in assignments.values():
+            ctx.set_topic(versioned.value, versioned.version, every=tps)
         read_partition_states(md, ctx, tps, self.skipped)
 
     def _rebuild(self) -> None:

@@ -128,6 +128,24 @@ def test_children_of_many_big_subtrees_read_the_rest_in_pages(
     assert calls[0] <= 1 + etcd_backend.CHILD_SKIPS + pages + 1
 
 
+def test_children_hinted_read_around_the_likely_subtrees(etcd: EtcdHarness) -> None:
+    """Told the likely names, a listing reads only the segments between their subtrees: one
+    txn for up to max-txn-ops segments, however deep the subtrees (no page of them is read),
+    and the same answer for names that are no children, and for children not named."""
+    c = etcd.connect()
+    names = _many_topics(c)
+    calls = _count_rpcs(c)
+    assert c.children_hinted("/topics", names) == sorted(names)
+    assert calls[0] == 2  # 155 segments, 127 to a txn (the first also checks /topics)
+    calls[0] = 0
+    assert c.children_hinted("/topics", [n for n in names if n != "a"] + ["zz", "a1"]) == (
+        sorted(names))
+    assert calls[0] <= 3
+    assert c.children_hinted("/topics", ["a-b", "a"]) == sorted(names)
+    with pytest.raises(NoNode):
+        c.children_hinted("/nothing", names)
+
+
 def test_multi_failure_names_the_first_failing_op_among_dependent_ops(
     etcd: EtcdHarness, raw: Any
 ) -> None:

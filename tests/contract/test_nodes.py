@@ -87,6 +87,20 @@ def test_children_are_direct_and_sorted(client: Coordinator) -> None:
     assert client.children("/r/b") == []
 
 
+def test_children_hinted_answer_as_children_whatever_the_hint(client: Coordinator) -> None:
+    client.create("/r")
+    for name in ("b", "a", "a-x", "c"):
+        client.create(f"/r/{name}")
+    client.create("/r/a/deep")
+    client.create("/r/a-x/deep")
+    client.create("/rx")
+    for likely in ([], ["a"], ["a", "a-x", "b", "c"], ["zz", "a-", "b/c", ""], ["c", "a"]):
+        assert client.children_hinted("/r", likely) == ["a", "a-x", "b", "c"], likely
+    assert client.children_hinted("/r/a", ["deep", "x"]) == ["deep"]
+    with pytest.raises(NoNode):
+        client.children_hinted("/none", ["a"])
+
+
 def test_make_parents_and_ensure_path(client: Coordinator) -> None:
     client.create("/x/y/z", b"leaf", make_parents=True)
     assert client.get("/x/y/z")[0] == b"leaf"

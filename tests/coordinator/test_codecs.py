@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import random
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -203,6 +203,68 @@ def test_odd_partition_state_nodes_decode_through_the_checked_path() -> None:
         with pytest.raises(CorruptMetadata) as info:
             decode_partition_state(tp0, bad, 1, Held)
         assert layout.partition_state("t", 0) in str(info.value)
+
+
+def test_partition_state_read_from_its_bytes_or_the_cache_is_what_its_json_gives(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The bytes partctl writes are read without JSON (a pattern of them) and every
+    well-formed node's fields are kept for the next node of the same bytes (a bounded cache):
+    both give what the JSON path gives, and near misses of the pattern (a leading zero, a
+    number too long for it, another key order, spaces) take that path."""
+    import coordinator.codecs as codecs
+
+    monkeypatch.setattr(codecs, "_STATES", {})
+    monkeypatch.setattr(codecs, "_STATES_MAX", 3)
+    tp0 = TopicPartition("t", 0)
+    big = 10 ** 30
+    nodes = [_json_state(*f) for f in [(1, 0, (1, 2, 3), 1), (-1, 17, (3,), 12),
+                                       (1002, 3, (), 2), (big, 2, (big, 0), 0), (-5, -1, (1,), 0)]]
+    nodes += [b'{"version":1,"leader":01,"leader_epoch":0,"controller_epoch":0,"isr":[1]}',
+              b'{"version":2,"leader":1,"leader_epoch":0,"controller_epoch":0,"isr":[1]}',
+              b'{"version":1,"leader":1,"leader_epoch":0,"controller_epoch":0,"isr":[1,]}',
+              b'{"version":1, "leader":1,"leader_epoch":0,"controller_epoch":0,"isr":[1]}',
+              KAFKA_STATE]
+    assert codecs._CANONICAL_STATE(nodes[0]) and not codecs._CANONICAL_STATE(nodes[3])
+    for _ in range(2):  # the second time from the cache where it kept them
+        for data in nodes:
+            try:
+                want = PartitionStateNode.decode("/p", data)
+            except CorruptMetadata:
+                with pytest.raises(CorruptMetadata):
+                    decode_partition_state(tp0, data, 4, Held)
+                continue
+            got = decode_partition_state(tp0, data, 4, Held)
+            assert got == Held(want.leader, want.leader_epoch, want.isr, want.controller_epoch, 4)
+            assert type(got.isr) is tuple
+            assert len(codecs._STATES) <= 3
+    assert decode_partition_state(tp0, bytearray(nodes[0]), 9, Held) == Held(1, 0, (1, 2, 3), 1, 9)
+
+
+@pytest.mark.parametrize("partitions", [
+    {"0": [1, 2], "1": [2, 3]}, {"0": []}, {"7": [0, 2147483647]},
+    {"0": [1, 1]}, {"x": [1]}, {"": [1]}, {"-1": [1]}, {"2147483648": [1]}, {"0001": [2]},
+    {"0": [1], "01": [2]}, {"٣": [1]}, {"0": [-1]}, {"0": [2147483648]}, {"0": [True]},
+    {"0": [1.0]}, {"0": "1"}, {"0": (1,)}, {"0": list(range(1001))}, {"0": [1], "1": None}, {},
+])
+def test_assignment_checked_whole_says_what_the_loop_says(partitions: dict[str, Any]) -> None:
+    """A topic's partitions are checked over the whole object at once, the loop only reading
+    what that check refuses: the same map, or the same CorruptMetadata, either way."""
+    import coordinator.codecs as codecs
+
+    data = json.dumps({"version": 3, "partitions": partitions}).encode()
+    path = layout.topic("t")
+
+    def outcome() -> Any:
+        try:
+            return TopicAssignment.decode(path, data, "t").partitions
+        except CorruptMetadata as exc:
+            return str(exc)
+
+    fast = outcome()
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(codecs, "_partition_map_checked", lambda value: None)
+        assert outcome() == fast
 
 
 def test_reassignment_round_trip() -> None:

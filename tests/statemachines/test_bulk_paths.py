@@ -191,3 +191,48 @@ def test_replicas_leave_the_isr_one_at_a_time_and_never_empty_it(
     else:
         assert got == LeaderAndIsr(leader=expected[0], leader_epoch=5, isr=expected[1],
                                    controller_epoch=2, partition_epoch=9)
+
+
+def test_a_cold_load_keys_leaders_and_replicas_by_the_same_partition_objects() -> None:
+    """set_topic hands a cold load the partition objects it keyed the replicas by (``every``),
+    and the load reads the states with them: one object per partition, not two."""
+    from coordinator.codecs import TopicAssignment
+    from statemachines.context import ControllerContext
+
+    ctx = ControllerContext()
+    every: list[TopicPartition] = []
+    ctx.set_topic(TopicAssignment(topic="a", partitions={0: (1,)}), 0)
+    added = ctx.set_topic(TopicAssignment(topic="t", partitions={0: (1, 2), 1: (2, 3)}), 0,
+                          every=every)
+    assert every == [tp("t", 0), tp("t", 1)] == added
+    keys = {id(k) for k in ctx.replicas}
+    assert all(id(p) in keys for p in every)
+    ctx.set_topic(TopicAssignment(topic="a", partitions={0: (1,), 1: (2,)}), 1, every=every)
+    assert every[2:] == [tp("a", 0), tp("a", 1)]
+
+
+def test_a_new_topic_is_set_a_topic_at_a_time_as_partition_by_partition() -> None:
+    """A cold load sets each topic in one pass (_set_new_topic): the same replicas, hosts and
+    partitions per topic as set_replicas partition by partition; a known topic, or one set
+    while metadata changes are noted, goes partition by partition."""
+    from coordinator.codecs import TopicAssignment
+    from statemachines.context import ControllerContext
+
+    topics = [TopicAssignment(topic=f"t{t}", partitions={
+        p: tuple((p + k) % 5 + 1 for k in range(1 + p % 3)) for p in range(7)}) for t in range(3)]
+    topics.append(TopicAssignment(topic="none", partitions={}))
+    bulk, each = ControllerContext(), ControllerContext()
+    for a in topics:
+        assert bulk.set_topic(a, 0) == [tp(a.topic, p) for p in a.partitions]
+        for p, replicas in a.partitions.items():
+            each.set_replicas(tp(a.topic, p), replicas)
+    assert bulk.replicas == each.replicas
+    assert bulk.replicas_on_all() == each.replicas_on_all()
+    assert bulk._partitions_of == each._partitions_of  # noqa: SLF001
+    assert "none" in bulk.topics and "none" not in bulk._partitions_of  # noqa: SLF001
+    grown = TopicAssignment(topic="t0", partitions={**topics[0].partitions, 7: (2,)})
+    assert bulk.set_topic(grown, 1) == [tp("t0", 7)]
+    assert bulk.replicas_on(2) >= {tp("t0", 7)}
+    with pytest.MonkeyPatch.context() as m:  # a cold load's topic is set in one pass
+        m.setattr(ControllerContext, "set_replicas", lambda *_: pytest.fail("per partition"))
+        assert len(ControllerContext().set_topic(topics[1], 0)) == 7
