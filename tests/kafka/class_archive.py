@@ -4,16 +4,16 @@ kind map instead of loading and verifying those classes from the jars again. A K
 starts on about 40% less CPU (6-7 s of CPU to serving on Kafka 3.9 in ZooKeeper mode, 3.5-4
 with its archive), a tool on less too; what the JVM runs is the same code of the same jars.
 
-The archives live in a cache outside the work tree (``$PARTCTL_CDS_CACHE``, default ``cds/``
-beside the Kafka jars: ``~/.cache/partctl/cds``), one per (Java, classpath with each jar's size
-and time, main class, JVM options). The first JVM of a kind dumps its archive at its exit
-(``-XX:ArchiveClassesAtExit``) to a name of its own; once it has ended of itself (not killed)
-the archive is checked by a JVM that must map it (``-Xshare:on``, with its checksums verified)
-and only then renamed into place: readers never see a partial file, and of two pytest-xdist
-workers only the one holding the claim dumps (the other runs without, meanwhile). An archive
-that no longer matches (a jar changed, another Java) is left unused by the JVM itself
-(``-Xshare:auto``, the default), quietly: the JVM's CDS log lines are off, so that a tool's
-stdout stays the tool's. ``PARTCTL_CDS=0`` turns it all off.
+The archives live in a cache outside the work tree (``$PARTCTL_CDS_CACHE``, default ``cds/`` in
+the Kafka jars' cache, which CI keeps between runs: ``~/.cache/partctl/kafka/cds``), one per
+(Java, classpath with each jar's size and time, main class, JVM options). The first JVM of a
+kind dumps its archive at its exit (``-XX:ArchiveClassesAtExit``) to a name of its own; once it
+has ended of itself (not killed) the archive is checked by a JVM that must map it
+(``-Xshare:on``, with its checksums verified) and only then renamed into place: readers never
+see a partial file, and of two pytest-xdist workers only the one holding the claim dumps (the
+other runs without, meanwhile). An archive that no longer matches (a jar changed, another Java)
+is left unused by the JVM itself (``-Xshare:auto``, the default), quietly: the JVM's CDS log
+lines are off, so that a tool's stdout stays the tool's. ``PARTCTL_CDS=0`` turns it all off.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def cache_directory() -> Path:
     if configured:
         return Path(configured)
     from .harness import kafka_cache
-    return kafka_cache().parent / "cds"
+    return kafka_cache() / "cds"
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +105,7 @@ def _java_identity() -> str:
 
 def _classpath_identity(classpath: str) -> list[str]:
     entries: list[str] = []
-    for entry in classpath.split(os.pathsep):
+    for entry in filter(None, classpath.split(os.pathsep)):
         paths = (sorted(Path(entry[:-1]).glob("*.jar")) if entry.endswith("*")
                  else [Path(entry)])
         for path in paths:
