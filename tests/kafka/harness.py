@@ -37,8 +37,7 @@ from typing import Literal
 import coordinator
 from coordinator.servers import LocalServer, free_port
 from tests.broker.wire_client import RawClient, request
-
-from .class_archive import NONE, Archive, archive_for
+from tests.class_archive import NONE, Archive, archive_for
 
 __all__ = [
     "HOST", "JVM_OPTIONS", "KAFKA_3", "KAFKA_4", "TOOL_JVM_OPTIONS", "KafkaBroker",
@@ -194,7 +193,7 @@ def _logging_options(log4j: Path) -> list[str]:
 
 def _java(version: str, jvm_options: Sequence[str], log4j: Path, main: str,
           *args: str, properties: Sequence[str] = ()) -> tuple[list[str], Archive]:
-    """The command line of one JVM, with its class archive (:mod:`.class_archive`), to be
+    """The command line of one JVM, with its class archive (:mod:`tests.class_archive`), to be
     finished once the JVM has ended."""
     classpath = kafka_classpath(version)
     archive = archive_for(classpath, main, jvm_options)

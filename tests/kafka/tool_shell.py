@@ -13,7 +13,8 @@ import subprocess
 import tempfile
 import threading
 
-from .class_archive import archive_for, compiled_jar
+from tests.class_archive import archive_for, compiled_jar
+
 from .harness import HERE, TOOL_JVM_OPTIONS, kafka_classpath, main_class, run_tool
 
 __all__ = ["ToolShell", "run_shared"]
@@ -25,7 +26,7 @@ class ToolShell:
     """One JVM running ``version``'s tools on request (not a value: it has a lifetime). The
     JVM's own output, outside any invocation, goes to a temporary file, read on a failure.
     The shell runs compiled (a jar in the class archives' cache, built once), so that its start
-    compiles nothing and its JVM can map a class archive (:mod:`.class_archive`); where it
+    compiles nothing and its JVM can map a class archive (:mod:`tests.class_archive`); where it
     cannot be built, as a source program."""
 
     def __init__(self, version: str) -> None:

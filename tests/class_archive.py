@@ -42,7 +42,7 @@ def cache_directory() -> Path:
     configured = os.environ.get("PARTCTL_CDS_CACHE")
     if configured:
         return Path(configured)
-    from .harness import kafka_cache
+    from tests.kafka.harness import kafka_cache
     return kafka_cache() / "cds"
 
 
@@ -114,11 +114,12 @@ def _classpath_identity(classpath: str) -> list[str]:
     return entries
 
 
-def archive_for(classpath: str, main: str, jvm_options: Sequence[str]) -> Archive:
+def archive_for(classpath: str, main: str, jvm_options: Sequence[str], *, dump: bool = True
+                ) -> Archive:
     """What a JVM of ``classpath``, ``main`` and ``jvm_options`` adds to its options: the
-    archive of its kind when there is one; else, when no other JVM is dumping it, a dump at
-    its exit (then :meth:`Archive.finish` it); else nothing. A directory on the classpath
-    (which CDS refuses) or a cache that cannot be written: nothing."""
+    archive of its kind when there is one; else, when ``dump`` and no other JVM is dumping it,
+    a dump at its exit (then :meth:`Archive.finish` it); else nothing. A directory on the
+    classpath (which CDS refuses) or a cache that cannot be written: nothing."""
     if os.environ.get("PARTCTL_CDS") == "0":
         return NONE
     try:
@@ -131,6 +132,8 @@ def archive_for(classpath: str, main: str, jvm_options: Sequence[str]) -> Archiv
         final = cache / f"{main.rsplit('/', 1)[-1]}-{key}.jsa"
         if final.exists():
             return Archive(options=(f"-XX:SharedArchiveFile={final}", QUIET))
+        if not dump:
+            return NONE
         cache.mkdir(parents=True, exist_ok=True)
         claim = _claim_of(final)
         with contextlib.suppress(FileNotFoundError):
