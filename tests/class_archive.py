@@ -80,9 +80,17 @@ NONE = Archive()
 
 
 def _maps(archive: Path, check: Sequence[str]) -> bool:
-    done = subprocess.run(["java", f"-XX:SharedArchiveFile={archive}", "-Xshare:on",
-                           "-XX:+VerifySharedSpaces", QUIET, *check, "-version"],
-                          capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    """Whether a JVM maps ``archive``. One that cannot crashes (SIGBUS on a truncated file, its
+    checksums notwithstanding): its crash report goes next to the archive, and away."""
+    report = archive.with_name(archive.name + ".hs_err")
+    try:
+        done = subprocess.run(["java", f"-XX:SharedArchiveFile={archive}", "-Xshare:on",
+                               "-XX:+VerifySharedSpaces", f"-XX:ErrorFile={report}", QUIET,
+                               *check, "-version"],
+                              capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    finally:
+        with contextlib.suppress(OSError):
+            report.unlink()
     return done.returncode == 0
 
 

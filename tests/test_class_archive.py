@@ -84,7 +84,7 @@ def test_an_archive_of_a_killed_jvm_or_a_truncated_one_is_dropped(jar: Path) -> 
     data = again.pending.read_bytes()
     again.pending.write_bytes(data[: len(data) // 2])  # a JVM that maps this one crashes
     again.finish(0)
-    assert cache_files(jar) == ["hello.jar"]
+    assert cache_files(jar) == ["hello.jar"]  # nor the crash report of the JVM that tried it
 
 
 @pytest.mark.parametrize("content", ["garbage", "another classpath's"])
