@@ -8,7 +8,8 @@
 // Protocol, on stdin and stdout: a request is one line, the main class and the arguments
 // separated by NUL characters (arguments hold no newline); the answer is a header line
 // "<status> <stdout bytes> <stderr bytes>" followed by those bytes (UTF-8). Run it as a
-// single-file source program: java -cp '<kafka jars>/*' ToolShell.java
+// single-file source program, java -cp '<kafka jars>/*' ToolShell.java, or compiled (tool_shell.py
+// runs it from a jar it builds once)
 import java.io.BufferedReader;
 import java.io.ByteArrayOutputStream;
 import java.io.InputStreamReader;

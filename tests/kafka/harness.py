@@ -37,6 +37,7 @@ from typing import Literal
 import coordinator
 from coordinator.servers import LocalServer, free_port
 from tests.broker.wire_client import RawClient, request
+from tests.class_archive import NONE, Archive, archive_for
 
 __all__ = [
     "HOST", "JVM_OPTIONS", "KAFKA_3", "KAFKA_4", "TOOL_JVM_OPTIONS", "KafkaBroker",
@@ -191,9 +192,13 @@ def _logging_options(log4j: Path) -> list[str]:
 
 
 def _java(version: str, jvm_options: Sequence[str], log4j: Path, main: str,
-          *args: str, properties: Sequence[str] = ()) -> list[str]:
-    return ["java", *jvm_options, *properties, *_logging_options(log4j),
-            "-cp", kafka_classpath(version), main, *args]
+          *args: str, properties: Sequence[str] = ()) -> tuple[list[str], Archive]:
+    """The command line of one JVM, with its class archive (:mod:`tests.class_archive`), to be
+    finished once the JVM has ended."""
+    classpath = kafka_classpath(version)
+    archive = archive_for(classpath, main, jvm_options)
+    return ["java", *jvm_options, *archive.options, *properties, *_logging_options(log4j),
+            "-cp", classpath, main, *args], archive
 
 
 def run_tool(version: str, tool: str, *args: str, input: str | None = None,
@@ -203,11 +208,17 @@ def run_tool(version: str, tool: str, *args: str, input: str | None = None,
     ``version``'s jars and wait for it: its exit status, stdout and stderr (Kafka's own log
     lines, warnings and up, go to stderr). Raises :class:`subprocess.TimeoutExpired` after
     ``timeout`` (the tool is killed)."""
-    command = _java(version, jvm_options, HERE / "log4j-tools.properties",
-                    main_class(version, tool), *args)
-    return subprocess.run(command, input=input, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})},
-                          stdin=None if input is not None else subprocess.DEVNULL)
+    command, archive = _java(version, jvm_options, HERE / "log4j-tools.properties",
+                             main_class(version, tool), *args)
+    returncode = None
+    try:
+        done = subprocess.run(command, input=input, capture_output=True, text=True,
+                              timeout=timeout, env={**os.environ, **(env or {})},
+                              stdin=None if input is not None else subprocess.DEVNULL)
+        returncode = done.returncode
+    finally:
+        archive.finish(returncode)
+    return done
 
 
 def new_cluster_id() -> str:
@@ -234,6 +245,7 @@ class KafkaBroker:
     jvm_options: tuple[str, ...]
     controller_port: int | None = None
     process: subprocess.Popen[bytes] | None = None
+    _archive: Archive = field(default=NONE, repr=False)
 
     @property
     def config_path(self) -> Path:
@@ -266,9 +278,10 @@ class KafkaBroker:
         """Start the process (it must not be running); does not wait for it to serve."""
         if self.running():
             raise KafkaError(f"Kafka broker {self.node_id} is running already")
-        command = _java(self.version, self.jvm_options, HERE / "log4j-broker.properties",
-                        "kafka.Kafka", str(self.config_path),
-                        properties=[f"-Dkafka.logs.dir={self.directory}"])
+        command, self._archive = _java(self.version, self.jvm_options,
+                                       HERE / "log4j-broker.properties", "kafka.Kafka",
+                                       str(self.config_path),
+                                       properties=[f"-Dkafka.logs.dir={self.directory}"])
         with open(self.console_path, "ab") as console:
             self.process = subprocess.Popen(command, cwd=self.directory, stdout=console,
                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -283,7 +296,7 @@ class KafkaBroker:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
-                return self.process.wait(timeout)
+                return self._ended(self.process.wait(timeout))
             except subprocess.TimeoutExpired:
                 pass
         return self.kill()
@@ -294,7 +307,13 @@ class KafkaBroker:
             return None
         if self.process.poll() is None:
             self.process.kill()
-        return self.process.wait(30)
+        return self._ended(self.process.wait(30))
+
+    def _ended(self, status: int) -> int:
+        """The process has ended with ``status``: keep the class archive it dumped, if any."""
+        archive, self._archive = self._archive, NONE
+        archive.finish(status)
+        return status
 
     def log(self) -> str:
         """The broker's log (every run of it): Kafka's ``server.log``."""

@@ -7,9 +7,10 @@ of the application and of a broker; Kafka's own TransactionalMessageCopier (a tr
 producer that aborts a third of its transactions, read_committed input, offsets in the
 transaction) through a SIGKILL and a fenced zombie, read back by Kafka's ConsoleConsumer.
 
-The clients are the small Java programs of ``tests/kafka/java/``, compiled here once per
-module and Kafka version with the JDK (javac against that version's ``kafka-clients`` and
-``kafka-streams`` jars), run with ``java -cp`` and a small heap. Each prints one line per
+The clients are the small Java programs of ``tests/kafka/java/``, compiled with the JDK (javac
+against that version's ``kafka-clients`` and ``kafka-streams`` jars) into a jar of the class
+archives' cache, once per content of the sources and jars (tests/class_archive.py), run with
+``java -cp`` and a small heap. Each prints one line per
 thing that happened (a record acknowledged, an assignment, a record read, a state change);
 the test reads those lines as they come, waiting with deadlines, and checks the data it reads
 back with confluent-kafka. Kafka 4.4.0's clients run every time (Streams and KIP-848 need
@@ -36,6 +37,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from broker.cluster import LaunchedBroker, LocalCluster, launch_broker
 from tests.broker.processes import TEST_SETTINGS
+from tests.class_archive import NONE, Archive, archive_for, compiled_jar
 from tests.waiting import wait_until
 
 from .conftest import require_kafka
@@ -63,26 +65,25 @@ def _topic(kind: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def java_classes(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], str]:
-    """version -> the classpath to run the Java clients with (their classes, compiled once per
-    module and version, then every jar of that version)."""
+def java_classes() -> Callable[[str], str]:
+    """version -> the classpath to run the Java clients with (their classes, compiled into a
+    jar once per content of the sources and jars: :func:`tests.class_archive.compiled_jar`, then
+    every jar of that version)."""
     compiled: dict[str, str] = {}
 
     def classpath(version: str) -> str:
         jars = require_kafka(version)
         if version not in compiled:
-            out = tmp_path_factory.mktemp(f"java-{version}")
             # only the two jars the sources use: javac reads every jar it is given
-            used = [str(j) for j in sorted(kafka_jars(version).glob("kafka-*.jar"))
+            used = [j for j in sorted(kafka_jars(version).glob("kafka-*.jar"))
                     if j.name.startswith((f"kafka-clients-{version}.",
                                           f"kafka-streams-{version}."))]
             assert len(used) == 2, used
-            result = subprocess.run(
-                ["javac", "-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "-nowarn",
-                 "-cp", ":".join(used), "-d", str(out), *map(str, sorted(SOURCES.glob("*.java")))],
-                capture_output=True, text=True, timeout=180)
-            assert result.returncode == 0, f"javac failed:\n{result.stdout}{result.stderr}"
-            compiled[version] = f"{out}:{jars}"
+            try:
+                jar = compiled_jar(f"clients-{version}", sorted(SOURCES.glob("*.java")), used)
+            except subprocess.CalledProcessError as exc:
+                raise AssertionError(f"javac failed:\n{exc.stdout}{exc.stderr}") from None
+            compiled[version] = f"{jar}:{jars}"
         return compiled[version]
 
     return classpath
@@ -97,6 +98,7 @@ class JavaClient:
     process: subprocess.Popen[bytes]
     stdout: Path
     stderr: Path
+    archive: Archive = NONE
     _lines: list[str] = field(default_factory=list)
     _offset: int = 0
 
@@ -119,19 +121,25 @@ class JavaClient:
 
     def wait(self, timeout: float) -> int:
         try:
-            return self.process.wait(timeout)
+            return self._ended(self.process.wait(timeout))
         except subprocess.TimeoutExpired:
             self.process.kill()
-            self.process.wait(10)
+            self._ended(self.process.wait(10))
             raise AssertionError(f"{self.name} still running after {timeout:.0f}s"
                                  f"{self.tail()}") from None
 
     def kill(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
-        self.process.wait(10)
+        self._ended(self.process.wait(10))
         if self.process.stdin is not None:
             self.process.stdin.close()
+
+    def _ended(self, status: int) -> int:
+        """The JVM has ended: keep the class archive it dumped, if any (once)."""
+        archive, self.archive = self.archive, NONE
+        archive.finish(status)
+        return status
 
     def tail(self, lines: int = 30) -> str:
         out = "\n".join(self.lines()[-lines:])
@@ -143,10 +151,12 @@ def run_java(classpath: str, directory: Path, name: str, main: str, *args: str,
              stdin: int | None = subprocess.DEVNULL) -> JavaClient:
     directory.mkdir(parents=True, exist_ok=True)
     stdout, stderr = directory / f"{name}.out", directory / f"{name}.err"
+    archive = archive_for(classpath, main, TOOL_JVM_OPTIONS)
     with open(stdout, "wb") as out, open(stderr, "wb") as err:
-        process = subprocess.Popen(["java", *TOOL_JVM_OPTIONS, *LOGGING, "-cp", classpath, main,
-                                    *args], stdin=stdin, stdout=out, stderr=err)
-    return JavaClient(name, process, stdout, stderr)
+        process = subprocess.Popen(["java", *TOOL_JVM_OPTIONS, *archive.options, *LOGGING,
+                                    "-cp", classpath, main, *args],
+                                   stdin=stdin, stdout=out, stderr=err)
+    return JavaClient(name, process, stdout, stderr, archive)
 
 
 

@@ -13,6 +13,8 @@ import subprocess
 import tempfile
 import threading
 
+from tests.class_archive import archive_for, compiled_jar
+
 from .harness import HERE, TOOL_JVM_OPTIONS, kafka_classpath, main_class, run_tool
 
 __all__ = ["ToolShell", "run_shared"]
@@ -22,14 +24,23 @@ SOURCE = HERE / "ToolShell.java"
 
 class ToolShell:
     """One JVM running ``version``'s tools on request (not a value: it has a lifetime). The
-    JVM's own output, outside any invocation, goes to a temporary file, read on a failure."""
+    JVM's own output, outside any invocation, goes to a temporary file, read on a failure.
+    The shell runs compiled (a jar in the class archives' cache, built once), so that its start
+    compiles nothing and its JVM can map a class archive (:mod:`tests.class_archive`); where it
+    cannot be built, as a source program."""
 
     def __init__(self, version: str) -> None:
         self.version = version
-        command = ["java", *TOOL_JVM_OPTIONS,
+        try:
+            classpath = f"{compiled_jar('ToolShell', [SOURCE])}:{kafka_classpath(version)}"
+            main = "ToolShell"
+        except (OSError, subprocess.SubprocessError):
+            classpath, main = kafka_classpath(version), str(SOURCE)
+        self._archive = archive_for(classpath, main, TOOL_JVM_OPTIONS)
+        command = ["java", *TOOL_JVM_OPTIONS, *self._archive.options,
                    f"-Dlog4j.configuration=file:{HERE / 'log4j-shell.properties'}",
                    f"-Dlog4j2.configurationFile={HERE / 'log4j2.properties'}",
-                   "-cp", kafka_classpath(version), str(SOURCE)]
+                   "-cp", classpath, main]
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
         self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=self._log)
@@ -85,10 +96,12 @@ class ToolShell:
         if self._process.stdin is not None:
             self._process.stdin.close()
         try:
-            self._process.wait(timeout=10)
+            # a shell that dumps its class archive at exit takes a few seconds more
+            self._process.wait(timeout=10 if self._archive.pending is None else 60)
         except subprocess.TimeoutExpired:
             self._process.kill()
             self._process.wait()
+        self._archive.finish(self._process.returncode)
         self._log.close()
 
     def __enter__(self) -> ToolShell:

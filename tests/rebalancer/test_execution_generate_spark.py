@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,8 @@ import pytest
 
 from partctl.cli import main
 from rebalancer.snapshot import save_snapshot
-from tests.rebalancer.conftest import make_snapshot
+from tests.class_archive import archive_for
+from tests.rebalancer.conftest import make_snapshot, spark_classpath
 
 
 @pytest.mark.spark
@@ -62,10 +64,15 @@ def test_generate_stops_the_spark_session_it_started(tmp_path: Path) -> None:
     racks = {b: f"r{b % 2}" for b in range(1, 5)}
     save_snapshot(make_snapshot(racks, [("t", p, [1, 2]) for p in range(4)]),
                   tmp_path / "snap.json")
+    # the session's JVM maps the class archive of the suite's session, when there is one (its
+    # JVM outlives the command's process: it cannot write one itself)
+    archive = archive_for(spark_classpath(), "org.apache.spark.deploy.SparkSubmit", (),
+                          dump=False)
     done = subprocess.run(
         [sys.executable, "-c", STOPPED, "reassign", "generate", "--snapshot",
          str(tmp_path / "snap.json"), "--engine", "spark", "--spark-master", "local[1]", "-o",
          str(tmp_path / "plan.json")], capture_output=True, text=True, timeout=300,
-        cwd=Path(__file__).resolve().parents[2])
+        cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, "SPARK_SUBMIT_OPTS": " ".join(archive.options)})
     assert done.stdout.splitlines()[-1] == "0 stopped", (done.stdout, done.stderr[-2000:])
     assert json.loads((tmp_path / "plan.json").read_text())["version"] == 1
