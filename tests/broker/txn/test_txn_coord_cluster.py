@@ -11,6 +11,7 @@ import signal
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -525,20 +526,8 @@ def test_an_endtxn_whose_client_left_still_sends_its_markers(trio: Trio) -> None
     first = init(trio, tid)
     pid, epoch = first.producer_id, first.producer_epoch
     assert add_partitions(trio, tid, pid, epoch, (0,)) == {0: ErrorCode.none}
-    node = coordinator_of(trio, tid)
-    state_partition = partition_for(tid, TXN_PARTITIONS)
-    _leader, isr = trio.partition_state(TRANSACTION_STATE_TOPIC)[state_partition]
-    stopped = next(b for b in isr if b != node)
-    trio.brokers[stopped].signal(signal.SIGSTOP)
-    try:
-        with RawClient(trio.brokers[node].address, timeout=30) as client:
-            client.send(request(26, 3, transactional_id=tid, producer_id=pid,
-                                producer_epoch=epoch, committed=True))
-            wait_until(lambda: _commit_under_way(trio, node, tid, pid, epoch), timeout=10,
-                       interval=0.1, message="the commit's write waiting on the stopped follower")
-        # the connection is closed with the write still waiting
-    finally:
-        trio.brokers[stopped].signal(signal.SIGCONT)
+    with commit_held_back(trio, tid, pid, epoch, coordinator_of(trio, tid)):
+        pass  # the connection is closed with the write still waiting
     reaches(trio, tid, "CompleteCommit")
 
 
@@ -565,9 +554,27 @@ def test_an_add_waits_for_the_end_no_longer_than_the_hold(trio: Trio) -> None:
     CONCURRENT_TRANSACTIONS with the write still waiting, and the client may ask again."""
     tid, pid, epoch, node = initialized(trio, "bounded")
     assert add_partitions(trio, tid, pid, epoch, (0,)) == {0: ErrorCode.none}
+    with commit_held_back(trio, tid, pid, epoch, node):
+        with RawClient(trio.brokers[node].address, timeout=3 * HOLD_MS / 1000) as client:
+            asked = time.monotonic()
+            next_add = client.call(add_request(tid, pid, epoch, (1,)))
+            held = time.monotonic() - asked
+        assert added(next_add) == {1: ErrorCode.concurrent_transactions}
+        assert held >= HOLD_MS / 1000 * 0.95
+        assert _commit_under_way(trio, node, tid, pid, epoch)
+    reaches(trio, tid, "CompleteCommit")
+    assert add_partitions(trio, tid, pid, epoch, (1,)) == {1: ErrorCode.none}
+
+
+@contextmanager
+def commit_held_back(trio: Trio, tid: str, pid: int, epoch: int, node: int) -> Iterator[None]:
+    """A commit of ``tid`` sent to its coordinator ``node`` whose write to
+    ``__transaction_state`` is held back: a follower of the id's partition stopped while in the
+    ISR. The body runs with the write waiting and the EndTxn's connection open; then the
+    connection closes, and the follower resumes."""
     state_partition = partition_for(tid, TXN_PARTITIONS)
     # every follower caught up just now (one stopped by an earlier test may be lagging still),
-    # so that the one stopped here stays in the ISR, holding the write, for all of the test
+    # so that the one stopped here stays in the ISR, holding the write, for all of the body
     wait_until(lambda: len(trio.partition_state(TRANSACTION_STATE_TOPIC)[state_partition][1])
                == 3, timeout=60, message="the id's partition with its three replicas in sync")
     stopped = next(b for b in (1, 2, 3) if b != node)
@@ -578,17 +585,9 @@ def test_an_add_waits_for_the_end_no_longer_than_the_hold(trio: Trio) -> None:
                                 producer_epoch=epoch, committed=True))
             wait_until(lambda: _commit_under_way(trio, node, tid, pid, epoch), timeout=10,
                        interval=0.1, message="the commit's write waiting on the stopped follower")
-            with RawClient(trio.brokers[node].address, timeout=3 * HOLD_MS / 1000) as client:
-                asked = time.monotonic()
-                next_add = client.call(add_request(tid, pid, epoch, (1,)))
-                held = time.monotonic() - asked
-            assert added(next_add) == {1: ErrorCode.concurrent_transactions}
-            assert held >= HOLD_MS / 1000 * 0.95
-            assert _commit_under_way(trio, node, tid, pid, epoch)
+            yield
     finally:
         trio.brokers[stopped].signal(signal.SIGCONT)
-    reaches(trio, tid, "CompleteCommit")
-    assert add_partitions(trio, tid, pid, epoch, (1,)) == {1: ErrorCode.none}
 
 
 def _commit_under_way(trio: Trio, node: int, tid: str, pid: int, epoch: int) -> bool:
