@@ -70,7 +70,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="comma-separated fault kinds (default: every kind)")
     p.add_argument("--rate", type=float, default=200.0,
                    help="produce attempts per second across the producers (default 200)")
-    p.add_argument("--out", type=Path, default=Path("fault-runs"),
+    # absolute: the brokers and servers of a run start in directories of their own and are
+    # handed their paths (a relative one named nothing there: every run failed to start)
+    p.add_argument("--out", type=lambda text: Path(text).resolve(), default="fault-runs",
                    help="where runs are kept (default ./fault-runs)")
     p.add_argument("--keep", action="store_true", help="keep clean runs' histories and cluster directories")
     p.add_argument("--no-timeline", dest="timeline", action="store_false",

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from tests.faults.__main__ import _table, main, parse_kinds, parse_seeds, summarise
+from tests.faults.__main__ import _parser, _table, main, parse_kinds, parse_seeds, summarise
 from tests.faults.checker import ErrorRate, Verdict
 from tests.faults.nemesis import KINDS
 from tests.faults.runner import SeedResult
@@ -28,6 +28,15 @@ def test_seeds_and_kinds_parse() -> None:
     assert parse_kinds(f"{KINDS[0]},{KINDS[1]}") == [KINDS[0], KINDS[1]]
     with pytest.raises(argparse.ArgumentTypeError, match="unknown fault kind.*nope"):
         parse_kinds(f"{KINDS[0]},nope")
+
+
+def test_where_runs_are_kept_is_an_absolute_path(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run's processes start elsewhere and are handed paths below it: a relative one
+    (the default) named nothing there."""
+    monkeypatch.chdir(tmp_path)
+    assert _parser().parse_args([]).out == tmp_path.resolve() / "fault-runs"
+    assert _parser().parse_args(["--out", "runs/a"]).out == tmp_path.resolve() / "runs" / "a"
 
 
 @pytest.mark.processes
