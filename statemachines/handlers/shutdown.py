@@ -1,6 +1,11 @@
 """Controlled shutdown (Kafka's doControlledShutdown): move leadership off the broker, answer
 with what it still leads, take its follower replicas Offline (ISR shrink, StopReplica).
 
+What it still leads is counted as Kafka counts it: the partitions of more than one replica,
+of a topic not queued for deletion. A single-replica partition cannot move and a topic being
+deleted is left alone, so neither keeps the broker asking again: it stops, and they go
+offline with it (a deletion waits for its replicas anyway).
+
 Kafka answers after both steps; here the answer goes out once leadership has moved (the only
 thing the broker waits for), and the follower step follows in the same event, so no other
 event sees the broker half shut down."""
@@ -56,7 +61,7 @@ def on_controlled_shutdown(svc: ControllerServices, event: ev.ControlledShutdown
     recipients = {tp: [r for r in replicas.get(tp, ()) if r in brokers] for tp in written}
     record_leader_and_isr(ctx, batch, written, recipients=recipients)
     svc.send(batch)
-    event.reply.set_result(tuple(sorted_partitions(ctx.led_by(b))))
+    event.reply.set_result(tuple(sorted_partitions(tp for tp in ctx.led_by(b) if acted_on(tp))))
     # 2. Its follower replicas go Offline (StopReplica, ISR shrink written in one bulk pass),
     #    in the same event: nothing else runs in between. (Worked out only now: the broker
     #    is not kept waiting for it.)
