@@ -94,3 +94,18 @@ def _end_gateway(process: subprocess.Popen[bytes]) -> int | None:
         process.kill()
         process.wait()
         return None
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A Spark standalone master and two one-core workers on loopback, started from the
+    installed pyspark (tests.spark_cluster) once per run; yields it (``master_url``, ``logs``). No session
+    is made here: a process has one SparkContext, so a session on this master lives in a
+    process of its own (the CLI's), which stops it."""
+    from tests.spark_cluster import start_spark_cluster
+
+    cluster = start_spark_cluster(tmp_path_factory.mktemp("spark-cluster"), workers=2)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
