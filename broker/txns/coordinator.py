@@ -116,7 +116,8 @@ class TransactionCoordinator:
         self.markers.close()
         self.verifier.close()
         self.manager.stop()
-        self._wake_all()
+        for transactional_id in list(self._ending):
+            self._ended(transactional_id, ErrorCode.none)
 
     def _every(self, interval_ms: int, task: object) -> None:
         def run() -> None:
@@ -143,7 +144,9 @@ class TransactionCoordinator:
 
     def unloaded(self, partition: int) -> None:
         self.markers.drop_partition(partition)
-        self._wake_all()  # the held adds find they are no longer ours
+        for transactional_id in list(self._ending):  # its held adds: no longer ours
+            if self.manager.partition_of(transactional_id) == partition:
+                self._ended(transactional_id, ErrorCode.none)
 
     # -- producer ids ------------------------------------------------------------------------
 
@@ -290,10 +293,6 @@ class TransactionCoordinator:
         for ended in self._ending.pop(transactional_id, ()):
             if not ended.done():
                 ended.set_result(None)
-
-    def _wake_all(self) -> None:
-        for transactional_id in list(self._ending):
-            self._ended(transactional_id, ErrorCode.none)
 
     def verify_partitions(self, transactional_id: str, producer_id: int, epoch: int,
                           partitions: Iterable[TP]) -> dict[TP, ErrorCode]:
