@@ -30,7 +30,7 @@ from tests.faults.history import (
     read_history,
 )
 from tests.faults.test_cluster import start
-from tests.faults.workload import Workload, create_topics, finals, outcome_of
+from tests.faults.workload import Workload, create_topics, finals, outcome_of, where_stuck
 
 TOPICS = ("wl-a", "wl-b")
 
@@ -91,6 +91,27 @@ def outcomes(events: Sequence[Event]) -> tuple[set[int], dict[int, str]]:
     attempts = {e.op for e in events if isinstance(e, ProduceAttempt)}
     done = {e.op: e.outcome for e in events if isinstance(e, ProduceOutcome)}
     return attempts, done
+
+
+def test_a_thread_that_did_not_stop_is_named_with_the_call_it_waits_in() -> None:
+    release = threading.Event()
+
+    def waits_for_the_commit() -> None:
+        release.wait(30)
+
+    thread = threading.Thread(target=waits_for_the_commit)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while "waits_for_the_commit" not in where_stuck(thread) and time.monotonic() < deadline:
+            release.wait(0.01)
+        where = where_stuck(thread)
+        assert where.startswith("wait:"), where  # the innermost call first
+        assert "waits_for_the_commit" in where and "release.wait(30)" in where
+    finally:
+        release.set()
+        thread.join()
+    assert where_stuck(thread) == "(it has no frame)"
 
 
 @pytest.mark.servers

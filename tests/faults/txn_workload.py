@@ -54,7 +54,7 @@ from coordinator.codecs import TopicPartition
 from tests.faults.cluster import FaultCluster
 from tests.faults.history import ABORTED, COMMITTED, UNKNOWN, History
 from tests.faults.txn_checker import FINAL_READER
-from tests.faults.workload import CLIENT_LOG, create_topics
+from tests.faults.workload import CLIENT_LOG, EOS_LOG, create_topics, where_stuck
 
 __all__ = ["HOPS", "RING", "SPREAD", "TXN_TOPICS", "TxnStats", "TxnWorkload"]
 
@@ -137,7 +137,7 @@ class TxnWorkload:
         for thread in self._threads[kind]:
             thread.join(timeout)
             if thread.is_alive():
-                self._error(f"{thread.name} did not stop")
+                self._error(f"{thread.name} did not stop, in {where_stuck(thread)}")
 
     def _count(self, outcome: str) -> None:
         with self._lock:
@@ -160,7 +160,7 @@ class TxnWorkload:
 
     def _producer(self, transactional_id: str) -> Producer:
         producer = Producer({
-            **CLIENT_LOG,
+            **EOS_LOG,
             "bootstrap.servers": self.cluster.bootstrap,
             "transactional.id": transactional_id,
             "transaction.timeout.ms": TXN_TIMEOUT_MS,

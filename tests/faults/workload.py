@@ -28,8 +28,10 @@ from __future__ import annotations
 import functools
 import itertools
 import logging
+import sys
 import threading
 import time
+import traceback
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -61,6 +63,23 @@ log = logging.getLogger(__name__)
 CLIENT_LOG: dict[str, object] = {"logger": logging.getLogger("tests.faults.librdkafka")}
 """The clients' own log lines (request timeouts, reconnects: expected under faults) go to this
 logger, not to stderr; the runner keeps them in the run's ``run.log``."""
+
+EOS_LOG: dict[str, object] = {"logger": logging.getLogger("tests.faults.librdkafka.eos"),
+                              "debug": "eos"}
+"""A transactional producer's log: its transaction manager's steps (librdkafka's ``eos``
+debug context: each request to the coordinator and each state change), kept in ``run.log``
+so that a step that stalls shows where."""
+logging.getLogger("tests.faults.librdkafka.eos").setLevel(logging.DEBUG)
+
+
+def where_stuck(thread: threading.Thread, frames: int = 4) -> str:
+    """The innermost ``frames`` lines ``thread`` is running now, for a thread that did not
+    stop: the call it waits in (a librdkafka call shows as the Python line calling it)."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    if frame is None:
+        return "(it has no frame)"
+    stack = traceback.extract_stack(frame)[-frames:]
+    return " <- ".join(f"{s.name}:{s.lineno} {(s.line or '').strip()}" for s in reversed(stack))
 
 REPLICATION_FACTOR = 3
 MIN_INSYNC = 2
@@ -246,12 +265,12 @@ class Workload:
         for thread in self._producer_threads:
             thread.join(max(0.0, deadline - time.monotonic()) + 15.0)
             if thread.is_alive():
-                self._error(f"{thread.name} did not stop")
+                self._error(f"{thread.name} did not stop, in {where_stuck(thread)}")
         self._stop_rest.set()
         for thread in self._other_threads:
             thread.join(30.0)
             if thread.is_alive():
-                self._error(f"{thread.name} did not stop")
+                self._error(f"{thread.name} did not stop, in {where_stuck(thread)}")
         with self._lock:
             return WorkloadStats(attempts=self.stats.attempts, acked=self.stats.acked,
                                  failed=self.stats.failed, unknown=self.stats.unknown,
