@@ -3,8 +3,9 @@
 At a million partitions building it takes a second or more of the event thread: an entry per
 partition, in order. The context notes the partitions whose leader or replicas changed since it
 was built (``ControllerContext.metadata_changed``), so that the next send patches those entries
-into a copy of the last one instead. A hot standby builds it while idle
-(:func:`prepare_full_metadata`), so that its failover sends what it has ready.
+into a copy of the last one instead; so too, when brokers died or came back since, the entries of
+the partitions they host (their offline replicas changed). A hot standby builds and patches it
+while idle (:func:`prepare_full_metadata`), so that its failover sends what it has ready.
 """
 
 from __future__ import annotations
@@ -60,23 +61,50 @@ def _build(ctx: ControllerContext, dead: frozenset[int]) -> FullMetadata:
                         took=time.monotonic() - started)
 
 
-def _patched(ctx: ControllerContext, last: FullMetadata,
-             changed: set[TopicPartition]) -> FullMetadata | None:
-    """``last`` with the entries of ``changed`` made again; None when one of them was added or
-    removed (its place in the order is not known)."""
+def _to_patch(ctx: ControllerContext, last: FullMetadata, changed: set[TopicPartition],
+              dead: frozenset[int]) -> set[TopicPartition] | None:
+    """The partitions whose entries in ``last`` are out of date: the ``changed`` ones, and with
+    other brokers dead than at its build, those with a replica on a broker that died or came
+    back (their offline replicas differ). None when they are too many for a patch to pay."""
+    todo = changed
+    moved = dead ^ last.dead
+    if moved:
+        todo = set(changed)
+        for b in moved:
+            todo |= ctx.replicas_on(b)
+    if len(todo) * PATCH_SHARE > len(last.entries):
+        return None
+    return todo
+
+
+def _patched(ctx: ControllerContext, last: FullMetadata, todo: set[TopicPartition],
+             dead: frozenset[int]) -> FullMetadata | None:
+    """``last`` with the entries of ``todo`` made again, naming ``dead``'s replicas offline;
+    None when one of them was added or removed (its place in the order is not known)."""
+    started = time.monotonic()
+    index = last.index
+    if not index.keys() >= todo:
+        return None
     entries = list(last.entries)
-    dead = last.dead
-    for tp in changed:
-        i = last.index.get(tp)
-        replicas = ctx.replicas.get(tp)
-        v = ctx.leaders.get(tp)
-        if i is None or replicas is None or v is None:
+    new = tuple.__new__
+    entry = UpdateMetadataPartition
+    replicas_of, leaders = ctx.replicas.get, ctx.leaders.get
+    offline: dict[tuple[int, ...], tuple[int, ...]] = {}
+    for tp in todo:
+        replicas = replicas_of(tp)
+        v = leaders(tp)
+        if replicas is None or v is None:
             return None
-        entries[i] = UpdateMetadataPartition(
-            tp[0], tp[1], v.controller_epoch, v.leader, v.leader_epoch, v.isr,
-            v.partition_epoch, replicas,
-            tuple(r for r in replicas if r in dead) if dead else ())
-    return FullMetadata(tuple(entries), last.index, dead, took=last.took, done=last.done)
+        if dead:
+            off = offline.get(replicas)
+            if off is None:
+                off = offline[replicas] = tuple(r for r in replicas if r in dead)
+        else:
+            off = ()
+        entries[index[tp]] = new(entry, (tp[0], tp[1], v.controller_epoch, v.leader,
+                                         v.leader_epoch, v.isr, v.partition_epoch, replicas,
+                                         off))
+    return FullMetadata(tuple(entries), index, dead, took=time.monotonic() - started)
 
 
 def full_metadata(ctx: ControllerContext) -> tuple[UpdateMetadataPartition, ...]:
@@ -85,30 +113,45 @@ def full_metadata(ctx: ControllerContext) -> tuple[UpdateMetadataPartition, ...]
     dead = _dead(ctx)
     last, changed = ctx.full_metadata, ctx.metadata_changed
     current = None
-    if last is not None and changed is not None and last.dead == dead:
-        if not changed:
+    if last is not None and changed is not None:
+        if not changed and last.dead == dead:
             return last.entries
-        if len(changed) * PATCH_SHARE <= len(last.entries):
-            current = _patched(ctx, last, changed)
+        todo = _to_patch(ctx, last, changed, dead)
+        if todo is not None:
+            current = _patched(ctx, last, todo, dead)
     if current is None:
         current = _build(ctx, dead)
     ctx.keep_full_metadata(current)
     return current.entries
 
 
+PREPARE_SHARE = 256
+"""A standby patches its build while idle once this share of the entries (or 1,024) is out of
+date: a patch copies the whole build, so one per few changes would cost more than it saves."""
+
+
 def prepare_full_metadata(ctx: ControllerContext) -> bool:
-    """Build it now if the next send could not patch the last build (none yet, partitions
-    added or removed, too many changed, other brokers dead): a hot standby's work while idle.
-    Not again within twice the last build's time of it (a standby loading its view is idle
-    often), so it takes at most a third of an idle standby's thread. True if it built."""
+    """Bring the build up to date now, as the next send would, when what it would have to do
+    is big: no build yet, one that cannot be patched (partitions added or removed, too many
+    changed), or a patch of more than a small share of the entries. A hot standby's work while
+    idle, so that its failover sends what it has ready. Not again within twice the last
+    build's or patch's time of it (a standby loading its view, or following a burst of
+    elections, is idle often), so it takes at most a third of an idle standby's thread. True
+    if it built or patched."""
     last, changed = ctx.full_metadata, ctx.metadata_changed
     if not ctx.leaders:
         return False
-    if last is not None and changed is not None and last.dead == _dead(ctx):
-        if len(changed) * PATCH_SHARE <= len(last.entries) and all(
-                tp in last.index for tp in changed):
+    dead = _dead(ctx)
+    current = None
+    if last is not None and changed is not None:
+        if not changed and last.dead == dead:
             return False
         if time.monotonic() - last.done < 2 * last.took:
             return False
-    ctx.keep_full_metadata(_build(ctx, _dead(ctx)))
+        todo = _to_patch(ctx, last, changed, dead)
+        if todo is not None:
+            if len(todo) < max(1024, len(last.entries) // PREPARE_SHARE):
+                return False  # the send patches these few
+            current = _patched(ctx, last, todo, dead)
+    ctx.keep_full_metadata(current if current is not None else _build(ctx, dead))
     return True

@@ -351,8 +351,11 @@ class View:
             if not exact:
                 self._reconcile_topics()
             # Partitions whose state the view lacks (none written yet, or a re-read that failed).
-            missing = [tp for tp in self.ctx.replicas if tp not in self.ctx.leaders]
-            if missing:
+            # (the subset test runs in C: a comprehension over a million partitions took a
+            # fifth of a hot failover's time before its metadata went out)
+            replicas, leaders = self.ctx.replicas, self.ctx.leaders
+            if not replicas.keys() <= leaders.keys():
+                missing = [tp for tp in replicas if tp not in leaders]
                 read_partition_states(self.metadata, self.ctx, missing, self.skipped)
         return exact
 

@@ -3,6 +3,8 @@ build equals one made anew, whatever changed in between."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from coordinator.codecs import BrokerInfo, TopicAssignment, TopicPartition
 from coordinator.metadata_base import RegisteredBroker
 from elections.leader import LeaderAndIsr
@@ -66,3 +68,47 @@ def test_a_standby_prepares_it_only_when_a_send_could_not_patch() -> None:
     ctx.set_leader(TopicPartition("a", 0), LeaderAndIsr(3, 1, (3,), 1, 1))
     assert not prepare_full_metadata(ctx)  # a patch will do
     assert full_metadata(ctx) == _fresh(ctx)
+
+
+def _wide(brokers: int = 10, partitions: int = 40) -> ControllerContext:
+    """Partitions spread over ``brokers`` brokers, two replicas each: a broker hosts a fifth."""
+    ctx = ControllerContext()
+    for b in range(1, brokers + 1):
+        ctx.add_broker(RegisteredBroker(info=BrokerInfo(id=b, host="h", port=9092), epoch=b))
+    assignment = {p: (1 + p % brokers, 1 + (p + 1) % brokers) for p in range(partitions)}
+    ctx.set_topic(TopicAssignment(topic="t", partitions=assignment), 0)
+    for p, r in assignment.items():
+        ctx.set_leader(TopicPartition("t", p), LeaderAndIsr(r[0], 0, r, 1, 0))
+    return ctx
+
+
+def test_a_broker_lost_or_back_patches_only_the_partitions_it_hosts() -> None:
+    ctx = _wide()
+    first = full_metadata(ctx)
+    ctx.remove_broker(3)
+    lost = full_metadata(ctx)
+    assert lost == _fresh(ctx)
+    hosting = {i for i, e in enumerate(lost) if 3 in e.replicas}
+    assert all(lost[i].offline_replicas == (3,) for i in hosting)
+    # the others are the very entries of the first build: patched, not built anew
+    assert all(lost[i] is first[i] for i in range(len(lost)) if i not in hosting)
+    ctx.add_broker(RegisteredBroker(info=BrokerInfo(id=3, host="h", port=9092), epoch=11))
+    back = full_metadata(ctx)
+    assert back == _fresh(ctx) == first
+    assert all(back[i] is lost[i] for i in range(len(back)) if i not in hosting)
+
+
+def test_a_standby_patches_it_once_many_entries_are_out_of_date() -> None:
+    ctx = _wide(partitions=5000)
+    assert prepare_full_metadata(ctx)
+    built = ctx.full_metadata
+    assert built is not None
+    ctx.keep_full_metadata(replace(built, took=0.0))  # (no wait for its rate limit)
+    for p in range(200):
+        ctx.set_leader(TopicPartition("t", p), LeaderAndIsr(1 + (p + 1) % 10, 1, (1,), 1, 1))
+    assert not prepare_full_metadata(ctx)  # fewer than 1,024: the send patches them
+    ctx.remove_broker(7)  # and those hosted on broker 7: 1,160 in all, under a quarter
+    assert prepare_full_metadata(ctx)
+    assert ctx.metadata_changed == set() and ctx.full_metadata is not None
+    assert ctx.full_metadata.entries == _fresh(ctx)
+    assert ctx.full_metadata.entries[4000] is built.entries[4000]  # patched, not built anew
