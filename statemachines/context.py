@@ -193,6 +193,10 @@ class ControllerContext:
         self.topic_versions: dict[str, int] = {}
         self.replicas: dict[TopicPartition, tuple[int, ...]] = {}
         self.leaders: dict[TopicPartition, LeaderAndIsr] = {}
+        self.unstated = 0
+        """How many partitions of ``replicas`` have no entry in ``leaders`` (a state not read
+        or not written yet): a failover reads those again, and needs this to know of none
+        without a pass over a million partitions."""
         self._replicas_on: dict[int, set[TopicPartition]] = {}
         self._led_by: dict[int, set[TopicPartition]] = {}
         self._partitions_of: dict[str, set[TopicPartition]] = {}
@@ -291,6 +295,8 @@ class ControllerContext:
         tps = [TopicPartition(topic, p) for p in partitions]
         lists = [tuple(r) for r in partitions.values()]
         self.replicas.update(zip(tps, lists, strict=True))
+        leaders = self.leaders
+        self.unstated += (sum(1 for tp in tps if tp not in leaders) if leaders else len(tps))
         on = self._replicas_on
         for tp, replicas in zip(tps, lists, strict=True):
             for b in replicas:
@@ -341,6 +347,8 @@ class ControllerContext:
         if self.metadata_changed is not None:
             self._changed(tp)
         if old is None:
+            if tp not in self.leaders:
+                self.unstated += 1
             of = self._partitions_of.get(tp.topic)
             if of is None:  # (not setdefault: that builds a set per call)
                 of = self._partitions_of[tp.topic] = set()
@@ -351,6 +359,8 @@ class ControllerContext:
         self.topics.pop(topic, None)
         self.topic_versions.pop(topic, None)
         for tp in self._partitions_of.pop(topic, set()):
+            if tp in self.replicas and tp not in self.leaders:
+                self.unstated -= 1
             for b in self.replicas.pop(tp, ()):
                 on = self._replicas_on.get(b)
                 if on is not None:
@@ -367,7 +377,10 @@ class ControllerContext:
 
     def set_leader(self, tp: TopicPartition, value: LeaderAndIsr) -> None:
         old = self.leaders.get(tp)
-        if old is not None and old.leader != value.leader:
+        if old is None:
+            if tp in self.replicas:
+                self.unstated -= 1
+        elif old.leader != value.leader:
             led = self._led_by.get(old.leader)
             if led is not None:
                 led.discard(tp)
@@ -384,6 +397,8 @@ class ControllerContext:
         if self.metadata_changed is not None:
             self._changed(tp)
         if old is not None:
+            if tp in self.replicas:
+                self.unstated += 1
             led = self._led_by.get(old.leader)
             if led is not None:
                 led.discard(tp)

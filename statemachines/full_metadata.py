@@ -125,15 +125,17 @@ def full_metadata(ctx: ControllerContext) -> tuple[UpdateMetadataPartition, ...]
     return current.entries
 
 
-PREPARE_SHARE = 256
+PREPARE_SHARE = 16
 """A standby patches its build while idle once this share of the entries (or 1,024) is out of
-date: a patch copies the whole build, so one per few changes would cost more than it saves."""
+date. Its failover then patches at most that many (at a million partitions, about 0.1 s);
+patching more often would cost the standby more than it saves (each patch copies the whole
+build), in the middle of the bursts of elections that change many entries in a row."""
 
 
 def prepare_full_metadata(ctx: ControllerContext) -> bool:
     """Bring the build up to date now, as the next send would, when what it would have to do
     is big: no build yet, one that cannot be patched (partitions added or removed, too many
-    changed), or a patch of more than a small share of the entries. A hot standby's work while
+    changed), or a patch of more than a sixteenth of the entries. A hot standby's work while
     idle, so that its failover sends what it has ready. Not again within twice the last
     build's or patch's time of it (a standby loading its view, or following a burst of
     elections, is idle often), so it takes at most a third of an idle standby's thread. True
