@@ -192,7 +192,10 @@ class Host:
             except BaseException as exc:  # noqa: BLE001 - handed to the caller
                 failure.append(exc)
 
-        thread = threading.Thread(target=inside, name=f"in-{self.name}", daemon=True)
+        # named after the caller's thread: a caller that does not stop is shown by what this
+        # thread runs (tests.faults.workload.where_stuck)
+        thread = threading.Thread(target=inside, daemon=True,
+                                  name=f"{threading.current_thread().name}/in-{self.name}")
         thread.start()
         thread.join()
         if failure:

@@ -114,6 +114,30 @@ def test_a_thread_that_did_not_stop_is_named_with_the_call_it_waits_in() -> None
     assert where_stuck(thread) == "(it has no frame)"
 
 
+def test_a_thread_waiting_for_its_work_in_another_is_named_with_that_ones_call() -> None:
+    release = threading.Event()
+
+    def commits() -> None:
+        release.wait(30)
+
+    def runs_it_elsewhere() -> None:  # as tests.faults.net.Host.call runs a client's work
+        inner = threading.Thread(target=commits,
+                                 name=f"{threading.current_thread().name}/in-client")
+        inner.start()
+        inner.join()
+
+    outer = threading.Thread(target=runs_it_elsewhere, name="txn-ctp9")
+    outer.start()
+    try:
+        deadline = time.monotonic() + 10
+        while "commits" not in where_stuck(outer) and time.monotonic() < deadline:
+            release.wait(0.01)
+        assert "commits:" in where_stuck(outer) and "join" not in where_stuck(outer)
+    finally:
+        release.set()
+        outer.join()
+
+
 @pytest.mark.servers
 @pytest.mark.long
 @pytest.mark.parametrize("kind", ["zookeeper", "etcd"])
