@@ -121,6 +121,16 @@ class ProducerEntry(NamedTuple):
                 return batch
         return None
 
+    def in_open_transaction(self, batch: BatchMetadata) -> bool:
+        """Whether ``batch``, one of the retained ones, belongs to the producer's transaction
+        open here. A transactional batch is a retry only of one of those: a batch of a
+        transaction that has ended (its marker written) is never written again, and a batch
+        with its sequence numbers after the marker is a new one, which the sequence check
+        refuses (OUT_OF_ORDER_SEQUENCE_NUMBER). Kafka 3.9 answers it with the old batch's
+        offset and writes nothing, and the next commit then commits nothing of it
+        (docs/transactions.md)."""
+        return 0 <= self.current_txn_first_offset <= batch.first_offset
+
     @property
     def in_transaction(self) -> bool:
         """Whether the producer has a transaction open in this partition."""

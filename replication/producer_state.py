@@ -307,7 +307,8 @@ class ProducerStateManager:
             # order: the common case, decided without the rest).
             if entry is not None:
                 duplicate = entry.find_duplicate(epoch, base_seq, last_seq)
-                if duplicate is not None:
+                if duplicate is not None and (not attributes & _TRANSACTIONAL_MASK
+                                              or entry.in_open_transaction(duplicate)):
                     return Duplicate(batch=duplicate)
             if verify:  # before the sequence, as Kafka checks them
                 self._verified(entry or ProducerEntry.empty(pid), base_seq, guard, first_offset,

@@ -207,7 +207,8 @@ WORKER_GROUPS: dict[str, tuple[str, ...]] = {
               "tests/rebalancer/test_execution_generate_spark.py"),
     # the UnverifiedTrio of tests/broker/txn/conftest.py (session-scoped)
     "txn-unverified": ("tests/broker/txn/test_txn_data_markers.py",
-                       "tests/broker/txn/test_txn_data_read_committed.py"),
+                       "tests/broker/txn/test_txn_data_read_committed.py",
+                       "tests/broker/txn/test_txn_sequence_after_abort.py"),
 }
 """Modules that share a session-scoped fixture, handed to one worker as one unit under
 ``--dist loadfile`` (each worker has a session of its own: spread over two workers they would

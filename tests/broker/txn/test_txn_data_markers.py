@@ -111,7 +111,7 @@ def transactional_request(partition: int, pid: int, seq: int, epoch: int = 0, *,
                            m.PartitionProduceData, index=partition, records=batch),)),))
 
 
-def fetch_all(client: RawClient, partition: int) -> tuple[int, list[Any]]:
+def fetch_all(client: RawClient, partition: int, topic: str = TOPIC) -> tuple[int, list[Any]]:
     """(high watermark, decoded batches) of the partition from offset 0 (read_uncommitted),
     fetching again where a read stopped (a read holds one segment at most)."""
     m = request_module(1, 12)
@@ -121,7 +121,7 @@ def fetch_all(client: RawClient, partition: int) -> tuple[int, list[Any]]:
         response = client.call(request(
             1, 12, replica_id=-1, max_wait=timedelta(0), min_bytes=1, max_bytes=1 << 20,
             isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=(),
-            rack_id="", topics=(build(m.FetchTopic, topic=TOPIC, partitions=(build(
+            rack_id="", topics=(build(m.FetchTopic, topic=topic, partitions=(build(
                 m.FetchPartition, partition=partition, current_leader_epoch=-1,
                 fetch_offset=offset, log_start_offset=-1, partition_max_bytes=1 << 20),)),)))
         (answer,) = response.responses[0].partitions
