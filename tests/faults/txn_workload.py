@@ -255,6 +255,7 @@ class TxnWorkload:
     def _one_write(self, producer: Producer, name: str, rng: random.Random,
                    counter: itertools.count[int]) -> None:
         n = next(counter)
+        producer.poll(0)  # hands its log lines over now, with the times they happened at
         if rng.random() < 0.5:
             topic, partitions = RING, [rng.randrange(PARTITIONS)]
         else:
@@ -307,6 +308,7 @@ class TxnWorkload:
                 consumer.close()
 
     def _one_step(self, consumer: Consumer, producer: Producer, name: str, index: int) -> None:
+        producer.poll(0)  # hands its log lines over now, with the times they happened at
         messages = [m for m in consumer.consume(50, 0.5) if m.error() is None]
         if not messages:
             return

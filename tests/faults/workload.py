@@ -65,10 +65,12 @@ CLIENT_LOG: dict[str, object] = {"logger": logging.getLogger("tests.faults.librd
 logger, not to stderr; the runner keeps them in the run's ``run.log``."""
 
 EOS_LOG: dict[str, object] = {"logger": logging.getLogger("tests.faults.librdkafka.eos"),
-                              "debug": "eos"}
-"""A transactional producer's log: its transaction manager's steps (librdkafka's ``eos``
-debug context: each request to the coordinator and each state change), kept in ``run.log``
-so that a step that stalls shows where."""
+                              "debug": "eos,msg"}
+"""A transactional producer's log: its transaction manager's steps and its batches (librdkafka's
+``eos`` and ``msg`` debug contexts: each request to the coordinator, each state change, each
+batch sent, retried or purged), kept in ``run.log`` so that a step that stalls shows where.
+librdkafka hands these lines over only when the producer is polled or flushed (a commit
+flushes), so their times are when they were handed over, not when they happened."""
 logging.getLogger("tests.faults.librdkafka.eos").setLevel(logging.DEBUG)
 
 
