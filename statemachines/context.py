@@ -14,7 +14,7 @@ touches its own partitions and never scans the cluster.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from coordinator.codecs import BrokerInfo, TopicAssignment, TopicPartition
@@ -174,14 +174,23 @@ def live_broker_of(info: BrokerInfo) -> LiveBroker:
 
 @dataclass(slots=True, eq=False)
 class FullMetadata:
-    """One build: the entries in order, each partition's place in them, and the brokers that
-    were dead (offline replicas) when they were built."""
+    """One build: the entries in order, the partitions in that order, and the brokers that
+    were dead (offline replicas) when they were built. Each partition's place in the entries
+    (``index``) is worked out when a patch first needs it, not by the build: at a million
+    partitions that was a sixth of a cold failover's time before its metadata went out."""
 
     entries: tuple[UpdateMetadataPartition, ...]
-    index: dict[TopicPartition, int]
+    order: Sequence[TopicPartition]
     dead: frozenset[int]
     took: float = 0.0  # seconds the build took
     done: float = field(default_factory=time.monotonic)
+    _index: dict[TopicPartition, int] | None = None
+
+    @property
+    def index(self) -> dict[TopicPartition, int]:
+        if self._index is None:
+            self._index = dict(zip(self.order, range(len(self.order)), strict=True))
+        return self._index
 
 
 class ControllerContext:
@@ -254,6 +263,11 @@ class ControllerContext:
 
     def partitions_of(self, topic: str) -> set[TopicPartition]:
         return self._partitions_of.get(topic, set())
+
+    def partitions_by_topic(self) -> dict[str, set[TopicPartition]]:
+        """Every topic with partitions in the view and its partitions (every key of
+        ``replicas`` is in exactly one of these sets)."""
+        return self._partitions_of
 
     # --- assignments ---------------------------------------------------------------------
 

@@ -11,12 +11,16 @@ while idle (:func:`prepare_full_metadata`), so that its failover sends what it h
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from operator import itemgetter
 
 from coordinator.codecs import TopicPartition
 from interbroker.requests import UpdateMetadataPartition
 from statemachines.context import ControllerContext, FullMetadata
 
 __all__ = ["FullMetadata", "full_metadata", "prepare_full_metadata"]
+
+_partition_number = itemgetter(1)
 
 PATCH_SHARE = 4
 """Patch the last build when at most one partition in this many changed; rebuild otherwise."""
@@ -27,13 +31,22 @@ def _dead(ctx: ControllerContext) -> frozenset[int]:
     return frozenset(b for b in ctx.replicas_on_all() if b not in live)
 
 
+def _in_order(ctx: ControllerContext) -> Iterator[TopicPartition]:
+    """Every partition of the view's topics, by topic name, then partition number: the order
+    ``sorted`` gives, a topic at a time (sorting a million partitions at once took a fifth
+    of a cold failover's build)."""
+    by_topic = ctx.partitions_by_topic()
+    for topic in sorted(by_topic):
+        yield from sorted(by_topic[topic], key=_partition_number)
+
+
 def _build(ctx: ControllerContext, dead: frozenset[int]) -> FullMetadata:
     # (a named tuple's own constructor is a Python call, a million times here: tuple.__new__
     # is one C call; the entries go out in build's order, so RequestBatch does not sort them)
     new = tuple.__new__
     entry = UpdateMetadataPartition
-    get = ctx.replicas.get
-    leaders = ctx.leaders
+    replicas_of = ctx.replicas.get
+    leader_of = ctx.leaders.get
     started = time.monotonic()
     entries: list[UpdateMetadataPartition] = []
     order: list[TopicPartition] = []
@@ -42,11 +55,11 @@ def _build(ctx: ControllerContext, dead: frozenset[int]) -> FullMetadata:
     # with brokers dead (a broker loss, a full restart) making each one's was a quarter of
     # the build.
     offline: dict[tuple[int, ...], tuple[int, ...]] = {}
-    for tp in sorted(leaders):
-        replicas = get(tp)
-        if replicas is None:
+    for tp in _in_order(ctx):
+        v = leader_of(tp)
+        replicas = replicas_of(tp)
+        if v is None or replicas is None:
             continue
-        v = leaders[tp]
         if dead:
             off = offline.get(replicas)
             if off is None:
@@ -56,9 +69,7 @@ def _build(ctx: ControllerContext, dead: frozenset[int]) -> FullMetadata:
         append(new(entry, (tp[0], tp[1], v.controller_epoch, v.leader, v.leader_epoch, v.isr,
                            v.partition_epoch, replicas, off)))
         place(tp)
-    return FullMetadata(tuple(entries), dict(zip(order, range(len(order)), strict=True)),
-                        dead,
-                        took=time.monotonic() - started)
+    return FullMetadata(tuple(entries), order, dead, took=time.monotonic() - started)
 
 
 def _to_patch(ctx: ControllerContext, last: FullMetadata, changed: set[TopicPartition],
@@ -104,7 +115,8 @@ def _patched(ctx: ControllerContext, last: FullMetadata, todo: set[TopicPartitio
         entries[index[tp]] = new(entry, (tp[0], tp[1], v.controller_epoch, v.leader,
                                          v.leader_epoch, v.isr, v.partition_epoch, replicas,
                                          off))
-    return FullMetadata(tuple(entries), index, dead, took=time.monotonic() - started)
+    return FullMetadata(tuple(entries), last.order, dead, took=time.monotonic() - started,
+                        _index=index)
 
 
 def full_metadata(ctx: ControllerContext) -> tuple[UpdateMetadataPartition, ...]:

@@ -248,7 +248,7 @@ def test_the_count_of_partitions_without_a_state_follows_every_change(seed: int)
     rng = random.Random(seed)
     ctx = ControllerContext()
     if seed % 2:
-        ctx.keep_full_metadata(FullMetadata((), {}, frozenset()))  # set_topic's general path
+        ctx.keep_full_metadata(FullMetadata((), (), frozenset()))  # set_topic's general path
     topics = ["a", "b", "c", "d"]
     for _ in range(400):
         topic = rng.choice(topics)

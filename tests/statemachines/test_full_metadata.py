@@ -112,3 +112,19 @@ def test_a_standby_patches_it_once_many_entries_are_out_of_date() -> None:
     assert ctx.metadata_changed == set() and ctx.full_metadata is not None
     assert ctx.full_metadata.entries == _fresh(ctx)
     assert ctx.full_metadata.entries[4000] is built.entries[4000]  # patched, not built anew
+
+
+def test_the_build_is_in_sorted_order_whatever_order_the_view_learnt_it_in() -> None:
+    ctx = ControllerContext()
+    ctx.add_broker(RegisteredBroker(info=BrokerInfo(id=1, host="h", port=9092), epoch=1))
+    for name in ("b", "a-x", "a"):
+        ctx.set_topic(TopicAssignment(topic=name, partitions={p: (1,) for p in (10, 2, 1)}), 0)
+        for p in (2, 10, 1):
+            ctx.set_leader(TopicPartition(name, p), LeaderAndIsr(1, 0, (1,), 1, 0))
+    ctx.set_topic(TopicAssignment(topic="c", partitions={0: (1,)}), 0)  # no state yet
+    ctx.set_leader(TopicPartition("gone", 0), LeaderAndIsr(1, 0, (1,), 1, 0))  # no topic
+    entries = full_metadata(ctx)
+    assert [(e.topic, e.partition) for e in entries] == [
+        (t, p) for t in ("a", "a-x", "b") for p in (1, 2, 10)]
+    assert ctx.full_metadata is not None
+    assert ctx.full_metadata.index[TopicPartition("b", 10)] == 8
