@@ -69,3 +69,10 @@ def test_the_server_sized_for_a_million_partitions() -> None:
     assert zk["jute_maxbuffer"] > 1 << 20
     assert servers.sized_for("zookeeper", 1000)["heap_mb"] == 512
     assert 4 << 30 <= servers.sized_for("etcd", 1_000_000)["quota_bytes"] <= 8 << 30
+
+
+def test_a_million_partitions_are_measured_against_the_million_partition_targets() -> None:
+    from benchmarks.controller import _target
+    assert _target("b", "etcd", 100_000) == 3.0  # the default scale's cold failover
+    assert _target("b", "etcd", 1_000_000) == _target("b", "zookeeper", 1_000_000) == 10.0
+    assert _target("a", "etcd", 1_000_000) == 1.0 and _target("f", "memory", 2_000_000) == 30.0
