@@ -40,7 +40,10 @@ def _in_order(ctx: ControllerContext) -> Iterator[TopicPartition]:
         yield from sorted(by_topic[topic], key=_partition_number)
 
 
-def _build(ctx: ControllerContext, dead: frozenset[int]) -> FullMetadata:
+def _build(ctx: ControllerContext, dead: frozenset[int], *, placed: bool = False
+           ) -> FullMetadata:
+    """Every entry made anew; with ``placed`` each partition's place too (else left to the
+    first patch that needs it)."""
     # (a named tuple's own constructor is a Python call, a million times here: tuple.__new__
     # is one C call; the entries go out in build's order, so RequestBatch does not sort them)
     new = tuple.__new__
@@ -69,7 +72,11 @@ def _build(ctx: ControllerContext, dead: frozenset[int]) -> FullMetadata:
         append(new(entry, (tp[0], tp[1], v.controller_epoch, v.leader, v.leader_epoch, v.isr,
                            v.partition_epoch, replicas, off)))
         place(tp)
-    return FullMetadata(tuple(entries), order, dead, took=time.monotonic() - started)
+    built = FullMetadata(tuple(entries), order, dead)
+    if placed:
+        built.index  # noqa: B018 - the property works it out and keeps it
+    built.took = time.monotonic() - started
+    return built
 
 
 def _to_patch(ctx: ControllerContext, last: FullMetadata, changed: set[TopicPartition],
@@ -167,5 +174,6 @@ def prepare_full_metadata(ctx: ControllerContext) -> bool:
             if len(todo) < max(1024, len(last.entries) // PREPARE_SHARE):
                 return False  # the send patches these few
             current = _patched(ctx, last, todo, dead)
-    ctx.keep_full_metadata(current if current is not None else _build(ctx, dead))
+    # (each partition's place worked out now, while idle: the failover's patch needs it)
+    ctx.keep_full_metadata(current if current is not None else _build(ctx, dead, placed=True))
     return True

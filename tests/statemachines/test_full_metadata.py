@@ -103,6 +103,7 @@ def test_a_standby_patches_it_once_many_entries_are_out_of_date() -> None:
     assert prepare_full_metadata(ctx)
     built = ctx.full_metadata
     assert built is not None
+    assert built._index is not None  # the places too, while idle: a failover patches at once
     ctx.keep_full_metadata(replace(built, took=0.0))  # (no wait for its rate limit)
     for p in range(200):
         ctx.set_leader(TopicPartition("t", p), LeaderAndIsr(1 + (p + 1) % 10, 1, (1,), 1, 1))
