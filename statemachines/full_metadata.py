@@ -11,7 +11,7 @@ while idle (:func:`prepare_full_metadata`), so that its failover sends what it h
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from operator import itemgetter
 
 from coordinator.codecs import TopicPartition
@@ -40,28 +40,25 @@ def _in_order(ctx: ControllerContext) -> Iterator[TopicPartition]:
         yield from sorted(by_topic[topic], key=_partition_number)
 
 
-def _build(ctx: ControllerContext, dead: frozenset[int], *, placed: bool = False
-           ) -> FullMetadata:
-    """Every entry made anew; with ``placed`` each partition's place too (else left to the
-    first patch that needs it)."""
+def _entries(ctx: ControllerContext, tps: Iterable[TopicPartition], dead: frozenset[int]
+             ) -> Iterator[tuple[TopicPartition, UpdateMetadataPartition | None]]:
+    """Each of ``tps`` with its entry, naming ``dead``'s replicas offline (None for one with no
+    state or no replicas in the view)."""
     # (a named tuple's own constructor is a Python call, a million times here: tuple.__new__
-    # is one C call; the entries go out in build's order, so RequestBatch does not sort them)
+    # is one C call)
     new = tuple.__new__
     entry = UpdateMetadataPartition
     replicas_of = ctx.replicas.get
     leader_of = ctx.leaders.get
-    started = time.monotonic()
-    entries: list[UpdateMetadataPartition] = []
-    order: list[TopicPartition] = []
-    append, place = entries.append, order.append
     # A partition's offline replicas, per replica list: many partitions share a list, and
     # with brokers dead (a broker loss, a full restart) making each one's was a quarter of
     # the build.
     offline: dict[tuple[int, ...], tuple[int, ...]] = {}
-    for tp in _in_order(ctx):
+    for tp in tps:
         v = leader_of(tp)
         replicas = replicas_of(tp)
         if v is None or replicas is None:
+            yield tp, None
             continue
         if dead:
             off = offline.get(replicas)
@@ -69,9 +66,23 @@ def _build(ctx: ControllerContext, dead: frozenset[int], *, placed: bool = False
                 off = offline[replicas] = tuple(r for r in replicas if r in dead)
         else:
             off = ()
-        append(new(entry, (tp[0], tp[1], v.controller_epoch, v.leader, v.leader_epoch, v.isr,
-                           v.partition_epoch, replicas, off)))
-        place(tp)
+        yield tp, new(entry, (tp[0], tp[1], v.controller_epoch, v.leader, v.leader_epoch,
+                              v.isr, v.partition_epoch, replicas, off))
+
+
+def _build(ctx: ControllerContext, dead: frozenset[int], *, placed: bool = False
+           ) -> FullMetadata:
+    """Every entry made anew, in order (RequestBatch sends them in this order, unsorted);
+    with ``placed`` each partition's place too (else left to the first patch that needs
+    it)."""
+    started = time.monotonic()
+    entries: list[UpdateMetadataPartition] = []
+    order: list[TopicPartition] = []
+    append, place = entries.append, order.append
+    for tp, made in _entries(ctx, _in_order(ctx), dead):
+        if made is not None:
+            append(made)
+            place(tp)
     built = FullMetadata(tuple(entries), order, dead)
     if placed:
         built.index  # noqa: B018 - the property works it out and keeps it
@@ -104,24 +115,10 @@ def _patched(ctx: ControllerContext, last: FullMetadata, todo: set[TopicPartitio
     if not index.keys() >= todo:
         return None
     entries = list(last.entries)
-    new = tuple.__new__
-    entry = UpdateMetadataPartition
-    replicas_of, leaders = ctx.replicas.get, ctx.leaders.get
-    offline: dict[tuple[int, ...], tuple[int, ...]] = {}
-    for tp in todo:
-        replicas = replicas_of(tp)
-        v = leaders(tp)
-        if replicas is None or v is None:
+    for tp, made in _entries(ctx, todo, dead):
+        if made is None:
             return None
-        if dead:
-            off = offline.get(replicas)
-            if off is None:
-                off = offline[replicas] = tuple(r for r in replicas if r in dead)
-        else:
-            off = ()
-        entries[index[tp]] = new(entry, (tp[0], tp[1], v.controller_epoch, v.leader,
-                                         v.leader_epoch, v.isr, v.partition_epoch, replicas,
-                                         off))
+        entries[index[tp]] = made
     return FullMetadata(tuple(entries), last.order, dead, took=time.monotonic() - started,
                         _index=index)
 
