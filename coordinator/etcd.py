@@ -389,6 +389,7 @@ class EtcdCoordinator(Coordinator):
                              "get_many", retry=True).header.revision
         parts = [(j, min(j + SCAN_PART, len(keys))) for j in range(0, len(keys), SCAN_PART)]
         get = index.get
+        new_stat = tuple.__new__
         generation = self._conn.generation
         sparse: list[tuple[int, bytes]] = []
 
@@ -413,9 +414,9 @@ class EtcdCoordinator(Coordinator):
                 continue
             for kv in resp.kvs:
                 at = get(kv.key)
-                if at is not None:
-                    out[at] = (kv.value, Stat(kv.version - 1, kv.create_revision,
-                                             kv.mod_revision, kv.lease))
+                if at is not None:  # (Stat's own constructor is a Python call: tuple's is not)
+                    out[at] = (kv.value, new_stat(Stat, (kv.version - 1, kv.create_revision,
+                                                         kv.mod_revision, kv.lease)))
         if sparse:
             skipped = {k for _, k in sparse}
             sparse.extend((i, k) for i, k in repeats if k in skipped)
