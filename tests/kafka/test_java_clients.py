@@ -574,13 +574,20 @@ COPIED = 1000
 def _copier(partctl: LocalCluster, directory: Path, name: str, source: str, sink: str,
             tid: str) -> JavaClient:
     """Kafka 3.9.1's TransactionalMessageCopier (kafka-tools, by main class): partition 0 of
-    ``source`` to ``sink``, 100 records a transaction, a third of them aborted at random."""
+    ``source`` to ``sink``, 100 records a transaction, a third of them aborted at random.
+
+    Its transactions time out after 10 s, not its default 60 s: a copier finds its input
+    position (read_committed, so stable offsets only) before its InitProducerId fences the
+    one before, and a copier killed or stopped between its offsets and its commit leaves
+    them pending until its transaction is aborted. With 60 s that abort came as the next
+    copier's own 60 s wait for its position ran out, and it exited (Kafka does the same)."""
     return run_java(require_kafka(KAFKA_3), directory, name,
                     "org.apache.kafka.tools.TransactionalMessageCopier",
                     "--broker-list", partctl.bootstrap_servers, "--input-topic", source,
                     "--input-partition", "0", "--output-topic", sink,
                     "--consumer-group", f"{tid}-group", "--transactional-id", tid,
-                    "--transaction-size", "100", "--enable-random-aborts")
+                    "--transaction-size", "100", "--enable-random-aborts",
+                    "--transaction-timeout", "10000")
 
 
 def _copied(copier: JavaClient) -> int | None:
