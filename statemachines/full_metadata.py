@@ -166,10 +166,16 @@ def prepare_full_metadata(ctx: ControllerContext) -> bool:
             return False
         if time.monotonic() - last.done < 2 * last.took:
             return False
+        few = max(1024, len(last.entries) // PREPARE_SHARE)
+        # (at most this many are out of date: below the share, nothing is worked out at all;
+        # a standby is idle after every event, and with a broker dead the union of its
+        # partitions with the changed ones was made each time, to be dropped)
+        if len(changed) + sum(len(ctx.replicas_on(b)) for b in dead ^ last.dead) < few:
+            return False  # the send patches these few
         todo = _to_patch(ctx, last, changed, dead)
         if todo is not None:
-            if len(todo) < max(1024, len(last.entries) // PREPARE_SHARE):
-                return False  # the send patches these few
+            if len(todo) < few:
+                return False
             current = _patched(ctx, last, todo, dead)
     # (each partition's place worked out now, while idle: the failover's patch needs it)
     ctx.keep_full_metadata(current if current is not None else _build(ctx, dead, placed=True))

@@ -77,8 +77,8 @@ logging.getLogger("tests.faults.librdkafka.eos").setLevel(logging.DEBUG)
 def where_stuck(thread: threading.Thread, frames: int = 4) -> str:
     """The innermost ``frames`` lines ``thread`` is running now, for a thread that did not
     stop: the call it waits in (a librdkafka call shows as the Python line calling it). A
-    thread waiting for the one it runs its work in (``tests.faults.net.Host.call``, named after it) is
-    shown by that one."""
+    thread waiting for the one it runs its work in (``tests.faults.net.Host.call``'s, named
+    after it) is shown by that one."""
     inner = [t for t in threading.enumerate() if t.name.startswith(f"{thread.name}/")]
     if inner:
         return where_stuck(inner[0], frames)
