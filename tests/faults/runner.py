@@ -103,6 +103,8 @@ class SeedResult:
         if self.txn_stats is not None:
             acked_txn = (f", transactions committed {self.txn_stats.committed} aborted "
                          f"{self.txn_stats.aborted} unknown {self.txn_stats.unknown}")
+            if self.txn_stats.abandoned:  # client calls stuck past their timeouts
+                acked_txn += f", sessions given up {self.txn_stats.abandoned}"
         else:
             acked_txn = ""
         short = f"; ISR not restored: {', '.join(self.short_isrs)}" if self.short_isrs else ""

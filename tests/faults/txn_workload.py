@@ -23,6 +23,17 @@ end was never asked commits never), ``unknown`` when a commit was asked and no a
 it ended. A producer that fails fatally (fenced, its epoch exhausted) is replaced by a new one
 with the same transactional id, which fences the old one.
 
+A **watchdog** gives up a session (a producer's life, and a step's consumer's) whose
+transactional call has run :data:`STALL_GRACE` seconds past the timeout it was given: such a
+call is a client bug whatever the brokers do (librdkafka's ``send_offsets_to_transaction``
+ignores its timeout, issue #5456, and waits for ever on a coordinator dropped from the
+metadata, #5511). The transaction it was ending is recorded ``aborted`` when no commit was
+asked (only an EndTxn can commit it, and the next producer's InitProducerId aborts it), else
+``unknown``; its consumer is closed, and a new session starts with the same transactional id,
+fencing the stuck producer. The stuck thread, should its call ever return, records nothing and
+ends. Each session given up is counted in :attr:`TxnStats.abandoned` and said in the log with
+the call it was stuck in: a client stall, not a violation, and not hidden.
+
 At the end (:meth:`TxnWorkload.finish`) the steps run until the group has consumed every
 committed value, then every partition's last stable offset is waited for to reach its high
 watermark (each open transaction ended: the brokers abort a producer's after its
@@ -32,13 +43,14 @@ reader ``final-committed``.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -68,6 +80,13 @@ HOPS = 3
 GROUP = "ctp"
 TXN_TIMEOUT_MS = 10_000
 """The producers' ``transaction.timeout.ms``: an abandoned transaction is aborted after it."""
+CALL_TIMEOUT = 30.0
+"""The timeout each blocking transactional call is given."""
+COMMIT_RETRY = 60.0
+"""How long a commit is asked again while librdkafka says it may be retried."""
+STALL_GRACE = 15.0
+"""How long past its own timeout a transactional call may run before the watchdog gives its
+session up."""
 
 
 @dataclass
@@ -76,10 +95,55 @@ class TxnStats:
     aborted: int = 0
     unknown: int = 0
     reads: int = 0
+    abandoned: int = 0
+    """Sessions the watchdog gave up: a transactional call that ran past its timeout."""
 
 
 class _Fatal(Exception):
     """The producer cannot go on: a new one takes its transactional id."""
+
+
+class _Abandoned(Exception):
+    """The watchdog gave this session up: its thread ends, recording nothing more."""
+
+
+@dataclass(eq=False)
+class _Session:
+    """One producer's life (and a step's consumer's), as the watchdog sees it: the call it is
+    in, until when that call may run, and the transaction being ended. ``lock`` makes the
+    watchdog's giving up and the session's own recording of an outcome exclusive: each
+    transaction's outcome is recorded once, by one of them."""
+
+    name: str
+    kind: str
+    index: int
+    thread: threading.Thread = field(default_factory=threading.current_thread)
+    consumer: Consumer | None = None
+    op: int | None = None
+    """The transaction being ended, until its outcome is recorded."""
+    asked_commit: bool = False
+    call: str | None = None
+    deadline: float = 0.0
+    abandoned: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @contextlib.contextmanager
+    def waiting(self, call: str, timeout: float) -> Iterator[None]:
+        """Around a blocking call given ``timeout`` seconds; :class:`_Abandoned` before it
+        when the session has been given up."""
+        with self.lock:
+            if self.abandoned:
+                raise _Abandoned(self.name)
+            self.call, self.deadline = call, time.monotonic() + timeout + STALL_GRACE
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.call = None
+
+    def overdue(self, now: float) -> str | None:
+        """The call this session has been in too long, if it has; called under ``lock``."""
+        return self.call if self.call is not None and now > self.deadline else None
 
 
 class TxnWorkload:
@@ -102,6 +166,12 @@ class TxnWorkload:
         self._stop_steps = threading.Event()
         self._stop_reading = threading.Event()
         self._threads: dict[str, list[threading.Thread]] = {"write": [], "step": [], "read": []}
+        self._sessions: dict[str, _Session] = {}
+        """The live sessions, by name, for the watchdog."""
+        self._session_numbers: dict[str, itertools.count[int]] = {}
+        self._abandoned: set[threading.Thread] = set()
+        """The threads of sessions given up (their outer threads, as :meth:`_start` made)."""
+        self._stop_watching = threading.Event()
         self._consumed_to: dict[TopicPartition, int] = {}
         self._attempts: dict[int, int] = {}
         """Each step's transactions, counted across its producers (a hop names the count)."""
@@ -117,6 +187,8 @@ class TxnWorkload:
         for i in range(1, self.steps + 1):
             self._start("step", f"ctp{i}", self._step, i)
         self._start("read", "rc1", self._read, "rc1")
+        watchdog = threading.Thread(target=self._watch, name="txn-watchdog", daemon=True)
+        watchdog.start()
 
     def _start(self, kind: str, name: str, body: Callable[..., None], *args: object) -> None:
         def run() -> None:
@@ -125,8 +197,65 @@ class TxnWorkload:
             except BaseException as exc:  # noqa: BLE001 - kept and said, never lost
                 self._error(f"{name} died: {exc!r}")
         thread = threading.Thread(target=run, name=f"txn-{name}", daemon=True)
+        with self._lock:
+            self._threads[kind].append(thread)
         thread.start()
-        self._threads[kind].append(thread)
+
+    def _session(self, kind: str, prefix: str, index: int) -> _Session:
+        """A new session of writer or step ``index``, named on from its last one's number."""
+        with self._lock:
+            numbers = self._session_numbers.setdefault(prefix, itertools.count(1))
+            session = _Session(f"{prefix}.{next(numbers)}", kind, index)
+            self._sessions[session.name] = session
+        return session
+
+    def _end_session(self, session: _Session) -> None:
+        with self._lock:
+            self._sessions.pop(session.name, None)
+
+    # --- the watchdog --------------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        while not self._stop_watching.wait(1.0):
+            with self._lock:
+                sessions = list(self._sessions.values())
+            for session in sessions:
+                self._give_up_if_stuck(session)
+
+    def _give_up_if_stuck(self, session: _Session) -> None:
+        """Give ``session`` up when its call has run past its deadline: record the outcome of
+        the transaction it was ending, close its consumer and start its successor."""
+        with session.lock:
+            call = session.overdue(time.monotonic())
+            if call is None or session.abandoned:
+                return
+            session.abandoned = True
+            where = where_stuck(session.thread)
+            if session.op is not None:
+                outcome = UNKNOWN if session.asked_commit else ABORTED
+                self.history.txn_outcome(
+                    session.op, session.name, outcome,
+                    f"abandoned: {call} ran {STALL_GRACE:.0f} s past its timeout")
+                self._count(outcome)
+                session.op = None
+        with self._lock:
+            self.stats.abandoned += 1
+            self._sessions.pop(session.name, None)
+            outer = next((t for t in self._threads[session.kind]
+                          if session.thread.name.startswith(f"{t.name}/")), None)
+            if outer is not None:
+                self._threads[session.kind].remove(outer)
+                self._abandoned.add(outer)
+        self.say(f"txn workload: {session.name} given up, stuck {STALL_GRACE:.0f} s past "
+                 f"its timeout in {where}; a new session follows")
+        if session.consumer is not None:
+            consumer = session.consumer
+            threading.Thread(target=self.cluster.client.call, args=(consumer.close,),
+                             name=f"txn-close-{session.name}", daemon=True).start()
+        prefix = "w" if session.kind == "write" else "ctp"
+        body = self._write if session.kind == "write" else self._step
+        self._start(session.kind, f"{prefix}{session.index}+{self.stats.abandoned}", body,
+                    session.index)
 
     def _error(self, message: str) -> None:
         with self._lock:
@@ -134,10 +263,19 @@ class TxnWorkload:
         self.say(f"txn workload: {message}")
 
     def _join(self, kind: str, timeout: float) -> None:
-        for thread in self._threads[kind]:
-            thread.join(timeout)
-            if thread.is_alive():
-                self._error(f"{thread.name} did not stop, in {where_stuck(thread)}")
+        """Wait for ``kind``'s threads, a successor the watchdog starts meanwhile too (one it
+        gave up is no longer among them: it was counted then)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                running = [t for t in self._threads[kind] if t.is_alive()]
+            if not running:
+                return
+            if time.monotonic() >= deadline:
+                for thread in running:
+                    self._error(f"{thread.name} did not stop, in {where_stuck(thread)}")
+                return
+            running[0].join(min(1.0, deadline - time.monotonic()))
 
     def _count(self, outcome: str) -> None:
         with self._lock:
@@ -152,13 +290,14 @@ class TxnWorkload:
         self.cluster.client.call(self._wait_consumed, deadline)
         self._stop_steps.set()
         self._join("step", 60.0)
+        self._stop_watching.set()
         self._stop_reading.set()
         self._join("read", 30.0)
         self.cluster.client.call(self._final_read, time.monotonic() + timeout)
 
     # --- the producers' common part ------------------------------------------------------------
 
-    def _producer(self, transactional_id: str) -> Producer:
+    def _producer(self, session: _Session, transactional_id: str) -> Producer:
         producer = Producer({
             **EOS_LOG,
             "bootstrap.servers": self.cluster.bootstrap,
@@ -171,7 +310,8 @@ class TxnWorkload:
         })
         while True:
             try:
-                producer.init_transactions(30)
+                with session.waiting("init_transactions", CALL_TIMEOUT):
+                    producer.init_transactions(CALL_TIMEOUT)
                 return producer
             except KafkaException as exc:
                 err = exc.args[0]
@@ -179,82 +319,100 @@ class TxnWorkload:
                     raise _Fatal(str(err)) from None
                 time.sleep(0.5)  # a coordinator still loading or moving: again
 
-    def _end(self, producer: Producer, op: int, name: str, commit: bool,
+    def _end(self, session: _Session, producer: Producer, op: int, commit: bool,
              offsets: Callable[[], None] | None = None) -> str:
         """End transaction ``op`` (sending the step's ``offsets`` first) and record how it
-        ended; :class:`_Fatal` when the producer must be replaced."""
-        asked_commit = False
+        ended; :class:`_Fatal` when the producer must be replaced, :class:`_Abandoned` when
+        the watchdog gave the session up meanwhile (and recorded the outcome itself)."""
+        with session.lock:
+            session.op, session.asked_commit = op, False
         try:
             if commit:
                 if offsets is not None:
-                    offsets()
-                asked_commit = True
-                self._commit(producer)
+                    with session.waiting("send_offsets_to_transaction", CALL_TIMEOUT):
+                        offsets()
+                with session.waiting("commit_transaction", COMMIT_RETRY + CALL_TIMEOUT):
+                    session.asked_commit = True
+                    self._commit(producer)
                 outcome = COMMITTED
             else:
-                producer.abort_transaction(30)
+                with session.waiting("abort_transaction", CALL_TIMEOUT):
+                    producer.abort_transaction(CALL_TIMEOUT)
                 outcome = ABORTED
         except KafkaException as exc:
             err = exc.args[0]
+            unsure = UNKNOWN if session.asked_commit else ABORTED
             if err.fatal():
-                self._record(op, name, UNKNOWN if asked_commit else ABORTED, err)
+                self._record(session, unsure, err)
                 raise _Fatal(str(err)) from None
             if err.txn_requires_abort():
                 try:
-                    producer.abort_transaction(30)
+                    with session.waiting("abort_transaction", CALL_TIMEOUT):
+                        producer.abort_transaction(CALL_TIMEOUT)
                 except KafkaException as again:
-                    self._record(op, name, UNKNOWN if asked_commit else ABORTED, again.args[0])
+                    self._record(session, unsure, again.args[0])
                     raise _Fatal(str(again.args[0])) from None
-                self._record(op, name, ABORTED, err)
+                self._record(session, ABORTED, err)
                 return ABORTED
-            self._record(op, name, UNKNOWN if asked_commit else ABORTED, err)
+            self._record(session, unsure, err)
             raise _Fatal(str(err)) from None
-        self._record(op, name, outcome, None)
+        self._record(session, outcome, None)
         return outcome
 
     def _commit(self, producer: Producer) -> None:
         """commit_transaction, asked again while librdkafka says the commit may be retried."""
-        deadline = time.monotonic() + 60.0
+        deadline = time.monotonic() + COMMIT_RETRY
         while True:
             try:
-                producer.commit_transaction(30)
+                producer.commit_transaction(CALL_TIMEOUT)
                 return
             except KafkaException as exc:
                 err = exc.args[0]
                 if not err.retriable() or time.monotonic() > deadline:
                     raise
 
-    def _record(self, op: int, name: str, outcome: str, err: KafkaError | None) -> None:
-        self.history.txn_outcome(op, name, outcome,
-                                 None if err is None else f"{err.name()}: {err.str()}")
-        self._count(outcome)
+    def _record(self, session: _Session, outcome: str, err: KafkaError | None) -> None:
+        """Record the outcome of the transaction ``session`` ends, unless the watchdog gave
+        the session up and recorded it already (:class:`_Abandoned`)."""
+        with session.lock:
+            if session.abandoned or session.op is None:
+                raise _Abandoned(session.name)
+            self.history.txn_outcome(session.op, session.name, outcome,
+                                     None if err is None else f"{err.name()}: {err.str()}")
+            self._count(outcome)
+            session.op = None
 
     # --- writers -------------------------------------------------------------------------------
 
     def _write(self, index: int) -> None:
         rng = random.Random(self.rng.random())
         counter = itertools.count()
-        for session in itertools.count(1):
-            if self._stop_writing.is_set():
-                return
-            name = f"w{index}.{session}"
+        while not self._stop_writing.is_set():
+            session = self._session("write", f"w{index}", index)
             try:
-                producer = self._producer(f"writer-{index}")
+                producer = self._producer(session, f"writer-{index}")
             except _Fatal as exc:
-                self._error(f"{name}: no producer: {exc}")
+                self._end_session(session)
+                self._error(f"{session.name}: no producer: {exc}")
                 time.sleep(1.0)
                 continue
+            except _Abandoned:
+                return
             try:
                 while not self._stop_writing.wait(self.writers / self.rate):
-                    self._one_write(producer, name, rng, counter)
+                    self._one_write(session, producer, rng, counter)
             except (_Fatal, KafkaException) as exc:
-                self.say(f"txn workload: {name}: {exc}; a new producer follows")
+                self.say(f"txn workload: {session.name}: {exc}; a new producer follows")
+            except _Abandoned:
+                return  # the watchdog started this writer's next session
             finally:
                 _close(producer)
+                self._end_session(session)
 
-    def _one_write(self, producer: Producer, name: str, rng: random.Random,
+    def _one_write(self, session: _Session, producer: Producer, rng: random.Random,
                    counter: itertools.count[int]) -> None:
         n = next(counter)
+        name = session.name
         producer.poll(0)  # hands its log lines over now, with the times they happened at
         if rng.random() < 0.5:
             topic, partitions = RING, [rng.randrange(PARTITIONS)]
@@ -271,16 +429,14 @@ class TxnWorkload:
         except BufferError:
             producer.flush(5)
         op = self.history.txn_attempt(name, sends)
-        self._end(producer, op, name, commit=rng.random() >= 0.2)
+        self._end(session, producer, op, commit=rng.random() >= 0.2)
 
     # --- consume-transform-produce ---------------------------------------------------------------
 
     def _step(self, index: int) -> None:
-        for session in itertools.count(1):
-            if self._stop_steps.is_set():
-                return
-            name = f"ctp{index}.{session}"
-            consumer = Consumer({
+        while not self._stop_steps.is_set():
+            session = self._session("step", f"ctp{index}", index)
+            consumer = session.consumer = Consumer({
                 **CLIENT_LOG,
                 "bootstrap.servers": self.cluster.bootstrap,
                 "group.id": GROUP,
@@ -291,23 +447,33 @@ class TxnWorkload:
                 "socket.timeout.ms": 5000,
             })
             try:
-                producer = self._producer(f"step-{index}")
+                producer = self._producer(session, f"step-{index}")
             except _Fatal as exc:
                 consumer.close()
-                self._error(f"{name}: no producer: {exc}")
+                self._end_session(session)
+                self._error(f"{session.name}: no producer: {exc}")
                 time.sleep(1.0)
                 continue
+            except _Abandoned:
+                return  # its consumer is the watchdog's to close
             try:
                 consumer.subscribe([RING])
                 while not self._stop_steps.is_set():
-                    self._one_step(consumer, producer, name, index)
+                    self._one_step(session, consumer, producer)
             except (_Fatal, KafkaException) as exc:
-                self.say(f"txn workload: {name}: {exc}; a new producer follows")
+                self.say(f"txn workload: {session.name}: {exc}; a new producer follows")
+            except _Abandoned:
+                return  # the watchdog closed the consumer and started the next session
             finally:
                 _close(producer)
-                consumer.close()
+                with session.lock:
+                    given_up = session.abandoned
+                if not given_up:
+                    consumer.close()
+                self._end_session(session)
 
-    def _one_step(self, consumer: Consumer, producer: Producer, name: str, index: int) -> None:
+    def _one_step(self, session: _Session, consumer: Consumer, producer: Producer) -> None:
+        index, name = session.index, session.name
         producer.poll(0)  # hands its log lines over now, with the times they happened at
         messages = [m for m in consumer.consume(50, 0.5) if m.error() is None]
         if not messages:
@@ -316,7 +482,8 @@ class TxnWorkload:
         out = (index - 1) % PARTITIONS
         # the hop names this attempt: an input processed again after an abort gives new
         # values, so each value has one writer and an aborted one is never mistaken for it
-        attempt = self._attempts[index] = self._attempts.get(index, 0) + 1
+        with self._lock:
+            attempt = self._attempts[index] = self._attempts.get(index, 0) + 1
         sends = [(RING, out, f"{v}'{index}.{attempt}") for v in inputs if v.count("'") < HOPS]
         try:
             producer.begin_transaction()
@@ -332,16 +499,17 @@ class TxnWorkload:
         def offsets() -> None:
             producer.send_offsets_to_transaction(
                 [KafkaPartition(t, p, o) for (t, p), o in positions.items()],
-                consumer.consumer_group_metadata(), 30)
+                consumer.consumer_group_metadata(), CALL_TIMEOUT)
 
-        outcome = self._end(producer, op, name, commit=True, offsets=offsets)
+        outcome = self._end(session, producer, op, commit=True, offsets=offsets)
         if outcome == COMMITTED:
             with self._lock:
                 for (t, p), o in positions.items():
                     tp = TopicPartition(t, p)
                     self._consumed_to[tp] = max(self._consumed_to.get(tp, 0), o)
         else:  # read the batch again from the group's committed offsets
-            committed = consumer.committed([KafkaPartition(t, p) for t, p in positions], 30)
+            committed = consumer.committed([KafkaPartition(t, p) for t, p in positions],
+                                           CALL_TIMEOUT)
             for kp in committed:
                 consumer.seek(KafkaPartition(kp.topic, kp.partition,
                                              kp.offset if kp.offset >= 0 else OFFSET_BEGINNING))
