@@ -67,6 +67,35 @@ from coordinator.model import (
 )
 from coordinator.url import CoordinatorURL
 
+
+def _range_into(raw: bytes, index: dict[bytes, int], out: list[Any], stat: type[Stat]
+                ) -> bool:
+    """Put each key-value of the serialized RangeResponse ``raw`` whose key is in ``index``
+    into ``out`` at its position, as (value, Stat); return the response's ``more``. The
+    reference of ``coordinator._etcd_native.range_into``, which does the same in C
+    (:data:`NATIVE_RANGE`); ValueError when ``raw`` does not parse, either way."""
+    try:
+        resp = etcdrpc.RangeResponse.FromString(raw)
+    except Exception as exc:  # protobuf's DecodeError, which says what it found
+        raise ValueError(f"a Range response does not parse: {exc}") from None
+    get = index.get
+    new_stat = tuple.__new__
+    for kv in resp.kvs:
+        at = get(kv.key)
+        if at is not None:  # (Stat's own constructor is a Python call: tuple's is not)
+            out[at] = (kv.value, new_stat(stat, (kv.version - 1, kv.create_revision,
+                                                 kv.mod_revision, kv.lease)))
+    return bool(resp.more)
+
+
+try:  # the same in C, built by the install where a C compiler is at hand (pyproject.toml)
+    from coordinator._etcd_native import range_into
+except ImportError:
+    range_into = _range_into
+NATIVE_RANGE = range_into is not _range_into
+"""Whether range scans read their responses with ``coordinator._etcd_native`` (else with
+protobuf, :func:`_range_into`)."""
+
 MAX_TXN_OPS = 128  # etcd's --max-txn-ops default
 MAX_REQUEST_BYTES = 3 << 19  # etcd's --max-request-bytes default, 1.5 MiB
 REQUEST_MARGIN = 128 << 10  # room for keys, compares and framing beyond the data
@@ -388,15 +417,13 @@ class EtcdCoordinator(Coordinator):
         revision = self._rpc("Range", etcdrpc.RangeRequest(key=keys[0], count_only=True),
                              "get_many", retry=True).header.revision
         parts = [(j, min(j + SCAN_PART, len(keys))) for j in range(0, len(keys), SCAN_PART)]
-        get = index.get
-        new_stat = tuple.__new__
         generation = self._conn.generation
         sparse: list[tuple[int, bytes]] = []
 
         def page(lo: int, up: int) -> Any:
             end = keys[up] if up < len(keys) else hi
             with self._conn.translating("get_many", generation):
-                return self._conn.kv.Range.future(etcdrpc.RangeRequest(
+                return self._conn.range_bytes.future(etcdrpc.RangeRequest(
                     key=keys[lo], range_end=end, limit=int(density * (up - lo)) + 1,
                     revision=revision), self._timeout)
 
@@ -408,15 +435,15 @@ class EtcdCoordinator(Coordinator):
                 in_flight.append((lo, up, page(lo, up)))
             lo, up, call = in_flight.popleft()
             with self._conn.translating("get_many", generation):
-                resp = call.result()
-            if resp.more:  # sparse here: its keys are read one by one
+                raw = call.result()
+            try:
+                more = range_into(raw, index, out, Stat)
+            except ValueError as exc:
+                raise ConnectionLoss(f"get_many: {exc}") from None
+            if more:  # sparse here: its keys are read one by one, and nothing of it kept
+                for k in keys[lo:up]:
+                    out[index[k]] = None
                 sparse.extend((index[k], k) for k in keys[lo:up])
-                continue
-            for kv in resp.kvs:
-                at = get(kv.key)
-                if at is not None:  # (Stat's own constructor is a Python call: tuple's is not)
-                    out[at] = (kv.value, new_stat(Stat, (kv.version - 1, kv.create_revision,
-                                                         kv.mod_revision, kv.lease)))
         if sparse:
             skipped = {k for _, k in sparse}
             sparse.extend((i, k) for i, k in repeats if k in skipped)

@@ -232,6 +232,11 @@ class _Endpoint:
                                             security.token_max_age))
         self.kvstub = etcdrpc.KVStub(self.channel)
         self.leasestub = etcdrpc.LeaseStub(self.channel)
+        # KV.Range answering the response's bytes, for a scan to read them itself
+        self.range_bytes = self.channel.unary_unary(
+            "/etcdserverpb.KV/Range",
+            request_serializer=etcdrpc.RangeRequest.SerializeToString,
+            response_deserializer=None)
 
     def close(self) -> None:
         self.raw.close()
@@ -292,6 +297,11 @@ class Connection:
     @property
     def kv(self) -> Any:
         return self._client.kvstub
+
+    @property
+    def range_bytes(self) -> Any:
+        """KV.Range, its response left serialized (see :func:`coordinator.etcd._range_into`)."""
+        return self._client.range_bytes
 
     @property
     def lease(self) -> Any:

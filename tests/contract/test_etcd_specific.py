@@ -302,6 +302,21 @@ def test_get_many_pages_a_dense_sibling_range(etcd: EtcdHarness) -> None:
     assert got[-1] is None
 
 
+def test_get_many_reads_a_sparse_part_key_by_key(
+        etcd: EtcdHarness) -> None:
+    """Wanted keys among many unwanted ones (five keys in the range per wanted one): each
+    scan's part says there is more than its limit, and its keys are read one by one."""
+    c = etcd.connect()
+    c.ensure_path("/sp")
+    c.write_many([Create(path=f"/sp/{i:05d}", data=str(i).encode()) for i in range(6000)])
+    wanted = [f"/sp/{i:05d}" for i in range(0, 6000, 5)] + ["/sp/99999"]
+    got = c.get_many(wanted)
+    assert [g[0] for g in got[:-1] if g is not None] == [str(i).encode()
+                                                         for i in range(0, 6000, 5)]
+    assert got[-1] is None
+    assert {g[1].version for g in got[:-1] if g is not None} == {0}
+
+
 def test_unknown_option_is_refused(etcd: EtcdHarness) -> None:
     with pytest.raises(TypeError):
         coordinator.connect(etcd.url(), nonsense=1)
