@@ -33,6 +33,11 @@ __all__ = [
 ]
 
 
+SHARED_STATES = 1 << 16
+"""At most this many distinct states are kept for sharing during one bulk read (its memory
+stays a few MB whatever the cluster; beyond it, each further state is built on its own)."""
+
+
 def read_partition_states(
     metadata: MetadataClient, ctx: ControllerContext, tps: list[TopicPartition],
     skipped: SkippedTopics | None = None, *, drop: bool = False,
@@ -45,19 +50,29 @@ def read_partition_states(
                            [layout.partition_state(tp.topic, tp.partition) for tp in tps])
     set_leader, remove_leader = ctx.set_leader, ctx.remove_leader
     decode, make = decode_partition_state, LeaderAndIsr
+    # Equal nodes (the same bytes at the same version: most partitions of a cluster whose
+    # brokers each lead alike) give one shared value, immutable, decoded and built once: a
+    # cold load's million partitions hold a few thousand distinct states.
+    made: dict[tuple[bytes, int], LeaderAndIsr] = {}
+    known = made.get
     for tp, item in zip(tps, items, strict=True):
         if item is None:
             remove_leader(tp)
             continue
-        try:
-            value = decode(tp, item[0], item[1].version, make)
-        except CorruptMetadata as exc:
-            if skipped is None:
-                raise
-            skipped.corrupt_state(tp, exc)
-            if drop:
-                remove_leader(tp)
-            continue
+        key = (item[0], item[1].version)
+        value = known(key)
+        if value is None:
+            try:
+                value = decode(tp, key[0], key[1], make)
+            except CorruptMetadata as exc:
+                if skipped is None:
+                    raise
+                skipped.corrupt_state(tp, exc)
+                if drop:
+                    remove_leader(tp)
+                continue
+            if len(made) < SHARED_STATES:
+                made[key] = value
         set_leader(tp, value)
 
 

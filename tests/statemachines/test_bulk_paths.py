@@ -265,3 +265,49 @@ def test_the_count_of_partitions_without_a_state_follows_every_change(seed: int)
         else:
             ctx.remove_topic(topic)
         assert ctx.unstated == sum(1 for tp in ctx.replicas if tp not in ctx.leaders)
+
+
+def test_a_bulk_read_of_states_shares_equal_ones_and_skips_a_corrupt_one(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Equal state nodes (same bytes, same version) give one shared value; a node of the same
+    bytes at another version its own; a corrupt one is skipped with one warning and an absent
+    one leaves the partition without a state, whatever the values shared before them."""
+    import logging
+    import uuid
+
+    import coordinator
+    from coordinator.codecs import PartitionStateNode
+    from coordinator.metadata import MetadataClient
+    from coordinator.skipped import SkippedTopics
+    from statemachines.reads import read_partition_states
+
+    client = coordinator.connect(f"memory://shared-{uuid.uuid4().hex[:8]}")
+    try:
+        md = MetadataClient(client)
+        md.ensure_layout()
+        state = PartitionStateNode(leader=1, leader_epoch=4, isr=(1, 2),
+                                   controller_epoch=3).encode()
+        nodes = {0: state, 1: state, 2: state, 3: b"{not json", 5: state}
+        client.ensure_path(layout.partition_state("t", 0).rsplit("/", 2)[0])
+        for p in range(6):
+            client.ensure_path(layout.partition_state("t", p).rsplit("/", 1)[0])
+            if p in nodes:
+                client.create(layout.partition_state("t", p), nodes[p])
+        client.set(layout.partition_state("t", 2), state)  # version 1
+        ctx = ControllerContext()
+        every: list[TopicPartition] = []
+        ctx.set_topic(TopicAssignment(topic="t", partitions={p: (1, 2) for p in range(6)}), 0,
+                      every=every)
+        with caplog.at_level(logging.WARNING):
+            read_partition_states(md, ctx, every, SkippedTopics(logging.getLogger("x"), "c"))
+        expected = LeaderAndIsr(1, 4, (1, 2), 3, 0)
+        leaders = ctx.leaders
+        assert leaders[tp("t", 0)] == expected and leaders[tp("t", 0)] is leaders[tp("t", 1)]
+        assert leaders[tp("t", 5)] is leaders[tp("t", 0)]
+        assert leaders[tp("t", 2)] == expected._replace(partition_epoch=1)
+        assert tp("t", 3) not in leaders and tp("t", 4) not in leaders
+        assert ctx.unstated == 2
+        assert [r.getMessage() for r in caplog.records
+                if "skipping the state" in r.getMessage()] != []
+    finally:
+        client.close()
