@@ -114,6 +114,7 @@ class Partition:
         self._role = Role.NONE
         self._leader = -1
         self._leader_epoch = -1
+        self._leading_since = -1
         self._partition_epoch = -1
         self._controller_epoch = -1
         self._isr: tuple[int, ...] = ()
@@ -176,6 +177,7 @@ class Partition:
                 log_start_offset=self.log.log_start_offset,
                 log_end_offset=self.log.log_end_offset,
                 local_log_start_offset=self.log.local_log_start_offset,
+                leading_since=self._leading_since if self._role is Role.LEADER else -1,
             )
 
     def epoch_view(self) -> FollowerEpochView:
@@ -201,6 +203,8 @@ class Partition:
             was_leader = self._role is Role.LEADER
             self._take_entry(entry)
             self._role = Role.LEADER
+            if not was_leader:
+                self._leading_since = entry.leader_epoch
             self._epoch_start_offset = self.log.log_end_offset
             followers = [r for r in self._replicas if r != self.broker_id]
             if not was_leader:

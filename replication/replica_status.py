@@ -35,6 +35,11 @@ class ReplicaStatus:
     log_end_offset: int
     local_log_start_offset: int = -1
     """The first offset on local disk (below it, a tiered log's records are remote)."""
+    leading_since: int = -1
+    """The leader epoch this replica's present leadership began at, kept through later epochs
+    it goes on leading at (an ISR change, a reassignment); -1 when it does not lead. What
+    Kafka's group and transaction coordinators key their loads by: a broker that stays leader
+    keeps its coordinator state."""
 
 
 class IsrCounts:

@@ -243,11 +243,15 @@ class GroupMetadataManager:
         return partition_for(group_id, count) if count else None
 
     def _leader_epoch(self, p: int) -> int | None:
+        """The leader epoch this broker's present leadership of partition ``p`` began at
+        (None: it does not lead it). Kept through the later epochs of the same leadership (an
+        ISR shrink, a reassignment), which therefore keep the loaded groups and their members,
+        as Kafka's coordinator hears only of a partition it newly leads."""
         partition = self.replica_manager.partition(TopicPartition(OFFSETS_TOPIC, p))
         if partition is None:
             return None
         status = partition.status()
-        return status.leader_epoch if status.role is Role.LEADER else None
+        return status.leading_since if status.role is Role.LEADER else None
 
     def _check_leadership(self) -> None:
         if not self._running:
@@ -264,7 +268,7 @@ class GroupMetadataManager:
             if partition is not None:
                 status = partition.status()
                 if status.role is Role.LEADER:
-                    self._load(p, status.leader_epoch)
+                    self._load(p, status.leading_since)
 
     def _state_of(self, p: int) -> ErrorCode:
         """NONE when partition ``p``'s groups are here and loaded; else the error to answer."""

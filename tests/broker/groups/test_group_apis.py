@@ -535,6 +535,31 @@ def test_losing_leadership_answers_parked_joins_and_then_not_coordinator(
         assert heartbeat(a, "g", one, 1) is ErrorCode.none  # the stored generation is back
 
 
+def test_a_later_epoch_of_the_same_leadership_keeps_the_groups_in_memory(
+        broker: InProcessBroker) -> None:
+    """The offsets partition's leader epoch goes up while this broker goes on leading it (the
+    controller shrank its ISR): its groups stay loaded, a join parked in a rebalance is still
+    parked and completes, as Kafka's coordinator, which hears only of partitions it newly
+    leads, keeps them. (partctl used to reload the partition, answering the parked join
+    NOT_COORDINATOR and forgetting whatever was only in memory.)"""
+    with _client(broker) as a, _client(broker) as b:
+        wait_until(lambda: fetch(a, "g", [("t", 0)])[0] is ErrorCode.none)
+        one = _join_new(a, "g").member_id
+        sync(a, "g", one, 1, {one: b""})
+        two = join(b, "g").member_id
+        join(b, "g", two, send_only=True)  # parked until the first member rejoins
+        p = partition_for("g", PARTITIONS)
+        loading = broker.groups.manager.loading
+        broker.set_partition(OFFSETS_TOPIC, p, leader_epoch=1, replicas=(1, 2), isr=(1,))
+        broker.set_partition(OFFSETS_TOPIC, p, leader_epoch=2, replicas=(1, 2), isr=(1, 2),
+                             partition_epoch=1)
+        assert loading(p) is False  # held and loaded throughout
+        assert heartbeat(a, "g", one, 1) is ErrorCode.rebalance_in_progress
+        assert join(a, "g", one).generation_id == 2
+        answer = receive_join(b)
+        assert (answer.error_code, answer.generation_id) == (ErrorCode.none, 2)
+
+
 def test_a_member_that_never_syncs_is_removed_after_the_rebalance_timeout(
         broker: InProcessBroker) -> None:
     with _client(broker) as a, _client(broker) as b:
