@@ -371,17 +371,21 @@ class EtcdCoordinator(Coordinator):
         in narrow parts; otherwise siblings wanted by the thousand are scanned per parent, and
         the rest read by read-only txns of max-txn-ops ranges, pipelined.
         """
-        for path in paths_:
-            paths.validate(path)
+        paths.validate_all(paths_)
         self._check_open()
         out: list[tuple[bytes, Stat] | None] = [None] * len(paths_)
-        key = self._keys.key
-        keyed: list[tuple[int, bytes]] = []
-        for i, p in enumerate(paths_):
-            if p == "/":
-                out[i] = (b"", ROOT_STAT)
-            else:
-                keyed.append((i, key(p)))
+        keyed: list[tuple[int, bytes]]
+        if "/" in paths_:
+            key = self._keys.key
+            keyed = []
+            for i, p in enumerate(paths_):
+                if p == "/":
+                    out[i] = (b"", ROOT_STAT)
+                else:
+                    keyed.append((i, key(p)))
+        else:  # (Keys.key, a million times over: the loop's calls were a fifth of the read)
+            prefix = self._keys.prefix
+            keyed = list(enumerate([prefix + p.encode() for p in paths_]))
         if len(keyed) >= SCAN_MIN:
             keyed = self._scan(keyed, out, density=SCAN_DENSITY_ALL)
         by_parent: dict[bytes, list[tuple[int, bytes]]] = {}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from coordinator.errors import InvalidPath
 
 
@@ -22,6 +24,28 @@ def validate(path: str) -> str:
         if part in ("", ".", "..") or "\x00" in part:
             raise InvalidPath(path, f"invalid path component in {path!r}")
     return path
+
+
+def validate_all(paths: Sequence[str]) -> None:
+    """:func:`validate` each of ``paths`` (InvalidPath for the first bad one), a bulk read's
+    million at once: the fast path's scans run over the paths joined by newlines, one C-level
+    scan each. That proves them all well formed when no path holds a newline (each then starts
+    a line), none ends with '/' (no '/' before a newline or at the end) and the rest of the
+    fast path's checks find nothing; anything else is validated path by path."""
+    if not paths:
+        return
+    try:
+        joined = "\n".join(paths)
+    except TypeError:  # not all str: each is told what is wrong with it
+        joined = ""
+    if (joined[:1] == "/" and joined[-1:] != "/"
+            and joined.count("\n") == len(paths) - 1
+            and joined.count("\n/") == len(paths) - 1
+            and "/\n" not in joined and "//" not in joined and "/." not in joined
+            and "\x00" not in joined):
+        return
+    for path in paths:
+        validate(path)
 
 
 def parent(path: str) -> str:
