@@ -106,6 +106,23 @@ def test_the_product_works_with_the_clusters_user(secure_etcd: SecureEtcd,
         assert not any(s in repr(cluster._client) for s in SECRETS)
 
 
+def test_a_bulk_read_scans_over_tls_with_the_users_token(secure_etcd: SecureEtcd) -> None:
+    """Enough states for the range scan (its responses taken as bytes) through TLS and the
+    token the interceptor adds."""
+    from coordinator import Create
+    from coordinator.etcd import SCAN_MIN
+
+    client = coordinator.connect(secure_etcd.url(), **secure_etcd.options())
+    try:
+        n = SCAN_MIN + 100
+        client.ensure_path("/bulk")
+        client.write_many([Create(path=f"/bulk/{i:05d}", data=b"%d" % i) for i in range(n)])
+        got = client.get_many([f"/bulk/{i:05d}" for i in range(n)])
+        assert [g[0] for g in got if g is not None] == [b"%d" % i for i in range(n)]
+    finally:
+        client.close()
+
+
 def test_a_user_without_the_role_cannot_touch_the_prefix(secure_etcd: SecureEtcd) -> None:
     with pytest.raises(NotAuthorized, match="permission denied") as info:
         coordinator.connect(secure_etcd.url(), **secure_etcd.options("other", OTHER_PASSWORD))
