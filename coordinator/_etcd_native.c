@@ -42,23 +42,13 @@ varint(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *p, uint64_t *out)
 static inline int
 tag(const unsigned char *buf, Py_ssize_t end, Py_ssize_t *p, unsigned *field, unsigned *wire)
 {
-    uint64_t v = 0;
-    Py_ssize_t i = *p;
-    for (int n = 0; n < 5; n++, i++) {
-        if (i >= end)
-            return -1;
-        unsigned char b = buf[i];
-        v |= (uint64_t)(b & 0x7F) << (7 * n);
-        if (b < 0x80) {
-            if (v > 0xFFFFFFFFu || (v >> 3) == 0)
-                return -1;
-            *field = (unsigned)(v >> 3);
-            *wire = (unsigned)(v & 7);
-            *p = i + 1;
-            return 0;
-        }
-    }
-    return -1;
+    uint64_t v;
+    Py_ssize_t at = *p;
+    if (varint(buf, end, p, &v) < 0 || *p - at > 5 || v > 0xFFFFFFFFu || (v >> 3) == 0)
+        return -1;
+    *field = (unsigned)(v >> 3);
+    *wire = (unsigned)(v & 7);
+    return 0;
 }
 
 #define MAX_DEPTH 100 /* protobuf's own limit on nested messages and groups */
