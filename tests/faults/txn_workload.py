@@ -169,8 +169,6 @@ class TxnWorkload:
         self._sessions: dict[str, _Session] = {}
         """The live sessions, by name, for the watchdog."""
         self._session_numbers: dict[str, itertools.count[int]] = {}
-        self._abandoned: set[threading.Thread] = set()
-        """The threads of sessions given up (their outer threads, as :meth:`_start` made)."""
         self._stop_watching = threading.Event()
         self._consumed_to: dict[TopicPartition, int] = {}
         self._attempts: dict[int, int] = {}
@@ -243,9 +241,8 @@ class TxnWorkload:
             self._sessions.pop(session.name, None)
             outer = next((t for t in self._threads[session.kind]
                           if session.thread.name.startswith(f"{t.name}/")), None)
-            if outer is not None:
+            if outer is not None:  # no longer waited for at the end
                 self._threads[session.kind].remove(outer)
-                self._abandoned.add(outer)
         self.say(f"txn workload: {session.name} given up, stuck {STALL_GRACE:.0f} s past "
                  f"its timeout in {where}; a new session follows")
         if session.consumer is not None:
