@@ -242,7 +242,7 @@ class GroupMetadataManager:
         count = self.partition_count()
         return partition_for(group_id, count) if count else None
 
-    def _leader_epoch(self, p: int) -> int | None:
+    def _leadership(self, p: int) -> int | None:
         """The leader epoch this broker's present leadership of partition ``p`` began at
         (None: it does not lead it). Kept through the later epochs of the same leadership (an
         ISR shrink, a reassignment), which therefore keep the loaded groups and their members,
@@ -257,22 +257,19 @@ class GroupMetadataManager:
         if not self._running:
             return
         for p in list(self._partitions):
-            if self._leader_epoch(p) != self._partitions[p].epoch:
+            if self._leadership(p) != self._partitions[p].epoch:
                 self._unload(p)
         # only __consumer_offsets' partitions are looked at: this runs five times a second on
         # a broker that may host tens of thousands of other partitions
         for p in range(self.partition_count()):
-            if p in self._partitions:
-                continue
-            partition = self.replica_manager.partition(TopicPartition(OFFSETS_TOPIC, p))
-            if partition is not None:
-                status = partition.status()
-                if status.role is Role.LEADER:
-                    self._load(p, status.leading_since)
+            if p not in self._partitions:
+                since = self._leadership(p)
+                if since is not None:
+                    self._load(p, since)
 
     def _state_of(self, p: int) -> ErrorCode:
         """NONE when partition ``p``'s groups are here and loaded; else the error to answer."""
-        epoch = self._leader_epoch(p)
+        epoch = self._leadership(p)
         held = self._partitions.get(p)
         if held is not None and held.epoch != epoch:
             self._unload(p)
