@@ -6,12 +6,24 @@ from the leader's (KIP-101, KIP-279). The lookup rules are pure functions over a
 :class:`EpochEntry` so the follower-truncation decision can use them without any file; the
 :class:`LeaderEpochCache` adds the ``leader-epoch-checkpoint`` file, rewritten atomically on
 every change (changes happen once per epoch, not per append).
+
+A LeaderAndIsr that moves many partitions changes many caches at once: within
+:func:`batched_epoch_writes` a thread's changes take effect in memory at once and reach their
+files together when the block ends, each file written as :func:`atomic_write` writes it, but all
+of them in flight at the same time, so that the file system commits their fsyncs as a group
+instead of one after another. Kafka writes and fsyncs each partition's file in turn as it
+becomes leader; the files hold the same entries either way once the block has ended, and a
+cache still waiting for its write is written first whenever its log is flushed
+(:meth:`LeaderEpochCache.sync`), so the recovery point never passes an entry that is not on disk.
 """
 
 from __future__ import annotations
 
 import threading
 from bisect import bisect_right
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +37,7 @@ __all__ = [
     "EpochEntry",
     "LeaderEpochCache",
     "assign_epoch",
+    "batched_epoch_writes",
     "end_offset_for",
     "truncate_entries_from_end",
     "truncate_entries_from_start",
@@ -139,6 +152,43 @@ def truncate_entries_from_start(
     return (EpochEntry(epoch=below[-1].epoch, start_offset=start_offset), *above)
 
 
+BATCH_WRITERS = 16
+"""Files of a batch written at the same time (:func:`batched_epoch_writes`)."""
+
+_batches = threading.local()
+
+
+@contextmanager
+def batched_epoch_writes() -> Iterator[None]:
+    """Defer this thread's epoch-cache writes to the end of the block, then write them all,
+    :data:`BATCH_WRITERS` at a time, each file as :func:`atomic_write` writes it. Nested
+    blocks join the outermost. A write that fails is raised once every other was tried; its
+    cache stays pending and is written by its next change or flush."""
+    if getattr(_batches, "pending", None) is not None:
+        yield
+        return
+    pending: dict[int, LeaderEpochCache] = {}
+    _batches.pending = pending
+    try:
+        yield
+    finally:
+        _batches.pending = None
+        _write_all(list(pending.values()))
+
+
+def _write_all(caches: list[LeaderEpochCache]) -> None:
+    if len(caches) <= 1:
+        for cache in caches:
+            cache.sync()
+        return
+    with ThreadPoolExecutor(min(BATCH_WRITERS, len(caches)),
+                            thread_name_prefix="epoch-write") as pool:
+        failures = [f.exception() for f in [pool.submit(c.sync) for c in caches]]
+    first = next((e for e in failures if e is not None), None)
+    if first is not None:
+        raise first
+
+
 class LeaderEpochCache:
     """The epoch history of one partition, persisted in ``leader-epoch-checkpoint``.
 
@@ -149,6 +199,7 @@ class LeaderEpochCache:
         self.path = path
         self._lock = threading.Lock()
         self._entries = self._read(path)
+        self._unwritten = False  # changed in a batch, file not yet rewritten
 
     @staticmethod
     def _read(path: Path) -> tuple[EpochEntry, ...]:
@@ -217,9 +268,29 @@ class LeaderEpochCache:
         with self._lock:
             return self._replace(())
 
+    @property
+    def unwritten(self) -> bool:
+        """Whether the entries have changed since the file was last written (a batch's)."""
+        return self._unwritten
+
+    def sync(self) -> None:
+        """Write the file now if a batch left it behind the entries."""
+        with self._lock:
+            if self._unwritten:
+                self._write(self._entries)
+
     def _replace(self, new: tuple[EpochEntry, ...]) -> bool:
         if new == self._entries:
             return False
-        atomic_write(self.path, format_checkpoint(f"{e.epoch} {e.start_offset}" for e in new))
+        pending = getattr(_batches, "pending", None)
+        if pending is None:
+            self._write(new)
+        else:
+            self._unwritten = True
+            pending[id(self)] = self
         self._entries = new
         return True
+
+    def _write(self, entries: tuple[EpochEntry, ...]) -> None:
+        atomic_write(self.path, format_checkpoint(f"{e.epoch} {e.start_offset}" for e in entries))
+        self._unwritten = False

@@ -582,9 +582,11 @@ class Log(LogRetention, LogTransactions):
 
     def flush(self) -> None:
         """fsync every segment holding data past the recovery point, then move the point to the
-        log end offset."""
+        log end offset. An epoch-cache change a batch has not written yet is written first:
+        recovery rebuilds epochs only past the point."""
         with self._lock:
             self._check_open()
+            self.leader_epoch_cache.sync()
             self._local.flush_segments()
             self._producers.sync_snapshots()
             self._txn_index.sync()

@@ -44,6 +44,7 @@ from interbroker.requests import (
 )
 from replication.config import ReplicaConfig
 from replication.delayed_produce import ProduceFuture
+from replication.epochs import batched_epoch_writes
 from replication.errors import InvalidEpochError, StorageError
 from replication.fetcher import ReplicaFetcher
 from replication.isr import IsrChangeBatcher, IsrStore, LocalIsrStore
@@ -332,13 +333,16 @@ class ReplicaManager:
                     topic=e.topic, partition=e.partition) not in self._partitions
                 and e.topic not in illegal})
             errors = {}
-            for entry in request.partitions:
-                tp = TopicPartition(topic=entry.topic, partition=entry.partition)
-                if illegal and tp.topic in illegal:
-                    errors[tp] = ErrorCode.INVALID_TOPIC_EXCEPTION
-                    continue
-                self._named_in_leader_and_isr.add(tp)
-                errors[tp] = self._apply(tp, entry, request)
+            # the epoch files of every partition led from now on, written together before
+            # the answer (batched_epoch_writes)
+            with batched_epoch_writes():
+                for entry in request.partitions:
+                    tp = TopicPartition(topic=entry.topic, partition=entry.partition)
+                    if illegal and tp.topic in illegal:
+                        errors[tp] = ErrorCode.INVALID_TOPIC_EXCEPTION
+                        continue
+                    self._named_in_leader_and_isr.add(tp)
+                    errors[tp] = self._apply(tp, entry, request)
             self.tiered.tell_remote_of_roles(tp for tp, e in errors.items() if not e)
             return BrokerResponse.of(errors)
 

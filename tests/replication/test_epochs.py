@@ -1,14 +1,20 @@
+import threading
 from pathlib import Path
 
 import pytest
 
+import replication.epochs as epochs_module
 from replication.epochs import (
     EpochEndOffset,
     EpochEntry,
     LeaderEpochCache,
+    batched_epoch_writes,
     end_offset_for,
 )
 from replication.errors import CorruptCheckpointError, InvalidEpochError
+from replication.log import Log
+
+from .test_replica_manager_cluster import make_batch
 
 
 def entries(*pairs: tuple[int, int]) -> tuple[EpochEntry, ...]:
@@ -158,3 +164,83 @@ def test_the_epoch_that_wrote_an_offset(tmp_path: Path) -> None:
     cache.assign(2, 10)
     cache.assign(5, 40)
     assert [cache.epoch_at(o) for o in (9, 10, 39, 40, 10_000)] == [-1, 2, 2, 5, 5]
+
+
+# -- batched writes: many caches changed by one request, their files written together ----------
+
+
+def _on_disk(cache: LeaderEpochCache) -> list[tuple[int, int]]:
+    return [(e.epoch, e.start_offset) for e in LeaderEpochCache(cache.path).entries]
+
+
+def test_a_batch_changes_memory_at_once_and_the_files_at_its_end(tmp_path: Path) -> None:
+    caches = []
+    for i in range(40):
+        (tmp_path / f"t-{i}").mkdir()
+        caches.append(LeaderEpochCache(tmp_path / f"t-{i}" / "leader-epoch-checkpoint"))
+        caches[-1].assign(0, 0)
+    written_by: set[str] = set()
+    real = epochs_module.atomic_write
+
+    def watched(path: Path, data: bytes) -> None:
+        written_by.add(threading.current_thread().name)
+        real(path, data)
+
+    epochs_module.atomic_write = watched
+    try:
+        with batched_epoch_writes():
+            for i, cache in enumerate(caches):
+                assert cache.assign(1, 10 + i)
+                assert cache.latest_epoch == 1 and cache.unwritten
+                assert _on_disk(cache) == [(0, 0)]  # nothing written yet
+            with batched_epoch_writes():  # a nested block joins the outer one
+                caches[0].truncate_from_end(5)
+            assert _on_disk(caches[0]) == [(0, 0)]
+    finally:
+        epochs_module.atomic_write = real
+    assert [_on_disk(c) for c in caches] == [[(0, 0)]] + [[(0, 0), (1, 10 + i)]
+                                                         for i in range(1, 40)]
+    assert not any(c.unwritten for c in caches)
+    # written by the batch's writers, side by side, not one after another on this thread
+    assert written_by and all(name.startswith("epoch-write") for name in written_by)
+    assert len(written_by) > 1
+    # outside a batch, a change is written at once, as before
+    caches[1].assign(2, 50)
+    assert _on_disk(caches[1])[-1] == (2, 50) and not caches[1].unwritten
+
+
+def test_a_batch_write_that_fails_is_raised_after_the_others_and_stays_pending(
+        tmp_path: Path) -> None:
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    good.mkdir()
+    bad.mkdir()
+    first = LeaderEpochCache(good / "leader-epoch-checkpoint")
+    second = LeaderEpochCache(bad / "leader-epoch-checkpoint")
+    (bad / "leader-epoch-checkpoint.tmp").mkdir()  # the temporary file cannot be opened
+    with pytest.raises(IsADirectoryError):
+        with batched_epoch_writes():
+            first.assign(3, 7)
+            second.assign(3, 7)
+    assert _on_disk(first) == [(3, 7)] and not first.unwritten
+    assert second.unwritten and second.latest_epoch == 3
+    (bad / "leader-epoch-checkpoint.tmp").rmdir()
+    second.sync()  # what the log's next flush does
+    assert _on_disk(second) == [(3, 7)] and not second.unwritten
+
+
+def test_a_flush_inside_a_batch_writes_the_epochs_before_the_recovery_point_moves(
+        tmp_path: Path) -> None:
+    """Recovery rebuilds epochs from the batches past the recovery point only: a flush must
+    not move the point past an epoch entry that is not on disk yet."""
+    log = Log.open(tmp_path / "t-0")
+    try:
+        with batched_epoch_writes():
+            log.assign_leader_epoch(4)
+            assert log.leader_epoch_cache.unwritten
+            log.append_as_leader(make_batch(3)[0], leader_epoch=4)
+            log.flush()
+            assert not log.leader_epoch_cache.unwritten
+            assert _on_disk(log.leader_epoch_cache) == [(4, 0)]
+            assert log.recovery_point == 3
+    finally:
+        log.close()

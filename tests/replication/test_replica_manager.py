@@ -521,3 +521,16 @@ def test_a_topic_name_kafka_forbids_gets_no_log_directory_and_one_warning(
     assert sorted(p.name for p in rm.log_dir.iterdir() if p.is_dir()) == [f"{TP.topic}-0"]
     warnings = [r for r in caplog.records if "skipping topic" in r.getMessage()]
     assert len(warnings) == len(bad) and not [r for r in caplog.records if r.exc_info]
+
+
+def test_a_leader_and_isr_answers_once_every_new_epoch_is_on_disk(rm: ReplicaManager) -> None:
+    """The epoch files of all the partitions a request makes this broker lead are written
+    together at its end (replication.epochs.batched_epoch_writes), before the answer."""
+    tps = [TopicPartition(topic="many", partition=i) for i in range(64)]
+    assert rm.handle_leader_and_isr(lai(*(entry(tp, epoch=0) for tp in tps))).ok
+    assert rm.handle_leader_and_isr(lai(*(entry(tp, epoch=3) for tp in tps))).ok
+    for tp in tps:
+        cache = rm.partition(tp).log.leader_epoch_cache
+        assert not cache.unwritten
+        # epoch 3 from the log end, 0: it takes the place of epoch 0, which wrote nothing
+        assert cache.path.read_text() == "0\n1\n3 0\n", tp
