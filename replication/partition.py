@@ -97,11 +97,16 @@ class Partition:
         high_watermark: int = 0,
         isr_eligible: Callable[[int], bool] | None = None,
         isr_counts: IsrCounts | None = None,
+        waiting: set[Partition] | None = None,
     ) -> None:
         """``isr_eligible(replica)`` says whether a caught-up follower may join the ISR: not
         when the controller's metadata no longer counts its broker live (it is shutting down;
-        Kafka's KIP-841 rule). None: every replica may."""
+        Kafka's KIP-841 rule). None: every replica may. ``waiting``, shared by a broker's
+        partitions, holds each one with an acks=all produce waiting (added when it parks one,
+        removed by the expiry that finds none left): the periodic expiry visits those, not
+        every partition of the broker."""
         self.tp = tp
+        self._waiting: set[Partition] = waiting if waiting is not None else set()
         self.log = log_
         self.broker_id = broker_id
         self._clock = clock
@@ -315,6 +320,8 @@ class Partition:
                           info.first_offset, info.last_offset)
             if acks == ACKS_ALL and info.last_offset >= self._hw:
                 deadline = self._clock.now_ms() + timeout_ms
+                if not self._pending:
+                    self._waiting.add(self)
                 self._pending.park(PendingProduce(info.last_offset + 1, deadline, future,
                                                   result))
                 done = self._advance_hw()
@@ -324,11 +331,12 @@ class Partition:
         return future
 
     def expire_produces(self, now_ms: int) -> None:
-        """Fail acks=all produces whose timeout passed (their records stay in the log)."""
-        if not self._pending:  # most partitions, every tick: no lock taken (a produce parked
-            return             # just now is looked at next tick)
+        """Fail acks=all produces whose timeout passed (their records stay in the log); with
+        none left waiting, leave the broker's set of partitions with produces waiting."""
         with self._lock:
             done = self._pending.expire(now_ms)
+            if not self._pending:
+                self._waiting.discard(self)
         complete(done)
 
     def _min_isr(self) -> int:

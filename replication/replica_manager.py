@@ -140,6 +140,7 @@ class ReplicaManager:
         self._partitions: dict[TopicPartition, Partition] = {}
         self.isr_counts = IsrCounts()
         """The ISR shrinks and expands this broker wrote as a leader (for the metrics)."""
+        self._waiting: set[Partition] = set()  # partitions with acks=all produces waiting
         self._fence = RequestFence(broker_id, lambda: self.broker_epoch)
         self._metadata_cache: dict[TopicPartition, UpdateMetadataPartition] = {}
         # Partitions named in LeaderAndIsr requests: like the metadata cache, what this broker
@@ -195,6 +196,7 @@ class ReplicaManager:
             config=self.config_for(tp.topic),
             isr_store=self._isr_store, on_isr_change=self._record_isr_change,
             high_watermark=hw, isr_eligible=self._isr_eligible, isr_counts=self.isr_counts,
+            waiting=self._waiting,
         )
 
     def _isr_eligible(self, replica: int) -> bool:
@@ -619,8 +621,10 @@ class ReplicaManager:
         return due
 
     def expire_produces(self) -> None:
+        """Fail the acks=all produces whose timeout passed, on the partitions where some
+        wait (``_waiting``: idle partitions cost the ticker nothing)."""
         now = self.clock.now_ms()
-        for p in list(self._partitions.values()):
+        for p in list(self._waiting):
             p.expire_produces(now)
 
     def tick(self) -> None:

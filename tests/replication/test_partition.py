@@ -187,6 +187,27 @@ def test_acks_all_times_out_and_leadership_loss_fails_waiting_produces(
     assert refused.result(timeout=0).error == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
+def test_the_expiry_visits_only_partitions_with_produces_waiting(cluster: MiniCluster) -> None:
+    """The ticker's expiry walks the partitions where an acks=all produce waits, not every
+    partition of the broker: a partition joins that set when it parks one and leaves it when an
+    expiry finds none left (answered by the HW, or timed out)."""
+    manager = cluster.leader_manager()
+    partition = manager.partition(TP)
+    assert manager._waiting == set()
+    slow, _ = cluster.produce(acks=ACKS_ALL)
+    assert manager._waiting == {partition}
+    cluster.clock.advance(5_000)
+    manager.expire_produces()
+    assert slow.result(timeout=0).error == ErrorCode.REQUEST_TIMED_OUT
+    assert manager._waiting == set()
+    answered, _ = cluster.produce(acks=ACKS_ALL)
+    assert manager._waiting == {partition}
+    cluster.settle()
+    assert answered.result(timeout=0).error == ErrorCode.NONE
+    manager.expire_produces()  # nothing left to expire: it leaves the set
+    assert manager._waiting == set()
+
+
 def test_corrupt_batches_are_refused(cluster: MiniCluster) -> None:
     data = bytearray(make_batch(2)[0])
     data[-1] ^= 0xFF
