@@ -33,25 +33,63 @@ class BrokerView:
 
 def ask(address: tuple[str, int], topics: Sequence[str] | None, *, timeout: float = 5.0
         ) -> BrokerView | None:
-    """One Metadata round trip to the broker at ``address``; None when it does not answer."""
+    """One Metadata round trip to the broker at ``address`` on a connection of its own; None
+    when it does not answer."""
     connection = KafkaConnection(address[0], address[1], client_id="versus-kafka",
                                  timeout=timeout)
     try:
-        version = connection.version(METADATA, 1, 12)
-        if version is None:
-            return None
-        cls = load_request_schema(METADATA, version)
-        module = sys.modules[cls.__module__]
-        wanted = None if topics is None else tuple(
-            build(module.MetadataRequestTopic, name=t, topic_id=None) for t in topics)
-        response = connection.call(build(
-            cls, topics=wanted, allow_auto_topic_creation=False,
-            include_topic_authorized_operations=False,
-            include_cluster_authorized_operations=False))
+        return _ask_on(connection, topics)
     except BrokerUnreachable:
         return None
     finally:
         connection.close()
+
+
+class Poller:
+    """Metadata asked of the same brokers again and again, each over one connection kept
+    open, as a client asks: a connection and an ApiVersions per question would cost the
+    brokers more than the answer, and a step's poll would weigh on what it measures."""
+
+    def __init__(self, timeout: float = 30.0) -> None:
+        self._timeout = timeout
+        self._connections: dict[tuple[str, int], KafkaConnection] = {}
+
+    def ask(self, address: tuple[str, int], topics: Sequence[str] | None) -> BrokerView | None:
+        """The broker's answer; None when it does not answer (the next question connects
+        again)."""
+        connection = self._connections.get(address)
+        if connection is None:
+            connection = self._connections[address] = KafkaConnection(
+                address[0], address[1], client_id="versus-kafka", timeout=self._timeout)
+        try:
+            return _ask_on(connection, topics)
+        except BrokerUnreachable:
+            self._connections.pop(address).close()
+            return None
+
+    def close(self) -> None:
+        while self._connections:
+            self._connections.popitem()[1].close()
+
+    def __enter__(self) -> Poller:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _ask_on(connection: KafkaConnection, topics: Sequence[str] | None) -> BrokerView | None:
+    version = connection.version(METADATA, 1, 12)
+    if version is None:
+        return None
+    cls = load_request_schema(METADATA, version)
+    module = sys.modules[cls.__module__]
+    wanted = None if topics is None else tuple(
+        build(module.MetadataRequestTopic, name=t, topic_id=None) for t in topics)
+    response = connection.call(build(
+        cls, topics=wanted, allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+        include_cluster_authorized_operations=False))
     leaders: dict[tuple[str, int], int] = {}
     isr: dict[tuple[str, int], int] = {}
     errors: dict[str, int] = {}

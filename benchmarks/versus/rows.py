@@ -12,7 +12,7 @@ from pathlib import Path
 
 from benchmarks.common import cpu_seconds
 from benchmarks.versus import java, rdkafka
-from benchmarks.versus.metadata import BrokerView, all_led, ask
+from benchmarks.versus.metadata import BrokerView, Poller, all_led, ask
 from benchmarks.versus.systems import System, SystemError_, rss_kib
 from benchmarks.versus.table import Results, Row, target_for
 
@@ -21,6 +21,9 @@ ROWS = ("produce", "consume", "txn-produce", "txn-consume", "latency", "e2e", "c
 DATA_PLANE = ("produce", "consume", "txn-produce", "txn-consume", "latency", "e2e", "cpu")
 CLIENTS = ("java", "rdkafka")
 PARTITIONS = 6
+POLL_INTERVAL = 0.02
+"""Seconds between two rounds of a step's Metadata questions (each broker asked in turn, over
+the connection kept for the step): the steps are timed to within it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,17 +110,18 @@ def wait_led(system: System, topics: dict[str, int], timeout: float, *,
     start = time.perf_counter()
     waiting = live(system)
     names = list(topics)
-    while waiting:
-        up = live(system)
-        for i in sorted(waiting):
-            if all_led(ask(system.nodes[i].address, names, timeout=30), topics, live=up,
-                       gone=gone):
-                waiting.discard(i)
-        if waiting and time.perf_counter() - start > timeout:
-            raise SystemError_(f"brokers {sorted(waiting)} did not show a leader for every "
-                               f"partition of {', '.join(names)} in {timeout:.0f}s")
-        if waiting:
-            time.sleep(0.02)
+    with Poller() as poller:
+        while waiting:
+            up = live(system)
+            for i in sorted(waiting):
+                if all_led(poller.ask(system.nodes[i].address, names), topics, live=up,
+                           gone=gone):
+                    waiting.discard(i)
+            if waiting and time.perf_counter() - start > timeout:
+                raise SystemError_(f"brokers {sorted(waiting)} did not show a leader for "
+                                   f"every partition of {', '.join(names)} in {timeout:.0f}s")
+            if waiting:
+                time.sleep(POLL_INTERVAL)
     return time.perf_counter() - start
 
 
@@ -426,17 +430,18 @@ def wait_led_without(system: System, topics: dict[str, int], gone: int, start: f
     """Until every broker but ``gone`` names a live leader other than ``gone`` for every
     partition of ``topics``."""
     waiting = {i for i in system.nodes if i != gone}
-    while waiting:
-        up = live(system) - {gone}
-        for i in sorted(waiting):
-            if all_led(ask(system.nodes[i].address, list(topics), timeout=30), topics,
-                       live=up, gone=gone):
-                waiting.discard(i)
-        if waiting and time.perf_counter() - start > timeout:
-            raise SystemError_(f"brokers {sorted(waiting)} still name broker {gone} or no "
-                               f"leader after {timeout:.0f}s")
-        if waiting:
-            time.sleep(0.005)
+    with Poller() as poller:
+        while waiting:
+            up = live(system) - {gone}
+            for i in sorted(waiting):
+                if all_led(poller.ask(system.nodes[i].address, list(topics)), topics,
+                           live=up, gone=gone):
+                    waiting.discard(i)
+            if waiting and time.perf_counter() - start > timeout:
+                raise SystemError_(f"brokers {sorted(waiting)} still name broker {gone} or "
+                                   f"no leader after {timeout:.0f}s")
+            if waiting:
+                time.sleep(POLL_INTERVAL)
 
 
 def start_rows(step: Step, system: System) -> None:
