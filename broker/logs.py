@@ -96,23 +96,35 @@ class JsonLines(io.TextIOBase):
 
 
 class SharedStream(io.TextIOBase):
-    """``raw`` for several threads: each write (and flush) whole, one at a time (a process's
-    own lines and its log writer's share the stream)."""
+    """``raw`` for several threads, a whole line at a time: each thread's text is held until
+    its line ends (``print`` writes a line's text and its newline separately), then written
+    under a lock. A process's own lines and its log writer's share the stream this way
+    without one landing inside the other."""
 
     def __init__(self, raw: TextIO) -> None:
         super().__init__()
         self._raw = raw
         self._lock = threading.Lock()
+        self._held = threading.local()
 
     def writable(self) -> bool:
         return True
 
     def write(self, text: str) -> int:
-        with self._lock:
-            return self._raw.write(text)
+        held = getattr(self._held, "text", "") + text
+        end = held.rfind("\n") + 1
+        self._held.text = held[end:]
+        if end:
+            with self._lock:
+                self._raw.write(held[:end])
+        return len(text)
 
     def flush(self) -> None:
+        """Write what this thread holds (a line not ended yet too), then flush ``raw``."""
+        held, self._held.text = getattr(self._held, "text", ""), ""
         with self._lock:
+            if held:
+                self._raw.write(held)
             self._raw.flush()
 
 

@@ -43,7 +43,7 @@ from interbroker.requests import (
     UpdateMetadataRequest,
 )
 from replication.config import ReplicaConfig
-from replication.delayed_produce import ProduceFuture
+from replication.delayed_produce import ProduceFuture, failed
 from replication.epochs import batched_epoch_writes
 from replication.errors import InvalidEpochError, StorageError
 from replication.fetcher import ReplicaFetcher
@@ -60,7 +60,6 @@ from replication.protocol import (
     FetchEndpoint,
     FetchResult,
     OffsetAnswer,
-    ProduceResult,
 )
 from replication.quota import (
     FOLLOWER_RATE,
@@ -81,12 +80,6 @@ _OUT_OF_FILES = ThrottledLog(log)
 """Logs the logs that cannot open for want of descriptors: once per interval, no traceback."""
 
 LEADER_DURING_DELETE = -2  # UpdateMetadata's leader for a partition being deleted
-
-
-def _done(error: ErrorCode) -> ProduceFuture:
-    future: ProduceFuture = Future()
-    future.set_result(ProduceResult(error=error))
-    return future
 
 
 class ReplicaManager:
@@ -335,9 +328,7 @@ class ReplicaManager:
                     topic=e.topic, partition=e.partition) not in self._partitions
                 and e.topic not in illegal})
             errors = {}
-            # the epoch files of every partition led from now on, written together before
-            # the answer (batched_epoch_writes)
-            with batched_epoch_writes():
+            with batched_epoch_writes():  # the new epochs' files together, before the answer
                 for entry in request.partitions:
                     tp = TopicPartition(topic=entry.topic, partition=entry.partition)
                     if illegal and tp.topic in illegal:
@@ -486,10 +477,10 @@ class ReplicaManager:
         appending to its internal topic (:class:`AppendOrigin`: epochs checked, sequences not,
         control batches taken); ``guard`` is KIP-890's (:meth:`Log.append_as_leader`)."""
         if not self._running:
-            return _done(ErrorCode.BROKER_NOT_AVAILABLE)
+            return failed(Future(), ErrorCode.BROKER_NOT_AVAILABLE)
         partition = self._partitions.get(tp)
         if partition is None:
-            return _done(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            return failed(Future(), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         future = partition.append_as_leader(
             records, acks, self.config.request_timeout_ms if timeout_ms is None else timeout_ms,
             origin, guard)
@@ -506,10 +497,10 @@ class ReplicaManager:
         NOT_LEADER_OR_FOLLOWER when it is not led here; nothing is appended on any error.
         Once the marker completes, the :meth:`add_marker_listener` listeners are told."""
         if not self._running:
-            return _done(ErrorCode.BROKER_NOT_AVAILABLE)
+            return failed(Future(), ErrorCode.BROKER_NOT_AVAILABLE)
         partition = self._partitions.get(tp)
         if partition is None:
-            return _done(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            return failed(Future(), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         future = append_marker(
             partition, self.clock, producer_id=producer_id, producer_epoch=producer_epoch,
             commit=commit, coordinator_epoch=coordinator_epoch,

@@ -112,12 +112,16 @@ def test_a_broker_s_lines_are_written_by_a_thread_of_their_own(
 
 
 def test_a_process_s_own_lines_and_its_log_s_share_the_stream_line_by_line() -> None:
+    """print() writes a line's text and its newline apart: another thread's line must not land
+    between them (the broker's ready line, which launchers look for, once had a log line
+    stuck to its end)."""
     raw = io.StringIO()
     shared = SharedStream(raw)
 
     def write(tag: str) -> None:
         for i in range(2000):
-            shared.write(f"{tag} {i}\n")
+            print(f"{tag} {i}", file=shared)
+            shared.write(f"{tag}-log {i}\n")
 
     threads = [threading.Thread(target=write, args=(t,)) for t in "ab"]
     for t in threads:
@@ -125,4 +129,9 @@ def test_a_process_s_own_lines_and_its_log_s_share_the_stream_line_by_line() -> 
     for t in threads:
         t.join()
     lines = raw.getvalue().splitlines()
-    assert sorted(lines) == sorted(f"{t} {i}" for t in "ab" for i in range(2000))
+    assert sorted(lines) == sorted(f"{t}{kind} {i}" for t in "ab" for kind in ("", "-log")
+                                   for i in range(2000))
+    print("no newline yet", end="", file=shared)
+    assert raw.getvalue().endswith("-log 1999\n")
+    shared.flush()
+    assert raw.getvalue().endswith("no newline yet")
