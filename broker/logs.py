@@ -6,34 +6,20 @@ with ``time`` (UTC, ISO 8601, milliseconds), ``level``, ``logger`` and ``message
 state-change log's structured fields under ``state_change`` and a traceback, if any, under
 ``exception``: a log shipper reads it without a pattern. The broker and controller processes,
 the scheduler and the demo all set up their logging here (``--log-format``).
-
-The broker and controller processes write their lines from a thread of their own
-(``background=True``): the thread that logs only hands the record over. A write is a system
-call, and a thread that makes one gives up the interpreter and must wait for it again behind
-the busy ones (the fetchers, the sender threads), a few milliseconds each time: a broker taking
-leadership of 833 partitions, one line each, spent over a second of its LeaderAndIsr in those
-waits. The lines still say when they were logged; :func:`stop_logging` (called when the process
-ends) writes what is queued. A process killed outright loses the lines of its last moments
-that were not written yet.
 """
 
 from __future__ import annotations
 
-import atexit
-import copy
 import io
 import json
 import logging
-import logging.handlers
-import queue
-import threading
 import time
 from typing import Any, TextIO
 
 from interbroker.fencing import FIELD, LOGGER_NAME
 
-__all__ = ["LOG_FORMATS", "JsonFormatter", "JsonLines", "SharedStream", "formatter",
-           "lines_for", "setup_logging", "stop_logging"]
+__all__ = ["LOG_FORMATS", "JsonFormatter", "JsonLines", "formatter", "lines_for",
+           "setup_logging"]
 
 LOG_FORMATS = ("text", "json")
 TEXT_LINE = "[%(asctime)s] %(levelname)s %(name)s: %(message)s"
@@ -95,39 +81,6 @@ class JsonLines(io.TextIOBase):
         self._raw.flush()
 
 
-class SharedStream(io.TextIOBase):
-    """``raw`` for several threads, a whole line at a time: each thread's text is held until
-    its line ends (``print`` writes a line's text and its newline separately), then written
-    under a lock. A process's own lines and its log writer's share the stream this way
-    without one landing inside the other."""
-
-    def __init__(self, raw: TextIO) -> None:
-        super().__init__()
-        self._raw = raw
-        self._lock = threading.Lock()
-        self._held = threading.local()
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, text: str) -> int:
-        held = getattr(self._held, "text", "") + text
-        end = held.rfind("\n") + 1
-        self._held.text = held[end:]
-        if end:
-            with self._lock:
-                self._raw.write(held[:end])
-        return len(text)
-
-    def flush(self) -> None:
-        """Write what this thread holds (a line not ended yet too), then flush ``raw``."""
-        held, self._held.text = getattr(self._held, "text", ""), ""
-        with self._lock:
-            if held:
-                self._raw.write(held)
-            self._raw.flush()
-
-
 def lines_for(err: TextIO, log_format: str, logger: str) -> TextIO:
     """``err`` itself for the text format, else ``err`` behind :class:`JsonLines`."""
     return JsonLines(err, logger) if log_format == "json" else err  # type: ignore[return-value]
@@ -142,45 +95,6 @@ def formatter(log_format: str) -> logging.Formatter:
     raise ValueError(f"log format {log_format!r}: one of {', '.join(LOG_FORMATS)}")
 
 
-class _HandOver(logging.handlers.QueueHandler):
-    """Queues a copy of each record with its message made (the arguments may change after
-    the call) and its traceback as text, everything else as it was: the writer's formatter
-    shapes it as it would have in the logging thread (the json format's fields included)."""
-
-    def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
-        record = copy.copy(record)
-        record.msg = record.getMessage()
-        record.args = None
-        if record.exc_info:
-            if not record.exc_text:
-                record.exc_text = _TRACEBACKS.formatException(record.exc_info)
-            record.exc_info = None
-        return record
-
-
-_TRACEBACKS = logging.Formatter()
-_writers: list[logging.handlers.QueueListener] = []
-
-
-def stop_logging() -> None:
-    """Write every queued line and stop the writer threads (nothing if there are none)."""
-    while _writers:
-        _writers.pop().stop()
-
-
-atexit.register(stop_logging)
-
-
-def _behind_writer(handler: logging.Handler) -> logging.Handler:
-    lines: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
-    writer = logging.handlers.QueueListener(lines, handler)
-    writer.start()
-    _writers.append(writer)
-    front = _HandOver(lines)
-    setattr(front, _MARK, True)
-    return front
-
-
 def setup_logging(
     err: TextIO,
     *,
@@ -188,17 +102,15 @@ def setup_logging(
     level: int = logging.INFO,
     state_change_file: str | None = None,
     quiet: tuple[str, ...] = ("kazoo", "asyncio"),
-    background: bool = False,
 ) -> None:
     """Log ``level`` and up to ``err`` in ``log_format``, for a process of its own (the root
     logger's handlers are replaced). With ``state_change_file`` the state-change log goes to
     that file (appended, same format) instead of ``err``, as Kafka's state-change.log does.
-    The ``quiet`` loggers (client libraries that log every reconnect) log warnings only. With
-    ``background`` the lines are written by a thread of their own (the module's docstring).
+    The ``quiet`` loggers (client libraries that log every reconnect) log warnings only.
 
     Raises OSError when the file cannot be opened (nothing is changed then)."""
     shape = formatter(log_format)
-    file_handler: logging.Handler | None = None
+    file_handler = None
     if state_change_file is not None:
         file_handler = logging.FileHandler(state_change_file, encoding="utf-8")
         file_handler.setFormatter(shape)
@@ -211,15 +123,10 @@ def setup_logging(
         if getattr(handler, _MARK, False):
             changes.removeHandler(handler)
             handler.close()
-    stop_logging()
-    stream: logging.Handler = logging.StreamHandler(err)
-    stream.setFormatter(shape)
-    setattr(stream, _MARK, True)
-    if background:
-        stream = _behind_writer(stream)
-        if file_handler is not None:
-            file_handler = _behind_writer(file_handler)
-    root.addHandler(stream)
+    handler = logging.StreamHandler(err)
+    handler.setFormatter(shape)
+    setattr(handler, _MARK, True)
+    root.addHandler(handler)
     root.setLevel(level)
     changes.propagate = file_handler is None
     if file_handler is not None:

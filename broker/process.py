@@ -50,7 +50,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Coroutine, Mapping
-from typing import Any, TextIO, cast
+from typing import Any, TextIO
 
 from kio.schema.errors import ErrorCode
 
@@ -59,7 +59,7 @@ from broker.config import BrokerConfig, ConfigError, Listener, load_config
 from broker.controller_channel import CONTROLLER_API_KEYS, KafkaNetwork
 from broker.fetch_client import NetworkTransport, broker_fetch_transport
 from broker.groups import GroupCoordinator
-from broker.logs import SharedStream, lines_for, setup_logging, stop_logging
+from broker.logs import lines_for, setup_logging
 from broker.metadata_cache import MetadataCache, ObservingHandler
 from broker.metrics.collector import KafkaCollector
 from broker.metrics.server import MetricsServer
@@ -472,7 +472,7 @@ def run_process(config_path: str, err: TextIO | None, *, role: str,
     ``log_format`` (the state-change log to ``partctl.state.change.log.file`` if set), then
     run ``main`` (a broker's or a controller's) until it is stopped; its exit status. An
     unexpected error is one line naming the ``role`` (the traceback goes to the debug log)."""
-    raw = cast(TextIO, SharedStream(err or sys.stderr))
+    raw = err or sys.stderr
     err = lines_for(raw, log_format, f"partctl.{role}")
     try:
         loaded = load_config(config_path, controller_only=controller_only)
@@ -481,7 +481,7 @@ def run_process(config_path: str, err: TextIO | None, *, role: str,
         return EXIT_ERROR
     try:
         setup_logging(raw, log_format=log_format,
-                      state_change_file=loaded.config.state_change_log_file, background=True)
+                      state_change_file=loaded.config.state_change_log_file)
     except OSError as exc:
         print(f"partctl: error: partctl.state.change.log.file: {exc.strerror or exc}: "
               f"{loaded.config.state_change_log_file}", file=err, flush=True)
@@ -492,12 +492,9 @@ def run_process(config_path: str, err: TextIO | None, *, role: str,
         return asyncio.run(main(loaded.config, err))
     except Exception as exc:  # a bug: one line for the user, the traceback in the log
         log.debug("the %s failed", role, exc_info=True)
-        stop_logging()  # the log's lines before the last one
         print(f"partctl: error: {role} {loaded.config.broker_id} failed: "
               f"{type(exc).__name__}: {exc}", file=err, flush=True)
         return EXIT_ERROR
-    finally:
-        stop_logging()
 
 
 def run(config_path: str, *, err: TextIO | None = None, log_format: str = "text") -> int:
