@@ -185,6 +185,12 @@ class Partition:
                 leading_since=self._leading_since if self._role is Role.LEADER else -1,
             )
 
+    def leading(self) -> tuple[Role, int]:
+        """Its role and leader epoch, read together: what every fetch checks of each partition
+        it names, without the rest of :meth:`status`."""
+        with self._lock:
+            return self._role, self._leader_epoch
+
     def epoch_view(self) -> FollowerEpochView:
         return self.log.epoch_view()
 

@@ -311,6 +311,17 @@ class _Watching:
             client.close()
 
 
+def distinct_ports(n: int) -> list[int]:
+    """``n`` free ports, no two the same (the kernel may hand out a port it just handed out,
+    once the probe closed it: two brokers of one run once got the same one)."""
+    ports: list[int] = []
+    while len(ports) < n:
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    return ports
+
+
 def partctl_system(directory: Path, zk_address: str,
                    settings: Mapping[str, str] | None = None) -> System:
     """partctl's three brokers on a fresh chroot of the ZooKeeper at ``zk_address``, with
@@ -320,8 +331,9 @@ def partctl_system(directory: Path, zk_address: str,
     extra = (f"zookeeper.session.timeout.ms={SESSION_MS}\n"
              "group.initial.rebalance.delay.ms=0\n"
              + "".join(f"{k}={v}\n" for k, v in (settings or {}).items()))
+    ports = distinct_ports(3)
     for node_id in (1, 2, 3):
-        port = free_port()
+        port = ports[node_id - 1]
         where = directory / f"broker-{node_id}"
         holder: dict[str, LaunchedBroker] = {}
 
@@ -361,8 +373,9 @@ def kafka_zk_system(directory: Path, zk_address: str, version: str,
     chroot = f"/kafka-{uuid.uuid4().hex[:8]}"
     system = System(key="kafka3", label=f"Kafka {version}", directory=directory,
                     zk_url=f"zookeeper://{zk_address}{chroot}", version=version)
+    ports = distinct_ports(3)
     for node_id in (1, 2, 3):
-        port = free_port()
+        port = ports[node_id - 1]
         system.nodes[node_id] = _kafka_node(directory, version, node_id, port, {
             "broker.id": node_id,
             "listeners": f"PLAINTEXT://{HOST}:{port}",
@@ -391,7 +404,8 @@ def kafka_kraft_system(directory: Path, version: str, work: Path,
     classpath(version)
     system = System(key="kafka4", label=f"Kafka {version} KRaft", directory=directory,
                     version=version)
-    ports = {n: (free_port(), free_port()) for n in (1, 2, 3)}
+    picked = distinct_ports(6)
+    ports = {n: (picked[2 * n - 2], picked[2 * n - 1]) for n in (1, 2, 3)}
     voters = ",".join(f"{n}@{HOST}:{c}" for n, (_p, c) in ports.items())
     cluster_id = None
     for node_id, (port, controller_port) in ports.items():

@@ -176,9 +176,9 @@ def leader_partition(ctx: RequestContext, tp: TopicPartition, leader_epoch: int
         known = ctx.broker.metadata.snapshot.contains(tp)
         return None, (ErrorCode.not_leader_or_follower if known
                       else ErrorCode.unknown_topic_or_partition)
-    status = partition.status()
-    error = check_epoch(leader_epoch, status.leader_epoch)
-    if error is ErrorCode.none and status.role is not Role.LEADER:
+    role, epoch = partition.leading()
+    error = check_epoch(leader_epoch, epoch)
+    if error is ErrorCode.none and role is not Role.LEADER:
         error = ErrorCode.not_leader_or_follower
     return partition, error
 

@@ -156,3 +156,13 @@ def test_a_transactional_step_that_fails_is_one_line_and_exit_status_1() -> None
     assert len(failed) == 1, done.stderr
     assert failed[0].startswith("FAILED partctl: transactional produce"), failed
     assert "Traceback" not in done.stderr
+
+
+def test_a_system_s_brokers_get_ports_no_two_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel may hand out the port it just handed out: the run's brokers must not share
+    one (two did once, and the third broker never started)."""
+    from benchmarks.versus import systems
+
+    handed = iter([41001, 41001, 41002, 41001, 41003, 41004])
+    monkeypatch.setattr(systems, "free_port", lambda: next(handed))
+    assert systems.distinct_ports(3) == [41001, 41002, 41003]
