@@ -64,6 +64,7 @@ from benchmarks.common import (  # noqa: E402
     start_server,
 )
 from benchmarks.controller_brokers import LocalSessions, RemoteSessions  # noqa: E402
+from broker.process import SWITCH_INTERVAL  # noqa: E402
 from coordinator import layout  # noqa: E402
 from coordinator.codecs import (  # noqa: E402
     PartitionStateNode,
@@ -433,7 +434,9 @@ def _wait_loaded(ctl: Controller, partitions: int) -> None:
 
 def _candidate_process(url: str, cid: int, hot: bool, partitions: int, conn: Any) -> None:
     """A candidate's process: stands, reports when its view is loaded, answers "idle" and
-    "close" (its session), and reports its failover timings when it becomes active."""
+    "close" (its session), and reports its failover timings when it becomes active. It runs
+    with the switch interval of the product's broker and controller processes."""
+    sys.setswitchinterval(SWITCH_INTERVAL)
     logging.basicConfig(level=logging.WARNING)
     try:
         session = coordinator.connect(url)
