@@ -217,10 +217,9 @@ def test_a_batch_write_that_fails_is_raised_after_the_others_and_stays_pending(
     first = LeaderEpochCache(good / "leader-epoch-checkpoint")
     second = LeaderEpochCache(bad / "leader-epoch-checkpoint")
     (bad / "leader-epoch-checkpoint.tmp").mkdir()  # the temporary file cannot be opened
-    with pytest.raises(IsADirectoryError):
-        with batched_epoch_writes():
-            first.assign(3, 7)
-            second.assign(3, 7)
+    with pytest.raises(IsADirectoryError), batched_epoch_writes():
+        first.assign(3, 7)
+        second.assign(3, 7)
     assert _on_disk(first) == [(3, 7)] and not first.unwritten
     assert second.unwritten and second.latest_epoch == 3
     (bad / "leader-epoch-checkpoint.tmp").rmdir()
