@@ -35,14 +35,8 @@ def ask(address: tuple[str, int], topics: Sequence[str] | None, *, timeout: floa
         ) -> BrokerView | None:
     """One Metadata round trip to the broker at ``address`` on a connection of its own; None
     when it does not answer."""
-    connection = KafkaConnection(address[0], address[1], client_id="versus-kafka",
-                                 timeout=timeout)
-    try:
-        return _ask_on(connection, topics)
-    except BrokerUnreachable:
-        return None
-    finally:
-        connection.close()
+    with Poller(timeout) as poller:
+        return poller.ask(address, topics)
 
 
 class Poller:

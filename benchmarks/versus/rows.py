@@ -103,23 +103,26 @@ def live(system: System) -> set[int]:
 
 
 def wait_led(system: System, topics: dict[str, int], timeout: float, *,
-             gone: int | None = None) -> float:
-    """Until every running broker's Metadata names a live leader (not ``gone``) for every
-    partition of ``topics``: the seconds it took (each broker polled in turn, the step ends
-    when the last one has shown it)."""
-    start = time.perf_counter()
-    waiting = live(system)
+             gone: int | None = None, start: float | None = None) -> float:
+    """Until every running broker (but ``gone``) names a live leader other than ``gone`` for
+    every partition of ``topics``: the seconds it took from ``start`` (default: now), each
+    broker polled in turn, the step ending when the last one has shown it."""
+    if start is None:
+        start = time.perf_counter()
+    waiting = live(system) if gone is None else {i for i in system.nodes if i != gone}
     names = list(topics)
     with Poller() as poller:
         while waiting:
-            up = live(system)
+            up = live(system) - {gone}
             for i in sorted(waiting):
                 if all_led(poller.ask(system.nodes[i].address, names), topics, live=up,
                            gone=gone):
                     waiting.discard(i)
             if waiting and time.perf_counter() - start > timeout:
-                raise SystemError_(f"brokers {sorted(waiting)} did not show a leader for "
-                                   f"every partition of {', '.join(names)} in {timeout:.0f}s")
+                raise SystemError_(f"brokers {sorted(waiting)} did not show a live leader"
+                                   + (f" other than broker {gone}" if gone is not None else "")
+                                   + f" for every partition of {', '.join(names)} in "
+                                   f"{timeout:.0f}s")
             if waiting:
                 time.sleep(POLL_INTERVAL)
     return time.perf_counter() - start
@@ -340,7 +343,7 @@ def controller_rows(step: Step, system: System) -> None:
         node = system.nodes[victim]
         start = time.perf_counter()
         node.signal(signal.SIGTERM)
-        wait_led_without(system, topics, victim, start)
+        wait_led(system, topics, 300, gone=victim, start=start)
         took = time.perf_counter() - start
         step.results.add(Row(key="controller.shutdown",
                              label=f"controlled shutdown, leader of 1/3 of {large:,}",
@@ -372,7 +375,7 @@ def controller_rows(step: Step, system: System) -> None:
                     raise SystemError_("/controller still names the killed broker after 120 s")
                 else:
                     time.sleep(0.01)
-        wait_led_without(system, topics, controller, start)
+        wait_led(system, topics, 300, gone=controller, start=start)
         end = time.perf_counter()
         step.results.add(Row(key="controller.failover",
                              label=f"controller failover, leader of 1/3 of {large:,} (from "
@@ -423,25 +426,6 @@ def preferred(step: Step, system: System, topic: str) -> None:
                if e is not None and "ELECTION_NOT_NEEDED" not in str(e)}
     if refused:
         step.say(f"{system.label}: preferred election of {topic}: {sorted(refused)[:2]}")
-
-
-def wait_led_without(system: System, topics: dict[str, int], gone: int, start: float,
-                     timeout: float = 300.0) -> None:
-    """Until every broker but ``gone`` names a live leader other than ``gone`` for every
-    partition of ``topics``."""
-    waiting = {i for i in system.nodes if i != gone}
-    with Poller() as poller:
-        while waiting:
-            up = live(system) - {gone}
-            for i in sorted(waiting):
-                if all_led(poller.ask(system.nodes[i].address, list(topics)), topics,
-                           live=up, gone=gone):
-                    waiting.discard(i)
-            if waiting and time.perf_counter() - start > timeout:
-                raise SystemError_(f"brokers {sorted(waiting)} still name broker {gone} or "
-                                   f"no leader after {timeout:.0f}s")
-            if waiting:
-                time.sleep(POLL_INTERVAL)
 
 
 def start_rows(step: Step, system: System) -> None:
