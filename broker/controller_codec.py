@@ -31,9 +31,10 @@ empty tagged fields, one zero byte):
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TypeVar
 
+from broker.wire_values import count, ints, string
 from interbroker.requests import (
     Endpoint,
     LeaderAndIsrPartition,
@@ -54,29 +55,6 @@ _LAI_TAIL = {False: b"\x00\x00" + _TAGS, True: b"\x01\x00" + _TAGS}
 """is new, leader recovery state 0 (recovered), no tags."""
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _length(n: int) -> bytes:
-    """A compact array's or string's length (n + 1)."""
-    return bytes((n + 1,)) if n < 127 else _uvarint(n + 1)
-
-
-def _string(text: str) -> bytes:
-    data = text.encode()
-    return _length(len(data)) + data
-
-
-def _nullable_string(text: str | None) -> bytes:
-    return b"\x00" if text is None else _string(text)
-
-
 def _arrays() -> Callable[[tuple[int, ...]], bytes]:
     """A compact array of int32s, each distinct tuple encoded once (most partitions share
     their replica lists with many others)."""
@@ -85,8 +63,7 @@ def _arrays() -> Callable[[tuple[int, ...]], bytes]:
     def array(values: tuple[int, ...]) -> bytes:
         data = cache.get(values)
         if data is None:
-            data = cache[values] = _length(len(values)) + struct.pack(
-                f">{len(values)}i", *values)
+            data = cache[values] = ints(values, True)
         return data
 
     return array
@@ -107,8 +84,17 @@ def _by_topic(parts: Iterable[_P]) -> dict[str, list[_P]]:
     return out
 
 
-def _topic_head(name: str, topic_id: bytes, count: int) -> bytes:
-    return _string(name) + topic_id + _length(count)
+def _topics(partitions: Iterable[_P], ids: Mapping[str, str],
+            topic_id: Callable[[str | None], bytes], entry: Callable[[_P], bytes]
+            ) -> Iterator[bytes]:
+    """The topic states array of both requests: each topic's name, id and partitions (each
+    written by ``entry``), in the order first named."""
+    by_topic = _by_topic(partitions)
+    yield count(len(by_topic), True)
+    for name, parts in by_topic.items():
+        yield string(name, True) + topic_id(ids.get(name)) + count(len(parts), True)
+        yield from map(entry, parts)
+        yield _TAGS
 
 
 def encode_leader_and_isr_v7(request: LeaderAndIsrRequest, listener: str,
@@ -120,22 +106,19 @@ def encode_leader_and_isr_v7(request: LeaderAndIsrRequest, listener: str,
     four, i32, tail = _FOUR.pack, _I32.pack, _LAI_TAIL
     out = [_HEAD.pack(request.controller_id, False, request.controller_epoch,
                       request.broker_epoch), b"\x00"]
-    by_topic = _by_topic(request.partitions)
-    out.append(_length(len(by_topic)))
-    ids = request.topic_ids
-    for name, parts in by_topic.items():
-        out.append(_topic_head(name, topic_id(ids.get(name)), len(parts)))
-        for p in parts:
-            out.append(b"".join((
-                four(p.partition, p.controller_epoch, p.leader, p.leader_epoch), array(p.isr),
-                i32(p.partition_epoch), array(p.replicas), array(p.adding_replicas),
-                array(p.removing_replicas), tail[bool(p.is_new)])))
-        out.append(_TAGS)
+
+    def entry(p: LeaderAndIsrPartition) -> bytes:
+        return b"".join((
+            four(p.partition, p.controller_epoch, p.leader, p.leader_epoch), array(p.isr),
+            i32(p.partition_epoch), array(p.replicas), array(p.adding_replicas),
+            array(p.removing_replicas), tail[bool(p.is_new)]))
+
+    out.extend(_topics(request.partitions, request.topic_ids, topic_id, entry))
     leaders = [(b.id, e) for b in request.live_leaders
                if (e := _endpoint(b.endpoints, listener)) is not None]
-    out.append(_length(len(leaders)))
+    out.append(count(len(leaders), True))
     for broker_id, endpoint in leaders:
-        out.append(i32(broker_id) + _string(endpoint.host) + i32(endpoint.port) + _TAGS)
+        out.append(i32(broker_id) + string(endpoint.host, True) + i32(endpoint.port) + _TAGS)
     out.append(_TAGS)
     return b"".join(out)
 
@@ -149,17 +132,14 @@ def encode_update_metadata_v8(request: UpdateMetadataRequest,
     four, i32 = _FOUR.pack, _I32.pack
     out = [_HEAD.pack(request.controller_id, False, request.controller_epoch,
                       request.broker_epoch)]
-    by_topic = _by_topic(request.partitions)
-    out.append(_length(len(by_topic)))
-    ids = request.topic_ids
-    for name, parts in by_topic.items():
-        out.append(_topic_head(name, topic_id(ids.get(name)), len(parts)))
-        for p in parts:
-            out.append(b"".join((
-                four(p.partition, p.controller_epoch, p.leader, p.leader_epoch), array(p.isr),
-                i32(p.partition_epoch), array(p.replicas), array(p.offline_replicas), _TAGS)))
-        out.append(_TAGS)
-    out.append(_length(len(request.live_brokers)))
+
+    def entry(p: UpdateMetadataPartition) -> bytes:
+        return b"".join((
+            four(p.partition, p.controller_epoch, p.leader, p.leader_epoch), array(p.isr),
+            i32(p.partition_epoch), array(p.replicas), array(p.offline_replicas), _TAGS))
+
+    out.extend(_topics(request.partitions, request.topic_ids, topic_id, entry))
+    out.append(count(len(request.live_brokers), True))
     for b in request.live_brokers:
         out.append(_broker(b, protocol_id))
     out.append(_TAGS)
@@ -167,11 +147,11 @@ def encode_update_metadata_v8(request: UpdateMetadataRequest,
 
 
 def _broker(b: LiveBroker, protocol_id: Callable[[str], int]) -> bytes:
-    parts = [_I32.pack(b.id), _length(len(b.endpoints))]
+    parts = [_I32.pack(b.id), count(len(b.endpoints), True)]
     for e in b.endpoints:
-        parts.append(_I32.pack(e.port) + _string(e.host) + _string(e.listener)
+        parts.append(_I32.pack(e.port) + string(e.host, True) + string(e.listener, True)
                      + _I16.pack(protocol_id(e.security_protocol)) + _TAGS)
-    parts.append(_nullable_string(b.rack) + _TAGS)
+    parts.append(string(b.rack, True) + _TAGS)
     return b"".join(parts)
 
 

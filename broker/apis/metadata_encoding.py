@@ -31,6 +31,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.wire import response_module
+from broker.wire_values import count, ints, string
 from interbroker.requests import LiveBroker, UpdateMetadataPartition
 
 __all__ = ["Shape", "TopicCache", "empty_partitions", "encode_partitions", "encode_response",
@@ -86,35 +87,6 @@ def shape(version: int) -> Shape:
     return Shape(version)
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-_SMALL_UVARINTS = [_uvarint(i) for i in range(128)]
-
-
-def _count(n: int, flexible: bool) -> bytes:
-    if flexible:
-        return _SMALL_UVARINTS[n + 1] if n < 127 else _uvarint(n + 1)
-    return _I32.pack(n)
-
-
-def _string(value: str | None, flexible: bool) -> bytes:
-    if value is None:
-        return b"\x00" if flexible else b"\xff\xff"
-    data = value.encode()
-    return (_uvarint(len(data) + 1) if flexible else _I16.pack(len(data))) + data
-
-
-def _ints(values: Sequence[int], flexible: bool) -> bytes:
-    return _count(len(values), flexible) + struct.pack(f">{len(values)}i", *values)
-
-
 def encode_partitions(partitions: Mapping[int, UpdateMetadataPartition], live: frozenset[int],
                       registered: Mapping[int, Any], s: Shape) -> bytes:
     """The partitions array of one topic, by partition index, as the handler answers them:
@@ -126,7 +98,7 @@ def encode_partitions(partitions: Mapping[int, UpdateMetadataPartition], live: f
     with_epoch = s.leader_epoch
     with_offline = s.offline_replicas
     listener_error = _LISTENER_NOT_FOUND if s.version >= 6 else _LEADER_NOT_AVAILABLE
-    out = [_count(len(partitions), flexible)]
+    out = [count(len(partitions), flexible)]
     append = out.append
     for index in sorted(partitions):
         state = partitions[index]
@@ -146,10 +118,10 @@ def encode_partitions(partitions: Mapping[int, UpdateMetadataPartition], live: f
             append(_HEAD_EPOCH.pack(error, index, leader, state.leader_epoch))
         else:
             append(_HEAD.pack(error, index, leader))
-        append(_ints(replicas, flexible))
-        append(_ints(isr, flexible))
+        append(ints(replicas, flexible))
+        append(ints(isr, flexible))
         if with_offline:
-            append(_ints(state.offline_replicas, flexible))
+            append(ints(state.offline_replicas, flexible))
         if flexible:
             append(b"\x00")
     return b"".join(out)
@@ -160,7 +132,7 @@ def encode_topic(s: Shape, error: ErrorCode, name: str | None, topic_id: uuid.UU
     """One topic of the topics array; ``partitions`` encoded by :func:`encode_partitions` (or
     the empty array, :func:`empty_partitions`)."""
     flexible = s.flexible
-    out = [_I16.pack(int(error)), _string(name, flexible)]
+    out = [_I16.pack(int(error)), string(name, flexible)]
     if s.topic_id:
         out.append(topic_id.bytes if topic_id is not None else _ZERO_UUID)
     if s.is_internal:
@@ -174,7 +146,7 @@ def encode_topic(s: Shape, error: ErrorCode, name: str | None, topic_id: uuid.UU
 
 
 def empty_partitions(s: Shape) -> bytes:
-    return _count(0, s.flexible)
+    return count(0, s.flexible)
 
 
 def encode_response(s: Shape, brokers: Sequence[tuple[int, str, int, str | None]],
@@ -184,18 +156,18 @@ def encode_response(s: Shape, brokers: Sequence[tuple[int, str, int, str | None]
     each encoded by :func:`encode_topic`; throttle time zero."""
     flexible = s.flexible
     out = [_I32.pack(0)] if s.throttle_time else []
-    out.append(_count(len(brokers), flexible))
+    out.append(count(len(brokers), flexible))
     for node_id, host, port, rack in brokers:
-        out.append(_I32.pack(node_id) + _string(host, flexible) + _I32.pack(port))
+        out.append(_I32.pack(node_id) + string(host, flexible) + _I32.pack(port))
         if s.broker_rack:
-            out.append(_string(rack, flexible))
+            out.append(string(rack, flexible))
         if flexible:
             out.append(b"\x00")
     if s.cluster_id:
-        out.append(_string(cluster_id, flexible))
+        out.append(string(cluster_id, flexible))
     if s.controller_id:
         out.append(_I32.pack(controller_id))
-    out.append(_count(len(topics), flexible))
+    out.append(count(len(topics), flexible))
     out.extend(topics)
     if s.cluster_authorized_operations:
         out.append(_I32.pack(cluster_operations))
