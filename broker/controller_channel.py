@@ -50,6 +50,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_writer
 
 from broker.controller_codec import encode_leader_and_isr_v7, encode_update_metadata_v8
+from broker.wire import request_class
 from coordinator import layout
 from coordinator.codecs import BrokerInfo, TopicPartition
 from coordinator.errors import NoNode
@@ -276,14 +277,14 @@ class _SharedMetadata:
         self._lock = threading.Lock()
         self._last: tuple[UpdateMetadataRequest, type, bytes] | None = None
 
-    def encode(self, request: UpdateMetadataRequest, listener: str) -> tuple[type, bytes]:
+    def encode(self, request: UpdateMetadataRequest) -> tuple[type, bytes]:
         with self._lock:
             last = self._last
             if last is not None and _same_metadata(last[0], request):
                 patched = bytearray(last[2])
                 _EPOCH.pack_into(patched, _UM_EPOCH_AT, request.broker_epoch)
                 return last[1], bytes(patched)
-            cls = load_request_schema(UPDATE_METADATA, SEND_VERSIONS[UPDATE_METADATA])
+            cls = request_class(UPDATE_METADATA, SEND_VERSIONS[UPDATE_METADATA])
             data = encode_update_metadata_v8(request, _topic_id_bytes, security_protocol_id)
             shareable = (len(data) >= _UM_EPOCH_AT + 8
                          and _EPOCH.unpack_from(data, _UM_EPOCH_AT)[0] == request.broker_epoch)
@@ -475,9 +476,9 @@ class NetworkChannel:
         """``request`` as a kio class and its encoded body (an UpdateMetadata shared by the
         brokers of a batch is encoded once)."""
         if isinstance(request, UpdateMetadataRequest):
-            return self._metadata.encode(request, self.listener)
+            return self._metadata.encode(request)
         if isinstance(request, LeaderAndIsrRequest):
-            return (load_request_schema(LEADER_AND_ISR, SEND_VERSIONS[LEADER_AND_ISR]),
+            return (request_class(LEADER_AND_ISR, SEND_VERSIONS[LEADER_AND_ISR]),
                     encode_leader_and_isr_v7(request, self.listener, _topic_id_bytes))
         body = encode_request(request, self.listener)
         return type(body), encode_body(body)
