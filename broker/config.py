@@ -214,6 +214,8 @@ class BrokerConfig:
     replica_fetch_wait_max_ms: int = 500
     replica_fetch_backoff_ms: int = 1_000
     """How long a follower's fetcher waits after a failed fetch (Kafka's default)."""
+    max_incremental_fetch_session_cache_slots: int = 1000
+    """Incremental fetch sessions (KIP-227) kept for the fetchers of this broker's partitions."""
     controller_candidate: bool = True
     """``partctl.controller.candidate``: stand for controller (false: leave the role to the
     other brokers or to dedicated ``partctl controller start`` processes)."""
@@ -596,6 +598,8 @@ def _build(values: dict[str, Any], raw: dict[str, str], source: str,
         replica_fetch_max_bytes=get("replica.fetch.max.bytes"),
         replica_fetch_wait_max_ms=wait,
         replica_fetch_backoff_ms=get("replica.fetch.backoff.ms"),
+        max_incremental_fetch_session_cache_slots=get(
+            "max.incremental.fetch.session.cache.slots"),
         groups=group_config(get),
         transactions=txn_config(get),
         log_retention_check_interval_ms=get("log.retention.check.interval.ms"),

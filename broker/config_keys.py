@@ -168,6 +168,9 @@ _DATA = (
        "data; below replica.lag.time.max.ms.", AtLeast(0)),
     _k("replica.fetch.backoff.ms", _I, "1000", _M, "How long a follower waits after a failed "
        "fetch.", AtLeast(0)),
+    _k("max.incremental.fetch.session.cache.slots", _I, "1000", _M, "Incremental fetch "
+       "sessions (KIP-227) the broker keeps for followers and consumers; 0: none.",
+       AtLeast(0)),
     _k("num.network.threads", _I, "3", _H, "Threads that serve the network.", AtLeast(1),
        ignored="one event loop serves every connection"),
     _k("num.io.threads", _I, "8", _H, "Threads that handle requests.", AtLeast(1),

@@ -58,6 +58,7 @@ from broker.apis import BrokerServices, default_registry
 from broker.config import BrokerConfig, ConfigError, Listener, load_config
 from broker.controller_channel import CONTROLLER_API_KEYS, KafkaNetwork
 from broker.fetch_client import NetworkTransport, broker_fetch_transport
+from broker.fetch_sessions import FetchSessionCache
 from broker.groups import GroupCoordinator
 from broker.logs import lines_for, setup_logging
 from broker.metadata_cache import MetadataCache, ObservingHandler
@@ -440,7 +441,8 @@ class BrokerProcess:
             cluster_id=node.participant.cluster_id, create_topic=self._create_topic,
             registry=registry, admin=Admin(node.coordinator), controller=lambda: node.controller,
             producer_ids=node.producer_ids, network=network, groups=groups,
-            authorizer=authorizer, traffic=traffic, transactions=transactions)
+            authorizer=authorizer, traffic=traffic, transactions=transactions,
+            fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots))
         # The controller reaches this broker over the listeners too: they serve its requests
         # (and ApiVersions) at once, everything else once its first metadata is in.
         server.gate, server.ungated = asyncio.Event(), CONTROLLER_API_KEYS

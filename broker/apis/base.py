@@ -7,13 +7,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeAlias, TypeVar
 
 from kio.schema.errors import ErrorCode
 
 from broker.config import BrokerConfig
 from broker.controller_channel import KafkaNetwork
+from broker.fetch_sessions import FetchSessionCache
 from broker.groups import GroupCoordinator
 from broker.metadata_cache import MetadataCache
 from broker.metrics.traffic import TopicTraffic
@@ -104,6 +105,8 @@ class BrokerServices:
     transactions: TransactionCoordinator | None = None
     """The transaction coordinator; None: the transaction APIs answer
     COORDINATOR_NOT_AVAILABLE."""
+    fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
+    """The incremental fetch sessions (KIP-227) of the fetchers of this broker's partitions."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

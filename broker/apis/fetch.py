@@ -26,9 +26,16 @@ partition of a fetch is read, in parallel, each within its share of the byte bud
 When less than ``min_bytes`` is readable and nothing failed, the fetch is parked in the
 purgatory (Kafka's DelayedFetch) watching its partitions: an append or a leadership change wakes
 it and it completes as soon as ``min_bytes`` are there, or after ``max_wait_ms`` with whatever
-there is. Fetch sessions (KIP-227) are not kept: every response says session 0, which tells the
-client to send full fetches; an incremental fetch (an epoch other than 0 and -1) is answered
-FETCH_SESSION_ID_NOT_FOUND, as for a session the broker evicted.
+there is.
+
+From version 7 a fetcher may keep an incremental fetch session (KIP-227,
+:mod:`broker.fetch_sessions`): a full fetch with epoch 0 opens one when the cache has room,
+and an incremental fetch names only the partitions that changed and those it drops. Every
+partition of the session is read (and, for a follower, its fetch recorded) on each fetch, as
+if named; the answer carries only the partitions with records, a moved high watermark or log
+start offset, an error or a diverging epoch. A session error (FETCH_SESSION_ID_NOT_FOUND,
+INVALID_FETCH_SESSION_EPOCH, FETCH_SESSION_TOPIC_ID_ERROR) answers no partitions and moves
+nothing; so does a parked fetch whose session another fetch moved on meanwhile.
 
 A follower's fetch (replica id >= 0, from version 15 in ``replica_state``) is served by the data
 plane (:meth:`~replication.replica_manager.ReplicaManager.fetch`, what in-process followers
@@ -74,6 +81,15 @@ from kio.schema.errors import ErrorCode
 
 from broker.apis.base import Api, Reply, RequestContext
 from broker.apis.topic_ids import ensure_topic_ids
+from broker.fetch_sessions import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    INVALID_SESSION_ID,
+    CachedPartition,
+    FetchSession,
+    PartitionKey,
+    next_epoch,
+)
 from broker.metadata_cache import MetadataSnapshot
 from broker.purgatory import delete_records_key
 from broker.security.acls import Operation, ResourceType
@@ -108,7 +124,6 @@ READ_COMMITTED = 1
 FIRST_VERSION_WITH_IDS = 13
 FIRST_VERSION_WITH_LEADERS = 16
 _LEADER_MOVED = (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch)
-_FULL_EPOCHS = (0, -1)  # a full fetch: start (0) or no (-1) session
 CONSUMER_METRIC = "FetchConsumer"
 FOLLOWER_METRIC = "FetchFollower"
 """The ``request`` label of a consumer's and a follower's Fetch in the request metrics: Kafka
@@ -306,44 +321,169 @@ def _with_ids(request: FetchRequest, version: int) -> TypeIs[
 def handle(ctx: RequestContext[FetchServices], request: FetchRequest) -> Reply[FetchResponse]:
     version = ctx.api_version
     ctx.metric_name = FOLLOWER_METRIC if _replica_id(request) >= 0 else CONSUMER_METRIC
-    if not _sessionless(request, version) and request.session_epoch not in _FULL_EPOCHS:
-        return _error_response(ctx, ErrorCode.fetch_session_id_not_found)
     if not _with_ids(request, version):
-        return _handle(ctx, request, _wanted(request))
+        return _handle(ctx, request, None)
     names = ctx.broker.metadata.snapshot.topic_names
     if any(t.topic_id not in names for t in request.topics):
         return _resolving(ctx, request)
-    return _handle(ctx, request, _wanted(request, names))
+    return _handle(ctx, request, names)
 
 
 async def _resolving(ctx: RequestContext, request: Any) -> Any:
     """Ids the cache has no name for yet: read the ids of the topics it holds, then fetch."""
     snap = await ensure_topic_ids(ctx.broker)
-    result = _handle(ctx, request, _wanted(request, snap.topic_names))
+    result = _handle(ctx, request, snap.topic_names)
     return await result if inspect.isawaitable(result) else result
 
 
-def _handle(ctx: RequestContext, request: Any, wanted: list[_Wanted]) -> Any:
+@dataclass(slots=True, eq=False)
+class _Session:
+    """A fetch's part in the fetch sessions: the partitions it reads (those it names, or its
+    session's), and how its answer is made: without a session, opening one (``opening``), or
+    as the incremental answer of ``session`` at ``epoch``."""
+
+    wanted: list[_Wanted]
+    session: FetchSession | None = None
+    epoch: int = 0
+    """The epoch ``session`` moved to when this fetch arrived (it answers only if it still
+    has it)."""
+    opening: bool = False
+    privileged: bool = False
+    uses_topic_ids: bool = False
+
+    def answer(self, ctx: RequestContext, wanted: list[_Wanted], reads: list[PartitionRead]
+               ) -> tuple[int, list[_Wanted], list[PartitionRead]] | ErrorCode:
+        """The session id the answer carries and the partitions it carries, or the session
+        error it is instead."""
+        if self.opening:
+            cached = {_key(w, self.uses_topic_ids): CachedPartition(
+                fetch_offset=w.offset, max_bytes=w.max_bytes, leader_epoch=w.leader_epoch,
+                last_fetched_epoch=w.last_fetched_epoch, fetcher_log_start=w.log_start_offset,
+                high_watermark=r.high_watermark, log_start_offset=r.log_start_offset)
+                for w, r in zip(wanted, reads, strict=True)}
+            session_id = ctx.broker.fetch_sessions.create(self.privileged, self.uses_topic_ids,
+                                                          cached)
+            return session_id, wanted, reads
+        session = self.session
+        if session is None:
+            return INVALID_SESSION_ID, wanted, reads
+        if session.epoch != self.epoch:
+            log.info("fetch session %d is at epoch %d, this fetch moved it to %d: a duplicate "
+                     "request", session.id, session.epoch, self.epoch)
+            return ErrorCode.invalid_fetch_session_epoch
+        kept_wants, kept_reads = [], []
+        for want, read in zip(wanted, reads, strict=True):
+            key = _key(want, self.uses_topic_ids)
+            part = session.partitions.get(key)
+            error = read.error is not ErrorCode.none
+            if part is None or not part.must_answer(
+                    records=read.size, high_watermark=read.high_watermark,
+                    log_start_offset=read.log_start_offset, error=error,
+                    diverging=read.diverging is not None):
+                continue
+            part.answered(high_watermark=read.high_watermark,
+                          log_start_offset=read.log_start_offset, error=error)
+            if read.size:
+                session.to_end(key)
+            kept_wants.append(want)
+            kept_reads.append(read)
+        return session.id, kept_wants, kept_reads
+
+
+def _key(want: _Wanted, uses_topic_ids: bool) -> PartitionKey:
+    if uses_topic_ids and want.topic_id is not None:
+        return want.topic_id, want.tp.partition
+    return want.tp.topic, want.tp.partition
+
+
+def _forgotten(request: Any, uses_topic_ids: bool) -> list[PartitionKey]:
+    out: list[PartitionKey] = []
+    for topic in request.forgotten_topics_data:
+        name = topic.topic_id if uses_topic_ids else topic.topic
+        out.extend((name, p) for p in topic.partitions)
+    return out
+
+
+def _session_wanted(session: FetchSession, names: Mapping[uuid.UUID, str] | None,
+                    committed: bool) -> list[_Wanted]:
+    """Every partition of ``session``, in its order, named as the metadata cache names it
+    now (a topic id it cannot resolve reads as UNKNOWN_TOPIC_ID)."""
+    out = []
+    for (topic, index), part in session.partitions.items():
+        if isinstance(topic, uuid.UUID):
+            name = names.get(topic, "") if names is not None else ""
+            topic_id: uuid.UUID | None = topic
+        else:
+            name, topic_id = topic, None
+        out.append(_Wanted(TopicPartition(name, index), part.fetch_offset, part.max_bytes,
+                           part.leader_epoch, topic_id, topic_id is not None and not name,
+                           part.last_fetched_epoch, log_start_offset=part.fetcher_log_start,
+                           committed=committed))
+    return out
+
+
+def _open(ctx: RequestContext, request: Any, names: Mapping[uuid.UUID, str] | None
+          ) -> _Session | ErrorCode:
+    """The fetch's session (Kafka's FetchManager.newContext): none before version 7 or with
+    the final epoch, a new one at epoch 0 (either closes the one named), else the named one,
+    moved to its next epoch with the request's changes."""
+    asked = _wanted(request, names)
+    privileged = _replica_id(request) >= 0
+    if _sessionless(request, ctx.api_version):
+        return _Session(asked)
+    cache = ctx.broker.fetch_sessions
+    session_id, epoch = request.session_id, request.session_epoch
+    uses_ids = names is not None
+    if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+        if session_id != INVALID_SESSION_ID:
+            cache.remove(session_id)
+        return _Session(asked, opening=epoch == INITIAL_EPOCH, privileged=privileged,
+                        uses_topic_ids=uses_ids)
+    session = cache.get(session_id)
+    if session is None:
+        return ErrorCode.fetch_session_id_not_found
+    if session.epoch != epoch:
+        return ErrorCode.invalid_fetch_session_epoch
+    if session.uses_topic_ids != uses_ids:
+        return ErrorCode.fetch_session_topic_id_error
+    session.update(((_key(w, uses_ids), CachedPartition(
+        fetch_offset=w.offset, max_bytes=w.max_bytes, leader_epoch=w.leader_epoch,
+        last_fetched_epoch=w.last_fetched_epoch, fetcher_log_start=w.log_start_offset))
+        for w in asked), _forgotten(request, uses_ids))
+    if not session.partitions:  # its last partition forgotten: closed
+        cache.remove(session_id)
+        return _Session(asked)
+    cache.touch(session)
+    session.epoch = next_epoch(session.epoch)
+    committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    return _Session(_session_wanted(session, names, committed), session=session,
+                    epoch=session.epoch, privileged=privileged, uses_topic_ids=uses_ids)
+
+
+def _handle(ctx: RequestContext, request: Any, names: Mapping[uuid.UUID, str] | None) -> Any:
     version = ctx.api_version
     max_bytes = request.max_bytes if version >= 3 else 0x7FFFFFFF
     replica_id = _replica_id(request)
+    if replica_id >= 0 and not ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER):
+        return _error_response(ctx, ErrorCode.cluster_authorization_failed)
+    use = _open(ctx, request, names)
+    if isinstance(use, ErrorCode):
+        return _error_response(ctx, use)
     if replica_id >= 0:
-        if not ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER):
-            return _error_response(ctx, ErrorCode.cluster_authorization_failed)
-        return _follower_fetch(ctx, request, wanted, replica_id, max_bytes)
-    wanted = _authorize_reads(ctx, wanted)
+        return _follower_fetch(ctx, request, use, replica_id, max_bytes)
+    wanted = use.wanted = _authorize_reads(ctx, use.wanted)
     reads = _read_all(ctx, wanted, max_bytes)
     if any(r.remote is not None for r in reads):
-        return _with_remote(ctx, request, wanted, reads)
+        return _with_remote(ctx, request, use, reads)
     max_wait = request.max_wait / timedelta(seconds=1)
     if (max_wait <= 0 or not wanted or sum(r.size for r in reads) >= request.min_bytes
             or any(r.error is not ErrorCode.none for r in reads)):
-        return _response(ctx, request, wanted, reads)
+        return _response(ctx, request, use, reads)
     _close(reads)
-    return _park(ctx, request, wanted, max_bytes, max_wait)
+    return _park(ctx, request, use, max_bytes, max_wait)
 
 
-async def _with_remote(ctx: RequestContext, request: Any, wanted: list[_Wanted],
+async def _with_remote(ctx: RequestContext, request: Any, use: _Session,
                        reads: list[PartitionRead]) -> Any:
     """Answer at once, with every partition whose offset lies in the remote part of its log
     read from remote storage, all at the same time on the remote log manager's reader
@@ -354,6 +494,7 @@ async def _with_remote(ctx: RequestContext, request: Any, wanted: list[_Wanted],
     that fails is KAFKA_STORAGE_ERROR for the partitions it failed, which the client
     retries; the other partitions are answered."""
     rm = ctx.broker.replica_manager
+    wanted = use.wanted
     pending: list[tuple[_Wanted, PartitionRead, Future[Any]]] = []
     aborted: list[tuple[_Wanted, PartitionRead, Future[Any]]] = []
     for want, read in zip(wanted, reads, strict=True):
@@ -397,7 +538,7 @@ async def _with_remote(ctx: RequestContext, request: Any, wanted: list[_Wanted],
         _close(reads)
         raise unexpected
     _close([r for r in reads if r.error is not ErrorCode.none])  # no records with an error
-    return _response(ctx, request, wanted, reads)
+    return _response(ctx, request, use, reads)
 
 
 # -- followers ---------------------------------------------------------------------------------
@@ -446,19 +587,20 @@ def _follower_reads(ctx: RequestContext, wanted: list[_Wanted], replica_id: int,
     return reads
 
 
-def _follower_fetch(ctx: RequestContext, request: Any, wanted: list[_Wanted], replica_id: int,
+def _follower_fetch(ctx: RequestContext, request: Any, use: _Session, replica_id: int,
                     max_bytes: int) -> Any:
+    wanted = use.wanted
     reads = _follower_reads(ctx, wanted, replica_id, max_bytes)
     max_wait = request.max_wait / timedelta(seconds=1)
     if (max_wait <= 0 or not wanted or sum(r.size for r in reads) >= request.min_bytes
             or any(r.error is not ErrorCode.none or r.diverging for r in reads)):
-        return _response(ctx, request, wanted, reads)
+        return _response(ctx, request, use, reads)
     _close(reads)  # read again when the parked fetch completes
     answer: asyncio.Future = ctx.broker.loop.create_future()
 
     def complete() -> None:
         if not answer.done():
-            answer.set_result(_response(ctx, request, wanted, _follower_reads(
+            answer.set_result(_response(ctx, request, use, _follower_reads(
                 ctx, wanted, replica_id, max_bytes, update=False)))
 
     # A partition held back by the leader's throttle is readable again once the quota
@@ -519,13 +661,14 @@ def _readable(ctx: RequestContext, wanted: list[_Wanted], min_bytes: int, *,
     return False
 
 
-def _park(ctx: RequestContext, request: Any, wanted: list[_Wanted], max_bytes: int,
+def _park(ctx: RequestContext, request: Any, use: _Session, max_bytes: int,
           max_wait: float) -> asyncio.Future:
     answer: asyncio.Future = ctx.broker.loop.create_future()
+    wanted = use.wanted
 
     def complete() -> None:
         if not answer.done():
-            answer.set_result(_response(ctx, request, wanted, _read_all(ctx, wanted, max_bytes)))
+            answer.set_result(_response(ctx, request, use, _read_all(ctx, wanted, max_bytes)))
 
     ctx.broker.purgatory.park(
         {w.tp for w in wanted}, max_wait,
@@ -533,14 +676,23 @@ def _park(ctx: RequestContext, request: Any, wanted: list[_Wanted], max_bytes: i
     return answer
 
 
-def _error_response(ctx: RequestContext, error: ErrorCode) -> Any:
+def _error_response(ctx: RequestContext, error: ErrorCode, session_id: int = 0) -> Any:
     module = response_module(API_KEY, ctx.api_version)
     return build(module.FetchResponse, throttle_time=timedelta(0), error_code=error,
-                 session_id=0, responses=())
+                 session_id=session_id, responses=())
 
 
-def _response(ctx: RequestContext, request: Any, wanted: list[_Wanted],
+def _response(ctx: RequestContext, request: Any, use: _Session,
               reads: list[PartitionRead]) -> Any:
+    answer = use.answer(ctx, use.wanted, reads)
+    if isinstance(answer, ErrorCode):
+        _close(reads)
+        assert use.session is not None
+        return _error_response(ctx, answer, use.session.id)
+    session_id, wanted, sent = answer
+    if len(sent) < len(reads):
+        _close([r for r in reads if all(r is not s for s in sent)])
+    reads = sent
     version = ctx.api_version
     module = response_module(API_KEY, version)
     leaders = version >= FIRST_VERSION_WITH_LEADERS
@@ -577,7 +729,7 @@ def _response(ctx: RequestContext, request: Any, wanted: list[_Wanted],
         else:
             topics.append((want.tp.topic, want.topic_id, [data]))
     return build(module.FetchResponse, throttle_time=timedelta(0), error_code=ErrorCode.none,
-                 session_id=0, responses=tuple(
+                 session_id=session_id, responses=tuple(
                      build(module.FetchableTopicResponse, topic=name, topic_id=topic_id,
                            partitions=tuple(parts))
                      for name, topic_id, parts in topics),

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from broker.apis.base import ApiRegistry, TopicCreator
     from broker.config import BrokerConfig
+    from broker.fetch_sessions import FetchSessionCache
     from broker.groups import GroupCoordinator
     from broker.metadata_cache import MetadataCache
     from broker.metrics.traffic import TopicTraffic
@@ -180,6 +181,9 @@ class ProduceServices(ParkingServices, Protocol):
 
 class FetchServices(ProduceServices, TopicIdServices, Protocol):
     """:mod:`broker.apis.fetch`."""
+
+    @property
+    def fetch_sessions(self) -> FetchSessionCache: ...
 
 
 class GroupServices(TopicIdServices, Protocol):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from broker.apis import ApiRegistry, BrokerServices, default_registry
 from broker.config import BrokerConfig, Listener
+from broker.fetch_sessions import FetchSessionCache
 from broker.groups import GroupCoordinator
 from broker.metadata_cache import MetadataCache
 from broker.purgatory import Purgatory
@@ -63,10 +64,13 @@ class InProcessBroker:
         self.groups = GroupCoordinator(broker_id, self.replica_manager, self.metadata,
                                        self.purgatory, self.loop, self.config.groups)
         self.loop.call_soon_threadsafe(self.groups.manager.start)
+        self.fetch_sessions = FetchSessionCache(
+            self.config.max_incremental_fetch_session_cache_slots)
         self.server.services = BrokerServices(
             broker_id=broker_id, config=self.config, replica_manager=self.replica_manager,
             metadata=self.metadata, purgatory=self.purgatory, loop=self.loop,
-            cluster_id="test-cluster", registry=self.registry, groups=self.groups)
+            cluster_id="test-cluster", registry=self.registry, groups=self.groups,
+            fetch_sessions=self.fetch_sessions)
         self._run(self.server.start_serving())
         self._controller_epoch = 1
         self._live = {broker_id}

@@ -260,10 +260,11 @@ def test_fetch_limits_first_batch_whole_then_request_budget(broker: InProcessBro
         assert (len(p0.records), len(p1.records)) == (size + 7, 0)
 
 
-def test_fetch_sessions_are_not_kept(broker: InProcessBroker) -> None:
+def test_a_fetch_at_the_final_epoch_gets_no_session(broker: InProcessBroker) -> None:
+    """(Sessions themselves: tests/broker/protocol/test_fetch_sessions.py.)"""
     broker.set_partition("t", 0)
     with RawClient(broker.address) as client:
-        new = client.call(fetch(session_id=0, session_epoch=0))
+        new = client.call(fetch(session_id=0, session_epoch=-1))
         assert (new.error_code, new.session_id) == (ErrorCode.none, 0)
         incremental = client.call(fetch(session_id=123, session_epoch=1))
         assert (incremental.error_code, incremental.responses) == (

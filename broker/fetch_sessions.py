@@ -1,0 +1,213 @@
+"""Incremental fetch sessions (KIP-227): what a leader remembers of a fetcher's partitions.
+
+A fetcher (a follower's replica fetcher, or a consumer such as Kafka's Java client) that sends
+a full fetch with session epoch 0 asks the broker to remember the partitions it named. When the
+cache has room (``max.incremental.fetch.session.cache.slots``), the answer carries a new session
+id, and from then on the fetcher sends only what changed: the partitions it adds or whose fetch
+position, epoch, log start or size changed, and the ones it drops (``forgotten_topics_data``),
+with the epoch counting up (1, 2, ... wrapping from 2**31 - 1 to 1). The broker reads every
+partition of the session on each fetch, as before, but answers only the partitions with
+something to say: records, a high watermark or log start offset that moved since the session
+last told it, an error, or a diverging epoch. An idle partition then costs no bytes either way,
+and nothing to encode or decode.
+
+Kafka's rules, kept here:
+
+- Epoch -1 (the final epoch) is a fetch without a session; with a session id it closes that
+  session first. Epoch 0 with a session id closes it and opens a new one.
+- An incremental fetch names a session the cache does not hold: FETCH_SESSION_ID_NOT_FOUND; the
+  wrong epoch: INVALID_FETCH_SESSION_EPOCH; a session opened with topic names asked with topic
+  ids (Fetch 13+) or the other way round: FETCH_SESSION_TOPIC_ID_ERROR. Each of these answers
+  no partitions and changes nothing.
+- A session whose last partition is forgotten is closed, and the fetch is answered without one.
+- An incremental answer moves each partition it returned records for to the end of the session,
+  so the byte budget reaches every partition in turn.
+- When the cache is full, a new session may take the place of one unused for longer than the
+  eviction time (two minutes); else of the least valuable one that is old enough (older than the
+  eviction time): a follower's session ranks above a consumer's, then the larger one, and a
+  follower's may also take a consumer's of any age. A session that cannot be made leaves the
+  fetcher on full fetches (session id 0), which it retries on its next fetch.
+
+Everything here runs on the broker's event loop.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+__all__ = [
+    "DEFAULT_SLOTS",
+    "EVICTION_SECONDS",
+    "FINAL_EPOCH",
+    "INITIAL_EPOCH",
+    "INVALID_SESSION_ID",
+    "CachedPartition",
+    "FetchSession",
+    "FetchSessionCache",
+    "PartitionKey",
+    "next_epoch",
+]
+
+INVALID_SESSION_ID = 0
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+DEFAULT_SLOTS = 1000
+"""Kafka's ``max.incremental.fetch.session.cache.slots``."""
+EVICTION_SECONDS = 120.0
+"""How long a session must go unused before any new one may take its place, and how old a
+session must be before a larger one may (Kafka's fixed two minutes)."""
+_INT32_MAX = 0x7FFFFFFF
+
+PartitionKey = tuple[str | uuid.UUID, int]
+"""A session's name for a partition: (topic name or, from Fetch 13, topic id, partition)."""
+
+
+def next_epoch(epoch: int) -> int:
+    """The epoch after ``epoch``: the final epoch stays final, and the count wraps to 1."""
+    if epoch < 0:
+        return FINAL_EPOCH
+    return 1 if epoch == _INT32_MAX else epoch + 1
+
+
+@dataclass(slots=True)
+class CachedPartition:
+    """One partition of a session: what the fetcher last asked (its position, its epochs, its
+    log start, its size) and what the broker last told it (the high watermark and the log start
+    offset; -1: nothing yet, or an error since)."""
+
+    fetch_offset: int
+    max_bytes: int
+    leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+    fetcher_log_start: int = -1
+    high_watermark: int = -1
+    log_start_offset: int = -1
+
+    def must_answer(self, *, records: int, high_watermark: int, log_start_offset: int,
+                    error: bool, diverging: bool) -> bool:
+        """Whether an incremental answer carries this partition (Kafka's rule)."""
+        return (records > 0 or error or diverging or high_watermark != self.high_watermark
+                or log_start_offset != self.log_start_offset)
+
+    def answered(self, *, high_watermark: int, log_start_offset: int, error: bool) -> None:
+        """The answer went with this partition: remember what it said (after an error the
+        high watermark is forgotten, so the next answer carries the partition again)."""
+        self.high_watermark = -1 if error else high_watermark
+        self.log_start_offset = log_start_offset
+
+
+@dataclass(slots=True, eq=False)
+class FetchSession:
+    """One fetcher's session: its partitions in order, the epoch its next fetch must carry."""
+
+    id: int
+    privileged: bool
+    """A follower's (replica id >= 0)."""
+    uses_topic_ids: bool
+    created: float
+    last_used: float
+    epoch: int = 1
+    partitions: dict[PartitionKey, CachedPartition] = field(default_factory=dict)
+
+    def update(self, changed: Iterable[tuple[PartitionKey, CachedPartition]],
+               forgotten: Iterable[PartitionKey]) -> None:
+        """An incremental fetch's partitions: added, or their request fields replaced; then the
+        forgotten ones removed."""
+        parts = self.partitions
+        for key, asked in changed:
+            known = parts.get(key)
+            if known is None:
+                parts[key] = asked
+            else:
+                known.fetch_offset = asked.fetch_offset
+                known.max_bytes = asked.max_bytes
+                known.leader_epoch = asked.leader_epoch
+                known.last_fetched_epoch = asked.last_fetched_epoch
+                known.fetcher_log_start = asked.fetcher_log_start
+        for key in forgotten:
+            parts.pop(key, None)
+
+    def to_end(self, key: PartitionKey) -> None:
+        """Move a partition that returned records behind the others."""
+        part = self.partitions.pop(key, None)
+        if part is not None:
+            self.partitions[key] = part
+
+
+class FetchSessionCache:
+    """The broker's sessions, at most ``slots`` of them (0: none are made)."""
+
+    def __init__(self, slots: int = DEFAULT_SLOTS, *, eviction_seconds: float = EVICTION_SECONDS,
+                 clock: Callable[[], float] = time.monotonic,
+                 random_id: Callable[[], int] | None = None) -> None:
+        self.slots = slots
+        self.eviction_seconds = eviction_seconds
+        self._clock = clock
+        self._random_id = random_id or (lambda: random.randint(1, _INT32_MAX))
+        self._sessions: dict[int, FetchSession] = {}
+        self.evictions = 0
+        """Sessions evicted to make room, for the metrics."""
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def __contains__(self, session_id: object) -> bool:
+        return session_id in self._sessions
+
+    @property
+    def partitions(self) -> int:
+        """Partitions held by all the sessions (Kafka's NumIncrementalFetchPartitionsCached)."""
+        return sum(len(s.partitions) for s in self._sessions.values())
+
+    def get(self, session_id: int) -> FetchSession | None:
+        return self._sessions.get(session_id)
+
+    def remove(self, session_id: int) -> FetchSession | None:
+        return self._sessions.pop(session_id, None)
+
+    def touch(self, session: FetchSession) -> None:
+        session.last_used = self._clock()
+
+    def create(self, privileged: bool, uses_topic_ids: bool,
+               partitions: dict[PartitionKey, CachedPartition]) -> int:
+        """A new session holding ``partitions`` (its first incremental fetch carries epoch 1);
+        its id, or :data:`INVALID_SESSION_ID` when the cache has no room for it."""
+        now = self._clock()
+        if len(self._sessions) >= self.slots and not self._evict(privileged, len(partitions),
+                                                                 now):
+            return INVALID_SESSION_ID
+        session_id = self._random_id()
+        while session_id in self._sessions or session_id == INVALID_SESSION_ID:
+            session_id = self._random_id()
+        self._sessions[session_id] = FetchSession(session_id, privileged, uses_topic_ids, now, now,
+                                                  partitions=partitions)
+        return session_id
+
+    def _evict(self, privileged: bool, size: int, now: float) -> bool:
+        """Make room for a session of ``size`` partitions (Kafka's tryEvict): the least
+        recently used session if it is stale, else the least valuable evictable one, when
+        the new one is worth at least as much."""
+        if not self._sessions:
+            return False
+        stalest = min(self._sessions.values(), key=lambda s: (s.last_used, s.id))
+        if now - stalest.last_used > self.eviction_seconds:
+            self._drop(stalest)
+            return True
+        candidates = [s for s in self._sessions.values()
+                      if now - s.created > self.eviction_seconds
+                      or (privileged and not s.privileged)]
+        if not candidates:
+            return False
+        cheapest = min(candidates, key=lambda s: (s.privileged, len(s.partitions), s.id))
+        if (privileged, size) <= (cheapest.privileged, len(cheapest.partitions)):
+            return False  # the new session (id 0) ranks below one with the same key
+        self._drop(cheapest)
+        return True
+
+    def _drop(self, session: FetchSession) -> None:
+        del self._sessions[session.id]
+        self.evictions += 1

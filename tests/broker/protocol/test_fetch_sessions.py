@@ -1,0 +1,209 @@
+"""Incremental fetch sessions (KIP-227) on the wire: a broker's answers to full, incremental,
+closing and erroneous fetches, from consumers and from followers."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from coordinator.codecs import TopicPartition
+from kafkaclient.messages import build
+from tests.broker.harness import InProcessBroker
+from tests.broker.protocol.test_apis import produce as produce_request
+from tests.broker.protocol.test_apis import records
+from tests.broker.wire_client import RawClient, request, request_module
+
+Offsets = Sequence[tuple[int, int]]
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[InProcessBroker]:
+    b = InProcessBroker(tmp_path / "logs")
+    for p in range(3):
+        b.set_partition("t", p)
+    yield b
+    b.close()
+
+
+def fetch(session_id: int, epoch: int, parts: Offsets = (), *, forget: Sequence[int] = (),
+          version: int = 12, replica_id: int = -1, max_wait_ms: int = 0,
+          topic: str | uuid.UUID = "t") -> object:
+    m = request_module(1, version)
+    named = {"topic_id": topic} if version >= 13 else {"topic": topic}
+    partitions = tuple(build(m.FetchPartition, partition=p, current_leader_epoch=-1,
+                             fetch_offset=o, log_start_offset=-1, partition_max_bytes=1 << 20)
+                       for p, o in parts)
+    topics = (build(m.FetchTopic, partitions=partitions, **named),) if parts else ()
+    forgotten = (build(m.ForgottenTopic, partitions=tuple(forget), **named),) if forget else ()
+    return request(1, version, replica_id=replica_id, max_wait=timedelta(milliseconds=max_wait_ms),
+                   min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=session_id,
+                   session_epoch=epoch, topics=topics, forgotten_topics_data=forgotten,
+                   rack_id="")
+
+
+def answered(response: Any) -> dict[int, tuple[ErrorCode, int, int]]:
+    """partition -> (error, high watermark, bytes of records)."""
+    return {p.partition_index: (p.error_code, p.high_watermark, len(p.records or b""))
+            for t in response.responses for p in t.partitions}
+
+
+def produce(broker: InProcessBroker, partition: int, n: int = 1) -> None:
+    broker.replica_manager.produce(TopicPartition("t", partition), records(n), 1).result(5)
+
+
+ALL = ((0, 0), (1, 0), (2, 0))
+
+
+def test_a_full_fetch_at_epoch_0_opens_a_session_that_answers_only_what_changed(
+        broker: InProcessBroker) -> None:
+    produce(broker, 0, 2)
+    with RawClient(broker.address) as client:
+        full = client.call(fetch(0, 0, ALL))
+        sid = full.session_id
+        assert sid != 0 and full.error_code == ErrorCode.none
+        assert answered(full) == {0: (ErrorCode.none, 2, len(records(2))),
+                                  1: (ErrorCode.none, 0, 0), 2: (ErrorCode.none, 0, 0)}
+        # the consumer moved partition 0 on; nothing new anywhere: an empty answer
+        quiet = client.call(fetch(sid, 1, [(0, 2)]))
+        assert (quiet.error_code, quiet.session_id, answered(quiet)) == (ErrorCode.none, sid, {})
+        produce(broker, 1, 3)
+        moved = client.call(fetch(sid, 2))  # names nothing: the session's partitions are read
+        assert answered(moved) == {1: (ErrorCode.none, 3, len(records(3)))}
+        # partition 1's records were answered, but its position was not moved on: the same
+        # records again (they are records), and the unchanged HW alone would not be
+        again = client.call(fetch(sid, 3))
+        assert answered(again) == {1: (ErrorCode.none, 3, len(records(3)))}
+        done = client.call(fetch(sid, 4, [(1, 3)]))
+        assert answered(done) == {}
+    session = broker.fetch_sessions.get(sid)
+    assert session is not None and session.epoch == 5
+    assert [p for _t, p in session.partitions] == [0, 2, 1]  # records moved 1 behind
+
+
+def test_session_errors_answer_nothing_and_change_nothing(broker: InProcessBroker) -> None:
+    with RawClient(broker.address) as client:
+        sid = client.call(fetch(0, 0, ALL)).session_id
+        unknown = client.call(fetch(sid + 1 if sid < 0x7FFFFFFF else 1, 1, [(0, 5)]))
+        assert (unknown.error_code, unknown.responses) == (
+            ErrorCode.fetch_session_id_not_found, ())
+        ahead = client.call(fetch(sid, 2, [(0, 5)]))
+        assert (ahead.error_code, ahead.responses) == (ErrorCode.invalid_fetch_session_epoch, ())
+        by_id = client.call(fetch(sid, 1, version=13, topic=uuid.uuid4()))
+        assert by_id.error_code == ErrorCode.fetch_session_topic_id_error
+        session = broker.fetch_sessions.get(sid)
+        assert session is not None and session.epoch == 1
+        assert session.partitions[("t", 0)].fetch_offset == 0  # the refused (0, 5) not taken
+        produce(broker, 2)
+        assert answered(client.call(fetch(sid, 1))) == {2: (ErrorCode.none, 1, len(records(1)))}
+
+
+def test_forgetting_every_partition_or_the_final_epoch_closes_the_session(
+        broker: InProcessBroker) -> None:
+    cache = broker.fetch_sessions
+    with RawClient(broker.address) as client:
+        sid = client.call(fetch(0, 0, ALL)).session_id
+        partial = client.call(fetch(sid, 1, forget=[0, 1]))
+        assert (partial.session_id, answered(partial)) == (sid, {})
+        produce(broker, 0)  # forgotten: not read any more
+        assert answered(client.call(fetch(sid, 2))) == {}
+        last = client.call(fetch(sid, 3, forget=[2]))
+        assert (last.error_code, last.session_id, last.responses) == (ErrorCode.none, 0, ())
+        assert sid not in cache
+        assert client.call(fetch(sid, 4)).error_code == ErrorCode.fetch_session_id_not_found
+
+        other = client.call(fetch(0, 0, ALL)).session_id
+        final = client.call(fetch(other, -1, [(0, 0)]))  # closes it, answered without one
+        assert (final.session_id, answered(final)) == (0, {0: (ErrorCode.none, 1, len(
+            records(1)))})
+        assert other not in cache and len(cache) == 0
+        # epoch 0 naming a session replaces it
+        first = client.call(fetch(0, 0, ALL)).session_id
+        second = client.call(fetch(first, 0, ALL)).session_id
+        assert first not in cache and second in cache and len(cache) == 1
+
+
+def test_a_parked_incremental_fetch_answers_the_partition_appended_to(
+        broker: InProcessBroker) -> None:
+    with RawClient(broker.address) as poller:
+        sid = poller.call(fetch(0, 0, ALL)).session_id
+        poller.sock.settimeout(30)
+        correlation = poller.send(fetch(sid, 1, max_wait_ms=30_000))
+        poller.sock.settimeout(0.3)
+        with pytest.raises(TimeoutError):  # nothing new: parked
+            poller.sock.recv(1)
+        poller.sock.settimeout(30)
+        with RawClient(broker.address) as producer:  # the Produce API wakes parked fetches
+            producer.call(produce_request(acks=1, data={("t", 2): records(2)}))
+        got, response = poller.receive(1, 12)
+    assert got == correlation
+    assert answered(response) == {2: (ErrorCode.none, 2, len(records(2)))}
+
+
+def test_an_error_is_always_answered_and_the_partition_again_once_it_clears(
+        broker: InProcessBroker) -> None:
+    with RawClient(broker.address) as client:
+        sid = client.call(fetch(0, 0, ALL)).session_id
+        broker.set_partition("t", 1, leader=2, leader_epoch=1, replicas=(2, 1))
+        for epoch in (1, 2):  # each time, not only when it changes
+            assert answered(client.call(fetch(sid, epoch))) == {
+                1: (ErrorCode.not_leader_or_follower, -1, 0)}
+        broker.set_partition("t", 1, leader_epoch=2, replicas=(1, 2))
+        back = client.call(fetch(sid, 3))
+        assert answered(back) == {1: (ErrorCode.none, 0, 0)}  # its HW, said again
+
+
+def test_sessions_by_topic_id_from_version_13(broker: InProcessBroker) -> None:
+    t_id = uuid.uuid4()
+    broker.metadata.set_topic_ids({"t": t_id})
+    with RawClient(broker.address) as client:
+        full = client.call(fetch(0, 0, ALL, version=13, topic=t_id))
+        sid = full.session_id
+        assert sid != 0 and full.responses[0].topic_id == t_id
+        produce(broker, 0)
+        moved = client.call(fetch(sid, 1, version=13, topic=t_id))
+        assert [t.topic_id for t in moved.responses] == [t_id]
+        assert answered(moved) == {0: (ErrorCode.none, 1, len(records(1)))}
+        forgot = client.call(fetch(sid, 2, [(0, 1)], forget=[1, 2], version=13, topic=t_id))
+        assert answered(forgot) == {}
+        by_name = client.call(fetch(sid, 3, [(0, 1)], version=12))
+        assert by_name.error_code == ErrorCode.fetch_session_topic_id_error
+    session = broker.fetch_sessions.get(sid)
+    assert session is not None and list(session.partitions) == [(t_id, 0)]
+
+
+def test_a_full_cache_leaves_a_consumer_on_full_fetches_and_a_follower_takes_its_place(
+        tmp_path: Path) -> None:
+    broker = InProcessBroker(tmp_path / "logs", max_incremental_fetch_session_cache_slots=1)
+    try:
+        broker.set_partition("t", 0, replicas=(1, 2))
+        cache = broker.fetch_sessions
+        with RawClient(broker.address) as client:
+            consumer = client.call(fetch(0, 0, [(0, 0)])).session_id
+            assert consumer != 0
+            refused = client.call(fetch(0, 0, [(0, 0)]))  # another consumer: no room
+            assert (refused.error_code, refused.session_id, len(answered(refused))) == (
+                ErrorCode.none, 0, 1)
+            follower = client.call(fetch(0, 0, [(0, 0)], replica_id=2)).session_id
+            assert follower != 0 and follower in cache and consumer not in cache
+            assert cache.evictions == 1
+            again = client.call(fetch(0, 0, [(0, 0)]))  # a consumer cannot take a follower's
+            assert again.session_id == 0 and follower in cache
+    finally:
+        broker.close()
+
+
+def test_no_sessions_when_the_cache_has_no_slots(tmp_path: Path) -> None:
+    broker = InProcessBroker(tmp_path / "logs", max_incremental_fetch_session_cache_slots=0)
+    try:
+        broker.set_partition("t", 0)
+        with RawClient(broker.address) as client:
+            full = client.call(fetch(0, 0, [(0, 0)]))
+            assert (full.session_id, len(answered(full))) == (0, 1)
+    finally:
+        broker.close()

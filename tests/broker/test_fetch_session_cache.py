@@ -1,0 +1,115 @@
+"""The fetch session cache's rules (KIP-227): epochs, ids, and which session gives way to a new
+one when the cache is full."""
+
+from __future__ import annotations
+
+import itertools
+
+from broker.fetch_sessions import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
+    CachedPartition,
+    FetchSession,
+    FetchSessionCache,
+    PartitionKey,
+    next_epoch,
+)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def parts(n: int) -> dict[PartitionKey, CachedPartition]:
+    return {("t", p): CachedPartition(fetch_offset=0, max_bytes=1) for p in range(n)}
+
+
+def held(cache: FetchSessionCache, session_id: int) -> FetchSession:
+    session = cache.get(session_id)
+    assert session is not None
+    return session
+
+
+def cache_of(slots: int, clock: Clock) -> FetchSessionCache:
+    ids = itertools.count(1)
+    return FetchSessionCache(slots, eviction_seconds=120, clock=clock,
+                             random_id=lambda: next(ids))
+
+
+def test_epochs_count_up_wrap_to_one_and_the_final_epoch_stays() -> None:
+    assert [next_epoch(e) for e in (0, 1, 41, 0x7FFFFFFF, FINAL_EPOCH)] == [1, 2, 42, 1, -1]
+
+
+def test_ids_are_positive_and_never_reused_while_held() -> None:
+    drawn = iter([0, 5, 5, 7])  # 0 is no session; 5 is taken by then
+    cache = FetchSessionCache(10, random_id=lambda: next(drawn))
+    assert cache.create(False, False, parts(1)) == 5
+    assert cache.create(False, False, parts(1)) == 7
+    session = cache.get(5)
+    assert session is not None and session.epoch == 1  # the first incremental fetch's
+
+
+def test_a_stale_session_gives_way_to_any_new_one() -> None:
+    clock = Clock()
+    cache = cache_of(2, clock)
+    follower = cache.create(True, False, parts(100))
+    clock.now += 1
+    consumer = cache.create(False, False, parts(1))
+    clock.now += 121  # both unused for two minutes; the follower's longer
+    cache.touch(held(cache, consumer))
+    newcomer = cache.create(False, False, parts(1))
+    assert newcomer != INVALID_SESSION_ID
+    assert follower not in cache and consumer in cache and cache.evictions == 1
+
+
+def test_a_young_session_is_kept_from_a_consumer_but_not_from_a_follower() -> None:
+    clock = Clock()
+    cache = cache_of(1, clock)
+    consumer = cache.create(False, False, parts(1))
+    clock.now += 60  # in use, and younger than two minutes
+    cache.touch(held(cache, consumer))
+    assert cache.create(False, False, parts(50)) == INVALID_SESSION_ID
+    follower = cache.create(True, False, parts(1))
+    assert follower != INVALID_SESSION_ID and consumer not in cache
+    # a follower's young session is kept from another follower
+    assert cache.create(True, False, parts(500)) == INVALID_SESSION_ID
+
+
+def test_an_old_enough_session_gives_way_to_a_larger_or_more_privileged_one_only() -> None:
+    clock = Clock()
+    cache = cache_of(2, clock)
+    small = cache.create(False, False, parts(2))
+    big = cache.create(False, False, parts(10))
+    clock.now += 200
+    for s in (small, big):  # used just now: not stale, but old enough
+        cache.touch(held(cache, s))
+    assert cache.create(False, False, parts(2)) == INVALID_SESSION_ID  # as small: no
+    larger = cache.create(False, False, parts(3))
+    assert larger != INVALID_SESSION_ID and small not in cache and big in cache
+    assert len(cache) == 2 and cache.partitions == 13
+
+
+def test_session_updates_replace_request_fields_and_keep_what_was_answered() -> None:
+    cache = FetchSessionCache(1)
+    sid = cache.create(False, False, {("t", 0): CachedPartition(
+        fetch_offset=0, max_bytes=1, high_watermark=7, log_start_offset=0)})
+    session = cache.get(sid)
+    assert session is not None
+    session.update([(("t", 0), CachedPartition(fetch_offset=7, max_bytes=2, leader_epoch=3)),
+                    (("t", 1), CachedPartition(fetch_offset=0, max_bytes=1))], [("t", 9)])
+    kept = session.partitions[("t", 0)]
+    assert (kept.fetch_offset, kept.max_bytes, kept.leader_epoch, kept.high_watermark) == (
+        7, 2, 3, 7)
+    assert not kept.must_answer(records=0, high_watermark=7, log_start_offset=0, error=False,
+                                diverging=False)
+    assert kept.must_answer(records=0, high_watermark=8, log_start_offset=0, error=False,
+                            diverging=False)
+    kept.answered(high_watermark=7, log_start_offset=0, error=True)
+    assert kept.must_answer(records=0, high_watermark=7, log_start_offset=0, error=False,
+                            diverging=False)  # after an error the HW is said again
+    session.update([], [("t", 0)])
+    assert list(session.partitions) == [("t", 1)]
