@@ -21,6 +21,14 @@ client of its leader:
   leader answers a fetch of a tiered partition with OFFSET_MOVED_TO_TIERED_STORAGE (KIP-405):
   where its local log starts, and the epoch there.
 
+The Fetch requests to one leader keep an incremental fetch session (KIP-227, from version 7,
+as Kafka's followers do): the first is full, at epoch 0, and when the leader opens a session
+the next ones name only the partitions added or whose position, epochs, log start or size
+changed, and forget the ones dropped; the leader answers only the partitions with news, and
+the others are left out of the result (nothing new). A session error (FETCH_SESSION_ID_NOT_FOUND,
+INVALID_FETCH_SESSION_EPOCH, FETCH_SESSION_TOPIC_ID_ERROR: the leader restarted or evicted it)
+is answered by a full fetch at once; a failed connection makes the next fetch full.
+
 Versions are the highest both sides serve, as ApiVersions tells on each new connection; Fetch
 stops at 12 here (from 13 topics are named by id, which a follower would have to learn first).
 Records come back as the leader's raw batches and go to the follower's log as they are
@@ -46,6 +54,7 @@ from typing import Any
 from kio.index import load_request_schema
 
 from broker.config import BrokerConfig
+from broker.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 from coordinator.codecs import TopicPartition
 from interbroker.errors import ErrorCode
 from interbroker.requests import LiveBroker
@@ -86,6 +95,62 @@ EPOCH_VERSIONS = (0, 4)
 FIRST_EPOCH_WITH_REPLICA_ID = 3
 
 
+FIRST_FETCH_WITH_SESSIONS = 7
+_SESSION_ERRORS = frozenset({ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                             ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+                             ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR})
+
+
+_SESSION_LOST: dict[TopicPartition, FetchResult] = {}
+"""What a fetch answered with a session error returns (compared by identity)."""
+
+
+class FetchSessionState:
+    """The follower's side of its fetch session with one leader (Kafka's FetchSessionHandler):
+    the session id (0: none), the epoch of the next fetch (0: a full one, which opens a
+    session) and the partitions as the session holds them."""
+
+    __slots__ = ("epoch", "id", "sent")
+
+    def __init__(self) -> None:
+        self.id = INVALID_SESSION_ID
+        self.epoch = INITIAL_EPOCH
+        self.sent: dict[TopicPartition, PartitionFetch] = {}
+
+    @property
+    def full(self) -> bool:
+        """Whether the next fetch names every partition."""
+        return self.id == INVALID_SESSION_ID or self.epoch == INITIAL_EPOCH
+
+    def delta(self, wanted: Sequence[PartitionFetch]
+              ) -> tuple[list[PartitionFetch], list[TopicPartition]]:
+        """What the next fetch sends: every partition of a full one; else the partitions
+        added or changed, and those to forget."""
+        if self.full:
+            return list(wanted), []
+        sent = self.sent
+        changed = [w for w in wanted if sent.get(w.tp) != w]
+        asked = {w.tp for w in wanted}
+        return changed, [tp for tp in sent if tp not in asked]
+
+    def answered(self, session_id: int, wanted: Sequence[PartitionFetch]) -> None:
+        """The leader answered the fetch built for ``wanted`` with ``session_id``."""
+        if self.full:
+            self.id = session_id
+            self.epoch = next_epoch(INITIAL_EPOCH) if session_id != INVALID_SESSION_ID \
+                else INITIAL_EPOCH
+        else:
+            self.epoch = next_epoch(self.epoch)
+        self.sent = {w.tp: w for w in wanted} if self.id != INVALID_SESSION_ID else {}
+
+    def reset(self, *, gone: bool = False) -> None:
+        """Start again with a full fetch, which closes the session unless it is ``gone``."""
+        if gone:
+            self.id = INVALID_SESSION_ID
+        self.epoch = INITIAL_EPOCH
+        self.sent = {}
+
+
 def _code(value: int) -> ErrorCode:
     try:
         return ErrorCode(int(value))
@@ -111,6 +176,10 @@ class NetworkFetchEndpoint:
         self.connection = KafkaConnection(
             host, port, client_id=client_id or f"broker-{replica_id}-fetcher-{leader_id}",
             timeout=self._timeout, connector=connector)
+        self.session = FetchSessionState()
+        self._session_lock = threading.Lock()
+        self.session_errors = 0
+        """Fetches the leader answered with a session error, for tests and metrics."""
 
     def __repr__(self) -> str:
         return f"NetworkFetchEndpoint(leader={self.leader_id}, {self.address[0]}:{self.address[1]})"
@@ -148,42 +217,79 @@ class NetworkFetchEndpoint:
         """One partition, without waiting on the leader (the protocol's single fetch)."""
         wanted = [PartitionFetch(tp=tp, fetch_offset=offset, leader_epoch=leader_epoch,
                                  last_fetched_epoch=-1, max_bytes=max_bytes)]
-        return self.fetch_partitions(replica_id, wanted, max_wait_ms=0)[tp]
+        return self._fetch(replica_id, wanted, 0, None)[tp]
 
     def fetch_partitions(self, replica_id: int, wanted: Sequence[PartitionFetch], *,
                          max_wait_ms: int | None = None) -> dict[TopicPartition, FetchResult]:
-        """One Fetch request for ``wanted``; a :class:`FetchResult` for each (an error code
-        for those the leader did not answer)."""
+        """One Fetch request for ``wanted``, in the fetch session: a :class:`FetchResult` for
+        each partition the leader had news of (an error code for every one when the fetch
+        failed); a partition left out had nothing new."""
         wait = self.max_wait_ms if max_wait_ms is None else max_wait_ms
+        with self._session_lock:
+            results = self._fetch(replica_id, wanted, wait, self.session)
+            if results is _SESSION_LOST:  # the leader lost the session: a full fetch now
+                results = self._fetch(replica_id, wanted, wait, self.session)
+        if results is _SESSION_LOST:
+            return self._all(wanted, ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+        return results
+
+    def _fetch(self, replica_id: int, wanted: Sequence[PartitionFetch], wait: int,
+               session: FetchSessionState | None) -> dict[TopicPartition, FetchResult]:
+        """One Fetch request, in ``session`` (None: without one, at the final epoch)."""
         try:
             version = self.fetch_version()
             if version is None:
                 log.warning("leader %d at %s:%d serves no Fetch version in %d..%d",
                             self.leader_id, *self.address, *FETCH_VERSIONS)
                 return self._all(wanted, ErrorCode.BROKER_NOT_AVAILABLE)
-            request = self._fetch_request(version, replica_id, wanted, wait)
+            if version < FIRST_FETCH_WITH_SESSIONS:
+                session = None
+            full = session is None or session.full
+            request = self._fetch_request(version, replica_id, wanted, wait, session)
             response = self.connection.call(request, self._timeout + wait / 1000)
         except BrokerUnreachable as exc:
             log.debug("fetch from leader %d failed: %s", self.leader_id, exc)
+            if session is not None:
+                session.reset()
             return self._all(wanted, ErrorCode.BROKER_NOT_AVAILABLE)
-        if response.error_code:
-            log.warning("leader %d answered Fetch with error %d", self.leader_id,
-                        int(response.error_code))
-            return self._all(wanted, _code(response.error_code))
+        error = _code(response.error_code)
+        if error in _SESSION_ERRORS and session is not None:
+            log.info("leader %d answered fetch session %d at epoch %d with %s: fetching in "
+                     "full", self.leader_id, session.id, session.epoch, error.name)
+            self.session_errors += 1
+            session.reset(gone=error is ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+            return _SESSION_LOST
+        if error is not ErrorCode.NONE:
+            log.warning("leader %d answered Fetch with error %d", self.leader_id, int(error))
+            if session is not None:
+                session.reset()
+            return self._all(wanted, error)
+        if session is not None:
+            session.answered(response.session_id, wanted)
         results: dict[TopicPartition, FetchResult] = {}
         for topic in response.responses:
             for p in topic.partitions:
                 results[TopicPartition(topic.topic, p.partition_index)] = self._result(p)
-        for want in wanted:
-            results.setdefault(want.tp, FetchResult(error=ErrorCode.UNKNOWN_SERVER_ERROR))
+        if full:  # a full answer carries every partition asked
+            for want in wanted:
+                results.setdefault(want.tp, FetchResult(error=ErrorCode.UNKNOWN_SERVER_ERROR))
         return results
 
     def _fetch_request(self, version: int, replica_id: int, wanted: Sequence[PartitionFetch],
-                       wait_ms: int) -> Any:
+                       wait_ms: int, session: FetchSessionState | None) -> Any:
         cls = load_request_schema(FETCH, version)
         module = _module_of(cls)
+        forget: list[TopicPartition] = []
+        if session is None:
+            session_id, epoch, send = INVALID_SESSION_ID, FINAL_EPOCH, wanted
+        else:
+            send, forget = session.delta(wanted)
+            session_id, epoch = session.id, session.epoch
+        forgotten: dict[str, list[int]] = {}
+        for tp in forget:
+            forgotten.setdefault(tp.topic, []).append(tp.partition)
         topics: list[tuple[str, list[Any]]] = []
-        for want in wanted:
+        for want in send:
             part = build(module.FetchPartition, partition=want.tp.partition,
                          current_leader_epoch=want.leader_epoch, fetch_offset=want.fetch_offset,
                          last_fetched_epoch=want.last_fetched_epoch,
@@ -195,10 +301,13 @@ class NetworkFetchEndpoint:
                 topics.append((want.tp.topic, [part]))
         return build(cls, replica_id=replica_id, max_wait=timedelta(milliseconds=wait_ms),
                      min_bytes=self.min_bytes, max_bytes=self.response_max_bytes,
-                     isolation_level=0, session_id=0, session_epoch=-1,
+                     isolation_level=0, session_id=session_id, session_epoch=epoch,
                      topics=tuple(build(module.FetchTopic, topic=name, partitions=tuple(parts))
                                   for name, parts in topics),
-                     forgotten_topics_data=(), rack_id="")
+                     forgotten_topics_data=tuple(
+                         build(module.ForgottenTopic, topic=name, partitions=tuple(parts))
+                         for name, parts in forgotten.items()) if forgotten else (),
+                     rack_id="")
 
     @staticmethod
     def _result(p: Any) -> FetchResult:

@@ -244,11 +244,12 @@ class ReplicaFetcher:
         answered = bool(getattr(endpoint, "long_polls", True))
         for (tp, state, partition), want in zip(ready, wanted, strict=True):
             result = results.get(tp)
-            if result is None or result.error != ErrorCode.NONE:
+            if result is None:  # nothing new (a fetch session answers only what changed)
+                continue
+            if result.error != ErrorCode.NONE:
                 answered = False
-            if result is not None:
-                progress += self._handle(tp, state, partition, result, want.last_fetched_epoch,
-                                         endpoint)
+            progress += self._handle(tp, state, partition, result, want.last_fetched_epoch,
+                                     endpoint)
         return progress, answered
 
     def _throttles(self, tp: TopicPartition, state: _State) -> bool:

@@ -143,7 +143,9 @@ class FetchEndpoint(Protocol):
     with a diverging epoch (Fetch v12+, KIP-595), so that a new follower fetches at once and
     truncates on the answer instead of asking OffsetsForLeaderEpoch first; and
     ``fetch_partitions(replica_id, wanted)``, one request for many partitions (which may wait
-    on the leader for data: a long poll), answering a :class:`FetchResult` per partition.
+    on the leader for data: a long poll), answering a :class:`FetchResult` per partition the
+    leader had news of: in an incremental fetch session (KIP-227) a partition with no new
+    records, high watermark, log start or error is left out.
 
     A follower of a tiered partition (KIP-405) also calls ``earliest_local_offset(tp,
     current_leader_epoch)``, ListOffsets EARLIEST_LOCAL (-4) from a replica, answering an

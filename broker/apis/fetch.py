@@ -73,23 +73,20 @@ import logging
 import uuid
 from collections.abc import Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from broker.apis.base import Api, Reply, RequestContext
-from broker.apis.topic_ids import ensure_topic_ids
-from broker.fetch_sessions import (
-    FINAL_EPOCH,
-    INITIAL_EPOCH,
-    INVALID_SESSION_ID,
-    CachedPartition,
-    FetchSession,
-    PartitionKey,
-    next_epoch,
+from broker.apis.fetch_session import (
+    FetchContext,
+    PartitionRead,
+    Wanted,
+    open_context,
+    replica_id_of,
 )
+from broker.apis.topic_ids import ensure_topic_ids
 from broker.metadata_cache import MetadataSnapshot
 from broker.purgatory import delete_records_key
 from broker.security.acls import Operation, ResourceType
@@ -100,12 +97,8 @@ from replication.errors import OffsetOutOfRangeError, StorageError
 from replication.log import LogSlice
 from replication.partition import Partition, Role
 from replication.tiered import RemoteStorageError
-from replication.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
-    import kio.schema.fetch.v4
-    import kio.schema.fetch.v5
-    import kio.schema.fetch.v6
     import kio.schema.fetch.v13
     import kio.schema.fetch.v14
     import kio.schema.fetch.v15
@@ -120,7 +113,6 @@ __all__ = ["APIS", "API_KEY", "CONSUMER_METRIC", "FOLLOWER_METRIC", "PartitionRe
            "leader_partition"]
 
 API_KEY = 1
-READ_COMMITTED = 1
 FIRST_VERSION_WITH_IDS = 13
 FIRST_VERSION_WITH_LEADERS = 16
 _LEADER_MOVED = (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch)
@@ -141,49 +133,6 @@ def check_epoch(current_leader_epoch: int, leader_epoch: int) -> ErrorCode:
     return ErrorCode.unknown_leader_epoch
 
 
-@dataclass(slots=True, kw_only=True)
-class PartitionRead:
-    """One partition's part of a fetch response: records as a slice of a segment file
-    (consumers) or as bytes (followers, read by the data plane); ``diverging`` the epoch and
-    end offset a follower must truncate to."""
-
-    index: int
-    error: ErrorCode
-    high_watermark: int = -1
-    log_start_offset: int = -1
-    last_stable_offset: int = -1
-    """-1: the HW (no transaction is open below it, or the read did not ask)."""
-    records: LogSlice | bytes | None = None
-    aborted: tuple[AbortedTxn, ...] | None = None
-    """A read_committed read's aborted transactions (None: a read_uncommitted one)."""
-    diverging: tuple[int, int] | None = None
-    remote: tuple[int, int, bool] | None = None
-    """(offset, max bytes, whether at least one batch) of a read to make from remote storage
-    (a tiered partition's offset below its local log start)."""
-
-    @property
-    def size(self) -> int:
-        return len(self.records) if self.records is not None else 0
-
-
-@dataclass(frozen=True, slots=True)
-class _Wanted:
-    tp: TopicPartition
-    offset: int
-    max_bytes: int
-    leader_epoch: int
-    topic_id: uuid.UUID | None = None
-    unknown_id: bool = False
-    """Named by an id the metadata cache cannot resolve (the topic name is empty)."""
-    last_fetched_epoch: int = -1
-    denied: bool = False
-    """The principal may not Read the topic (TOPIC_AUTHORIZATION_FAILED)."""
-    log_start_offset: int = -1
-    """A follower's own log start (v5+), for DeleteRecords' low watermark."""
-    committed: bool = False
-    """read_committed: up to the last stable offset, with the aborted transactions."""
-
-
 def leader_partition(ctx: RequestContext, tp: TopicPartition, leader_epoch: int
             ) -> tuple[Partition | None, ErrorCode]:
     partition = ctx.broker.replica_manager.partition(tp)
@@ -198,7 +147,7 @@ def leader_partition(ctx: RequestContext, tp: TopicPartition, leader_epoch: int
     return partition, error
 
 
-def _read_one(ctx: RequestContext, want: _Wanted, limit: int, min_one: bool) -> PartitionRead:
+def _read_one(ctx: RequestContext, want: Wanted, limit: int, min_one: bool) -> PartitionRead:
     if want.unknown_id:
         return PartitionRead(index=want.tp.partition, error=ErrorCode.unknown_topic_id)
     if want.denied:
@@ -232,7 +181,7 @@ def _read_one(ctx: RequestContext, want: _Wanted, limit: int, min_one: bool) -> 
                          aborted=aborted)
 
 
-def _read_all(ctx: RequestContext, wanted: list[_Wanted], max_bytes: int
+def _read_all(ctx: RequestContext, wanted: list[Wanted], max_bytes: int
               ) -> list[PartitionRead]:
     """Kafka's readFromLog: partitions in order, the request's byte budget shared, the first
     non-empty one at least one batch. A remote read to make counts as non-empty and takes
@@ -265,24 +214,7 @@ def _close(reads: list[PartitionRead]) -> None:
         read.records = None
 
 
-def _wanted(request: Any, names: Mapping[uuid.UUID, str] | None = None) -> list[_Wanted]:
-    """The partitions asked for, in order; ``names`` resolves topic ids (version 13+)."""
-    out = []
-    committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
-    for topic in request.topics:
-        topic_id = getattr(topic, "topic_id", None) if names is not None else None
-        name = topic.topic if names is None else names.get(topic_id, "")  # type: ignore[arg-type]
-        for p in topic.partitions:
-            out.append(_Wanted(TopicPartition(name, p.partition), p.fetch_offset,
-                               p.partition_max_bytes, getattr(p, "current_leader_epoch", -1),
-                               topic_id, names is not None and not name,
-                               getattr(p, "last_fetched_epoch", -1),
-                               log_start_offset=getattr(p, "log_start_offset", -1),
-                               committed=committed))
-    return out
-
-
-def _authorize_reads(ctx: RequestContext, wanted: list[_Wanted]) -> list[_Wanted]:
+def _authorize_reads(ctx: RequestContext, wanted: list[Wanted]) -> list[Wanted]:
     """Marks the partitions of topics the consumer may not Read."""
     allowed: dict[str, bool] = {}
     out = []
@@ -297,19 +229,6 @@ def _authorize_reads(ctx: RequestContext, wanted: list[_Wanted]) -> list[_Wanted
     return out
 
 
-def _replica_id(request: Any) -> int:
-    """The fetching replica: -1 for a consumer (in ``replica_state`` from version 15)."""
-    state = getattr(request, "replica_state", None)
-    return state.replica_id if state is not None else request.replica_id
-
-
-def _sessionless(request: FetchRequest, version: int) -> TypeIs[
-        kio.schema.fetch.v4.FetchRequest | kio.schema.fetch.v5.FetchRequest
-        | kio.schema.fetch.v6.FetchRequest]:
-    """Whether the request (of ``version``) predates fetch sessions (KIP-227, v7)."""
-    return version < 7
-
-
 def _with_ids(request: FetchRequest, version: int) -> TypeIs[
         kio.schema.fetch.v13.FetchRequest | kio.schema.fetch.v14.FetchRequest
         | kio.schema.fetch.v15.FetchRequest | kio.schema.fetch.v16.FetchRequest
@@ -320,7 +239,7 @@ def _with_ids(request: FetchRequest, version: int) -> TypeIs[
 
 def handle(ctx: RequestContext[FetchServices], request: FetchRequest) -> Reply[FetchResponse]:
     version = ctx.api_version
-    ctx.metric_name = FOLLOWER_METRIC if _replica_id(request) >= 0 else CONSUMER_METRIC
+    ctx.metric_name = FOLLOWER_METRIC if replica_id_of(request) >= 0 else CONSUMER_METRIC
     if not _with_ids(request, version):
         return _handle(ctx, request, None)
     names = ctx.broker.metadata.snapshot.topic_names
@@ -336,137 +255,13 @@ async def _resolving(ctx: RequestContext, request: Any) -> Any:
     return await result if inspect.isawaitable(result) else result
 
 
-@dataclass(slots=True, eq=False)
-class _Session:
-    """A fetch's part in the fetch sessions: the partitions it reads (those it names, or its
-    session's), and how its answer is made: without a session, opening one (``opening``), or
-    as the incremental answer of ``session`` at ``epoch``."""
-
-    wanted: list[_Wanted]
-    session: FetchSession | None = None
-    epoch: int = 0
-    """The epoch ``session`` moved to when this fetch arrived (it answers only if it still
-    has it)."""
-    opening: bool = False
-    privileged: bool = False
-    uses_topic_ids: bool = False
-
-    def answer(self, ctx: RequestContext, wanted: list[_Wanted], reads: list[PartitionRead]
-               ) -> tuple[int, list[_Wanted], list[PartitionRead]] | ErrorCode:
-        """The session id the answer carries and the partitions it carries, or the session
-        error it is instead."""
-        if self.opening:
-            cached = {_key(w, self.uses_topic_ids): CachedPartition(
-                fetch_offset=w.offset, max_bytes=w.max_bytes, leader_epoch=w.leader_epoch,
-                last_fetched_epoch=w.last_fetched_epoch, fetcher_log_start=w.log_start_offset,
-                high_watermark=r.high_watermark, log_start_offset=r.log_start_offset)
-                for w, r in zip(wanted, reads, strict=True)}
-            session_id = ctx.broker.fetch_sessions.create(self.privileged, self.uses_topic_ids,
-                                                          cached)
-            return session_id, wanted, reads
-        session = self.session
-        if session is None:
-            return INVALID_SESSION_ID, wanted, reads
-        if session.epoch != self.epoch:
-            log.info("fetch session %d is at epoch %d, this fetch moved it to %d: a duplicate "
-                     "request", session.id, session.epoch, self.epoch)
-            return ErrorCode.invalid_fetch_session_epoch
-        kept_wants, kept_reads = [], []
-        for want, read in zip(wanted, reads, strict=True):
-            key = _key(want, self.uses_topic_ids)
-            part = session.partitions.get(key)
-            error = read.error is not ErrorCode.none
-            if part is None or not part.must_answer(
-                    records=read.size, high_watermark=read.high_watermark,
-                    log_start_offset=read.log_start_offset, error=error,
-                    diverging=read.diverging is not None):
-                continue
-            part.answered(high_watermark=read.high_watermark,
-                          log_start_offset=read.log_start_offset, error=error)
-            if read.size:
-                session.to_end(key)
-            kept_wants.append(want)
-            kept_reads.append(read)
-        return session.id, kept_wants, kept_reads
-
-
-def _key(want: _Wanted, uses_topic_ids: bool) -> PartitionKey:
-    if uses_topic_ids and want.topic_id is not None:
-        return want.topic_id, want.tp.partition
-    return want.tp.topic, want.tp.partition
-
-
-def _forgotten(request: Any, uses_topic_ids: bool) -> list[PartitionKey]:
-    out: list[PartitionKey] = []
-    for topic in request.forgotten_topics_data:
-        name = topic.topic_id if uses_topic_ids else topic.topic
-        out.extend((name, p) for p in topic.partitions)
-    return out
-
-
-def _session_wanted(session: FetchSession, names: Mapping[uuid.UUID, str] | None,
-                    committed: bool) -> list[_Wanted]:
-    """Every partition of ``session``, in its order, named as the metadata cache names it
-    now (a topic id it cannot resolve reads as UNKNOWN_TOPIC_ID)."""
-    out = []
-    for (topic, index), part in session.partitions.items():
-        if isinstance(topic, uuid.UUID):
-            name = names.get(topic, "") if names is not None else ""
-            topic_id: uuid.UUID | None = topic
-        else:
-            name, topic_id = topic, None
-        out.append(_Wanted(TopicPartition(name, index), part.fetch_offset, part.max_bytes,
-                           part.leader_epoch, topic_id, topic_id is not None and not name,
-                           part.last_fetched_epoch, log_start_offset=part.fetcher_log_start,
-                           committed=committed))
-    return out
-
-
-def _open(ctx: RequestContext, request: Any, names: Mapping[uuid.UUID, str] | None
-          ) -> _Session | ErrorCode:
-    """The fetch's session (Kafka's FetchManager.newContext): none before version 7 or with
-    the final epoch, a new one at epoch 0 (either closes the one named), else the named one,
-    moved to its next epoch with the request's changes."""
-    asked = _wanted(request, names)
-    privileged = _replica_id(request) >= 0
-    if _sessionless(request, ctx.api_version):
-        return _Session(asked)
-    cache = ctx.broker.fetch_sessions
-    session_id, epoch = request.session_id, request.session_epoch
-    uses_ids = names is not None
-    if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
-        if session_id != INVALID_SESSION_ID:
-            cache.remove(session_id)
-        return _Session(asked, opening=epoch == INITIAL_EPOCH, privileged=privileged,
-                        uses_topic_ids=uses_ids)
-    session = cache.get(session_id)
-    if session is None:
-        return ErrorCode.fetch_session_id_not_found
-    if session.epoch != epoch:
-        return ErrorCode.invalid_fetch_session_epoch
-    if session.uses_topic_ids != uses_ids:
-        return ErrorCode.fetch_session_topic_id_error
-    session.update(((_key(w, uses_ids), CachedPartition(
-        fetch_offset=w.offset, max_bytes=w.max_bytes, leader_epoch=w.leader_epoch,
-        last_fetched_epoch=w.last_fetched_epoch, fetcher_log_start=w.log_start_offset))
-        for w in asked), _forgotten(request, uses_ids))
-    if not session.partitions:  # its last partition forgotten: closed
-        cache.remove(session_id)
-        return _Session(asked)
-    cache.touch(session)
-    session.epoch = next_epoch(session.epoch)
-    committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
-    return _Session(_session_wanted(session, names, committed), session=session,
-                    epoch=session.epoch, privileged=privileged, uses_topic_ids=uses_ids)
-
-
 def _handle(ctx: RequestContext, request: Any, names: Mapping[uuid.UUID, str] | None) -> Any:
     version = ctx.api_version
     max_bytes = request.max_bytes if version >= 3 else 0x7FFFFFFF
-    replica_id = _replica_id(request)
+    replica_id = replica_id_of(request)
     if replica_id >= 0 and not ctx.authorized(Operation.CLUSTER_ACTION, ResourceType.CLUSTER):
         return _error_response(ctx, ErrorCode.cluster_authorization_failed)
-    use = _open(ctx, request, names)
+    use = open_context(ctx, request, names)
     if isinstance(use, ErrorCode):
         return _error_response(ctx, use)
     if replica_id >= 0:
@@ -483,7 +278,7 @@ def _handle(ctx: RequestContext, request: Any, names: Mapping[uuid.UUID, str] | 
     return _park(ctx, request, use, max_bytes, max_wait)
 
 
-async def _with_remote(ctx: RequestContext, request: Any, use: _Session,
+async def _with_remote(ctx: RequestContext, request: Any, use: FetchContext,
                        reads: list[PartitionRead]) -> Any:
     """Answer at once, with every partition whose offset lies in the remote part of its log
     read from remote storage, all at the same time on the remote log manager's reader
@@ -495,8 +290,8 @@ async def _with_remote(ctx: RequestContext, request: Any, use: _Session,
     retries; the other partitions are answered."""
     rm = ctx.broker.replica_manager
     wanted = use.wanted
-    pending: list[tuple[_Wanted, PartitionRead, Future[Any]]] = []
-    aborted: list[tuple[_Wanted, PartitionRead, Future[Any]]] = []
+    pending: list[tuple[Wanted, PartitionRead, Future[Any]]] = []
+    aborted: list[tuple[Wanted, PartitionRead, Future[Any]]] = []
     for want, read in zip(wanted, reads, strict=True):
         if read.remote is None:
             continue
@@ -544,7 +339,7 @@ async def _with_remote(ctx: RequestContext, request: Any, use: _Session,
 # -- followers ---------------------------------------------------------------------------------
 
 
-def _follower_read(ctx: RequestContext, want: _Wanted, replica_id: int, limit: int,
+def _follower_read(ctx: RequestContext, want: Wanted, replica_id: int, limit: int,
                    update: bool) -> PartitionRead:
     index = want.tp.partition
     if want.unknown_id:
@@ -571,7 +366,7 @@ def _follower_read(ctx: RequestContext, want: _Wanted, replica_id: int, limit: i
     return read
 
 
-def _follower_reads(ctx: RequestContext, wanted: list[_Wanted], replica_id: int,
+def _follower_reads(ctx: RequestContext, wanted: list[Wanted], replica_id: int,
                     max_bytes: int, *, update: bool = True) -> list[PartitionRead]:
     """Every partition asked, in order, the request's byte budget shared (a partition read
     once the budget is spent still returns its first batch: the follower's position moves
@@ -587,7 +382,7 @@ def _follower_reads(ctx: RequestContext, wanted: list[_Wanted], replica_id: int,
     return reads
 
 
-def _follower_fetch(ctx: RequestContext, request: Any, use: _Session, replica_id: int,
+def _follower_fetch(ctx: RequestContext, request: Any, use: FetchContext, replica_id: int,
                     max_bytes: int) -> Any:
     wanted = use.wanted
     reads = _follower_reads(ctx, wanted, replica_id, max_bytes)
@@ -619,7 +414,7 @@ def _follower_fetch(ctx: RequestContext, request: Any, use: _Session, replica_id
 # -- long polls --------------------------------------------------------------------------------
 
 
-def _readable(ctx: RequestContext, wanted: list[_Wanted], min_bytes: int, *,
+def _readable(ctx: RequestContext, wanted: list[Wanted], min_bytes: int, *,
               follower: bool = False, replica_id: int = -1) -> bool:
     """Kafka's DelayedFetch.tryComplete: enough bytes readable (below the HWs for a consumer,
     below the log ends for a ``follower``), or a partition whose state changed (leadership,
@@ -661,7 +456,7 @@ def _readable(ctx: RequestContext, wanted: list[_Wanted], min_bytes: int, *,
     return False
 
 
-def _park(ctx: RequestContext, request: Any, use: _Session, max_bytes: int,
+def _park(ctx: RequestContext, request: Any, use: FetchContext, max_bytes: int,
           max_wait: float) -> asyncio.Future:
     answer: asyncio.Future = ctx.broker.loop.create_future()
     wanted = use.wanted
@@ -682,7 +477,7 @@ def _error_response(ctx: RequestContext, error: ErrorCode, session_id: int = 0) 
                  session_id=session_id, responses=())
 
 
-def _response(ctx: RequestContext, request: Any, use: _Session,
+def _response(ctx: RequestContext, request: Any, use: FetchContext,
               reads: list[PartitionRead]) -> Any:
     answer = use.answer(ctx, use.wanted, reads)
     if isinstance(answer, ErrorCode):
@@ -700,7 +495,7 @@ def _response(ctx: RequestContext, request: Any, use: _Session,
     endpoints: dict[int, Any] = {}
     topics: list[tuple[str, uuid.UUID | None, list[Any]]] = []
     traffic = getattr(ctx.broker, "traffic", None)
-    follower = _replica_id(request) >= 0 if traffic is not None else False
+    follower = replica_id_of(request) >= 0 if traffic is not None else False
     for want, read in zip(wanted, reads, strict=True):
         records: LogSlice | bytes = b""
         if read.records is not None:

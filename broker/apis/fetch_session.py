@@ -1,0 +1,246 @@
+"""What one Fetch reads and how its answer is made: the partitions asked, each one's read, and
+the fetch's part in the incremental fetch sessions (KIP-227, :mod:`broker.fetch_sessions`).
+
+A fetch without a session (before version 7, or at the final epoch) reads the partitions it
+names and answers them all. A full fetch at epoch 0 does the same and opens a session with
+them (closing the one it names, if any). An incremental fetch updates its session with the
+partitions it names and forgets the ones it drops, moves the session to its next epoch, reads
+every partition of the session, and answers only those with news; its answer checks that the
+session is still at that epoch (a duplicate request moved it on otherwise).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.apis.base import RequestContext
+from broker.fetch_sessions import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    INVALID_SESSION_ID,
+    CachedPartition,
+    FetchSession,
+    PartitionKey,
+    next_epoch,
+)
+from coordinator.codecs import TopicPartition
+from replication.log import LogSlice
+from replication.txn_index import AbortedTxn
+
+if TYPE_CHECKING:
+    import kio.schema.fetch.v4
+    import kio.schema.fetch.v5
+    import kio.schema.fetch.v6
+    from typing_extensions import TypeIs
+
+    from broker.apis.messages import FetchRequest
+
+__all__ = ["READ_COMMITTED", "FetchContext", "PartitionRead", "Wanted", "open_context",
+           "replica_id_of", "wanted_of"]
+
+READ_COMMITTED = 1
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True, kw_only=True)
+class PartitionRead:
+    """One partition's part of a fetch response: records as a slice of a segment file
+    (consumers) or as bytes (followers, read by the data plane); ``diverging`` the epoch and
+    end offset a follower must truncate to."""
+
+    index: int
+    error: ErrorCode
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    last_stable_offset: int = -1
+    """-1: the HW (no transaction is open below it, or the read did not ask)."""
+    records: LogSlice | bytes | None = None
+    aborted: tuple[AbortedTxn, ...] | None = None
+    """A read_committed read's aborted transactions (None: a read_uncommitted one)."""
+    diverging: tuple[int, int] | None = None
+    remote: tuple[int, int, bool] | None = None
+    """(offset, max bytes, whether at least one batch) of a read to make from remote storage
+    (a tiered partition's offset below its local log start)."""
+
+    @property
+    def size(self) -> int:
+        return len(self.records) if self.records is not None else 0
+
+
+@dataclass(frozen=True, slots=True)
+class Wanted:
+    tp: TopicPartition
+    offset: int
+    max_bytes: int
+    leader_epoch: int
+    topic_id: uuid.UUID | None = None
+    unknown_id: bool = False
+    """Named by an id the metadata cache cannot resolve (the topic name is empty)."""
+    last_fetched_epoch: int = -1
+    denied: bool = False
+    """The principal may not Read the topic (TOPIC_AUTHORIZATION_FAILED)."""
+    log_start_offset: int = -1
+    """A follower's own log start (v5+), for DeleteRecords' low watermark."""
+    committed: bool = False
+    """read_committed: up to the last stable offset, with the aborted transactions."""
+
+
+def wanted_of(request: Any, names: Mapping[uuid.UUID, str] | None = None) -> list[Wanted]:
+    """The partitions asked for, in order; ``names`` resolves topic ids (version 13+)."""
+    out = []
+    committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    for topic in request.topics:
+        topic_id = getattr(topic, "topic_id", None) if names is not None else None
+        name = topic.topic if names is None else names.get(topic_id, "")  # type: ignore[arg-type]
+        for p in topic.partitions:
+            out.append(Wanted(TopicPartition(name, p.partition), p.fetch_offset,
+                               p.partition_max_bytes, getattr(p, "current_leader_epoch", -1),
+                               topic_id, names is not None and not name,
+                               getattr(p, "last_fetched_epoch", -1),
+                               log_start_offset=getattr(p, "log_start_offset", -1),
+                               committed=committed))
+    return out
+
+
+def replica_id_of(request: Any) -> int:
+    """The fetching replica: -1 for a consumer (in ``replica_state`` from version 15)."""
+    state = getattr(request, "replica_state", None)
+    return state.replica_id if state is not None else request.replica_id
+
+
+def _sessionless(request: FetchRequest, version: int) -> TypeIs[
+        kio.schema.fetch.v4.FetchRequest | kio.schema.fetch.v5.FetchRequest
+        | kio.schema.fetch.v6.FetchRequest]:
+    """Whether the request (of ``version``) predates fetch sessions (KIP-227, v7)."""
+    return version < 7
+
+
+@dataclass(slots=True, eq=False)
+class FetchContext:
+    """A fetch's part in the fetch sessions: the partitions it reads (those it names, or its
+    session's), and how its answer is made: without a session, opening one (``opening``), or
+    as the incremental answer of ``session`` at ``epoch``."""
+
+    wanted: list[Wanted]
+    session: FetchSession | None = None
+    epoch: int = 0
+    """The epoch ``session`` moved to when this fetch arrived (it answers only if it still
+    has it)."""
+    opening: bool = False
+    privileged: bool = False
+    uses_topic_ids: bool = False
+
+    def answer(self, ctx: RequestContext, wanted: list[Wanted], reads: list[PartitionRead]
+               ) -> tuple[int, list[Wanted], list[PartitionRead]] | ErrorCode:
+        """The session id the answer carries and the partitions it carries, or the session
+        error it is instead."""
+        if self.opening:
+            cached = {_key(w, self.uses_topic_ids): CachedPartition(
+                fetch_offset=w.offset, max_bytes=w.max_bytes, leader_epoch=w.leader_epoch,
+                last_fetched_epoch=w.last_fetched_epoch, fetcher_log_start=w.log_start_offset,
+                high_watermark=r.high_watermark, log_start_offset=r.log_start_offset)
+                for w, r in zip(wanted, reads, strict=True)}
+            session_id = ctx.broker.fetch_sessions.create(self.privileged, self.uses_topic_ids,
+                                                          cached)
+            return session_id, wanted, reads
+        session = self.session
+        if session is None:
+            return INVALID_SESSION_ID, wanted, reads
+        if session.epoch != self.epoch:
+            log.info("fetch session %d is at epoch %d, this fetch moved it to %d: a duplicate "
+                     "request", session.id, session.epoch, self.epoch)
+            return ErrorCode.invalid_fetch_session_epoch
+        kept_wants, kept_reads = [], []
+        for want, read in zip(wanted, reads, strict=True):
+            key = _key(want, self.uses_topic_ids)
+            part = session.partitions.get(key)
+            error = read.error is not ErrorCode.none
+            if part is None or not part.must_answer(
+                    records=read.size, high_watermark=read.high_watermark,
+                    log_start_offset=read.log_start_offset, error=error,
+                    diverging=read.diverging is not None):
+                continue
+            part.answered(high_watermark=read.high_watermark,
+                          log_start_offset=read.log_start_offset, error=error)
+            if read.size:
+                session.to_end(key)
+            kept_wants.append(want)
+            kept_reads.append(read)
+        return session.id, kept_wants, kept_reads
+
+
+def _key(want: Wanted, uses_topic_ids: bool) -> PartitionKey:
+    if uses_topic_ids and want.topic_id is not None:
+        return want.topic_id, want.tp.partition
+    return want.tp.topic, want.tp.partition
+
+
+def _forgotten(request: Any, uses_topic_ids: bool) -> list[PartitionKey]:
+    out: list[PartitionKey] = []
+    for topic in request.forgotten_topics_data:
+        name = topic.topic_id if uses_topic_ids else topic.topic
+        out.extend((name, p) for p in topic.partitions)
+    return out
+
+
+def _session_wanted(session: FetchSession, names: Mapping[uuid.UUID, str] | None,
+                    committed: bool) -> list[Wanted]:
+    """Every partition of ``session``, in its order, named as the metadata cache names it
+    now (a topic id it cannot resolve reads as UNKNOWN_TOPIC_ID)."""
+    out = []
+    for (topic, index), part in session.partitions.items():
+        if isinstance(topic, uuid.UUID):
+            name = names.get(topic, "") if names is not None else ""
+            topic_id: uuid.UUID | None = topic
+        else:
+            name, topic_id = topic, None
+        out.append(Wanted(TopicPartition(name, index), part.fetch_offset, part.max_bytes,
+                           part.leader_epoch, topic_id, topic_id is not None and not name,
+                           part.last_fetched_epoch, log_start_offset=part.fetcher_log_start,
+                           committed=committed))
+    return out
+
+
+def open_context(ctx: RequestContext, request: Any, names: Mapping[uuid.UUID, str] | None
+          ) -> FetchContext | ErrorCode:
+    """The fetch's session (Kafka's FetchManager.newContext): none before version 7 or with
+    the final epoch, a new one at epoch 0 (either closes the one named), else the named one,
+    moved to its next epoch with the request's changes."""
+    asked = wanted_of(request, names)
+    privileged = replica_id_of(request) >= 0
+    if _sessionless(request, ctx.api_version):
+        return FetchContext(asked)
+    cache = ctx.broker.fetch_sessions
+    session_id, epoch = request.session_id, request.session_epoch
+    uses_ids = names is not None
+    if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+        if session_id != INVALID_SESSION_ID:
+            cache.remove(session_id)
+        return FetchContext(asked, opening=epoch == INITIAL_EPOCH, privileged=privileged,
+                        uses_topic_ids=uses_ids)
+    session = cache.get(session_id)
+    if session is None:
+        return ErrorCode.fetch_session_id_not_found
+    if session.epoch != epoch:
+        return ErrorCode.invalid_fetch_session_epoch
+    if session.uses_topic_ids != uses_ids:
+        return ErrorCode.fetch_session_topic_id_error
+    session.update(((_key(w, uses_ids), CachedPartition(
+        fetch_offset=w.offset, max_bytes=w.max_bytes, leader_epoch=w.leader_epoch,
+        last_fetched_epoch=w.last_fetched_epoch, fetcher_log_start=w.log_start_offset))
+        for w in asked), _forgotten(request, uses_ids))
+    if not session.partitions:  # its last partition forgotten: closed
+        cache.remove(session_id)
+        return FetchContext(asked)
+    cache.touch(session)
+    session.epoch = next_epoch(session.epoch)
+    committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    return FetchContext(_session_wanted(session, names, committed), session=session,
+                    epoch=session.epoch, privileged=privileged, uses_topic_ids=uses_ids)
