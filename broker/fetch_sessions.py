@@ -39,6 +39,8 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from replication.protocol import QuietStamp
+
 __all__ = [
     "DEFAULT_SLOTS",
     "EVICTION_SECONDS",
@@ -86,6 +88,10 @@ class CachedPartition:
     fetcher_log_start: int = -1
     high_watermark: int = -1
     log_start_offset: int = -1
+    quiet: QuietStamp | None = None
+    """A follower's last read of it found nothing, with the leader at this state
+    (:attr:`~replication.protocol.FetchResult.quiet`): while it holds, the next fetch need not
+    read it."""
 
     def must_answer(self, *, records: int, high_watermark: int, log_start_offset: int,
                     error: bool, diverging: bool) -> bool:
@@ -128,6 +134,7 @@ class FetchSession:
                 known.leader_epoch = asked.leader_epoch
                 known.last_fetched_epoch = asked.last_fetched_epoch
                 known.fetcher_log_start = asked.fetcher_log_start
+                known.quiet = None
         for key in forgotten:
             parts.pop(key, None)
 

@@ -60,6 +60,7 @@ from replication.protocol import (
     FetchResult,
     OffsetAnswer,
     ProduceResult,
+    QuietStamp,
 )
 from replication.replica_status import IsrCounts, ReplicaStatus, Role
 from replication.truncation import FollowerEpochView
@@ -440,7 +441,8 @@ class Partition:
                 records = _follower_records(log_, offset, max_bytes, leo, as_slice)
                 return FetchResult(error=ErrorCode.NONE, records=records,
                                    high_watermark=self._hw, log_start_offset=start,
-                                   log_end_offset=leo)
+                                   log_end_offset=leo,
+                                   quiet=self._quiet(replica_id, offset, records))
             if offset >= leo:
                 self._caught_up_ms[replica_id] = now
             elif offset >= self._last_fetch_leader_leo[replica_id]:
@@ -462,9 +464,38 @@ class Partition:
             result = FetchResult(
                 error=ErrorCode.NONE, records=records, high_watermark=self._hw,
                 log_start_offset=start, log_end_offset=leo,
+                quiet=self._quiet(replica_id, offset, records),
             )
         complete(done)
         return result
+
+    def _quiet(self, replica_id: int, offset: int, records: bytes | LogSlice) -> QuietStamp | None:
+        """The stamp of a fetch that found nothing for a follower in the ISR at the log end."""
+        if records or replica_id not in self._isr:
+            return None
+        stamp = self._stamp()
+        return stamp if stamp[1] == offset else None
+
+    def _stamp(self) -> QuietStamp:
+        log_ = self.log
+        return (self._leader_epoch, log_.log_end_offset, self._hw, log_.log_start_offset,
+                log_.local_log_start_offset)
+
+    def follower_unchanged(self, replica_id: int, stamp: QuietStamp, *,
+                           update_state: bool = True) -> bool:
+        """Whether the fetch answered nothing at ``stamp`` (:attr:`FetchResult.quiet`) would be
+        answered the same now: still the leader at that epoch, nothing moved, the follower
+        still in the ISR; then, with ``update_state``, the fetch is recorded as a read would
+        (caught up now). An incremental fetch session's idle partitions cost this only."""
+        with self._lock:
+            if (self._role is not Role.LEADER or replica_id not in self._isr
+                    or self._stamp() != stamp):
+                return False
+            if update_state:
+                now = self._clock.now_ms()
+                self._caught_up_ms[replica_id] = now
+                self._last_fetch_ms[replica_id] = now
+            return True
 
     def delete_records(self, offset: int) -> DeleteRecordsResult:
         """DeleteRecords on the leader: move the log start to ``offset`` (-1: the HW);

@@ -30,6 +30,7 @@ __all__ = [
     "ConsumerRead",
     "EpochAnswer",
     "OffsetAnswer",
+    "QuietStamp",
     "FetchEndpoint",
     "FetchResult",
     "PartitionFetch",
@@ -86,6 +87,15 @@ class FetchResult:
     log_end_offset: int = -1
     diverging_epoch: int = -1
     diverging_end_offset: int = -1
+    quiet: QuietStamp | None = None
+    """Set when a follower in the ISR fetched at the log end and got nothing: the leader's
+    state then (:meth:`~replication.partition.Partition.follower_unchanged` tells whether the
+    same fetch would be answered the same way later)."""
+
+
+QuietStamp = tuple[int, int, int, int, int]
+"""A leader partition's state as a caught-up follower's fetch sees it: (leader epoch, log end,
+high watermark, log start, local log start)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

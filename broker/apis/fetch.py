@@ -87,6 +87,7 @@ from broker.apis.fetch_session import (
     replica_id_of,
 )
 from broker.apis.topic_ids import ensure_topic_ids
+from broker.fetch_sessions import CachedPartition
 from broker.metadata_cache import MetadataSnapshot
 from broker.purgatory import delete_records_key
 from broker.security.acls import Operation, ResourceType
@@ -340,10 +341,15 @@ async def _with_remote(ctx: RequestContext, request: Any, use: FetchContext,
 
 
 def _follower_read(ctx: RequestContext, want: Wanted, replica_id: int, limit: int,
-                   update: bool) -> PartitionRead:
+                   update: bool, cached: CachedPartition | None) -> PartitionRead:
     index = want.tp.partition
     if want.unknown_id:
         return PartitionRead(index=index, error=ErrorCode.unknown_topic_id)
+    if _unchanged(ctx, want, replica_id, cached, update):
+        assert cached is not None and cached.quiet is not None
+        quiet = cached.quiet
+        return PartitionRead(index=index, error=ErrorCode.none, high_watermark=quiet[2],
+                             log_start_offset=quiet[3], quiet=quiet)
     partition, error = leader_partition(ctx, want.tp, want.leader_epoch)
     if partition is None or error is not ErrorCode.none:
         return PartitionRead(index=index, error=error)
@@ -360,23 +366,38 @@ def _follower_read(ctx: RequestContext, want: Wanted, replica_id: int, limit: in
     read = PartitionRead(index=index, error=ErrorCode(int(result.error)),
                          high_watermark=result.high_watermark,
                          log_start_offset=result.log_start_offset,
-                         records=result.records or None)
+                         records=result.records or None, quiet=result.quiet)
     if result.diverging_epoch >= 0:
         read.diverging = (result.diverging_epoch, result.diverging_end_offset)
     return read
 
 
+def _unchanged(ctx: RequestContext, want: Wanted, replica_id: int,
+               cached: CachedPartition | None, update: bool) -> bool:
+    """Whether a session partition the follower did not name again, whose last read found
+    nothing (its quiet stamp), would find nothing now: then it is not read (and, with
+    ``update``, the fetch is recorded as caught up), as if read; the answer is the same."""
+    if cached is None or cached.quiet is None or not ctx.broker.replica_manager.running:
+        return False
+    partition = ctx.broker.replica_manager.partition(want.tp)
+    return partition is not None and partition.follower_unchanged(
+        replica_id, cached.quiet, update_state=update)
+
+
 def _follower_reads(ctx: RequestContext, wanted: list[Wanted], replica_id: int,
-                    max_bytes: int, *, update: bool = True) -> list[PartitionRead]:
+                    max_bytes: int, cached: list[CachedPartition] | None, *,
+                    update: bool = True) -> list[PartitionRead]:
     """Every partition asked, in order, the request's byte budget shared (a partition read
     once the budget is spent still returns its first batch: the follower's position moves
     on every partition it asks about, as Kafka's does). A parked fetch completing reads
     without ``update``: its fetch was recorded when it arrived, as Kafka's DelayedFetch does
-    (the follower may have stopped since, and must not rejoin an ISR by it)."""
+    (the follower may have stopped since, and must not rejoin an ISR by it). ``cached``: an
+    incremental fetch's session partitions, as ``wanted`` lists them."""
     left = max_bytes
     reads = []
-    for want in wanted:
-        read = _follower_read(ctx, want, replica_id, max(1, min(want.max_bytes, left)), update)
+    for i, want in enumerate(wanted):
+        read = _follower_read(ctx, want, replica_id, max(1, min(want.max_bytes, left)), update,
+                              cached[i] if cached is not None else None)
         left -= read.size
         reads.append(read)
     return reads
@@ -384,8 +405,8 @@ def _follower_reads(ctx: RequestContext, wanted: list[Wanted], replica_id: int,
 
 def _follower_fetch(ctx: RequestContext, request: Any, use: FetchContext, replica_id: int,
                     max_bytes: int) -> Any:
-    wanted = use.wanted
-    reads = _follower_reads(ctx, wanted, replica_id, max_bytes)
+    wanted, cached = use.wanted, use.cached
+    reads = _follower_reads(ctx, wanted, replica_id, max_bytes, cached)
     max_wait = request.max_wait / timedelta(seconds=1)
     if (max_wait <= 0 or not wanted or sum(r.size for r in reads) >= request.min_bytes
             or any(r.error is not ErrorCode.none or r.diverging for r in reads)):
@@ -396,7 +417,7 @@ def _follower_fetch(ctx: RequestContext, request: Any, use: FetchContext, replic
     def complete() -> None:
         if not answer.done():
             answer.set_result(_response(ctx, request, use, _follower_reads(
-                ctx, wanted, replica_id, max_bytes, update=False)))
+                ctx, wanted, replica_id, max_bytes, cached, update=False)))
 
     # A partition held back by the leader's throttle is readable again once the quota
     # refills: the fetch waits no longer than that (appends do not tell it).
@@ -406,7 +427,7 @@ def _follower_fetch(ctx: RequestContext, request: Any, use: FetchContext, replic
     ctx.broker.purgatory.park(
         {w.tp for w in wanted}, max_wait,
         lambda: answer.done() or _readable(ctx, wanted, request.min_bytes, follower=True,
-                                           replica_id=replica_id),
+                                           replica_id=replica_id, cached=cached),
         complete)
     return answer
 
@@ -415,15 +436,19 @@ def _follower_fetch(ctx: RequestContext, request: Any, use: FetchContext, replic
 
 
 def _readable(ctx: RequestContext, wanted: list[Wanted], min_bytes: int, *,
-              follower: bool = False, replica_id: int = -1) -> bool:
+              follower: bool = False, replica_id: int = -1,
+              cached: list[CachedPartition] | None = None) -> bool:
     """Kafka's DelayedFetch.tryComplete: enough bytes readable (below the HWs for a consumer,
     below the log ends for a ``follower``), or a partition whose state changed (leadership,
     epoch, offset out of range), which the fetcher must hear of now. A follower's partition
-    its leader throttles now (``replica_id``) counts as having nothing to read."""
+    its leader throttles now (``replica_id``) counts as having nothing to read, and so does
+    a session partition still as its last read found it (``cached``)."""
     total = 0
-    for want in wanted:
+    for i, want in enumerate(wanted):
         if want.unknown_id or want.denied:
             return True
+        if cached is not None and _unchanged(ctx, want, replica_id, cached[i], False):
+            continue
         partition, error = leader_partition(ctx, want.tp, want.leader_epoch)
         if partition is None or error is not ErrorCode.none:
             return True

@@ -31,6 +31,7 @@ from broker.fetch_sessions import (
 )
 from coordinator.codecs import TopicPartition
 from replication.log import LogSlice
+from replication.protocol import QuietStamp
 from replication.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
@@ -65,6 +66,8 @@ class PartitionRead:
     aborted: tuple[AbortedTxn, ...] | None = None
     """A read_committed read's aborted transactions (None: a read_uncommitted one)."""
     diverging: tuple[int, int] | None = None
+    quiet: QuietStamp | None = None
+    """A follower's read that found nothing at the log end: the leader's state then."""
     remote: tuple[int, int, bool] | None = None
     """(offset, max bytes, whether at least one batch) of a read to make from remote storage
     (a tiered partition's offset below its local log start)."""
@@ -136,6 +139,9 @@ class FetchContext:
     opening: bool = False
     privileged: bool = False
     uses_topic_ids: bool = False
+    cached: list[CachedPartition] | None = None
+    """An incremental fetch's session partitions, as ``wanted`` lists them: a follower's read
+    of one whose last read found nothing (its ``quiet`` stamp) checks that stamp first."""
 
     def answer(self, ctx: RequestContext, wanted: list[Wanted], reads: list[PartitionRead]
                ) -> tuple[int, list[Wanted], list[PartitionRead]] | ErrorCode:
@@ -145,7 +151,8 @@ class FetchContext:
             cached = {_key(w, self.uses_topic_ids): CachedPartition(
                 fetch_offset=w.offset, max_bytes=w.max_bytes, leader_epoch=w.leader_epoch,
                 last_fetched_epoch=w.last_fetched_epoch, fetcher_log_start=w.log_start_offset,
-                high_watermark=r.high_watermark, log_start_offset=r.log_start_offset)
+                high_watermark=r.high_watermark, log_start_offset=r.log_start_offset,
+                quiet=r.quiet)
                 for w, r in zip(wanted, reads, strict=True)}
             session_id = ctx.broker.fetch_sessions.create(self.privileged, self.uses_topic_ids,
                                                           cached)
@@ -161,8 +168,11 @@ class FetchContext:
         for want, read in zip(wanted, reads, strict=True):
             key = _key(want, self.uses_topic_ids)
             part = session.partitions.get(key)
+            if part is None:
+                continue
+            part.quiet = read.quiet
             error = read.error is not ErrorCode.none
-            if part is None or not part.must_answer(
+            if not part.must_answer(
                     records=read.size, high_watermark=read.high_watermark,
                     log_start_offset=read.log_start_offset, error=error,
                     diverging=read.diverging is not None):
@@ -194,7 +204,7 @@ def _session_wanted(session: FetchSession, names: Mapping[uuid.UUID, str] | None
                     committed: bool) -> list[Wanted]:
     """Every partition of ``session``, in its order, named as the metadata cache names it
     now (a topic id it cannot resolve reads as UNKNOWN_TOPIC_ID)."""
-    out = []
+    out: list[Wanted] = []
     for (topic, index), part in session.partitions.items():
         if isinstance(topic, uuid.UUID):
             name = names.get(topic, "") if names is not None else ""
@@ -224,7 +234,7 @@ def open_context(ctx: RequestContext, request: Any, names: Mapping[uuid.UUID, st
         if session_id != INVALID_SESSION_ID:
             cache.remove(session_id)
         return FetchContext(asked, opening=epoch == INITIAL_EPOCH, privileged=privileged,
-                        uses_topic_ids=uses_ids)
+                            uses_topic_ids=uses_ids)
     session = cache.get(session_id)
     if session is None:
         return ErrorCode.fetch_session_id_not_found
@@ -243,4 +253,5 @@ def open_context(ctx: RequestContext, request: Any, names: Mapping[uuid.UUID, st
     session.epoch = next_epoch(session.epoch)
     committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     return FetchContext(_session_wanted(session, names, committed), session=session,
-                    epoch=session.epoch, privileged=privileged, uses_topic_ids=uses_ids)
+                        epoch=session.epoch, privileged=privileged, uses_topic_ids=uses_ids,
+                        cached=list(session.partitions.values()))

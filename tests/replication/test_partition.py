@@ -260,3 +260,38 @@ def test_follower_fetches_are_fenced_by_leader_epoch(cluster: MiniCluster) -> No
     assert leader.fetch(TP, 0, 100, 9, 1).error == ErrorCode.REPLICA_NOT_AVAILABLE
     assert cluster.brokers[2].fetch(TP, 0, 100, 3, 1).error == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert leader.fetch(TP, 5, 100, 2, 1).error == ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+def test_a_caught_up_follower_s_empty_fetch_is_stamped_and_holds_until_something_moves(
+    cluster: MiniCluster,
+) -> None:
+    cluster.settle()
+    leader = cluster.leader_manager()
+    partition = leader.partition(TP)
+    assert partition is not None
+    leo = leader.status(TP).log_end_offset
+    stamp = follower_fetch(cluster, 2, leo).quiet
+    assert stamp is not None and stamp[1:3] == (leo, leo)
+    assert follower_fetch(cluster, 3, leo).quiet == stamp
+    assert partition.follower_unchanged(2, stamp)
+    cluster.clock.advance(6_000)
+    assert partition.follower_unchanged(2, stamp, update_state=False)  # time alone: unchanged
+    cluster.crash(2)  # the controller takes it out of the ISR: read it in full again
+    assert 2 not in cluster.state()[0].isr
+    assert not partition.follower_unchanged(2, stamp, update_state=False)
+
+
+def test_an_append_or_a_fetch_with_records_ends_the_stamp(cluster: MiniCluster) -> None:
+    cluster.settle()
+    leader = cluster.leader_manager()
+    partition = leader.partition(TP)
+    assert partition is not None
+    leo = leader.status(TP).log_end_offset
+    stamp = follower_fetch(cluster, 2, leo).quiet
+    assert stamp is not None
+    cluster.produce(acks=1)
+    assert not partition.follower_unchanged(2, stamp)
+    moved = follower_fetch(cluster, 2, leo)
+    assert moved.records and moved.quiet is None  # records: not quiet
+    again = follower_fetch(cluster, 2, leo + 1)
+    assert again.quiet is not None and again.quiet != stamp and again.quiet[1] == leo + 1
