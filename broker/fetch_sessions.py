@@ -38,8 +38,12 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from replication.protocol import QuietStamp
+
+if TYPE_CHECKING:
+    from broker.apis.fetch_session import Wanted
 
 __all__ = [
     "DEFAULT_SLOTS",
@@ -92,6 +96,8 @@ class CachedPartition:
     """A follower's last read of it found nothing, with the leader at this state
     (:attr:`~replication.protocol.FetchResult.quiet`): while it holds, the next fetch need not
     read it."""
+    want: Wanted | None = None
+    """What a fetch reads of it, as last built (rebuilt when the fetcher changes it)."""
 
     def must_answer(self, *, records: int, high_watermark: int, log_start_offset: int,
                     error: bool, diverging: bool) -> bool:
@@ -134,7 +140,7 @@ class FetchSession:
                 known.leader_epoch = asked.leader_epoch
                 known.last_fetched_epoch = asked.last_fetched_epoch
                 known.fetcher_log_start = asked.fetcher_log_start
-                known.quiet = None
+                known.quiet = known.want = None
         for key in forgotten:
             parts.pop(key, None)
 

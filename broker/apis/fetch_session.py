@@ -211,10 +211,14 @@ def _session_wanted(session: FetchSession, names: Mapping[uuid.UUID, str] | None
             topic_id: uuid.UUID | None = topic
         else:
             name, topic_id = topic, None
-        out.append(Wanted(TopicPartition(name, index), part.fetch_offset, part.max_bytes,
-                           part.leader_epoch, topic_id, topic_id is not None and not name,
-                           part.last_fetched_epoch, log_start_offset=part.fetcher_log_start,
-                           committed=committed))
+        want = part.want
+        if want is None or want.tp.topic != name or want.committed != committed:
+            want = part.want = Wanted(
+                TopicPartition(name, index), part.fetch_offset, part.max_bytes,
+                part.leader_epoch, topic_id, topic_id is not None and not name,
+                part.last_fetched_epoch, log_start_offset=part.fetcher_log_start,
+                committed=committed)
+        out.append(want)
     return out
 
 
