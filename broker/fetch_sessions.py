@@ -34,16 +34,13 @@ Everything here runs on the broker's event loop.
 from __future__ import annotations
 
 import random
-import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from coordinator.clock import SYSTEM_CLOCK, Clock
+from coordinator.codecs import TopicPartition
 from replication.protocol import QuietStamp
-
-if TYPE_CHECKING:
-    from broker.apis.fetch_session import Wanted
 
 __all__ = [
     "DEFAULT_SLOTS",
@@ -55,6 +52,7 @@ __all__ = [
     "FetchSession",
     "FetchSessionCache",
     "PartitionKey",
+    "Wanted",
     "next_epoch",
 ]
 
@@ -77,6 +75,26 @@ def next_epoch(epoch: int) -> int:
     if epoch < 0:
         return FINAL_EPOCH
     return 1 if epoch == _INT32_MAX else epoch + 1
+
+
+@dataclass(frozen=True, slots=True)
+class Wanted:
+    """One partition a fetch reads: where from, how much, at which epochs, and how."""
+
+    tp: TopicPartition
+    offset: int
+    max_bytes: int
+    leader_epoch: int
+    topic_id: uuid.UUID | None = None
+    unknown_id: bool = False
+    """Named by an id the metadata cache cannot resolve (the topic name is empty)."""
+    last_fetched_epoch: int = -1
+    denied: bool = False
+    """The principal may not Read the topic (TOPIC_AUTHORIZATION_FAILED)."""
+    log_start_offset: int = -1
+    """A follower's own log start (v5+), for DeleteRecords' low watermark."""
+    committed: bool = False
+    """read_committed: up to the last stable offset, with the aborted transactions."""
 
 
 @dataclass(slots=True)
@@ -155,8 +173,7 @@ class FetchSessionCache:
     """The broker's sessions, at most ``slots`` of them (0: none are made)."""
 
     def __init__(self, slots: int = DEFAULT_SLOTS, *, eviction_seconds: float = EVICTION_SECONDS,
-                 clock: Callable[[], float] = time.monotonic,
-                 random_id: Callable[[], int] | None = None) -> None:
+                 clock: Clock = SYSTEM_CLOCK, random_id: Callable[[], int] | None = None) -> None:
         self.slots = slots
         self.eviction_seconds = eviction_seconds
         self._clock = clock
@@ -174,7 +191,7 @@ class FetchSessionCache:
     @property
     def partitions(self) -> int:
         """Partitions held by all the sessions (Kafka's NumIncrementalFetchPartitionsCached)."""
-        return sum(len(s.partitions) for s in self._sessions.values())
+        return sum(len(s.partitions) for s in list(self._sessions.values()))
 
     def get(self, session_id: int) -> FetchSession | None:
         return self._sessions.get(session_id)
@@ -183,13 +200,13 @@ class FetchSessionCache:
         return self._sessions.pop(session_id, None)
 
     def touch(self, session: FetchSession) -> None:
-        session.last_used = self._clock()
+        session.last_used = self._clock.monotonic()
 
     def create(self, privileged: bool, uses_topic_ids: bool,
                partitions: dict[PartitionKey, CachedPartition]) -> int:
         """A new session holding ``partitions`` (its first incremental fetch carries epoch 1);
         its id, or :data:`INVALID_SESSION_ID` when the cache has no room for it."""
-        now = self._clock()
+        now = self._clock.monotonic()
         if len(self._sessions) >= self.slots and not self._evict(privileged, len(partitions),
                                                                  now):
             return INVALID_SESSION_ID

@@ -139,6 +139,7 @@ class BrokerProcess:
         self.server: KafkaServer | None = None
         self.groups: GroupCoordinator | None = None
         self.transactions: TransactionCoordinator | None = None
+        self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.metrics: MetricsServer | None = None
         self._stop: asyncio.Future[int] | None = None
         self._at_once: asyncio.Event | None = None
@@ -317,7 +318,7 @@ class BrokerProcess:
             replica_manager=lambda: (self.node.replica_manager if self.node is not None
                                      else None),
             groups=lambda: self.groups, loop=loop, traffic=traffic, requests=requests,
-            transactions=lambda: self.transactions)
+            transactions=lambda: self.transactions, fetch_sessions=lambda: self.fetch_sessions)
         self.metrics = MetricsServer(collector, host, port)
 
     async def _main(self) -> int:
@@ -442,7 +443,7 @@ class BrokerProcess:
             registry=registry, admin=Admin(node.coordinator), controller=lambda: node.controller,
             producer_ids=node.producer_ids, network=network, groups=groups,
             authorizer=authorizer, traffic=traffic, transactions=transactions,
-            fetch_sessions=FetchSessionCache(config.max_incremental_fetch_session_cache_slots))
+            fetch_sessions=self.fetch_sessions)
         # The controller reaches this broker over the listeners too: they serve its requests
         # (and ApiVersions) at once, everything else once its first metadata is in.
         server.gate, server.ungated = asyncio.Event(), CONTROLLER_API_KEYS

@@ -27,6 +27,7 @@ from broker.fetch_sessions import (
     CachedPartition,
     FetchSession,
     PartitionKey,
+    Wanted,
     next_epoch,
 )
 from coordinator.codecs import TopicPartition
@@ -75,24 +76,6 @@ class PartitionRead:
     @property
     def size(self) -> int:
         return len(self.records) if self.records is not None else 0
-
-
-@dataclass(frozen=True, slots=True)
-class Wanted:
-    tp: TopicPartition
-    offset: int
-    max_bytes: int
-    leader_epoch: int
-    topic_id: uuid.UUID | None = None
-    unknown_id: bool = False
-    """Named by an id the metadata cache cannot resolve (the topic name is empty)."""
-    last_fetched_epoch: int = -1
-    denied: bool = False
-    """The principal may not Read the topic (TOPIC_AUTHORIZATION_FAILED)."""
-    log_start_offset: int = -1
-    """A follower's own log start (v5+), for DeleteRecords' low watermark."""
-    committed: bool = False
-    """read_committed: up to the last stable offset, with the aborted transactions."""
 
 
 def wanted_of(request: Any, names: Mapping[uuid.UUID, str] | None = None) -> list[Wanted]:

@@ -40,6 +40,7 @@ from coordinator.codecs import TopicPartition
 from replication.partition import Role
 
 if TYPE_CHECKING:
+    from broker.fetch_sessions import FetchSessionCache
     from broker.groups import GroupCoordinator
     from broker.txns import TransactionCoordinator
     from replication.log import Log
@@ -59,6 +60,7 @@ _EM = "kafka_controller_controllereventmanager_"
 _RM = "kafka_server_replicamanager_"
 _BT = "kafka_server_brokertopicmetrics_"
 _RQ = "kafka_network_requestmetrics_"
+_FS = "kafka_server_fetchsessioncache_"
 _PARTITION = ("topic", "partition")
 _LogRow = tuple[TopicPartition, int, int, int, int]
 """A replica's (partition, log size, log start offset, log end offset, LSO lag)."""
@@ -87,8 +89,10 @@ class KafkaCollector(Collector):
                  traffic: TopicTraffic | None = None,
                  requests: RequestTimes | None = None,
                  transactions: Callable[[], TransactionCoordinator | None] = lambda: None,
+                 fetch_sessions: Callable[[], FetchSessionCache | None] = lambda: None,
                  clock: Clock = SYSTEM_CLOCK) -> None:
         self._controller = controller
+        self._fetch_sessions = fetch_sessions
         self._replica_manager = replica_manager
         self._groups = groups
         self._transactions = transactions
@@ -136,6 +140,9 @@ class KafkaCollector(Collector):
             yield from self._replica_families(manager, logs, transactions)
         if transactions is not None:
             yield from transaction_families(transactions)
+        sessions = self._fetch_sessions()
+        if sessions is not None:
+            yield from _session_families(sessions)
         if self._traffic is not None:
             yield from self._traffic_families(self._traffic)
         if self._requests is not None:
@@ -374,6 +381,18 @@ def _late_transaction(log: Log, before_ms: int) -> bool:
     oldest = min(ongoing, key=ongoing.__getitem__)
     entry = log.producer_entry(oldest)
     return entry is not None and 0 < entry.last_timestamp < before_ms
+
+
+def _session_families(cache: FetchSessionCache) -> Iterator[Metric]:
+    """Kafka's FetchSessionCache MBeans: sessions held, their partitions, evictions."""
+    yield _gauge(_FS + "numincrementalfetchsessions", "Incremental fetch sessions held",
+                 len(cache))
+    yield _gauge(_FS + "numincrementalfetchpartitionscached",
+                 "Partitions of the incremental fetch sessions held", cache.partitions)
+    evictions = CounterMetricFamily(_FS + "incrementalfetchsessionevictionspersec",
+                                    "Fetch sessions evicted to make room for new ones")
+    evictions.add_metric([], cache.evictions)
+    yield evictions
 
 
 def _gauge(name: str, text: str, value: float) -> GaugeMetricFamily:

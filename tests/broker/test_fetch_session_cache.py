@@ -14,14 +14,7 @@ from broker.fetch_sessions import (
     PartitionKey,
     next_epoch,
 )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from coordinator.clock import ManualClock
 
 
 def parts(n: int) -> dict[PartitionKey, CachedPartition]:
@@ -34,7 +27,7 @@ def held(cache: FetchSessionCache, session_id: int) -> FetchSession:
     return session
 
 
-def cache_of(slots: int, clock: Clock) -> FetchSessionCache:
+def cache_of(slots: int, clock: ManualClock) -> FetchSessionCache:
     ids = itertools.count(1)
     return FetchSessionCache(slots, eviction_seconds=120, clock=clock,
                              random_id=lambda: next(ids))
@@ -54,12 +47,12 @@ def test_ids_are_positive_and_never_reused_while_held() -> None:
 
 
 def test_a_stale_session_gives_way_to_any_new_one() -> None:
-    clock = Clock()
+    clock = ManualClock()
     cache = cache_of(2, clock)
     follower = cache.create(True, False, parts(100))
-    clock.now += 1
+    clock.advance(1_000)
     consumer = cache.create(False, False, parts(1))
-    clock.now += 121  # both unused for two minutes; the follower's longer
+    clock.advance(121_000)  # both unused for two minutes; the follower's longer
     cache.touch(held(cache, consumer))
     newcomer = cache.create(False, False, parts(1))
     assert newcomer != INVALID_SESSION_ID
@@ -67,10 +60,10 @@ def test_a_stale_session_gives_way_to_any_new_one() -> None:
 
 
 def test_a_young_session_is_kept_from_a_consumer_but_not_from_a_follower() -> None:
-    clock = Clock()
+    clock = ManualClock()
     cache = cache_of(1, clock)
     consumer = cache.create(False, False, parts(1))
-    clock.now += 60  # in use, and younger than two minutes
+    clock.advance(60_000)  # in use, and younger than two minutes
     cache.touch(held(cache, consumer))
     assert cache.create(False, False, parts(50)) == INVALID_SESSION_ID
     follower = cache.create(True, False, parts(1))
@@ -80,11 +73,11 @@ def test_a_young_session_is_kept_from_a_consumer_but_not_from_a_follower() -> No
 
 
 def test_an_old_enough_session_gives_way_to_a_larger_or_more_privileged_one_only() -> None:
-    clock = Clock()
+    clock = ManualClock()
     cache = cache_of(2, clock)
     small = cache.create(False, False, parts(2))
     big = cache.create(False, False, parts(10))
-    clock.now += 200
+    clock.advance(200_000)
     for s in (small, big):  # used just now: not stale, but old enough
         cache.touch(held(cache, s))
     assert cache.create(False, False, parts(2)) == INVALID_SESSION_ID  # as small: no

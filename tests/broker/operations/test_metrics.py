@@ -78,7 +78,8 @@ def served(tmp_path: Path) -> Iterator[tuple[InProcessBroker, MetricsServer]]:
     broker.server.request_times = requests
     collector = KafkaCollector(replica_manager=lambda: broker.replica_manager,
                                groups=lambda: broker.groups, loop=broker.loop,
-                               traffic=traffic, requests=requests)
+                               traffic=traffic, requests=requests,
+                               fetch_sessions=lambda: broker.fetch_sessions)
     metrics = MetricsServer(collector, "127.0.0.1", 0)
     try:
         yield broker, metrics
@@ -155,6 +156,22 @@ def test_a_scrape_shows_kafkas_metrics_from_the_brokers_state(
     assert samples["kafka_server_brokertopicmetrics_bytesoutpersec_total", topic_t] == fetched
     assert samples["kafka_server_replicamanager_isrexpandspersec_total", ()] == 1
     assert samples["kafka_server_replicamanager_underreplicatedpartitions", ()] == 0
+
+
+def test_the_fetch_session_cache_is_counted(served: tuple[InProcessBroker, MetricsServer]
+                                            ) -> None:
+    broker, metrics = served
+    broker.set_partition("t", 0)
+    broker.set_partition("t", 1)
+    with RawClient(broker.address) as client:
+        opened = client.call(fetch(partitions=[(0, 0), (1, 0)], session_epoch=0))
+        assert opened.session_id != 0
+        client.call(fetch(partitions=[(0, 0)], session_epoch=0))  # another consumer's
+    samples = scrape_once_answered(metrics.url, FetchConsumer=2)
+    at = {name: value for (name, labels), value in samples.items() if not labels}
+    assert at["kafka_server_fetchsessioncache_numincrementalfetchsessions"] == 2
+    assert at["kafka_server_fetchsessioncache_numincrementalfetchpartitionscached"] == 3
+    assert at["kafka_server_fetchsessioncache_incrementalfetchsessionevictionspersec_total"] == 0
 
 
 def test_consumer_lag_is_the_high_watermark_minus_the_committed_offset(
