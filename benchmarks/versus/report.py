@@ -135,9 +135,15 @@ not drawn.
 """
 
 
+NOTES = Path(__file__).with_name("notes.md")
+"""The analysis of the rows not met, written by hand after a run: the page carries it below
+the table, so a new run keeps it (edit it when the figures it quotes move)."""
+
+
 def write_docs(results: Results, systems: Iterable[str], meta: Mapping[str, object],
                docs: Path) -> None:
-    """docs/performance.md from a run (its chart is written beside it by the caller)."""
+    """docs/performance.md from a run and :data:`NOTES` (its chart is written beside it by
+    the caller)."""
     info = meta.get("machine", {})
     assert isinstance(info, dict)
     lines = [_INTRO, "## The latest run", "",
@@ -149,5 +155,7 @@ def write_docs(results: Results, systems: Iterable[str], meta: Mapping[str, obje
     if results.failures:
         lines += ["Steps that failed in this run:", ""]
         lines += [f"- {line}" for line in results.failures] + [""]
+    if NOTES.is_file():
+        lines += [NOTES.read_text().rstrip(), ""]
     lines += ["![partctl's advantage over Kafka 3.9.1, row by row](performance.png)", ""]
     (docs / "performance.md").write_text("\n".join(lines))

@@ -14,6 +14,7 @@ from typing import Literal
 
 import pytest
 
+from benchmarks.versus.report import NOTES, write_docs
 from benchmarks.versus.table import Results, Row, render_text, target_for, write_chart
 from tests.kafka.harness import KAFKA_3, kafka_available
 from tests.servers import unavailable
@@ -166,3 +167,17 @@ def test_a_system_s_brokers_get_ports_no_two_alike(monkeypatch: pytest.MonkeyPat
     handed = iter([41001, 41001, 41002, 41001, 41003, 41004])
     monkeypatch.setattr(systems, "free_port", lambda: next(handed))
     assert systems.distinct_ports(3) == [41001, 41002, 41003]
+
+
+def test_the_page_keeps_the_notes_written_by_hand_below_the_table(tmp_path: Path) -> None:
+    results = Results()
+    row = Row(key="rss.idle.sum", label="brokers' RSS idle, sum of 3", unit="MiB",
+              better="lower", target=target_for("rss"))
+    results.add(row, "partctl", 100.0)
+    results.add(row, "kafka3", 1000.0)
+    write_docs(results, ["partctl", "kafka3"], {"date": "today", "machine": {}}, tmp_path)
+    page = (tmp_path / "performance.md").read_text()
+    notes = NOTES.read_text().strip()
+    assert notes and notes in page
+    assert page.index("brokers' RSS idle, sum of 3") < page.index(notes) < page.index(
+        "(performance.png)")
