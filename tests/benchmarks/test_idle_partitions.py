@@ -1,0 +1,37 @@
+"""benchmarks/idle_partitions.py, run small: both measurements print their figures and exit 0."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.servers
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "idle_partitions.py"
+
+
+def _bench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
+                          timeout=180, stdin=subprocess.DEVNULL)
+
+
+def test_latency_beside_idle_partitions_prints_the_latency_rows() -> None:
+    done = _bench("latency", "--idle", "6", "--seconds", "1")
+    assert done.returncode == 0, done.stderr[-2000:]
+    for rate in ("1,000", "10,000"):
+        for pct in ("p50", "p99", "p99.9"):
+            assert re.search(rf"produce latency @{rate}/s {pct} \(rdkafka\)\s+ms\s+[\d.,]+",
+                             done.stdout), done.stdout
+
+
+def test_idle_cpu_prints_each_broker_s_cores() -> None:
+    done = _bench("cpu", "--replicas", "30", "--settle", "0", "--seconds", "1")
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = re.search(r"30 replicas each, over 1 s: broker 1 ([\d.]+), broker 2 ([\d.]+), "
+                      r"broker 3 ([\d.]+); mean ([\d.]+)", done.stdout)
+    assert found is not None, done.stdout
+    assert all(0 <= float(v) < 2 for v in found.groups())
