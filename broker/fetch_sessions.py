@@ -1,7 +1,14 @@
 """Incremental fetch sessions (KIP-227): what a leader remembers of a fetcher's partitions.
 
 A fetcher (a follower's replica fetcher, or a consumer such as Kafka's Java client) that sends
-a full fetch with session epoch 0 asks the broker to remember the partitions it named. When the
+a full fetch with session epoch 0 asks the broker to remember the partitions it named. Kafka
+opens sessions for both; a partctl broker opens them for followers only, for now
+(:attr:`FetchSessionCache.serves_consumers`): a consumer's full fetch is answered with session
+id 0, which the protocol allows (a full cache answers so too), and the consumer goes on with
+full fetches, as it did before sessions. One run of Kafka's transactional copier through a
+fenced zombie, with consumer sessions on, saw a read_committed Java consumer read a value
+twice, and another saw a consumer poll nothing for two minutes with records to read; neither
+is explained yet. When the
 cache has room (``max.incremental.fetch.session.cache.slots``), the answer carries a new session
 id, and from then on the fetcher sends only what changed: the partitions it adds or whose fetch
 position, epoch, log start or size changed, and the ones it drops (``forgotten_topics_data``),
@@ -173,8 +180,13 @@ class FetchSessionCache:
     """The broker's sessions, at most ``slots`` of them (0: none are made)."""
 
     def __init__(self, slots: int = DEFAULT_SLOTS, *, eviction_seconds: float = EVICTION_SECONDS,
-                 clock: Clock = SYSTEM_CLOCK, random_id: Callable[[], int] | None = None) -> None:
+                 clock: Clock = SYSTEM_CLOCK, random_id: Callable[[], int] | None = None,
+                 consumers: bool = False) -> None:
         self.slots = slots
+        self.serves_consumers = consumers
+        """Whether a consumer's full fetch at epoch 0 opens a session too (Kafka's rule); off
+        in the broker for now: a consumer is answered without one, as when the cache is
+        full, and goes on with full fetches. Followers always get one."""
         self.eviction_seconds = eviction_seconds
         self._clock = clock
         self._random_id = random_id or (lambda: random.randint(1, _INT32_MAX))

@@ -220,7 +220,8 @@ def open_context(ctx: RequestContext, request: Any, names: Mapping[uuid.UUID, st
     if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
         if session_id != INVALID_SESSION_ID:
             cache.remove(session_id)
-        return FetchContext(asked, opening=epoch == INITIAL_EPOCH, privileged=privileged,
+        opening = epoch == INITIAL_EPOCH and (privileged or cache.serves_consumers)
+        return FetchContext(asked, opening=opening, privileged=privileged,
                             uses_topic_ids=uses_ids)
     session = cache.get(session_id)
     if session is None:

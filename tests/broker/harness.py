@@ -64,8 +64,10 @@ class InProcessBroker:
         self.groups = GroupCoordinator(broker_id, self.replica_manager, self.metadata,
                                        self.purgatory, self.loop, self.config.groups)
         self.loop.call_soon_threadsafe(self.groups.manager.start)
+        # consumers get sessions too here, so the protocol tests reach every rule with a
+        # consumer's fetch (the broker process opens them for followers only)
         self.fetch_sessions = FetchSessionCache(
-            self.config.max_incremental_fetch_session_cache_slots)
+            self.config.max_incremental_fetch_session_cache_slots, consumers=True)
         self.server.services = BrokerServices(
             broker_id=broker_id, config=self.config, replica_manager=self.replica_manager,
             metadata=self.metadata, purgatory=self.purgatory, loop=self.loop,

@@ -568,7 +568,9 @@ def test_kafka_streams_kip1071_protocol_gets_kafkas_unsupported_version_answer(
 
 # --- Kafka's TransactionalMessageCopier ---------------------------------------------------------
 
-COPIED = 1000
+COPIED = 4000
+"""Enough for each copier to take seconds: with 1,000 a copier could finish its share (100 a
+transaction, a few ms each) before the test, polling its output, could stop it mid-way."""
 
 
 def _copier(partctl: LocalCluster, directory: Path, name: str, source: str, sink: str,

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
+from broker.fetch_sessions import FetchSessionCache
 from coordinator.codecs import TopicPartition
 from kafkaclient.messages import build
 from tests.broker.harness import InProcessBroker
@@ -207,3 +208,15 @@ def test_no_sessions_when_the_cache_has_no_slots(tmp_path: Path) -> None:
             assert (full.session_id, len(answered(full))) == (0, 1)
     finally:
         broker.close()
+
+
+def test_a_broker_opens_sessions_for_followers_only_by_default(broker: InProcessBroker) -> None:
+    broker.fetch_sessions.serves_consumers = FetchSessionCache().serves_consumers
+    broker.set_partition("f", 0, replicas=(1, 2))
+    with RawClient(broker.address) as client:
+        consumer = client.call(fetch(0, 0, ALL))
+        assert (consumer.error_code, consumer.session_id, len(answered(consumer))) == (
+            ErrorCode.none, 0, 3)
+        follower = client.call(fetch(0, 0, [(0, 0)], replica_id=2, topic="f"))
+        assert follower.session_id != 0
+    assert len(broker.fetch_sessions) == 1
