@@ -124,6 +124,16 @@ class CachedPartition:
     want: Wanted | None = None
     """What a fetch reads of it, as last built (rebuilt when the fetcher changes it)."""
 
+    @classmethod
+    def asked(cls, want: Wanted, *, high_watermark: int = -1, log_start_offset: int = -1,
+              quiet: QuietStamp | None = None) -> CachedPartition:
+        """A partition as a fetch names it (and, when a full fetch opens the session, as its
+        answer told the fetcher)."""
+        return cls(fetch_offset=want.offset, max_bytes=want.max_bytes,
+                   leader_epoch=want.leader_epoch, last_fetched_epoch=want.last_fetched_epoch,
+                   fetcher_log_start=want.log_start_offset, high_watermark=high_watermark,
+                   log_start_offset=log_start_offset, quiet=quiet)
+
     def must_answer(self, *, records: int, high_watermark: int, log_start_offset: int,
                     error: bool, diverging: bool) -> bool:
         """Whether an incremental answer carries this partition (Kafka's rule)."""

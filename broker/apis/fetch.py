@@ -504,7 +504,7 @@ def _error_response(ctx: RequestContext, error: ErrorCode, session_id: int = 0) 
 
 def _response(ctx: RequestContext, request: Any, use: FetchContext,
               reads: list[PartitionRead]) -> Any:
-    answer = use.answer(ctx, use.wanted, reads)
+    answer = use.answer(ctx, reads)
     if isinstance(answer, ErrorCode):
         _close(reads)
         assert use.session is not None

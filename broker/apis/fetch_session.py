@@ -126,17 +126,15 @@ class FetchContext:
     """An incremental fetch's session partitions, as ``wanted`` lists them: a follower's read
     of one whose last read found nothing (its ``quiet`` stamp) checks that stamp first."""
 
-    def answer(self, ctx: RequestContext, wanted: list[Wanted], reads: list[PartitionRead]
+    def answer(self, ctx: RequestContext, reads: list[PartitionRead]
                ) -> tuple[int, list[Wanted], list[PartitionRead]] | ErrorCode:
-        """The session id the answer carries and the partitions it carries, or the session
-        error it is instead."""
+        """The session id the answer carries and the partitions it carries (of ``wanted``,
+        read as ``reads``), or the session error it is instead."""
+        wanted = self.wanted
         if self.opening:
-            cached = {_key(w, self.uses_topic_ids): CachedPartition(
-                fetch_offset=w.offset, max_bytes=w.max_bytes, leader_epoch=w.leader_epoch,
-                last_fetched_epoch=w.last_fetched_epoch, fetcher_log_start=w.log_start_offset,
-                high_watermark=r.high_watermark, log_start_offset=r.log_start_offset,
-                quiet=r.quiet)
-                for w, r in zip(wanted, reads, strict=True)}
+            cached = {_key(w, self.uses_topic_ids): CachedPartition.asked(
+                w, high_watermark=r.high_watermark, log_start_offset=r.log_start_offset,
+                quiet=r.quiet) for w, r in zip(wanted, reads, strict=True)}
             session_id = ctx.broker.fetch_sessions.create(self.privileged, self.uses_topic_ids,
                                                           cached)
             return session_id, wanted, reads
@@ -230,10 +228,8 @@ def open_context(ctx: RequestContext, request: Any, names: Mapping[uuid.UUID, st
         return ErrorCode.invalid_fetch_session_epoch
     if session.uses_topic_ids != uses_ids:
         return ErrorCode.fetch_session_topic_id_error
-    session.update(((_key(w, uses_ids), CachedPartition(
-        fetch_offset=w.offset, max_bytes=w.max_bytes, leader_epoch=w.leader_epoch,
-        last_fetched_epoch=w.last_fetched_epoch, fetcher_log_start=w.log_start_offset))
-        for w in asked), _forgotten(request, uses_ids))
+    session.update(((_key(w, uses_ids), CachedPartition.asked(w)) for w in asked),
+                   _forgotten(request, uses_ids))
     if not session.partitions:  # its last partition forgotten: closed
         cache.remove(session_id)
         return FetchContext(asked)
