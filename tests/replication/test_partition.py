@@ -14,7 +14,8 @@ from replication.isr import (
     high_watermark,
     out_of_sync_replicas,
 )
-from replication.protocol import ACKS_ALL
+from replication.partition import Partition
+from replication.protocol import ACKS_ALL, QuietStamp
 from replication.records import iter_batches
 
 from .test_replica_manager_cluster import TP, MiniCluster, make_batch
@@ -262,15 +263,21 @@ def test_follower_fetches_are_fenced_by_leader_epoch(cluster: MiniCluster) -> No
     assert leader.fetch(TP, 5, 100, 2, 1).error == ErrorCode.OFFSET_OUT_OF_RANGE
 
 
-def test_a_caught_up_follower_s_empty_fetch_is_stamped_and_holds_until_something_moves(
-    cluster: MiniCluster,
-) -> None:
+def quiet_follower(cluster: MiniCluster) -> tuple[Partition, int, QuietStamp | None]:
+    """Follower 2's empty fetch at the leader's log end on a settled cluster: the leader's
+    partition, its log end, and the fetch's stamp."""
     cluster.settle()
     leader = cluster.leader_manager()
     partition = leader.partition(TP)
     assert partition is not None
     leo = leader.status(TP).log_end_offset
-    stamp = follower_fetch(cluster, 2, leo).quiet
+    return partition, leo, follower_fetch(cluster, 2, leo).quiet
+
+
+def test_a_caught_up_follower_s_empty_fetch_is_stamped_and_holds_until_something_moves(
+    cluster: MiniCluster,
+) -> None:
+    partition, leo, stamp = quiet_follower(cluster)
     assert stamp is not None and stamp[1:3] == (leo, leo)
     assert follower_fetch(cluster, 3, leo).quiet == stamp
     assert partition.follower_unchanged(2, stamp)
@@ -282,12 +289,7 @@ def test_a_caught_up_follower_s_empty_fetch_is_stamped_and_holds_until_something
 
 
 def test_an_append_or_a_fetch_with_records_ends_the_stamp(cluster: MiniCluster) -> None:
-    cluster.settle()
-    leader = cluster.leader_manager()
-    partition = leader.partition(TP)
-    assert partition is not None
-    leo = leader.status(TP).log_end_offset
-    stamp = follower_fetch(cluster, 2, leo).quiet
+    partition, leo, stamp = quiet_follower(cluster)
     assert stamp is not None
     cluster.produce(acks=1)
     assert not partition.follower_unchanged(2, stamp)

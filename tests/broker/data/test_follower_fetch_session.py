@@ -86,12 +86,19 @@ def test_a_follower_names_only_what_changed_and_hears_only_what_changed(
     assert e.session_errors == 0
 
 
-def test_a_leader_that_lost_the_session_is_asked_in_full_at_once(
-        leader: InProcessBroker, endpoint: tuple[NetworkFetchEndpoint, list[Any]]) -> None:
+def opened(endpoint: tuple[NetworkFetchEndpoint, list[Any]]
+           ) -> tuple[NetworkFetchEndpoint, list[Any], list[PartitionFetch], int]:
+    """The endpoint after a first, full fetch of every partition: it, the requests sent, the
+    partitions it fetches, and the session that fetch opened."""
     e, sent = endpoint
     wants = [want(tp) for tp in TPS]
     e.fetch_partitions(2, wants)
-    old = e.session.id
+    return e, sent, wants, e.session.id
+
+
+def test_a_leader_that_lost_the_session_is_asked_in_full_at_once(
+        leader: InProcessBroker, endpoint: tuple[NetworkFetchEndpoint, list[Any]]) -> None:
+    e, sent, wants, old = opened(endpoint)
     leader.fetch_sessions.remove(old)  # as a restarted leader, or one that evicted it
     produce(leader, TPS[0], 2)
     results = e.fetch_partitions(2, wants)
@@ -104,10 +111,7 @@ def test_a_leader_that_lost_the_session_is_asked_in_full_at_once(
 
 def test_a_full_fetch_naming_the_session_replaces_it(
         leader: InProcessBroker, endpoint: tuple[NetworkFetchEndpoint, list[Any]]) -> None:
-    e, sent = endpoint
-    wants = [want(tp) for tp in TPS]
-    e.fetch_partitions(2, wants)
-    old = e.session.id
+    e, sent, wants, old = opened(endpoint)
     e.session.reset()  # what a failed call does (the leader may or may not have seen it)
     e.fetch_partitions(2, wants)
     assert (sent[-1].session_id, sent[-1].session_epoch) == (old, 0)  # closes the old one
