@@ -10,6 +10,10 @@ CPU time (``time.process_time``, so other work on the machine counts less) per r
 alone, and ``broker.wire.parse_request`` (both, as the server calls them). Best of three runs
 of ``--repeat`` requests each. The records of a Produce are a ``bytes`` field to the walk: their
 size costs it nothing (they are checked by the log's validation, measured by log_append.py).
+
+Then answers, as a client (``kafkaclient.connection``) or the controller's channel reads them
+(``kafkaclient.wire_check.read_checked``): a Metadata v12 answer for one topic of 6 and of 5,000
+partitions (RF 3), the walk alone, kio alone, and both.
 """
 
 from __future__ import annotations
@@ -25,11 +29,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from kio.schema.errors import ErrorCode  # noqa: E402
 from kio.serial import entity_reader, entity_writer  # noqa: E402
 
 from broker.wire import parse_request, request_class, response_module  # noqa: E402
 from kafkaclient.messages import build
-from kafkaclient.wire_check import check_frame  # noqa: E402
+from kafkaclient.wire_check import _entity_scan, check_frame, read_checked  # noqa: E402
 
 
 def _module(key: int, version: int):  # type: ignore[no-untyped-def]
@@ -78,6 +83,30 @@ def metadata(topics: int) -> bytes:
         include_topic_authorized_operations=False))
 
 
+def _walk(cls: type, data: bytes) -> int:
+    return _entity_scan(cls)(data, 0, len(data), [])
+
+
+def metadata_response(partitions: int) -> bytes:
+    """A Metadata v12 answer (body only) for one topic of ``partitions`` partitions, RF 3: what
+    a client polling a big topic reads back, and what the client side walks."""
+    m = response_module(3, 12)
+    parts = tuple(build(m.MetadataResponsePartition, error_code=ErrorCode.none, partition_index=i,
+                        leader_id=1 + i % 3, leader_epoch=4, replica_nodes=(1, 2, 3),
+                        isr_nodes=(1, 2, 3), offline_replicas=())
+                  for i in range(partitions))
+    body = build(m.MetadataResponse, throttle_time=timedelta(0),
+                 brokers=tuple(build(m.MetadataResponseBroker, node_id=b, host="127.0.0.1",
+                                     port=9092 + b, rack=None) for b in (1, 2, 3)),
+                 cluster_id="bench", controller_id=1, topics=(build(
+                     m.MetadataResponseTopic, error_code=ErrorCode.none, name="big",
+                     topic_id=uuid.UUID(int=7), is_internal=False, partitions=parts,
+                     topic_authorized_operations=-2147483648),))
+    out = io.BytesIO()
+    entity_writer(type(body))(out, body)
+    return out.getvalue()
+
+
 def best(repeat: int, run: Callable[[], object]) -> float:
     times = []
     for _ in range(3):
@@ -113,6 +142,18 @@ def main() -> None:
         kio = best(args.repeat, kio_only)
         both = best(args.repeat, lambda f=frame, k=key, v=version: parse_request(f, k, v))
         print(f"{name:<36} {len(frame):>8} {check * 1e6:>9.1f} {kio * 1e6:>8.1f} "
+              f"{both * 1e6:>8.1f}")
+    # an answer, as a client (kafkaclient.connection) or the controller's channel reads one
+    for partitions in (6, 5000):
+        answer = metadata_response(partitions)
+        cls = type(entity_reader(response_module(3, 12).MetadataResponse)(answer, 0)[0])
+        reader = entity_reader(cls)
+        repeat = max(1, args.repeat * 6 // partitions)
+        walk = best(repeat, lambda a=answer, c=cls: _walk(c, a))
+        kio = best(repeat, lambda a=answer, r=reader: r(a, 0))
+        both = best(repeat, lambda a=answer, c=cls: read_checked(c, a))
+        name = f"Metadata v12 answer, {partitions} parts"
+        print(f"{name:<36} {len(answer):>8} {walk * 1e6:>9.1f} {kio * 1e6:>8.1f} "
               f"{both * 1e6:>8.1f}")
 
 

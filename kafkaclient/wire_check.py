@@ -110,6 +110,10 @@ def _fail(message: str) -> FrameError:
 
 
 def _uvarint(buf: bytes, pos: int, end: int, what: str) -> tuple[int, int]:
+    if pos < end:
+        value = buf[pos]
+        if value < 0x80:  # one byte: most lengths, counts and tags
+            return value, pos + 1
     value = 0
     for shift in range(0, 35, 7):
         if pos >= end:
@@ -150,8 +154,12 @@ def _length(buf: bytes, pos: int, end: int, flexible: bool, legacy: struct.Struc
             nullable: bool, what: str) -> tuple[int, int]:
     """A length prefix: (length, position after it); -1 for null (allowed or refused)."""
     if flexible:
-        raw, pos = _uvarint(buf, pos, end, what)
-        length = raw - 1
+        if pos < end and buf[pos] < 0x80:
+            length = buf[pos] - 1
+            pos += 1
+        else:
+            raw, pos = _uvarint(buf, pos, end, what)
+            length = raw - 1
     else:
         _need(pos, legacy.size, end, what)
         (length,) = legacy.unpack_from(buf, pos)
@@ -182,7 +190,11 @@ def _blob_scan(flexible: bool, nullable: bool, string: bool, what: str) -> Scan:
 def _array_scan(item: Scan, item_size: int, fixed: bool, flexible: bool, nullable: bool,
                 what: str) -> Scan:
     def scan(buf: bytes, pos: int, end: int, edits: list[Edit]) -> int:
-        count, pos = _length(buf, pos, end, flexible, _I32, nullable, what)
+        if flexible and pos < end and 0 < buf[pos] < 0x80:  # a short array, not null
+            count = buf[pos] - 1
+            pos += 1
+        else:
+            count, pos = _length(buf, pos, end, flexible, _I32, nullable, what)
         if count <= 0:
             return pos
         if count * item_size > end - pos:
@@ -295,6 +307,8 @@ def _entity_scan(cls: type) -> Scan:
             pos = step(buf, pos, end, edits)
         if not flexible:
             return pos
+        if pos < end and buf[pos] == 0:  # no tagged fields, the usual case
+            return pos + 1
         return _tagged_fields(buf, pos, end, edits, tagged, name)
     return scan
 

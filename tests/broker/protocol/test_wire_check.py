@@ -71,6 +71,23 @@ def test_length_lies_and_nulls_are_refused_before_kio_reads_them(
     assert said in refusal(frame, key, version)
 
 
+INCREMENTAL_V1_HEADER = struct.pack(">hhih", 44, 1, 1, 1) + b"x\x00"
+
+
+@pytest.mark.parametrize(("body", "said"), [
+    pytest.param(b"\x00", "null in a non-nullable", id="a-one-byte-null"),
+    pytest.param(b"\x7f\x00\x00\x00", "126 elements claimed", id="a-one-byte-count-too-large"),
+    pytest.param(b"", "runs past the end", id="no-byte-for-the-length"),
+    pytest.param(b"\x02" + b"\x02\x06ab", "needs 5 bytes", id="a-name-cut-short"),
+])
+@pytest.mark.processes
+def test_one_byte_lengths_are_checked_as_longer_ones(body: bytes, said: str) -> None:
+    """The walk reads a one-byte compact length or count on a short path (most of them are
+    one byte): a null where none is allowed, a count the bytes cannot hold and a frame that
+    ends first are refused on it as on the long one."""
+    assert said in refusal(INCREMENTAL_V1_HEADER + body, 44, 1)
+
+
 PARSE_ONE = textwrap.dedent("""
     import sys
     from broker.wire import FrameError, parse_request
