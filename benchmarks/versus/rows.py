@@ -21,7 +21,11 @@ ROWS = ("produce", "consume", "txn-produce", "txn-consume", "latency", "e2e", "c
 DATA_PLANE = ("produce", "consume", "txn-produce", "txn-consume", "latency", "e2e", "cpu")
 CLIENTS = ("java", "rdkafka")
 PARTITIONS = 6
-POLL_INTERVAL = 0.02
+POLL_PERIOD = 0.05
+"""How often the leader polls of a step ask every broker (a round starts this long after the
+one before, or at once if that one took longer): a fixed cadence, so that how fast this
+process reads an answer does not change how much asking the brokers serve while a step is
+timed."""
 """Seconds between two rounds of a step's Metadata questions (each broker asked in turn, over
 the connection kept for the step): the steps are timed to within it."""
 
@@ -113,6 +117,7 @@ def wait_led(system: System, topics: dict[str, int], timeout: float, *,
     names = list(topics)
     with Poller() as poller:
         while waiting:
+            round_start = time.perf_counter()
             up = live(system) - {gone}
             for i in sorted(waiting):
                 if all_led(poller.ask(system.nodes[i].address, names), topics, live=up,
@@ -124,7 +129,7 @@ def wait_led(system: System, topics: dict[str, int], timeout: float, *,
                                    + f" for every partition of {', '.join(names)} in "
                                    f"{timeout:.0f}s")
             if waiting:
-                time.sleep(POLL_INTERVAL)
+                time.sleep(max(0.0, round_start + POLL_PERIOD - time.perf_counter()))
     return time.perf_counter() - start
 
 
