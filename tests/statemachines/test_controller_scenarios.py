@@ -403,7 +403,10 @@ def _shut_down_3(three: Cluster):  # type: ignore[no-untyped-def]
 
 def test_a_broker_in_controlled_shutdown_hears_of_its_own_leaders_moving(three: Cluster) -> None:
     """Kafka sends the metadata of a LeaderAndIsr change to liveOrShuttingDownBrokerIds: the
-    broker shutting down too, which lists it no longer live."""
+    broker shutting down hears it too. Its live list leaves that broker out here, from the
+    controlled shutdown's announcement on, so that no leader proposes it back into an ISR;
+    Kafka 3.9's lists it (ControllerChannelManager builds the list from
+    liveOrShuttingDownBrokers) and refuses such a proposal in AlterPartition instead."""
     b3 = _shut_down_3(three)
     meta = b3.metadata()[tp("t", 2)]
     assert meta.leader == 1 and 3 not in meta.isr
