@@ -154,12 +154,8 @@ def _length(buf: bytes, pos: int, end: int, flexible: bool, legacy: struct.Struc
             nullable: bool, what: str) -> tuple[int, int]:
     """A length prefix: (length, position after it); -1 for null (allowed or refused)."""
     if flexible:
-        if pos < end and buf[pos] < 0x80:
-            length = buf[pos] - 1
-            pos += 1
-        else:
-            raw, pos = _uvarint(buf, pos, end, what)
-            length = raw - 1
+        raw, pos = _uvarint(buf, pos, end, what)
+        length = raw - 1
     else:
         _need(pos, legacy.size, end, what)
         (length,) = legacy.unpack_from(buf, pos)
