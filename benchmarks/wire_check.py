@@ -146,7 +146,7 @@ def main() -> None:
     # an answer, as a client (kafkaclient.connection) or the controller's channel reads one
     for partitions in (6, 5000):
         answer = metadata_response(partitions)
-        cls = type(entity_reader(response_module(3, 12).MetadataResponse)(answer, 0)[0])
+        cls = response_module(3, 12).MetadataResponse
         reader = entity_reader(cls)
         repeat = max(1, args.repeat * 6 // partitions)
         walk = best(repeat, lambda a=answer, c=cls: _walk(c, a))

@@ -5,12 +5,13 @@ a full fetch with session epoch 0 asks the broker to remember the partitions it 
 opens sessions for both; a partctl broker opens them for followers only, for now
 (:attr:`FetchSessionCache.serves_consumers`): a consumer's full fetch is answered with session
 id 0, which the protocol allows (a full cache answers so too), and the consumer goes on with
-full fetches, as it did before sessions. One run of Kafka's transactional copier through a
-fenced zombie, with consumer sessions on, saw a read_committed Java consumer read a value
-twice, and another saw a consumer poll nothing for two minutes with records to read; neither
-is explained yet. When the
-cache has room (``max.incremental.fetch.session.cache.slots``), the answer carries a new session
-id, and from then on the fetcher sends only what changed: the partitions it adds or whose fetch
+full fetches, as it did before sessions. One full test run with consumer sessions on saw
+Kafka's read_committed Java consumer read one value of a transactional copy twice, which is not
+explained yet (a paused copier that polled nothing for two minutes in another run is the
+copier's own doing: it had reset to offsets another copier had already committed to the end).
+
+When the cache has room (``max.incremental.fetch.session.cache.slots``), the answer carries a
+new session id, and from then on the fetcher sends only what changed: the partitions it adds or whose fetch
 position, epoch, log start or size changed, and the ones it drops (``forgotten_topics_data``),
 with the epoch counting up (1, 2, ... wrapping from 2**31 - 1 to 1). The broker reads every
 partition of the session on each fetch, as before, but answers only the partitions with

@@ -22,12 +22,10 @@ DATA_PLANE = ("produce", "consume", "txn-produce", "txn-consume", "latency", "e2
 CLIENTS = ("java", "rdkafka")
 PARTITIONS = 6
 POLL_PERIOD = 0.05
-"""How often the leader polls of a step ask every broker (a round starts this long after the
-one before, or at once if that one took longer): a fixed cadence, so that how fast this
-process reads an answer does not change how much asking the brokers serve while a step is
-timed."""
-"""Seconds between two rounds of a step's Metadata questions (each broker asked in turn, over
-the connection kept for the step): the steps are timed to within it."""
+"""Seconds from one round of a step's Metadata questions to the next (each broker asked in
+turn, over the connection kept for the step; at once if a round took longer): the steps are
+timed to within it. A fixed cadence, so that how fast this process reads an answer does not
+change how much asking the brokers serve while a step is timed."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
