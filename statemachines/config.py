@@ -96,6 +96,11 @@ class ControllerConfig:
     collector runs again as soon as the event is done. It is re-enabled only if this handler
     disabled it; after an event that left many new objects, what survives it is frozen first
     (``statemachines.controller.settle_garbage``)."""
+    shutdown_answers_wait: float = 5.0
+    """How long a controlled shutdown's second step (its follower replicas) waits for the
+    brokers to answer the first (the leadership move) before it runs anyway: a broker that
+    does not answer, or whose queue was dropped, must not keep the shutting-down broker
+    waiting until its request times out."""
     error_backoff: StandBackoff = field(default_factory=StandBackoff)
     """How long to hold back from standing after resigning over an unexpected error."""
     candidate: bool = _default("partctl.controller.candidate", bool)

@@ -97,6 +97,51 @@ def _broker_change(event: ev.ControllerEvent) -> bool:
     return isinstance(event, ev.BrokerNodeChanged | ev.BrokerIdsChanged)
 
 
+class _AwaitedAnswers:
+    """A batch whose answers something waits for (:meth:`Controller.send_then`): ``then`` is
+    queued once, when the last request is answered or when ``wait`` seconds have passed."""
+
+    def __init__(self, controller: Controller, then: ev.ControllerEvent, requests: int,
+                 wait: float) -> None:
+        self._controller = controller
+        self.then = then
+        self._left = requests
+        self._lock = threading.Lock()
+        self._done = False
+        self._timer = threading.Timer(wait, self.finish)
+        self._timer.daemon = True
+
+    def start(self) -> None:
+        if not self._done:
+            self._timer.start()
+
+    def on_response(self, broker_id: int, request: BrokerRequest, response: BrokerResponse
+                    ) -> None:
+        """Any thread: the controller's own handling, then one answer fewer to wait for."""
+        self._controller._on_response(broker_id, request, response)
+        with self._lock:
+            self._left -= 1
+            last = self._left == 0
+        if last:
+            self.finish()
+
+    def finish(self) -> None:
+        """Queue ``then`` (once): every answer is in, or the wait is over."""
+        if not self.cancel():
+            return
+        self._controller.events.put(self.then)
+
+    def cancel(self) -> bool:
+        """Stop waiting; whether this call did (False: it was already done)."""
+        with self._lock:
+            if self._done:
+                return False
+            self._done = True
+        self._timer.cancel()
+        self._controller._awaiting.discard(self)
+        return True
+
+
 FREEZE_AFTER = 100_000
 """Objects (tracked by the cyclic collector) an event may leave behind before what survives it
 is frozen: see :func:`settle_garbage`."""
@@ -151,6 +196,8 @@ class Controller:
         """While set and not yet reached (on ``config.error_backoff.clock``), this candidate
         does not stand: it resigned over an error."""
         self._stand_timer: threading.Timer | None = None
+        self._awaiting: set[_AwaitedAnswers] = set()
+        """Batches whose answers an event waits for (:meth:`send_then`)."""
         self.on_active: list[Callable[[Controller], None]] = []
         self._controller_watch: Watch | None = None
         self._channel_targets: dict[int, Target] = {}
@@ -215,6 +262,7 @@ class Controller:
             self._controller_watch = None
         self._config_changes.close()
         self.view.close()
+        self._stop_awaiting(NotController(f"controller {self.broker_id} closed"))
         self._reset_channel()
 
     def _on_config_change(self, entity_type: str, name: str) -> None:
@@ -371,6 +419,15 @@ class Controller:
                 if (svc := self._running()) is None:
                     raise NotController(f"broker {self.broker_id} is not the controller")
                 shutdown.on_controlled_shutdown(svc, event)
+            case ev.ControlledShutdownLeadersMoved():
+                svc = self._running()
+                if svc is None or svc.epoch != event.controller_epoch:
+                    # the term that moved the leaders is over: the broker asks the new one
+                    self._fail_request(event, NotController(
+                        f"controller {self.broker_id} resigned during the controlled shutdown "
+                        f"of broker {event.broker_id}"))
+                else:
+                    shutdown.on_leaders_moved(svc, event)
             case ev.LeaderElectionRequested():
                 if (svc := self._running()) is None:
                     raise NotController(f"broker {self.broker_id} is not the controller")
@@ -396,6 +453,26 @@ class Controller:
         requests = batch.build(self.broker_id, fence.epoch.epoch, epochs, self._topic_id)
         for broker_id, reqs in requests.items():
             self.channel.send(broker_id, reqs, self._on_response)
+
+    def send_then(self, batch: RequestBatch, then: ev.ControllerEvent) -> None:
+        """Send ``batch`` as :meth:`send` does; queue ``then`` once every request of it is
+        answered, or after ``config.shutdown_answers_wait`` seconds (a broker that does not
+        answer, or whose queue is dropped meanwhile, is not waited for longer)."""
+        fence = self.fence
+        if fence is None or not fence.is_open:
+            raise NotController("not sending: this controller resigned")
+        if batch.is_empty:
+            self.events.put(then)
+            return
+        epochs = self.ctx.broker_epochs()
+        self._sync_channel(epochs)
+        requests = batch.build(self.broker_id, fence.epoch.epoch, epochs, self._topic_id)
+        awaited = _AwaitedAnswers(self, then, sum(len(r) for r in requests.values()),
+                                  self.config.shutdown_answers_wait)
+        self._awaiting.add(awaited)
+        for broker_id, reqs in requests.items():
+            self.channel.send(broker_id, reqs, awaited.on_response)
+        awaited.start()
 
     def _sync_channel(self, epochs: dict[int, int]) -> None:
         """Tell the channel the registered brokers when they changed since it was last told
@@ -474,7 +551,8 @@ class Controller:
         self.services = ControllerServices(
             broker_id=self.broker_id, ctx=ctx, partitions=partitions,
             replicas=ReplicaStateMachine(ctx, partitions), fence=fence, metadata=self.metadata,
-            config=self.config, send=self.send, unwatch_topic=self.view.unwatch_topic)
+            config=self.config, send=self.send, send_then=self.send_then,
+            unwatch_topic=self.view.unwatch_topic)
         metadata_sent = failover.on_controller_failover(self.services)
         self.view.finish_failover()
         self._start_rebalance_timer()
@@ -492,12 +570,14 @@ class Controller:
         if self._timer is not None:
             self._timer.stop()
             self._timer = None
+        resigned = NotController(f"controller {self.broker_id} resigned")
+        self._stop_awaiting(resigned)
         for event in self.events.drain():
             if isinstance(event, ev.VIEW_EVENTS) and not isinstance(
                     event, ev.ControllerNodeChanged):
                 self.view.apply(event)
             else:
-                self._fail_request(event, NotController(f"controller {self.broker_id} resigned"))
+                self._fail_request(event, resigned)
         self.ctx.reset_controller_state()
         self.services = None
         self._reset_channel()  # what the old term queued is not sent
@@ -505,6 +585,12 @@ class Controller:
             self.view.watch_partition_states(list(self.ctx.replicas))
         if stand_again and not self._closed:
             self.events.put(ev.Stand())
+
+    def _stop_awaiting(self, exc: Exception) -> None:
+        """No more waiting for answers (:meth:`send_then`): what waited fails with ``exc``."""
+        for awaited in list(self._awaiting):
+            if awaited.cancel():
+                self._fail_request(awaited.then, exc)
 
     def _resign_after_error(self, reason: str) -> None:
         """Resign over an unexpected error: close the fence, give up ``/controller`` (fenced

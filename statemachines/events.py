@@ -24,6 +24,7 @@ __all__ = [
     "AutoRebalanceTick",
     "BrokerIdsChanged",
     "BrokerNodeChanged",
+    "ControlledShutdownLeadersMoved",
     "ControlledShutdownRequested",
     "ControllerEvent",
     "ControllerNodeChanged",
@@ -147,6 +148,21 @@ class ControlledShutdownRequested:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ControlledShutdownLeadersMoved:
+    """The brokers have answered a controlled shutdown's leadership move (or stopped being
+    waited for): its second step, the broker's follower replicas, comes next; ``reply`` is
+    the request's. ``controller_epoch`` is the term that moved them: another term's is
+    refused with NotController, and the broker asks again."""
+
+    broker_id: int
+    broker_epoch: int
+    controller_epoch: int
+    followed: tuple[TopicPartition, ...]
+    """The partitions it followed (did not lead) when the first step began."""
+    reply: Future[Any] = field(compare=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LeaderElectionRequested:
     """An admin's request for preferred (or, ``unclean``, offline out-of-sync) elections of
     ``partitions`` (Kafka's ReplicaLeaderElection with AdminClientTriggered); ``reply`` gets
@@ -189,6 +205,7 @@ ControllerEvent = (
     | AutoRebalanceTick
     | ReplicaDeletionFinished
     | ControlledShutdownRequested
+    | ControlledShutdownLeadersMoved
     | LeaderElectionRequested
     | AlterPartitionRequested
 )

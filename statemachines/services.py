@@ -2,8 +2,8 @@
 
 A handler (statemachines/handlers/) sees the context, the two state machines, the fence every
 write goes through, the metadata client it reads admin nodes with, the settings, and the few
-operations it needs of the controller: a new request batch, sending one, and no longer
-following a deleted topic. It never sees the controller itself (its election, its view's
+operations it needs of the controller: a new request batch, sending one (and going on once its
+answers are in), and no longer following a deleted topic. It never sees the controller itself (its election, its view's
 watches, its event queue), so handlers depend on this module and the state machines, and the
 controller depends on the handlers, never the reverse.
 
@@ -20,6 +20,7 @@ from elections.controller_election import Fence
 from interbroker.requests import RequestBatch
 from statemachines.config import ControllerConfig
 from statemachines.context import ControllerContext
+from statemachines.events import ControllerEvent
 from statemachines.partition_sm import PartitionStateMachine
 from statemachines.replica_sm import ReplicaStateMachine
 
@@ -41,6 +42,10 @@ class ControllerServices:
     send: Callable[[RequestBatch], None]
     """Send a batch once: each broker its requests, with this controller's epoch (raises
     NotController once this controller has resigned)."""
+    send_then: Callable[[RequestBatch, ControllerEvent], None]
+    """Send a batch as ``send`` does, then queue the event once every broker has answered
+    every request of it, or once ``config.shutdown_answers_wait`` has passed, whichever comes
+    first. A controller that resigns meanwhile fails the event's ``reply`` (NotController)."""
     unwatch_topic: Callable[[str], None]
     """Stop following a deleted topic's node."""
 

@@ -413,6 +413,30 @@ def test_a_broker_in_controlled_shutdown_hears_of_its_own_leaders_moving(three: 
     assert 3 not in b3.live_brokers()
 
 
+def test_a_new_leader_hears_that_the_broker_leaving_is_not_live_before_it_leads(
+        three: Cluster) -> None:
+    """partctl's leaders write their ISRs themselves (the state node, as Kafka's brokers did
+    before AlterPartition), so the controller cannot refuse a leaving broker back into an
+    ISR: each leader must leave it out on its own. The live list without it reaches every
+    broker before any LeaderAndIsr of the controlled shutdown, and the follower step (ISR
+    shrink, StopReplica) comes after both."""
+    for p in three.participants.values():
+        p.handler.clear()
+    _shut_down_3(three)
+    for b in (1, 2):
+        got = three.participants[b].handler.received()
+        lais = [i for i, r in enumerate(got) if isinstance(r, LeaderAndIsrRequest)]
+        assert lais, f"broker {b} heard no LeaderAndIsr"
+        announced = [r for r in got[:lais[0]] if isinstance(r, UpdateMetadataRequest)]
+        assert announced and all(3 not in [x.id for x in r.live_brokers] for r in announced)
+        moved, *shrunk = (got[i] for i in lais)
+        assert all(3 not in x.isr for x in moved.partitions)
+        # the ISR shrink of what broker 3 followed came in a later LeaderAndIsr
+        assert shrunk and all(3 not in x.isr for r in shrunk for x in r.partitions)
+    first = three.participants[1].handler.received(LeaderAndIsrRequest)[0]
+    assert [(x.topic, x.partition, x.leader) for x in first.partitions] == [("t", 2, 1)]
+
+
 def _isr_change(c: Cluster) -> None:
     assert change_isr(c.participants[1].metadata, tp("t", 0), [1])
 

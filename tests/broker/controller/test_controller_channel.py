@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import io
+import socket
 import threading
 import uuid
 from collections.abc import Iterator
@@ -43,6 +44,7 @@ from coordinator.clock import SYSTEM_CLOCK
 from coordinator.codecs import BrokerInfo, TopicPartition
 from coordinator.metadata import MetadataClient
 from coordinator.servers import free_port
+from elections.controller_election import NotController
 from interbroker.channel import BrokerResponse, Target
 from interbroker.controller_client import ControllerClient
 from interbroker.errors import ErrorCode, StaleBrokerEpoch
@@ -59,6 +61,7 @@ from interbroker.requests import (
 )
 from replication.config import ReplicaConfig
 from replication.replica_manager import ReplicaManager
+from statemachines.config import ControllerConfig
 from statemachines.participant import Participant
 from tests.recording_broker import RecordingBroker
 from tests.waiting import Recorder, wait_until
@@ -389,3 +392,112 @@ def test_services_without_a_network_refuse_controller_requests(tmp_path: Path,
         assert answers.wait_count(1)[0][2].error == ErrorCode.BROKER_NOT_AVAILABLE
     finally:
         channel.reset()
+
+
+# --- a controlled shutdown's two steps, over the network -----------------------------------------
+
+
+class _Silent:
+    """A listener on loopback that accepts connections and never answers: a registered broker
+    whose process hangs."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _three_over_the_network(tmp_path: Path, servers: list[_Server], wait: float,
+                            silent: _Silent | None = None) -> dict[int, Participant]:
+    """Participants 1 (the controller), 2 and 3 on one memory coordinator, each behind its own
+    server, but 3 registered at ``silent`` if given; topic ``t``: 2 leads partition 0 and
+    follows 1 and 2."""
+    url = f"memory://steps-{uuid.uuid4().hex[:10]}"
+    config = ControllerConfig(shutdown_answers_wait=wait)
+    nodes: dict[int, Participant] = {}
+    for b in (1, 2, 3):
+        server = _Server(tmp_path / f"b{b}", b, None)
+        servers.append(server)
+        port = silent.port if b == 3 and silent is not None else server.port
+        info = BrokerInfo(id=b, host="127.0.0.1", port=port,
+                          endpoints=(f"PLAINTEXT://127.0.0.1:{port}",))
+        nodes[b] = Participant(url, b, handler=RecordingBroker, network=server.network,
+                               registration=info, config=config)
+        server.participant = nodes[b]
+    nodes[1].start()
+    wait_until(lambda: nodes[1].controller.active)
+    nodes[2].start()
+    nodes[3].start()
+    wait_until(lambda: set(nodes[1].controller.ctx.brokers) == {1, 2, 3})
+    Admin(nodes[1].coordinator).create_topic(
+        "t", assignment={0: [2, 1, 3], 1: [1, 2, 3], 2: [3, 2, 1]})
+    wait_until(lambda: len(nodes[1].controller.ctx.leaders) == 3)
+    return nodes
+
+
+def _states(p: Participant) -> dict[int, tuple[int, tuple[int, ...]]]:
+    tps = [TopicPartition("t", n) for n in range(3)]
+    states = p.metadata.partition_states(tps)
+    return {tp.partition: (states[tp].value.leader, tuple(states[tp].value.isr)) for tp in tps}
+
+
+def test_the_follower_step_runs_once_every_broker_has_answered_the_leadership_move(
+        tmp_path: Path, servers: list[_Server]) -> None:
+    """The wait for answers is ten minutes here: the broker is answered (and its follower
+    replicas shrunk out of their ISRs) only because every broker answered the first step."""
+    nodes = _three_over_the_network(tmp_path, servers, wait=600)
+    try:
+        ctl = nodes[1].controller
+        assert ctl.request_controlled_shutdown(2, nodes[2].broker_epoch).result(60) == ()
+        assert _states(nodes[1]) == {0: (1, (1, 3)), 1: (1, (1, 3)), 2: (3, (3, 1))}
+        broker2 = nodes[2].handler
+        assert isinstance(broker2, RecordingBroker)
+        # what it led it still follows; what it followed is stopped (not deleted)
+        wait_until(lambda: broker2.stopped(deleted=False) == {
+            TopicPartition("t", 1), TopicPartition("t", 2)})
+        assert ctl._awaiting == set()
+    finally:
+        for p in reversed(nodes.values()):
+            p.close()
+
+
+def test_a_broker_that_never_answers_holds_the_follower_step_only_for_the_wait(
+        tmp_path: Path, servers: list[_Server]) -> None:
+    silent = _Silent()
+    nodes = _three_over_the_network(tmp_path, servers, wait=5, silent=silent)
+    try:
+        ctl = nodes[1].controller
+        reply = ctl.request_controlled_shutdown(2, nodes[2].broker_epoch)
+        # the leadership moved; broker 3 has not answered it, so the second step waits
+        wait_until(lambda: _states(nodes[1])[0] == (1, (1, 3)))
+        assert not reply.done()
+        followed = _states(nodes[1])
+        assert 2 in followed[1][1] and 2 in followed[2][1]
+        assert reply.result(60) == ()
+        assert _states(nodes[1]) == {0: (1, (1, 3)), 1: (1, (1, 3)), 2: (3, (3, 1))}
+    finally:
+        for p in reversed(nodes.values()):
+            p.close()
+        silent.close()
+
+
+def test_a_controller_that_resigns_while_waiting_fails_the_shutdown_request(
+        tmp_path: Path, servers: list[_Server]) -> None:
+    """The broker asks the next controller: this one says NOT_CONTROLLER at once instead of
+    leaving it waiting for its request to time out."""
+    silent = _Silent()
+    nodes = _three_over_the_network(tmp_path, servers, wait=600, silent=silent)
+    try:
+        ctl = nodes[1].controller
+        reply = ctl.request_controlled_shutdown(2, nodes[2].broker_epoch)
+        wait_until(lambda: _states(nodes[1])[0] == (1, (1, 3)))
+        assert not reply.done()
+        nodes[1].close()
+        with pytest.raises(NotController):
+            reply.result(30)
+    finally:
+        for p in reversed(nodes.values()):
+            p.close()
+        silent.close()
