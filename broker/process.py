@@ -60,7 +60,7 @@ from broker.controller_channel import CONTROLLER_API_KEYS, KafkaNetwork
 from broker.fetch_client import NetworkTransport, broker_fetch_transport
 from broker.fetch_sessions import FetchSessionCache
 from broker.groups import GroupCoordinator
-from broker.logs import lines_for, setup_logging
+from broker.logs import LineWriter, lines_for, setup_logging
 from broker.metadata_cache import MetadataCache, ObservingHandler
 from broker.metrics.collector import KafkaCollector
 from broker.metrics.server import MetricsServer
@@ -482,9 +482,22 @@ def run_process(config_path: str, err: TextIO | None, *, role: str,
     """Load ``config_path`` (one line and exit 1 if it is bad), log to ``err`` in
     ``log_format`` (the state-change log to ``partctl.state.change.log.file`` if set), then
     run ``main`` (a broker's or a controller's) until it is stopped; its exit status. An
-    unexpected error is one line naming the ``role`` (the traceback goes to the debug log)."""
+    unexpected error is one line naming the ``role`` (the traceback goes to the debug log).
+
+    Every line is written by one thread of the process's own (:class:`LineWriter`), in order,
+    and all of it is written before this returns."""
     sys.setswitchinterval(SWITCH_INTERVAL)
-    raw = err or sys.stderr
+    writer = LineWriter()
+    try:
+        return _run_process(config_path, writer.stream(err or sys.stderr), role=role,
+                            main=main, controller_only=controller_only, log_format=log_format)
+    finally:
+        writer.close()
+
+
+def _run_process(config_path: str, raw: TextIO, *, role: str,
+                 main: Callable[[BrokerConfig, TextIO], Coroutine[Any, Any, int]],
+                 controller_only: bool, log_format: str) -> int:
     err = lines_for(raw, log_format, f"partctl.{role}")
     try:
         loaded = load_config(config_path, controller_only=controller_only)

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from broker.controller_process import run as run_controller
-from broker.logs import JsonLines
+from broker.logs import JsonLines, LineWriter, setup_logging
 from broker.process import run as run_broker
+from interbroker.fencing import LOGGER_NAME
 
 
 def test_a_process_s_own_error_line_is_a_json_object_in_the_json_format(tmp_path: Path
@@ -61,3 +64,94 @@ def test_a_broker_or_controller_process_shortens_the_interpreter_s_switch_interv
     finally:
         sys.setswitchinterval(before)
     assert SWITCH_INTERVAL <= 0.005 / 5
+
+
+class _Recorded(io.StringIO):
+    """A stream that notes which threads wrote to it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writers: set[str] = set()
+
+    def write(self, text: str) -> int:
+        self.writers.add(threading.current_thread().name)
+        return super().write(text)
+
+
+def test_the_line_writer_writes_every_line_in_order_from_a_thread_of_its_own() -> None:
+    """A thread that logs makes no system call for it: a request thread logging a line per
+    partition would otherwise wait for the interpreter again after every write."""
+    raw, other = _Recorded(), _Recorded()
+    writer = LineWriter(name="test-writer")
+    out, second = writer.stream(raw), writer.stream(other)
+
+    def lines(tag: str) -> None:
+        for n in range(500):
+            print(f"{tag} {n}", file=out)
+            second.write(f"{tag} {n}\n")
+
+    threads = [threading.Thread(target=lines, args=(t,), name=f"caller-{t}") for t in "abc"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    writer.close()
+    for stream in (raw, other):
+        got = stream.getvalue().splitlines()
+        assert len(got) == 1500
+        for tag in "abc":  # each caller's lines in its own order
+            assert [line for line in got if line.startswith(tag)] == [
+                f"{tag} {n}" for n in range(500)]
+        assert stream.writers == {"test-writer"}
+    print("after", file=out)  # once closed, straight through
+    assert raw.getvalue().endswith("after\n")
+    assert raw.writers == {"test-writer", threading.current_thread().name}
+
+
+def test_the_line_writer_closes_an_owned_stream_after_its_lines_and_survives_a_broken_one(
+        tmp_path: Path) -> None:
+    class Broken(io.StringIO):
+        def write(self, text: str) -> int:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    writer = LineWriter()
+    path = tmp_path / "own.log"
+    owned = writer.stream(open(path, "a", encoding="utf-8"), owned=True)  # noqa: SIM115
+    broken, fine = writer.stream(Broken()), writer.stream(io.StringIO())
+    owned.write("first\n")
+    broken.write("lost\n")
+    owned.write("second\n")
+    owned.close()
+    owned.write("after close\n")  # a closed stream takes nothing more
+    fine.write("still written\n")
+    writer.close()
+    assert path.read_text() == "first\nsecond\n"
+    assert fine._raw.getvalue() == "still written\n"  # type: ignore[attr-defined]
+
+
+def test_a_process_s_state_change_file_is_written_by_its_line_writer(
+        tmp_path: Path) -> None:
+    root, changes = logging.getLogger(), logging.getLogger(LOGGER_NAME)
+    handlers, level = list(root.handlers), root.level
+    writer = LineWriter(name="test-writer")
+    own = tmp_path / "state-change.log"
+    main = _Recorded()
+    try:
+        setup_logging(writer.stream(main), state_change_file=str(own))
+        logging.getLogger("partctl.test").info("main line")
+        changes.info("a state change")
+        writer.close()
+        assert main.getvalue().endswith("partctl.test: main line\n")
+        assert own.read_text().endswith(f"{LOGGER_NAME}: a state change\n")
+        assert main.writers == {"test-writer"}
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        for handler in list(changes.handlers):
+            changes.removeHandler(handler)
+            handler.close()
+        for handler in handlers:
+            root.addHandler(handler)
+        root.setLevel(level)
+        changes.propagate = True
+        writer.close()
