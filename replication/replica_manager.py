@@ -20,7 +20,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -44,7 +44,7 @@ from interbroker.requests import (
 )
 from replication.config import ReplicaConfig
 from replication.delayed_produce import ProduceFuture, failed
-from replication.epochs import batched_epoch_writes
+from replication.epochs import BATCH_WRITERS, batched_epoch_writes
 from replication.errors import InvalidEpochError, StorageError
 from replication.fetcher import ReplicaFetcher
 from replication.isr import IsrChangeBatcher, IsrStore, LocalIsrStore
@@ -158,6 +158,7 @@ class ReplicaManager:
         self._next_isr_check_ms = now + cfg.replica_lag_time_max_ms // 2
         self._next_hw_checkpoint_ms = now + cfg.high_watermark_checkpoint_interval_ms
         self._running = True
+        self._epoch_writer = ThreadPoolExecutor(BATCH_WRITERS, thread_name_prefix="epoch-write")
         self._ticker: threading.Thread | None = None
         self._ticker_stop = threading.Event()
         # Replication throttles (Kafka's ReplicationQuotaManager, one per side): the rates
@@ -328,7 +329,7 @@ class ReplicaManager:
                     topic=e.topic, partition=e.partition) not in self._partitions
                 and e.topic not in illegal})
             errors = {}
-            with batched_epoch_writes():  # the new epochs' files together, before the answer
+            with batched_epoch_writes(self._epoch_writer):  # after the answer (epochs.py)
                 for entry in request.partitions:
                     tp = TopicPartition(topic=entry.topic, partition=entry.partition)
                     if illegal and tp.topic in illegal:
@@ -661,6 +662,7 @@ class ReplicaManager:
                     log.exception("broker %d: periodic duties failed", self.broker_id)
 
     def _stop_threads(self) -> None:
+        self._epoch_writer.shutdown()  # the epoch files queued, written before the logs close
         self.fetcher.stop()
         self.logs.stop()
         if self._ticker is not None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import random
+import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -30,10 +32,12 @@ from replication.checkpoints import (
     OffsetCheckpointFile,
 )
 from replication.config import ReplicaConfig
+from replication.epochs import BATCH_WRITERS
 from replication.log import LogConfig
 from replication.partition import Role
 from replication.protocol import ACKS_ALL, EpochAnswer
 from replication.replica_manager import ReplicaManager
+from tests.waiting import wait_until
 
 from .test_replica_manager_cluster import (
     TP,
@@ -523,14 +527,58 @@ def test_a_topic_name_kafka_forbids_gets_no_log_directory_and_one_warning(
     assert len(warnings) == len(bad) and not [r for r in caplog.records if r.exc_info]
 
 
-def test_a_leader_and_isr_answers_once_every_new_epoch_is_on_disk(rm: ReplicaManager) -> None:
-    """The epoch files of all the partitions a request makes this broker lead are written
-    together at its end (replication.epochs.batched_epoch_writes), before the answer."""
+def test_a_leader_and_isr_answers_before_the_new_epochs_reach_disk_and_they_follow(
+        rm: ReplicaManager) -> None:
+    """The epoch files of all the partitions a request makes this broker lead are handed to
+    the broker's epoch writers (replication.epochs.batched_epoch_writes): the answer does not
+    wait for their fsyncs, as Kafka's does; they are all on disk soon after."""
     tps = [TopicPartition(topic="many", partition=i) for i in range(64)]
     assert rm.handle_leader_and_isr(lai(*(entry(tp, epoch=0) for tp in tps))).ok
     assert rm.handle_leader_and_isr(lai(*(entry(tp, epoch=3) for tp in tps))).ok
-    for tp in tps:
-        cache = rm.partition(tp).log.leader_epoch_cache
-        assert not cache.unwritten
+    caches = [rm.partition(tp).log.leader_epoch_cache for tp in tps]
+    wait_until(lambda: not any(c.unwritten for c in caches), message="epoch files written")
+    for tp, cache in zip(tps, caches, strict=True):
         # epoch 3 from the log end, 0: it takes the place of epoch 0, which wrote nothing
         assert cache.path.read_text() == "0\n1\n3 0\n", tp
+
+
+def test_a_crash_before_the_epoch_files_are_written_loses_no_entry_a_batch_needs(
+        tmp_path: Path) -> None:
+    """The writers are held, so the new epochs' files are not written; records are appended
+    in the new epoch, one partition's flushed, and the broker dies: its files as it leaves
+    them (a copy taken while it runs). The flush wrote its epoch first; recovery rebuilds the
+    other's from the batches past the recovery point."""
+    clock = ManualClock()
+    manager = ReplicaManager(1, tmp_path / "live", None, clock, ReplicaConfig())
+    held = threading.Event()
+    try:
+        tp2 = TopicPartition(topic="t", partition=2)
+        manager.handle_leader_and_isr(lai(entry(replicas=(1,)), entry(tp2, replicas=(1,))))
+        for tp in (TP, tp2):
+            manager.produce(tp, make_batch(3)[0], acks=1)
+        manager.logs.flush_logs()
+        for _ in range(BATCH_WRITERS):  # every epoch writer busy until the end
+            manager._epoch_writer.submit(held.wait, 30)
+        manager.handle_leader_and_isr(lai(entry(replicas=(1,), epoch=4),
+                                          entry(tp2, replicas=(1,), epoch=4)))
+        caches = {tp: manager.partition(tp).log.leader_epoch_cache for tp in (TP, tp2)}
+        assert all(c.unwritten for c in caches.values())
+        assert caches[TP].path.read_text() == "0\n1\n0 0\n"  # only epoch 0 on disk
+        manager.produce(TP, make_batch(2)[0], acks=1)
+        manager.produce(tp2, make_batch(2)[0], acks=1)
+        manager.partition(tp2).log.flush()  # writes tp2's epoch before its point moves
+        assert caches[tp2].path.read_text() == "0\n2\n0 0\n4 3\n"
+        shutil.copytree(tmp_path / "live", tmp_path / "killed")
+    finally:
+        held.set()
+        manager.shutdown()
+    again = ReplicaManager(1, tmp_path / "killed", None, clock, ReplicaConfig())
+    try:
+        log_ = again.partition(TP).log
+        assert log_.leader_epoch_cache.path.read_text() != "0\n1\n0 0\n"  # rebuilt
+        for tp in (TP, tp2):
+            entries = again.partition(tp).log.leader_epoch_cache.entries
+            assert [(e.epoch, e.start_offset) for e in entries] == [(0, 0), (4, 3)], tp
+            assert again.status(tp).log_end_offset == 5
+    finally:
+        again.shutdown()
