@@ -109,10 +109,12 @@ min.insync.replicas 2):
   controlled shutdown (SIGTERM) of a broker that is not the controller and leads a third of
   the big topic's partitions, and hot failover (SIGKILL of the active controller's broker,
   found in `/controller`), a preferred leader election between the two so that each broker
-  leads a third again; each step ends when every live broker's own Metadata answer names
-  no partition led by the broker gone (a raw Metadata client asks each broker every 20 ms, over
-  one connection kept per broker, as a client would: a new connection, an ApiVersions and a
-  5,000-partition Metadata every 5 ms weighed on the brokers being timed). Failover is
+  leads a third again; each step starts once the brokers have settled (their summed CPU
+  steady and under one core over two 1-second windows: a topic's growth leaves them busy
+  for seconds after every broker shows it) and ends when every live broker's own Metadata
+  answer names no partition led by the broker gone (a raw Metadata client asks each broker
+  every 50 ms, over one connection kept per broker, as a client would: a new connection, an
+  ApiVersions and a 5,000-partition Metadata every 5 ms weighed on the brokers being timed). Failover is
   counted from the moment `/controller` stops naming the killed broker (its 6 s ZooKeeper
   session expired), and also from the SIGKILL.
 

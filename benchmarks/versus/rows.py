@@ -135,6 +135,34 @@ def broker_cpu(system: System) -> float:
     return sum(cpu_seconds(pid) or 0.0 for pid in system.pids().values())
 
 
+QUIET_CORES = 1.0
+"""The brokers' summed CPU rate (cores) under which :func:`wait_quiet` counts them settled."""
+
+
+def wait_quiet(step: Step, system: System, limit: float = 60.0) -> None:
+    """Until the brokers have finished what the previous step set off (a topic's growth:
+    followers' first fetches, epoch files): their summed CPU, over two 1-second windows in a
+    row, under :data:`QUIET_CORES` and within 0.1 core or 20% of each other, so that a timed
+    step starts from a settled cluster. Said, with the rate, when it settles; said and not
+    failed after ``limit`` seconds."""
+    began = time.monotonic()
+    rates: list[float] = []
+    last, at = broker_cpu(system), time.monotonic()
+    while time.monotonic() - began < limit:
+        time.sleep(1.0)
+        now, when = broker_cpu(system), time.monotonic()
+        rates.append((now - last) / (when - at))
+        last, at = now, when
+        if len(rates) >= 2:
+            a, b = rates[-2:]
+            if max(a, b) < QUIET_CORES and abs(a - b) <= max(0.1, 0.2 * max(a, b)):
+                step.say(f"{system.label}: brokers settled at {b:.2f} cores after "
+                         f"{time.monotonic() - began:.0f} s")
+                return
+    step.say(f"{system.label}: brokers not settled after {limit:.0f} s "
+             f"({rates[-1] if rates else 0:.2f} cores); timing anyway")
+
+
 def settled_rss(system: System, settle: float = 20.0) -> dict[int, int]:
     """Each broker's VmRSS (KiB) once the sum has stopped moving by 1% over 2 s (at most
     ``settle`` seconds)."""
@@ -338,6 +366,7 @@ def controller_rows(step: Step, system: System) -> None:
         # a partition whose ISR is the victim alone would go offline (no unclean election):
         # every follower caught up first, as an operator waits before a rolling restart
         wait_full_isr(step, system, "big", 300)
+        wait_quiet(step, system)
         controller = system.controller()
         victim = next(i for i in sorted(system.nodes) if i != controller)
         view = ask(system.nodes[victim].address, ["big"])
@@ -363,6 +392,7 @@ def controller_rows(step: Step, system: System) -> None:
         controller = system.controller()
         if controller is None:
             raise SystemError_("no controller in /controller")
+        wait_quiet(step, system)
         view = ask(system.nodes[controller].address, ["big"])
         led = sum(1 for leader in (view.leaders.values() if view else ()) if leader == controller)
         step.say(f"{system.label}: controller {controller} leads {led} of {large}; SIGKILL")
