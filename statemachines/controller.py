@@ -99,29 +99,46 @@ def _broker_change(event: ev.ControllerEvent) -> bool:
 
 class _AwaitedAnswers:
     """A batch whose answers something waits for (:meth:`Controller.send_then`): ``then`` is
-    queued once, when the last request is answered or when ``wait`` seconds have passed."""
+    queued once, when every awaited broker has answered its requests, has been dropped from
+    the channel (its registration gone or replaced) or when ``wait`` seconds have passed."""
 
-    def __init__(self, controller: Controller, then: ev.ControllerEvent, requests: int,
-                 wait: float) -> None:
+    def __init__(self, controller: Controller, then: ev.ControllerEvent,
+                 awaited: dict[int, int], wait: float) -> None:
         self._controller = controller
         self.then = then
-        self._left = requests
+        self._left = {b: n for b, n in awaited.items() if n}
+        """Answers still awaited, per broker."""
         self._lock = threading.Lock()
         self._done = False
         self._timer = threading.Timer(wait, self.finish)
         self._timer.daemon = True
 
     def start(self) -> None:
-        if not self._done:
+        """Start the wait (or finish at once when nothing is awaited)."""
+        if not self._left:
+            self.finish()
+        elif not self._done:
             self._timer.start()
 
     def on_response(self, broker_id: int, request: BrokerRequest, response: BrokerResponse
                     ) -> None:
         """Any thread: the controller's own handling, then one answer fewer to wait for."""
         self._controller._on_response(broker_id, request, response)
+        self.forget((broker_id,), answers=1)
+
+    def forget(self, brokers: Iterable[int], answers: int | None = None) -> None:
+        """``answers`` fewer of each of ``brokers`` to wait for (None: all of them)."""
         with self._lock:
-            self._left -= 1
-            last = self._left == 0
+            for b in brokers:
+                left = self._left.get(b)
+                if left is None:
+                    continue
+                left = 0 if answers is None else left - answers
+                if left > 0:
+                    self._left[b] = left
+                else:
+                    del self._left[b]
+            last = not self._left
         if last:
             self.finish()
 
@@ -455,9 +472,11 @@ class Controller:
             self.channel.send(broker_id, reqs, self._on_response)
 
     def send_then(self, batch: RequestBatch, then: ev.ControllerEvent) -> None:
-        """Send ``batch`` as :meth:`send` does; queue ``then`` once every request of it is
-        answered, or after ``config.shutdown_answers_wait`` seconds (a broker that does not
-        answer, or whose queue is dropped meanwhile, is not waited for longer)."""
+        """Send ``batch`` as :meth:`send` does; queue ``then`` once every broker not shutting
+        down has answered its requests of it or been dropped from the channel (its
+        registration gone or replaced), or after ``config.shutdown_answers_wait`` seconds (a
+        broker that hangs). Brokers shutting down are not waited for: they may be stopping,
+        their server closed before their registration goes."""
         fence = self.fence
         if fence is None or not fence.is_open:
             raise NotController("not sending: this controller resigned")
@@ -467,8 +486,10 @@ class Controller:
         epochs = self.ctx.broker_epochs()
         self._sync_channel(epochs)
         requests = batch.build(self.broker_id, fence.epoch.epoch, epochs, self._topic_id)
-        awaited = _AwaitedAnswers(self, then, sum(len(r) for r in requests.values()),
-                                  self.config.shutdown_answers_wait)
+        leaving = self.ctx.shutting_down
+        awaited = _AwaitedAnswers(
+            self, then, {b: len(r) for b, r in requests.items() if b not in leaving},
+            self.config.shutdown_answers_wait)
         self._awaiting.add(awaited)
         for broker_id, reqs in requests.items():
             self.channel.send(broker_id, reqs, awaited.on_response)
@@ -484,8 +505,13 @@ class Controller:
                 (t := known.get(b)) is not None and t.epoch == e and t.broker == live.get(b)
                 for b, e in epochs.items()):
             return
-        self._channel_targets = {b: Target(e, live[b]) for b, e in epochs.items() if b in live}
-        self.channel.update_brokers(dict(self._channel_targets))
+        targets = {b: Target(e, live[b]) for b, e in epochs.items() if b in live}
+        dropped = [b for b, t in known.items()
+                   if (now := targets.get(b)) is None or now.epoch != t.epoch]
+        self._channel_targets = targets
+        self.channel.update_brokers(dict(targets))
+        for awaited in list(self._awaiting):  # their queues are gone: no answer will come
+            awaited.forget(dropped)
 
     def _topic_id(self, topic: str) -> str | None:
         assignment = self.ctx.topics.get(topic)

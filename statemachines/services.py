@@ -43,9 +43,10 @@ class ControllerServices:
     """Send a batch once: each broker its requests, with this controller's epoch (raises
     NotController once this controller has resigned)."""
     send_then: Callable[[RequestBatch, ControllerEvent], None]
-    """Send a batch as ``send`` does, then queue the event once every broker has answered
-    every request of it, or once ``config.shutdown_answers_wait`` has passed, whichever comes
-    first. A controller that resigns meanwhile fails the event's ``reply`` (NotController)."""
+    """Send a batch as ``send`` does, then queue the event once every broker not shutting
+    down has answered its requests of it (or left), or once ``config.shutdown_answers_wait``
+    has passed, whichever comes first. A controller that resigns meanwhile fails the event's
+    ``reply`` (NotController)."""
     unwatch_topic: Callable[[str], None]
     """Stop following a deleted topic's node."""
 

@@ -7,9 +7,10 @@ deleted is left alone, so neither keeps the broker asking again: it stops, and t
 offline with it (a deletion waits for its replicas anyway).
 
 Kafka does both steps in one event and then answers. Here the second step waits until the
-brokers have answered the first (``ControllerServices.send_then``, at most
-``shutdown_answers_wait``): the new leaders take over, and every broker's metadata names them,
-without the controller's process busy with the follower step meanwhile. The broker is
+brokers have answered the first (``ControllerServices.send_then``: those not shutting down
+themselves and still registered, at most ``shutdown_answers_wait``): the new leaders take
+over, and every broker's metadata names them, without the controller's process busy with the
+follower step meanwhile. The broker is
 answered after both, as in Kafka, so it is out of every ISR before it stops and no acks=all
 write waits on it. Between the steps other events may run; the broker is then already in
 ``shutting_down``, so no election chooses it and no ISR change takes it back: the leaders have

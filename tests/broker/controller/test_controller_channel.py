@@ -501,3 +501,40 @@ def test_a_controller_that_resigns_while_waiting_fails_the_shutdown_request(
         for p in reversed(nodes.values()):
             p.close()
         silent.close()
+
+
+def test_a_broker_that_leaves_is_no_longer_waited_for(tmp_path: Path,
+                                                      servers: list[_Server]) -> None:
+    """Its registration gone, its queue is dropped and no answer can come: the follower step
+    runs then, not after the ten-minute wait."""
+    silent = _Silent()
+    nodes = _three_over_the_network(tmp_path, servers, wait=600, silent=silent)
+    try:
+        ctl = nodes[1].controller
+        reply = ctl.request_controlled_shutdown(2, nodes[2].broker_epoch)
+        wait_until(lambda: _states(nodes[1])[0] == (1, (1, 3)))
+        assert not reply.done()
+        nodes[3].close()
+        assert reply.result(30) == ()
+        assert ctl._awaiting == set()
+    finally:
+        for p in reversed(nodes.values()):
+            p.close()
+        silent.close()
+
+
+def test_brokers_shutting_down_are_not_waited_for(tmp_path: Path,
+                                                  servers: list[_Server]) -> None:
+    """A whole cluster stopping: a broker that asked to shut down may have closed its server
+    while still registered. Broker 3 never answers, but it is leaving too."""
+    silent = _Silent()
+    nodes = _three_over_the_network(tmp_path, servers, wait=600, silent=silent)
+    try:
+        ctl = nodes[1].controller
+        assert ctl.request_controlled_shutdown(3, nodes[3].broker_epoch).result(30) == ()
+        assert ctl.request_controlled_shutdown(2, nodes[2].broker_epoch).result(30) == ()
+        assert _states(nodes[1]) == {0: (1, (1,)), 1: (1, (1,)), 2: (1, (1,))}
+    finally:
+        for p in reversed(nodes.values()):
+            p.close()
+        silent.close()
