@@ -44,6 +44,7 @@ from interbroker.channel import BrokerChannel, BrokerResponse, Target
 from interbroker.fencing import log_fenced
 from interbroker.requests import BrokerRequest, RequestBatch, StopReplicaRequest
 from statemachines import events as ev
+from statemachines.answers import AwaitedAnswers
 from statemachines.config import ControllerConfig, StandBackoff
 from statemachines.context import ControllerContext
 from statemachines.event_manager import EventManager
@@ -95,68 +96,6 @@ def _broker_change(event: ev.ControllerEvent) -> bool:
     deletion also sets off): the run of these a registration change takes with it
     (:meth:`EventManager.take_leading`, :func:`brokers.on_broker_nodes`)."""
     return isinstance(event, ev.BrokerNodeChanged | ev.BrokerIdsChanged)
-
-
-class _AwaitedAnswers:
-    """A batch whose answers something waits for (:meth:`Controller.send_then`): ``then`` is
-    queued once, when every awaited broker has answered its requests, has been dropped from
-    the channel (its registration gone or replaced) or when ``wait`` seconds have passed."""
-
-    def __init__(self, controller: Controller, then: ev.ControllerEvent,
-                 awaited: dict[int, int], wait: float) -> None:
-        self._controller = controller
-        self.then = then
-        self._left = {b: n for b, n in awaited.items() if n}
-        """Answers still awaited, per broker."""
-        self._lock = threading.Lock()
-        self._done = False
-        self._timer = threading.Timer(wait, self.finish)
-        self._timer.daemon = True
-
-    def start(self) -> None:
-        """Start the wait (or finish at once when nothing is awaited)."""
-        if not self._left:
-            self.finish()
-        elif not self._done:
-            self._timer.start()
-
-    def on_response(self, broker_id: int, request: BrokerRequest, response: BrokerResponse
-                    ) -> None:
-        """Any thread: the controller's own handling, then one answer fewer to wait for."""
-        self._controller._on_response(broker_id, request, response)
-        self.forget((broker_id,), answers=1)
-
-    def forget(self, brokers: Iterable[int], answers: int | None = None) -> None:
-        """``answers`` fewer of each of ``brokers`` to wait for (None: all of them)."""
-        with self._lock:
-            for b in brokers:
-                left = self._left.get(b)
-                if left is None:
-                    continue
-                left = 0 if answers is None else left - answers
-                if left > 0:
-                    self._left[b] = left
-                else:
-                    del self._left[b]
-            last = not self._left
-        if last:
-            self.finish()
-
-    def finish(self) -> None:
-        """Queue ``then`` (once): every answer is in, or the wait is over."""
-        if not self.cancel():
-            return
-        self._controller.events.put(self.then)
-
-    def cancel(self) -> bool:
-        """Stop waiting; whether this call did (False: it was already done)."""
-        with self._lock:
-            if self._done:
-                return False
-            self._done = True
-        self._timer.cancel()
-        self._controller._awaiting.discard(self)
-        return True
 
 
 FREEZE_AFTER = 100_000
@@ -213,7 +152,7 @@ class Controller:
         """While set and not yet reached (on ``config.error_backoff.clock``), this candidate
         does not stand: it resigned over an error."""
         self._stand_timer: threading.Timer | None = None
-        self._awaiting: set[_AwaitedAnswers] = set()
+        self._awaiting: set[AwaitedAnswers] = set()
         """Batches whose answers an event waits for (:meth:`send_then`)."""
         self.on_active: list[Callable[[Controller], None]] = []
         self._controller_watch: Watch | None = None
@@ -487,9 +426,10 @@ class Controller:
         self._sync_channel(epochs)
         requests = batch.build(self.broker_id, fence.epoch.epoch, epochs, self._topic_id)
         leaving = self.ctx.shutting_down
-        awaited = _AwaitedAnswers(
-            self, then, {b: len(r) for b, r in requests.items() if b not in leaving},
-            self.config.shutdown_answers_wait)
+        awaited = AwaitedAnswers(
+            then, {b: len(r) for b, r in requests.items() if b not in leaving},
+            self.config.shutdown_answers_wait, handle=self._on_response, put=self.events.put,
+            done=self._awaiting.discard)
         self._awaiting.add(awaited)
         for broker_id, reqs in requests.items():
             self.channel.send(broker_id, reqs, awaited.on_response)
