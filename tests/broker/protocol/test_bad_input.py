@@ -20,6 +20,7 @@ from kio.schema.errors import ErrorCode
 from kafkaclient.messages import build
 from tests.broker.processes import BrokerProcess, create_topic
 from tests.broker.wire_client import RawClient, encode_request, request, request_module
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.servers
 
@@ -190,7 +191,9 @@ def test_a_lying_length_costs_its_connection_and_one_line_never_the_broker(
     with RawClient(broker.address) as client:
         client.send_bytes(struct.pack(">i", len(body)) + body)
         assert client.closed_by_peer()
-        after = broker.log().splitlines()[before:]
+    # the line is written by the broker's log writer, just after the connection closed
+    after = wait_until(lambda: (lines := broker.log().splitlines()[before:]) and any(
+        "closing" in line for line in lines) and lines, message="the closing line")
     assert not [line for line in after if "Traceback" in line], after
     assert sum("closing" in line for line in after) == 1, after
 

@@ -22,6 +22,7 @@ from kafkaclient.security.scram import ScramClient
 from tests.broker.processes import create_topic
 from tests.broker.security_fixtures import SecureBroker, start_secure_broker
 from tests.broker.wire_client import RawClient, request
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.servers
 
@@ -101,7 +102,8 @@ def test_a_nonce_not_ending_with_the_servers_is_logged_as_a_protocol_failure(
         answer = client.call(request(36, 2, auth_bytes=tampered))
     assert answer.error_code == ErrorCode.sasl_authentication_failed
     assert "SCRAM protocol failure" in answer.error_message
-    log = secure.broker.log()
+    log = wait_until(lambda: (text := secure.broker.log()) and "SCRAM protocol failure" in text
+                     and text, message="the failure's line")  # written by its log writer
     lines = [x for x in log.splitlines() if "SCRAM protocol failure" in x]
     assert lines and "nonce" in lines[-1] and "invalid credentials" not in lines[-1]
     assert secure.secrets["alice"] not in log
