@@ -161,16 +161,23 @@ def _read_one(ctx: RequestContext, want: Wanted, limit: int, min_one: bool) -> P
     if want.offset < start or want.offset > status.log_end_offset:
         return PartitionRead(index=want.tp.partition, error=ErrorCode.offset_out_of_range)
     lso = partition.log.last_stable_offset(hw)
-    if want.offset < status.local_log_start_offset:  # the remote part of a tiered log
+
+    def remote() -> PartitionRead:
         return PartitionRead(index=want.tp.partition, error=ErrorCode.none, high_watermark=hw,
                              log_start_offset=start, last_stable_offset=lso,
                              aborted=() if want.committed else None,
                              remote=(want.offset, min(want.max_bytes, limit), min_one))
+
+    if want.offset < status.local_log_start_offset:  # the remote part of a tiered log
+        return remote()
     bound = lso if want.committed else hw
     try:
         records = partition.log.read_slice(want.offset, min(want.max_bytes, limit), bound,
                                            min_one=min_one)
     except OffsetOutOfRangeError:  # the log moved under us (retention, truncation)
+        now = partition.status()
+        if now.log_start_offset <= want.offset < now.local_log_start_offset:
+            return remote()  # its segment went to remote storage meanwhile: read it there
         return PartitionRead(index=want.tp.partition, error=ErrorCode.offset_out_of_range)
     except StorageError:
         return PartitionRead(index=want.tp.partition, error=ErrorCode.kafka_storage_error)

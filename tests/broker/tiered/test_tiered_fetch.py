@@ -370,3 +370,37 @@ def test_remote_retention_moves_the_earliest_offset_to_one_a_fetch_serves(
     finally:
         consumer.close()
     assert offsets == list(range(earliest, 24))
+
+
+def test_a_segment_tiered_away_during_a_local_read_is_read_from_remote_storage(
+        broker: InProcessBroker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fetch found the offset in the local log, and before it read there the segment was
+    copied and deleted locally (local.retention.bytes 0): the read is made from remote
+    storage, as Kafka's broker does, not answered OFFSET_OUT_OF_RANGE (a consumer would reset
+    to the log end and skip the rest). The race is pinned by handing the fetch the
+    partition's status from before the local deletion, once."""
+    GATE.set()
+    rm = broker.replica_manager
+    rm.update_topic_config("t", {"remote.storage.enable": "true", "segment.bytes": "300",
+                                 "local.retention.bytes": "0", "retention.ms": "-1"})
+    broker.set_partition("t", 0, topic_id=TOPIC_ID)
+    sent = []
+    for i in range(12):
+        sent.append(records(2, timestamp=1_000 + i, value=b"%03d" % i * 20))
+        rm.produce(TP0, sent[-1], 1).result(5)
+    p0 = rm.partition(TP0)
+    assert p0 is not None
+    before = p0.status()
+    assert before.local_log_start_offset == 0
+    assert rm.remote is not None
+    rm.remote.run_once()
+    assert rm.logs.cleanup_logs() > 0 and p0.log.local_log_start_offset > 2
+    real, stale = p0.status, [before]
+    monkeypatch.setattr(p0, "status", lambda: stale.pop() if stale else real())
+    with RawClient(broker.address) as client:
+        answer = client.call(fetch(12, partitions=[(0, 0)], max_bytes=1 << 20))
+    assert not stale  # the fetch did see the old status
+    part = answer.responses[0].partitions[0]
+    assert part.error_code == ErrorCode.none
+    data = bytes(part.records)
+    assert data[:8] == (0).to_bytes(8, "big") and data[16:len(sent[0])] == sent[0][16:]
