@@ -484,6 +484,8 @@ class PartitionStateMachine:
         """Decide a new leader and ISR for each partition (pure ``decide``: a value to write, a
         reason for failing, or None for nothing to do), write all decisions in one fenced,
         streamed bulk write, and re-read and decide again for those whose partition epoch moved.
+        The partitions ``decide`` refused are re-read once at the end, and decided again where
+        their node had moved.
 
         Decisions are made a slice at a time while the slices before are being written, and a
         slice's results reach the context as soon as it is written, in order: the partitions
@@ -494,12 +496,14 @@ class PartitionStateMachine:
         """
         set_leader = self.ctx.set_leader
         elected, failed = outcome.elected, outcome.failed
+        refused: dict[TopicPartition, int] = {}
+        rechecked = False
         pending = tps
         written: list[TopicPartition] = []
         for _ in range(MAX_WRITE_ROUNDS):
             decisions: deque[list[tuple[TopicPartition, LeaderAndIsr]]] = deque()
             retry: list[TopicPartition] = []
-            slices = self._decide_slices(pending, decide, failed, decisions)
+            slices = self._decide_slices(pending, decide, failed, decisions, refused)
             for results in self.fence.write_stream(slices):
                 for (tp, v), result in zip(decisions.popleft(), results, strict=True):
                     if isinstance(result, Stat):
@@ -512,14 +516,33 @@ class PartitionStateMachine:
                         retry.append(tp)
                     elif isinstance(result, CoordinatorError):
                         failed[tp] = str(result)
+            if retry:
+                self.refresh(retry)
+            elif refused and not rechecked:
+                rechecked = True
+                retry = self._moved(refused, failed)
             if not retry:
                 break
-            self.refresh(retry)
             pending = retry
         else:
             for tp in pending:
                 failed.setdefault(tp, "partition epoch kept moving")
         return written
+
+    def _moved(self, refused: dict[TopicPartition, int], failed: dict[TopicPartition, str]
+               ) -> list[TopicPartition]:
+        """Of the partitions a decision refused (at the partition epochs given), those whose
+        node has moved since, re-read: decided again (their failures forgotten). A refusal
+        writes nothing, so no conditional write tells that the context's value was behind the
+        store (a leader's ISR change whose notification has not come yet); Kafka's
+        controller reads every partition's state before it elects."""
+        self.refresh(refused)
+        leaders = self.ctx.leaders
+        moved = [tp for tp, epoch in refused.items()
+                 if (now := leaders.get(tp)) is not None and now.partition_epoch != epoch]
+        for tp in moved:
+            failed.pop(tp, None)
+        return moved
 
     def _decide_slices(
         self,
@@ -527,9 +550,11 @@ class PartitionStateMachine:
         decide: Callable[[TopicPartition, LeaderAndIsr], LeaderAndIsr | str | None],
         failed: dict[TopicPartition, str],
         decisions: deque[list[tuple[TopicPartition, LeaderAndIsr]]],
+        refused: dict[TopicPartition, int],
     ) -> Iterator[list[SetData]]:
         """The conditional writes of ``tps``' decisions, a slice at a time (each slice's
-        decisions appended to ``decisions`` as its ops are yielded; failures to ``failed``)."""
+        decisions appended to ``decisions`` as its ops are yielded; failures to ``failed``,
+        and those ``decide`` refused to ``refused`` with the partition epoch decided on)."""
         leaders = self.ctx.leaders
         epoch = self.controller_epoch
         path_of = layout.partition_state
@@ -549,6 +574,7 @@ class PartitionStateMachine:
                     continue
                 if isinstance(value, str):
                     failed[tp] = value
+                    refused[tp] = current.partition_epoch
                     continue
                 decided.append((tp, value))
                 ops.append(SetData(path=path_of(tp.topic, tp.partition), data=encode_partition_state(value),

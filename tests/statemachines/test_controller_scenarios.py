@@ -8,7 +8,7 @@ import random
 import pytest
 
 from coordinator import layout
-from coordinator.codecs import BrokerInfo, TopicPartition, encode_reassignment
+from coordinator.codecs import BrokerInfo, PartitionStateNode, TopicPartition, encode_reassignment
 from interbroker.channel import BrokerResponse
 from interbroker.errors import ErrorCode, StaleBrokerEpoch
 from interbroker.requests import (
@@ -333,6 +333,50 @@ def test_preferred_election_moves_leadership_back_and_deletes_the_node(three: Cl
     three.pump()
     assert three.state("t", 1).leader == 2
     assert three.metadata.preferred_election() is None
+
+
+def _rejoined_unannounced(cluster: Cluster) -> TopicPartition:
+    """Broker 2 is back in the ISR of ``p-0`` (leader 3) as its leader writes it, but the ISR
+    change notification that tells the controller has not come yet (leaders batch them)."""
+    for b in (1, 2, 3):
+        cluster.add(b)
+    cluster.admin.create_topic("p", assignment={0: [2, 3]})
+    cluster.pump()
+    cluster.kill(2)
+    cluster.add(2)
+    part = tp("p", 0)
+    assert (cluster.state("p", 0).leader, list(cluster.state("p", 0).isr)) == (3, [3])
+    path = layout.partition_state("p", 0)
+    data, stat = cluster.admin_client.get(path)
+    node = PartitionStateNode.decode(path, data)
+    cluster.admin_client.set(path, PartitionStateNode(
+        leader=3, leader_epoch=node.leader_epoch, isr=(3, 2),
+        controller_epoch=node.controller_epoch, extra=node.extra).encode(), stat.version)
+    return part
+
+
+def test_an_election_refused_on_a_stale_isr_is_decided_again_on_the_stored_one(
+        cluster: Cluster) -> None:
+    """Kafka's controller reads every partition's state before it elects; this one decides
+    on its context, and re-reads what it refused: broker 2 is in the stored ISR, so the
+    preferred election makes it leader instead of finding no eligible leader."""
+    part = _rejoined_unannounced(cluster)
+    reply = cluster.active().controller.request_leader_election([part])
+    cluster.pump()
+    assert reply.result(5)[part].error is None and reply.result(5)[part].leader == 2
+    state = cluster.state("p", 0)
+    assert (state.leader, sorted(state.isr)) == (2, [2, 3])
+
+
+def test_a_controlled_shutdown_moves_a_leader_whose_isr_grew_unannounced(
+        cluster: Cluster) -> None:
+    part = _rejoined_unannounced(cluster)
+    b3 = cluster.participants[3]
+    reply = cluster.active().controller.request_controlled_shutdown(3, b3.broker_epoch)
+    cluster.pump()
+    assert reply.result(5) == ()
+    state = cluster.state("p", 0)
+    assert (state.leader, list(state.isr)) == (2, [2]), part
 
 
 def test_preferred_election_node_is_deleted_even_when_it_cannot_happen(cluster: Cluster) -> None:
