@@ -27,7 +27,7 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -399,15 +399,7 @@ class Controller:
 
     def send(self, batch: RequestBatch) -> None:
         """Build the batch once and send each broker its requests, with this epoch."""
-        fence = self.fence
-        if fence is None or not fence.is_open:
-            raise NotController("not sending: this controller resigned")
-        if batch.is_empty:
-            return
-        epochs = self.ctx.broker_epochs()
-        self._sync_channel(epochs)
-        requests = batch.build(self.broker_id, fence.epoch.epoch, epochs, self._topic_id)
-        for broker_id, reqs in requests.items():
+        for broker_id, reqs in self._requests(batch).items():
             self.channel.send(broker_id, reqs, self._on_response)
 
     def send_then(self, batch: RequestBatch, then: ev.ControllerEvent) -> None:
@@ -416,15 +408,7 @@ class Controller:
         registration gone or replaced), or after ``config.shutdown_answers_wait`` seconds (a
         broker that hangs). Brokers shutting down are not waited for: they may be stopping,
         their server closed before their registration goes."""
-        fence = self.fence
-        if fence is None or not fence.is_open:
-            raise NotController("not sending: this controller resigned")
-        if batch.is_empty:
-            self.events.put(then)
-            return
-        epochs = self.ctx.broker_epochs()
-        self._sync_channel(epochs)
-        requests = batch.build(self.broker_id, fence.epoch.epoch, epochs, self._topic_id)
+        requests = self._requests(batch)
         leaving = self.ctx.shutting_down
         awaited = AwaitedAnswers(
             then, {b: len(r) for b, r in requests.items() if b not in leaving},
@@ -434,6 +418,18 @@ class Controller:
         for broker_id, reqs in requests.items():
             self.channel.send(broker_id, reqs, awaited.on_response)
         awaited.start()
+
+    def _requests(self, batch: RequestBatch) -> Mapping[int, Sequence[BrokerRequest]]:
+        """``batch`` built once, each broker's requests with this epoch (the channel told of
+        the registered brokers first); NotController once this controller has resigned."""
+        fence = self.fence
+        if fence is None or not fence.is_open:
+            raise NotController("not sending: this controller resigned")
+        if batch.is_empty:
+            return {}
+        epochs = self.ctx.broker_epochs()
+        self._sync_channel(epochs)
+        return batch.build(self.broker_id, fence.epoch.epoch, epochs, self._topic_id)
 
     def _sync_channel(self, epochs: dict[int, int]) -> None:
         """Tell the channel the registered brokers when they changed since it was last told

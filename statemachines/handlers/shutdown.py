@@ -10,9 +10,8 @@ Kafka does both steps in one event and then answers. Here the second step waits 
 brokers have answered the first (``ControllerServices.send_then``: those not shutting down
 themselves and still registered, at most ``shutdown_answers_wait``): the new leaders take
 over, and every broker's metadata names them, without the controller's process busy with the
-follower step meanwhile. The broker is
-answered after both, as in Kafka, so it is out of every ISR before it stops and no acks=all
-write waits on it. Between the steps other events may run; the broker is then already in
+follower step meanwhile. The broker is answered after both, as in Kafka, so it is out of every
+ISR before it stops and no acks=all write waits on it. Between the steps other events may run; the broker is then already in
 ``shutting_down``, so no election chooses it and no ISR change takes it back: the leaders have
 heard it is no longer live (step 0), and AlterPartition refuses it (INELIGIBLE_REPLICA)."""
 
@@ -37,13 +36,13 @@ def _acted_on(ctx: ControllerContext, b: int) -> set[TopicPartition]:
             if len(replicas.get(tp, ())) > 1 and tp.topic not in deleting}
 
 
-def _registered(svc: ControllerServices, b: int, epoch: int, what: str) -> Exception | None:
-    """Why broker ``b`` at ``epoch`` cannot be acted on now, or None."""
+def _registered(svc: ControllerServices, b: int, epoch: int) -> Exception | None:
+    """Why broker ``b`` at ``epoch`` cannot shut down now, or None."""
     registered = svc.ctx.brokers.get(b)
     if registered is None:
         return BrokerNotAvailable(b)
     if registered.epoch != epoch:
-        log_fenced("controller", svc.broker_id, f"{what} of broker {b}",
+        log_fenced("controller", svc.broker_id, f"ControlledShutdown of broker {b}",
                    "stale broker epoch", given=epoch, current=registered.epoch)
         return StaleBrokerEpoch(b, epoch, registered.epoch)
     return None
@@ -52,7 +51,7 @@ def _registered(svc: ControllerServices, b: int, epoch: int, what: str) -> Excep
 def on_controlled_shutdown(svc: ControllerServices, event: ev.ControlledShutdownRequested) -> None:
     ctx, psm = svc.ctx, svc.partitions
     b = event.broker_id
-    refused = _registered(svc, b, event.broker_epoch, "ControlledShutdown")
+    refused = _registered(svc, b, event.broker_epoch)
     if refused is not None:
         event.reply.set_exception(refused)
         return
@@ -89,7 +88,7 @@ def on_leaders_moved(svc: ControllerServices, event: ev.ControlledShutdownLeader
     bulk pass), those still acted on; then the broker is answered with what it still leads."""
     ctx, rsm = svc.ctx, svc.replicas
     b = event.broker_id
-    refused = _registered(svc, b, event.broker_epoch, "ControlledShutdown")
+    refused = _registered(svc, b, event.broker_epoch)
     if refused is not None or b not in ctx.shutting_down:
         # gone (or back with a new registration) since the first step: nobody to answer
         event.reply.set_exception(refused or BrokerNotAvailable(b))
