@@ -15,6 +15,7 @@ for a server anyway fails, naming the mark it lacks: the fast tier stays honest 
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -50,6 +51,7 @@ def _bytecode_cache() -> None:
 _bytecode_cache()
 
 from coordinator.servers import PORT_RANGE  # noqa: E402 (after the bytecode cache is set)
+from interbroker.fencing import LOGGER_NAME  # noqa: E402
 from tests import durations  # noqa: E402
 from tests.postgres_server import PostgresServer  # noqa: E402
 from tests.servers import Server, start_etcd, start_postgres, start_zookeeper  # noqa: E402
@@ -231,3 +233,20 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return group_of.get(module, module)
 
     return GroupedLoadFile(config, log)
+
+
+@pytest.fixture
+def restored_logging() -> Iterator[None]:
+    """setup_logging replaces the root logger's handlers: put pytest's back afterwards."""
+    root, changes = logging.getLogger(), logging.getLogger(LOGGER_NAME)
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    for handler in list(changes.handlers):
+        changes.removeHandler(handler)
+        handler.close()
+    for handler in handlers:
+        root.addHandler(handler)
+    root.setLevel(level)
+    changes.propagate = True

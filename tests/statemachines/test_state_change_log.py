@@ -156,23 +156,6 @@ def test_a_controller_write_refused_by_the_epoch_check_is_logged(
     assert fenced[0]["reason"] == "stale controller epoch" and fenced[0]["given_epoch"] == 1
 
 
-@pytest.fixture
-def restored_logging() -> Iterator[None]:
-    """setup_logging replaces the root logger's handlers: put pytest's back afterwards."""
-    root, changes = logging.getLogger(), logging.getLogger(LOGGER_NAME)
-    handlers, level = list(root.handlers), root.level
-    yield
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    for handler in list(changes.handlers):
-        changes.removeHandler(handler)
-        handler.close()
-    for handler in handlers:
-        root.addHandler(handler)
-    root.setLevel(level)
-    changes.propagate = True
-
-
 def test_json_lines_parse_one_by_one_and_the_state_change_log_can_have_its_own_file(
         tmp_path: Path, restored_logging: None) -> None:
     err = io.StringIO()

@@ -14,7 +14,10 @@ import socket
 import threading
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode as KioErrorCode
@@ -437,6 +440,31 @@ def _three_over_the_network(tmp_path: Path, servers: list[_Server], wait: float,
     return nodes
 
 
+@contextmanager
+def _three(tmp_path: Path, servers: list[_Server], wait: float, *, silent: bool = False
+           ) -> Iterator[dict[int, Participant]]:
+    """:func:`_three_over_the_network`, broker 3 behind a :class:`_Silent` listener if
+    ``silent``; everything closed after."""
+    listener = _Silent() if silent else None
+    nodes = _three_over_the_network(tmp_path, servers, wait, listener)
+    try:
+        yield nodes
+    finally:
+        for p in reversed(nodes.values()):
+            p.close()
+        if listener is not None:
+            listener.close()
+
+
+def _waiting_shutdown_of_2(nodes: dict[int, Participant]) -> Future[Any]:
+    """Broker 2's controlled shutdown, once its leadership has moved and the follower step
+    waits (broker 3 silent)."""
+    reply = nodes[1].controller.request_controlled_shutdown(2, nodes[2].broker_epoch)
+    wait_until(lambda: _states(nodes[1])[0] == (1, (1, 3)))
+    assert not reply.done()
+    return reply
+
+
 def _states(p: Participant) -> dict[int, tuple[int, tuple[int, ...]]]:
     tps = [TopicPartition("t", n) for n in range(3)]
     states = p.metadata.partition_states(tps)
@@ -447,8 +475,7 @@ def test_the_follower_step_runs_once_every_broker_has_answered_the_leadership_mo
         tmp_path: Path, servers: list[_Server]) -> None:
     """The wait for answers is ten minutes here: the broker is answered (and its follower
     replicas shrunk out of their ISRs) only because every broker answered the first step."""
-    nodes = _three_over_the_network(tmp_path, servers, wait=600)
-    try:
+    with _three(tmp_path, servers, wait=600) as nodes:
         ctl = nodes[1].controller
         assert ctl.request_controlled_shutdown(2, nodes[2].broker_epoch).result(60) == ()
         assert _states(nodes[1]) == {0: (1, (1, 3)), 1: (1, (1, 3)), 2: (3, (3, 1))}
@@ -458,83 +485,48 @@ def test_the_follower_step_runs_once_every_broker_has_answered_the_leadership_mo
         wait_until(lambda: broker2.stopped(deleted=False) == {
             TopicPartition("t", 1), TopicPartition("t", 2)})
         assert ctl._awaiting == set()
-    finally:
-        for p in reversed(nodes.values()):
-            p.close()
 
 
 def test_a_broker_that_never_answers_holds_the_follower_step_only_for_the_wait(
         tmp_path: Path, servers: list[_Server]) -> None:
-    silent = _Silent()
-    nodes = _three_over_the_network(tmp_path, servers, wait=5, silent=silent)
-    try:
-        ctl = nodes[1].controller
-        reply = ctl.request_controlled_shutdown(2, nodes[2].broker_epoch)
+    with _three(tmp_path, servers, wait=5, silent=True) as nodes:
         # the leadership moved; broker 3 has not answered it, so the second step waits
-        wait_until(lambda: _states(nodes[1])[0] == (1, (1, 3)))
-        assert not reply.done()
+        reply = _waiting_shutdown_of_2(nodes)
         followed = _states(nodes[1])
         assert 2 in followed[1][1] and 2 in followed[2][1]
         assert reply.result(60) == ()
         assert _states(nodes[1]) == {0: (1, (1, 3)), 1: (1, (1, 3)), 2: (3, (3, 1))}
-    finally:
-        for p in reversed(nodes.values()):
-            p.close()
-        silent.close()
 
 
 def test_a_controller_that_resigns_while_waiting_fails_the_shutdown_request(
         tmp_path: Path, servers: list[_Server]) -> None:
     """The broker asks the next controller: this one says NOT_CONTROLLER at once instead of
     leaving it waiting for its request to time out."""
-    silent = _Silent()
-    nodes = _three_over_the_network(tmp_path, servers, wait=600, silent=silent)
-    try:
-        ctl = nodes[1].controller
-        reply = ctl.request_controlled_shutdown(2, nodes[2].broker_epoch)
-        wait_until(lambda: _states(nodes[1])[0] == (1, (1, 3)))
-        assert not reply.done()
+    with _three(tmp_path, servers, wait=600, silent=True) as nodes:
+        reply = _waiting_shutdown_of_2(nodes)
         nodes[1].close()
         with pytest.raises(NotController):
             reply.result(30)
-    finally:
-        for p in reversed(nodes.values()):
-            p.close()
-        silent.close()
 
 
 def test_a_broker_that_leaves_is_no_longer_waited_for(tmp_path: Path,
                                                       servers: list[_Server]) -> None:
     """Its registration gone, its queue is dropped and no answer can come: the follower step
     runs then, not after the ten-minute wait."""
-    silent = _Silent()
-    nodes = _three_over_the_network(tmp_path, servers, wait=600, silent=silent)
-    try:
+    with _three(tmp_path, servers, wait=600, silent=True) as nodes:
         ctl = nodes[1].controller
-        reply = ctl.request_controlled_shutdown(2, nodes[2].broker_epoch)
-        wait_until(lambda: _states(nodes[1])[0] == (1, (1, 3)))
-        assert not reply.done()
+        reply = _waiting_shutdown_of_2(nodes)
         nodes[3].close()
         assert reply.result(30) == ()
         assert ctl._awaiting == set()
-    finally:
-        for p in reversed(nodes.values()):
-            p.close()
-        silent.close()
 
 
 def test_brokers_shutting_down_are_not_waited_for(tmp_path: Path,
                                                   servers: list[_Server]) -> None:
     """A whole cluster stopping: a broker that asked to shut down may have closed its server
     while still registered. Broker 3 never answers, but it is leaving too."""
-    silent = _Silent()
-    nodes = _three_over_the_network(tmp_path, servers, wait=600, silent=silent)
-    try:
+    with _three(tmp_path, servers, wait=600, silent=True) as nodes:
         ctl = nodes[1].controller
         assert ctl.request_controlled_shutdown(3, nodes[3].broker_epoch).result(30) == ()
         assert ctl.request_controlled_shutdown(2, nodes[2].broker_epoch).result(30) == ()
         assert _states(nodes[1]) == {0: (1, (1,)), 1: (1, (1,)), 2: (1, (1,))}
-    finally:
-        for p in reversed(nodes.values()):
-            p.close()
-        silent.close()

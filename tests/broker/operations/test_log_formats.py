@@ -130,9 +130,8 @@ def test_the_line_writer_closes_an_owned_stream_after_its_lines_and_survives_a_b
 
 
 def test_a_process_s_state_change_file_is_written_by_its_line_writer(
-        tmp_path: Path) -> None:
-    root, changes = logging.getLogger(), logging.getLogger(LOGGER_NAME)
-    handlers, level = list(root.handlers), root.level
+        tmp_path: Path, restored_logging: None) -> None:
+    changes = logging.getLogger(LOGGER_NAME)
     writer = LineWriter(name="test-writer")
     own = tmp_path / "state-change.log"
     main = _Recorded()
@@ -145,13 +144,4 @@ def test_a_process_s_state_change_file_is_written_by_its_line_writer(
         assert own.read_text().endswith(f"{LOGGER_NAME}: a state change\n")
         assert main.writers == {"test-writer"}
     finally:
-        for handler in list(root.handlers):
-            root.removeHandler(handler)
-        for handler in list(changes.handlers):
-            changes.removeHandler(handler)
-            handler.close()
-        for handler in handlers:
-            root.addHandler(handler)
-        root.setLevel(level)
-        changes.propagate = True
         writer.close()
