@@ -85,6 +85,21 @@ class ElectionOutcome:
     failed: dict[TopicPartition, str] = field(default_factory=dict)
 
 
+class NoLiveReplica(str):
+    """Why an election refused a partition none of whose assigned replicas is live: no
+    stored leader and ISR can change that, so the partition is not re-read (see
+    :meth:`PartitionStateMachine.write_leaders`), nor elected again out of sync."""
+
+    __slots__ = ()
+
+
+def refusal(replicas: tuple[int, ...], isr: tuple[int, ...], live: frozenset[int]) -> str:
+    """The reason an election found no leader among ``replicas`` (``live``: the brokers it
+    could choose from)."""
+    reason = f"no eligible leader among {replicas} (isr {isr})"
+    return NoLiveReplica(reason) if live.isdisjoint(replicas) else reason
+
+
 def stored(value: LeaderAndIsr) -> PartitionStateNode:
     return PartitionStateNode(leader=value.leader, leader_epoch=value.leader_epoch,
                               isr=value.isr, controller_epoch=value.controller_epoch)
@@ -354,9 +369,10 @@ class PartitionStateMachine:
         elected again out of sync where their topic allows it, read from its config node at
         that moment (the override, else the controller's default), as Kafka's controller reads
         the configs of exactly those partitions' topics. No read when every partition found a
-        clean leader."""
+        clean leader or has no live replica at all (which no election can help)."""
         self._elect(tps, batch, Offline(unclean=False), outcome)
-        failed = [tp for tp in tps if tp in outcome.failed]
+        failed = [tp for tp in tps if tp in outcome.failed
+                  and type(outcome.failed[tp]) is not NoLiveReplica]
         if not failed:
             return
         allowed = self.unclean_topics({tp.topic for tp in failed})
@@ -412,9 +428,10 @@ class PartitionStateMachine:
             else:
                 how = strategy[tp]  # type: ignore[index]
                 run, cs = elector(how), isinstance(how, ControlledShutdown)
-            election = run(replicas, current.isr, live_all if cs else live)
+            chosen_from = live_all if cs else live
+            election = run(replicas, current.isr, chosen_from)
             if election is None:
-                return f"no eligible leader among {replicas} (isr {current.isr})"
+                return refusal(replicas, current.isr, chosen_from)
             if cs:
                 recipients[tp] = [r for r in replicas if r in live_all]  # shutting down too
             if track and election.unclean:
@@ -454,7 +471,7 @@ class PartitionStateMachine:
             replicas = assigned.get(tp, ())
             election = run(replicas, current.isr, live)
             if election is None:
-                return f"no eligible leader among {replicas} (isr {current.isr})"
+                return refusal(replicas, current.isr, live)
             if track and election.unclean:
                 unclean.append(tp)
             return apply_election(current, election, epoch)
@@ -485,7 +502,10 @@ class PartitionStateMachine:
         reason for failing, or None for nothing to do), write all decisions in one fenced,
         streamed bulk write, and re-read and decide again for those whose partition epoch moved.
         The partitions ``decide`` refused are re-read once at the end, and decided again where
-        their node had moved.
+        their node had moved; not those it refused for want of any live replica
+        (:class:`NoLiveReplica`), which no stored value can change. A whole cluster coming back
+        one broker at a time finds most partitions so on the first returns: at a million
+        partitions, re-reading them cost each such return seconds.
 
         Decisions are made a slice at a time while the slices before are being written, and a
         slice's results reach the context as soon as it is written, in order: the partitions
@@ -574,7 +594,8 @@ class PartitionStateMachine:
                     continue
                 if isinstance(value, str):
                     failed[tp] = value
-                    refused[tp] = current.partition_epoch
+                    if type(value) is not NoLiveReplica:
+                        refused[tp] = current.partition_epoch
                     continue
                 decided.append((tp, value))
                 ops.append(SetData(path=path_of(tp.topic, tp.partition), data=encode_partition_state(value),

@@ -20,6 +20,7 @@ from interbroker.requests import (
 )
 from statemachines import ReplicaState
 from statemachines import events as ev
+from statemachines.partition_sm import NoLiveReplica, refusal
 from statemachines.states import PartitionState
 from tests.recording_broker import change_isr
 from tests.statemachines.conftest import Cluster, tp
@@ -377,6 +378,35 @@ def test_a_controlled_shutdown_moves_a_leader_whose_isr_grew_unannounced(
     assert reply.result(5) == ()
     state = cluster.state("p", 0)
     assert (state.leader, list(state.isr)) == (2, [2]), part
+
+
+def test_a_partition_without_a_live_replica_is_refused_without_a_read(cluster: Cluster) -> None:
+    """A broker's return elects the offline partitions; those with no live replica at all
+    fail, and are not re-read as a refusal on a stale ISR is (no stored value can give them a
+    leader). The stored node below moved without the controller hearing of it: a re-read
+    would have brought its partition epoch into the context."""
+    for b in (1, 2, 3, 4):
+        cluster.add(b)
+    cluster.admin.create_topic("q", assignment={0: [2, 3], 1: [3, 4]})
+    cluster.pump()
+    for b in (4, 2, 3):
+        cluster.kill(b)
+    ctl = cluster.active().controller
+    dead, hosted = tp("q", 0), tp("q", 1)
+    assert ctl.ctx.leaders[dead].leader < 0 and ctl.ctx.leaders[hosted].leader < 0
+    for part in (dead, hosted):
+        path = layout.partition_state(part.topic, part.partition)
+        data, stat = cluster.admin_client.get(path)
+        cluster.admin_client.set(path, data, stat.version)  # the node moves, its value does not
+    before = {part: ctl.ctx.leaders[part].partition_epoch for part in (dead, hosted)}
+    cluster.add(4)
+    assert ctl.ctx.leaders[dead].partition_epoch == before[dead]
+    assert dead in ctl.ctx.leaderless
+    # q-1's replica 4 is live but not in the ISR (3): that refusal is re-read, as before
+    assert ctl.ctx.leaders[hosted].partition_epoch == before[hosted] + 1
+    assert refusal((2, 3), (3,), frozenset({1, 4})) == "no eligible leader among (2, 3) (isr (3,))"
+    assert type(refusal((2, 3), (3,), frozenset({1, 4}))) is NoLiveReplica
+    assert type(refusal((3, 4), (3,), frozenset({1, 4}))) is str
 
 
 def test_preferred_election_node_is_deleted_even_when_it_cannot_happen(cluster: Cluster) -> None:
