@@ -59,9 +59,12 @@ class ReplicaStateMachine:
 
     def handle(
         self, keys: Iterable[ReplicaKey], target: ReplicaState, batch: RequestBatch, *,
-        derived_was: ReplicaState | None = None,
+        derived_was: ReplicaState | None = None, tell: bool = True,
     ) -> list[ReplicaKey]:
         """Move ``keys`` to ``target``; returns the replicas that moved.
+
+        ``tell`` false, for New and Online: the brokers are not sent the LeaderAndIsr the move
+        calls for; the caller sends it (:meth:`send_leader_and_isr`) or an election does.
 
         ``derived_was``, for the state-change log only: the state that a replica with no
         stored state was in before the event being handled (a broker loss: Online; its state
@@ -80,20 +83,21 @@ class ReplicaStateMachine:
             if derived_was is not None:
                 stored = self.ctx.replica_states.explicit()
                 before.update((k, derived_was) for k in valid if k not in stored)
-        moved = self._apply(valid, target, batch)
+        moved = self._apply(valid, target, batch, tell)
         if track:
             log_replica_transitions(self.partitions.controller_id,
                                     self.partitions.controller_epoch,
                                     [(k, before[k]) for k in moved], target)
         return moved
 
-    def _apply(self, valid: list[ReplicaKey], target: ReplicaState, batch: RequestBatch
-               ) -> list[ReplicaKey]:
+    def _apply(self, valid: list[ReplicaKey], target: ReplicaState, batch: RequestBatch,
+               tell: bool) -> list[ReplicaKey]:
         ctx = self.ctx
         states = ctx.replica_states
         match target:
             case ReplicaState.NEW | ReplicaState.ONLINE:
-                self._send_leader_and_isr(valid, batch)
+                if tell:
+                    self.send_leader_and_isr(valid, batch)
             case ReplicaState.OFFLINE:
                 valid = self._take_offline(valid, batch)
             case ReplicaState.DELETION_STARTED:
@@ -121,7 +125,9 @@ class ReplicaStateMachine:
         current = self.ctx.leaders.get(tp)
         return current.leader_epoch if current is not None else NO_EPOCH
 
-    def _send_leader_and_isr(self, keys: list[ReplicaKey], batch: RequestBatch) -> None:
+    def send_leader_and_isr(self, keys: list[ReplicaKey], batch: RequestBatch) -> None:
+        """Each replica of ``keys`` on a live broker is sent its partition's leader and ISR
+        (none for a partition that has none yet), and every live broker the metadata."""
         ctx = self.ctx
         by_tp: dict[TopicPartition, list[int]] = {}
         for tp, b in keys:

@@ -122,9 +122,21 @@ def on_broker_startup(svc: ControllerServices, ids: list[int]) -> None:
     send_full_metadata(svc, ids)
     batch = svc.new_batch()
     keys = [(tp, b) for b in ids for tp in ctx.replicas_on(b) if not ctx.is_deleting(tp)]
-    rsm.handle(keys, ReplicaState.ONLINE, batch)
+    # The replicas of partitions without a leader hear of them from the election below, with
+    # the leader it finds, and only those it leaves without one are told of them after it.
+    # Kafka's controller tells them before it too, with no leader: twice the LeaderAndIsr
+    # entries and metadata for every partition when a whole cluster comes back.
+    leaderless = ctx.leaderless
+    waiting = [k for k in keys if k[0] in leaderless]
+    rsm.handle([k for k in keys if k[0] not in leaderless], ReplicaState.ONLINE, batch)
+    waiting = rsm.handle(waiting, ReplicaState.ONLINE, batch, tell=False)
     svc.send(batch)
     elect_leaderless(svc)
+    unled = [k for k in waiting if k[0] in ctx.leaderless]
+    if unled:
+        batch = svc.new_batch()
+        rsm.send_leader_and_isr(unled, batch)
+        svc.send(batch)
     reassignment.on_brokers_started(svc, ids)
     deletion.on_brokers_started(svc, ids)
 

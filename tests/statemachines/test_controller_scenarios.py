@@ -71,6 +71,28 @@ def test_losing_every_isr_member_leaves_partition_offline_until_one_returns(
     assert ctl.ctx.partition_states[tp("solo", 0)] is PartitionState.ONLINE
 
 
+def test_a_returning_broker_hears_of_each_leaderless_partition_once(cluster: Cluster) -> None:
+    """Its replicas of partitions without a leader are told of them by the election, with
+    the leader found (Kafka's controller first sends them with none, then again); one the
+    election cannot lead is told of it after, with none."""
+    for b in (1, 2, 3, 4):
+        cluster.add(b)
+    cluster.admin.create_topic("r", assignment={0: [2, 3], 1: [4, 3]})
+    cluster.pump()
+    for b in (2, 3, 4):
+        cluster.kill(b)
+    assert [cluster.state("r", p).leader for p in (0, 1)] == [-1, -1]
+    assert [list(cluster.state("r", p).isr) for p in (0, 1)] == [[3], [4]]
+    back = cluster.add(3).handler
+    told: dict[TopicPartition, list[int]] = {}
+    for request in back.received(LeaderAndIsrRequest):
+        assert isinstance(request, LeaderAndIsrRequest)
+        for p in request.partitions:
+            told.setdefault(tp(p.topic, p.partition), []).append(p.leader)
+    assert told == {tp("r", 0): [3], tp("r", 1): [-1]}
+    assert cluster.active().controller.ctx.replica_states[(tp("r", 1), 3)] is ReplicaState.ONLINE
+
+
 def test_bounce_is_leave_then_join_with_the_new_broker_epoch(three: Cluster) -> None:
     b2 = three.participants[2].handler
     old_epoch = b2.epoch
