@@ -93,6 +93,9 @@ class NoLiveReplica(str):
     __slots__ = ()
 
 
+NO_LIVE_REPLICA = NoLiveReplica("none of its replicas is live")
+
+
 def refusal(replicas: tuple[int, ...], isr: tuple[int, ...], live: frozenset[int]) -> str:
     """The reason an election found no leader among ``replicas`` (``live``: the brokers it
     could choose from)."""
@@ -369,7 +372,22 @@ class PartitionStateMachine:
         elected again out of sync where their topic allows it, read from its config node at
         that moment (the override, else the controller's default), as Kafka's controller reads
         the configs of exactly those partitions' topics. No read when every partition found a
-        clean leader or has no live replica at all (which no election can help)."""
+        clean leader or has no live replica at all (which no election can help).
+
+        When the live brokers host fewer replicas than there are partitions to elect (the
+        first brokers back of a whole cluster), those with no live replica are found from
+        the brokers' side and fail without a decision each."""
+        ctx = self.ctx
+        hosted = [ctx.replicas_on(b) for b in ctx.live_ids()]
+        if sum(map(len, hosted)) < len(tps):
+            reachable: set[TopicPartition] = set().union(*hosted)
+            failed_ = outcome.failed
+            for tp in tps:
+                if tp not in reachable:
+                    failed_[tp] = NO_LIVE_REPLICA
+            tps = [tp for tp in tps if tp in reachable]
+            if not tps:
+                return
         self._elect(tps, batch, Offline(unclean=False), outcome)
         failed = [tp for tp in tps if tp in outcome.failed
                   and type(outcome.failed[tp]) is not NoLiveReplica]

@@ -402,13 +402,19 @@ def test_a_controlled_shutdown_moves_a_leader_whose_isr_grew_unannounced(
     assert (state.leader, list(state.isr)) == (2, [2]), part
 
 
-def test_a_partition_without_a_live_replica_is_refused_without_a_read(cluster: Cluster) -> None:
+@pytest.mark.parametrize("crowded", [False, True], ids=["found-by-broker", "decided"])
+def test_a_partition_without_a_live_replica_is_refused_without_a_read(cluster: Cluster,
+                                                                      crowded: bool) -> None:
     """A broker's return elects the offline partitions; those with no live replica at all
     fail, and are not re-read as a refusal on a stale ISR is (no stored value can give them a
     leader). The stored node below moved without the controller hearing of it: a re-read
-    would have brought its partition epoch into the context."""
+    would have brought its partition epoch into the context. With few replicas on the live
+    brokers they are found from the brokers' side; ``crowded`` (broker 1 hosts more
+    partitions than are offline), each is decided and refused."""
     for b in (1, 2, 3, 4):
         cluster.add(b)
+    if crowded:
+        cluster.admin.create_topic("filler", assignment={p: [1] for p in range(4)})
     cluster.admin.create_topic("q", assignment={0: [2, 3], 1: [3, 4]})
     cluster.pump()
     for b in (4, 2, 3):
