@@ -89,6 +89,46 @@ class ReplicaStates:
             state = self.derived(key)
         return default if state is ReplicaState.NON_EXISTENT else state
 
+    def states_of(self, keys: list[ReplicaKey]) -> list[ReplicaState]:
+        """The state of each of ``keys`` (NonExistent for none), as :meth:`get` gives it, in
+        one pass: a whole cluster's replicas move at once when it comes back."""
+        explicit = self._explicit.get
+        replicas = self._ctx.replicas.get
+        brokers = self._ctx.brokers
+        deleting = self._ctx.deleting
+        absent, online = ReplicaState.NON_EXISTENT, ReplicaState.ONLINE
+        offline, ineligible = ReplicaState.OFFLINE, ReplicaState.DELETION_INELIGIBLE
+        out = []
+        append = out.append
+        for key in keys:
+            state = explicit(key)
+            if state is None:
+                tp, b = key
+                if b not in replicas(tp, ()):
+                    state = absent
+                elif b in brokers:
+                    state = online
+                else:
+                    state = ineligible if tp.topic in deleting else offline
+            append(state)
+        return out
+
+    def set_all(self, keys: Iterable[ReplicaKey], state: ReplicaState) -> None:
+        """``self[key] = state`` for each of ``keys``, in one pass."""
+        stored = self._explicit
+        if state is not ReplicaState.ONLINE:
+            stored.update(dict.fromkeys(keys, state))
+            return
+        replicas = self._ctx.replicas.get
+        brokers = self._ctx.brokers
+        forget = stored.pop
+        for key in keys:
+            tp, b = key
+            if b in brokers and b in replicas(tp, ()):
+                forget(key, None)
+            else:
+                stored[key] = state
+
     def __getitem__(self, key: ReplicaKey) -> ReplicaState:
         state = self.get(key)
         if state is None:

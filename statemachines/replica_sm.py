@@ -69,7 +69,8 @@ class ReplicaStateMachine:
         ``derived_was``, for the state-change log only: the state that a replica with no
         stored state was in before the event being handled (a broker loss: Online; its state
         is derived from the live brokers, so it reads Offline as soon as the broker is gone)."""
-        pairs = [(k, self.state(k)) for k in keys]
+        members = keys if type(keys) is list else list(keys)
+        pairs = list(zip(members, self.ctx.replica_states.states_of(members), strict=True))
         split = split_transitions(pairs, target)
         if split.invalid:
             state_change_log.warning("refused %d replica transitions to %s, e.g. %s",
@@ -111,8 +112,7 @@ class ReplicaStateMachine:
                         ctx.set_replicas(tp, [r for r in replicas if r != b])
                     states.pop((tp, b), None)
                 return valid
-        for key in valid:
-            states[key] = target
+        states.set_all(valid, target)
         return valid
 
     def _delete_epoch(self, tp: TopicPartition) -> int:

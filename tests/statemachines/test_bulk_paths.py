@@ -61,6 +61,35 @@ def test_a_replica_added_after_failover_is_non_existent_until_new(three: Cluster
     assert ctx.replica_states[(tp("t", 0), 4)] is ReplicaState.NEW
 
 
+def test_replica_states_read_and_set_in_bulk_as_one_at_a_time(three: Cluster) -> None:
+    """states_of and set_all (a whole cluster's replicas at once) give and store what the
+    one-key reads and writes do, in every case the rule has: stored, derived Online and
+    Offline, Ineligible for a topic being deleted, NonExistent out of the assignment."""
+    three.admin.create_topic("t2", assignment={0: [3]})
+    three.pump()
+    three.kill(3)
+    ctx = three.active().controller.ctx
+    states = ctx.replica_states
+    states[(tp("t", 1), 2)] = ReplicaState.OFFLINE  # stored on a live broker
+    ctx.set_replicas(tp("t", 0), (1, 2, 3, 4))  # 4 joins: stored NonExistent
+    ctx.deleting.add("t2")
+    states.explicit().pop((tp("t2", 0), 3))  # derived: Ineligible (stored Offline on the loss)
+    keys = [(tp("t", p), b) for p in range(3) for b in (1, 2, 3, 4, 5)] + [
+        (tp("t2", 0), 3), (tp("t2", 0), 1)]
+    one_at_a_time = [states.get(k, ReplicaState.NON_EXISTENT) for k in keys]
+    assert states.states_of(keys) == one_at_a_time
+    assert {ReplicaState.ONLINE, ReplicaState.OFFLINE, ReplicaState.NON_EXISTENT,
+            ReplicaState.DELETION_INELIGIBLE} <= set(one_at_a_time)
+    for target in (ReplicaState.ONLINE, ReplicaState.OFFLINE, ReplicaState.NEW):
+        before = dict(states.explicit())
+        for k in keys:
+            states[k] = target
+        by_key = dict(states.explicit())
+        states.start_tracking(before)
+        states.set_all(keys, target)
+        assert states.explicit() == by_key, target
+
+
 def test_the_standby_applies_many_state_changes_in_one_event(three: Cluster) -> None:
     standby = three.participants[2].controller
     assert not standby.active
