@@ -70,6 +70,7 @@ class Mixed:
     url: str
     directory: Path
     md: MetadataClient = field(init=False)
+    created: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         self.md = MetadataClient(coordinator.connect(self.url, timeout=10))
@@ -99,6 +100,15 @@ class Mixed:
                        for p, s in self.states(topic).items())
         except Exception:
             return False
+
+    def with_topic(self, timeout: float = 60) -> None:
+        """The module's topic, every ISR whole: Kafka's TopicCommand creates it for the first
+        test that runs (each test can run alone)."""
+        if not self.created:
+            _tool("topics", "--bootstrap-server", self.kafka.bootstrap, "--create", "--topic",
+                  TOPIC, "--replica-assignment", ASSIGNMENT, "--config", "min.insync.replicas=2")
+            self.created = True
+        wait_until(self.isr_whole, timeout=timeout, message="every ISR whole")
 
     def restart_partctl(self, *, kill: bool) -> None:
         if kill:
@@ -311,9 +321,7 @@ def test_kafka_controller_drives_a_partctl_broker(mixed: Mixed) -> None:
     assert registration["listener_security_protocol_map"] == {"PLAINTEXT": "PLAINTEXT"}
     # Kafka's TopicCommand creates the topic; Kafka's controller sends partctl's broker its
     # LeaderAndIsr (leader of partition 1, follower of 0 and 2)
-    _tool("topics", "--bootstrap-server", mixed.kafka.bootstrap, "--create", "--topic", TOPIC,
-          "--replica-assignment", ASSIGNMENT, "--config", "min.insync.replicas=2")
-    wait_until(mixed.isr_whole, timeout=60, message="every ISR whole")
+    mixed.with_topic()
     assert {p: s.leader for p, s in mixed.states().items()} == {0: 1, 1: 3, 2: 2}
     seen: list[str] = []
 
@@ -334,7 +342,7 @@ def test_kafka_controller_drives_a_partctl_broker(mixed: Mixed) -> None:
 
 
 def test_followers_of_each_kind_fetch_from_leaders_of_the_other(mixed: Mixed) -> None:
-    wait_until(mixed.isr_whole, timeout=60, message="every ISR whole")
+    mixed.with_topic()
     recorder = Recorder(mixed.bootstrap)
     recorder.send(600)
     assert not recorder.errors, recorder.errors[:5]
@@ -369,7 +377,7 @@ def test_partctl_leader_reports_isr_changes_to_kafka_controller(mixed: Mixed) ->
     catches up, each time by writing the state node and an ISR change notification, which
     Kafka 3.9's controller still follows: it tells every broker, and Kafka's brokers' Metadata
     shows the ISR whole again."""
-    wait_until(mixed.isr_whole, timeout=60, message="every ISR whole")
+    mixed.with_topic()
     controller = mixed.controller()
     assert controller in (1, 2), controller
     follower = 3 - controller  # the Kafka broker that is not controller: a follower of p1
@@ -448,7 +456,7 @@ def _move_controller_to_partctl(mixed: Mixed) -> None:
 
 
 def test_partctl_controller_drives_kafka_brokers(mixed: Mixed) -> None:
-    wait_until(mixed.isr_whole, timeout=60, message="every ISR whole")
+    mixed.with_topic()
     _move_controller_to_partctl(mixed)
     # Kafka broker 2 stops (its ControlledShutdown goes to partctl's controller) and starts
     # again: it gets a producer id block from partctl's controller (AllocateProducerIds) and
@@ -492,7 +500,7 @@ def _leaders(mixed: Mixed) -> dict[int, int]:
 @pytest.mark.long
 def test_nothing_acknowledged_is_lost_when_controllers_of_each_kind_are_killed(
         mixed: Mixed) -> None:
-    wait_until(mixed.isr_whole, timeout=90, message="every ISR whole")
+    mixed.with_topic(timeout=90)
     _tool("leader-election", "--bootstrap-server", mixed.bootstrap, "--election-type",
           "preferred", "--all-topic-partitions")
     wait_until(lambda: _leaders(mixed) == {0: 1, 1: 3, 2: 2}, timeout=60,
