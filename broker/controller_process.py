@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import os
 import signal
 from typing import TextIO
 
@@ -35,6 +34,7 @@ import coordinator
 from broker.apis import ControllerNodeServices, controller_registry
 from broker.config import BrokerConfig
 from broker.controller_channel import KafkaNetwork
+from broker.logs import exit_now
 from broker.metrics.collector import KafkaCollector
 from broker.metrics.server import MetricsServer
 from broker.process import EXIT_ERROR, EXIT_OK, SIGNAL_EXIT_BASE, registration, run_process
@@ -77,7 +77,7 @@ class ControllerProcess:
     def _on_signal(self, signum: int) -> None:
         self._signals.append(signum)
         if len(self._signals) > 1:
-            os._exit(SIGNAL_EXIT_BASE + signum)  # a second signal: no more waiting
+            exit_now(SIGNAL_EXIT_BASE + signum)  # a second signal: no more waiting
         log.info("%s: stopping", signal.Signals(signum).name)
         assert self._stop is not None
         if not self._stop.done():

@@ -18,15 +18,21 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import queue
 import threading
 import time
-from typing import Any, TextIO, cast
+import weakref
+from typing import Any, NoReturn, TextIO, cast
 
 from interbroker.fencing import FIELD, LOGGER_NAME
 
-__all__ = ["LOG_FORMATS", "JsonFormatter", "JsonLines", "LineWriter", "WrittenLines",
-           "formatter", "lines_for", "setup_logging"]
+__all__ = ["FORCED_EXIT_WRITE", "LOG_FORMATS", "JsonFormatter", "JsonLines", "LineWriter",
+           "WrittenLines", "exit_now", "formatter", "lines_for", "setup_logging"]
+
+FORCED_EXIT_WRITE = 1.0
+"""Seconds a forced exit (:func:`exit_now`) gives the log writers to write what is queued."""
+_WRITERS: weakref.WeakSet[LineWriter] = weakref.WeakSet()
 
 LOG_FORMATS = ("text", "json")
 TEXT_LINE = "[%(asctime)s] %(levelname)s %(name)s: %(message)s"
@@ -99,6 +105,7 @@ class LineWriter:
         self._closed = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
+        _WRITERS.add(self)
 
     def stream(self, raw: TextIO, *, owned: bool = False) -> TextIO:
         """A text stream onto ``raw`` whose writes this thread carries out (``owned``: closing
@@ -140,6 +147,16 @@ class LineWriter:
                 _write(raw, "".join(texts))
             if item is None:
                 return
+
+
+def exit_now(status: int) -> NoReturn:
+    """End the process with ``status`` at once (a signal repeated: no more waiting), once the
+    log writers have written what is queued, or :data:`FORCED_EXIT_WRITE` seconds have
+    passed: the lines that say why it stopped are the ones a forced exit would drop."""
+    deadline = time.monotonic() + FORCED_EXIT_WRITE
+    for writer in list(_WRITERS):
+        writer.close(max(0.0, deadline - time.monotonic()))
+    os._exit(status)
 
 
 def _write(raw: TextIO, text: str | None) -> None:

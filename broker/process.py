@@ -45,7 +45,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import os
 import signal
 import sys
 import time
@@ -60,7 +59,7 @@ from broker.controller_channel import CONTROLLER_API_KEYS, KafkaNetwork
 from broker.fetch_client import NetworkTransport, broker_fetch_transport
 from broker.fetch_sessions import FetchSessionCache
 from broker.groups import GroupCoordinator
-from broker.logs import LineWriter, lines_for, setup_logging
+from broker.logs import LineWriter, exit_now, lines_for, setup_logging
 from broker.metadata_cache import MetadataCache, ObservingHandler
 from broker.metrics.collector import KafkaCollector
 from broker.metrics.server import MetricsServer
@@ -157,7 +156,7 @@ class BrokerProcess:
         self._signals.append(signum)
         first = len(self._signals) == 1
         if self._final:
-            os._exit(SIGNAL_EXIT_BASE + signum)  # third time: no more waiting
+            exit_now(SIGNAL_EXIT_BASE + signum)  # third time: no more waiting
         name = signal.Signals(signum).name
         assert self._stop is not None and self._at_once is not None
         if first and signum == signal.SIGTERM:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -145,3 +146,37 @@ def test_a_process_s_state_change_file_is_written_by_its_line_writer(
         assert main.writers == {"test-writer"}
     finally:
         writer.close()
+
+
+_FORCED_EXIT = """
+import sys, time
+from broker.logs import LineWriter, exit_now
+
+class Slow:
+    def __init__(self, path):
+        self.file = open(path, "a", encoding="utf-8")
+        self.first = True
+    def write(self, text):
+        if self.first:  # the writer is busy when the exit comes
+            self.first = False
+            time.sleep(0.3)
+        return self.file.write(text)
+    def flush(self):
+        self.file.flush()
+
+out = LineWriter().stream(Slow(sys.argv[1]))
+for n in range(2000):
+    out.write(f"line {n}\\n")
+exit_now(7)
+"""
+
+
+def test_a_forced_exit_writes_the_queued_lines_first(tmp_path: Path) -> None:
+    """A repeated signal ends a broker or controller process at once (``exit_now``), but not
+    before its log writer has written what was queued: those are the lines that say why."""
+    path = tmp_path / "out.log"
+    done = subprocess.run([sys.executable, "-c", _FORCED_EXIT, str(path)],
+                          cwd=Path(__file__).resolve().parents[3], timeout=60,
+                          capture_output=True, text=True)
+    assert done.returncode == 7, done.stderr
+    assert path.read_text().splitlines() == [f"line {n}" for n in range(2000)]
