@@ -98,7 +98,7 @@ class ReplicaStates:
         deleting = self._ctx.deleting
         absent, online = ReplicaState.NON_EXISTENT, ReplicaState.ONLINE
         offline, ineligible = ReplicaState.OFFLINE, ReplicaState.DELETION_INELIGIBLE
-        out = []
+        out: list[ReplicaState] = []
         append = out.append
         for key in keys:
             state = explicit(key)
