@@ -90,6 +90,11 @@ def _start(c: RealCluster, brokers: int = 3, config: ControllerConfig | None = N
         c.add(b, config)
     wait_until(lambda: set(c.active().controller.ctx.brokers) == set(range(1, brokers + 1)),
                timeout=20, message="controller sees every broker")
+    # The admin's own session may be on another member of an ensemble, one that has not
+    # applied the last registration yet (a read there is not ordered after other sessions'
+    # writes): the topic's assignment names every broker, which it checks.
+    wait_until(lambda: set(c.admin.metadata.broker_ids()) == set(range(1, brokers + 1)),
+               timeout=20, message="the admin sees every broker")
     c.admin.create_topic("t", assignment={0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]})
     for p, leader in enumerate((1, 2, 3)):
         wait_until(lambda p=p, leader=leader: c.leader("t", p) == leader, timeout=20,
