@@ -171,29 +171,46 @@ def _write(raw: TextIO, text: str | None) -> None:
 
 
 class WrittenLines(io.TextIOBase):
-    """A text stream whose writes a :class:`LineWriter` carries out, in order; ``flush`` does
-    not wait for them (:meth:`LineWriter.close` does)."""
+    """A text stream whose writes a :class:`LineWriter` carries out, in order, a whole line at
+    a time: what a thread writes is held until it ends a line (or flushes), so that lines
+    written by several threads never tear (``print`` writes a line and its newline apart).
+    ``flush`` hands on the calling thread's partial line and does not wait for the writer
+    (:meth:`LineWriter.close` does)."""
 
     def __init__(self, writer: LineWriter, raw: TextIO, *, owned: bool = False) -> None:
         super().__init__()
         self.writer = writer
         self._raw = raw
         self._owned = owned
+        self._held = threading.local()
 
     def writable(self) -> bool:
         return True
 
     def write(self, text: str) -> int:
-        if not self.closed:
-            self.writer.put(self._raw, text)
+        if self.closed:
+            return len(text)
+        held = getattr(self._held, "text", "")
+        cut = text.rfind("\n")
+        if cut < 0:
+            self._held.text = held + text
+        else:
+            self._held.text = text[cut + 1:]
+            self.writer.put(self._raw, held + text[:cut + 1])
         return len(text)
 
     def flush(self) -> None:
-        """Nothing to wait for: the writer writes as soon as it can."""
+        """Hand on this thread's partial line; nothing to wait for."""
+        held = getattr(self._held, "text", "")
+        if held and not self.closed:
+            self._held.text = ""
+            self.writer.put(self._raw, held)
 
     def close(self) -> None:
-        if not self.closed and self._owned:
-            self.writer.put(self._raw, None)
+        if not self.closed:
+            self.flush()
+            if self._owned:
+                self.writer.put(self._raw, None)
         super().close()
 
 

@@ -180,3 +180,19 @@ def test_a_forced_exit_writes_the_queued_lines_first(tmp_path: Path) -> None:
                           capture_output=True, text=True)
     assert done.returncode == 7, done.stderr
     assert path.read_text().splitlines() == [f"line {n}" for n in range(2000)]
+
+
+def test_lines_of_several_threads_never_tear() -> None:
+    """A thread's partial line is held until it ends it: another thread's line written in
+    between comes out whole, before it (print writes a line and its newline apart)."""
+    raw = _Recorded()
+    writer = LineWriter(name="test-writer")
+    out = writer.stream(raw)
+    out.write("part")
+    other = threading.Thread(target=lambda: print("whole", file=out))
+    other.start()
+    other.join()
+    out.write("ial\nrest")
+    out.flush()  # a flush hands on the partial line
+    writer.close()
+    assert raw.getvalue() == "whole\npartial\nrest"
