@@ -139,11 +139,7 @@ class ReplicaStates:
         return self.get(key) is not None  # type: ignore[arg-type]
 
     def __setitem__(self, key: ReplicaKey, state: ReplicaState) -> None:
-        if state is ReplicaState.ONLINE and key[1] in self._ctx.brokers and (
-                key[1] in self._ctx.replicas.get(key[0], ())):
-            self._explicit.pop(key, None)
-        else:
-            self._explicit[key] = state
+        self.set_all((key,), state)
 
     def pin(self, key: ReplicaKey) -> None:
         """Store the derived state of ``key``: its replica is about to leave the assignment."""
