@@ -48,7 +48,7 @@ from statemachines.answers import AwaitedAnswers
 from statemachines.config import ControllerConfig, StandBackoff
 from statemachines.context import ControllerContext
 from statemachines.event_manager import EventManager
-from statemachines.full_metadata import prepare_full_metadata
+from statemachines.full_metadata import Preparation
 from statemachines.handlers import (
     alter_partition,
     brokers,
@@ -164,6 +164,8 @@ class Controller:
         self._stand_requested_at: float | None = None
         self.view = View(coordinator, self.metadata, self.events, self.config, broker_id,
                          active=lambda: self.active, running=lambda: self.services is not None)
+        self._preparation = Preparation(self._wake_later)
+        """When a hot standby makes its failover's metadata ready."""
         self._config_changes = ConfigChangeListener(coordinator, self._on_config_change)
 
     # --- lifecycle -----------------------------------------------------------------------
@@ -208,6 +210,7 @@ class Controller:
         self._closed = True
         self.coordinator.remove_listener(self._on_session)
         self.events.stop()
+        self._preparation.stop()
         if self._stand_timer is not None:
             self._stand_timer.cancel()
         if self.fence is not None and self.fence.is_open:
@@ -269,7 +272,7 @@ class Controller:
             self._process(event)
             if (not self.active and self.config.hot_standby and self.events.pending() == 0
                     and not self._closed):
-                prepare_full_metadata(self.ctx)  # what its failover will send, made ready
+                self._preparation.idle(self.ctx)  # what its failover will send, made ready
         finally:
             if paused:
                 settle_garbage()
@@ -337,6 +340,7 @@ class Controller:
                             self.view.arm_children(e)
                 else:
                     apply_broker_node(self.ctx, event)
+                    self._preparation.changed()
             case ev.TopicNodeChanged():
                 if (svc := self._running()) is not None:
                     added = self.view.apply_topic_node(event, only_new=True)
@@ -344,12 +348,17 @@ class Controller:
                         topics.on_new_partitions(svc, added)
                 else:
                     self.view.apply_topic_node(event)
+                    self._preparation.changed()
             case ev.PartitionStatesPending():
                 changed = self.view.apply_pending_states()
+                if changed and not self.active:
+                    self._preparation.changed()
                 if changed and (svc := self._running()) is not None and svc.ctx.reassignments:
                     moving = [tp for tp in changed if tp in svc.ctx.reassignments]
                     if moving:
                         reassignment.complete_if_caught_up(svc, moving)
+            case ev.StandbyQuiet():
+                self._preparation.woken()
             case ev.IsrChangeNotified():
                 if (svc := self._running()) is not None:
                     isr.on_isr_change_notification(svc)
@@ -504,6 +513,7 @@ class Controller:
         state machines built on it, and the handlers' failover run with them."""
         fence = self.fence
         assert fence is not None
+        self._preparation.stop()
         exact = self.view.prepare_failover(fence.epoch.revision)
         ctx = self.ctx
         partitions = PartitionStateMachine(
@@ -630,8 +640,23 @@ class Controller:
 
     def caught_up(self, revision: int, timeout: float = 10.0) -> bool:
         """Wait until this candidate's view has followed the store up to the write
-        ``revision`` (see :meth:`View.caught_up`)."""
-        return self.view.caught_up(revision, timeout)
+        ``revision`` (see :meth:`View.caught_up`) and, a hot standby, has made ready what its
+        failover would send."""
+        deadline = time.monotonic() + timeout
+        if not self.view.caught_up(revision, timeout):
+            return False
+        if self.active or not self.config.hot_standby:
+            return True
+        return (self._preparation.wait_ready(max(0.0, deadline - time.monotonic()))
+                and self.events.wait_idle(max(0.0, deadline - time.monotonic())))
+
+    def _wake_later(self, delay: float) -> Callable[[], None]:
+        """Queue :class:`~statemachines.events.StandbyQuiet` in ``delay`` seconds; returns
+        what cancels it."""
+        timer = threading.Timer(delay, lambda: self.events.put(ev.StandbyQuiet()))
+        timer.daemon = True
+        timer.start()
+        return timer.cancel
 
 
 class _Ticker:

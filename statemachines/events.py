@@ -35,6 +35,7 @@ __all__ = [
     "ReassignmentChanged",
     "ReplicaDeletionFinished",
     "SessionChanged",
+    "StandbyQuiet",
     "Stand",
     "TopicConfigChanged",
     "TopicNodeChanged",
@@ -93,6 +94,12 @@ class PartitionStatesPending:
     """Watched leader-and-ISR nodes changed: the states wait in the controller's buffer (the
     latest per partition), to be applied together. One such event is queued whenever the
     buffer stops being empty, so a mass election costs the standby one event, not 10,000."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StandbyQuiet:
+    """A standby's view may have gone quiet since its last change: time to see whether its
+    failover's metadata is to be made ready (:class:`~statemachines.full_metadata.Preparation`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -197,6 +204,7 @@ ControllerEvent = (
     | TopicsChanged
     | TopicNodeChanged
     | PartitionStatesPending
+    | StandbyQuiet
     | IsrChangeNotified
     | ReassignmentChanged
     | PreferredElectionChanged

@@ -10,15 +10,16 @@ while idle (:func:`prepare_full_metadata`), so that its failover sends what it h
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from operator import itemgetter
 
 from coordinator.codecs import TopicPartition
 from interbroker.requests import UpdateMetadataPartition
 from statemachines.context import ControllerContext, FullMetadata
 
-__all__ = ["FullMetadata", "full_metadata", "prepare_full_metadata"]
+__all__ = ["FullMetadata", "Preparation", "full_metadata", "prepare_full_metadata"]
 
 _partition_number = itemgetter(1)
 
@@ -152,9 +153,7 @@ def prepare_full_metadata(ctx: ControllerContext) -> bool:
     """Bring the build up to date now, as the next send would, when what it would have to do
     is big: no build yet, one that cannot be patched (partitions added or removed, too many
     changed), or a patch of more than a sixteenth of the entries. A hot standby's work while
-    idle, so that its failover sends what it has ready. Not again within twice the last
-    build's or patch's time of it (a standby loading its view, or following a burst of
-    elections, is idle often), so it takes at most a third of an idle standby's thread. True
+    idle (:class:`Preparation` says when), so that its failover sends what it has ready. True
     if it built or patched."""
     last, changed = ctx.full_metadata, ctx.metadata_changed
     if not ctx.leaders:
@@ -163,8 +162,6 @@ def prepare_full_metadata(ctx: ControllerContext) -> bool:
     current = None
     if last is not None and changed is not None:
         if not changed and last.dead == dead:
-            return False
-        if time.monotonic() - last.done < 2 * last.took:
             return False
         few = max(1024, len(last.entries) // PREPARE_SHARE)
         # (at most this many are out of date: below the share, nothing is worked out at all;
@@ -180,3 +177,80 @@ def prepare_full_metadata(ctx: ControllerContext) -> bool:
     # (each partition's place worked out now, while idle: the failover's patch needs it)
     ctx.keep_full_metadata(current if current is not None else _build(ctx, dead, placed=True))
     return True
+
+
+QUIET = 0.5
+"""Seconds without a change applied to its view after which a standby prepares, at least;
+twice the last build's time after a long build (the active controller's own pauses between
+the writes of one mass change, such as the replicas it moves Online before it elects, last
+about as long)."""
+MAX_DEFER = 10.0
+"""The longest a standby defers while changes keep coming, at least; twenty builds' time after
+a long build. Changes that never stop for :data:`QUIET` seconds but come few at a time leave
+it little to do anyway: a sixteenth of the entries must be out of date before it patches."""
+
+
+class Preparation:
+    """When a hot standby brings its build up to date: once its view has gone :data:`QUIET`
+    seconds (or two builds' time) without a change, not while it follows a burst. A whole
+    cluster coming back changes every partition over most of a minute at a million
+    partitions; building after each batch it applied, as the standby did, took a fifth of
+    its interpreter's time, on the cores the active controller needed for the elections.
+    Under changes that never stop, it prepares anyway once it has deferred :data:`MAX_DEFER`
+    seconds or twenty builds' time.
+
+    Called on the event thread; ``wake`` queues an event after a delay, from a timer, whose
+    handling ends with :meth:`idle` again. :meth:`wait_ready` (any thread) waits until
+    nothing is deferred."""
+
+    def __init__(self, wake: Callable[[float], Callable[[], None]],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._wake = wake
+        self._clock = clock
+        self._changed_at = -QUIET
+        self._deferred_since: float | None = None
+        self._cancel: Callable[[], None] | None = None
+        self._ready = threading.Event()
+        self._ready.set()
+
+    def changed(self) -> None:
+        """The view applied a change (a standby's tree watch)."""
+        self._changed_at = self._clock()
+        self._ready.clear()
+
+    def idle(self, ctx: ControllerContext) -> bool:
+        """Nothing is queued: prepare now if the view has been quiet long enough (or has
+        deferred too long), else ask to be woken when it would be. True if it prepared."""
+        now = self._clock()
+        last = ctx.full_metadata
+        took = last.took if last is not None else 0.0
+        quiet_at = self._changed_at + max(QUIET, 2 * took)
+        if now < quiet_at:
+            if self._deferred_since is None:
+                self._deferred_since = now
+            longest = max(MAX_DEFER, 20 * took)
+            if now - self._deferred_since < longest:
+                if self._cancel is None:
+                    self._cancel = self._wake(quiet_at - now)
+                return False
+        self._deferred_since = None
+        prepared = prepare_full_metadata(ctx)
+        if self._cancel is None:
+            self._ready.set()
+        return prepared
+
+    def woken(self) -> None:
+        """The wake asked for has come (its event is being handled)."""
+        self._cancel = None
+
+    def stop(self) -> None:
+        """No more preparing (the standby became active, or closes)."""
+        if self._cancel is not None:
+            self._cancel()
+            self._cancel = None
+        self._deferred_since = None
+        self._ready.set()
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait until no preparation is deferred (any thread)."""
+        return self._ready.wait(timeout)

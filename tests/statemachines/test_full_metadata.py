@@ -3,13 +3,25 @@ build equals one made anew, whatever changed in between."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
+import pytest
+
+from coordinator.clock import ManualClock
 from coordinator.codecs import BrokerInfo, TopicAssignment, TopicPartition
 from coordinator.metadata_base import RegisteredBroker
 from elections.leader import LeaderAndIsr
 from statemachines.context import ControllerContext
-from statemachines.full_metadata import _build, _dead, full_metadata, prepare_full_metadata
+from statemachines.full_metadata import (
+    MAX_DEFER,
+    QUIET,
+    Preparation,
+    _build,
+    _dead,
+    full_metadata,
+    prepare_full_metadata,
+)
 
 
 def _context(partitions: int = 8) -> ControllerContext:
@@ -104,7 +116,6 @@ def test_a_standby_patches_it_once_many_entries_are_out_of_date() -> None:
     built = ctx.full_metadata
     assert built is not None
     assert built._index is not None  # the places too, while idle: a failover patches at once
-    ctx.keep_full_metadata(replace(built, took=0.0))  # (no wait for its rate limit)
     for p in range(200):
         ctx.set_leader(TopicPartition("t", p), LeaderAndIsr(1 + (p + 1) % 10, 1, (1,), 1, 1))
     assert not prepare_full_metadata(ctx)  # fewer than 1,024: the send patches them
@@ -129,3 +140,87 @@ def test_the_build_is_in_sorted_order_whatever_order_the_view_learnt_it_in() -> 
         (t, p) for t in ("a", "a-x", "b") for p in (1, 2, 10)]
     assert ctx.full_metadata is not None
     assert ctx.full_metadata.index[TopicPartition("b", 10)] == 8
+
+
+class _Wakes:
+    """The wakes a :class:`Preparation` asks for: their delays, and whether cancelled."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+        self.cancelled = 0
+
+    def __call__(self, delay: float) -> Callable[[], None]:
+        self.delays.append(delay)
+        return self._cancel
+
+    def _cancel(self) -> None:
+        self.cancelled += 1
+
+
+def test_a_standby_prepares_once_its_view_is_quiet_not_while_changes_come() -> None:
+    ctx = _wide(partitions=5000)
+    clock = ManualClock()
+    wakes = _Wakes()
+    prep = Preparation(wakes, clock=clock.monotonic)
+    assert prep.wait_ready(0)
+    prep.changed()
+    assert not prep.idle(ctx)  # a change just came: deferred, a wake asked for
+    assert ctx.full_metadata is None and wakes.delays == [QUIET]
+    assert not prep.wait_ready(0)
+    clock.sleep(0.3)
+    prep.changed()  # the burst goes on
+    assert not prep.idle(ctx) and len(wakes.delays) == 1  # the wake asked for still stands
+    clock.sleep(0.2)
+    prep.woken()
+    assert not prep.idle(ctx)  # quiet for 0.2 s only: woken again when it will be 0.5 s
+    assert wakes.delays == [QUIET, pytest.approx(0.3)] and ctx.full_metadata is None
+    clock.sleep(0.3)
+    prep.woken()
+    assert prep.idle(ctx)  # quiet long enough: built
+    assert ctx.full_metadata is not None and ctx.full_metadata.entries == _fresh(ctx)
+    assert prep.wait_ready(0)
+
+
+def test_a_standby_waits_two_builds_time_after_a_long_build() -> None:
+    ctx = _wide(partitions=5000)
+    full_metadata(ctx)
+    built = ctx.full_metadata
+    assert built is not None
+    ctx.keep_full_metadata(replace(built, took=2.0))
+    for p in range(2000):  # out of date enough to patch
+        ctx.set_leader(TopicPartition("t", p), LeaderAndIsr(1 + (p + 1) % 10, 1, (1,), 1, 1))
+    clock = ManualClock()
+    wakes = _Wakes()
+    prep = Preparation(wakes, clock=clock.monotonic)
+    prep.changed()
+    clock.sleep(1.0)
+    assert not prep.idle(ctx) and wakes.delays == [pytest.approx(3.0)]
+    clock.sleep(3.0)
+    prep.woken()
+    assert prep.idle(ctx) and ctx.metadata_changed == set()
+
+
+def test_changes_that_never_stop_defer_it_no_longer_than_the_cap() -> None:
+    ctx = _wide(partitions=5000)
+    clock = ManualClock()
+    wakes = _Wakes()
+    prep = Preparation(wakes, clock=clock.monotonic)
+    prepared_at = None
+    for step in range(int(MAX_DEFER / 0.1) + 5):
+        prep.changed()
+        if prep.idle(ctx):
+            prepared_at = step * 0.1
+            break
+        clock.sleep(0.1)
+    assert prepared_at == pytest.approx(MAX_DEFER)
+    assert ctx.full_metadata is not None
+
+
+def test_stopping_cancels_the_wake_and_leaves_nothing_deferred() -> None:
+    ctx = _wide()
+    wakes = _Wakes()
+    prep = Preparation(wakes)
+    prep.changed()
+    assert not prep.idle(ctx) and not prep.wait_ready(0)
+    prep.stop()
+    assert wakes.cancelled == 1 and prep.wait_ready(0)
