@@ -169,6 +169,17 @@ def test_standby_view_follows_the_store(three: Cluster) -> None:
     assert tp("u", 1) in standby.ctx.leaders
 
 
+def test_a_standby_shares_one_value_among_the_equal_states_it_follows(three: Cluster) -> None:
+    three.admin.create_topic("u", assignment={0: [2, 3], 1: [2, 3]})
+    three.pump()
+    three.kill(2)  # both elect broker 3: the same bytes, written at the same version
+    standby = three.participants[3].controller
+    assert not standby.active
+    first, second = standby.ctx.leaders[tp("u", 0)], standby.ctx.leaders[tp("u", 1)]
+    assert first.leader == 3 and first.isr == (3,) == tuple(three.state("u", 0).isr)
+    assert second is first
+
+
 def test_hot_failover_reads_no_partition_state(three: Cluster) -> None:
     standby = three.participants[2]
     reads: list[int] = []
