@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from operator import itemgetter
 
+from coordinator.clock import SYSTEM_CLOCK, Clock
 from coordinator.codecs import TopicPartition
 from interbroker.requests import UpdateMetadataPartition
 from statemachines.context import ControllerContext, FullMetadata
@@ -204,7 +205,7 @@ class Preparation:
     nothing is deferred."""
 
     def __init__(self, wake: Callable[[float], Callable[[], None]],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self._wake = wake
         self._clock = clock
         self._changed_at = -QUIET
@@ -215,13 +216,13 @@ class Preparation:
 
     def changed(self) -> None:
         """The view applied a change (a standby's tree watch)."""
-        self._changed_at = self._clock()
+        self._changed_at = self._clock.monotonic()
         self._ready.clear()
 
     def idle(self, ctx: ControllerContext) -> bool:
         """Nothing is queued: prepare now if the view has been quiet long enough (or has
         deferred too long), else ask to be woken when it would be. True if it prepared."""
-        now = self._clock()
+        now = self._clock.monotonic()
         last = ctx.full_metadata
         took = last.took if last is not None else 0.0
         quiet_at = self._changed_at + max(QUIET, 2 * took)

@@ -161,7 +161,7 @@ def test_a_standby_prepares_once_its_view_is_quiet_not_while_changes_come() -> N
     ctx = _wide(partitions=5000)
     clock = ManualClock()
     wakes = _Wakes()
-    prep = Preparation(wakes, clock=clock.monotonic)
+    prep = Preparation(wakes, clock=clock)
     assert prep.wait_ready(0)
     prep.changed()
     assert not prep.idle(ctx)  # a change just came: deferred, a wake asked for
@@ -191,7 +191,7 @@ def test_a_standby_waits_two_builds_time_after_a_long_build() -> None:
         ctx.set_leader(TopicPartition("t", p), LeaderAndIsr(1 + (p + 1) % 10, 1, (1,), 1, 1))
     clock = ManualClock()
     wakes = _Wakes()
-    prep = Preparation(wakes, clock=clock.monotonic)
+    prep = Preparation(wakes, clock=clock)
     prep.changed()
     clock.sleep(1.0)
     assert not prep.idle(ctx) and wakes.delays == [pytest.approx(3.0)]
@@ -204,7 +204,7 @@ def test_changes_that_never_stop_defer_it_no_longer_than_the_cap() -> None:
     ctx = _wide(partitions=5000)
     clock = ManualClock()
     wakes = _Wakes()
-    prep = Preparation(wakes, clock=clock.monotonic)
+    prep = Preparation(wakes, clock=clock)
     prepared_at = None
     for step in range(int(MAX_DEFER / 0.1) + 5):
         prep.changed()
