@@ -96,6 +96,12 @@ _PROCESS = (
     _k("etcd.ssl.cafile", _S, None, _M, "The CA certificates that sign etcd's (TLS to etcd)."),
     _k("etcd.ssl.certfile", _S, None, _M, "This process's client certificate for etcd."),
     _k("etcd.ssl.keyfile", _S, None, _M, "The key of etcd.ssl.certfile."),
+    _k("etcd.max.txn.ops", _I, None, _LO, "The etcd servers' --max-txn-ops when not etcd's "
+       "default 128: the operations one transaction of this process may hold. Raised (with "
+       "the servers') it writes mass changes in fewer, larger transactions.", AtLeast(3)),
+    _k("etcd.max.request.bytes", _I, None, _LO, "The etcd servers' --max-request-bytes when "
+       "not etcd's default 1.5 MiB: the largest transaction this process sends.",
+       AtLeast(256 << 10)),
     _k("socket.request.max.bytes", _I, str(100 * 1024 * 1024), _H, "The largest request "
        "read; a larger one closes the connection.", AtLeast(1)),
     _k("connections.max.idle.ms", _L, "600000", _M, "A connection idle this long is closed; "

@@ -50,12 +50,13 @@ def metrics_listener(text: str | None) -> tuple[str, int] | None:
 
 _ZOOKEEPER_KEYS = ("zookeeper.set.acl", "zookeeper.digest.user", "zookeeper.digest.password.file")
 _ETCD_KEYS = ("etcd.user", "etcd.password.file", "etcd.ssl.cafile", "etcd.ssl.certfile",
-              "etcd.ssl.keyfile")
+              "etcd.ssl.keyfile", "etcd.max.txn.ops", "etcd.max.request.bytes")
 
 
 def coordinator_options(get: Get, scheme: str) -> dict[str, Any]:
-    """The coordinator's credentials, ACL and TLS settings as connect options; the keys of
-    the other kind of coordinator are refused, a password file is read now."""
+    """The coordinator's credentials, ACL and TLS settings (and etcd's request limits) as
+    connect options; the keys of the other kind of coordinator are refused, a password file is
+    read now."""
     zookeeper = scheme in ("zookeeper", "zk")
     for key in _ETCD_KEYS if zookeeper else _ZOOKEEPER_KEYS:
         if get(key, None) is not None:
@@ -87,6 +88,11 @@ def coordinator_options(get: Get, scheme: str) -> dict[str, Any]:
             raise ConfigError("etcd.ssl.certfile and etcd.ssl.keyfile go together")
         if "cert_file" in out and "ca_file" not in out:
             raise ConfigError("etcd.ssl.certfile needs etcd.ssl.cafile (TLS to etcd)")
+        for key, option in (("etcd.max.txn.ops", "max_txn_ops"),
+                            ("etcd.max.request.bytes", "max_request_bytes")):
+            value = get(key, None)
+            if value is not None:
+                out[option] = value
     return out
 
 

@@ -123,6 +123,10 @@ TLS_ENVIRONMENT = {"ca_file": "PARTCTL_ETCD_SSL_CAFILE", "cert_file": "PARTCTL_E
                    "key_file": "PARTCTL_ETCD_SSL_KEYFILE"}
 """The environment variables that give the TLS files when the caller does not (partctl's
 tools); a broker gives them from ``etcd.ssl.*``."""
+LIMITS_ENVIRONMENT = {"max_txn_ops": "PARTCTL_ETCD_MAX_TXN_OPS",
+                      "max_request_bytes": "PARTCTL_ETCD_MAX_REQUEST_BYTES"}
+"""The environment variables that give the servers' raised limits when the caller does not;
+a broker gives them from ``etcd.max.txn.ops`` and ``etcd.max.request.bytes``."""
 
 
 class EtcdCoordinator(Coordinator):
@@ -135,6 +139,12 @@ class EtcdCoordinator(Coordinator):
                  max_txn_ops: int = MAX_TXN_OPS,
                  max_request_bytes: int = MAX_REQUEST_BYTES,
                  security: Security | None = None) -> None:
+        if not isinstance(max_txn_ops, int) or max_txn_ops < 3:
+            raise ValueError(f"max_txn_ops must be an int of at least 3 (a create's compares), "
+                             f"not {max_txn_ops!r}")
+        if not isinstance(max_request_bytes, int) or max_request_bytes < 2 * REQUEST_MARGIN:
+            raise ValueError(f"max_request_bytes must be an int of at least {2 * REQUEST_MARGIN},"
+                             f" not {max_request_bytes!r}")
         super().__init__(parsed.raw)
         self.capabilities = capabilities_for(max_txn_ops, max_request_bytes)
         self._keys = Keys(parsed.root)
@@ -168,7 +178,8 @@ class EtcdCoordinator(Coordinator):
     def from_url(cls, parsed: CoordinatorURL, *, timeout: float = 10.0,
                  session_timeout: float = 10.0, **options: Any) -> EtcdCoordinator:
         """Connect to the first host that answers; options: ``max_txn_ops`` and
-        ``max_request_bytes`` when the server runs with other limits than etcd's defaults;
+        ``max_request_bytes`` when the server runs with other limits than etcd's defaults
+        (each defaults to its variable in :data:`LIMITS_ENVIRONMENT`, else etcd's default);
         ``credentials`` (a user of etcd's auth store); ``ca_file`` for TLS, with ``cert_file``
         and ``key_file`` for a client certificate (PEM paths; each defaults to its variable
         in :data:`TLS_ENVIRONMENT`); ``token_max_age``, seconds before a new auth token is
@@ -177,6 +188,13 @@ class EtcdCoordinator(Coordinator):
                                   "cert_file", "key_file", "token_max_age"}
         if unknown:
             raise TypeError(f"unknown etcd coordinator options: {', '.join(sorted(unknown))}")
+        for name, env in LIMITS_ENVIRONMENT.items():
+            text = os.environ.get(env, "").strip()
+            if name not in options and text:
+                try:
+                    options[name] = int(text)
+                except ValueError:
+                    raise ValueError(f"{env}={text[:40]!r}: not an integer") from None
         tls = {name: options.pop(name, None) or os.environ.get(env) or None
                for name, env in TLS_ENVIRONMENT.items()}
         security = Security(**tls, credentials=options.pop("credentials", None),

@@ -15,6 +15,7 @@ import coordinator
 from coordinator import (
     ChildrenEvent,
     Coordinator,
+    CoordinatorError,
     Create,
     DataEvent,
     MultiFailed,
@@ -26,7 +27,7 @@ from coordinator import (
 )
 from tests.contract.conftest import EtcdHarness
 from tests.proxy import TcpProxy
-from tests.servers import Server
+from tests.servers import Server, start_etcd
 from tests.waiting import Recorder, wait_until
 
 
@@ -315,6 +316,69 @@ def test_get_many_reads_a_sparse_part_key_by_key(
                                                          for i in range(0, 6000, 5)]
     assert got[-1] is None
     assert {g[1].version for g in got[:-1] if g is not None} == {0}
+
+
+def test_a_raised_txn_limit_is_used_only_when_the_client_is_told(etcd: EtcdHarness) -> None:
+    """A server run with --max-txn-ops 1024 takes 600 sets in one transaction from a client
+    given max_txn_ops=1024; the default server refuses that transaction, whole, so the
+    client must not be told more than the server allows."""
+    sets = [SetData(path=f"/big/{i:04d}", data=b"new") for i in range(600)]
+    c = etcd.connect()
+    c.ensure_path("/big")
+    c.write_many([Create(path=f"/big/{i:04d}", data=b"old") for i in range(600)])
+    told = coordinator.connect(etcd.url(), max_txn_ops=1024)
+    try:
+        with pytest.raises(CoordinatorError, match="too many operations"):
+            told.write_many(sets)
+        assert {g[0] for g in c.get_many([s.path for s in sets])
+                if g is not None} == {b"old"}
+    finally:
+        told.close()
+    raised = start_etcd(flags=["--max-txn-ops", "1024"])
+    try:
+        for max_txn_ops in (None, 1024):
+            options = {} if max_txn_ops is None else {"max_txn_ops": max_txn_ops}
+            client = coordinator.connect(f"etcd://{raised.address}/raised", **options)
+            try:
+                client.ensure_path("/big")
+                client.write_many([Create(path=f"/big/{i:04d}", data=b"old")
+                                   for i in range(600)])
+                client.write_many(sets)
+                got = client.get_many([s.path for s in sets])
+                assert {g[0] for g in got if g is not None} == {b"new"}
+                client.delete("/big", recursive=True)
+            finally:
+                client.close()
+    finally:
+        raised.stop()
+
+
+@pytest.mark.parametrize("options", [{"max_txn_ops": 2}, {"max_request_bytes": 1000},
+                                     {"max_txn_ops": "1024"}])
+def test_request_limits_that_cannot_work_are_refused(etcd: EtcdHarness,
+                                                     options: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="must be an int of at least"):
+        coordinator.connect(etcd.url(), **options)
+
+
+def test_the_limits_come_from_the_environment_when_not_given(
+        etcd: EtcdHarness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """partctl's tools (and processes a benchmark spawns) take a raised server's limits from
+    PARTCTL_ETCD_MAX_TXN_OPS / PARTCTL_ETCD_MAX_REQUEST_BYTES; an option given wins."""
+    monkeypatch.setenv("PARTCTL_ETCD_MAX_TXN_OPS", "999")
+    monkeypatch.setenv("PARTCTL_ETCD_MAX_REQUEST_BYTES", str(4 << 20))
+    c = coordinator.connect(etcd.url())
+    given = coordinator.connect(etcd.url(), max_txn_ops=300)
+    try:
+        assert c.capabilities.max_multi_ops == 333
+        assert c.capabilities.max_multi_bytes > 3 << 20
+        assert given.capabilities.max_multi_ops == 100
+    finally:
+        c.close()
+        given.close()
+    monkeypatch.setenv("PARTCTL_ETCD_MAX_TXN_OPS", "lots")
+    with pytest.raises(ValueError, match="PARTCTL_ETCD_MAX_TXN_OPS='lots': not an integer"):
+        coordinator.connect(etcd.url())
 
 
 def test_unknown_option_is_refused(etcd: EtcdHarness) -> None:

@@ -53,6 +53,16 @@ def test_etcd_user_and_tls_files(password_file: str) -> None:
         "/ca.pem", "/c.pem", "/k.pem")
 
 
+def test_etcd_request_limits_go_to_the_client_only_when_set() -> None:
+    """A server run with other limits than etcd's defaults tells its clients by these keys;
+    unset, the client keeps etcd's defaults (128 ops, 1.5 MiB)."""
+    options = parse_config(ETCD + "etcd.max.txn.ops=1024\n"
+                                  "etcd.max.request.bytes=4194304\n").config.connect_options()
+    assert (options["max_txn_ops"], options["max_request_bytes"]) == (1024, 4 << 20)
+    plain = parse_config(ETCD).config.connect_options()
+    assert "max_txn_ops" not in plain and "max_request_bytes" not in plain
+
+
 def test_a_password_in_the_coordinator_url_is_not_shown_as_a_property() -> None:
     config = parse_config(
         f"broker.id=1\npartctl.coordinator=etcd://root:{SECRET}@127.0.0.1:2379/k\n").config
@@ -105,6 +115,9 @@ def test_a_zookeeper_connect_with_credentials_is_a_sensitive_key() -> None:
     (ETCD + "etcd.ssl.certfile=/c.pem\n", "go together"),
     (ETCD + "etcd.ssl.certfile=/c.pem\netcd.ssl.keyfile=/k.pem\n", "needs etcd.ssl.cafile"),
     (ZK + "zookeeper.set.acl=maybe\n", "zookeeper.set.acl"),
+    (ZK + "etcd.max.txn.ops=1024\n", "etcd.max.txn.ops: the coordinator is not etcd"),
+    (ETCD + "etcd.max.txn.ops=2\n", "etcd.max.txn.ops"),
+    (ETCD + "etcd.max.request.bytes=1000\n", "etcd.max.request.bytes"),
 ])
 def test_settings_that_do_not_fit_are_one_clear_error(text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
