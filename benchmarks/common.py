@@ -63,20 +63,30 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server-fsync", action="store_true",
                         help="start ZooKeeper and etcd with fsync on, as deployed servers run "
                              "(default off: forceSync=no, --unsafe-no-fsync)")
+    parser.add_argument("--etcd-max-txn-ops", type=int, default=None, metavar="N",
+                        help="start etcd with --max-txn-ops N and give every client of the "
+                             "run that limit (PARTCTL_ETCD_MAX_TXN_OPS); default: etcd's 128. "
+                             "Against a server of one's own (--url), export the variable")
 
 
 def start_server(kind: str, args: argparse.Namespace,
                  partitions: int = 0) -> servers.LocalServer:
     """A ZooKeeper or etcd server on loopback for the run (coordinator.servers), sized for a
     cluster of ``partitions`` partitions (servers.sized_for)."""
-    return servers.start_server(kind, fsync=args.server_fsync,  # type: ignore[arg-type]
-                                **servers.sized_for(kind, partitions))  # type: ignore[arg-type]
+    options: dict[str, Any] = {**servers.sized_for(kind, partitions)}  # type: ignore[arg-type]
+    raised = getattr(args, "etcd_max_txn_ops", None)
+    if kind == "etcd" and raised is not None:
+        options["flags"] = ["--max-txn-ops", str(raised)]
+        os.environ["PARTCTL_ETCD_MAX_TXN_OPS"] = str(raised)  # spawned processes inherit it
+    return servers.start_server(kind, fsync=args.server_fsync, **options)  # type: ignore[arg-type]
 
 
 def server_label(args: argparse.Namespace) -> str:
     """What the figures include about the servers, for the table's header."""
     how = ("fsync on" if args.server_fsync
            else "fsync off (ZooKeeper forceSync=no, etcd --unsafe-no-fsync)")
+    if getattr(args, "etcd_max_txn_ops", None) is not None:
+        how += f", etcd --max-txn-ops {args.etcd_max_txn_ops} (and its clients told)"
     return f"ZooKeeper and etcd started on this machine's loopback for the run, {how}"
 
 

@@ -513,10 +513,12 @@ def build_cluster(url: str, brokers: int, partitions: int, rf: int) -> dict[int,
     return preferred
 
 
-def _guarded_rewrites(url: str, root: str, n: int, rounds: int) -> list[tuple[float, float]]:
+def _guarded_rewrites(url: str, root: str, n: int,
+                      rounds: int) -> tuple[list[tuple[float, float]], int]:
     """Create ``n`` scratch nodes under ``root``, rewrite them all ``rounds`` times with one
     guarded ``write_many`` each, delete them; the writes/s of each round, and the machine's CPU
-    seconds per write in it (0 where they cannot be read)."""
+    seconds per write in it (0 where they cannot be read); and the most ops the client puts in
+    one multi (etcd: its --max-txn-ops / 3)."""
     c = coordinator.connect(url)
     c.ensure_path(root)
     c.write_many([Create(path=f"{root}/n{i}", data=b"x" * 64) for i in range(n)])
@@ -535,11 +537,12 @@ def _guarded_rewrites(url: str, root: str, n: int, rounds: int) -> list[tuple[fl
         rates.append((rate, load[0] / n if load else 0.0))
     c.write_many([Delete(path=f"{root}/n{i}") for i in range(n)])  # one multi per chunk
     c.delete(root)
+    ops = c.capabilities.max_multi_ops
     c.close()
-    return rates
+    return rates, ops
 
 
-def raw_write_rate(url: str, n: int = 20000, rounds: int = 3) -> tuple[float, float]:
+def raw_write_rate(url: str, n: int = 20000, rounds: int = 3) -> tuple[float, float, int]:
     """The coordinator's fenced batched write rate: ``write_many`` of ``n`` guarded SetData,
     the best of ``rounds`` (one round on a busy two-core machine can come out at half), and
     the machine's CPU seconds per write in that round.
@@ -547,8 +550,10 @@ def raw_write_rate(url: str, n: int = 20000, rounds: int = 3) -> tuple[float, fl
     Measured on a warm server, as the steps are: as many rounds again go first and do not
     count. On a fresh ZooKeeper the JVM is still compiling the write path then; its first
     three rounds after the cluster's creation came out at 87k, 107k and 157k writes/s, the
-    next six at 135k-163k, so the best of the first three was sometimes a cold round."""
-    return max(_guarded_rewrites(url, "/bench-raw", n, 2 * rounds)[rounds:])
+    next six at 135k-163k, so the best of the first three was sometimes a cold round. Also the
+    most ops one multi of the client's holds."""
+    rates, ops = _guarded_rewrites(url, "/bench-raw", n, 2 * rounds)
+    return (*max(rates[rounds:]), ops)
 
 
 def warm_up(url: str) -> None:
@@ -569,10 +574,11 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     t0 = time.perf_counter()
     preferred = build_cluster(url, brokers, partitions, rf)
     res.notes.append(f"setup {time.perf_counter() - t0:.1f}s")
-    res.write_rate, res.write_cpu = raw_write_rate(url)
+    res.write_rate, res.write_cpu, multi_ops = raw_write_rate(url)
     if res.write_cpu:
         res.notes.append(f"raw: {1e6 * res.write_cpu:.0f} us of the machine's CPU per write "
-                         "(client and server, the best round)")
+                         f"(client and server, the best round; the client's multis hold any "
+                         f"{multi_ops} ops)")
 
     network = InProcessNetwork()
     arrived = threading.Event()

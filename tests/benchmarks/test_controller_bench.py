@@ -49,6 +49,19 @@ def test_on_zookeeper_the_brokers_sessions_live_in_a_process_of_their_own() -> N
     assert "(f)" not in skipped.stdout and "(a) hot failover" in skipped.stdout
 
 
+def test_an_etcd_run_with_a_raised_txn_limit_tells_the_server_and_every_client() -> None:
+    """--etcd-max-txn-ops starts etcd with the flag and every client of the run (the spawned
+    standby and stand-in brokers too) with the limit. Its transactions then hold more than
+    etcd's default 128 ops: told to clients alone, a server at the default refuses the first
+    (RequestTooLarge) and the run fails."""
+    done = _bench("--backend", "etcd", "--brokers", "4", "--partitions", "200",
+                  "--etcd-max-txn-ops", "1024", timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "etcd --max-txn-ops 1024 (and its clients told)" in done.stdout
+    assert "the client's multis hold any 341 ops" in done.stdout
+    assert "(f) 200 of 200 partitions online" in done.stdout
+
+
 def test_a_coordinator_that_never_answers_fails_the_run_with_one_line() -> None:
     with socket.socket() as listener:  # accepts connections, never answers
         listener.bind(("127.0.0.1", 0))
