@@ -514,11 +514,11 @@ def build_cluster(url: str, brokers: int, partitions: int, rf: int) -> dict[int,
 
 
 def _guarded_rewrites(url: str, root: str, n: int,
-                      rounds: int) -> tuple[list[tuple[float, float]], int]:
+                      rounds: int) -> tuple[list[tuple[float, float]], int | None]:
     """Create ``n`` scratch nodes under ``root``, rewrite them all ``rounds`` times with one
     guarded ``write_many`` each, delete them; the writes/s of each round, and the machine's CPU
     seconds per write in it (0 where they cannot be read); and the most ops the client puts in
-    one multi (etcd: its --max-txn-ops / 3)."""
+    one multi (etcd: its --max-txn-ops / 3; None where only bytes bound a multi)."""
     c = coordinator.connect(url)
     c.ensure_path(root)
     c.write_many([Create(path=f"{root}/n{i}", data=b"x" * 64) for i in range(n)])
@@ -542,7 +542,8 @@ def _guarded_rewrites(url: str, root: str, n: int,
     return rates, ops
 
 
-def raw_write_rate(url: str, n: int = 20000, rounds: int = 3) -> tuple[float, float, int]:
+def raw_write_rate(url: str, n: int = 20000,
+                   rounds: int = 3) -> tuple[float, float, int | None]:
     """The coordinator's fenced batched write rate: ``write_many`` of ``n`` guarded SetData,
     the best of ``rounds`` (one round on a busy two-core machine can come out at half), and
     the machine's CPU seconds per write in that round.
@@ -577,8 +578,9 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     res.write_rate, res.write_cpu, multi_ops = raw_write_rate(url)
     if res.write_cpu:
         res.notes.append(f"raw: {1e6 * res.write_cpu:.0f} us of the machine's CPU per write "
-                         f"(client and server, the best round; the client's multis hold any "
-                         f"{multi_ops} ops)")
+                         "(client and server, the best round"
+                         + (f"; the client's multis hold any {multi_ops} ops)"
+                            if multi_ops is not None else ")"))
 
     network = InProcessNetwork()
     arrived = threading.Event()

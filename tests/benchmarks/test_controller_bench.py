@@ -43,6 +43,7 @@ def test_on_zookeeper_the_brokers_sessions_live_in_a_process_of_their_own() -> N
     assert "(f) 200 of 200 partitions online" in done.stdout
     assert "controller RSS, hot, after its failover" in done.stdout
     assert "controller RSS, cold, after its failover" in done.stdout
+    assert "best round)" in done.stdout and "None" not in done.stdout  # no count limit
     skipped = _bench("--backend", "memory", "--brokers", "4", "--partitions", "200",
                      "--skip", "f")
     assert skipped.returncode == 0, skipped.stderr
