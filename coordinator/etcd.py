@@ -39,6 +39,8 @@ from coordinator.errors import (
 from coordinator.etcd_conn import Connection, Security, is_connection_error, translate
 from coordinator.etcd_session import LeaseKeeper
 from coordinator.etcd_txn import (
+    MAX_REQUEST_BYTES,
+    MAX_TXN_OPS,
     ROOT_STAT,
     Keys,
     NeedKeys,
@@ -47,14 +49,16 @@ from coordinator.etcd_txn import (
     TxnPlan,
     TxnSnapshot,
     absorb,
+    capabilities_for,
+    checked_capabilities,
     direct_plan,
     initial_needs,
+    limits_from_environment,
     snapshot_request,
     stat_of,
 )
 from coordinator.etcd_watch import WatchManager
 from coordinator.model import (
-    Capabilities,
     Check,
     Create,
     Delete,
@@ -96,9 +100,6 @@ NATIVE_RANGE = range_into is not _range_into
 """Whether range scans read their responses with ``coordinator._etcd_native`` (else with
 protobuf, :func:`_range_into`)."""
 
-MAX_TXN_OPS = 128  # etcd's --max-txn-ops default
-MAX_REQUEST_BYTES = 3 << 19  # etcd's --max-request-bytes default, 1.5 MiB
-REQUEST_MARGIN = 128 << 10  # room for keys, compares and framing beyond the data
 GET_MANY_IN_FLIGHT = 16
 SCAN_MIN = 1024  # siblings read together before a range scan is considered
 SCAN_PART = 2048  # wanted keys per range request of a scan (its range ends at the next part)
@@ -109,24 +110,12 @@ CHILD_FIRST_HINTED = 16  # keys in a segment's first page when a listing is cut 
 CHILD_SKIPS = 2  # requests jumping over large subtrees before a listing reads the rest instead
 
 
-def capabilities_for(max_txn_ops: int, max_request_bytes: int) -> Capabilities:
-    """Any multi of max_txn_ops // 3 ops fits: an op costs at most three compares (a create:
-    key absent, parent present and persistent, or a sequential counter)."""
-    return Capabilities(name="etcd", max_multi_ops=max_txn_ops // 3,
-                        max_multi_bytes=max_request_bytes - REQUEST_MARGIN,
-                        listing_reads_subtrees=True)
-
-
 _kv_key = attrgetter("key")
 
 TLS_ENVIRONMENT = {"ca_file": "PARTCTL_ETCD_SSL_CAFILE", "cert_file": "PARTCTL_ETCD_SSL_CERTFILE",
                    "key_file": "PARTCTL_ETCD_SSL_KEYFILE"}
 """The environment variables that give the TLS files when the caller does not (partctl's
 tools); a broker gives them from ``etcd.ssl.*``."""
-LIMITS_ENVIRONMENT = {"max_txn_ops": "PARTCTL_ETCD_MAX_TXN_OPS",
-                      "max_request_bytes": "PARTCTL_ETCD_MAX_REQUEST_BYTES"}
-"""The environment variables that give the servers' raised limits when the caller does not;
-a broker gives them from ``etcd.max.txn.ops`` and ``etcd.max.request.bytes``."""
 
 
 class EtcdCoordinator(Coordinator):
@@ -139,14 +128,9 @@ class EtcdCoordinator(Coordinator):
                  max_txn_ops: int = MAX_TXN_OPS,
                  max_request_bytes: int = MAX_REQUEST_BYTES,
                  security: Security | None = None) -> None:
-        if not isinstance(max_txn_ops, int) or max_txn_ops < 3:
-            raise ValueError(f"max_txn_ops must be an int of at least 3 (a create's compares), "
-                             f"not {max_txn_ops!r}")
-        if not isinstance(max_request_bytes, int) or max_request_bytes < 2 * REQUEST_MARGIN:
-            raise ValueError(f"max_request_bytes must be an int of at least {2 * REQUEST_MARGIN},"
-                             f" not {max_request_bytes!r}")
+        capabilities = checked_capabilities(max_txn_ops, max_request_bytes)
         super().__init__(parsed.raw)
-        self.capabilities = capabilities_for(max_txn_ops, max_request_bytes)
+        self.capabilities = capabilities
         self._keys = Keys(parsed.root)
         self._timeout = timeout
         self.session_timeout = session_timeout
@@ -188,13 +172,7 @@ class EtcdCoordinator(Coordinator):
                                   "cert_file", "key_file", "token_max_age"}
         if unknown:
             raise TypeError(f"unknown etcd coordinator options: {', '.join(sorted(unknown))}")
-        for name, env in LIMITS_ENVIRONMENT.items():
-            text = os.environ.get(env, "").strip()
-            if name not in options and text:
-                try:
-                    options[name] = int(text)
-                except ValueError:
-                    raise ValueError(f"{env}={text[:40]!r}: not an integer") from None
+        limits_from_environment(options)
         tls = {name: options.pop(name, None) or os.environ.get(env) or None
                for name, env in TLS_ENVIRONMENT.items()}
         security = Security(**tls, credentials=options.pop("credentials", None),

@@ -26,6 +26,7 @@ see ZooKeeper versions; the Stat returned and stored afterwards counts the one p
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,7 +44,16 @@ from coordinator.errors import (
     NoNode,
     NotEmpty,
 )
-from coordinator.model import Check, Create, Delete, Op, OpResult, SetData, Stat
+from coordinator.model import (
+    Capabilities,
+    Check,
+    Create,
+    Delete,
+    Op,
+    OpResult,
+    SetData,
+    Stat,
+)
 
 EQUAL = etcdrpc.Compare.EQUAL
 GREATER = etcdrpc.Compare.GREATER
@@ -54,6 +64,46 @@ MOD = etcdrpc.Compare.MOD
 LEASE = etcdrpc.Compare.LEASE
 
 ROOT_STAT = Stat(version=0, create_id=0, modify_id=0, ephemeral_owner=0)
+
+MAX_TXN_OPS = 128  # etcd's --max-txn-ops default
+MAX_REQUEST_BYTES = 3 << 19  # etcd's --max-request-bytes default, 1.5 MiB
+REQUEST_MARGIN = 128 << 10  # room for keys, compares and framing beyond the data
+LIMITS_ENVIRONMENT = {"max_txn_ops": "PARTCTL_ETCD_MAX_TXN_OPS",
+                      "max_request_bytes": "PARTCTL_ETCD_MAX_REQUEST_BYTES"}
+"""The environment variables that give the servers' raised limits when the caller does not;
+a broker gives them from ``etcd.max.txn.ops`` and ``etcd.max.request.bytes``."""
+
+
+def capabilities_for(max_txn_ops: int, max_request_bytes: int) -> Capabilities:
+    """Any multi of max_txn_ops // 3 ops fits: an op costs at most three compares (a create:
+    key absent, parent present and persistent, or a sequential counter)."""
+    return Capabilities(name="etcd", max_multi_ops=max_txn_ops // 3,
+                        max_multi_bytes=max_request_bytes - REQUEST_MARGIN,
+                        listing_reads_subtrees=True)
+
+
+def checked_capabilities(max_txn_ops: object, max_request_bytes: object) -> Capabilities:
+    """:func:`capabilities_for` limits a client was given, refused (ValueError) where no
+    transaction could work under them."""
+    if not isinstance(max_txn_ops, int) or max_txn_ops < 3:
+        raise ValueError(f"max_txn_ops must be an int of at least 3 (a create's compares), "
+                         f"not {max_txn_ops!r}")
+    if not isinstance(max_request_bytes, int) or max_request_bytes < 2 * REQUEST_MARGIN:
+        raise ValueError(f"max_request_bytes must be an int of at least {2 * REQUEST_MARGIN}, "
+                         f"not {max_request_bytes!r}")
+    return capabilities_for(max_txn_ops, max_request_bytes)
+
+
+def limits_from_environment(options: dict[str, Any]) -> None:
+    """Fill the limits ``options`` lacks from :data:`LIMITS_ENVIRONMENT`; one clear line for a
+    value that is not an integer."""
+    for name, env in LIMITS_ENVIRONMENT.items():
+        text = os.environ.get(env, "").strip()
+        if name not in options and text:
+            try:
+                options[name] = int(text)
+            except ValueError:
+                raise ValueError(f"{env}={text[:40]!r}: not an integer") from None
 
 
 class Keys:
