@@ -407,8 +407,11 @@ def test_a_signal_while_starting_stops_what_started(tmp_path: Path, started: lis
     up = cluster_up("--brokers", "2", "--store", "zookeeper", "--dir", str(tmp_path))
     started.append(up)
     up.wait_for("partctl cluster: zookeeper at ")
-    time.sleep(0.5)  # the brokers are being launched or importing
+    # Both brokers launched (their logs opened), neither yet past its imports: a fixed half
+    # second after the server's line let a fast machine's brokers serve before the signal.
+    wait_until(lambda: (tmp_path / "broker-2" / "broker.log").exists(), timeout=30)
     assert up.stop(signum) == 0
     assert "bootstrap.servers=" not in "\n".join(up.lines)
+    assert up.lines[-1].startswith("partctl cluster: stopped brokers 1, 2 "), up.lines
     assert not running_under(tmp_path)
     assert "Traceback" not in up.stderr()
