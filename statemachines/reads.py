@@ -30,6 +30,7 @@ __all__ = [
     "decode_assignment",
     "read_partition_states",
     "registered_broker",
+    "shared_state",
 ]
 
 
@@ -49,21 +50,21 @@ def read_partition_states(
     items = metadata.retry(metadata.coordinator.get_many,
                            [layout.partition_state(tp.topic, tp.partition) for tp in tps])
     set_leader, remove_leader = ctx.set_leader, ctx.remove_leader
-    decode, make = decode_partition_state, LeaderAndIsr
     # Equal nodes (the same bytes at the same version: most partitions of a cluster whose
     # brokers each lead alike) give one shared value, immutable, decoded and built once: a
-    # cold load's million partitions hold a few thousand distinct states.
+    # cold load's million partitions hold a few thousand distinct states. A value already
+    # made is looked up here, in the loop, not through shared_state's call.
     made: dict[tuple[bytes, int], LeaderAndIsr] = {}
     known = made.get
     for tp, item in zip(tps, items, strict=True):
         if item is None:
             remove_leader(tp)
             continue
-        key = (item[0], item[1].version)
-        value = known(key)
+        data, version = item[0], item[1].version
+        value = known((data, version))
         if value is None:
             try:
-                value = decode(tp, key[0], key[1], make)
+                value = shared_state(made, tp, data, version)
             except CorruptMetadata as exc:
                 if skipped is None:
                     raise
@@ -71,9 +72,21 @@ def read_partition_states(
                 if drop:
                     remove_leader(tp)
                 continue
-            if len(made) < SHARED_STATES:
-                made[key] = value
         set_leader(tp, value)
+
+
+def shared_state(made: dict[tuple[bytes, int], LeaderAndIsr], tp: TopicPartition, data: bytes,
+                 version: int) -> LeaderAndIsr:
+    """The state node ``data`` at ``version`` decoded, or the value ``made`` already holds for
+    an equal node (kept there while it holds fewer than :data:`SHARED_STATES`); raises
+    CorruptMetadata for a malformed node."""
+    key = (data, version)
+    value = made.get(key)
+    if value is None:
+        value = decode_partition_state(tp, data, version, LeaderAndIsr)
+        if len(made) < SHARED_STATES:
+            made[key] = value
+    return value
 
 
 def registered_broker(broker_id: int, data: bytes, stat: Stat) -> RegisteredBroker:

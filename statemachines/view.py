@@ -24,7 +24,7 @@ from typing import Any
 
 from coordinator import layout
 from coordinator.base import Coordinator
-from coordinator.codecs import CorruptMetadata, TopicPartition, decode_partition_state
+from coordinator.codecs import CorruptMetadata, TopicPartition
 from coordinator.errors import CoordinatorError
 from coordinator.metadata import MetadataClient
 from coordinator.model import ChildrenEvent, DataEvent, Stat, TreeEvent, Watch
@@ -35,10 +35,10 @@ from statemachines.config import ControllerConfig
 from statemachines.context import ControllerContext
 from statemachines.event_manager import EventManager
 from statemachines.reads import (
-    SHARED_STATES,
     apply_broker_node,
     decode_assignment,
     read_partition_states,
+    shared_state,
 )
 
 log = logging.getLogger(__name__)
@@ -318,16 +318,11 @@ class View:
         current = ctx.leaders.get(tp)
         if current is not None and stat.version <= current.partition_epoch:
             return False
-        key = (data, stat.version)
-        value = made.get(key)
-        if value is None:
-            try:
-                value = decode_partition_state(tp, data, stat.version, LeaderAndIsr)
-            except CorruptMetadata as exc:  # another tool's writing: the view keeps what it had
-                self.skipped.corrupt_state(tp, exc)
-                return False
-            if len(made) < SHARED_STATES:
-                made[key] = value
+        try:
+            value = shared_state(made, tp, data, stat.version)
+        except CorruptMetadata as exc:  # another tool's writing: the view keeps what it had
+            self.skipped.corrupt_state(tp, exc)
+            return False
         ctx.set_leader(tp, value)
         return True
 
