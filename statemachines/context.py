@@ -254,6 +254,11 @@ class ControllerContext:
         self.partition_states: dict[TopicPartition, PartitionState] = {}
         self.leaderless: set[TopicPartition] = set()
         """Partitions in state New or Offline: the ones a broker joining may bring online."""
+        self.election_errors: set[TopicPartition] = set()
+        """Leaderless partitions whose last election failed for a reason other than finding no
+        eligible replica (a write that failed, a state node missing): any broker joining
+        elects them again, as Kafka's controller retries every offline partition then. The
+        others wait for a broker of their own replicas (``handlers.brokers``)."""
         self.replica_states = ReplicaStates(self)
         self.shutting_down: set[int] = set()
         self.reassignments: dict[TopicPartition, OngoingReassignment] = {}
@@ -428,6 +433,7 @@ class ControllerContext:
             self.remove_leader(tp)
             self.partition_states.pop(tp, None)
             self.leaderless.discard(tp)
+            self.election_errors.discard(tp)
             self.reassignments.pop(tp, None)
         self.replica_states.drop_topic(topic)
         self.deleting.discard(topic)
@@ -469,6 +475,7 @@ class ControllerContext:
         """Forget what only an active controller knows (on resignation)."""
         self.partition_states.clear()
         self.leaderless.clear()
+        self.election_errors.clear()
         self.replica_states.clear()
         self.shutting_down.clear()
         self.reassignments.clear()

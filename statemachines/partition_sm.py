@@ -85,22 +85,32 @@ class ElectionOutcome:
     failed: dict[TopicPartition, str] = field(default_factory=dict)
 
 
-class NoLiveReplica(str):
-    """Why an election refused a partition none of whose assigned replicas is live: no
-    stored leader and ISR can change that, so the partition is not re-read (see
+class Refusal(str):
+    """Why an election found no eligible leader for a partition among the brokers live then:
+    only one of its replicas' brokers joining (or its topic allowing an unclean election,
+    which elects it again itself) can change that. Any other failure (a write that failed, a
+    state node missing) is an error, retried whenever any broker joins."""
+
+    __slots__ = ()
+
+
+class NoLiveReplica(Refusal):
+    """A refusal of a partition none of whose assigned replicas is live: no stored leader
+    and ISR can change that, so the partition is not re-read (see
     :meth:`PartitionStateMachine.write_leaders`), nor elected again out of sync."""
 
     __slots__ = ()
 
 
 NO_LIVE_REPLICA = NoLiveReplica("none of its replicas is live")
+NO_LIVE_REPLICA_FOR_NEW = NoLiveReplica("no live replica to lead a new partition")
 
 
-def refusal(replicas: tuple[int, ...], isr: tuple[int, ...], live: frozenset[int]) -> str:
+def refusal(replicas: tuple[int, ...], isr: tuple[int, ...], live: frozenset[int]) -> Refusal:
     """The reason an election found no leader among ``replicas`` (``live``: the brokers it
     could choose from)."""
     reason = f"no eligible leader among {replicas} (isr {isr})"
-    return NoLiveReplica(reason) if live.isdisjoint(replicas) else reason
+    return NoLiveReplica(reason) if live.isdisjoint(replicas) else Refusal(reason)
 
 
 def stored(value: LeaderAndIsr) -> PartitionStateNode:
@@ -272,14 +282,18 @@ class PartitionStateMachine:
             log_partition_transitions(
                 self.controller_id, self.controller_epoch,
                 [(tp, states.get(tp, absent)) for tp in members], target, self.ctx.leaders)
+        errors = self.ctx.election_errors
         if target is PartitionState.NON_EXISTENT:
             for tp in members:
                 states.pop(tp, None)
                 waiting.discard(tp)
+            errors.difference_update(members)
             return
         states.update(dict.fromkeys(members, target))
         if target is PartitionState.ONLINE:
             waiting.difference_update(members)
+            if errors:
+                errors.difference_update(members)
         else:
             waiting.update(members)
 
@@ -322,7 +336,18 @@ class PartitionStateMachine:
         if outcome.failed:
             state_change_log.info("no leader for %d partitions, e.g. %s: %s",
                                   len(outcome.failed), *next(iter(outcome.failed.items())))
+            self._note_errors(outcome.failed)
         return outcome
+
+    def _note_errors(self, failed: dict[TopicPartition, str]) -> None:
+        """Keep the leaderless partitions of ``failed`` that failed for an error (not a
+        :class:`Refusal`) in ``ctx.election_errors``; drop those refused."""
+        errors, waiting = self.ctx.election_errors, self.ctx.leaderless
+        for tp, why in failed.items():
+            if not isinstance(why, Refusal) and tp in waiting:
+                errors.add(tp)
+            elif errors:
+                errors.discard(tp)
 
     def _initialize_leaders(
         self, tps: list[TopicPartition], batch: RequestBatch, outcome: ElectionOutcome
@@ -334,7 +359,7 @@ class PartitionStateMachine:
         for tp in tps:
             alive = tuple(r for r in ctx.replicas.get(tp, ()) if r in live)
             if not alive:
-                outcome.failed[tp] = "no live replica to lead a new partition"
+                outcome.failed[tp] = NO_LIVE_REPLICA_FOR_NEW
                 continue
             planned[tp] = LeaderAndIsr(leader=alive[0], leader_epoch=0, isr=alive,
                                        controller_epoch=epoch, partition_epoch=0)

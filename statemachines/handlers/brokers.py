@@ -6,7 +6,9 @@ incarnation is treated as failed, then the new one as joined.
 
 from __future__ import annotations
 
-from coordinator.codecs import sorted_partitions
+from collections.abc import Collection
+
+from coordinator.codecs import TopicPartition, sorted_partitions
 from statemachines import events as ev
 from statemachines.full_metadata import full_metadata
 from statemachines.handlers import deletion, reassignment
@@ -131,7 +133,7 @@ def on_broker_startup(svc: ControllerServices, ids: list[int]) -> None:
     rsm.handle([k for k in keys if k[0] not in leaderless], ReplicaState.ONLINE, batch)
     waiting = rsm.handle(waiting, ReplicaState.ONLINE, batch, tell=False)
     svc.send(batch)
-    elect_leaderless(svc)
+    elect_leaderless(svc, joined=ids)
     unled = [k for k in waiting if k[0] in ctx.leaderless]
     if unled:
         batch = svc.new_batch()
@@ -141,13 +143,33 @@ def on_broker_startup(svc: ControllerServices, ids: list[int]) -> None:
     deletion.on_brokers_started(svc, ids)
 
 
-def elect_leaderless(svc: ControllerServices) -> None:
+def elect_leaderless(svc: ControllerServices, joined: Collection[int] | None = None) -> None:
     """New and Offline partitions (not being deleted) to Online (Kafka's
     triggerOnlinePartitionStateChange): the partition machine alone. Replica states are left
     as they are, as Kafka's are: at failover a never-led partition's replicas on dead
-    brokers stay Offline, where the replica machine's startup put them."""
+    brokers stay Offline, where the replica machine's startup put them.
+
+    With ``joined`` (brokers that just registered), only the partitions that broker can
+    change: those with a replica on one of them, and those whose last election failed for an
+    error. Kafka's controller tries every offline partition on each broker's return, and
+    fails again for each whose replicas' brokers are as they were; here that was a pass over
+    all of them per return, and a whole cluster of a million partitions coming back one
+    broker at a time did a hundred such passes."""
     ctx, psm = svc.ctx, svc.partitions
-    tps = [tp for tp in ctx.leaderless if not ctx.is_deleting(tp)]
+    leaderless = ctx.leaderless
+    candidates: set[TopicPartition] = leaderless
+    if joined is not None and sum(len(ctx.replicas_on(b)) for b in joined) < len(leaderless):
+        candidates = set().union(*(leaderless & ctx.replicas_on(b) for b in joined))
+        errors = ctx.election_errors
+        if errors:
+            errors &= leaderless
+            candidates |= errors
+            # Those whose node could not be read (missing or malformed) are read again:
+            # deciding goes by the context, where they have no leader and ISR to go by.
+            unread = [tp for tp in errors if tp not in ctx.leaders]
+            if unread:
+                psm.refresh(unread)
+    tps = [tp for tp in candidates if not ctx.is_deleting(tp)]
     if not tps:
         return
     batch = svc.new_batch()

@@ -20,7 +20,7 @@ from interbroker.requests import (
 )
 from statemachines import ReplicaState
 from statemachines import events as ev
-from statemachines.partition_sm import NoLiveReplica, refusal
+from statemachines.partition_sm import NoLiveReplica, Refusal, refusal
 from statemachines.states import PartitionState
 from tests.recording_broker import change_isr
 from tests.statemachines.conftest import Cluster, tp
@@ -434,7 +434,7 @@ def test_a_partition_without_a_live_replica_is_refused_without_a_read(cluster: C
     assert ctl.ctx.leaders[hosted].partition_epoch == before[hosted] + 1
     assert refusal((2, 3), (3,), frozenset({1, 4})) == "no eligible leader among (2, 3) (isr (3,))"
     assert type(refusal((2, 3), (3,), frozenset({1, 4}))) is NoLiveReplica
-    assert type(refusal((3, 4), (3,), frozenset({1, 4}))) is str
+    assert type(refusal((3, 4), (3,), frozenset({1, 4}))) is Refusal
 
 
 def test_preferred_election_node_is_deleted_even_when_it_cannot_happen(cluster: Cluster) -> None:
