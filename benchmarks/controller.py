@@ -9,8 +9,9 @@
 Per coordinator: (a) hot-standby failover (the standby sees /controller go -> active with
 UpdateMetadata sent), (b) cold failover, (c) uncontrolled loss of a broker leading N/10
 partitions, (d) controlled shutdown of such a broker, (e) preferred election of N/10
-partitions; and the raw fenced batched write rate (write_many of SetData with a guard) in the
-same run. The cluster is written with bulk writes.
+partitions, (f) a full restart (every broker lost, then back at once) and (g) a rolling
+return (every broker lost, then back one at a time); and the raw fenced batched write rate
+(write_many of SetData with a guard) in the same run. The cluster is written with bulk writes.
 
 The product runs as it is configured by default (ControllerConfig() but for the auto leader
 rebalance, which would move leaders between steps) and nothing in it is patched: the benchmark
@@ -87,10 +88,10 @@ MARK = "/bench-mark"  # written after each step: see mark() in run()
 PER_TOPIC = 1000
 SETUP_SESSION_TIMEOUT = 60.0  # seconds; see build_cluster
 TARGETS = {"a": 1.0, "b": {"memory": 3.0, "zookeeper": 10.0, "etcd": 3.0}, "c": 1.0, "d": 1.0,
-           "e": 1.0, "f": 30.0}
+           "e": 1.0, "f": 30.0, "g": 30.0}
 """Each step's target up to a million partitions (the default 100,000's)."""
 MILLION = 1_000_000
-MILLION_TARGETS = {"a": 1.0, "b": 10.0, "c": 1.0, "d": 1.0, "e": 1.0, "f": 30.0}
+MILLION_TARGETS = {"a": 1.0, "b": 10.0, "c": 1.0, "d": 1.0, "e": 1.0, "f": 30.0, "g": 30.0}
 """From a million partitions on: the controller-at-a-million targets (every coordinator)."""
 
 
@@ -712,14 +713,17 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     # again; the step ends when each partition's replicas have all been delivered a
     # LeaderAndIsr naming a live leader (every partition online). Timed from the first
     # registration; the loss before it is a note.
-    def full_restart() -> None:
+    # (g) the same stop, then the brokers return one at a time, each registering once the
+    # controller has handled the one before (a hundred returns, where (f) is one or two):
+    # how a cluster comes back when its brokers' log recovery ends at different times.
+    def full_restart(key: str, rolling: bool) -> None:
         t = time.perf_counter()
         sessions.close(sorted(registered))
         registered.clear()
         wait(lambda: not a.ctx.brokers, timeout=900)
         a.events.wait_idle(900)
         offline = sum(1 for lai in a.ctx.leaders.values() if lai.leader < 0)
-        res.notes.append(f"(f) all {brokers} brokers lost -> controller idle with {offline} "
+        res.notes.append(f"({key}) all {brokers} brokers lost -> controller idle with {offline} "
                          f"partitions offline: {time.perf_counter() - t:.2f}s")
         b.wait_idle(mark(), 900)
         registered.update(everyone)
@@ -727,20 +731,28 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
         cpu.mark()
         machine.mark()
         t = time.perf_counter()
-        sessions.register(everyone)
+        if rolling:
+            for broker in everyone:
+                sessions.register([broker])
+                wait(lambda: broker in a.ctx.brokers, timeout=900)  # noqa: B023 (this broker)
+                a.events.wait_idle(900)
+        else:
+            sessions.register(everyone)
         end, reading = step.wait(timeout=900)
-        res.times["f"] = end - t
+        res.times[key] = end - t
         during = cpu.since()
-        res.counts["f"] = sum(1 for lai in a.ctx.leaders.values() if lai.leader >= 0)
-        machine_note("f", reading)
+        res.counts[key] = sum(1 for lai in a.ctx.leaders.values() if lai.leader >= 0)
+        machine_note(key, reading)
         a.events.wait_idle(900)
-        res.notes.append(f"(f) {res.counts['f']} of {len(a.ctx.leaders)} partitions online; "
+        res.notes.append(f"({key}) {res.counts[key]} of {len(a.ctx.leaders)} partitions online; "
                          f"incl. until idle {time.perf_counter() - t:.2f}s")
         b.wait_idle(mark(), 900)
-        res.notes.append(f"(f) CPU during the step: {during}; then until both idle: {cpu.since()}")
+        res.notes.append(f"({key}) CPU during the step: {during}; then until both idle: "
+                         f"{cpu.since()}")
 
-    if "f" not in skip:
-        full_restart()
+    for key in "fg":
+        if key not in skip:
+            full_restart(key, rolling=key == "g")
     if b.pid is not None:
         res.rss["hot standby, loaded"] = rss(b.pid)
 
@@ -780,7 +792,8 @@ NAMES = {"a": "(a) hot failover -> UpdateMetadata sent",
          "c": "(c) broker loss -> LeaderAndIsr sent",
          "d": "(d) controlled shutdown -> LeaderAndIsr sent",
          "e": "(e) preferred election -> LeaderAndIsr sent",
-         "f": "(f) full restart -> every partition online"}
+         "f": "(f) full restart -> every partition online",
+         "g": "(g) rolling return, 1 broker at a time -> online"}
 
 
 def print_table(results: list[Result], header: str) -> None:
@@ -792,7 +805,7 @@ def print_table(results: list[Result], header: str) -> None:
         cpu = f"{1e6 * r.write_cpu:>15.0f}" if r.write_cpu else ""
         print(f"{r.backend:<11} {'raw fenced write_many, writes/s (best of 3)':<44} "
               f"{r.write_rate:>8.0f} {'':>7} {'':>9} {cpu} (per raw write)")
-        for key in "abcdef":
+        for key in "abcdefg":
             if key not in r.times:
                 continue
             count = f"{r.counts[key]:>9}" if key in r.counts else ""
@@ -828,7 +841,7 @@ def print_summary(results: list[Result]) -> None:
             cpu = f"{1e6 * statistics.median(cpus):>9.0f}" if cpus else ""
             print(f"{backend:<11} {'raw/s':<6} {len(rates):>4} {statistics.median(rates):>8.0f} "
                   f"{min(rates):>7.0f}-{max(rates):<7.0f} {'':>5}   {cpu}")
-        for key in "abcdef":
+        for key in "abcdefg":
             times = [r.times[key] for r in runs if key in r.times]
             if not times:
                 continue
@@ -854,9 +867,10 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1,
                     help="runs per coordinator, each on a fresh server and cluster; with more "
                          "than one, a summary gives each step's median and range")
-    ap.add_argument("--skip", default="", metavar="f",
-                    help="f: leave out the full restart (minutes at 1,000,000 partitions); the "
-                         "other steps cannot be left out")
+    ap.add_argument("--skip", default="", metavar="fg",
+                    help="f, g or fg: leave out the full restart, the rolling return, or both "
+                         "(minutes each at 1,000,000 partitions); the other steps cannot be "
+                         "left out")
     add_server_options(ap)
     args = ap.parse_args()
     if args.repeat < 1:
@@ -865,8 +879,9 @@ def main() -> None:
         ap.error("--repeat needs a fresh cluster per run: leave out --url")
     if args.url and len(args.backend or []) != 1:
         ap.error("--url goes with exactly one --backend, the URL's kind")
-    if set(args.skip) - {"f"}:
-        ap.error(f"--skip {args.skip}: only f (the full restart) can be left out")
+    if set(args.skip) - {"f", "g"}:
+        ap.error(f"--skip {args.skip}: only f (the full restart) and g (the rolling return) "
+                 "can be left out")
     logging.basicConfig(level=logging.WARNING)
     backends = args.backend or ["memory", "zookeeper", "etcd"]
     where = (f"coordinator at {args.url}" if args.url

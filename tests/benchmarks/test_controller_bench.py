@@ -29,6 +29,8 @@ def test_a_run_that_succeeds_prints_its_table_and_exits_0() -> None:
     assert "(e) preferred election -> LeaderAndIsr sent" in done.stdout
     assert "(f) full restart -> every partition online" in done.stdout
     assert "(f) 200 of 200 partitions online" in done.stdout
+    assert "(g) rolling return, 1 broker at a time -> online" in done.stdout
+    assert "(g) 200 of 200 partitions online" in done.stdout
     assert "failed" not in done.stderr
 
 
@@ -41,6 +43,7 @@ def test_on_zookeeper_the_brokers_sessions_live_in_a_process_of_their_own() -> N
     assert done.returncode == 0, done.stderr
     assert "(f) all 4 brokers lost -> controller idle with 200 partitions offline" in done.stdout
     assert "(f) 200 of 200 partitions online" in done.stdout
+    assert "(g) all 4 brokers lost" in done.stdout and "(g) 200 of 200 partitions" in done.stdout
     assert "controller RSS, hot, after its failover" in done.stdout
     assert "controller RSS, cold, after its failover" in done.stdout
     assert "best round)" in done.stdout and "None" not in done.stdout  # no count limit
@@ -48,6 +51,12 @@ def test_on_zookeeper_the_brokers_sessions_live_in_a_process_of_their_own() -> N
                      "--skip", "f")
     assert skipped.returncode == 0, skipped.stderr
     assert "(f)" not in skipped.stdout and "(a) hot failover" in skipped.stdout
+    assert "(g) 200 of 200 partitions online" in skipped.stdout
+    both = _bench("--backend", "memory", "--brokers", "4", "--partitions", "200", "--skip", "gf")
+    assert both.returncode == 0, both.stderr
+    assert "(f)" not in both.stdout and "(g)" not in both.stdout
+    refused = _bench("--backend", "memory", "--skip", "a")
+    assert refused.returncode == 2 and "only f (the full restart) and g" in refused.stderr
 
 
 def test_an_etcd_run_with_a_raised_txn_limit_tells_the_server_and_every_client() -> None:
