@@ -14,7 +14,7 @@ incarnation of itself, e.g. one sent just before it bounced).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import NamedTuple
@@ -218,6 +218,7 @@ class RequestBatch:
         self._metadata_to_all_live = False
         self._metadata_partitions: dict[TopicPartition, UpdateMetadataPartition] = {}
         self._metadata_ordered: tuple[UpdateMetadataPartition, ...] | None = None
+        self._metadata_topics: Collection[str] | None = None  # theirs, when known
 
     @property
     def is_empty(self) -> bool:
@@ -292,11 +293,14 @@ class RequestBatch:
         self,
         brokers: Iterable[int] | None,
         partitions: tuple[UpdateMetadataPartition, ...],
+        topics: Collection[str] | None = None,
     ) -> None:
         """Like :meth:`add_update_metadata`, with ``partitions`` already in the order
         :meth:`build` sends them (by topic, then partition) and none named twice: a failover's
         or a new broker's metadata of every partition, sent as given rather than indexed and
-        sorted again (a million partitions take seconds to)."""
+        sorted again (a million partitions take seconds to). ``topics``, when given, holds
+        every topic of ``partitions`` (more do no harm): their ids are then looked up without
+        a pass over the partitions, a twentieth of a second at a million per broker back."""
         if self._metadata_partitions or self._metadata_ordered is not None:
             self.add_update_metadata(brokers, partitions)
             return
@@ -305,10 +309,12 @@ class RequestBatch:
         else:
             self._metadata_brokers.update(_valid_ids(brokers))
         self._metadata_ordered = partitions
+        self._metadata_topics = topics
 
     def _unorder(self) -> None:
         """Index the ordered partitions by partition, before others are added to them."""
         ordered, self._metadata_ordered = self._metadata_ordered, None
+        self._metadata_topics = None
         if ordered:
             self._metadata_partitions.update(
                 (TopicPartition(p.topic, p.partition), p) for p in ordered)
@@ -348,11 +354,12 @@ class RequestBatch:
         at most once, each only if recorded), in the order Kafka sends them. ``topic_id``
         gives a topic's id, which LeaderAndIsr and UpdateMetadata then carry."""
 
-        def ids_of(parts: Iterable[LeaderAndIsrPartition | UpdateMetadataPartition]
-                   ) -> Mapping[str, str]:
+        def ids_of(parts: Iterable[LeaderAndIsrPartition | UpdateMetadataPartition],
+                   topics: Collection[str] | None = None) -> Mapping[str, str]:
             if topic_id is None:
                 return _NO_IDS
-            found = {t: i for t in {p.topic for p in parts} if (i := topic_id(t))}
+            names = topics if topics is not None else {p.topic for p in parts}
+            found = {t: i for t in names if (i := topic_id(t))}
             return MappingProxyType(found) if found else _NO_IDS
 
         shutting = self._shutting_down
@@ -364,7 +371,8 @@ class RequestBatch:
         if metadata_partitions is None:
             metadata_partitions = tuple(self._metadata_partitions[tp] for tp in
                                         sorted_partitions(self._metadata_partitions))
-        metadata_ids = ids_of(metadata_partitions) if metadata_targets else _NO_IDS
+        metadata_ids = (ids_of(metadata_partitions, self._metadata_topics) if metadata_targets
+                        else _NO_IDS)
 
         targets = set(self._leader_and_isr) | metadata_targets | set(self._stop_replica)
         result: dict[int, list[BrokerRequest]] = {}

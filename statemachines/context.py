@@ -221,6 +221,8 @@ class FullMetadata:
     took: float = 0.0  # seconds the build took
     done: float = field(default_factory=time.monotonic)
     _index: dict[TopicPartition, int] | None = None
+    topics: frozenset[str] | None = None
+    """Every topic of the entries (some with none, perhaps), or None when not known."""
 
     @property
     def index(self) -> dict[TopicPartition, int]:

@@ -85,7 +85,7 @@ def _build(ctx: ControllerContext, dead: frozenset[int], *, placed: bool = False
         if made is not None:
             append(made)
             place(tp)
-    built = FullMetadata(tuple(entries), order, dead)
+    built = FullMetadata(tuple(entries), order, dead, topics=frozenset(ctx.partitions_by_topic()))
     if placed:
         built.index  # noqa: B018 - the property works it out and keeps it
     built.took = time.monotonic() - started
@@ -122,7 +122,7 @@ def _patched(ctx: ControllerContext, last: FullMetadata, todo: set[TopicPartitio
             return None
         entries[index[tp]] = made
     return FullMetadata(tuple(entries), last.order, dead, took=time.monotonic() - started,
-                        _index=index)
+                        _index=index, topics=last.topics)
 
 
 def full_metadata(ctx: ControllerContext) -> tuple[UpdateMetadataPartition, ...]:

@@ -181,5 +181,7 @@ def send_full_metadata(svc: ControllerServices, brokers_: list[int] | None) -> N
     """UpdateMetadata with every partition to ``brokers_`` (None: every registered one): one
     entry per partition, shared by every broker's request."""
     batch = svc.new_batch()
-    batch.add_full_metadata(brokers_, full_metadata(svc.ctx))
+    entries = full_metadata(svc.ctx)
+    kept = svc.ctx.full_metadata
+    batch.add_full_metadata(brokers_, entries, kept.topics if kept is not None else None)
     svc.send(batch)

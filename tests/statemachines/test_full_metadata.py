@@ -127,6 +127,16 @@ def test_a_standby_patches_it_once_many_entries_are_out_of_date() -> None:
     assert ctx.full_metadata.entries[4000] is built.entries[4000]  # patched, not built anew
 
 
+def test_a_build_knows_its_topics_and_a_patch_keeps_them() -> None:
+    ctx = _wide()
+    full_metadata(ctx)
+    built = ctx.full_metadata
+    assert built is not None and built.topics == {"t"}
+    ctx.remove_broker(3)
+    full_metadata(ctx)
+    assert ctx.full_metadata is not built and ctx.full_metadata.topics is built.topics
+
+
 def test_a_large_standby_patches_once_a_thousand_entries_are_out_of_date() -> None:
     """However large the build: a failover would patch what the standby left (at a million
     partitions, a sixteenth of them took a quarter of a second)."""

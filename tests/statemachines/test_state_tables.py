@@ -288,3 +288,28 @@ def test_full_metadata_goes_out_as_given_and_later_entries_merge_into_it():
     (request,) = built[2]
     assert [(p.topic, p.partition, p.leader) for p in request.partitions] == [
         ("a", 0, 2), ("a", 1, 1), ("a", 2, 2), ("b", 0, 1)]
+
+
+def test_full_metadata_with_its_topics_takes_their_ids_without_a_pass_over_it():
+    """Given the topics of the entries (a superset does no harm: a broker keeps the ids of
+    topics it has partitions of), their ids are looked up by name; merged with other entries,
+    the batch works them out from the partitions again."""
+    a0, b0 = TopicPartition("a", 0), TopicPartition("b", 0)
+    full = (_metadata(a0, 1), _metadata(b0, 1))
+    ids = {"a": "id-a", "b": "id-b", "c": "id-c"}
+    asked: list[str] = []
+
+    def topic_id(topic: str) -> str | None:
+        asked.append(topic)
+        return ids.get(topic)
+
+    batch = RequestBatch(live_brokers=LIVE)
+    batch.add_full_metadata(None, full, topics=frozenset({"a", "b", "c"}))
+    (request,) = batch.build(1, 1, EPOCHS, topic_id)[1]
+    assert dict(request.topic_ids) == ids and sorted(asked) == ["a", "b", "c"]
+
+    batch = RequestBatch(live_brokers=LIVE)
+    batch.add_full_metadata(None, full, topics=frozenset({"a", "b", "c"}))
+    batch.add_update_metadata(None, [_metadata(TopicPartition("d", 0), 2)])
+    (request,) = batch.build(1, 1, EPOCHS, topic_id)[1]
+    assert dict(request.topic_ids) == {"a": "id-a", "b": "id-b"}
