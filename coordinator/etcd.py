@@ -397,7 +397,8 @@ class EtcdCoordinator(Coordinator):
               density: float = 2.0) -> list[tuple[int, bytes]]:
         """Read the group's key range in parts of SCAN_PART wanted keys, each part whole if it
         holds at most ``density`` keys per wanted one; returns the wanted keys of the parts
-        that hold more (nothing of them kept), for the caller to read one by one.
+        that hold more (nothing of them kept), for the caller to read one by one. The first
+        part is read alone: when it holds more, so are all the others taken to (none is read).
 
         Every request's range ends at its part's end: etcd 3.4 walks a limited request's whole
         range (to count it) however few keys it returns, so pages of one wide range cost the
@@ -429,8 +430,9 @@ class EtcdCoordinator(Coordinator):
 
         waiting = deque(parts)
         in_flight: deque[tuple[int, int, Any]] = deque()
+        probing = len(parts) > 1
         while waiting or in_flight:
-            while waiting and len(in_flight) < SCAN_IN_FLIGHT:
+            while waiting and len(in_flight) < (1 if probing else SCAN_IN_FLIGHT):
                 lo, up = waiting.popleft()
                 in_flight.append((lo, up, page(lo, up)))
             lo, up, call = in_flight.popleft()
@@ -444,6 +446,14 @@ class EtcdCoordinator(Coordinator):
                 for k in keys[lo:up]:
                     out[index[k]] = None
                 sparse.extend((index[k], k) for k in keys[lo:up])
+                if probing:
+                    # The first part, read alone, is sparse: the wanted keys are scattered
+                    # (a few partitions among a million), and each part's request would walk
+                    # its whole range to be thrown away. The rest are read one by one.
+                    for start, end in waiting:
+                        sparse.extend((index[k], k) for k in keys[start:end])
+                    waiting.clear()
+            probing = False
         if sparse:
             skipped = {k for _, k in sparse}
             sparse.extend((i, k) for i, k in repeats if k in skipped)

@@ -12,6 +12,7 @@ import grpc
 import pytest
 
 import coordinator
+import coordinator.etcd as etcd_module
 from coordinator import (
     ChildrenEvent,
     Coordinator,
@@ -316,6 +317,40 @@ def test_get_many_reads_a_sparse_part_key_by_key(
                                                          for i in range(0, 6000, 5)]
     assert got[-1] is None
     assert {g[1].version for g in got[:-1] if g is not None} == {0}
+
+
+class _Counted:
+    """A stand-in for a connection's range call that counts the ranges asked for."""
+
+    def __init__(self, call: Any) -> None:
+        self.call, self.asked = call, 0
+
+    def future(self, *args: Any, **kwargs: Any) -> Any:
+        self.asked += 1
+        return self.call.future(*args, **kwargs)
+
+
+def test_scattered_keys_are_read_one_by_one_after_one_sparse_part(
+        etcd: EtcdHarness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A few keys of every thousand (the partitions a broker's return re-reads, among a
+    million): the first part of the scan, read alone, holds more than its limit, so no other
+    part is asked for (each request would walk its whole range on the server, to be thrown
+    away); the keys are read one by one, all of them."""
+    monkeypatch.setattr(etcd_module, "SCAN_MIN", 16)
+    monkeypatch.setattr(etcd_module, "SCAN_PART", 16)
+    c = etcd.connect()
+    c.ensure_path("/sc")
+    c.write_many([Create(path=f"/sc/{i:05d}", data=str(i).encode()) for i in range(2000)])
+    client = c._conn._client  # type: ignore[attr-defined]
+    counted = _Counted(client.range_bytes)
+    monkeypatch.setattr(client, "range_bytes", counted)
+    wanted = [f"/sc/{i:05d}" for i in range(0, 2000, 20)]  # 100 keys, 7 parts
+    got = c.get_many(wanted)
+    assert [g[0] for g in got if g is not None] == [str(i).encode() for i in range(0, 2000, 20)]
+    assert counted.asked == 2  # one part of the whole range, then one of the siblings' (not 14)
+    dense = c.get_many([f"/sc/{i:05d}" for i in range(0, 2000, 2)])  # 63 parts, each whole
+    assert [g[0] for g in dense if g is not None] == [str(i).encode() for i in range(0, 2000, 2)]
+    assert counted.asked == 2 + 63
 
 
 def test_a_raised_txn_limit_is_used_only_when_the_client_is_told(etcd: EtcdHarness) -> None:
