@@ -158,17 +158,17 @@ def elect_leaderless(svc: ControllerServices, joined: Collection[int] | None = N
     ctx, psm = svc.ctx, svc.partitions
     leaderless = ctx.leaderless
     candidates: set[TopicPartition] = leaderless
+    errors = ctx.election_errors
+    if joined is not None and errors:
+        errors &= leaderless
+        # Those whose node could not be read (missing or malformed) are read again: deciding
+        # goes by the context, where they have no leader and ISR to go by.
+        unread = [tp for tp in errors if tp not in ctx.leaders]
+        if unread:
+            psm.refresh(unread)
     if joined is not None and sum(len(ctx.replicas_on(b)) for b in joined) < len(leaderless):
         candidates = set().union(*(leaderless & ctx.replicas_on(b) for b in joined))
-        errors = ctx.election_errors
-        if errors:
-            errors &= leaderless
-            candidates |= errors
-            # Those whose node could not be read (missing or malformed) are read again:
-            # deciding goes by the context, where they have no leader and ISR to go by.
-            unread = [tp for tp in errors if tp not in ctx.leaders]
-            if unread:
-                psm.refresh(unread)
+        candidates |= errors
     tps = [tp for tp in candidates if not ctx.is_deleting(tp)]
     if not tps:
         return

@@ -83,14 +83,19 @@ def test_a_return_decides_only_the_partitions_with_a_replica_on_it(cluster: Clus
     assert cluster.state("q", 1).leader == 3
 
 
+@pytest.mark.parametrize("crowded", [False, True], ids=["few-hosted", "crowded"])
 def test_a_partition_an_error_left_offline_is_tried_again_when_any_broker_returns(
-        cluster: Cluster) -> None:
+        cluster: Cluster, crowded: bool) -> None:
     """Another tool wrote q-0's state node malformed: broker 3's return elects it, the write
     finds the node moved, and the re-read cannot parse it (an error, not a refusal). Once the
     node is sound again, broker 4's return, which hosts none of q-0, tries it again and it
-    comes online: an error is retried on every return, as Kafka's controller does."""
+    comes online: an error is retried on every return, as Kafka's controller does.
+    ``crowded``: broker 4 hosts more replicas than there are offline partitions (every one of
+    them is elected then, without picking)."""
     for b in (1, 2, 3, 4):
         cluster.add(b)
+    if crowded:
+        cluster.admin.create_topic("filler", assignment={0: [1, 4], 1: [1, 4]})
     cluster.admin.create_topic("q", assignment={0: [2, 3]})
     cluster.pump()
     for b in (4, 2, 3):
