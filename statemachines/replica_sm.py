@@ -27,9 +27,14 @@ from statemachines.state_change import (
     log_replica_transitions,
     state_change_log,
 )
-from statemachines.states import ReplicaState, split_transitions
+from statemachines.states import ReplicaState, split_transitions, valid_previous_states
 
 __all__ = ["ReplicaStateMachine", "shrink_isr"]
+
+_ALLOWED: dict[ReplicaState, tuple[ReplicaState, ...]] = {
+    target: tuple(valid_previous_states(target)) for target in ReplicaState}
+"""Each target's legal predecessors as a tuple: a membership test by identity, where a set's
+hashes an enum member in Python."""
 
 
 class ReplicaStateMachine:
@@ -70,15 +75,21 @@ class ReplicaStateMachine:
         stored state was in before the event being handled (a broker loss: Online; its state
         is derived from the live brokers, so it reads Offline as soon as the broker is gone)."""
         members = keys if type(keys) is list else list(keys)
-        pairs = list(zip(members, self.ctx.replica_states.states_of(members), strict=True))
-        split = split_transitions(pairs, target)
-        if split.invalid:
-            state_change_log.warning("refused %d replica transitions to %s, e.g. %s",
-                                     len(split.invalid), target, split.invalid[0])
-        valid = list(split.valid)
+        states = self.ctx.replica_states.states_of(members)
+        allowed = _ALLOWED[target]
+        valid = [k for k, state in zip(members, states, strict=True) if state in allowed]
+        track = enabled(DEBUG)
+        # (pairs and a split only when one is refused or the log wants them: three million
+        # replicas go Online when a whole cluster comes back)
+        if len(valid) < len(members) or track:
+            pairs = list(zip(members, states, strict=True))
+            split = split_transitions(pairs, target)
+            if split.invalid:
+                state_change_log.warning("refused %d replica transitions to %s, e.g. %s",
+                                         len(split.invalid), target, split.invalid[0])
+            valid = list(split.valid)
         if not valid:
             return []
-        track = enabled(DEBUG)
         if track:
             before = dict(pairs)
             if derived_was is not None:

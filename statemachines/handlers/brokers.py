@@ -6,10 +6,11 @@ incarnation is treated as failed, then the new one as joined.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 
 from coordinator.codecs import TopicPartition, sorted_partitions
 from statemachines import events as ev
+from statemachines.context import ControllerContext
 from statemachines.full_metadata import full_metadata
 from statemachines.handlers import deletion, reassignment
 from statemachines.reads import apply_broker_node
@@ -77,7 +78,7 @@ def on_broker_failure(svc: ControllerServices, ids: list[int]) -> None:
     ctx, psm, rsm = svc.ctx, svc.partitions, svc.replicas
     for b in ids:
         ctx.remove_broker(b)
-    led = sorted_partitions(tp for b in ids for tp in ctx.led_by(b) if not ctx.is_deleting(tp))
+    led = sorted_partitions(_not_deleting(ctx, [tp for b in ids for tp in ctx.led_by(b)]))
     psm.to_offline(led)
     # New leaders first, and told at once (Kafka's onReplicasBecomeOffline); then the failed
     # replicas leave the ISR of the partitions they followed.
@@ -86,8 +87,10 @@ def on_broker_failure(svc: ControllerServices, ids: list[int]) -> None:
     svc.send(batch)
     batch = svc.new_batch()
     keys = [(tp, b) for b in ids for tp in sorted_partitions(ctx.replicas_on(b))]
-    deleting = [k for k in keys if ctx.is_deleting(k[0])]
-    rsm.handle([k for k in keys if not ctx.is_deleting(k[0])], ReplicaState.OFFLINE, batch,
+    topics = ctx.deleting
+    deleting = [k for k in keys if k[0].topic in topics] if topics else []
+    rsm.handle([k for k in keys if k[0].topic not in topics] if deleting else keys,
+               ReplicaState.OFFLINE, batch,
                derived_was=ReplicaState.ONLINE)
     if deleting:
         deletion.fail_replicas(svc, deleting, batch)
@@ -123,14 +126,17 @@ def on_broker_startup(svc: ControllerServices, ids: list[int]) -> None:
     svc.send(batch)
     send_full_metadata(svc, ids)
     batch = svc.new_batch()
-    keys = [(tp, b) for b in ids for tp in ctx.replicas_on(b) if not ctx.is_deleting(tp)]
+    topics = ctx.deleting
+    keys = ([(tp, b) for b in ids for tp in ctx.replicas_on(b) if tp.topic not in topics]
+            if topics else [(tp, b) for b in ids for tp in ctx.replicas_on(b)])
     # The replicas of partitions without a leader hear of them from the election below, with
     # the leader it finds, and only those it leaves without one are told of them after it.
     # Kafka's controller tells them before it too, with no leader: twice the LeaderAndIsr
     # entries and metadata for every partition when a whole cluster comes back.
     leaderless = ctx.leaderless
     waiting = [k for k in keys if k[0] in leaderless]
-    rsm.handle([k for k in keys if k[0] not in leaderless], ReplicaState.ONLINE, batch)
+    if len(waiting) < len(keys):  # (a whole cluster back: every one of them waits)
+        rsm.handle([k for k in keys if k[0] not in leaderless], ReplicaState.ONLINE, batch)
     waiting = rsm.handle(waiting, ReplicaState.ONLINE, batch, tell=False)
     svc.send(batch)
     elect_leaderless(svc, joined=ids)
@@ -169,7 +175,7 @@ def elect_leaderless(svc: ControllerServices, joined: Collection[int] | None = N
     if joined is not None and sum(len(ctx.replicas_on(b)) for b in joined) < len(leaderless):
         candidates = set().union(*(leaderless & ctx.replicas_on(b) for b in joined))
         candidates |= errors
-    tps = [tp for tp in candidates if not ctx.is_deleting(tp)]
+    tps = _not_deleting(ctx, candidates)
     if not tps:
         return
     batch = svc.new_batch()
@@ -185,3 +191,10 @@ def send_full_metadata(svc: ControllerServices, brokers_: list[int] | None) -> N
     kept = svc.ctx.full_metadata
     batch.add_full_metadata(brokers_, entries, kept.topics if kept is not None else None)
     svc.send(batch)
+
+
+def _not_deleting(ctx: ControllerContext, tps: Iterable[TopicPartition]) -> list[TopicPartition]:
+    """``tps`` but those of topics being deleted (a million partitions are tested by topic
+    name in one pass, and not at all when no topic is being deleted)."""
+    deleting = ctx.deleting
+    return [tp for tp in tps if tp.topic not in deleting] if deleting else list(tps)

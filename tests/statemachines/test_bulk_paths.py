@@ -340,3 +340,21 @@ def test_a_bulk_read_of_states_shares_equal_ones_and_skips_a_corrupt_one(
                 if "skipping the state" in r.getMessage()] != []
     finally:
         client.close()
+
+
+def test_replica_moves_refuse_the_illegal_ones_and_move_the_rest(three: Cluster) -> None:
+    """One replica out of the assignment (NonExistent) among legal ones: it keeps its state
+    and is not returned, the others move; when every one is legal, all move, in order."""
+    ctl = three.active().controller
+    rsm, states = ctl.services.replicas, ctl.ctx.replica_states
+    legal = [(tp("t", p), b) for p in range(3) for b in (1, 2)]
+    stranger = (tp("t", 0), 9)
+    batch = ctl.services.new_batch()
+    moved = rsm.handle([*legal[:3], stranger, *legal[3:]], ReplicaState.OFFLINE, batch)
+    assert moved == legal
+    assert all(states[k] is ReplicaState.OFFLINE for k in legal)
+    assert states.get(stranger) is None
+    assert rsm.handle(list(reversed(legal)), ReplicaState.ONLINE, batch,
+                      tell=False) == list(reversed(legal))
+    assert all(states[k] is ReplicaState.ONLINE for k in legal)
+    assert rsm.handle([stranger], ReplicaState.ONLINE, batch) == []
