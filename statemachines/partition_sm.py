@@ -55,8 +55,8 @@ from statemachines.state_change import (
 from statemachines.states import (
     PartitionState,
     ReplicaState,
+    previous_states,
     split_transitions,
-    valid_previous_states,
 )
 from statemachines.stats import ControllerStats
 
@@ -142,10 +142,6 @@ def shrink_isr(current: LeaderAndIsr, leaving: Iterable[int], controller_epoch: 
     return LeaderAndIsr(leader, current.leader_epoch + 1, isr, controller_epoch,
                         current.partition_epoch)
 
-
-_ALLOWED: dict[PartitionState, tuple[PartitionState, ...]] = {
-    target: tuple(valid_previous_states(target)) for target in PartitionState}
-"""Each target's legal predecessors as a tuple: membership by identity, no enum hashing."""
 
 def record_leader_and_isr(
     ctx: ControllerContext,
@@ -259,7 +255,7 @@ class PartitionStateMachine:
         avoids building pairs and hashing an enum in Python per set lookup."""
         states, absent = self.ctx.partition_states, PartitionState.NON_EXISTENT
         members = tps if type(tps) is list else list(tps)
-        allowed = _ALLOWED[target]
+        allowed = previous_states(target)
         get = states.get
         valid = [tp for tp in members if get(tp, absent) in allowed]
         if len(valid) == len(members):

@@ -27,14 +27,9 @@ from statemachines.state_change import (
     log_replica_transitions,
     state_change_log,
 )
-from statemachines.states import ReplicaState, split_transitions, valid_previous_states
+from statemachines.states import ReplicaState, previous_states, split_transitions
 
 __all__ = ["ReplicaStateMachine", "shrink_isr"]
-
-_ALLOWED: dict[ReplicaState, tuple[ReplicaState, ...]] = {
-    target: tuple(valid_previous_states(target)) for target in ReplicaState}
-"""Each target's legal predecessors as a tuple: a membership test by identity, where a set's
-hashes an enum member in Python."""
 
 
 class ReplicaStateMachine:
@@ -76,7 +71,7 @@ class ReplicaStateMachine:
         is derived from the live brokers, so it reads Offline as soon as the broker is gone)."""
         members = keys if type(keys) is list else list(keys)
         states = self.ctx.replica_states.states_of(members)
-        allowed = _ALLOWED[target]
+        allowed = previous_states(target)
         valid = [k for k, state in zip(members, states, strict=True) if state in allowed]
         track = enabled(DEBUG)
         # (pairs and a split only when one is refused or the log wants them: three million
