@@ -260,7 +260,8 @@ class ControllerContext:
         """Leaderless partitions whose last election failed for a reason other than finding no
         eligible replica (a write that failed, a state node missing): any broker joining
         elects them again, as Kafka's controller retries every offline partition then. The
-        others wait for a broker of their own replicas (``handlers.brokers``)."""
+        others wait for a broker of their own replicas (``handlers.brokers``). Always a subset
+        of ``leaderless``: wherever a partition leaves that, it leaves this."""
         self.replica_states = ReplicaStates(self)
         self.shutting_down: set[int] = set()
         self.reassignments: dict[TopicPartition, OngoingReassignment] = {}

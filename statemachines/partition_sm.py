@@ -229,6 +229,7 @@ class PartitionStateMachine:
         states.update(dict.fromkeys(ctx.replicas, PartitionState.ONLINE))
         waiting = ctx.leaderless
         waiting.clear()
+        ctx.election_errors.clear()
         offline, new = PartitionState.OFFLINE, PartitionState.NEW
         if len(leaders) != len(states):
             for tp in states:

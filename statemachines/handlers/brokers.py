@@ -165,8 +165,7 @@ def elect_leaderless(svc: ControllerServices, joined: Collection[int] | None = N
     leaderless = ctx.leaderless
     candidates: set[TopicPartition] = leaderless
     errors = ctx.election_errors
-    if joined is not None and errors:
-        errors &= leaderless
+    if joined is not None and errors:  # (leaderless all: the partition machine keeps them so)
         # Those whose node could not be read (missing or malformed) are read again: deciding
         # goes by the context, where they have no leader and ISR to go by.
         unread = [tp for tp in errors if tp not in ctx.leaders]
