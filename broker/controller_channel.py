@@ -3,7 +3,8 @@
 :class:`KafkaNetwork` is the :class:`~interbroker.channel.BrokerNetwork` of broker (and
 controller-only) processes. Its channels (:class:`NetworkChannel`, one per controller candidate)
 work as Kafka's ControllerChannelManager does: one connection and one queue per broker, a
-sender thread per broker sending one request at a time in the order queued, to the endpoint of
+sender thread per broker sending the requests in the order queued (a few under way at once,
+where Kafka sends one at a time: :class:`_BrokerQueue` says why), to the endpoint of
 the inter-broker listener (``inter.broker.listener.name``) in the broker's registration. A
 broker that cannot be reached is retried, with backoff, until it answers or the controller
 drops it (a broker gone, or registered again with another epoch: its queue goes with it, the new
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import collections
 import io
 import logging
 import queue
@@ -102,6 +104,15 @@ SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL":
 """Kafka's SecurityProtocol ids, as UpdateMetadata carries them."""
 
 ZERO_UUID = uuid.UUID(int=0)
+
+MAX_IN_FLIGHT = 4
+"""Requests sent to one broker before the first of them is answered (:class:`_BrokerQueue`);
+Kafka's controller sends one at a time. Well under the requests a broker reads ahead on a
+connection (:data:`broker.server.MAX_IN_FLIGHT`), so it never stops reading while the
+controller is still sending."""
+IN_FLIGHT_BYTES = 32 << 20
+"""Beyond the first, no request is sent while those under way add up to this (an
+UpdateMetadata of a million partitions is tens of megabytes)."""
 
 
 # --- values <-> kio ---------------------------------------------------------------------------
@@ -335,6 +346,11 @@ class _Connection:
 
     def call_encoded(self, cls: Any, body: bytes) -> Any:
         """Send a request body already encoded (of kio class ``cls``); its answer."""
+        return self.receive(cls, self.send_encoded(cls, body))
+
+    def send_encoded(self, cls: Any, body: bytes) -> int:
+        """Send a request body already encoded (of kio class ``cls``) without waiting for
+        its answer; its correlation id, for :meth:`receive`."""
         self._next += 1
         correlation_id = self._next
         header_cls: Any = cls.__header_schema__
@@ -345,6 +361,12 @@ class _Connection:
             correlation_id=correlation_id, client_id=self.client_id))
         head = buf.getvalue()
         self.sock.sendall(b"".join((SIZE.pack(len(head) + len(body)), head, body)))
+        return correlation_id
+
+    def receive(self, cls: Any, correlation_id: int) -> Any:
+        """The next answer on the connection, which must be that of the request of kio class
+        ``cls`` sent as ``correlation_id`` (a broker answers a connection's requests in
+        order)."""
         frame = receive_frame(self.sock)
         response_cls = load_response_schema(int(cls.__api_key__),
                                             int(cls.__version__))
@@ -364,7 +386,18 @@ class _Connection:
 
 class _BrokerQueue:
     """One broker's queue and sender thread (Kafka's RequestSendThread): each request is sent
-    until answered, retried with backoff while the broker cannot be reached."""
+    until answered, retried with backoff while the broker cannot be reached, and answered
+    (its callback called) in the order queued.
+
+    Up to :data:`MAX_IN_FLIGHT` requests (and :data:`IN_FLIGHT_BYTES` once more than one is
+    under way) are sent before the first is answered, where Kafka's controller waits for each
+    answer before the next request. A change of leaders is a LeaderAndIsr then an
+    UpdateMetadata to every broker: the broker has the second before it has answered the
+    first, and serves the new leaders to clients as soon as it has applied both, not a round
+    trip later. The broker handles a connection's requests in the order they came and answers
+    them in that order, as Kafka's brokers do, so the broker sees what it saw before. A
+    connection lost with requests under way is replaced and every request not yet answered is
+    sent again on the new one, in order, as a single request was before."""
 
     def __init__(self, channel: NetworkChannel, broker_id: int, target: Target) -> None:
         self.channel = channel
@@ -374,6 +407,9 @@ class _BrokerQueue:
             queue.SimpleQueue())
         self.stopped = threading.Event()
         self._conn: _Connection | None = None
+        self._sent: collections.deque[tuple[Any, int, int]] = collections.deque()
+        """The requests under way on :attr:`_conn`, oldest first: kio class, correlation id,
+        bytes."""
         self._thread = threading.Thread(
             target=self._run, daemon=True,
             name=f"partctl-controller-{channel.controller_id}-to-{broker_id}")
@@ -394,26 +430,62 @@ class _BrokerQueue:
             conn.close()
 
     def _run(self) -> None:
+        # taken from the queue and not answered yet, oldest first
+        pending: collections.deque[tuple[BrokerRequest, ResponseCallback]] = (
+            collections.deque())
         try:
             while not self.stopped.is_set():
-                item = self.queue.get()
-                if item is None:
-                    return
-                request, on_response = item
-                response = self._send(request)
+                if not pending:
+                    item = self.queue.get()
+                    if item is None:
+                        return
+                    pending.append(item)
+                while len(pending) < MAX_IN_FLIGHT:
+                    try:
+                        item = self.queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if item is None:
+                        return
+                    pending.append(item)
+                response = self._answer_first(pending)
                 if response is None:
                     return  # dropped meanwhile
+                request, on_response = pending.popleft()
                 try:
                     on_response(self.broker_id, request, response)
                 except Exception:
                     log.exception("controller %s: handling broker %d's answer failed",
                                   self.channel.controller_id, self.broker_id)
         finally:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+            self._drop_connection()
 
-    def _send(self, request: BrokerRequest) -> BrokerResponse | None:
+    def _drop_connection(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        self._sent.clear()
+
+    def _connection(self, endpoint: Endpoint) -> _Connection:
+        """The connection to send on: a new one when there is none, or when a SASL session
+        ends and nothing is under way on it."""
+        channel, conn = self.channel, self._conn
+        if conn is not None and conn.renew_at is not None and not self._sent \
+                and time.monotonic() >= conn.renew_at:
+            self._drop_connection()
+            conn = None
+        if conn is None:
+            self._sent.clear()
+            conn = self._conn = _Connection(endpoint.host, endpoint.port,
+                                            channel.request_timeout, channel.client_id,
+                                            channel.connector)
+        return conn
+
+    def _answer_first(self, pending: collections.deque[tuple[BrokerRequest, ResponseCallback]]
+                      ) -> BrokerResponse | None:
+        """Send what of ``pending`` is not under way yet (within the bounds), then read the
+        first one's answer; over a new connection, with backoff, while the broker cannot be
+        reached. None once the queue is stopped."""
         channel = self.channel
         backoff = channel.retry_backoff
         failures = 0
@@ -422,26 +494,23 @@ class _BrokerQueue:
             if endpoint is None:
                 log.warning("controller %s: broker %d registers no %s endpoint",
                             channel.controller_id, self.broker_id, channel.listener)
+                self._drop_connection()  # what was under way on it is sent again, or answered so
                 return BrokerResponse(error=ErrorCode.BROKER_NOT_AVAILABLE)
             try:
-                conn = self._conn
-                if conn is not None and conn.renew_at is not None \
-                        and time.monotonic() >= conn.renew_at:
-                    conn.close()
-                    self._conn = None
-                if self._conn is None:
-                    self._conn = _Connection(endpoint.host, endpoint.port,
-                                             channel.request_timeout, channel.client_id,
-                                             channel.connector)
-                cls, body = channel.encode(request)
-                answer = self._conn.call_encoded(cls, body)
+                conn = self._connection(endpoint)
+                sent = self._sent
+                while len(sent) < len(pending) and (
+                        not sent or sum(n for _, _, n in sent) < IN_FLIGHT_BYTES):
+                    cls, body = channel.encode(pending[len(sent)][0])
+                    sent.append((cls, conn.send_encoded(cls, body), len(body)))
+                cls, correlation_id, _ = sent[0]
+                answer = conn.receive(cls, correlation_id)
+                sent.popleft()
                 if self.stopped.is_set():
                     return None  # dropped while it was under way: nobody waits for it
-                return decode_response(request, answer)
+                return decode_response(pending[0][0], answer)
             except OSError as exc:  # ConnectionError and timeouts are OSErrors
-                if self._conn is not None:
-                    self._conn.close()
-                    self._conn = None
+                self._drop_connection()
                 if self.stopped.is_set():
                     return None
                 failures += 1

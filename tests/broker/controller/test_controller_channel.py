@@ -8,6 +8,7 @@ the broker's controlled shutdown reaching the controller only over the network."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import io
 import socket
@@ -24,12 +25,14 @@ from kio.schema.errors import ErrorCode as KioErrorCode
 from kio.serial import entity_writer
 
 import coordinator
+from broker import controller_channel
 from broker.apis import BrokerServices, default_registry
 from broker.apis.controller_requests import APIS, decode_request, encode_response
 from broker.config import BrokerConfig, Listener
 from broker.controller_channel import (
     CONTROLLED_SHUTDOWN,
     LEADER_AND_ISR,
+    MAX_IN_FLIGHT,
     STOP_REPLICA,
     UPDATE_METADATA,
     KafkaNetwork,
@@ -41,7 +44,8 @@ from broker.controller_channel import (
 from broker.metadata_cache import MetadataCache
 from broker.purgatory import Purgatory
 from broker.server import KafkaServer
-from broker.wire import parse_request
+from broker.wire import encode_response as encode_wire_response
+from broker.wire import parse_request, peek
 from coordinator.admin import Admin
 from coordinator.clock import SYSTEM_CLOCK
 from coordinator.codecs import BrokerInfo, TopicPartition
@@ -62,6 +66,7 @@ from interbroker.requests import (
     UpdateMetadataPartition,
     UpdateMetadataRequest,
 )
+from kafkaclient.frames import SIZE, receive_frame
 from replication.config import ReplicaConfig
 from replication.replica_manager import ReplicaManager
 from statemachines.config import ControllerConfig
@@ -328,6 +333,143 @@ def test_a_broker_without_a_handler_answers_broker_not_available(
         channel.send(2, [LAI, SR], lambda *a: answers(a))
         got = answers.wait_count(2)
         assert [resp.error for _, _, resp in got] == [ErrorCode.BROKER_NOT_AVAILABLE] * 2
+    finally:
+        channel.reset()
+
+
+class _WirePeer:
+    """A broker's side of the wire for the sender's pipelining: a listener on loopback that
+    reads the controller's frames as they come (each connection numbered) and answers them
+    only when the test says, in order, with the real encoding of an UpdateMetadata answer."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.frames: Recorder[tuple[int, int]] = Recorder()
+        """(connection number, correlation id) of each request read."""
+        self._conns: list[socket.socket] = []
+        self._unanswered: list[int] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with self._lock:
+                self._conns.append(conn)
+                self._unanswered = []
+                number = len(self._conns)
+            threading.Thread(target=self._read, args=(conn, number), daemon=True).start()
+
+    def _read(self, conn: socket.socket, number: int) -> None:
+        with contextlib.suppress(OSError, ConnectionError):
+            while True:
+                frame = receive_frame(conn)
+                key, _, correlation_id = peek(frame)
+                assert key == UPDATE_METADATA
+                with self._lock:
+                    if conn is self._conns[-1]:
+                        self._unanswered.append(correlation_id)
+                self.frames((number, correlation_id))
+
+    def answer(self, n: int) -> None:
+        """Answer the ``n`` oldest requests not answered on the newest connection."""
+        with self._lock:
+            conn, due = self._conns[-1], self._unanswered[:n]
+            del self._unanswered[:n]
+        for correlation_id in due:
+            body = encode_response(UPDATE_METADATA, 8, _um(0), BrokerResponse())
+            encoded = encode_wire_response(correlation_id, body)
+            conn.sendall(SIZE.pack(encoded.size) + b"".join(encoded.parts))
+
+    def drop(self) -> None:
+        with self._lock:
+            conn = self._conns[-1]
+        conn.shutdown(socket.SHUT_RDWR)  # wakes this side's reader too, where close would not
+        conn.close()
+
+    def close(self) -> None:
+        self.listener.close()
+        for conn in self._conns:
+            conn.close()
+
+
+@pytest.fixture
+def peer() -> Iterator[_WirePeer]:
+    p = _WirePeer()
+    yield p
+    p.close()
+
+
+def test_requests_go_out_before_the_first_is_answered_up_to_the_bound(
+        peer: _WirePeer) -> None:
+    """Four requests under way at once (MAX_IN_FLIGHT), the fifth once the first is
+    answered; the answers come back in order, each once."""
+    channel = NetworkChannel(controller_id=1)
+    answers: Recorder[tuple[int, BrokerRequest, BrokerResponse]] = Recorder()
+    try:
+        channel.update_brokers({2: _target(peer.port)})
+        requests = [_um(n) for n in range(6)]
+        channel.send(2, requests, lambda *a: answers(a))
+        assert [c for c, _ in peer.frames.wait_count(MAX_IN_FLIGHT)] == [1] * MAX_IN_FLIGHT
+        with pytest.raises(AssertionError):
+            peer.frames.wait_count(MAX_IN_FLIGHT + 1, timeout=0.3)
+        assert answers.items == []
+        peer.answer(1)
+        assert [r for _, r, _ in answers.wait_count(1)] == requests[:1]
+        peer.frames.wait_count(MAX_IN_FLIGHT + 1)
+        peer.answer(5)
+        peer.frames.wait_count(6)
+        peer.answer(1)
+        got = answers.wait_count(6)
+        assert [r for _, r, _ in got] == requests
+        assert all(resp == BrokerResponse() for _, _, resp in got)
+        assert [i for _, i in peer.frames.items] == [1, 2, 3, 4, 5, 6]
+    finally:
+        channel.reset()
+
+
+def test_the_requests_under_way_on_a_lost_connection_are_sent_again_in_order(
+        peer: _WirePeer) -> None:
+    channel = NetworkChannel(controller_id=1, retry_backoff=0.02)
+    answers: Recorder[tuple[int, BrokerRequest, BrokerResponse]] = Recorder()
+    try:
+        channel.update_brokers({2: _target(peer.port)})
+        requests = [_um(n) for n in range(3)]
+        channel.send(2, requests, lambda *a: answers(a))
+        peer.frames.wait_count(3)
+        peer.answer(1)
+        answers.wait_count(1)
+        peer.drop()  # the second and third were read, never answered
+        again = peer.frames.wait_count(5)[3:]
+        assert [c for c, _ in again] == [2, 2]
+        peer.answer(2)
+        got = answers.wait_count(3)
+        assert [r for _, r, _ in got] == requests
+        with pytest.raises(AssertionError):
+            answers.wait_count(4, timeout=0.3)
+    finally:
+        channel.reset()
+
+
+def test_past_the_byte_bound_a_request_waits_for_the_answers_before_it(
+        peer: _WirePeer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a bound of one byte, Kafka's one request at a time."""
+    monkeypatch.setattr(controller_channel, "IN_FLIGHT_BYTES", 1)
+    channel = NetworkChannel(controller_id=1)
+    answers: Recorder[tuple[int, BrokerRequest, BrokerResponse]] = Recorder()
+    try:
+        channel.update_brokers({2: _target(peer.port)})
+        channel.send(2, [_um(n) for n in range(3)], lambda *a: answers(a))
+        for n in (1, 2, 3):
+            peer.frames.wait_count(n)
+            with pytest.raises(AssertionError):
+                peer.frames.wait_count(n + 1, timeout=0.2)
+            peer.answer(1)
+        assert len(answers.wait_count(3)) == 3
     finally:
         channel.reset()
 
