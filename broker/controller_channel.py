@@ -342,11 +342,9 @@ class _Connection:
             pass
 
     def call(self, body: Any) -> Any:
-        return self.call_encoded(type(body), encode_body(body))
-
-    def call_encoded(self, cls: Any, body: bytes) -> Any:
-        """Send a request body already encoded (of kio class ``cls``); its answer."""
-        return self.receive(cls, self.send_encoded(cls, body))
+        """Send a kio request; its answer."""
+        cls = type(body)
+        return self.receive(cls, self.send_encoded(cls, encode_body(body)))
 
     def send_encoded(self, cls: Any, body: bytes) -> int:
         """Send a request body already encoded (of kio class ``cls``) without waiting for
@@ -474,8 +472,7 @@ class _BrokerQueue:
                 and time.monotonic() >= conn.renew_at:
             self._drop_connection()
             conn = None
-        if conn is None:
-            self._sent.clear()
+        if conn is None:  # (nothing is under way without a connection: _drop_connection)
             conn = self._conn = _Connection(endpoint.host, endpoint.port,
                                             channel.request_timeout, channel.client_id,
                                             channel.connector)
@@ -494,7 +491,7 @@ class _BrokerQueue:
             if endpoint is None:
                 log.warning("controller %s: broker %d registers no %s endpoint",
                             channel.controller_id, self.broker_id, channel.listener)
-                self._drop_connection()  # what was under way on it is sent again, or answered so
+                self._drop_connection()  # the rest under way go again on the next one
                 return BrokerResponse(error=ErrorCode.BROKER_NOT_AVAILABLE)
             try:
                 conn = self._connection(endpoint)
