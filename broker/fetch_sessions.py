@@ -43,8 +43,9 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from coordinator.clock import SYSTEM_CLOCK, Clock
 from coordinator.codecs import TopicPartition
@@ -60,6 +61,7 @@ __all__ = [
     "FetchSession",
     "FetchSessionCache",
     "PartitionKey",
+    "SessionView",
     "Wanted",
     "next_epoch",
 ]
@@ -124,6 +126,9 @@ class CachedPartition:
     read it."""
     want: Wanted | None = None
     """What a fetch reads of it, as last built (rebuilt when the fetcher changes it)."""
+    quiet_read: Any = None
+    """The read a fetch answers for it while ``quiet`` holds (``broker.apis.fetch_session``'s
+    ``PartitionRead``, built once per stamp)."""
 
     @classmethod
     def asked(cls, want: Wanted, *, high_watermark: int = -1, log_start_offset: int = -1,
@@ -149,6 +154,20 @@ class CachedPartition:
 
 
 @dataclass(slots=True, eq=False)
+class SessionView:
+    """What a fetch reads of a session (``broker.apis.fetch_session``): built with these
+    topic ``names`` (None: the session names topics), read_committed or not, its partitions
+    in order as read (``wanted``) and as cached, and, once a fetch of it is parked, where
+    each partition is in ``wanted``."""
+
+    names: object
+    committed: bool
+    wanted: list[Wanted]
+    cached: list[CachedPartition]
+    positions: dict[Hashable, list[int]] | None = None
+
+
+@dataclass(slots=True, eq=False)
 class FetchSession:
     """One fetcher's session: its partitions in order, the epoch its next fetch must carry."""
 
@@ -160,6 +179,9 @@ class FetchSession:
     last_used: float
     epoch: int = 1
     partitions: dict[PartitionKey, CachedPartition] = field(default_factory=dict)
+    view: SessionView | None = None
+    """What a fetch reads of the session, kept while its partitions stay as they are (a
+    follower's idle fetch names none)."""
 
     def update(self, changed: Iterable[tuple[PartitionKey, CachedPartition]],
                forgotten: Iterable[PartitionKey]) -> None:
@@ -167,6 +189,7 @@ class FetchSession:
         forgotten ones removed."""
         parts = self.partitions
         for key, asked in changed:
+            self.view = None
             known = parts.get(key)
             if known is None:
                 parts[key] = asked
@@ -176,8 +199,9 @@ class FetchSession:
                 known.leader_epoch = asked.leader_epoch
                 known.last_fetched_epoch = asked.last_fetched_epoch
                 known.fetcher_log_start = asked.fetcher_log_start
-                known.quiet = known.want = None
+                known.quiet = known.want = known.quiet_read = None
         for key in forgotten:
+            self.view = None
             parts.pop(key, None)
 
     def to_end(self, key: PartitionKey) -> None:
@@ -185,6 +209,7 @@ class FetchSession:
         part = self.partitions.pop(key, None)
         if part is not None:
             self.partitions[key] = part
+            self.view = None
 
 
 class FetchSessionCache:

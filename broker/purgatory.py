@@ -32,14 +32,17 @@ def delete_records_key(tp: Hashable) -> Hashable:
 
 class Delayed:
     """One parked operation. ``check()`` says whether it can complete now; ``complete()``
-    answers it, exactly once, on a successful check or at the deadline."""
+    answers it, exactly once, on a successful check or at the deadline. ``check_key(key)``,
+    when given, is the check of a wake of that one key: what changed for ``key`` alone."""
 
-    __slots__ = ("_check", "_complete", "_timer", "done", "keys")
+    __slots__ = ("_check", "_check_key", "_complete", "_timer", "done", "keys")
 
     def __init__(self, keys: tuple[Hashable, ...], check: Callable[[], bool],
-                 complete: Callable[[], None]) -> None:
+                 complete: Callable[[], None],
+                 check_key: Callable[[Hashable], bool] | None = None) -> None:
         self.keys = keys
         self._check = check
+        self._check_key = check_key
         self._complete = complete
         self._timer: asyncio.TimerHandle | None = None
         self.done = False
@@ -59,12 +62,20 @@ class Purgatory:
         return len({op for ops in self._watchers.values() for op in ops})
 
     def park(self, keys: Iterable[Hashable], timeout: float, check: Callable[[], bool],
-             complete: Callable[[], None]) -> Delayed:
+             complete: Callable[[], None], *,
+             check_key: Callable[[Hashable], bool] | None = None) -> Delayed:
         """Watch ``keys`` for ``op``; it completes by ``timeout`` seconds at the latest. The
-        caller has checked once already (Kafka's tryCompleteElseWatch)."""
-        op = Delayed(tuple(keys), check, complete)
+        caller has checked once already (Kafka's tryCompleteElseWatch). With ``check_key``, a
+        wake of one key checks that key only (a fetch of a thousand partitions, one of them
+        appended to, looks at that one); a wake of every operation still runs ``check``."""
+        op = Delayed(tuple(keys), check, complete, check_key)
+        watchers = self._watchers
         for key in op.keys:
-            self._watchers.setdefault(key, set()).add(op)
+            ops = watchers.get(key)
+            if ops is None:
+                watchers[key] = {op}
+            else:
+                ops.add(op)
         op._timer = self._loop.call_later(max(timeout, 0.0), self._expire, op)
         return op
 
@@ -74,12 +85,13 @@ class Purgatory:
         op.done = True
         if op._timer is not None:
             op._timer.cancel()
+        watchers = self._watchers
         for key in op.keys:
-            watchers = self._watchers.get(key)
-            if watchers is not None:
-                watchers.discard(op)
-                if not watchers:
-                    del self._watchers[key]
+            ops = watchers.get(key)
+            if ops is not None:
+                ops.discard(op)
+                if not ops:
+                    del watchers[key]
         try:
             op._complete()
         except Exception:
@@ -88,11 +100,11 @@ class Purgatory:
     def _expire(self, op: Delayed) -> None:
         self._finish(op)
 
-    def _try(self, op: Delayed) -> None:
+    def _try(self, op: Delayed, key: Hashable = ALL) -> None:
         if op.done:
             return
         try:
-            ready = op._check()
+            ready = op._check() if key is ALL or op._check_key is None else op._check_key(key)
         except Exception:
             log.exception("checking a parked request failed; answering it now")
             ready = True
@@ -102,7 +114,7 @@ class Purgatory:
     def wake(self, key: Hashable) -> None:
         """Something changed for ``key``: parked operations watching it check again."""
         for op in list(self._watchers.get(key, ())):
-            self._try(op)
+            self._try(op, key)
 
     def wake_all(self) -> None:
         for op in list({op for ops in self._watchers.values() for op in ops}):

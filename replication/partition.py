@@ -482,17 +482,18 @@ class Partition:
                 log_.local_log_start_offset)
 
     def follower_unchanged(self, replica_id: int, stamp: QuietStamp, *,
-                           update_state: bool = True) -> bool:
+                           update_state: bool = True, now_ms: int | None = None) -> bool:
         """Whether the fetch answered nothing at ``stamp`` (:attr:`FetchResult.quiet`) would be
         answered the same now: still the leader at that epoch, nothing moved, the follower
         still in the ISR; then, with ``update_state``, the fetch is recorded as a read would
-        (caught up now). An incremental fetch session's idle partitions cost this only."""
+        (caught up now, ``now_ms`` if given: the clock read once for a fetch of many
+        partitions). An incremental fetch session's idle partitions cost this only."""
         with self._lock:
             if (self._role is not Role.LEADER or replica_id not in self._isr
                     or self._stamp() != stamp):
                 return False
             if update_state:
-                now = self._clock.now_ms()
+                now = self._clock.now_ms() if now_ms is None else now_ms
                 self._caught_up_ms[replica_id] = now
                 self._last_fetch_ms[replica_id] = now
             return True

@@ -26,7 +26,12 @@ partition of a fetch is read, in parallel, each within its share of the byte bud
 When less than ``min_bytes`` is readable and nothing failed, the fetch is parked in the
 purgatory (Kafka's DelayedFetch) watching its partitions: an append or a leadership change wakes
 it and it completes as soon as ``min_bytes`` are there, or after ``max_wait_ms`` with whatever
-there is.
+there is. A wake of one partition (an append, a moved HW) checks that partition alone (with
+``min_bytes`` above 1, all of them: their bytes add up); a wake of every parked fetch (a
+leadership change) checks them all. A follower's parked fetch, when it completes, reads again
+the partitions woken meanwhile and those that had records or were held back by the leader's
+throttle, and answers the rest as it read them on arrival (Kafka reads them all again): what
+moved without a wake, such as a log start moved by retention, is told by the next fetch.
 
 From version 7 a fetcher may keep an incremental fetch session (KIP-227,
 :mod:`broker.fetch_sessions`): a full fetch with epoch 0 opens one when the cache has room,
@@ -71,10 +76,10 @@ import dataclasses
 import inspect
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Hashable, Mapping
 from concurrent.futures import Future
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kio.schema.errors import ErrorCode
 
@@ -348,15 +353,10 @@ async def _with_remote(ctx: RequestContext, request: Any, use: FetchContext,
 
 
 def _follower_read(ctx: RequestContext, want: Wanted, replica_id: int, limit: int,
-                   update: bool, cached: CachedPartition | None) -> PartitionRead:
+                   update: bool) -> PartitionRead:
     index = want.tp.partition
     if want.unknown_id:
         return PartitionRead(index=index, error=ErrorCode.unknown_topic_id)
-    if _unchanged(ctx, want, replica_id, cached, update):
-        assert cached is not None and cached.quiet is not None
-        quiet = cached.quiet
-        return PartitionRead(index=index, error=ErrorCode.none, high_watermark=quiet[2],
-                             log_start_offset=quiet[3], quiet=quiet)
     partition, error = leader_partition(ctx, want.tp, want.leader_epoch)
     if partition is None or error is not ErrorCode.none:
         return PartitionRead(index=index, error=error)
@@ -379,6 +379,19 @@ def _follower_read(ctx: RequestContext, want: Wanted, replica_id: int, limit: in
     return read
 
 
+def _quiet_read(want: Wanted, cached: CachedPartition) -> PartitionRead:
+    """The read of a session partition still as its last read found it (nothing to send):
+    made once per quiet stamp and kept with the session partition."""
+    quiet = cached.quiet
+    assert quiet is not None
+    read = cached.quiet_read
+    if read is None or read.quiet is not quiet:
+        read = cached.quiet_read = PartitionRead(
+            index=want.tp.partition, error=ErrorCode.none, high_watermark=quiet[2],
+            log_start_offset=quiet[3], quiet=quiet)
+    return read
+
+
 def _unchanged(ctx: RequestContext, want: Wanted, replica_id: int,
                cached: CachedPartition | None, update: bool) -> bool:
     """Whether a session partition the follower did not name again, whose last read found
@@ -391,51 +404,103 @@ def _unchanged(ctx: RequestContext, want: Wanted, replica_id: int,
         replica_id, cached.quiet, update_state=update)
 
 
+class _FollowerReads(NamedTuple):
+    reads: list[PartitionRead]
+    size: int
+    """The bytes of records read, in all."""
+    urgent: bool
+    """A partition answered an error or a diverging epoch: the fetch is answered now."""
+
+
 def _follower_reads(ctx: RequestContext, wanted: list[Wanted], replica_id: int,
                     max_bytes: int, cached: list[CachedPartition] | None, *,
-                    update: bool = True) -> list[PartitionRead]:
+                    update: bool = True, earlier: list[PartitionRead] | None = None,
+                    stale: Collection[int] = ()) -> _FollowerReads:
     """Every partition asked, in order, the request's byte budget shared (a partition read
     once the budget is spent still returns its first batch: the follower's position moves
     on every partition it asks about, as Kafka's does). A parked fetch completing reads
     without ``update``: its fetch was recorded when it arrived, as Kafka's DelayedFetch does
-    (the follower may have stopped since, and must not rejoin an ISR by it). ``cached``: an
-    incremental fetch's session partitions, as ``wanted`` lists them."""
+    (the follower may have stopped since, and must not rejoin an ISR by it), and it takes
+    its ``earlier`` reads (those of its arrival) of the partitions not ``stale`` (positions
+    in ``wanted``). ``cached``: an incremental fetch's session partitions, as ``wanted``
+    lists them; one whose last read found nothing (its quiet stamp) and that
+    :meth:`~replication.partition.Partition.follower_unchanged` finds the same is not read
+    (with ``update``, the fetch is recorded as caught up), as if read: the answer is the
+    same. This loop runs over every partition of a follower's session on every fetch."""
+    rm = ctx.broker.replica_manager
+    find = rm.partition if cached is not None and rm.running else None
+    now = rm.clock.now_ms()
     left = max_bytes
+    urgent = False
     reads = []
     for i, want in enumerate(wanted):
-        read = _follower_read(ctx, want, replica_id, max(1, min(want.max_bytes, left)), update,
-                              cached[i] if cached is not None else None)
-        left -= read.size
+        part = cached[i] if cached is not None else None
+        if earlier is not None and i not in stale:
+            read = earlier[i]
+        elif (find is not None and part is not None and part.quiet is not None
+              and not want.unknown_id and (partition := find(want.tp)) is not None
+              and partition.follower_unchanged(replica_id, part.quiet, update_state=update,
+                                               now_ms=now)):
+            read = _quiet_read(want, part)
+        else:
+            read = _follower_read(ctx, want, replica_id, max(1, min(want.max_bytes, left)),
+                                  update)
+            if read.records is not None:
+                left -= len(read.records)
+            if read.error is not ErrorCode.none or read.diverging is not None:
+                urgent = True
         reads.append(read)
-    return reads
+    return _FollowerReads(reads, max_bytes - left, urgent)
 
 
 def _follower_fetch(ctx: RequestContext, request: Any, use: FetchContext, replica_id: int,
                     max_bytes: int) -> Any:
     wanted, cached = use.wanted, use.cached
-    reads = _follower_reads(ctx, wanted, replica_id, max_bytes, cached)
+    reads, size, urgent = _follower_reads(ctx, wanted, replica_id, max_bytes, cached)
     max_wait = request.max_wait / timedelta(seconds=1)
-    if (max_wait <= 0 or not wanted or sum(r.size for r in reads) >= request.min_bytes
-            or any(r.error is not ErrorCode.none or r.diverging for r in reads)):
+    if max_wait <= 0 or not wanted or size >= request.min_bytes or urgent:
         return _response(ctx, request, use, reads)
-    _close(reads)  # read again when the parked fetch completes
+    rm = ctx.broker.replica_manager
+    # What the parked fetch reads again when it completes: a partition woken meanwhile (an
+    # append, a moved HW), one that had records (closed here) or that the leader's throttle
+    # held back. The others answer as they read on arrival: nothing changed them that a
+    # follower must hear of at once (a log start moved by retention is told by the next
+    # fetch), as if the answer had been made then and sent late. A wake of every operation
+    # (leadership changed) has them all read again.
+    held = {i for i, w in enumerate(wanted) if rm.leader_throttles(w.tp, replica_id)} \
+        if rm.leader_quota.rate is not None else set()  # (no rate: nothing is throttled)
+    stale = held | {i for i, r in enumerate(reads) if r.records is not None}
+    if size:
+        _close(reads)
+    positions = use.positions()
+    every: list[bool] = []
     answer: asyncio.Future = ctx.broker.loop.create_future()
 
     def complete() -> None:
         if not answer.done():
             answer.set_result(_response(ctx, request, use, _follower_reads(
-                ctx, wanted, replica_id, max_bytes, cached, update=False)))
+                ctx, wanted, replica_id, max_bytes, cached, update=False,
+                earlier=None if every else reads, stale=stale).reads))
+
+    def check() -> bool:
+        every.append(True)
+        return answer.done() or _readable(ctx, wanted, request.min_bytes, follower=True,
+                                          replica_id=replica_id, cached=cached)
+
+    def check_key(key: Hashable) -> bool:
+        at = positions.get(key, ())
+        stale.update(at)
+        if request.min_bytes > 1:  # the bytes of every partition count
+            return check()
+        return answer.done() or _readable(
+            ctx, [wanted[i] for i in at], 1, follower=True, replica_id=replica_id,
+            cached=[cached[i] for i in at] if cached is not None else None)
 
     # A partition held back by the leader's throttle is readable again once the quota
     # refills: the fetch waits no longer than that (appends do not tell it).
-    rm = ctx.broker.replica_manager
-    if any(rm.leader_throttles(w.tp, replica_id) for w in wanted):
+    if held:
         max_wait = min(max_wait, rm.leader_quota.wait_time())
-    ctx.broker.purgatory.park(
-        {w.tp for w in wanted}, max_wait,
-        lambda: answer.done() or _readable(ctx, wanted, request.min_bytes, follower=True,
-                                           replica_id=replica_id, cached=cached),
-        complete)
+    ctx.broker.purgatory.park(positions, max_wait, check, complete, check_key=check_key)
     return answer
 
 
@@ -492,14 +557,21 @@ def _park(ctx: RequestContext, request: Any, use: FetchContext, max_bytes: int,
           max_wait: float) -> asyncio.Future:
     answer: asyncio.Future = ctx.broker.loop.create_future()
     wanted = use.wanted
+    positions = use.positions()
 
     def complete() -> None:
         if not answer.done():
             answer.set_result(_response(ctx, request, use, _read_all(ctx, wanted, max_bytes)))
 
-    ctx.broker.purgatory.park(
-        {w.tp for w in wanted}, max_wait,
-        lambda: answer.done() or _readable(ctx, wanted, request.min_bytes), complete)
+    def check() -> bool:
+        return answer.done() or _readable(ctx, wanted, request.min_bytes)
+
+    def check_key(key: Hashable) -> bool:
+        if request.min_bytes > 1:  # the bytes of every partition count
+            return check()
+        return answer.done() or _readable(ctx, [wanted[i] for i in positions.get(key, ())], 1)
+
+    ctx.broker.purgatory.park(positions, max_wait, check, complete, check_key=check_key)
     return answer
 
 
@@ -518,7 +590,8 @@ def _response(ctx: RequestContext, request: Any, use: FetchContext,
         return _error_response(ctx, answer, use.session.id)
     session_id, wanted, sent = answer
     if len(sent) < len(reads):
-        _close([r for r in reads if all(r is not s for s in sent)])
+        kept = {id(r) for r in sent}
+        _close([r for r in reads if r.records is not None and id(r) not in kept])
     reads = sent
     version = ctx.api_version
     module = response_module(API_KEY, version)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,7 @@ from broker.fetch_sessions import (
     CachedPartition,
     FetchSession,
     PartitionKey,
+    SessionView,
     Wanted,
     next_epoch,
 )
@@ -125,6 +126,21 @@ class FetchContext:
     cached: list[CachedPartition] | None = None
     """An incremental fetch's session partitions, as ``wanted`` lists them: a follower's read
     of one whose last read found nothing (its ``quiet`` stamp) checks that stamp first."""
+    view: SessionView | None = None
+    """An incremental fetch's: the session's view ``wanted`` and ``cached`` come from."""
+
+    def positions(self) -> dict[Hashable, list[int]]:
+        """Where each partition is in ``wanted`` (the keys a parked fetch watches); the
+        session's, made once for as long as its partitions stay as they are."""
+        view = self.view
+        if view is not None and view.positions is not None:
+            return view.positions
+        positions: dict[Hashable, list[int]] = {}
+        for i, want in enumerate(self.wanted):
+            positions.setdefault(want.tp, []).append(i)
+        if view is not None:
+            view.positions = positions
+        return positions
 
     def answer(self, ctx: RequestContext, reads: list[PartitionRead]
                ) -> tuple[int, list[Wanted], list[PartitionRead]] | ErrorCode:
@@ -146,12 +162,14 @@ class FetchContext:
                      "request", session.id, session.epoch, self.epoch)
             return ErrorCode.invalid_fetch_session_epoch
         kept_wants, kept_reads = [], []
-        for want, read in zip(wanted, reads, strict=True):
-            key = _key(want, self.uses_topic_ids)
-            part = session.partitions.get(key)
-            if part is None:
-                continue
+        # ``cached`` lists the session's partitions as ``wanted`` does; only a fetch of the
+        # next epoch changes them, and then this one answered an error above
+        assert self.cached is not None and len(self.cached) == len(wanted)
+        for want, read, part in zip(wanted, reads, self.cached, strict=True):
             part.quiet = read.quiet
+            if (read.quiet is not None and read.high_watermark == part.high_watermark
+                    and read.log_start_offset == part.log_start_offset):
+                continue  # a caught-up follower's partition with nothing to tell, at a glance
             error = read.error is not ErrorCode.none
             if not part.must_answer(
                     records=read.size, high_watermark=read.high_watermark,
@@ -161,7 +179,7 @@ class FetchContext:
             part.answered(high_watermark=read.high_watermark,
                           log_start_offset=read.log_start_offset, error=error)
             if read.size:
-                session.to_end(key)
+                session.to_end(_key(want, self.uses_topic_ids))
             kept_wants.append(want)
             kept_reads.append(read)
         return session.id, kept_wants, kept_reads
@@ -236,6 +254,11 @@ def open_context(ctx: RequestContext, request: Any, names: Mapping[uuid.UUID, st
     cache.touch(session)
     session.epoch = next_epoch(session.epoch)
     committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
-    return FetchContext(_session_wanted(session, names, committed), session=session,
-                        epoch=session.epoch, privileged=privileged, uses_topic_ids=uses_ids,
-                        cached=list(session.partitions.values()))
+    view = session.view
+    if view is None or view.names is not names or view.committed is not committed:
+        view = session.view = SessionView(names, committed,
+                                          _session_wanted(session, names, committed),
+                                          list(session.partitions.values()))
+    return FetchContext(view.wanted, session=session, epoch=session.epoch,
+                        privileged=privileged, uses_topic_ids=uses_ids, cached=view.cached,
+                        view=view)

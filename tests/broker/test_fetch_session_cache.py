@@ -12,6 +12,7 @@ from broker.fetch_sessions import (
     FetchSession,
     FetchSessionCache,
     PartitionKey,
+    SessionView,
     next_epoch,
 )
 from coordinator.clock import ManualClock
@@ -106,3 +107,23 @@ def test_session_updates_replace_request_fields_and_keep_what_was_answered() -> 
                             diverging=False)  # after an error the HW is said again
     session.update([], [("t", 0)])
     assert list(session.partitions) == [("t", 1)]
+
+
+def test_a_sessions_view_is_dropped_whenever_its_partitions_change_and_kept_otherwise() -> None:
+    """The view a fetch reads (its partitions in order) is built again after any change: a
+    partition added or changed, one forgotten, one moved to the end; an idle fetch keeps it."""
+    session = FetchSession(1, True, False, 0.0, 0.0, partitions=parts(3))
+    changes = [
+        lambda: session.update([(("t", 1), CachedPartition(fetch_offset=5, max_bytes=1))], []),
+        lambda: session.update([(("t", 7), CachedPartition(fetch_offset=0, max_bytes=1))], []),
+        lambda: session.update([], [("t", 2)]),
+        lambda: session.to_end(("t", 0)),
+    ]
+    for change in changes:
+        session.view = SessionView(None, False, [], [])
+        change()
+        assert session.view is None
+    kept = session.view = SessionView(None, False, [], [])
+    session.update([], [])
+    session.to_end(("t", 9))  # not in the session
+    assert session.view is kept

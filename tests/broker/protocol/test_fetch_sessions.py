@@ -4,6 +4,7 @@ closing and erroneous fetches, from consumers and from followers."""
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -220,3 +221,140 @@ def test_a_broker_opens_sessions_for_followers_only_by_default(broker: InProcess
         follower = client.call(fetch(0, 0, [(0, 0)], replica_id=2, topic="f"))
         assert follower.session_id != 0
     assert len(broker.fetch_sessions) == 1
+
+
+# --- a follower's parked fetch: what a wake and the deadline read again ---------------------
+
+
+@pytest.fixture
+def leader_of_many(tmp_path: Path) -> Iterator[tuple[InProcessBroker, Counter[TopicPartition]]]:
+    """A leader of 40 partitions of "t" (replicas 1, 2, 3, all in sync), and how often the
+    fetch path has looked each one up since the test last cleared the count."""
+    b = InProcessBroker(tmp_path / "logs")
+    for p in range(40):
+        b.set_partition("t", p, replicas=(1, 2, 3))
+    looked: Counter[TopicPartition] = Counter()
+    rm = b.replica_manager
+    find = rm.partition
+
+    def counting(tp: TopicPartition) -> Any:
+        looked[tp] += 1
+        return find(tp)
+
+    rm.partition = counting  # type: ignore[method-assign]
+    yield b, looked
+    b.close()
+
+
+def follower_session(client: RawClient, replica_id: int, offsets: dict[int, int]) -> int:
+    """Open follower ``replica_id``'s session on every partition of ``offsets`` and make one
+    incremental fetch, so that each partition's last read found it caught up."""
+    sid = client.call(fetch(0, 0, sorted(offsets.items()), replica_id=replica_id)).session_id
+    assert sid != 0
+    client.call(fetch(sid, 1, replica_id=replica_id))
+    return sid
+
+
+def test_a_wake_of_one_partition_looks_at_it_alone_and_the_answer_reads_only_it_again(
+        leader_of_many: tuple[InProcessBroker, Counter[TopicPartition]]) -> None:
+    broker, looked = leader_of_many
+    with RawClient(broker.address) as poller:
+        sid = follower_session(poller, 2, dict.fromkeys(range(40), 0))
+        looked.clear()
+        poller.sock.settimeout(30)
+        correlation = poller.send(fetch(sid, 2, replica_id=2, max_wait_ms=30_000))
+        poller.sock.settimeout(0.3)
+        with pytest.raises(TimeoutError):  # nothing new: parked
+            poller.sock.recv(1)
+        arrival = dict(looked)
+        assert len(arrival) == 40  # the arrival looked at every partition, once
+        looked.clear()
+        poller.sock.settimeout(30)
+        with RawClient(broker.address) as producer:
+            producer.call(produce_request(acks=1, data={("t", 17): records(2)}))
+        got, response = poller.receive(1, 12)
+    assert got == correlation
+    assert answered(response) == {17: (ErrorCode.none, 0, len(records(2)))}
+    # the produce's own lookups aside, the wake and the answer looked at partition 17 only
+    assert set(looked) == {TopicPartition("t", 17)}
+
+
+def test_a_parked_fetch_at_its_deadline_answers_what_it_read_on_arrival_and_what_moved(
+        leader_of_many: tuple[InProcessBroker, Counter[TopicPartition]]) -> None:
+    """Partition 5's HW moves while follower 2's fetch is parked (follower 3 catches up):
+    a wake that completes nothing, but the answer at the deadline reads that partition again
+    and carries its HW. No other partition is read again."""
+    broker, looked = leader_of_many
+    with RawClient(broker.address) as client:
+        client.call(produce_request(acks=1, data={("t", 5): records(3)}))
+    with RawClient(broker.address) as poller, RawClient(broker.address) as other:
+        offsets = dict.fromkeys(range(40), 0) | {5: 3}
+        sid = follower_session(poller, 2, offsets)
+        other.call(fetch(0, -1, [(5, 0)], replica_id=3))  # follower 3 reads, HW stays 0
+        looked.clear()
+        poller.sock.settimeout(30)
+        correlation = poller.send(fetch(sid, 2, replica_id=2, max_wait_ms=1_500))
+        poller.sock.settimeout(0.3)
+        with pytest.raises(TimeoutError):
+            poller.sock.recv(1)
+        arrival = dict(looked)
+        looked.clear()
+        moved = answered(other.call(fetch(0, -1, [(5, 3)], replica_id=3)))
+        assert moved == {5: (ErrorCode.none, 3, 0)}  # follower 3 caught up: HW 3
+        poller.sock.settimeout(30)
+        got, response = poller.receive(1, 12)
+    assert got == correlation
+    assert answered(response) == {5: (ErrorCode.none, 3, 0)}
+    assert len(arrival) == 40
+    # follower 3's fetch, the wake it caused and the read at the deadline: partition 5 only
+    assert set(looked) == {TopicPartition("t", 5)}
+
+
+def test_a_parked_fetch_not_woken_answers_its_arrival_reads_and_the_next_tells_the_rest(
+        leader_of_many: tuple[InProcessBroker, Counter[TopicPartition]]) -> None:
+    """DeleteRecords moves partition 9's log start without waking anything: the parked fetch
+    answers at its deadline as it read on arrival, without reading any partition again, and
+    the next fetch tells the new log start."""
+    broker, looked = leader_of_many
+    tp = TopicPartition("t", 9)
+    partition = broker.replica_manager.partition(tp)
+    assert partition is not None
+    broker.replica_manager.produce(tp, records(4), 1).result(5)
+    with RawClient(broker.address) as poller, RawClient(broker.address) as other:
+        sid = follower_session(poller, 2, dict.fromkeys(range(40), 0) | {9: 4})
+        other.call(fetch(0, -1, [(9, 4)], replica_id=3))  # both caught up: HW 4
+        assert answered(poller.call(fetch(sid, 2, replica_id=2))) == {
+            9: (ErrorCode.none, 4, 0)}
+        looked.clear()
+        poller.sock.settimeout(30)
+        correlation = poller.send(fetch(sid, 3, replica_id=2, max_wait_ms=1_000))
+        poller.sock.settimeout(0.3)
+        with pytest.raises(TimeoutError):
+            poller.sock.recv(1)
+        looked.clear()
+        assert partition.delete_records(2).error == 0
+        poller.sock.settimeout(30)
+        got, response = poller.receive(1, 12)
+        assert got == correlation and answered(response) == {}
+        assert not looked  # nothing read again at the deadline
+        starts = {p.partition_index: p.log_start_offset
+                  for t in poller.call(fetch(sid, 4, replica_id=2)).responses
+                  for p in t.partitions}
+    assert starts == {9: 2}
+
+
+def test_a_follower_session_reads_in_its_order_after_a_partition_moves_to_the_end(
+        leader_of_many: tuple[InProcessBroker, Counter[TopicPartition]]) -> None:
+    """A partition that returned records goes behind the others: the next fetches read (and
+    answer) in the new order, and a partition the follower adds is read from then on."""
+    broker, _looked = leader_of_many
+    with RawClient(broker.address) as client, RawClient(broker.address) as producer:
+        sid = follower_session(client, 2, {0: 0, 1: 0, 2: 0})
+        producer.call(produce_request(acks=1, data={("t", 0): records(1)}))
+        assert list(answered(client.call(fetch(sid, 2, replica_id=2)))) == [0]
+        client.call(fetch(sid, 3, [(0, 1)], replica_id=2))  # caught up on 0
+        producer.call(produce_request(acks=1, data={("t", p): records(1) for p in (0, 1)}))
+        assert list(answered(client.call(fetch(sid, 4, replica_id=2)))) == [1, 0]
+        producer.call(produce_request(acks=1, data={("t", 30): records(1)}))
+        added = answered(client.call(fetch(sid, 5, [(0, 2), (1, 1), (30, 0)], replica_id=2)))
+    assert added[30][2] == len(records(1))
