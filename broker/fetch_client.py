@@ -129,7 +129,7 @@ class FetchSessionState:
         if self.full:
             return list(wanted), []
         sent = self.sent
-        changed = [w for w in wanted if sent.get(w.tp) != w]
+        changed = [w for w in wanted if (was := sent.get(w.tp)) is not w and was != w]
         asked = {w.tp for w in wanted}
         return changed, [tp for tp in sent if tp not in asked]
 

@@ -77,7 +77,7 @@ class FetchPosition:
 
 class _State:
     __slots__ = ("by_epochs", "fetch_offset", "leader", "leader_epoch", "leader_hw",
-                 "truncating")
+                 "truncating", "want")
 
     def __init__(self, leader: int, leader_epoch: int) -> None:
         self.leader = leader
@@ -90,6 +90,8 @@ class _State:
         self.by_epochs = False
         """Truncate by the OffsetsForLeaderEpoch rounds even where the leader would answer a
         diverging epoch on fetch: its answer already showed the log diverged."""
+        self.want: PartitionFetch | None = None
+        """What the last batched fetch asked of this partition."""
 
 
 class _Worker:
@@ -233,10 +235,18 @@ class ReplicaFetcher:
         wanted = []
         for tp, state, partition in ready:
             last = self._last_fetched_epoch(partition) if on_fetch else -1
-            wanted.append(PartitionFetch(
-                tp=tp, fetch_offset=state.fetch_offset, leader_epoch=state.leader_epoch,
-                last_fetched_epoch=last, max_bytes=self._max_bytes(tp, state),
-                log_start_offset=partition.log.log_start_offset))
+            want, max_bytes, start = state.want, self._max_bytes(tp, state), \
+                partition.log.log_start_offset
+            if (want is None or want.fetch_offset != state.fetch_offset
+                    or want.leader_epoch != state.leader_epoch
+                    or want.last_fetched_epoch != last or want.max_bytes != max_bytes
+                    or want.log_start_offset != start):
+                # the same object round after round while nothing moved: the session's
+                # delta sees it unchanged at a glance
+                want = state.want = PartitionFetch(
+                    tp=tp, fetch_offset=state.fetch_offset, leader_epoch=state.leader_epoch,
+                    last_fetched_epoch=last, max_bytes=max_bytes, log_start_offset=start)
+            wanted.append(want)
         self.fetch_requests += 1
         results = fetch_partitions(self.broker_id, wanted)
         # A leader that held the request (a long poll) waited already; with no wait at the
@@ -265,9 +275,11 @@ class ReplicaFetcher:
 
     @staticmethod
     def _last_fetched_epoch(partition: Partition) -> int:
-        """The epoch of the log's last batch (its latest epoch entry), -1 if none."""
-        asked = first_epoch_to_ask(partition.epoch_view())
-        return -1 if asked is None else asked
+        """The epoch of the log's last batch (its latest epoch entry), -1 if none: the epoch
+        :func:`~replication.truncation.first_epoch_to_ask` would ask, read without the log's
+        lock (the cache's entries are a tuple, replaced whole)."""
+        latest = partition.log.leader_epoch_cache.latest_epoch
+        return -1 if latest is None else latest
 
     def _fetch_first(self, state: _State, partition: Partition) -> bool:
         """A new leader that answers diverging epochs on fetch: start fetching at the log end
