@@ -208,13 +208,22 @@ class OffsetCheckpointFile:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._written: dict[TopicPartition, int] | None = None
+        """What this object last wrote, for the write that would change nothing."""
 
     def write(self, offsets: Mapping[TopicPartition, int]) -> None:
-        """Atomically replace the checkpoint with ``offsets`` (sorted, for stable bytes)."""
+        """Atomically replace the checkpoint with ``offsets`` (sorted, for stable bytes). The
+        same offsets this object wrote last, with the file still there, are not written again:
+        a broker of idle partitions checkpoints its HWs every few seconds (Kafka rewrites the
+        file each time)."""
+        if offsets == self._written and self.path.exists():
+            return
         for tp in offsets:
             _check_topic(tp.topic)
         lines = [f"{tp.topic} {tp.partition} {off}" for tp, off in sorted(offsets.items())]
+        self._written = None
         atomic_write(self.path, format_checkpoint(lines))
+        self._written = dict(offsets)
 
     def read(self) -> dict[TopicPartition, int]:
         """The checkpointed offsets; empty if the file does not exist."""

@@ -34,6 +34,20 @@ def test_rewrite_replaces_the_whole_file(tmp_path: Path) -> None:
     assert OffsetCheckpointFile(path).read() == {tp("t", 0): 9}
 
 
+def test_the_same_offsets_again_are_not_written_unless_the_file_is_gone(tmp_path: Path) -> None:
+    path = tmp_path / "replication-offset-checkpoint"
+    checkpoint = OffsetCheckpointFile(path)
+    checkpoint.write({tp("t", 0): 5})
+    written = path.stat().st_ino
+    checkpoint.write({tp("t", 0): 5})  # unchanged: the file is left as it is
+    assert path.stat().st_ino == written
+    checkpoint.write({tp("t", 0): 6})  # changed: replaced (a new file, renamed over it)
+    assert path.stat().st_ino != written and checkpoint.read() == {tp("t", 0): 6}
+    path.unlink()
+    checkpoint.write({tp("t", 0): 6})  # unchanged, but gone: written again
+    assert checkpoint.read() == {tp("t", 0): 6}
+
+
 def test_missing_checkpoint_reads_empty(tmp_path: Path) -> None:
     assert OffsetCheckpointFile(tmp_path / "nope").read() == {}
 
