@@ -26,13 +26,16 @@ def _producer(bootstrap: str, **settings: object) -> Any:
 
 
 def produce(bootstrap: str, topic: str, *, records: int, size: int,
-            compression: str = "none") -> dict[str, float]:
+            compression: str = "none", partitions: int | None = None) -> dict[str, float]:
     """``records`` values of ``size`` random bytes, acks=all, idempotent, linger.ms 5: MB/s
-    from the first produce() to the end of flush()."""
+    from the first produce() to the end of flush(). With ``partitions``, record i goes to
+    partition i mod ``partitions`` (each gets the same share), else where librdkafka's sticky
+    partitioner puts it (shares that differ from run to run)."""
     producer = _producer(bootstrap, **{"linger.ms": 5, "compression.type": compression,
                                        "batch.size": 1_000_000})
+    spread = (lambda i: i % partitions) if partitions else None
     elapsed, left, failed = produce_values(producer, topic, os.urandom(size), records,
-                                           backoff=0.005, flush_timeout=600)
+                                           partition=spread, backoff=0.005, flush_timeout=600)
     if left or failed:
         raise SystemError_(f"librdkafka produce: {left} undelivered, errors {failed[:2]}")
     return {"mbps": records * size / elapsed / 1e6}

@@ -234,8 +234,14 @@ def consume_rows(step: Step, system: System) -> None:
     ready: list[bool] = []
 
     def fill() -> None:
+        # Evenly: a consumer from the start reads to the end of every partition, and the
+        # fullest one, read last and alone, is read a fetch per fetch.max.wait.ms (the Java
+        # consumer keeps a partition with buffered records out of its next fetch, which
+        # then waits at the leader on the partitions it has finished); with the sticky
+        # partitioner's uneven shares that tail moved the figure 5x between runs, Kafka's too.
         create_topic(system, "consume", PARTITIONS)
-        rdkafka.produce(system.bootstrap, "consume", records=records, size=1024)
+        rdkafka.produce(system.bootstrap, "consume", records=records, size=1024,
+                        partitions=PARTITIONS)
         ready.append(True)
 
     step.run(system, f"fill the consume topic: {records} x 1 KiB", fill)
