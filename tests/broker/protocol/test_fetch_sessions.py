@@ -130,16 +130,23 @@ def test_forgetting_every_partition_or_the_final_epoch_closes_the_session(
         assert first not in cache and second in cache and len(cache) == 1
 
 
+def parked(client: RawClient, body: object) -> int:
+    """Send ``body`` and see it parked (no answer within 0.3 s); its correlation id. The
+    client then waits up to 30 s for an answer."""
+    client.sock.settimeout(30)
+    correlation = client.send(body)
+    client.sock.settimeout(0.3)
+    with pytest.raises(TimeoutError):
+        client.sock.recv(1)
+    client.sock.settimeout(30)
+    return correlation
+
+
 def test_a_parked_incremental_fetch_answers_the_partition_appended_to(
         broker: InProcessBroker) -> None:
     with RawClient(broker.address) as poller:
         sid = poller.call(fetch(0, 0, ALL)).session_id
-        poller.sock.settimeout(30)
-        correlation = poller.send(fetch(sid, 1, max_wait_ms=30_000))
-        poller.sock.settimeout(0.3)
-        with pytest.raises(TimeoutError):  # nothing new: parked
-            poller.sock.recv(1)
-        poller.sock.settimeout(30)
+        correlation = parked(poller, fetch(sid, 1, max_wait_ms=30_000))  # nothing new
         with RawClient(broker.address) as producer:  # the Produce API wakes parked fetches
             producer.call(produce_request(acks=1, data={("t", 2): records(2)}))
         got, response = poller.receive(1, 12)
@@ -261,15 +268,10 @@ def test_a_wake_of_one_partition_looks_at_it_alone_and_the_answer_reads_only_it_
     with RawClient(broker.address) as poller:
         sid = follower_session(poller, 2, dict.fromkeys(range(40), 0))
         looked.clear()
-        poller.sock.settimeout(30)
-        correlation = poller.send(fetch(sid, 2, replica_id=2, max_wait_ms=30_000))
-        poller.sock.settimeout(0.3)
-        with pytest.raises(TimeoutError):  # nothing new: parked
-            poller.sock.recv(1)
+        correlation = parked(poller, fetch(sid, 2, replica_id=2, max_wait_ms=30_000))
         arrival = dict(looked)
         assert len(arrival) == 40  # the arrival looked at every partition, once
         looked.clear()
-        poller.sock.settimeout(30)
         with RawClient(broker.address) as producer:
             producer.call(produce_request(acks=1, data={("t", 17): records(2)}))
         got, response = poller.receive(1, 12)
@@ -292,16 +294,11 @@ def test_a_parked_fetch_at_its_deadline_answers_what_it_read_on_arrival_and_what
         sid = follower_session(poller, 2, offsets)
         other.call(fetch(0, -1, [(5, 0)], replica_id=3))  # follower 3 reads, HW stays 0
         looked.clear()
-        poller.sock.settimeout(30)
-        correlation = poller.send(fetch(sid, 2, replica_id=2, max_wait_ms=1_500))
-        poller.sock.settimeout(0.3)
-        with pytest.raises(TimeoutError):
-            poller.sock.recv(1)
+        correlation = parked(poller, fetch(sid, 2, replica_id=2, max_wait_ms=1_500))
         arrival = dict(looked)
         looked.clear()
         moved = answered(other.call(fetch(0, -1, [(5, 3)], replica_id=3)))
         assert moved == {5: (ErrorCode.none, 3, 0)}  # follower 3 caught up: HW 3
-        poller.sock.settimeout(30)
         got, response = poller.receive(1, 12)
     assert got == correlation
     assert answered(response) == {5: (ErrorCode.none, 3, 0)}
@@ -325,15 +322,9 @@ def test_a_parked_fetch_not_woken_answers_its_arrival_reads_and_the_next_tells_t
         other.call(fetch(0, -1, [(9, 4)], replica_id=3))  # both caught up: HW 4
         assert answered(poller.call(fetch(sid, 2, replica_id=2))) == {
             9: (ErrorCode.none, 4, 0)}
-        looked.clear()
-        poller.sock.settimeout(30)
-        correlation = poller.send(fetch(sid, 3, replica_id=2, max_wait_ms=1_000))
-        poller.sock.settimeout(0.3)
-        with pytest.raises(TimeoutError):
-            poller.sock.recv(1)
+        correlation = parked(poller, fetch(sid, 3, replica_id=2, max_wait_ms=1_000))
         looked.clear()
         assert partition.delete_records(2).error == 0
-        poller.sock.settimeout(30)
         got, response = poller.receive(1, 12)
         assert got == correlation and answered(response) == {}
         assert not looked  # nothing read again at the deadline
