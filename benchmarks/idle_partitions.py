@@ -3,7 +3,6 @@ is produced. Prints numbers.
 
     .venv/bin/python benchmarks/idle_partitions.py latency [--idle 150] [--seconds 10]
     .venv/bin/python benchmarks/idle_partitions.py cpu [--replicas 5000] [--seconds 20]
-    .venv/bin/python benchmarks/idle_partitions.py fetch [--partitions 1666] [--rounds 200]
 
 One ZooKeeper (``coordinator.servers``, on loopback) and three partctl brokers, launched as the
 side-by-side benchmark launches them (:func:`benchmarks.versus.systems.partctl_system`).
@@ -19,14 +18,6 @@ side-by-side benchmark launches them (:func:`benchmarks.versus.systems.partctl_s
   ``/proc``) over ``--seconds``, as cores. Nothing is produced or consumed: what it measures
   is the replication round trips of followers with nothing to fetch, the ISR checks and the
   other periodic duties.
-- ``fetch``: one leader's share of that, in this process: a broker's server and replica
-  manager (the test harness's in-process broker, no coordinator) leading ``--partitions``
-  partitions (RF 3, all in sync) and a follower's network fetch endpoint (what a follower
-  broker's fetcher sends through) with an incremental fetch session on all of them; the CPU
-  time of this process per idle fetch (nothing produced): answered at once (max wait 0),
-  and parked until its deadline (``--wait`` ms). Each figure holds the leader's handling of
-  the fetch and the endpoint's building and reading of it; the fetcher's own loop is not in
-  it.
 
 The machine has two cores shared with the client and ZooKeeper: run it twice when a figure
 matters.
@@ -84,43 +75,9 @@ def _cpu(system: System, replicas: int, settle: float, seconds: float) -> str:
             f"mean {sum(cores.values()) / len(cores):.3f}")
 
 
-def _fetch(partitions: int, rounds: int, wait_ms: int) -> str:
-    from broker.fetch_client import NetworkFetchEndpoint
-    from coordinator.codecs import TopicPartition
-    from replication.protocol import PartitionFetch
-    from tests.broker.harness import InProcessBroker
-
-    with tempfile.TemporaryDirectory(prefix="idle-fetch-") as directory:
-        leader = InProcessBroker(Path(directory) / "logs")
-        endpoint = None
-        try:
-            for p in range(partitions):
-                leader.set_partition("idle", p, replicas=(1, 2, 3))
-            endpoint = NetworkFetchEndpoint(1, *leader.address, replica_id=2, max_wait_ms=0)
-            wanted = [PartitionFetch(tp=TopicPartition("idle", p), fetch_offset=0,
-                                     leader_epoch=0, last_fetched_epoch=-1, max_bytes=1 << 20)
-                      for p in range(partitions)]
-            figures = []
-            for wait, n in ((0, rounds), (wait_ms, max(1, rounds // 10))):
-                for _ in range(3):  # the full fetch that opens the session, then idle ones
-                    endpoint.fetch_partitions(2, wanted, max_wait_ms=0)
-                started = time.process_time()
-                for _ in range(n):
-                    if endpoint.fetch_partitions(2, wanted, max_wait_ms=wait):
-                        raise SystemExit("an idle fetch answered a partition")
-                figures.append((time.process_time() - started) / n * 1000)
-        finally:
-            if endpoint is not None:
-                endpoint.close()
-            leader.close()
-    return (f"CPU per idle incremental follower fetch of {partitions:,} partitions: "
-            f"{figures[0]:.2f} ms answered at once, {figures[1]:.2f} ms parked "
-            f"{wait_ms} ms until its deadline")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=("latency", "cpu", "fetch"))
+    parser.add_argument("what", choices=("latency", "cpu"))
     parser.add_argument("--idle", type=int, default=150,
                         help="latency: idle partitions beside the latency topic")
     parser.add_argument("--replicas", type=int, default=5000,
@@ -129,17 +86,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="cpu: seconds to wait once every partition is led")
     parser.add_argument("--seconds", type=float, default=None,
                         help="how long each measurement lasts (latency 10, cpu 20)")
-    parser.add_argument("--partitions", type=int, default=1666,
-                        help="fetch: partitions in the follower's session")
-    parser.add_argument("--rounds", type=int, default=200,
-                        help="fetch: fetches answered at once (a tenth as many parked)")
-    parser.add_argument("--wait", type=int, default=20,
-                        help="fetch: the parked fetches' max wait, ms")
     add_server_options(parser)
     args = parser.parse_args(argv)
-    if args.what == "fetch":
-        print(_fetch(args.partitions, args.rounds, args.wait), flush=True)
-        return 0
     work = Path(tempfile.mkdtemp(prefix="idle-partitions-"))
     server = start_server("zookeeper", args)
     system = partctl_system(work / "partctl", server.address)
