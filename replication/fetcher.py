@@ -278,7 +278,7 @@ class ReplicaFetcher:
         """The epoch of the log's last batch (its latest epoch entry), -1 if none: the epoch
         :func:`~replication.truncation.first_epoch_to_ask` would ask, read without the log's
         lock (the cache's entries are a tuple, replaced whole)."""
-        latest = partition.log.leader_epoch_cache.latest_epoch
+        latest = partition.log.latest_epoch
         return -1 if latest is None else latest
 
     def _fetch_first(self, state: _State, partition: Partition) -> bool:

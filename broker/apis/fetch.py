@@ -76,7 +76,7 @@ import dataclasses
 import inspect
 import logging
 import uuid
-from collections.abc import Collection, Hashable, Mapping
+from collections.abc import Callable, Collection, Hashable, Mapping
 from concurrent.futures import Future
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -392,16 +392,25 @@ def _quiet_read(want: Wanted, cached: CachedPartition) -> PartitionRead:
     return read
 
 
-def _unchanged(ctx: RequestContext, want: Wanted, replica_id: int,
-               cached: CachedPartition | None, update: bool) -> bool:
+def _quiet_finder(ctx: RequestContext) -> Callable[[TopicPartition], Partition | None] | None:
+    """How :func:`_unchanged` finds the partitions of a fetch: None while the replica
+    manager is not running (every partition is then read)."""
+    rm = ctx.broker.replica_manager
+    return rm.partition if rm.running else None
+
+
+def _unchanged(find: Callable[[TopicPartition], Partition | None] | None, want: Wanted,
+               replica_id: int, cached: CachedPartition | None, update: bool,
+               now_ms: int | None = None) -> bool:
     """Whether a session partition the follower did not name again, whose last read found
     nothing (its quiet stamp), would find nothing now: then it is not read (and, with
-    ``update``, the fetch is recorded as caught up), as if read; the answer is the same."""
-    if cached is None or cached.quiet is None or not ctx.broker.replica_manager.running:
+    ``update``, the fetch is recorded as caught up at ``now_ms``), as if read; the answer
+    is the same. ``find``: :func:`_quiet_finder`'s, looked up once per fetch."""
+    if find is None or cached is None or cached.quiet is None or want.unknown_id:
         return False
-    partition = ctx.broker.replica_manager.partition(want.tp)
+    partition = find(want.tp)
     return partition is not None and partition.follower_unchanged(
-        replica_id, cached.quiet, update_state=update)
+        replica_id, cached.quiet, update_state=update, now_ms=now_ms)
 
 
 class _FollowerReads(NamedTuple):
@@ -427,9 +436,8 @@ def _follower_reads(ctx: RequestContext, wanted: list[Wanted], replica_id: int,
     :meth:`~replication.partition.Partition.follower_unchanged` finds the same is not read
     (with ``update``, the fetch is recorded as caught up), as if read: the answer is the
     same. This loop runs over every partition of a follower's session on every fetch."""
-    rm = ctx.broker.replica_manager
-    find = rm.partition if cached is not None and rm.running else None
-    now = rm.clock.now_ms()
+    find = _quiet_finder(ctx) if cached is not None else None
+    now = ctx.broker.replica_manager.clock.now_ms()
     left = max_bytes
     urgent = False
     reads = []
@@ -437,10 +445,7 @@ def _follower_reads(ctx: RequestContext, wanted: list[Wanted], replica_id: int,
         part = cached[i] if cached is not None else None
         if earlier is not None and i not in stale:
             read = earlier[i]
-        elif (find is not None and part is not None and part.quiet is not None
-              and not want.unknown_id and (partition := find(want.tp)) is not None
-              and partition.follower_unchanged(replica_id, part.quiet, update_state=update,
-                                               now_ms=now)):
+        elif part is not None and _unchanged(find, want, replica_id, part, update, now):
             read = _quiet_read(want, part)
         else:
             read = _follower_read(ctx, want, replica_id, max(1, min(want.max_bytes, left)),
@@ -473,17 +478,18 @@ def _follower_fetch(ctx: RequestContext, request: Any, use: FetchContext, replic
     if size:
         _close(reads)
     positions = use.positions()
-    every: list[bool] = []
+    woken_all = False
     answer: asyncio.Future = ctx.broker.loop.create_future()
 
     def complete() -> None:
         if not answer.done():
             answer.set_result(_response(ctx, request, use, _follower_reads(
                 ctx, wanted, replica_id, max_bytes, cached, update=False,
-                earlier=None if every else reads, stale=stale).reads))
+                earlier=None if woken_all else reads, stale=stale).reads))
 
     def check() -> bool:
-        every.append(True)
+        nonlocal woken_all
+        woken_all = True
         return answer.done() or _readable(ctx, wanted, request.min_bytes, follower=True,
                                           replica_id=replica_id, cached=cached)
 
@@ -516,10 +522,11 @@ def _readable(ctx: RequestContext, wanted: list[Wanted], min_bytes: int, *,
     its leader throttles now (``replica_id``) counts as having nothing to read, and so does
     a session partition still as its last read found it (``cached``)."""
     total = 0
+    find = _quiet_finder(ctx) if cached is not None else None
     for i, want in enumerate(wanted):
         if want.unknown_id or want.denied:
             return True
-        if cached is not None and _unchanged(ctx, want, replica_id, cached[i], False):
+        if cached is not None and _unchanged(find, want, replica_id, cached[i], False):
             continue
         partition, error = leader_partition(ctx, want.tp, want.leader_epoch)
         if partition is None or error is not ErrorCode.none:
