@@ -48,7 +48,6 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_writer
 
 from broker.controller_codec import encode_leader_and_isr_v7, encode_update_metadata_v8
@@ -69,7 +68,7 @@ from interbroker.requests import (
     UpdateMetadataRequest,
 )
 from kafkaclient.frames import SIZE, receive_frame
-from kafkaclient.messages import build
+from kafkaclient.messages import build, request_schema, response_schema
 from kafkaclient.security.connector import Connector
 from kafkaclient.wire_check import read_checked
 
@@ -159,7 +158,7 @@ def _by_topic(parts: Sequence[Any]) -> dict[str, list[Any]]:
 
 def request_module(api_key: int, version: int) -> Any:
     """The kio module of a request version (its nested classes are named alike in all)."""
-    return sys.modules[load_request_schema(api_key, version).__module__]
+    return sys.modules[request_schema(api_key, version).__module__]
 
 
 def encode_request(request: BrokerRequest, listener: str, version: int | None = None) -> Any:
@@ -366,8 +365,7 @@ class _Connection:
         ``cls`` sent as ``correlation_id`` (a broker answers a connection's requests in
         order)."""
         frame = receive_frame(self.sock)
-        response_cls = load_response_schema(int(cls.__api_key__),
-                                            int(cls.__version__))
+        response_cls = response_schema(int(cls.__api_key__), int(cls.__version__))
         try:
             header, offset = read_checked(response_cls.__header_schema__, frame)
             response, _ = read_checked(response_cls, frame, offset)

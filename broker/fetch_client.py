@@ -51,15 +51,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from kio.index import load_request_schema
-
 from broker.config import BrokerConfig
 from broker.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 from coordinator.codecs import TopicPartition
 from interbroker.errors import ErrorCode
 from interbroker.requests import LiveBroker
 from kafkaclient.connection import BrokerUnreachable, KafkaConnection
-from kafkaclient.messages import build
+from kafkaclient.messages import build, request_schema
 from kafkaclient.security.connector import Connector
 from replication.protocol import (
     EpochAnswer,
@@ -277,7 +275,7 @@ class NetworkFetchEndpoint:
 
     def _fetch_request(self, version: int, replica_id: int, wanted: Sequence[PartitionFetch],
                        wait_ms: int, session: FetchSessionState | None) -> Any:
-        cls = load_request_schema(FETCH, version)
+        cls = request_schema(FETCH, version)
         module = _module_of(cls)
         forget: list[TopicPartition] = []
         if session is None:
@@ -333,7 +331,7 @@ class NetworkFetchEndpoint:
             version = self.connection.version(OFFSET_FOR_LEADER_EPOCH, *EPOCH_VERSIONS)
             if version is None:
                 return EpochAnswer(error=ErrorCode.BROKER_NOT_AVAILABLE)
-            cls = load_request_schema(OFFSET_FOR_LEADER_EPOCH, version)
+            cls = request_schema(OFFSET_FOR_LEADER_EPOCH, version)
             module = _module_of(cls)
             request = build(cls, replica_id=self.replica_id, topics=(build(
                 module.OffsetForLeaderTopic, topic=tp.topic, partitions=(build(
@@ -359,7 +357,7 @@ class NetworkFetchEndpoint:
             version = self.connection.version(LIST_OFFSETS, *LIST_OFFSETS_VERSIONS)
             if version is None:
                 return OffsetAnswer(error=ErrorCode.BROKER_NOT_AVAILABLE)
-            cls = load_request_schema(LIST_OFFSETS, version)
+            cls = request_schema(LIST_OFFSETS, version)
             module = _module_of(cls)
             request = build(cls, replica_id=self.replica_id, isolation_level=0, topics=(build(
                 module.ListOffsetsTopic, name=tp.topic, partitions=(build(

@@ -22,12 +22,11 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from kio.index import load_request_schema
-
 from coordinator.clock import SYSTEM_CLOCK, Clock
 from kafkaclient.admin_types import AdminError
 from kafkaclient.connection import BrokerUnreachable, KafkaConnection
 from kafkaclient.frames import FrameTooLarge
+from kafkaclient.messages import request_schema
 from kafkaclient.security.connector import AuthenticationFailed, Connector
 
 __all__ = ["Address", "NodePool", "Unreachable", "api_name", "format_address",
@@ -91,11 +90,11 @@ def _parse_entry(entry: str) -> Address:
 
 def api_name(api_key: int, version: int = 0) -> str:
     """``AlterPartitionReassignments`` for 45: the request class's name without its suffix."""
-    return load_request_schema(api_key, version).__name__.removesuffix("Request")
+    return request_schema(api_key, version).__name__.removesuffix("Request")
 
 
 def _module(api_key: int, version: int) -> ModuleType:
-    return sys.modules[load_request_schema(api_key, version).__module__]
+    return sys.modules[request_schema(api_key, version).__module__]
 
 
 def _reason(exc: BaseException, waited: float) -> str:

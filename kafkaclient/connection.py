@@ -21,12 +21,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 
 from kafkaclient.frames import SIZE, FrameTooLarge, receive_frame
-from kafkaclient.messages import build
+from kafkaclient.messages import build, request_schema, response_schema
 from kafkaclient.security.connector import AuthenticationFailed, Connector
 from kafkaclient.wire_check import read_checked
 
@@ -103,7 +102,7 @@ class KafkaConnection:
             self._drop()
             raise BrokerUnreachable(f"{self!r} is closed")
         try:
-            request = build(load_request_schema(API_VERSIONS, _API_VERSIONS_VERSION),
+            request = build(request_schema(API_VERSIONS, _API_VERSIONS_VERSION),
                             client_software_name=_SOFTWARE_NAME,
                             client_software_version=_SOFTWARE_VERSION)
             response = self._exchange(request, self.timeout)
@@ -179,7 +178,8 @@ class KafkaConnection:
         frame = buffer.getbuffer()
         SIZE.pack_into(frame, 0, len(frame) - SIZE.size)
         try:
-            sock.settimeout(timeout)
+            if sock.gettimeout() != timeout:  # a system call each, and the GIL let go
+                sock.settimeout(timeout)
             sock.sendall(frame)
             data = receive_frame(sock)
         except FrameTooLarge as exc:
@@ -187,7 +187,7 @@ class KafkaConnection:
         except (OSError, TimeoutError) as exc:
             raise BrokerUnreachable(f"{self.host}:{self.port}: {type(exc).__name__}: "
                                     f"{exc}") from exc
-        response_cls = load_response_schema(cls.__api_key__, cls.__version__)
+        response_cls = response_schema(cls.__api_key__, cls.__version__)
         try:
             header, offset = read_checked(response_cls.__header_schema__, data)
             body, _ = read_checked(response_cls, data, offset)

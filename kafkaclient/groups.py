@@ -30,13 +30,12 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Self
 
-from kio.index import load_request_schema
 from kio.schema.consumer_protocol_assignment.v3 import data as assignment_v3
 from kio.schema.errors import ErrorCode
 
 from coordinator.codecs import TopicPartition
 from kafkaclient.connection import BrokerUnreachable, KafkaConnection
-from kafkaclient.messages import build
+from kafkaclient.messages import build, request_schema
 from kafkaclient.offset_reset import LogRange, ResetSpec, ToTimestamp, plan_reset
 from kafkaclient.wire_check import read_checked
 
@@ -147,7 +146,7 @@ def decode_assignment(data: bytes) -> tuple[TopicPartition, ...]:
 
 
 def _module(api_key: int, version: int) -> ModuleType:
-    return sys.modules[load_request_schema(api_key, version).__module__]
+    return sys.modules[request_schema(api_key, version).__module__]
 
 
 class GroupAdmin:
@@ -195,7 +194,7 @@ class GroupAdmin:
         connection = self._connection(*address)
         version = connection.version(api_key, low, high)
         if version is None:
-            name = load_request_schema(api_key, high).__name__.removesuffix("Request")
+            name = request_schema(api_key, high).__name__.removesuffix("Request")
             raise GroupAdminError(f"broker {address[0]}:{address[1]} serves no version "
                                   f"{low}-{high} of {name}")
         return connection.call(make(_module(api_key, version), version))

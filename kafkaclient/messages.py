@@ -11,7 +11,24 @@ import dataclasses
 from functools import cache
 from typing import Any
 
-__all__ = ["build"]
+from kio.index import load_request_schema, load_response_schema
+from kio.static.protocol import RequestPayload, ResponsePayload
+
+__all__ = ["build", "request_schema", "response_schema"]
+
+
+@cache
+def request_schema(api_key: int, version: int) -> type[RequestPayload]:
+    """kio's request class of ``api_key`` at ``version``, looked up once: kio's own lookup
+    resolves the class's import path on every call, which a follower's fetcher paid per
+    fetch."""
+    return load_request_schema(api_key, version)
+
+
+@cache
+def response_schema(api_key: int, version: int) -> type[ResponsePayload]:
+    """kio's response class of ``api_key`` at ``version``, looked up once."""
+    return load_response_schema(api_key, version)
 
 
 @cache

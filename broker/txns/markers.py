@@ -31,7 +31,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
 from broker.metadata_cache import MetadataCache
@@ -40,7 +39,7 @@ from broker.txns.peer import PeerLink
 from broker.txns.state_manager import TxnStateManager
 from coordinator.codecs import TopicPartition
 from kafkaclient.connection import BrokerUnreachable, KafkaConnection
-from kafkaclient.messages import build
+from kafkaclient.messages import build, request_schema
 from kafkaclient.security.connector import Connector
 
 __all__ = ["RETRY_S", "WRITE_TXN_MARKERS", "MarkerChannel"]
@@ -133,7 +132,7 @@ def _send(conn: KafkaConnection, items: list[_Item]) -> dict[int, dict[TP, Error
     version = conn.version(WRITE_TXN_MARKERS, 0, 1)
     if version is None:
         raise BrokerUnreachable(f"{conn!r} serves no WriteTxnMarkers version 0-1")
-    cls = load_request_schema(WRITE_TXN_MARKERS, version)
+    cls = request_schema(WRITE_TXN_MARKERS, version)
     module: Any = sys.modules[cls.__module__]
     markers = []
     for item in items:

@@ -40,7 +40,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
 from broker.metadata_cache import MetadataCache
@@ -49,7 +48,7 @@ from broker.txns.peer import PeerLink
 from broker.txns.stats import Timings
 from coordinator.codecs import TopicPartition
 from kafkaclient.connection import BrokerUnreachable, KafkaConnection
-from kafkaclient.messages import build
+from kafkaclient.messages import build, request_schema
 from kafkaclient.security.connector import Connector
 
 if TYPE_CHECKING:
@@ -105,7 +104,7 @@ def _send(conn: KafkaConnection, asks: list[_Ask]) -> dict[str, Unverified]:
     version = conn.version(ADD_PARTITIONS_TO_TXN, FIRST_VERIFY_VERSION, LAST_VERIFY_VERSION)
     if version is None:
         raise _Unsupported(f"{conn!r} serves no AddPartitionsToTxn v{FIRST_VERIFY_VERSION}")
-    cls = load_request_schema(ADD_PARTITIONS_TO_TXN, version)
+    cls = request_schema(ADD_PARTITIONS_TO_TXN, version)
     module: Any = sys.modules[cls.__module__]
     by_id: dict[str, tuple[_Ask, dict[str, list[int]]]] = {}
     for ask in asks:  # one entry per transactional id (their producer id and epoch agree)
