@@ -4,6 +4,7 @@ produce() to its arrival, and read a topic from the beginning. MB is 10^6 value 
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import threading
@@ -67,16 +68,56 @@ def _paced(rate: int, seconds: float, send: Callable[[int], None], poll: Callabl
             time.sleep(min(wait, 0.001))
 
 
+class _Windows:
+    """librdkafka's statistics (``statistics.interval.ms``), each second's window per broker:
+    the produce round trip (``rtt``: a ProduceRequest sent until its answer is read, so the
+    broker's share of a delivery) and the time in the producer's own queue (``int_latency``:
+    produce() until the message is put in a request). :meth:`figures` gives each window's p50
+    and p99 averaged over the windows, weighted by the requests (messages) in each."""
+
+    def __init__(self) -> None:
+        self.kept: dict[str, list[tuple[int, float, float]]] = {"rtt": [], "int_latency": []}
+
+    def __call__(self, text: str) -> None:
+        for broker in json.loads(text).get("brokers", {}).values():
+            if broker.get("nodeid", -1) < 0:  # the bootstrap connections
+                continue
+            for key, kept in self.kept.items():
+                window = broker.get(key) or {}
+                if window.get("cnt"):
+                    kept.append((window["cnt"], window["p50"] / 1000, window["p99"] / 1000))
+
+    def clear(self) -> None:
+        for kept in self.kept.values():
+            kept.clear()
+
+    def figures(self) -> dict[str, float]:
+        """``rtt_p50``, ``rtt_p99``, ``queue_p50``, ``queue_p99`` in ms (those seen)."""
+        out = {}
+        for key, name in (("rtt", "rtt"), ("int_latency", "queue")):
+            kept = self.kept[key]
+            weight = sum(count for count, _p50, _p99 in kept)
+            if weight:
+                out[f"{name}_p50"] = sum(count * p50 for count, p50, _p99 in kept) / weight
+                out[f"{name}_p99"] = sum(count * p99 for count, _p50, p99 in kept) / weight
+        return out
+
+
 def latency(bootstrap: str, topic: str, *, rate: int, seconds: float, size: int
             ) -> dict[str, float]:
     """acks=all, idempotent, linger.ms 0, ``rate`` values a second for ``seconds`` after one
     delivered first (the producer's start-up): each one's time from produce() to its delivery
-    callback, in ms (the poll loop adds up to 1 ms)."""
-    producer = _producer(bootstrap, **{"linger.ms": 0})
+    callback, in ms (the poll loop adds up to 1 ms); beside them librdkafka's own split of
+    that time (:class:`_Windows`): ``rtt_*`` the brokers' round trips, ``queue_*`` the wait
+    in the client before a message is sent."""
+    windows = _Windows()
+    producer = _producer(bootstrap, **{"linger.ms": 0, "statistics.interval.ms": 1000,
+                                       "stats_cb": windows})
     value = os.urandom(size)
     producer.produce(topic, value=value)
     if producer.flush(60):
         raise SystemError_("librdkafka latency: the first message was not delivered")
+    windows.clear()  # the start-up's windows
     samples: list[float] = []
     failed: list[object] = []
 
@@ -100,7 +141,7 @@ def latency(bootstrap: str, topic: str, *, rate: int, seconds: float, size: int
     producer.flush(60)
     if failed or not samples:
         raise SystemError_(f"librdkafka latency: {len(failed)} failed, errors {failed[:2]}")
-    return _percentiles(samples)
+    return {**_percentiles(samples), **windows.figures()}
 
 
 def end_to_end(bootstrap: str, topic: str, partitions: int, *, rate: int, seconds: float,

@@ -262,6 +262,12 @@ def consume_rows(step: Step, system: System) -> None:
         step.run(system, f"consume {records} x 1 KiB from the start ({client})", body)
 
 
+_LATENCY_SPLIT = (("rtt_p50", "the brokers' round trip p50"),
+                  ("rtt_p99", "the brokers' round trip p99"),
+                  ("queue_p99", "in the client's queue p99"))
+"""librdkafka's split of a produce's latency (:func:`rdkafka.latency`), shown beside it."""
+
+
 def _latency_rows(step: Step, system: System, prefix: str, label: str, client: str,
                   got: dict[str, float]) -> None:
     for pct, name in (("p50", "p50"), ("p99", "p99"), ("p999", "p99.9")):
@@ -269,6 +275,11 @@ def _latency_rows(step: Step, system: System, prefix: str, label: str, client: s
                              unit="ms", better="lower",
                              target=None if pct == "p50" else target_for("tail")),
                          system.key, got[pct])
+    for part, name in _LATENCY_SPLIT:
+        if part in got:
+            step.results.add(Row(key=f"{prefix}.{part}.{client}",
+                                 label=f"{label}: {name} ({client})", unit="ms",
+                                 better="lower"), system.key, got[part])
 
 
 def latency_rows(step: Step, system: System) -> None:

@@ -26,6 +26,11 @@ def test_latency_beside_idle_partitions_prints_the_latency_rows() -> None:
         for pct in ("p50", "p99", "p99.9"):
             assert re.search(rf"produce latency @{rate}/s {pct} \(rdkafka\)\s+ms\s+[\d.,]+",
                              done.stdout), done.stdout
+        # librdkafka's own split of it, from its statistics
+        for part in ("the brokers' round trip p50", "the brokers' round trip p99",
+                     "in the client's queue p99"):
+            assert re.search(rf"produce latency @{rate}/s: {part} \(rdkafka\)\s+ms\s+[\d.,]+",
+                             done.stdout), done.stdout
 
 
 def test_idle_cpu_prints_each_broker_s_cores() -> None:
