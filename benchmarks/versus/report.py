@@ -113,8 +113,10 @@ min.insync.replicas 2):
   steady and under one core over two 1-second windows: a topic's growth leaves them busy
   for seconds after every broker shows it) and ends when every live broker's own Metadata
   answer names no partition led by the broker gone (a raw Metadata client asks each broker
-  every 50 ms, over one connection kept per broker, as a client would: a new connection, an
-  ApiVersions and a 5,000-partition Metadata every 5 ms weighed on the brokers being timed). Failover is
+  every 50 ms, on a thread and over one connection of its own kept for the step, as a
+  client would: a new connection, an ApiVersions and a 5,000-partition Metadata every 5 ms
+  weighed on the brokers being timed, and brokers asked in turn saw the end late by a
+  busy broker's slow answer). Failover is
   counted from the moment `/controller` stops naming the killed broker (its 6 s ZooKeeper
   session expired), and also from the SIGKILL.
 
