@@ -10,10 +10,8 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kio.index import load_request_schema
-
 from kafkaclient.connection import BrokerUnreachable, KafkaConnection
-from kafkaclient.messages import build
+from kafkaclient.messages import build, request_schema
 
 METADATA = 3
 
@@ -76,7 +74,7 @@ def _ask_on(connection: KafkaConnection, topics: Sequence[str] | None) -> Broker
     version = connection.version(METADATA, 1, 12)
     if version is None:
         return None
-    cls = load_request_schema(METADATA, version)
+    cls = request_schema(METADATA, version)
     module = sys.modules[cls.__module__]
     wanted = None if topics is None else tuple(
         build(module.MetadataRequestTopic, name=t, topic_id=None) for t in topics)
