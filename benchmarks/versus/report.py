@@ -91,6 +91,10 @@ min.insync.replicas 2):
   aborted transaction fails the step;
 - **produce latency** p50 / p99 / p99.9 at 1,000 and 10,000 records of 1 KiB a second:
   `ProducerPerformance --throughput` and librdkafka's delivery callbacks (linger.ms 0);
+  beside librdkafka's rows, its own split of that time from its statistics (each second's
+  window per broker, averaged weighted by what each counted; shown, not judged): the
+  brokers' round trip (`rtt`: a ProduceRequest sent until its answer is read) p50 and p99,
+  and the wait in the client's queue before a record is sent (`int_latency`) p99;
 - **end-to-end latency** p99: librdkafka, a producer at 1,000/s and a consumer, each value
   carrying its produce() time; Kafka's `EndToEndLatency`, which sends one message at a time
   (ping-pong, not a fixed rate);
