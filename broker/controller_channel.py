@@ -40,7 +40,6 @@ import logging
 import queue
 import socket
 import struct
-import sys
 import threading
 import time
 import uuid
@@ -68,7 +67,7 @@ from interbroker.requests import (
     UpdateMetadataRequest,
 )
 from kafkaclient.frames import SIZE, receive_frame
-from kafkaclient.messages import build, request_schema, response_schema
+from kafkaclient.messages import build, request_module, response_schema
 from kafkaclient.security.connector import Connector
 from kafkaclient.wire_check import read_checked
 
@@ -154,11 +153,6 @@ def _by_topic(parts: Sequence[Any]) -> dict[str, list[Any]]:
     for p in parts:
         out.setdefault(p.topic, []).append(p)
     return out
-
-
-def request_module(api_key: int, version: int) -> Any:
-    """The kio module of a request version (its nested classes are named alike in all)."""
-    return sys.modules[request_schema(api_key, version).__module__]
 
 
 def encode_request(request: BrokerRequest, listener: str, version: int | None = None) -> Any:

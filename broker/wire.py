@@ -26,13 +26,13 @@ from functools import cache
 from types import ModuleType
 from typing import Any, cast
 
-from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.protocol import RequestPayload
 
 from broker.wire_schemas import EXTRA_REQUESTS, RESPONSE_AS
 from kafkaclient.frames import SIZE
+from kafkaclient.messages import request_schema, response_schema
 from kafkaclient.wire_check import FrameError, check_frame, check_header
 from replication.log import LogSlice
 
@@ -63,14 +63,14 @@ def peek(frame: bytes) -> tuple[int, int, int]:
 @cache
 def request_class(api_key: int, version: int) -> type[RequestPayload]:
     extra = EXTRA_REQUESTS.get((api_key, version))
-    return extra if extra is not None else load_request_schema(api_key, version)
+    return extra if extra is not None else request_schema(api_key, version)
 
 
 @cache
 def response_module(api_key: int, version: int) -> ModuleType:
     """The kio module of a response version: its classes are named alike in every version."""
     api_key, version = RESPONSE_AS.get((api_key, version), (api_key, version))
-    return sys.modules[load_response_schema(api_key, version).__module__]
+    return sys.modules[response_schema(api_key, version).__module__]
 
 
 def parse_request(frame: bytes, api_key: int, version: int) -> tuple[Any, Any]:

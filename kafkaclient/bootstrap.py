@@ -17,7 +17,6 @@ caller can do with it:
 from __future__ import annotations
 
 import socket
-import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -26,7 +25,7 @@ from coordinator.clock import SYSTEM_CLOCK, Clock
 from kafkaclient.admin_types import AdminError
 from kafkaclient.connection import BrokerUnreachable, KafkaConnection
 from kafkaclient.frames import FrameTooLarge
-from kafkaclient.messages import request_schema
+from kafkaclient.messages import request_module, request_schema
 from kafkaclient.security.connector import AuthenticationFailed, Connector
 
 __all__ = ["Address", "NodePool", "Unreachable", "api_name", "format_address",
@@ -91,10 +90,6 @@ def _parse_entry(entry: str) -> Address:
 def api_name(api_key: int, version: int = 0) -> str:
     """``AlterPartitionReassignments`` for 45: the request class's name without its suffix."""
     return request_schema(api_key, version).__name__.removesuffix("Request")
-
-
-def _module(api_key: int, version: int) -> ModuleType:
-    return sys.modules[request_schema(api_key, version).__module__]
 
 
 def _reason(exc: BaseException, waited: float) -> str:
@@ -187,6 +182,6 @@ class NodePool:
                 f"the broker at {format_address(address)} serves no version {low}-{high} of "
                 f"{api_name(api_key)}" + (f" (it serves {served[0]}-{served[1]})"
                                           if served else " (it does not serve it)"))
-        request = make(_module(api_key, version), version, self.remaining(deadline))
+        request = make(request_module(api_key, version), version, self.remaining(deadline))
         response = self._guard(address, deadline, lambda c, left: c.call(request, left))
         return version, response

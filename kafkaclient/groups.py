@@ -23,7 +23,6 @@ operation's ``timeout`` has passed; anything else, and brokers that cannot be re
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,7 +34,7 @@ from kio.schema.errors import ErrorCode
 
 from coordinator.codecs import TopicPartition
 from kafkaclient.connection import BrokerUnreachable, KafkaConnection
-from kafkaclient.messages import build, request_schema
+from kafkaclient.messages import build, request_module, request_schema
 from kafkaclient.offset_reset import LogRange, ResetSpec, ToTimestamp, plan_reset
 from kafkaclient.wire_check import read_checked
 
@@ -145,10 +144,6 @@ def decode_assignment(data: bytes) -> tuple[TopicPartition, ...]:
                  for p in t.partitions)
 
 
-def _module(api_key: int, version: int) -> ModuleType:
-    return sys.modules[request_schema(api_key, version).__module__]
-
-
 class GroupAdmin:
     """Consumer-group operations on the cluster reached through ``bootstrap`` ((host, port)
     pairs); for a ``with`` block. ``timeout`` (seconds) bounds connecting, each request, and
@@ -197,7 +192,7 @@ class GroupAdmin:
             name = request_schema(api_key, high).__name__.removesuffix("Request")
             raise GroupAdminError(f"broker {address[0]}:{address[1]} serves no version "
                                   f"{low}-{high} of {name}")
-        return connection.call(make(_module(api_key, version), version))
+        return connection.call(make(request_module(api_key, version), version))
 
     def _any_broker(self, api_key: int, low: int, high: int,
                     make: Callable[[ModuleType, int], Any]) -> Any:

@@ -8,13 +8,15 @@ values a caller has for any version and keeps the ones the chosen version carrie
 from __future__ import annotations
 
 import dataclasses
+import sys
 from functools import cache
+from types import ModuleType
 from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
 from kio.static.protocol import RequestPayload, ResponsePayload
 
-__all__ = ["build", "request_schema", "response_schema"]
+__all__ = ["build", "request_module", "request_schema", "response_schema"]
 
 
 @cache
@@ -29,6 +31,11 @@ def request_schema(api_key: int, version: int) -> type[RequestPayload]:
 def response_schema(api_key: int, version: int) -> type[ResponsePayload]:
     """kio's response class of ``api_key`` at ``version``, looked up once."""
     return load_response_schema(api_key, version)
+
+
+def request_module(api_key: int, version: int) -> ModuleType:
+    """The kio module of a request version (its nested classes are named alike in all)."""
+    return sys.modules[request_schema(api_key, version).__module__]
 
 
 @cache

@@ -25,8 +25,8 @@ PARTITIONS = 6
 POLL_PERIOD = 0.05
 """Seconds from one of a step's Metadata questions to a broker to the next (each broker asked
 on a thread and over a connection of its own, kept for the step; at once if an answer took
-longer): the steps are timed to within it. A fixed cadence, so that how fast this process reads an answer does not
-change how much asking the brokers serve while a step is timed."""
+longer): the steps are timed to within it. A fixed cadence, so that how fast this process
+reads an answer does not change how much asking the brokers serve while a step is timed."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
