@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import socket
+import struct
 import threading
 import time
 from collections.abc import Mapping
@@ -24,7 +25,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 
-from kafkaclient.frames import SIZE, FrameTooLarge, receive_frame
+from kafkaclient.frames import SIZE, FrameReader, FrameTooLarge
 from kafkaclient.messages import build, request_schema, response_schema
 from kafkaclient.security.connector import AuthenticationFailed, Connector
 from kafkaclient.wire_check import read_checked
@@ -35,6 +36,18 @@ API_VERSIONS = 18
 _API_VERSIONS_VERSION = 3  # client software name and version, flexible (KIP-511)
 _SOFTWARE_NAME = "partctl"
 _SOFTWARE_VERSION = "1"
+_TIMEVAL = struct.Struct("@ll")
+
+
+def _kernel_timeouts(sock: socket.socket, timeout: float) -> None:
+    """Bound each send and receive on the blocking ``sock`` to ``timeout`` seconds in the
+    kernel (``SO_SNDTIMEO``, ``SO_RCVTIMEO``): the call fails with EAGAIN when it runs out.
+    (A zero there would mean no timeout: the least is a microsecond.)"""
+    timeout = max(timeout, 1e-6)
+    seconds = int(timeout)
+    value = _TIMEVAL.pack(seconds, int((timeout - seconds) * 1_000_000))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, value)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, value)
 
 
 class BrokerUnreachable(ConnectionError):
@@ -56,6 +69,9 @@ class KafkaConnection:
         self.client_id = client_id
         self.timeout = timeout
         self._sock: socket.socket | None = None
+        self._reader: FrameReader | None = None
+        self._kernel_timeout: float | None = None
+        """The timeout the kernel holds for a plain socket (None: the socket has Python's)."""
         self._renew_at: float | None = None
         self._versions: dict[int, tuple[int, int]] = {}
         self._next_correlation = 0
@@ -97,7 +113,18 @@ class KafkaConnection:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except OSError as exc:
             raise BrokerUnreachable(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
+        if type(sock) is socket.socket:
+            # A plain socket blocks, its timeouts kept by the kernel: with Python's
+            # timeout, each send and receive is a poll() and then the call, and a thread
+            # lets the interpreter go and waits for it again at each (a follower's fetcher
+            # does this every round). TLS sockets keep Python's timeout.
+            sock.settimeout(None)
+            _kernel_timeouts(sock, self.timeout)
+            self._kernel_timeout = self.timeout
+        else:
+            self._kernel_timeout = None
         self._sock = sock
+        self._reader = FrameReader(sock)
         if self._closed:  # closed while connecting: close() could not abort this one
             self._drop()
             raise BrokerUnreachable(f"{self!r} is closed")
@@ -124,6 +151,7 @@ class KafkaConnection:
 
     def _drop(self) -> None:
         sock, self._sock = self._sock, None
+        self._reader = None
         self._renew_at = None
         self._versions = {}
         if sock is not None:
@@ -163,8 +191,8 @@ class KafkaConnection:
                 raise
 
     def _exchange(self, request: Any, timeout: float) -> Any:
-        sock = self._sock
-        assert sock is not None
+        sock, reader = self._sock, self._reader
+        assert sock is not None and reader is not None
         cls = type(request)
         self._next_correlation = (self._next_correlation + 1) & 0x7FFFFFFF
         correlation_id = self._next_correlation
@@ -178,10 +206,18 @@ class KafkaConnection:
         frame = buffer.getbuffer()
         SIZE.pack_into(frame, 0, len(frame) - SIZE.size)
         try:
-            if sock.gettimeout() != timeout:  # a system call each, and the GIL let go
-                sock.settimeout(timeout)
+            if self._kernel_timeout is None:
+                if sock.gettimeout() != timeout:  # a system call each, and the GIL let go
+                    sock.settimeout(timeout)
+            elif self._kernel_timeout != timeout:
+                _kernel_timeouts(sock, timeout)
+                self._kernel_timeout = timeout
             sock.sendall(frame)
-            data = receive_frame(sock)
+            data = reader.next()
+        except BlockingIOError:  # a kernel timeout ran out: what Python's timeout raises
+            timed_out = TimeoutError("timed out")
+            raise BrokerUnreachable(f"{self.host}:{self.port}: TimeoutError: {timed_out}"
+                                    ) from timed_out
         except FrameTooLarge as exc:
             raise BrokerUnreachable(f"{self.host}:{self.port} sent {exc}") from exc
         except (OSError, TimeoutError) as exc:

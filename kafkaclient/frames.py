@@ -6,8 +6,8 @@ A size that is negative or over the reader's limit is refused before any of the 
 SASL authentication); clients set none (None), as Kafka's clients do, but what they hold grows
 with the bytes that actually arrive, never with what a size claims.
 
-:func:`read_frame` serves the asyncio server, :func:`receive_frame` the blocking clients (the
-connections between brokers, the controller's channel).
+:func:`read_frame` serves the asyncio server, :func:`receive_frame` and :class:`FrameReader`
+the blocking clients (the connections between brokers, the controller's channel).
 """
 
 from __future__ import annotations
@@ -16,13 +16,17 @@ import asyncio
 import socket
 import struct
 
-__all__ = ["SIZE", "FrameTooLarge", "check_size", "read_frame", "receive_frame"]
+__all__ = ["SIZE", "FrameReader", "FrameTooLarge", "check_size", "read_frame", "receive_frame"]
 
 SIZE = struct.Struct(">i")
 
 _FIRST_READ = 1 << 20
 """The most a blocking read allocates before bytes arrive; beyond it the buffer doubles as
 they do (a hostile size claims no memory)."""
+
+_CHUNK = 64 << 10
+"""What :class:`FrameReader` asks the socket for at once: a frame's size and a small body (a
+follower's fetch answer with nothing or a few batches) arrive in one system call."""
 
 
 class FrameTooLarge(ConnectionError):
@@ -65,9 +69,11 @@ def receive_frame(sock: socket.socket, limit: int | None = None) -> bytes:
     return _receive(sock, size)
 
 
-def _receive(sock: socket.socket, n: int) -> bytes:
-    out = bytearray(min(n, _FIRST_READ))
-    got = 0
+def _receive(sock: socket.socket, n: int, held: bytes = b"") -> bytes:
+    """``n`` bytes: ``held`` (those already read) and the rest from ``sock``."""
+    out = bytearray(min(n, max(_FIRST_READ, len(held))))
+    got = len(held)
+    out[:got] = held
     while got < n:
         if got == len(out):
             out.extend(bytes(min(len(out), n - got)))
@@ -80,3 +86,57 @@ def _receive(sock: socket.socket, n: int) -> bytes:
             raise ConnectionError(f"connection closed after {got} of {n} bytes")
         got += count
     return bytes(out)
+
+
+class FrameReader:
+    """Frames from one blocking socket, read in as few system calls as they arrive in.
+
+    :func:`receive_frame` asks for the 4-byte size and then for the body: two system calls a
+    frame, and a thread that lets the interpreter go for each and waits for it again. This
+    asks for up to 64 KiB at once into a buffer it keeps, so a small frame costs one call;
+    bytes past the frame wait in the buffer for the next one. A larger body is received into
+    a buffer of its own, grown as :func:`receive_frame` grows it. Errors as
+    :func:`receive_frame` raises them."""
+
+    __slots__ = ("_buffer", "_end", "_start", "limit", "sock")
+
+    def __init__(self, sock: socket.socket, limit: int | None = None) -> None:
+        self.sock = sock
+        self.limit = limit
+        self._buffer = bytearray(_CHUNK)
+        self._start = 0
+        self._end = 0
+
+    def next(self) -> bytes:
+        """The next frame's body."""
+        while self._end - self._start < SIZE.size:
+            self._fill()
+        (size,) = SIZE.unpack_from(self._buffer, self._start)
+        check_size(size, self.limit)
+        begin = self._start + SIZE.size
+        stop = begin + size
+        if stop <= self._end:
+            body = bytes(self._buffer[begin:stop])
+            self._start = stop
+            if stop == self._end:
+                self._start = self._end = 0
+            return body
+        held = bytes(self._buffer[begin:self._end])
+        self._start = self._end = 0
+        return _receive(self.sock, size, held)
+
+    def _fill(self) -> None:
+        buffer = self._buffer
+        if self._start and self._end == len(buffer):  # a size split at the buffer's end
+            held = self._end - self._start
+            buffer[:held] = buffer[self._start:self._end]
+            self._start, self._end = 0, held
+        view = memoryview(buffer)
+        try:
+            count = self.sock.recv_into(view[self._end:])
+        finally:
+            view.release()
+        if not count:
+            raise ConnectionError(
+                f"connection closed after {self._end - self._start} bytes of a frame's size")
+        self._end += count
