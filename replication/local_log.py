@@ -29,9 +29,16 @@ from replication.segment import (
     LogSegment,
 )
 
-__all__ = ["SWAP_SUFFIX", "LocalLog", "ReadResult", "SegmentSettings"]
+__all__ = ["COPY_BELOW", "SWAP_SUFFIX", "LocalLog", "ReadResult", "SegmentSettings"]
 
 SWAP_SUFFIX = ".swap"
+COPY_BELOW = 16 << 10
+"""The fetch reads (a follower's, a consumer's) a broker copies rather than sends from the
+file: a region under 16 KiB (a follower keeping up, a consumer at the tail) costs one
+``pread`` and is written with the rest of the response in one ``send``; from the file, it
+costs a descriptor duplicated and closed, ``TCP_CORK`` set and cleared around the response,
+and a ``sendfile``, each a system call that lets the interpreter's lock go. Larger regions
+go by ``sendfile``, as Kafka sends every one."""
 """A cleaned segment file, complete and fsynced, taking the place of the segments it replaces
 (see :meth:`LocalLog.replace_segments`; the loader finishes an interrupted swap)."""
 
@@ -161,11 +168,14 @@ class LocalLog:
         return None
 
     def extent(self, offset: int, max_bytes: int, limit: int, *, min_one: bool,
-               whole: bool = False) -> tuple[int, int, int, int] | None:
+               whole: bool = False, copy_below: int = 0
+               ) -> tuple[int, int, int, int] | bytes | None:
         """``(duplicate descriptor, position, size, first offset)`` of the bytes a read of
         ``offset`` would send (see :meth:`LogSegment.extent`; with ``whole``, the whole batches
         :meth:`read` would return, :meth:`LogSegment.whole_extent`); None when there are none.
-        The caller owns the descriptor."""
+        The caller owns the descriptor. Fewer than ``copy_below`` bytes are read and returned
+        instead: a copy of a few KiB costs less than a descriptor to duplicate and close and a
+        ``sendfile`` between two changes of the socket's ``TCP_CORK``."""
         i = max(bisect_right(self.bases, offset) - 1, 0)
         for segment in self.segments[i:]:
             found = (segment.whole_extent(offset, max_bytes, limit) if whole
@@ -174,6 +184,8 @@ class LocalLog:
                 position, size, first = found
                 if not size:
                     return None
+                if size < copy_below:
+                    return segment.read_at(position, size)
                 return segment.duplicate_fd(), position, size, first
         return None
 

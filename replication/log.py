@@ -545,14 +545,15 @@ class Log(LogRetention, LogTransactions):
 
     def read_slice(
         self, offset: int, max_bytes: int, upto: int | None = None, *, min_one: bool = True,
-        whole: bool = False,
-    ) -> LogSlice | None:
+        whole: bool = False, copy_below: int = 0,
+    ) -> LogSlice | bytes | None:
         """Where a read of ``offset`` would find its bytes, as a :class:`LogSlice` of the segment
         file, or ``None`` when there is nothing to send. The region is what a Kafka broker hands
         to ``sendfile``: from the batch holding ``offset``, ``max_bytes`` long (at least the first
         batch with ``min_one``), never reaching ``upto``, possibly ending inside a batch (see
         :meth:`LogSegment.extent`). One segment at most, as Kafka reads one. With ``whole``
-        it holds the same whole batches as :meth:`read` (what a follower's fetch sends).
+        it holds the same whole batches as :meth:`read` (what a follower's fetch sends). A
+        region smaller than ``copy_below`` is returned as its bytes (:meth:`LocalLog.extent`).
 
         Raises :class:`OffsetOutOfRangeError` below the log start or past the log end.
         """
@@ -560,8 +561,8 @@ class Log(LogRetention, LogTransactions):
             limit = self._read_limit(offset, upto)
             found = (None if offset >= limit
                      else self._local.extent(offset, max_bytes, limit, min_one=min_one,
-                                             whole=whole))
-            return None if found is None else LogSlice(*found)
+                                             whole=whole, copy_below=copy_below))
+            return found if found is None or isinstance(found, bytes) else LogSlice(*found)
 
     def offset_for_timestamp(self, timestamp: int) -> int | None:
         """The first offset of the first batch with a timestamp >= ``timestamp`` (ListOffsets)

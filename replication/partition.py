@@ -52,6 +52,7 @@ from replication.isr import (
     high_watermark,
     out_of_sync_replicas,
 )
+from replication.local_log import COPY_BELOW
 from replication.log import Log, LogSlice
 from replication.protocol import (
     ACKS_ALL,
@@ -72,14 +73,13 @@ log = logging.getLogger(__name__)
 
 def _follower_records(log_: Log, offset: int, max_bytes: int, leo: int, as_slice: bool
                       ) -> bytes | LogSlice:
-    """Whole batches from ``offset`` for a follower: bytes, or where they lie (``as_slice``)."""
+    """Whole batches from ``offset`` for a follower: bytes, or where they lie (``as_slice``,
+    unless fewer than :data:`~replication.local_log.COPY_BELOW`)."""
     if offset >= leo:
         return b""
     if as_slice:
-        return log_.read_slice(offset, max_bytes, whole=True) or b""
+        return log_.read_slice(offset, max_bytes, whole=True, copy_below=COPY_BELOW) or b""
     return log_.read(offset, max_bytes).records
-
-
 
 
 class Partition:

@@ -16,7 +16,7 @@ import crc32c
 
 from replication.checkpoints import PRIVATE_FILE_MODE
 from replication.control import marker_fields
-from replication.errors import CorruptIndexError
+from replication.errors import CorruptIndexError, StorageError
 from replication.index import OffsetIndex, TimeIndex
 from replication.producer_state import ProducerBatch
 from replication.records import (
@@ -479,6 +479,13 @@ class LogSegment:
                 break
             cut += length + LOG_OVERHEAD
         return start, cut, first_base
+
+    def read_at(self, position: int, size: int) -> bytes:
+        """``size`` bytes of the ``.log`` file at ``position`` (located by :meth:`extent`)."""
+        data = os.pread(self._fd, size, position)
+        if len(data) != size:
+            raise StorageError(f"{self.log_path}: {len(data)} of {size} bytes at {position}")
+        return data
 
     def duplicate_fd(self) -> int:
         """A new descriptor of the ``.log`` file: it stays valid after the segment is closed,

@@ -100,6 +100,7 @@ from broker.wire import response_module
 from coordinator.codecs import TopicPartition
 from kafkaclient.messages import build
 from replication.errors import OffsetOutOfRangeError, StorageError
+from replication.local_log import COPY_BELOW
 from replication.log import LogSlice
 from replication.partition import Partition, Role
 from replication.tiered import RemoteStorageError
@@ -178,7 +179,7 @@ def _read_one(ctx: RequestContext, want: Wanted, limit: int, min_one: bool) -> P
     bound = lso if want.committed else hw
     try:
         records = partition.log.read_slice(want.offset, min(want.max_bytes, limit), bound,
-                                           min_one=min_one)
+                                           min_one=min_one, copy_below=COPY_BELOW)
     except OffsetOutOfRangeError:  # the log moved under us (retention, truncation)
         now = partition.status()
         if now.log_start_offset <= want.offset < now.local_log_start_offset:
@@ -552,7 +553,7 @@ def _readable(ctx: RequestContext, wanted: list[Wanted], min_bytes: int, *,
             records = partition.log.read_slice(want.offset, want.max_bytes, bound)
         except StorageError:
             return True
-        if records is not None:
+        if isinstance(records, LogSlice):
             total += records.size
             records.close()
         if total >= min_bytes:

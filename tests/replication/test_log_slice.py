@@ -109,3 +109,31 @@ def test_a_whole_slice_holds_exactly_what_a_read_returns(tmp_path: Path) -> None
                 expected = log.read(offset, max_bytes, upto).records
                 got = sliced(log, offset, max_bytes, upto, whole=True)
                 assert (got or b"") == expected, (offset, max_bytes, upto)
+
+
+def test_a_region_under_copy_below_is_its_bytes_and_a_larger_one_a_slice(tmp_path: Path) -> None:
+    """A small fetch (a follower keeping up, a consumer at the tail) is copied, a pread, rather
+    than sent from the file: the same bytes either way, for every offset, budget, bound and
+    threshold, with no descriptor left to close; a region of copy_below bytes or more stays
+    a slice of the file."""
+    size = len(batch(3, value_size=50))
+    log = filled(tmp_path, batches=7, segment_bytes=3 * size)
+    for whole in (False, True):
+        for offset in range(log.log_end_offset):
+            for max_bytes in (0, size - 1, size, 2 * size + 10, 1 << 20):
+                for upto in (None, 9, 20):
+                    if upto is not None and upto < offset:
+                        continue
+                    expected = sliced(log, offset, max_bytes, upto, whole=whole)
+                    for below in (1, size, 2 * size + 1, 1 << 20):
+                        got = log.read_slice(offset, max_bytes, upto, whole=whole,
+                                             copy_below=below)
+                        where = (whole, offset, max_bytes, upto, below)
+                        if expected is None:
+                            assert got is None, where
+                        elif len(expected) < below:
+                            assert got == expected, where  # the bytes themselves
+                        else:
+                            assert got is not None and not isinstance(got, bytes), where
+                            assert got.read() == expected, where
+                            got.close()
