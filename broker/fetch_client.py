@@ -120,23 +120,35 @@ class FetchSessionState:
         """Whether the next fetch names every partition."""
         return self.id == INVALID_SESSION_ID or self.epoch == INITIAL_EPOCH
 
-    def delta(self, wanted: Sequence[PartitionFetch]
+    def delta(self, wanted: Sequence[PartitionFetch],
+              changed: Sequence[PartitionFetch] | None = None,
               ) -> tuple[list[PartitionFetch], list[TopicPartition]]:
         """What the next fetch sends: every partition of a full one; else the partitions
-        added or changed, and those to forget."""
+        added or changed, and those to forget. ``changed``: the caller's word that ``wanted``
+        names the partitions the last fetch named and that only these may differ from what
+        it asked (a follower's round on the partitions of the one before)."""
         if self.full:
             return list(wanted), []
         sent = self.sent
+        if changed is not None:
+            return [w for w in changed if (was := sent.get(w.tp)) is not w and was != w], []
         changed = [w for w in wanted if (was := sent.get(w.tp)) is not w and was != w]
         asked = {w.tp for w in wanted}
         return changed, [tp for tp in sent if tp not in asked]
 
-    def answered(self, session_id: int, wanted: Sequence[PartitionFetch]) -> None:
-        """The leader answered the fetch built for ``wanted`` with ``session_id``."""
+    def answered(self, session_id: int, wanted: Sequence[PartitionFetch],
+                 changed: Sequence[PartitionFetch] | None = None) -> None:
+        """The leader answered the fetch built for ``wanted`` (and ``changed``, as
+        :meth:`delta` took them) with ``session_id``."""
         if self.full:
             self.id = session_id
             self.epoch = next_epoch(INITIAL_EPOCH) if session_id != INVALID_SESSION_ID \
                 else INITIAL_EPOCH
+        elif changed is not None:
+            self.epoch = next_epoch(self.epoch)
+            for w in changed:
+                self.sent[w.tp] = w
+            return
         else:
             self.epoch = next_epoch(self.epoch)
         self.sent = {w.tp: w for w in wanted} if self.id != INVALID_SESSION_ID else {}
@@ -218,13 +230,17 @@ class NetworkFetchEndpoint:
         return self._fetch(replica_id, wanted, 0, None)[tp]
 
     def fetch_partitions(self, replica_id: int, wanted: Sequence[PartitionFetch], *,
-                         max_wait_ms: int | None = None) -> dict[TopicPartition, FetchResult]:
+                         max_wait_ms: int | None = None,
+                         changed: Sequence[PartitionFetch] | None = None,
+                         ) -> dict[TopicPartition, FetchResult]:
         """One Fetch request for ``wanted``, in the fetch session: a :class:`FetchResult` for
         each partition the leader had news of (an error code for every one when the fetch
-        failed); a partition left out had nothing new."""
+        failed); a partition left out had nothing new. ``changed``: see
+        :meth:`FetchSessionState.delta` (an incremental fetch then costs what changed, not
+        what the session holds)."""
         wait = self.max_wait_ms if max_wait_ms is None else max_wait_ms
         with self._session_lock:
-            results = self._fetch(replica_id, wanted, wait, self.session)
+            results = self._fetch(replica_id, wanted, wait, self.session, changed)
             if results is _SESSION_LOST:  # the leader lost the session: a full fetch now
                 results = self._fetch(replica_id, wanted, wait, self.session)
         if results is _SESSION_LOST:
@@ -232,7 +248,9 @@ class NetworkFetchEndpoint:
         return results
 
     def _fetch(self, replica_id: int, wanted: Sequence[PartitionFetch], wait: int,
-               session: FetchSessionState | None) -> dict[TopicPartition, FetchResult]:
+               session: FetchSessionState | None,
+               changed: Sequence[PartitionFetch] | None = None,
+               ) -> dict[TopicPartition, FetchResult]:
         """One Fetch request, in ``session`` (None: without one, at the final epoch)."""
         try:
             version = self.fetch_version()
@@ -243,7 +261,7 @@ class NetworkFetchEndpoint:
             if version < FIRST_FETCH_WITH_SESSIONS:
                 session = None
             full = session is None or session.full
-            request = self._fetch_request(version, replica_id, wanted, wait, session)
+            request = self._fetch_request(version, replica_id, wanted, wait, session, changed)
             response = self.connection.call(request, self._timeout + wait / 1000)
         except BrokerUnreachable as exc:
             log.debug("fetch from leader %d failed: %s", self.leader_id, exc)
@@ -263,7 +281,7 @@ class NetworkFetchEndpoint:
                 session.reset()
             return self._all(wanted, error)
         if session is not None:
-            session.answered(response.session_id, wanted)
+            session.answered(response.session_id, wanted, changed)
         results: dict[TopicPartition, FetchResult] = {}
         for topic in response.responses:
             for p in topic.partitions:
@@ -274,14 +292,15 @@ class NetworkFetchEndpoint:
         return results
 
     def _fetch_request(self, version: int, replica_id: int, wanted: Sequence[PartitionFetch],
-                       wait_ms: int, session: FetchSessionState | None) -> Any:
+                       wait_ms: int, session: FetchSessionState | None,
+                       changed: Sequence[PartitionFetch] | None = None) -> Any:
         cls = request_schema(FETCH, version)
         module = _module_of(cls)
         forget: list[TopicPartition] = []
         if session is None:
             session_id, epoch, send = INVALID_SESSION_ID, FINAL_EPOCH, wanted
         else:
-            send, forget = session.delta(wanted)
+            send, forget = session.delta(wanted, changed)
             session_id, epoch = session.id, session.epoch
         forgotten: dict[str, list[int]] = {}
         for tp in forget:

@@ -26,6 +26,15 @@ truncates by the same decision an OffsetsForLeaderEpoch answer gets, then fetche
 asks again, with the epoch now last). Against an older leader, and whenever an answer shows the
 log diverged otherwise, the rounds run as above.
 
+A leader's fetcher thread makes a full round, over every partition it follows from that
+leader, and then rounds on the partitions that round found, each building again only the
+fetches of the partitions the previous answer carried (:class:`_Round`; with a fetch
+session, the request names only those that moved): an idle partition costs a round nothing.
+Kafka's fetcher builds every partition's fetch each round. A partition added, removed or
+truncating, or a throttle with a rate, brings a full round, and so does a second passed
+(:data:`SWEEP_SECONDS`): a log start moved by this broker's retention, which no answer
+carries, reaches the leader within it.
+
 A partition of a tiered topic (KIP-405) whose fetch offset lies below the leader's local log
 start is answered OFFSET_MOVED_TO_TIERED_STORAGE: the fetcher then has ``remote_aux`` build
 the state below the leader's local log start from remote storage
@@ -38,6 +47,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -104,6 +114,36 @@ class _Worker:
         self.thread: threading.Thread | None = None
 
 
+SWEEP_SECONDS = 1.0
+"""How long a leader's fetcher goes on the partitions its last full round found (a
+:class:`_Round`) before it looks at every one of them again."""
+
+
+class _Round:
+    """A leader's partitions as a full round found them, fetched again as they are by the
+    rounds after it (:meth:`ReplicaFetcher._quick_round`), each of which builds again only
+    what the previous answer touched. What else moves a partition's fetch is seen by the next
+    full round: a partition added, removed or following a new leader or epoch (the fetcher's
+    ``version``), a truncation, the throttle, and within :data:`SWEEP_SECONDS` anything else
+    (a log start moved by this broker's retention)."""
+
+    __slots__ = ("endpoint", "index", "on_fetch", "ready", "swept", "touched", "version",
+                 "wanted")
+
+    def __init__(self, endpoint: FetchEndpoint, on_fetch: bool, version: int,
+                 ready: list[tuple[TopicPartition, _State, Partition]],
+                 wanted: list[PartitionFetch]) -> None:
+        self.endpoint = endpoint
+        self.on_fetch = on_fetch
+        self.version = version
+        self.ready = ready
+        self.wanted = wanted
+        self.index = {tp: i for i, (tp, _s, _p) in enumerate(ready)}
+        self.touched: list[int] = []
+        """Positions in ``ready`` of the partitions the last answer carried."""
+        self.swept = time.monotonic()
+
+
 class ReplicaFetcher:
     """Fetches every partition broker ``broker_id`` follows from its leader."""
 
@@ -134,6 +174,9 @@ class ReplicaFetcher:
         self._config = config
         self._lock = threading.Lock()
         self._states: dict[TopicPartition, _State] = {}
+        self._version = 0
+        """Moved on by every change to ``_states``: a :class:`_Round` of another is stale."""
+        self._rounds: dict[int, _Round] = {}
         self._workers: dict[int, _Worker] = {}
         self._stopping = threading.Event()
         self._started = False
@@ -152,12 +195,14 @@ class ReplicaFetcher:
         """Follow ``leader`` at ``leader_epoch``: truncation first, then fetching."""
         with self._lock:
             self._states[tp] = _State(leader, leader_epoch)
+            self._version += 1
             worker = self._worker(leader)
         worker.wake.set()
 
     def remove_partition(self, tp: TopicPartition) -> None:
         with self._lock:
             self._states.pop(tp, None)
+            self._version += 1
 
     def follow(self, tp: TopicPartition, leader: int, leader_epoch: int) -> None:
         """The local replica's leader or leader epoch changed: truncate again before fetching
@@ -189,7 +234,12 @@ class ReplicaFetcher:
     def _run_round(self, leader: int | None) -> tuple[int, bool]:
         """:meth:`run_once`, and whether a leader answered a batched fetch without errors:
         such a fetch already waited on the leader (a long poll), so no backoff follows it."""
+        if leader is not None:
+            quick = self._quick_round(leader)
+            if quick is not None:
+                return quick
         with self._lock:
+            version = self._version
             states = [(tp, s) for tp, s in self._states.items()
                       if leader is None or s.leader == leader]
         by_leader: dict[int, list[tuple[TopicPartition, _State]]] = {}
@@ -202,14 +252,18 @@ class ReplicaFetcher:
                 continue
             if self._started:
                 self._subscribe(leader_id, endpoint)
-            moved, answered = self._round(endpoint, items)
+            moved, answered = self._round(endpoint, items, version)
             progress += moved
             polled = polled or answered
         return progress, polled
 
-    def _round(self, endpoint: FetchEndpoint, items: list[tuple[TopicPartition, _State]]
-               ) -> tuple[int, bool]:
+    def _round(self, endpoint: FetchEndpoint, items: list[tuple[TopicPartition, _State]],
+               version: int = -1) -> tuple[int, bool]:
+        """One leader's round over ``items`` (every partition it leads here, as the states
+        were at the fetcher's ``version``)."""
         on_fetch = bool(getattr(endpoint, "truncates_on_fetch", False))
+        leader = items[0][1].leader if items else -1
+        self._rounds.pop(leader, None)
         progress = 0
         ready: list[tuple[TopicPartition, _State, Partition]] = []
         for tp, state in items:
@@ -223,6 +277,9 @@ class ReplicaFetcher:
                     continue
                 progress += 1
             ready.append((tp, state, partition))
+        # every partition fetched, none held by the throttle: the rounds after this one may
+        # go on these (the throttle's byte budget changes from round to round)
+        settled = len(ready) == len(items) and not self._throttling()
         if self.quota is not None and self.quota.exceeded():
             ready = [r for r in ready if not self._throttles(r[0], r[1])]
         if not ready:
@@ -232,35 +289,91 @@ class ReplicaFetcher:
             for tp, state, partition in ready:
                 progress += self._fetch(tp, state, partition, endpoint)
             return progress, False
-        wanted = []
-        for tp, state, partition in ready:
-            last = self._last_fetched_epoch(partition) if on_fetch else -1
-            want, max_bytes, start = state.want, self._max_bytes(tp, state), \
-                partition.log.log_start_offset
-            if (want is None or want.fetch_offset != state.fetch_offset
-                    or want.leader_epoch != state.leader_epoch
-                    or want.last_fetched_epoch != last or want.max_bytes != max_bytes
-                    or want.log_start_offset != start):
-                # the same object round after round while nothing moved: the session's
-                # delta sees it unchanged at a glance
-                want = state.want = PartitionFetch(
-                    tp=tp, fetch_offset=state.fetch_offset, leader_epoch=state.leader_epoch,
-                    last_fetched_epoch=last, max_bytes=max_bytes, log_start_offset=start)
-            wanted.append(want)
+        wanted = [self._want(tp, state, partition, on_fetch) for tp, state, partition in ready]
         self.fetch_requests += 1
         results = fetch_partitions(self.broker_id, wanted)
+        kept = _Round(endpoint, on_fetch, version, ready, wanted) \
+            if settled and version >= 0 and leader >= 0 else None
+        moved, answered = self._answered(endpoint, results, ready, wanted, kept)
+        if kept is not None:
+            self._rounds[leader] = kept
+        return progress + moved, answered
+
+    def _want(self, tp: TopicPartition, state: _State, partition: Partition,
+              on_fetch: bool) -> PartitionFetch:
+        """What the next fetch asks of ``tp``: the same object as last time while nothing
+        moved (the session's delta sees it unchanged at a glance)."""
+        last = self._last_fetched_epoch(partition) if on_fetch else -1
+        want, max_bytes, start = state.want, self._max_bytes(tp, state), \
+            partition.log.log_start_offset
+        if (want is None or want.fetch_offset != state.fetch_offset
+                or want.leader_epoch != state.leader_epoch
+                or want.last_fetched_epoch != last or want.max_bytes != max_bytes
+                or want.log_start_offset != start):
+            want = state.want = PartitionFetch(
+                tp=tp, fetch_offset=state.fetch_offset, leader_epoch=state.leader_epoch,
+                last_fetched_epoch=last, max_bytes=max_bytes, log_start_offset=start)
+        return want
+
+    def _answered(self, endpoint: FetchEndpoint, results: Mapping[TopicPartition, FetchResult],
+                  ready: list[tuple[TopicPartition, _State, Partition]],
+                  wanted: list[PartitionFetch], kept: _Round | None) -> tuple[int, bool]:
+        """Each partition the leader answered (a fetch session answers only those with news),
+        handled; with ``kept``, their positions noted in it."""
         # A leader that held the request (a long poll) waited already; with no wait at the
         # leader (replica.fetch.wait.max.ms 0) an empty answer backs off as usual.
         answered = bool(getattr(endpoint, "long_polls", True))
-        for (tp, state, partition), want in zip(ready, wanted, strict=True):
-            result = results.get(tp)
-            if result is None:  # nothing new (a fetch session answers only what changed)
+        progress = 0
+        index = kept.index if kept is not None else {tp: i for i, (tp, _s, _p) in enumerate(ready)}
+        for key, result in results.items():
+            i = index.get(key)
+            if i is None:
+                continue
+            tp, state, partition = ready[i]
+            if kept is not None and self._partitions(tp) is not partition:
+                kept.version = -1  # the replica changed since the full round: another one
                 continue
             if result.error != ErrorCode.NONE:
                 answered = False
-            progress += self._handle(tp, state, partition, result, want.last_fetched_epoch,
+            progress += self._handle(tp, state, partition, result, wanted[i].last_fetched_epoch,
                                      endpoint)
+            if kept is not None:
+                kept.touched.append(i)
         return progress, answered
+
+    def _quick_round(self, leader: int) -> tuple[int, bool] | None:
+        """A round on the partitions of the leader's last full round (:class:`_Round`), each
+        fetched as it was asked for but those its answer touched, which are built again; None
+        when a full round must run instead."""
+        kept = self._rounds.get(leader)
+        if kept is None:
+            return None
+        endpoint = self.transport.get(leader)
+        if (kept.version != self._version or endpoint is not kept.endpoint
+                or time.monotonic() - kept.swept >= SWEEP_SECONDS or self._throttling()
+                or bool(getattr(endpoint, "truncates_on_fetch", False)) != kept.on_fetch):
+            del self._rounds[leader]
+            return None
+        changed = []
+        for i in kept.touched:
+            tp, state, partition = kept.ready[i]
+            if state.truncating:
+                del self._rounds[leader]
+                return None
+            want = kept.wanted[i] = self._want(tp, state, partition, kept.on_fetch)
+            changed.append(want)
+        kept.touched = []
+        if self._started:
+            self._subscribe(leader, endpoint)
+        self.fetch_requests += 1
+        results = endpoint.fetch_partitions(  # type: ignore[attr-defined]
+            self.broker_id, kept.wanted, changed=changed)
+        return self._answered(endpoint, results, kept.ready, kept.wanted, kept)
+
+    def _throttling(self) -> bool:
+        """Whether the follower's replication throttle has a rate (its byte budget, and so a
+        throttled partition's fetch size, changes from round to round)."""
+        return self.quota is not None and self.quota.rate is not None
 
     def _throttles(self, tp: TopicPartition, state: _State) -> bool:
         """Whether the follower throttle applies to ``tp``: named throttled and behind."""
