@@ -65,8 +65,10 @@ def create(trio: DeletingTrio, topic: str, **config: str) -> None:
 
 
 def produce(trio: DeletingTrio, topic: str, count: int) -> None:
+    # one record a batch; idempotent, so that a record retried (a leader not yet serving the
+    # new topic) keeps its place: the test reads the values back by offset
     producer = ck.Producer({"bootstrap.servers": trio.bootstrap, "acks": "all",
-                            "linger.ms": 0, "batch.size": 150})  # one record a batch
+                            "linger.ms": 0, "batch.size": 150, "enable.idempotence": True})
     for i in range(count):
         producer.produce(topic, value=f"{i:03d}".encode() * 33, key=str(i).encode())
     assert producer.flush(60) == 0
