@@ -137,3 +137,63 @@ def test_a_region_under_copy_below_is_its_bytes_and_a_larger_one_a_slice(tmp_pat
                             assert got is not None and not isinstance(got, bytes), where
                             assert got.read() == expected, where
                             got.close()
+
+
+def _every_read(log: Log) -> list[object]:
+    out: list[object] = []
+    for offset in range(log.log_start_offset, log.log_end_offset + 1):
+        for whole in (False, True):
+            for max_bytes, upto in ((1, None), (700, None), (1 << 20, None), (1 << 20, 150)):
+                if upto is not None and upto < offset:
+                    continue
+                out.append(sliced(log, offset, max_bytes, upto, whole=whole))
+    return out
+
+
+def test_the_batches_appended_last_are_found_as_the_headers_would_find_them(
+        tmp_path: Path) -> None:
+    """A segment keeps where its last appended batches lie, so that a read at the log end
+    reads no batch header; every read finds what a segment opened afresh (which knows none of
+    them and walks the headers) finds, after many appends, a truncation, and appends after
+    it."""
+    log = Log.open(tmp_path / "t-0", config=LogConfig(segment_bytes=1 << 20,
+                                                      index_interval_bytes=4096))
+    for i in range(300):  # one record a batch, and some of three: more than it keeps
+        log.append_as_leader(batch(1 + (i % 7 == 0) * 2, value_size=40), leader_epoch=0)
+    kept = _every_read(log)
+    log.close()
+    reopened = Log.open(tmp_path / "t-0", config=LogConfig(segment_bytes=1 << 20,
+                                                           index_interval_bytes=4096))
+    assert _every_read(reopened) == kept
+    for i in range(20):
+        reopened.append_as_leader(batch(2, value_size=40), leader_epoch=0)
+    reopened.truncate_to(reopened.log_end_offset - 25)  # inside the batches it keeps
+    for i in range(10):
+        reopened.append_as_leader(batch(1, value_size=40), leader_epoch=0)
+    after = _every_read(reopened)
+    reopened.close()
+    again = Log.open(tmp_path / "t-0", config=LogConfig(segment_bytes=1 << 20,
+                                                        index_interval_bytes=4096))
+    assert _every_read(again) == after
+    again.close()
+
+
+def test_a_read_at_the_log_end_reads_no_batch_header(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    log = filled(tmp_path, batches=200, segment_bytes=1 << 20)
+    end = log.log_end_offset
+    reads: list[int] = []
+    pread = os.pread
+
+    def counting(fd: int, n: int, offset: int) -> bytes:
+        reads.append(n)
+        return pread(fd, n, offset)
+
+    monkeypatch.setattr(os, "pread", counting)
+    s = log.read_slice(end - 3, 1 << 20, whole=True)  # a follower a batch behind
+    assert s is not None and s.size == len(batch(3, value_size=50))
+    s.close()
+    assert log.read_slice(end, 1 << 20, whole=True) is None  # caught up
+    assert reads == []
