@@ -19,7 +19,6 @@ from typing import Any
 
 import confluent_kafka as ck
 import pytest
-from confluent_kafka.admin import AdminClient
 from kio.schema.errors import ErrorCode
 
 import coordinator
@@ -67,14 +66,22 @@ def mixed(zookeeper_server: Server, tmp_path_factory: pytest.TempPathFactory
                                                          VERIFIED: [3, 1, 2]})
         finally:
             store.close()
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        m = request_module(3, 12)
+        metadata = request(3, 12, topics=(m.MetadataRequestTopic(topic_id=None, name=TOPIC),),
+                           allow_auto_topic_creation=False,
+                           include_topic_authorized_operations=False)
 
-        def led() -> bool:
-            meta = admin.list_topics(TOPIC, timeout=10).topics[TOPIC]
-            return meta.error is None and {p: m.leader for p, m in meta.partitions.items()} \
-                == {UNVERIFIED: 1, VERIFIED: 3}
+        def led(broker: LaunchedBroker) -> bool:
+            with RawClient(broker.address, timeout=10) as client:
+                (topic,) = client.call(metadata).topics
+            return topic.error_code == ErrorCode.none and {
+                p.partition_index: p.leader_id for p in topic.partitions} == {
+                UNVERIFIED: 1, VERIFIED: 3}
 
-        wait_until(led, timeout=60, interval=0.2, message=f"{TOPIC}'s leaders")
+        # every broker's own answer: a raw produce goes to a leader that may not have the
+        # topic yet when another broker's metadata already names it
+        wait_until(lambda: all(led(b) for b in cluster.brokers), timeout=60, interval=0.2,
+                   message=f"{TOPIC}'s leaders, as every broker has them")
         yield cluster
     finally:
         statuses = cluster.stop()
