@@ -165,10 +165,10 @@ def test_the_batches_appended_last_are_found_as_the_headers_would_find_them(
     reopened = Log.open(tmp_path / "t-0", config=LogConfig(segment_bytes=1 << 20,
                                                            index_interval_bytes=4096))
     assert _every_read(reopened) == kept
-    for i in range(20):
+    for _ in range(20):
         reopened.append_as_leader(batch(2, value_size=40), leader_epoch=0)
     reopened.truncate_to(reopened.log_end_offset - 25)  # inside the batches it keeps
-    for i in range(10):
+    for _ in range(10):
         reopened.append_as_leader(batch(1, value_size=40), leader_epoch=0)
     after = _every_read(reopened)
     reopened.close()
