@@ -144,13 +144,11 @@ class FetchSessionState:
             self.id = session_id
             self.epoch = next_epoch(INITIAL_EPOCH) if session_id != INVALID_SESSION_ID \
                 else INITIAL_EPOCH
-        elif changed is not None:
-            self.epoch = next_epoch(self.epoch)
-            for w in changed:
-                self.sent[w.tp] = w
-            return
         else:
             self.epoch = next_epoch(self.epoch)
+            if changed is not None:  # the others are as the session holds them
+                self.sent.update((w.tp, w) for w in changed)
+                return
         self.sent = {w.tp: w for w in wanted} if self.id != INVALID_SESSION_ID else {}
 
     def reset(self, *, gone: bool = False) -> None:

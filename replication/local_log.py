@@ -32,6 +32,8 @@ from replication.segment import (
 __all__ = ["COPY_BELOW", "SWAP_SUFFIX", "LocalLog", "ReadResult", "SegmentSettings"]
 
 SWAP_SUFFIX = ".swap"
+"""A cleaned segment file, complete and fsynced, taking the place of the segments it replaces
+(see :meth:`LocalLog.replace_segments`; the loader finishes an interrupted swap)."""
 COPY_BELOW = 16 << 10
 """The fetch reads (a follower's, a consumer's) a broker copies rather than sends from the
 file: a region under 16 KiB (a follower keeping up, a consumer at the tail) costs one
@@ -39,8 +41,6 @@ file: a region under 16 KiB (a follower keeping up, a consumer at the tail) cost
 costs a descriptor duplicated and closed, ``TCP_CORK`` set and cleared around the response,
 and a ``sendfile``, each a system call that lets the interpreter's lock go. Larger regions
 go by ``sendfile``, as Kafka sends every one."""
-"""A cleaned segment file, complete and fsynced, taking the place of the segments it replaces
-(see :meth:`LocalLog.replace_segments`; the loader finishes an interrupted swap)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

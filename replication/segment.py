@@ -11,6 +11,7 @@ import os
 import struct
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
+from operator import itemgetter
 from pathlib import Path
 
 import crc32c
@@ -56,6 +57,7 @@ _PRODUCER = struct.Struct(">qi9xhi8xqqhi")
 _MIN_BATCH_LENGTH = BATCH_OVERHEAD - LOG_OVERHEAD
 _RECOVERY_CHUNK = 8 << 20
 _TAIL_BATCHES = 64  # the last batches appended a segment keeps where they lie
+_LAST = itemgetter(3)
 _HEADER_WINDOW = 64 << 10
 MAX_RELATIVE_OFFSET = (1 << 31) - 1
 
@@ -137,7 +139,6 @@ class LogSegment:
         # (position, size, base, last offset) of the last batches appended, to the file's end
         # (none until an append after opening, truncating or recovering): no header reads
         self._tail: list[tuple[int, int, int, int]] = []
-        self._tail_lasts: list[int] = []
         self._fd = -1
         self.offset_index: OffsetIndex
         self.time_index: TimeIndex
@@ -340,7 +341,6 @@ class LogSegment:
         for pos, size, base, last_delta, _epoch, max_ts, _pid in batches:
             last_offset = base + last_delta
             self._tail.append((start + pos, size, base, last_offset))
-            self._tail_lasts.append(last_offset)
             if max_ts > self.max_timestamp:
                 self.max_timestamp, self.offset_of_max_timestamp = max_ts, last_offset
             if self._bytes_since_index > interval:
@@ -351,8 +351,8 @@ class LogSegment:
         if self.first_batch_timestamp is None:
             self.first_batch_timestamp = batches[0][5]
         self.size = start + len(data)
-        if len(self._tail_lasts) > 2 * _TAIL_BATCHES:
-            del self._tail[:-_TAIL_BATCHES], self._tail_lasts[:-_TAIL_BATCHES]
+        if len(self._tail) > 2 * _TAIL_BATCHES:
+            del self._tail[:-_TAIL_BATCHES]
         self.next_offset = batches[-1][2] + batches[-1][3] + 1
 
     def flush(self) -> None:
@@ -401,9 +401,9 @@ class LogSegment:
     def _find(self, offset: int) -> tuple[int, int, int, int] | None:
         """(position, size, base offset, last offset) of the first batch ending at or after
         ``offset``: among the last appended, or by the index and a short scan of headers."""
-        lasts = self._tail_lasts
-        if lasts and offset >= self._tail[0][2]:
-            return self._tail[bisect_left(lasts, offset)] if offset <= lasts[-1] else None
+        tail = self._tail
+        if tail and offset >= tail[0][2]:
+            return tail[bisect_left(tail, offset, key=_LAST)] if offset <= tail[-1][3] else None
         pos = self.offset_index.lookup(offset)
         fd, end, unpack = self._fd, self.size, _PREFIX.unpack
         while pos < end:
@@ -573,7 +573,7 @@ class LogSegment:
                 os.ftruncate(self._fd, self.size)
             return 0
         pos, _size, new_next, _last = found
-        self._tail, self._tail_lasts = [], []
+        self._tail = []
         removed = self.size - pos
         os.ftruncate(self._fd, pos)
         self.size = pos
@@ -618,7 +618,7 @@ class LogSegment:
         end, _damaged, _first = self._walk(
             limit=self.base_offset + MAX_RELATIVE_OFFSET, keep_damaged=False,
             on_epoch=on_epoch, on_producer=on_producer)
-        self._tail, self._tail_lasts = [], []
+        self._tail = []
         truncated = os.fstat(fd).st_size - end
         if truncated:
             os.ftruncate(fd, end)
