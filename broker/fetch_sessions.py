@@ -14,8 +14,8 @@ When the cache has room (``max.incremental.fetch.session.cache.slots``), the ans
 new session id, and from then on the fetcher sends only what changed: the partitions it adds or whose fetch
 position, epoch, log start or size changed, and the ones it drops (``forgotten_topics_data``),
 with the epoch counting up (1, 2, ... wrapping from 2**31 - 1 to 1). The broker reads every
-partition of the session on each fetch, as before, but answers only the partitions with
-something to say: records, a high watermark or log start offset that moved since the session
+partition of a consumer's session on each fetch, as before (a follower's: those that moved,
+``broker.apis.fetch_follower``), but answers only the partitions with something to say: records, a high watermark or log start offset that moved since the session
 last told it, an error, or a diverging epoch. An idle partition then costs no bytes either way,
 and nothing to encode or decode.
 
@@ -129,6 +129,9 @@ class CachedPartition:
     quiet_read: Any = None
     """The read a fetch answers for it while ``quiet`` holds (``broker.apis.fetch_session``'s
     ``PartitionRead``, built once per stamp)."""
+    rank: int = 0
+    """Its place in the session's order (the session's count when it was added or last
+    moved to the end): a follower's fetch reads its partitions by rank."""
 
     @classmethod
     def asked(cls, want: Wanted, *, high_watermark: int = -1, log_start_offset: int = -1,
@@ -157,14 +160,39 @@ class CachedPartition:
 class SessionView:
     """What a fetch reads of a session (``broker.apis.fetch_session``): built with these
     topic ``names`` (None: the session names topics), read_committed or not, its partitions
-    in order as read (``wanted``) and as cached, and, once a fetch of it is parked, where
-    each partition is in ``wanted``."""
+    as read (``wanted``) and as cached, in the session's order when built, and where each
+    partition is in them (by key in ``index``; by topic partition in ``positions``, the keys
+    a parked fetch watches, made when first asked).
+
+    A follower's fetch keeps more here (``broker.apis.fetch_follower``): the reads its last
+    answer was made of, the positions of the partitions every fetch must read (``loud``:
+    their last read was not quiet), the purgatory's count of moves it has looked at
+    (``seen``), and when it last checked every partition (``swept_ms``)."""
 
     names: object
     committed: bool
     wanted: list[Wanted]
     cached: list[CachedPartition]
+    index: dict[PartitionKey, int]
     positions: dict[Hashable, list[int]] | None = None
+    reads: list[Any] | None = None
+    loud: set[int] = field(default_factory=set)
+    seen: int = -1
+    starts: int = -1
+    """``LogRetention.start_moves`` when ``seen`` was counted."""
+    swept_ms: int = 0
+    ranked: int = -1
+    """The session's count of moves to the end when ``order`` was made."""
+    order: list[int] | None = None
+    """The positions by rank (the session's order now)."""
+
+    def by_rank(self, ranked: int) -> list[int]:
+        """Every position, in the session's order now (``ranked``: its count of moves)."""
+        if self.order is None or self.ranked != ranked:
+            cached = self.cached
+            self.order = sorted(range(len(cached)), key=lambda i: cached[i].rank)
+            self.ranked = ranked
+        return self.order
 
 
 @dataclass(slots=True, eq=False)
@@ -180,18 +208,32 @@ class FetchSession:
     epoch: int = 1
     partitions: dict[PartitionKey, CachedPartition] = field(default_factory=dict)
     view: SessionView | None = None
-    """What a fetch reads of the session, kept while its partitions stay as they are (a
-    follower's idle fetch names none)."""
+    """What a fetch reads of the session, kept while the same partitions are in it (a
+    follower's idle fetch names none; one that moves a partition's position names that one,
+    and its view is updated in place)."""
+    ranks: int = 0
+    """How many ranks were given (:attr:`CachedPartition.rank`)."""
+    moved: int = 0
+    """How many times a partition went to the end."""
+
+    def __post_init__(self) -> None:
+        for part in self.partitions.values():
+            part.rank = self.ranks
+            self.ranks += 1
 
     def update(self, changed: Iterable[tuple[PartitionKey, CachedPartition]],
-               forgotten: Iterable[PartitionKey]) -> None:
+               forgotten: Iterable[PartitionKey]) -> list[PartitionKey]:
         """An incremental fetch's partitions: added, or their request fields replaced; then the
-        forgotten ones removed."""
+        forgotten ones removed. Returns the keys of those replaced (added or forgotten ones
+        drop the view, replaced ones are for the caller to update in it)."""
         parts = self.partitions
+        replaced = []
         for key, asked in changed:
-            self.view = None
             known = parts.get(key)
             if known is None:
+                self.view = None
+                asked.rank = self.ranks
+                self.ranks += 1
                 parts[key] = asked
             else:
                 known.fetch_offset = asked.fetch_offset
@@ -200,16 +242,23 @@ class FetchSession:
                 known.last_fetched_epoch = asked.last_fetched_epoch
                 known.fetcher_log_start = asked.fetcher_log_start
                 known.quiet = known.want = known.quiet_read = None
+                replaced.append(key)
         for key in forgotten:
-            self.view = None
-            parts.pop(key, None)
+            if parts.pop(key, None) is not None:
+                self.view = None
+        return replaced
 
     def to_end(self, key: PartitionKey) -> None:
-        """Move a partition that returned records behind the others."""
+        """Move a partition that returned records behind the others. A consumer's view is
+        made again in the new order; a follower's keeps its positions and reads by rank."""
         part = self.partitions.pop(key, None)
         if part is not None:
             self.partitions[key] = part
-            self.view = None
+            part.rank = self.ranks
+            self.ranks += 1
+            self.moved += 1
+            if not self.privileged:
+                self.view = None
 
 
 class FetchSessionCache:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Container, Hashable, Iterable
 
 __all__ = ["Delayed", "Purgatory", "delete_records_key"]
 
@@ -22,6 +22,9 @@ log = logging.getLogger(__name__)
 
 ALL = object()
 """Wakes every parked operation (leadership or metadata changed)."""
+MOVES_KEPT = 4096
+"""How many of the last wakes the purgatory keeps for :meth:`Purgatory.moved_since` (at
+least; half as many again before it drops the older half)."""
 
 
 def delete_records_key(tp: Hashable) -> Hashable:
@@ -35,7 +38,7 @@ class Delayed:
     answers it, exactly once, on a successful check or at the deadline. ``check_key(key)``,
     when given, is the check of a wake of that one key: what changed for ``key`` alone."""
 
-    __slots__ = ("_check", "_check_key", "_complete", "_timer", "done", "keys")
+    __slots__ = ("_check", "_check_key", "_complete", "_timer", "done", "keys", "scan")
 
     def __init__(self, keys: tuple[Hashable, ...], check: Callable[[], bool],
                  complete: Callable[[], None],
@@ -46,29 +49,48 @@ class Delayed:
         self._complete = complete
         self._timer: asyncio.TimerHandle | None = None
         self.done = False
+        self.scan: Container[Hashable] | None = None
 
 
 class Purgatory:
     """Operations watched by keys (topic partitions), completed when woken and able to, or
-    when their timeout fires."""
+    when their timeout fires.
+
+    It also keeps the keys of its last wakes, counted (:meth:`moved_since`): a follower's
+    fetch session looks there for the partitions that moved since its last fetch, rather
+    than at every partition it holds."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._watchers: dict[Hashable, set[Delayed]] = {}
+        self._scanning: dict[Delayed, None] = {}
+        """Operations whose keys are a container each wake asks (:meth:`park`'s ``scan``)."""
         self._pending_wakes: set[object] = set()
         self._wake_lock = threading.Lock()
+        self._moves: list[object] = []
+        self._moves_base = 0
+        """The count of the wake at ``_moves[0]``."""
+        self._all_at = -1
+        """The count of the last wake of every operation."""
 
     def __len__(self) -> int:
-        return len({op for ops in self._watchers.values() for op in ops})
+        return len({op for ops in self._watchers.values() for op in ops} | set(self._scanning))
 
     def park(self, keys: Iterable[Hashable], timeout: float, check: Callable[[], bool],
              complete: Callable[[], None], *,
-             check_key: Callable[[Hashable], bool] | None = None) -> Delayed:
+             check_key: Callable[[Hashable], bool] | None = None,
+             scan: Container[Hashable] | None = None) -> Delayed:
         """Watch ``keys`` for ``op``; it completes by ``timeout`` seconds at the latest. The
         caller has checked once already (Kafka's tryCompleteElseWatch). With ``check_key``, a
         wake of one key checks that key only (a fetch of a thousand partitions, one of them
-        appended to, looks at that one); a wake of every operation still runs ``check``."""
-        op = Delayed(tuple(keys), check, complete, check_key)
+        appended to, looks at that one); a wake of every operation still runs ``check``.
+        With ``scan`` instead of ``keys``, every wake asks whether its key is in ``scan``
+        (a follower's fetch of a session of many partitions parks without adding itself to
+        a set per partition, and without taking itself out of them when done)."""
+        op = Delayed(() if scan is not None else tuple(keys), check, complete, check_key)
+        if scan is not None:
+            op.scan = scan
+            self._scanning[op] = None
         watchers = self._watchers
         for key in op.keys:
             ops = watchers.get(key)
@@ -85,6 +107,8 @@ class Purgatory:
         op.done = True
         if op._timer is not None:
             op._timer.cancel()
+        if op.scan is not None:
+            self._scanning.pop(op, None)
         watchers = self._watchers
         for key in op.keys:
             ops = watchers.get(key)
@@ -113,12 +137,41 @@ class Purgatory:
 
     def wake(self, key: Hashable) -> None:
         """Something changed for ``key``: parked operations watching it check again."""
+        self._moved(key)
         for op in list(self._watchers.get(key, ())):
             self._try(op, key)
+        if self._scanning:
+            for op in list(self._scanning):
+                if key in op.scan:  # type: ignore[operator]
+                    self._try(op, key)
 
     def wake_all(self) -> None:
-        for op in list({op for ops in self._watchers.values() for op in ops}):
+        self._all_at = self.moves
+        self._moved(ALL)
+        for op in list({op for ops in self._watchers.values() for op in ops}
+                       | set(self._scanning)):
             self._try(op)
+
+    @property
+    def moves(self) -> int:
+        """How many wakes there have been."""
+        return self._moves_base + len(self._moves)
+
+    def moved_since(self, count: int) -> list[object] | None:
+        """The keys woken since there had been ``count`` wakes (:attr:`moves`), with repeats;
+        None when every operation was woken since, or when they are no longer all kept."""
+        base = self._moves_base
+        if count < base or count <= self._all_at:
+            return None
+        return self._moves[count - base:]
+
+    def _moved(self, key: object) -> None:
+        moves = self._moves
+        moves.append(key)
+        if len(moves) >= MOVES_KEPT + MOVES_KEPT // 2:
+            dropped = len(moves) - MOVES_KEPT
+            del moves[:dropped]
+            self._moves_base += dropped
 
     def wake_threadsafe(self, key: Hashable = ALL) -> None:
         """:meth:`wake` (or, without a key, :meth:`wake_all`) from any thread; wakes of one key
@@ -143,5 +196,6 @@ class Purgatory:
 
     def complete_all(self) -> None:
         """Answer every parked operation now (the broker is stopping)."""
-        for op in list({op for ops in self._watchers.values() for op in ops}):
+        for op in list({op for ops in self._watchers.values() for op in ops}
+                       | set(self._scanning)):
             self._finish(op)

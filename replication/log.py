@@ -279,14 +279,14 @@ class Log(LogRetention, LogTransactions):
         (``remote.storage.enable``), else the first local offset, or later when records were
         deleted (DeleteRecords) inside the first local segment."""
         if not self.config.remote_storage_enable:
-            return max(self._log_start_offset, self._local.segments[0].base_offset)
-        return self._log_start_offset
+            return max(self._start, self._local.segments[0].base_offset)
+        return self._start
 
     @property
     def local_log_start_offset(self) -> int:
         """The first offset readable on local disk (Kafka's localLogStartOffset): the first
         local segment's base, or the log start when that is later."""
-        return max(self._local.segments[0].base_offset, self._log_start_offset)
+        return max(self._local.segments[0].base_offset, self._start)
 
     @property
     def recovery_point(self) -> int:

@@ -83,8 +83,12 @@ class LogRetention:
     _local: LocalLog
     _producers: ProducerStateManager
     _txn_index: TxnIndexes
-    _log_start_offset: int
+    _start: int
     _highest_remote_offset: int
+    start_moves = 0
+    """How many times a log start, or a first local segment, moved in this process (any
+    log's; read as ``LogRetention.start_moves``): a leader answering follower fetch
+    sessions looks at its partitions' log starts again only when it moves."""
     _truncated_to: int | None
 
     if TYPE_CHECKING:
@@ -98,6 +102,15 @@ class LogRetention:
 
         @property
         def local_log_start_offset(self) -> int: ...
+
+    @property
+    def _log_start_offset(self) -> int:
+        return self._start
+
+    @_log_start_offset.setter
+    def _log_start_offset(self, offset: int) -> None:
+        LogRetention.start_moves += 1
+        self._start = offset
 
     def _note_truncation(self, offset: int) -> None:
         if self._truncated_to is None or offset < self._truncated_to:
@@ -303,6 +316,7 @@ class LogRetention:
 
     def _drop_oldest_segments(self, count: int) -> None:
         """Delete the ``count`` oldest segments (never the active one; lock held)."""
+        LogRetention.start_moves += 1
         self._local.drop_oldest(count)
         self._producers.delete_snapshots_below(self._local.first_base)
         self._txn_index.delete_below(self._local.first_base)

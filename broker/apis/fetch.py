@@ -36,8 +36,9 @@ moved without a wake, such as a log start moved by retention, is told by the nex
 From version 7 a fetcher may keep an incremental fetch session (KIP-227,
 :mod:`broker.fetch_sessions`): a full fetch with epoch 0 opens one when the cache has room,
 and an incremental fetch names only the partitions that changed and those it drops. Every
-partition of the session is read (and, for a follower, its fetch recorded) on each fetch, as
-if named; the answer carries only the partitions with records, a moved high watermark or log
+partition of a consumer's session is read on each fetch, as if named (a follower's fetch
+looks at those that moved since its last answer: :mod:`broker.apis.fetch_follower`); the
+answer carries only the partitions with records, a moved high watermark or log
 start offset, an error or a diverging epoch. A session error (FETCH_SESSION_ID_NOT_FOUND,
 INVALID_FETCH_SESSION_EPOCH, FETCH_SESSION_TOPIC_ID_ERROR) answers no partitions and moves
 nothing; so does a parked fetch whose session another fetch moved on meanwhile.
@@ -76,25 +77,27 @@ import dataclasses
 import inspect
 import logging
 import uuid
-from collections.abc import Callable, Collection, Hashable, Mapping
+from collections.abc import Hashable, Mapping
 from concurrent.futures import Future
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from broker.apis.base import Api, Reply, RequestContext
+from broker.apis.fetch_follower import follower_fetch, readable
 from broker.apis.fetch_session import (
     FetchContext,
     PartitionRead,
     Wanted,
+    check_epoch,
+    close_reads,
+    leader_partition,
     open_context,
     replica_id_of,
 )
 from broker.apis.topic_ids import ensure_topic_ids
-from broker.fetch_sessions import CachedPartition
 from broker.metadata_cache import MetadataSnapshot
-from broker.purgatory import delete_records_key
 from broker.security.acls import Operation, ResourceType
 from broker.wire import response_module
 from coordinator.codecs import TopicPartition
@@ -102,7 +105,6 @@ from kafkaclient.messages import build
 from replication.errors import OffsetOutOfRangeError, StorageError
 from replication.local_log import COPY_BELOW
 from replication.log import LogSlice
-from replication.partition import Partition, Role
 from replication.tiered import RemoteStorageError
 
 if TYPE_CHECKING:
@@ -129,29 +131,6 @@ FOLLOWER_METRIC = "FetchFollower"
 counts them apart, never as ``Fetch``."""
 
 log = logging.getLogger(__name__)
-
-
-def check_epoch(current_leader_epoch: int, leader_epoch: int) -> ErrorCode:
-    """Kafka's check of a client's current leader epoch (-1: the client does not know it)."""
-    if current_leader_epoch < 0 or current_leader_epoch == leader_epoch:
-        return ErrorCode.none
-    if current_leader_epoch < leader_epoch:
-        return ErrorCode.fenced_leader_epoch
-    return ErrorCode.unknown_leader_epoch
-
-
-def leader_partition(ctx: RequestContext, tp: TopicPartition, leader_epoch: int
-            ) -> tuple[Partition | None, ErrorCode]:
-    partition = ctx.broker.replica_manager.partition(tp)
-    if partition is None:
-        known = ctx.broker.metadata.snapshot.contains(tp)
-        return None, (ErrorCode.not_leader_or_follower if known
-                      else ErrorCode.unknown_topic_or_partition)
-    role, epoch = partition.leading()
-    error = check_epoch(leader_epoch, epoch)
-    if error is ErrorCode.none and role is not Role.LEADER:
-        error = ErrorCode.not_leader_or_follower
-    return partition, error
 
 
 def _read_one(ctx: RequestContext, want: Wanted, limit: int, min_one: bool) -> PartitionRead:
@@ -221,13 +200,6 @@ def _close_unsent(future: Any) -> None:
             result.close()
 
 
-def _close(reads: list[PartitionRead]) -> None:
-    for read in reads:
-        if isinstance(read.records, LogSlice):
-            read.records.close()
-        read.records = None
-
-
 def _authorize_reads(ctx: RequestContext, wanted: list[Wanted]) -> list[Wanted]:
     """Marks the partitions of topics the consumer may not Read."""
     allowed: dict[str, bool] = {}
@@ -279,7 +251,8 @@ def _handle(ctx: RequestContext, request: Any, names: Mapping[uuid.UUID, str] | 
     if isinstance(use, ErrorCode):
         return _error_response(ctx, use)
     if replica_id >= 0:
-        return _follower_fetch(ctx, request, use, replica_id, max_bytes)
+        return follower_fetch(ctx, request, use, replica_id, max_bytes,
+                              lambda reads: _response(ctx, request, use, reads))
     wanted = use.wanted = _authorize_reads(ctx, use.wanted)
     reads = _read_all(ctx, wanted, max_bytes)
     if any(r.remote is not None for r in reads):
@@ -288,7 +261,7 @@ def _handle(ctx: RequestContext, request: Any, names: Mapping[uuid.UUID, str] | 
     if (max_wait <= 0 or not wanted or sum(r.size for r in reads) >= request.min_bytes
             or any(r.error is not ErrorCode.none for r in reads)):
         return _response(ctx, request, use, reads)
-    _close(reads)
+    close_reads(reads)
     return _park(ctx, request, use, max_bytes, max_wait)
 
 
@@ -328,7 +301,7 @@ async def _with_remote(ctx: RequestContext, request: Any, use: FetchContext,
     except asyncio.CancelledError:  # the connection went meanwhile
         for _want, _read, future in pending:
             future.add_done_callback(_close_unsent)
-        _close(reads)
+        close_reads(reads)
         raise
     unexpected: BaseException | None = None
     for (want, read, _future), result in zip(pending, results, strict=True):
@@ -344,221 +317,10 @@ async def _with_remote(ctx: RequestContext, request: Any, use: FetchContext,
         else:
             read.records = result or None
     if unexpected is not None:
-        _close(reads)
+        close_reads(reads)
         raise unexpected
-    _close([r for r in reads if r.error is not ErrorCode.none])  # no records with an error
+    close_reads([r for r in reads if r.error is not ErrorCode.none])  # no records with an error
     return _response(ctx, request, use, reads)
-
-
-# -- followers ---------------------------------------------------------------------------------
-
-
-def _follower_read(ctx: RequestContext, want: Wanted, replica_id: int, limit: int,
-                   update: bool) -> PartitionRead:
-    index = want.tp.partition
-    if want.unknown_id:
-        return PartitionRead(index=index, error=ErrorCode.unknown_topic_id)
-    partition, error = leader_partition(ctx, want.tp, want.leader_epoch)
-    if partition is None or error is not ErrorCode.none:
-        return PartitionRead(index=index, error=error)
-    hw_before = partition.high_watermark
-    result = ctx.broker.replica_manager.fetch(want.tp, want.offset, limit, replica_id,
-                                              want.leader_epoch, want.last_fetched_epoch,
-                                              update_state=update,
-                                              log_start_offset=want.log_start_offset,
-                                              as_slice=True)
-    if result.high_watermark > hw_before:
-        ctx.broker.purgatory.wake(want.tp)  # consumers parked on the HW may now read
-    if update:  # the follower's log start may have reached a DeleteRecords' offset
-        ctx.broker.purgatory.wake(delete_records_key(want.tp))
-    read = PartitionRead(index=index, error=ErrorCode(int(result.error)),
-                         high_watermark=result.high_watermark,
-                         log_start_offset=result.log_start_offset,
-                         records=result.records or None, quiet=result.quiet)
-    if result.diverging_epoch >= 0:
-        read.diverging = (result.diverging_epoch, result.diverging_end_offset)
-    return read
-
-
-def _quiet_read(want: Wanted, cached: CachedPartition) -> PartitionRead:
-    """The read of a session partition still as its last read found it (nothing to send):
-    made once per quiet stamp and kept with the session partition."""
-    quiet = cached.quiet
-    assert quiet is not None
-    read = cached.quiet_read
-    if read is None or read.quiet is not quiet:
-        read = cached.quiet_read = PartitionRead(
-            index=want.tp.partition, error=ErrorCode.none, high_watermark=quiet[2],
-            log_start_offset=quiet[3], quiet=quiet)
-    return read
-
-
-def _quiet_finder(ctx: RequestContext) -> Callable[[TopicPartition], Partition | None] | None:
-    """How :func:`_unchanged` finds the partitions of a fetch: None while the replica
-    manager is not running (every partition is then read)."""
-    rm = ctx.broker.replica_manager
-    return rm.partition if rm.running else None
-
-
-def _unchanged(find: Callable[[TopicPartition], Partition | None] | None, want: Wanted,
-               replica_id: int, cached: CachedPartition | None, update: bool,
-               now_ms: int | None = None) -> bool:
-    """Whether a session partition the follower did not name again, whose last read found
-    nothing (its quiet stamp), would find nothing now: then it is not read (and, with
-    ``update``, the fetch is recorded as caught up at ``now_ms``), as if read; the answer
-    is the same. ``find``: :func:`_quiet_finder`'s, looked up once per fetch."""
-    if find is None or cached is None or cached.quiet is None or want.unknown_id:
-        return False
-    partition = find(want.tp)
-    return partition is not None and partition.follower_unchanged(
-        replica_id, cached.quiet, update_state=update, now_ms=now_ms)
-
-
-class _FollowerReads(NamedTuple):
-    reads: list[PartitionRead]
-    size: int
-    """The bytes of records read, in all."""
-    urgent: bool
-    """A partition answered an error or a diverging epoch: the fetch is answered now."""
-
-
-def _follower_reads(ctx: RequestContext, wanted: list[Wanted], replica_id: int,
-                    max_bytes: int, cached: list[CachedPartition] | None, *,
-                    update: bool = True, earlier: list[PartitionRead] | None = None,
-                    stale: Collection[int] = ()) -> _FollowerReads:
-    """Every partition asked, in order, the request's byte budget shared (a partition read
-    once the budget is spent still returns its first batch: the follower's position moves
-    on every partition it asks about, as Kafka's does). A parked fetch completing reads
-    without ``update``: its fetch was recorded when it arrived, as Kafka's DelayedFetch does
-    (the follower may have stopped since, and must not rejoin an ISR by it), and it takes
-    its ``earlier`` reads (those of its arrival) of the partitions not ``stale`` (positions
-    in ``wanted``). ``cached``: an incremental fetch's session partitions, as ``wanted``
-    lists them; one whose last read found nothing (its quiet stamp) and that
-    :meth:`~replication.partition.Partition.follower_unchanged` finds the same is not read
-    (with ``update``, the fetch is recorded as caught up), as if read: the answer is the
-    same. This loop runs over every partition of a follower's session on every fetch."""
-    find = _quiet_finder(ctx) if cached is not None else None
-    now = ctx.broker.replica_manager.clock.now_ms()
-    left = max_bytes
-    urgent = False
-    reads = []
-    for i, want in enumerate(wanted):
-        part = cached[i] if cached is not None else None
-        if earlier is not None and i not in stale:
-            read = earlier[i]
-        elif part is not None and _unchanged(find, want, replica_id, part, update, now):
-            read = _quiet_read(want, part)
-        else:
-            read = _follower_read(ctx, want, replica_id, max(1, min(want.max_bytes, left)),
-                                  update)
-            if read.records is not None:
-                left -= len(read.records)
-            if read.error is not ErrorCode.none or read.diverging is not None:
-                urgent = True
-        reads.append(read)
-    return _FollowerReads(reads, max_bytes - left, urgent)
-
-
-def _follower_fetch(ctx: RequestContext, request: Any, use: FetchContext, replica_id: int,
-                    max_bytes: int) -> Any:
-    wanted, cached = use.wanted, use.cached
-    reads, size, urgent = _follower_reads(ctx, wanted, replica_id, max_bytes, cached)
-    max_wait = request.max_wait / timedelta(seconds=1)
-    if max_wait <= 0 or not wanted or size >= request.min_bytes or urgent:
-        return _response(ctx, request, use, reads)
-    rm = ctx.broker.replica_manager
-    # What the parked fetch reads again when it completes: a partition woken meanwhile (an
-    # append, a moved HW), one that had records (closed here) or that the leader's throttle
-    # held back. The others answer as they read on arrival: nothing changed them that a
-    # follower must hear of at once (a log start moved by retention is told by the next
-    # fetch), as if the answer had been made then and sent late. A wake of every operation
-    # (leadership changed) has them all read again.
-    held = {i for i, w in enumerate(wanted) if rm.leader_throttles(w.tp, replica_id)} \
-        if rm.leader_quota.rate is not None else set()  # (no rate: nothing is throttled)
-    stale = held | {i for i, r in enumerate(reads) if r.records is not None}
-    if size:
-        _close(reads)
-    positions = use.positions()
-    woken_all = False
-    answer: asyncio.Future = ctx.broker.loop.create_future()
-
-    def complete() -> None:
-        if not answer.done():
-            answer.set_result(_response(ctx, request, use, _follower_reads(
-                ctx, wanted, replica_id, max_bytes, cached, update=False,
-                earlier=None if woken_all else reads, stale=stale).reads))
-
-    def check() -> bool:
-        nonlocal woken_all
-        woken_all = True
-        return answer.done() or _readable(ctx, wanted, request.min_bytes, follower=True,
-                                          replica_id=replica_id, cached=cached)
-
-    def check_key(key: Hashable) -> bool:
-        at = positions.get(key, ())
-        stale.update(at)
-        if request.min_bytes > 1:  # the bytes of every partition count
-            return check()
-        return answer.done() or _readable(
-            ctx, [wanted[i] for i in at], 1, follower=True, replica_id=replica_id,
-            cached=[cached[i] for i in at] if cached is not None else None)
-
-    # A partition held back by the leader's throttle is readable again once the quota
-    # refills: the fetch waits no longer than that (appends do not tell it).
-    if held:
-        max_wait = min(max_wait, rm.leader_quota.wait_time())
-    ctx.broker.purgatory.park(positions, max_wait, check, complete, check_key=check_key)
-    return answer
-
-
-# -- long polls --------------------------------------------------------------------------------
-
-
-def _readable(ctx: RequestContext, wanted: list[Wanted], min_bytes: int, *,
-              follower: bool = False, replica_id: int = -1,
-              cached: list[CachedPartition] | None = None) -> bool:
-    """Kafka's DelayedFetch.tryComplete: enough bytes readable (below the HWs for a consumer,
-    below the log ends for a ``follower``), or a partition whose state changed (leadership,
-    epoch, offset out of range), which the fetcher must hear of now. A follower's partition
-    its leader throttles now (``replica_id``) counts as having nothing to read, and so does
-    a session partition still as its last read found it (``cached``)."""
-    total = 0
-    find = _quiet_finder(ctx) if cached is not None else None
-    for i, want in enumerate(wanted):
-        if want.unknown_id or want.denied:
-            return True
-        if cached is not None and _unchanged(find, want, replica_id, cached[i], False):
-            continue
-        partition, error = leader_partition(ctx, want.tp, want.leader_epoch)
-        if partition is None or error is not ErrorCode.none:
-            return True
-        status = partition.status()
-        if want.offset < status.log_start_offset or want.offset > status.log_end_offset:
-            return True
-        if follower and want.offset < status.local_log_start_offset:
-            return True  # OFFSET_MOVED_TO_TIERED_STORAGE, at once
-        if follower:
-            bound = status.log_end_offset
-        elif want.committed:
-            bound = partition.log.last_stable_offset(status.high_watermark)
-        else:
-            bound = status.high_watermark
-        if bound <= want.offset:
-            continue
-        if replica_id >= 0 and ctx.broker.replica_manager.leader_throttles(want.tp, replica_id):
-            continue  # nothing goes out to it until the leader's throttle allows
-        if min_bytes <= 1:
-            return True
-        try:
-            records = partition.log.read_slice(want.offset, want.max_bytes, bound)
-        except StorageError:
-            return True
-        if isinstance(records, LogSlice):
-            total += records.size
-            records.close()
-        if total >= min_bytes:
-            return True
-    return False
 
 
 def _park(ctx: RequestContext, request: Any, use: FetchContext, max_bytes: int,
@@ -572,12 +334,12 @@ def _park(ctx: RequestContext, request: Any, use: FetchContext, max_bytes: int,
             answer.set_result(_response(ctx, request, use, _read_all(ctx, wanted, max_bytes)))
 
     def check() -> bool:
-        return answer.done() or _readable(ctx, wanted, request.min_bytes)
+        return answer.done() or readable(ctx, wanted, request.min_bytes)
 
     def check_key(key: Hashable) -> bool:
         if request.min_bytes > 1:  # the bytes of every partition count
             return check()
-        return answer.done() or _readable(ctx, [wanted[i] for i in positions.get(key, ())], 1)
+        return answer.done() or readable(ctx, [wanted[i] for i in positions.get(key, ())], 1)
 
     ctx.broker.purgatory.park(positions, max_wait, check, complete, check_key=check_key)
     return answer
@@ -593,13 +355,13 @@ def _response(ctx: RequestContext, request: Any, use: FetchContext,
               reads: list[PartitionRead]) -> Any:
     answer = use.answer(ctx, reads)
     if isinstance(answer, ErrorCode):
-        _close(reads)
+        close_reads(reads)
         assert use.session is not None
         return _error_response(ctx, answer, use.session.id)
     session_id, wanted, sent = answer
     if len(sent) < len(reads):
         kept = {id(r) for r in sent}
-        _close([r for r in reads if r.records is not None and id(r) not in kept])
+        close_reads([r for r in reads if r.records is not None and id(r) not in kept])
     reads = sent
     version = ctx.api_version
     module = response_module(API_KEY, version)

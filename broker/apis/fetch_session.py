@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +33,7 @@ from broker.fetch_sessions import (
 )
 from coordinator.codecs import TopicPartition
 from replication.log import LogSlice
+from replication.partition import Partition, Role
 from replication.protocol import QuietStamp
 from replication.txn_index import AbortedTxn
 
@@ -44,8 +45,8 @@ if TYPE_CHECKING:
 
     from broker.apis.messages import FetchRequest
 
-__all__ = ["READ_COMMITTED", "FetchContext", "PartitionRead", "Wanted", "open_context",
-           "replica_id_of", "wanted_of"]
+__all__ = ["READ_COMMITTED", "FetchContext", "PartitionRead", "Wanted", "check_epoch",
+           "close_reads", "leader_partition", "open_context", "replica_id_of", "wanted_of"]
 
 READ_COMMITTED = 1
 
@@ -77,6 +78,37 @@ class PartitionRead:
     @property
     def size(self) -> int:
         return len(self.records) if self.records is not None else 0
+
+
+def check_epoch(current_leader_epoch: int, leader_epoch: int) -> ErrorCode:
+    """Kafka's check of a client's current leader epoch (-1: the client does not know it)."""
+    if current_leader_epoch < 0 or current_leader_epoch == leader_epoch:
+        return ErrorCode.none
+    if current_leader_epoch < leader_epoch:
+        return ErrorCode.fenced_leader_epoch
+    return ErrorCode.unknown_leader_epoch
+
+
+def leader_partition(ctx: RequestContext, tp: TopicPartition, leader_epoch: int
+            ) -> tuple[Partition | None, ErrorCode]:
+    partition = ctx.broker.replica_manager.partition(tp)
+    if partition is None:
+        known = ctx.broker.metadata.snapshot.contains(tp)
+        return None, (ErrorCode.not_leader_or_follower if known
+                      else ErrorCode.unknown_topic_or_partition)
+    role, epoch = partition.leading()
+    error = check_epoch(leader_epoch, epoch)
+    if error is ErrorCode.none and role is not Role.LEADER:
+        error = ErrorCode.not_leader_or_follower
+    return partition, error
+
+
+def close_reads(reads: Iterable[PartitionRead]) -> None:
+    """Close the reads' file slices (a response will not carry them)."""
+    for read in reads:
+        if isinstance(read.records, LogSlice):
+            read.records.close()
+        read.records = None
 
 
 def wanted_of(request: Any, names: Mapping[uuid.UUID, str] | None = None) -> list[Wanted]:
@@ -128,6 +160,15 @@ class FetchContext:
     of one whose last read found nothing (its ``quiet`` stamp) checks that stamp first."""
     view: SessionView | None = None
     """An incremental fetch's: the session's view ``wanted`` and ``cached`` come from."""
+    order: list[int] | None = None
+    """A follower's incremental fetch: the positions it read (or checked), in the session's
+    order; the others are as its last answer found them (``view.reads``)."""
+    seen: int = -1
+    """With ``order``: the purgatory's count of moves when the fetch looked at them."""
+    swept_ms: int = -1
+    """With ``order``, when the fetch checked every partition (-1: it did not)."""
+    starts: int = -1
+    """With ``order``: ``LogRetention.start_moves`` when the fetch looked."""
 
     def positions(self) -> dict[Hashable, list[int]]:
         """Where each partition is in ``wanted`` (the keys a parked fetch watches); the
@@ -145,7 +186,8 @@ class FetchContext:
     def answer(self, ctx: RequestContext, reads: list[PartitionRead]
                ) -> tuple[int, list[Wanted], list[PartitionRead]] | ErrorCode:
         """The session id the answer carries and the partitions it carries (of ``wanted``,
-        read as ``reads``), or the session error it is instead."""
+        read as ``reads``; a follower's fetch of its session: those at ``order``, in that
+        order), or the session error it is instead."""
         wanted = self.wanted
         if self.opening:
             cached = {_key(w, self.uses_topic_ids): CachedPartition.asked(
@@ -164,9 +206,23 @@ class FetchContext:
         kept_wants, kept_reads = [], []
         # ``cached`` lists the session's partitions as ``wanted`` does; only a fetch of the
         # next epoch changes them, and then this one answered an error above
-        assert self.cached is not None and len(self.cached) == len(wanted)
-        for want, read, part in zip(wanted, reads, self.cached, strict=True):
+        parts = self.cached
+        assert parts is not None and len(parts) == len(wanted) == len(reads)
+        view = self.view
+        order: Sequence[int] = range(len(wanted)) if self.order is None else self.order
+        if self.order is not None:
+            assert view is not None
+            view.reads, view.seen, view.starts = reads, self.seen, self.starts
+            if self.swept_ms >= 0:
+                view.swept_ms = self.swept_ms
+        loud = view.loud if view is not None else set()
+        for i in order:
+            want, read, part = wanted[i], reads[i], parts[i]
             part.quiet = read.quiet
+            if read.quiet is None:
+                loud.add(i)
+            else:
+                loud.discard(i)
             if (read.quiet is not None and read.high_watermark == part.high_watermark
                     and read.log_start_offset == part.log_start_offset):
                 continue  # a caught-up follower's partition with nothing to tell, at a glance
@@ -199,26 +255,34 @@ def _forgotten(request: Any, uses_topic_ids: bool) -> list[PartitionKey]:
     return out
 
 
-def _session_wanted(session: FetchSession, names: Mapping[uuid.UUID, str] | None,
-                    committed: bool) -> list[Wanted]:
-    """Every partition of ``session``, in its order, named as the metadata cache names it
-    now (a topic id it cannot resolve reads as UNKNOWN_TOPIC_ID)."""
-    out: list[Wanted] = []
-    for (topic, index), part in session.partitions.items():
-        if isinstance(topic, uuid.UUID):
-            name = names.get(topic, "") if names is not None else ""
-            topic_id: uuid.UUID | None = topic
-        else:
-            name, topic_id = topic, None
-        want = part.want
-        if want is None or want.tp.topic != name or want.committed != committed:
-            want = part.want = Wanted(
-                TopicPartition(name, index), part.fetch_offset, part.max_bytes,
-                part.leader_epoch, topic_id, topic_id is not None and not name,
-                part.last_fetched_epoch, log_start_offset=part.fetcher_log_start,
-                committed=committed)
-        out.append(want)
-    return out
+def _want_of(key: PartitionKey, part: CachedPartition, names: Mapping[uuid.UUID, str] | None,
+             committed: bool) -> Wanted:
+    """What a fetch reads of a session partition, named as the metadata cache names it now
+    (a topic id it cannot resolve reads as UNKNOWN_TOPIC_ID)."""
+    topic, index = key
+    if isinstance(topic, uuid.UUID):
+        name = names.get(topic, "") if names is not None else ""
+        topic_id: uuid.UUID | None = topic
+    else:
+        name, topic_id = topic, None
+    want = part.want
+    if want is None or want.tp.topic != name or want.committed != committed:
+        want = part.want = Wanted(
+            TopicPartition(name, index), part.fetch_offset, part.max_bytes,
+            part.leader_epoch, topic_id, topic_id is not None and not name,
+            part.last_fetched_epoch, log_start_offset=part.fetcher_log_start,
+            committed=committed)
+    return want
+
+
+def _view(session: FetchSession, names: Mapping[uuid.UUID, str] | None,
+          committed: bool) -> SessionView:
+    """Every partition of ``session``, in its order."""
+    parts = session.partitions
+    return SessionView(names, committed,
+                       [_want_of(key, part, names, committed) for key, part in parts.items()],
+                       list(parts.values()), {key: i for i, key in enumerate(parts)},
+                       loud={i for i, part in enumerate(parts.values()) if part.quiet is None})
 
 
 def open_context(ctx: RequestContext, request: Any, names: Mapping[uuid.UUID, str] | None
@@ -246,8 +310,8 @@ def open_context(ctx: RequestContext, request: Any, names: Mapping[uuid.UUID, st
         return ErrorCode.invalid_fetch_session_epoch
     if session.uses_topic_ids != uses_ids:
         return ErrorCode.fetch_session_topic_id_error
-    session.update(((_key(w, uses_ids), CachedPartition.asked(w)) for w in asked),
-                   _forgotten(request, uses_ids))
+    replaced = session.update(((_key(w, uses_ids), CachedPartition.asked(w)) for w in asked),
+                              _forgotten(request, uses_ids))
     if not session.partitions:  # its last partition forgotten: closed
         cache.remove(session_id)
         return FetchContext(asked)
@@ -256,9 +320,12 @@ def open_context(ctx: RequestContext, request: Any, names: Mapping[uuid.UUID, st
     committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     view = session.view
     if view is None or view.names is not names or view.committed is not committed:
-        view = session.view = SessionView(names, committed,
-                                          _session_wanted(session, names, committed),
-                                          list(session.partitions.values()))
+        view = session.view = _view(session, names, committed)
+    else:
+        for key in replaced:  # a new position (or epoch, or size) for these: read them again
+            i = view.index[key]
+            view.wanted[i] = _want_of(key, session.partitions[key], names, committed)
+            view.loud.add(i)
     return FetchContext(view.wanted, session=session, epoch=session.epoch,
                         privileged=privileged, uses_topic_ids=uses_ids, cached=view.cached,
                         view=view)

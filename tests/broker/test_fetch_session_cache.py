@@ -109,21 +109,41 @@ def test_session_updates_replace_request_fields_and_keep_what_was_answered() -> 
     assert list(session.partitions) == [("t", 1)]
 
 
-def test_a_sessions_view_is_dropped_whenever_its_partitions_change_and_kept_otherwise() -> None:
-    """The view a fetch reads (its partitions in order) is built again after any change: a
-    partition added or changed, one forgotten, one moved to the end; an idle fetch keeps it."""
-    session = FetchSession(1, True, False, 0.0, 0.0, partitions=parts(3))
+def test_a_sessions_view_is_dropped_when_its_partitions_change_and_kept_otherwise() -> None:
+    """The view a fetch reads is built again when a partition is added or forgotten, and
+    for a consumer's session when one moves to the end; a partition the fetcher changed
+    is named for the caller to update in place, and an idle fetch keeps the view."""
+    session = FetchSession(1, False, False, 0.0, 0.0, partitions=parts(3))
     changes = [
-        lambda: session.update([(("t", 1), CachedPartition(fetch_offset=5, max_bytes=1))], []),
         lambda: session.update([(("t", 7), CachedPartition(fetch_offset=0, max_bytes=1))], []),
         lambda: session.update([], [("t", 2)]),
         lambda: session.to_end(("t", 0)),
     ]
     for change in changes:
-        session.view = SessionView(None, False, [], [])
+        session.view = SessionView(None, False, [], [], {})
         change()
         assert session.view is None
-    kept = session.view = SessionView(None, False, [], [])
-    session.update([], [])
+    kept = session.view = SessionView(None, False, [], [], {})
+    assert session.update([(("t", 1), CachedPartition(fetch_offset=5, max_bytes=1))],
+                          [("t", 9)]) == [("t", 1)]  # changed in place; 9 was not held
+    assert session.partitions[("t", 1)].fetch_offset == 5
     session.to_end(("t", 9))  # not in the session
     assert session.view is kept
+
+
+def test_a_followers_session_keeps_its_view_and_orders_its_partitions_by_rank() -> None:
+    """A follower's session ranks its partitions in its order (a partition that returned
+    records goes to the end, one added comes last): the view keeps its positions and gives
+    them in the session's order now."""
+    session = FetchSession(1, True, False, 0.0, 0.0, partitions=parts(3))
+    view = session.view = SessionView(None, False, [], list(session.partitions.values()), {})
+    assert view.by_rank(session.moved) == [0, 1, 2]
+    session.to_end(("t", 0))
+    session.to_end(("t", 1))
+    assert session.view is view
+    assert view.by_rank(session.moved) == [2, 0, 1]
+    assert list(session.partitions) == [("t", 2), ("t", 0), ("t", 1)]
+    session.update([(("t", 5), CachedPartition(fetch_offset=0, max_bytes=1))], [])
+    assert session.view is None
+    ranks = [part.rank for part in session.partitions.values()]
+    assert ranks == sorted(ranks) and len(set(ranks)) == 4  # the dict's order is the ranks'
