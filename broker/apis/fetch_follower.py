@@ -243,6 +243,7 @@ def follower_fetch(ctx: RequestContext, request: Any, use: FetchContext, replica
     if size:
         close_reads(reads[i] for i in loaded)
     positions = use.positions()
+    view, session = use.view, use.session
     woken_all = False
     answer: asyncio.Future = ctx.broker.loop.create_future()
 
@@ -250,8 +251,8 @@ def follower_fetch(ctx: RequestContext, request: Any, use: FetchContext, replica
         if answer.done():
             return
         if woken_all:
-            if use.order is not None:
-                use.order = use.view.by_rank(use.session.moved)  # type: ignore[union-attr]
+            if use.order is not None and view is not None and session is not None:
+                use.order = view.by_rank(session.moved)
             done = _follower_reads(ctx, use, replica_id, max_bytes, update=False,
                                    earlier=reads)
         else:
@@ -280,7 +281,7 @@ def follower_fetch(ctx: RequestContext, request: Any, use: FetchContext, replica
     # refills: the fetch waits no longer than that (appends do not tell it).
     if held:
         max_wait = min(max_wait, rm.leader_quota.wait_time())
-    if use.view is not None:  # a session's: every wake asks its positions
+    if view is not None:  # a session's: every wake asks its positions
         ctx.broker.purgatory.park((), max_wait, check, complete, check_key=check_key,
                                   scan=positions)
     else:

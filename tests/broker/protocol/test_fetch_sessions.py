@@ -407,3 +407,23 @@ def test_a_follower_fetching_quiet_partitions_stays_in_sync_by_the_sweeps(
         assert all(p is not None and p.isr == (1, 2) for p in partitions)
     finally:
         broker.close()
+
+
+def test_a_leadership_change_answers_a_parked_follower_fetch_and_the_next_looks_at_all(
+        leader_of_many: tuple[InProcessBroker, Counter[TopicPartition]]) -> None:
+    """Partition 7 gets another leader while follower 2's fetch is parked on its session:
+    the wake of every parked fetch answers it at once with partition 7's error, and the
+    next fetch, with a wake of everything since its last answer, looks at every partition."""
+    broker, looked = leader_of_many
+    with RawClient(broker.address) as poller:
+        sid = follower_session(poller, 2, dict.fromkeys(range(40), 0))
+        looked.clear()
+        correlation = parked(poller, fetch(sid, 2, replica_id=2, max_wait_ms=20_000))
+        assert not looked
+        broker.set_partition("t", 7, leader=3, leader_epoch=1, replicas=(1, 2, 3))
+        got, response = poller.receive(1, 12)
+        assert got == correlation
+        assert answered(response) == {7: (ErrorCode.not_leader_or_follower, -1, 0)}
+        looked.clear()
+        poller.call(fetch(sid, 3, replica_id=2))
+        assert len(looked) == 40
