@@ -281,7 +281,17 @@ def test_demote_brokers_moves_leadership_off_broker_1(day2: Day2) -> None:
                        for t in topics.values() for p in t.partitions)
 
     wait_until(settled, timeout=60, interval=0.2, message="broker 1 leads nothing it can hand")
-    after = described(kafka)
+    # The broker Kafka's tool asks may learn the new leaders (UpdateMetadata) a moment after
+    # the one partctl's client asked: wait until the tool's answer says it too.
+    seen: list[dict[tuple[str, int], Row]] = []
+
+    def described_settled() -> bool:
+        seen[:] = [described(kafka)]
+        return not any(r.leader == 1 and set(r.isr) - {1} for r in seen[0].values())
+
+    wait_until(described_settled, timeout=60, interval=0.5,
+               message="Kafka's tool sees broker 1 lead nothing it can hand")
+    after = seen[0]
     assert set(after) == set(before) and not full(after), after
     for key, row in after.items():
         old = before[key]
