@@ -194,9 +194,8 @@ def _follower_reads(ctx: RequestContext, use: FetchContext, replica_id: int, max
     left = max_bytes
     urgent = False
     loaded = []
-    order: Sequence[int] = use.order if use.order is not None else range(len(wanted))
     reads: list[Any] = list(earlier) if earlier is not None else [None] * len(wanted)
-    for i in order:
+    for i in use.looked_at():
         if again is not None and i not in again:
             continue
         want = wanted[i]
@@ -236,8 +235,7 @@ def follower_fetch(ctx: RequestContext, request: Any, use: FetchContext, replica
     # follower must hear of at once (a log start moved by retention is told by the next
     # fetch), as if the answer had been made then and sent late. A wake of every operation
     # (leadership changed) has them all read again.
-    arrival = use.order if use.order is not None else range(len(wanted))
-    held = {i for i in arrival if rm.leader_throttles(wanted[i].tp, replica_id)} \
+    held = {i for i in use.looked_at() if rm.leader_throttles(wanted[i].tp, replica_id)} \
         if rm.leader_quota.rate is not None else set()  # (no rate: nothing is throttled)
     stale = held | set(loaded)
     if size:

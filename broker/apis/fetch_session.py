@@ -170,6 +170,10 @@ class FetchContext:
     starts: int = -1
     """With ``order``: ``LogRetention.start_moves`` when the fetch looked."""
 
+    def looked_at(self) -> Sequence[int]:
+        """The positions this fetch reads (or checks), in order: ``order``, or every one."""
+        return range(len(self.wanted)) if self.order is None else self.order
+
     def positions(self) -> dict[Hashable, list[int]]:
         """Where each partition is in ``wanted`` (the keys a parked fetch watches); the
         session's, made once for as long as its partitions stay as they are."""
@@ -209,14 +213,13 @@ class FetchContext:
         parts = self.cached
         assert parts is not None and len(parts) == len(wanted) == len(reads)
         view = self.view
-        order: Sequence[int] = range(len(wanted)) if self.order is None else self.order
         if self.order is not None:
             assert view is not None
             view.reads, view.seen, view.starts = reads, self.seen, self.starts
             if self.swept_ms >= 0:
                 view.swept_ms = self.swept_ms
         loud = view.loud if view is not None else set()
-        for i in order:
+        for i in self.looked_at():
             want, read, part = wanted[i], reads[i], parts[i]
             part.quiet = read.quiet
             if read.quiet is None:
