@@ -47,15 +47,15 @@ ZK_ROWS = ("rss", "start", "controller")
 """Rows run on the ZooKeeper-mode systems only (partctl and Kafka 3.9.1)."""
 
 
-_BASE = {  # produce, consume, latency s, end-to-end s, replicas, log
-    "quick": ("2M", "4M", 2.0, 2.0, (60, 150), "4M"),
-    "default": ("32M", "128M", 10.0, 10.0, (1000, 5000), "128M"),
-    "full": ("256M", "1G", 20.0, 20.0, (1000, 5000), "1G"),
+_BASE = {  # produce, consume, latency s, end-to-end s, replicas, log, warm-up s
+    "quick": ("2M", "4M", 2.0, 2.0, (60, 150), "4M", 1.0),
+    "default": ("32M", "128M", 10.0, 10.0, (1000, 5000), "128M", 5.0),
+    "full": ("256M", "1G", 20.0, 20.0, (1000, 5000), "1G", 5.0),
 }
 
 
 def _sizes(args: argparse.Namespace) -> R.Sizes:
-    produce, consume, latency, e2e, replicas, log = _BASE[
+    produce, consume, latency, e2e, replicas, log, warmup = _BASE[
         "quick" if args.quick else "full" if args.full else "default"]
     if args.replicas:
         counts = tuple(int(x) for x in args.replicas.split(","))
@@ -66,7 +66,9 @@ def _sizes(args: argparse.Namespace) -> R.Sizes:
                    consume_bytes=parse_size(args.consume_size or consume),
                    latency_seconds=args.latency_seconds or latency,
                    e2e_seconds=args.e2e_seconds or e2e, replicas=replicas,
-                   log_bytes=parse_size(args.log_size or log))
+                   log_bytes=parse_size(args.log_size or log),
+                   warmup_seconds=(warmup if args.warmup_seconds is None
+                                   else args.warmup_seconds))
 
 
 def _pick(text: str, known: tuple[str, ...], what: str) -> tuple[str, ...]:
@@ -92,6 +94,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "txn-consume's topic too")
     p.add_argument("--latency-seconds", type=float, help="per rate and client (10)")
     p.add_argument("--e2e-seconds", type=float, help="end-to-end step (10)")
+    p.add_argument("--warmup-seconds", type=float,
+                   help="the Java latency rows' warm-up, sent before what they judge (5)")
     p.add_argument("--replicas", help="partitions of the big topic, two sizes (1000,5000)")
     p.add_argument("--log-size", help="log written before the start rows (128M; full 1G)")
     p.add_argument("--kafka3", default="3.9.1", help="Kafka version in ZooKeeper mode")
@@ -112,6 +116,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.clients = _pick(args.clients, R.CLIENTS, "clients")
     if args.rounds < 1:
         raise SystemExit("--rounds must be at least 1")
+    if args.warmup_seconds is not None and args.warmup_seconds <= 0:
+        raise SystemExit("--warmup-seconds must be more than 0")
     if any("=" not in x or not x.partition("=")[0].strip() for x in args.broker_config):
         raise SystemExit("--broker-config takes KEY=VALUE")
     args.broker_config = dict((k.strip(), v.strip()) for k, _, v in
@@ -166,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="versus-kafka-"))
     step = R.Step(rows=args.rows, clients=args.clients, sizes=sizes, results=results, work=work,
-                  tools=args.kafka3, started=started)
+                  tools=args.kafka3, started=started,
+                  latency_tools=args.kafka4 or newest_kafka(4))
     running: list[System] = []
 
     def terminated(_signum: int, _frame: object) -> None:

@@ -14,9 +14,11 @@ from typing import Literal
 
 import pytest
 
+from benchmarks.versus import java
 from benchmarks.versus.report import NOTES, write_docs
+from benchmarks.versus.systems import SystemError_
 from benchmarks.versus.table import Results, Row, render_text, target_for, write_chart
-from tests.kafka.harness import KAFKA_3, kafka_available
+from tests.kafka.harness import KAFKA_3, KAFKA_4, kafka_available
 from tests.servers import unavailable
 
 pytestmark = pytest.mark.servers
@@ -181,3 +183,50 @@ def test_the_page_keeps_the_notes_written_by_hand_below_the_table(tmp_path: Path
     assert notes and notes in page
     assert page.index("brokers' RSS idle, sum of 3") < page.index(notes) < page.index(
         "(performance.png)")
+
+
+# What Kafka 4.4.0's ProducerPerformance printed with --warmup-records 2000 of 5000 at 1,000/s
+# against partctl (the per-window lines left out).
+_WARM_OUTPUT = """\
+Warmup first 2000 records. Steady state results will print after the complete test summary.
+5000 records sent, 994.035785 records/sec (0.97 MB/sec), 14.51 ms avg latency, 491.00 ms max \
+latency, 4 ms 50th, 102 ms 95th, 125 ms 99th, 134 ms 99.9th.
+3000 steady state records sent, 987.491771 records/sec (0.96 MB/sec), 4.96 ms avg latency, \
+24.00 ms max latency, 4 ms 50th, 12 ms 95th, 17 ms 99th, 22 ms 99.9th.
+"""
+
+
+def test_the_java_latency_judges_the_steady_state_and_keeps_the_whole_run_beside_it() -> None:
+    got = java.summary(_WARM_OUTPUT, records=5000, size=1024, warmup=2000)
+    assert (got["p50"], got["p99"], got["p999"]) == (4, 17, 22)
+    assert (got["all_p50"], got["all_p99"], got["all_p999"]) == (4, 125, 134)
+    assert got["mbps"] == pytest.approx(994.035785 * 1024 / 1e6)
+    # without a warm-up the whole run is the figure
+    plain = java.summary(_WARM_OUTPUT, records=5000, size=1024)
+    assert plain["p99"] == 125 and "all_p99" not in plain
+    whole_only = _WARM_OUTPUT.split("3000 steady")[0]
+    with pytest.raises(SystemError_, match="no steady-state summary"):
+        java.summary(whole_only, records=5000, size=1024, warmup=2000)
+    with pytest.raises(SystemError_, match="steady state holds 3000 of 4000"):
+        java.summary(_WARM_OUTPUT, records=5000, size=1024, warmup=1000)
+    with pytest.raises(SystemError_, match="sent 5000 of 6000"):
+        java.summary(_WARM_OUTPUT, records=6000, size=1024, warmup=2000)
+    with pytest.raises(SystemError_, match="printed no summary"):
+        java.summary("Warmup first 2000 records.\n", records=5000, size=1024, warmup=2000)
+
+
+def test_a_quick_java_latency_run_gives_judged_steady_rows_and_unjudged_whole_run_rows(
+        tmp_path: Path) -> None:
+    if not kafka_available(KAFKA_4):
+        unavailable(f"Apache Kafka {KAFKA_4} is not resolved: run `bash tests/kafka/resolve.sh`")
+    done = _bench("--quick", "--rows", "latency", "--systems", "partctl", "--clients", "java",
+                  "--latency-seconds", "1", "--warmup-seconds", "1", "--out", str(tmp_path),
+                  timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    rows = {row["key"]: row for row in json.loads((tmp_path / "results.json").read_text())["rows"]}
+    for rate in (1000, 10000):
+        for pct in ("p99", "p999"):
+            judged, whole = rows[f"latency.{rate}.{pct}.java"], rows[f"latency.{rate}.all_{pct}.java"]
+            assert judged["target"] == 1.0 and whole["target"] is None
+            assert judged["values"]["partctl"][0] > 0 and whole["values"]["partctl"][0] > 0
+            assert "its first 1 s too" in whole["label"]
