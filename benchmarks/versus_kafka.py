@@ -67,8 +67,7 @@ def _sizes(args: argparse.Namespace) -> R.Sizes:
                    latency_seconds=args.latency_seconds or latency,
                    e2e_seconds=args.e2e_seconds or e2e, replicas=replicas,
                    log_bytes=parse_size(args.log_size or log),
-                   warmup_seconds=(warmup if args.warmup_seconds is None
-                                   else args.warmup_seconds))
+                   warmup_seconds=args.warmup_seconds or warmup)
 
 
 def _pick(text: str, known: tuple[str, ...], what: str) -> tuple[str, ...]:
@@ -120,6 +119,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         raise SystemExit("--warmup-seconds must be more than 0")
     if any("=" not in x or not x.partition("=")[0].strip() for x in args.broker_config):
         raise SystemExit("--broker-config takes KEY=VALUE")
+    args.kafka4 = args.kafka4 or newest_kafka(4)  # None: no 4.x resolved
     args.broker_config = dict((k.strip(), v.strip()) for k, _, v in
                               (x.partition("=") for x in args.broker_config))
     return args
@@ -133,7 +133,7 @@ def _build(key: str, args: argparse.Namespace, work: Path, zk_address: str, n: i
         return partctl_system(directory, zk_address, settings)
     if key == "kafka3":
         return kafka_zk_system(directory, zk_address, args.kafka3, heap, settings)
-    version = args.kafka4 or newest_kafka(4)
+    version = args.kafka4
     if version is None:
         raise SystemError_("no Kafka 4.x resolved: run `bash tests/kafka/resolve.sh`")
     return kafka_kraft_system(directory, version, work, heap, settings)
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="versus-kafka-"))
     step = R.Step(rows=args.rows, clients=args.clients, sizes=sizes, results=results, work=work,
                   tools=args.kafka3, started=started,
-                  latency_tools=args.kafka4 or newest_kafka(4))
+                  latency_tools=args.kafka4)
     running: list[System] = []
 
     def terminated(_signum: int, _frame: object) -> None:
