@@ -206,6 +206,9 @@ class BrokerConfig:
     connections_max_idle_ms: int = 600_000
     """A connection with no request read and no response written for this long is closed
     (one holding part of a request too); -1: never."""
+    gc_thaw_interval_ms: int = 600_000
+    """How often a full pass of the garbage collector walks every object again (between,
+    what survives a full pass is frozen: broker.garbage); -1: nothing is frozen."""
     controlled_shutdown_enable: bool = True
     controlled_shutdown_max_retries: int = 3
     controlled_shutdown_retry_backoff_ms: int = 5_000
@@ -589,6 +592,7 @@ def _build(values: dict[str, Any], raw: dict[str, str], source: str,
         log_cleaner_max_compaction_lag_ms=get("log.cleaner.max.compaction.lag.ms"),
         socket_request_max_bytes=get("socket.request.max.bytes"),
         connections_max_idle_ms=get("connections.max.idle.ms"),
+        gc_thaw_interval_ms=get("partctl.gc.thaw.interval.ms"),
         controlled_shutdown_enable=get("controlled.shutdown.enable"),
         controller_candidate=get("partctl.controller.candidate"),
         state_change_log_file=get("partctl.state.change.log.file", None),

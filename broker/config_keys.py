@@ -271,6 +271,10 @@ _DATA = (
        "(User:admin)."),
     _k("allow.everyone.if.no.acl.found", _B, "false", _LO, "Allow a resource no ACL names "
        "to everyone."),
+    _k("partctl.gc.thaw.interval.ms", _L, "600000", _LO, "What survives a full pass of "
+       "Python's garbage collector is frozen, so that the next passes walk only newer "
+       "objects; this often, a pass walks everything again (cycles among frozen objects are "
+       "freed then). -1: nothing is frozen.", AtLeast(-1)),
 )
 
 BROKER_CONFIG = ConfigDef("broker", (*_PROCESS, *CONTROLLER_CONFIG.values(), *_DATA))

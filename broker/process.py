@@ -58,6 +58,7 @@ from broker.config import BrokerConfig, ConfigError, Listener, load_config
 from broker.controller_channel import CONTROLLER_API_KEYS, KafkaNetwork
 from broker.fetch_client import NetworkTransport, broker_fetch_transport
 from broker.fetch_sessions import FetchSessionCache
+from broker.garbage import GarbageCollection
 from broker.groups import GroupCoordinator
 from broker.logs import LineWriter, exit_now, lines_for, setup_logging
 from broker.metadata_cache import MetadataCache, ObservingHandler
@@ -140,6 +141,8 @@ class BrokerProcess:
         self.transactions: TransactionCoordinator | None = None
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.metrics: MetricsServer | None = None
+        thaw = config.gc_thaw_interval_ms
+        self.garbage = GarbageCollection(thaw_interval=thaw / 1000.0 if thaw >= 0 else None)
         self._stop: asyncio.Future[int] | None = None
         self._at_once: asyncio.Event | None = None
         self._signals: list[int] = []
@@ -317,7 +320,8 @@ class BrokerProcess:
             replica_manager=lambda: (self.node.replica_manager if self.node is not None
                                      else None),
             groups=lambda: self.groups, loop=loop, traffic=traffic, requests=requests,
-            transactions=lambda: self.transactions, fetch_sessions=lambda: self.fetch_sessions)
+            transactions=lambda: self.transactions, fetch_sessions=lambda: self.fetch_sessions,
+            garbage=lambda: self.garbage if self.garbage.installed else None)
         self.metrics = MetricsServer(collector, host, port)
 
     async def _main(self) -> int:
@@ -448,6 +452,9 @@ class BrokerProcess:
         server.gate, server.ungated = asyncio.Event(), CONTROLLER_API_KEYS
         await server.start_serving()
         await self._await_first_metadata()
+        # What the broker started with (modules, its partitions' state) is frozen before the
+        # clients come: the collector's full passes walk only what comes after (broker.garbage)
+        self.garbage.install()
         server.gate.set()
         if not self._stop.done():
             log_open_file_limit(limits)
@@ -471,6 +478,7 @@ class BrokerProcess:
         transport.close()  # fetches waiting on leaders end now, so the fetchers stop at once
         await loop.run_in_executor(None, node.shutdown)
         network.close()
+        self.garbage.remove()
         log.info("stopped")
         return self._exit_status()
 

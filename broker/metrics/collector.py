@@ -33,6 +33,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from broker.garbage import PAUSE_BUCKETS
 from broker.metrics.traffic import REQUEST_TIME_BUCKETS_MS, RequestTimes, TopicTraffic
 from broker.metrics.transactions import LATE_TRANSACTION_BUFFER_MS, transaction_families
 from coordinator.clock import SYSTEM_CLOCK, Clock
@@ -41,6 +42,7 @@ from replication.partition import Role
 
 if TYPE_CHECKING:
     from broker.fetch_sessions import FetchSessionCache
+    from broker.garbage import GarbageCollection
     from broker.groups import GroupCoordinator
     from broker.txns import TransactionCoordinator
     from replication.log import Log
@@ -90,8 +92,10 @@ class KafkaCollector(Collector):
                  requests: RequestTimes | None = None,
                  transactions: Callable[[], TransactionCoordinator | None] = lambda: None,
                  fetch_sessions: Callable[[], FetchSessionCache | None] = lambda: None,
+                 garbage: Callable[[], GarbageCollection | None] = lambda: None,
                  clock: Clock = SYSTEM_CLOCK) -> None:
         self._controller = controller
+        self._garbage = garbage
         self._fetch_sessions = fetch_sessions
         self._replica_manager = replica_manager
         self._groups = groups
@@ -150,6 +154,9 @@ class KafkaCollector(Collector):
         groups = self._groups()
         if groups is not None and manager is not None:
             yield from self._lag_families(groups, manager)
+        garbage = self._garbage()
+        if garbage is not None:
+            yield from _garbage_families(garbage)
 
     # -- the controller ---------------------------------------------------------------------------
 
@@ -393,6 +400,33 @@ def _session_families(cache: FetchSessionCache) -> Iterator[Metric]:
                                     "Fetch sessions evicted to make room for new ones")
     evictions.add_metric([], cache.evictions)
     yield evictions
+
+
+def _garbage_families(garbage: GarbageCollection) -> Iterator[Metric]:
+    """The collector's passes (broker.garbage): not Kafka's, whose JVM reports its own."""
+    seen = garbage.snapshot()
+    pauses = HistogramMetricFamily(
+        "partctl_gc_pause_seconds", "Seconds each pass of Python's garbage collector held "
+        "the process, per generation (2: the full passes)", labels=("generation",))
+    for generation, (row, total) in enumerate(zip(seen.buckets, seen.seconds, strict=True)):
+        cumulative, running = [], 0
+        for bound, n in zip((*PAUSE_BUCKETS, float("inf")), row, strict=True):
+            running += n
+            cumulative.append(("+Inf" if bound == float("inf") else repr(bound), running))
+        pauses.add_metric([str(generation)], cumulative, total)
+    yield pauses
+    longest = GaugeMetricFamily("partctl_gc_longest_pause_seconds", "The longest pass of the "
+                                "collector since the broker started serving, per generation",
+                                labels=("generation",))
+    for generation, took in enumerate(seen.longest):
+        longest.add_metric([str(generation)], took)
+    yield longest
+    yield _gauge("partctl_gc_frozen_objects", "Objects frozen out of the collector's passes "
+                 "(gc.get_freeze_count)", seen.frozen)
+    thaws = CounterMetricFamily("partctl_gc_thaws", "Full passes that walked the frozen "
+                                "objects again (partctl.gc.thaw.interval.ms)")
+    thaws.add_metric([], seen.thaws)
+    yield thaws
 
 
 def _gauge(name: str, text: str, value: float) -> GaugeMetricFamily:

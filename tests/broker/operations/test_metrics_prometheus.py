@@ -1,7 +1,8 @@
 """A real Prometheus server (Debian's ``prometheus``) scraping three broker processes' metrics
 every second, asked through its HTTP API: one active controller in the cluster, bytes in that
 grow while a producer writes, and under-replicated partitions that appear when a broker is
-killed and go back to none once it is back in every ISR."""
+killed and go back to none once it is back in every ISR; and the garbage collector's families
+(broker.garbage)."""
 
 from __future__ import annotations
 
@@ -148,6 +149,9 @@ def test_prometheus_sees_the_controller_the_bytes_in_and_under_replicated_partit
         "sum(kafka_controller_kafkacontroller_activecontrollercount)") == 1, timeout=30,
         message="one active controller")
     assert prometheus.query(UNDER_REPLICATED) == 0
+    # broker.garbage: each broker froze what it started with, and times the collector's passes
+    assert (prometheus.query("min(partctl_gc_frozen_objects)") or 0) > 10_000
+    assert prometheus.query('count(partctl_gc_pause_seconds_count{generation="2"})') == 3
 
     produce(trio, "watched", 300)
     wait_until(lambda: (prometheus.query(BYTES_IN) or 0) >= 300 * 200, timeout=30,
