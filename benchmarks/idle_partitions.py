@@ -12,6 +12,10 @@ side-by-side benchmark launches them (:func:`benchmarks.versus.systems.partctl_s
   linger 0, 1 KiB values at 1,000 and then 10,000 a second for ``--seconds`` each; each
   figure is a value's time from ``produce()`` to its delivery report. ``--idle 0`` gives the
   same rows on a fresh cluster.
+  After the rows, each broker's garbage collector passes since it started serving (its
+  metrics, ``broker.garbage``): per generation, the passes, their mean and the longest.
+  ``--gc-thaw-ms`` sets ``partctl.gc.thaw.interval.ms`` (-1: nothing frozen, the collector
+  as Python runs it).
 - ``cpu``: a topic of ``--replicas`` partitions (RF 3: each broker holds every one), grown
   from 1,000 as the side-by-side benchmark grows it; once every partition is led and its ISR
   full and ``--settle`` seconds have passed, each broker's CPU time (user and system, from
@@ -26,10 +30,12 @@ matters.
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -52,7 +58,42 @@ def _latency(system: System, work: Path, idle: int, seconds: float) -> str:
     rows.latency_rows(step, system)
     if results.failures:
         raise SystemExit("; ".join(results.failures))
-    return render_text(results, (system.key,))
+    return render_text(results, (system.key,)) + "\n" + _gc_figures(system)
+
+
+_METRICS_LINE = re.compile(r"metrics on (http://\S+)")
+
+
+def _gc_figures(system: System) -> str:
+    """Each broker's collector passes from its metrics: per generation, summed over the
+    brokers, the passes and their mean; the longest of any broker."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    count, total, longest = [0.0] * 3, [0.0] * 3, [0.0] * 3
+    frozen = []
+    for node in system.nodes.values():
+        found = (_METRICS_LINE.search(node.log_path.read_text(errors="replace"))
+                 if node.log_path is not None else None)
+        if found is None:
+            raise SystemExit(f"broker {node.node_id} named no metrics URL in {node.log_path}")
+        with urllib.request.urlopen(found.group(1), timeout=30) as answer:
+            text = answer.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                generation = int(sample.labels.get("generation", -1))
+                if sample.name == "partctl_gc_pause_seconds_count":
+                    count[generation] += sample.value
+                elif sample.name == "partctl_gc_pause_seconds_sum":
+                    total[generation] += sample.value
+                elif sample.name == "partctl_gc_longest_pause_seconds":
+                    longest[generation] = max(longest[generation], sample.value)
+                elif sample.name == "partctl_gc_frozen_objects":
+                    frozen.append(int(sample.value))
+    parts = [f"gen {g}: {count[g]:.0f} passes, mean {total[g] / count[g] * 1000:.2f} ms, "
+             f"longest {longest[g] * 1000:.1f} ms" if count[g] else f"gen {g}: no pass"
+             for g in range(3)]
+    return ("garbage collector, three brokers since serving: " + "; ".join(parts)
+            + f"; objects frozen now {', '.join(f'{n:,}' for n in frozen)}")
 
 
 def _cpu(system: System, replicas: int, settle: float, seconds: float) -> str:
@@ -87,11 +128,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="cpu: seconds to wait once every partition is led")
     parser.add_argument("--seconds", type=float, default=None,
                         help="how long each measurement lasts (latency 10, cpu 20)")
+    parser.add_argument("--gc-thaw-ms", type=int, default=None,
+                        help="latency: the brokers' partctl.gc.thaw.interval.ms (-1: nothing "
+                             "frozen; default: the broker's)")
     add_server_options(parser)
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="idle-partitions-"))
     server = start_server("zookeeper", args)
-    system = partctl_system(work / "partctl", server.address)
+    settings = {"metrics.listener": "http://127.0.0.1:0"} if args.what == "latency" else {}
+    if args.gc_thaw_ms is not None:
+        settings["partctl.gc.thaw.interval.ms"] = str(args.gc_thaw_ms)
+    system = partctl_system(work / "partctl", server.address, settings=settings)
     try:
         system.start()
         if args.what == "latency":
