@@ -31,6 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from coordinator.clock import SYSTEM_CLOCK, Clock
+
 __all__ = ["PAUSE_BUCKETS", "GarbageCollection", "GarbageSnapshot"]
 
 PAUSE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
@@ -63,7 +65,7 @@ class GarbageCollection:
     :meth:`snapshot` (any thread) copies them."""
 
     def __init__(self, *, thaw_interval: float | None,
-                 clock: Callable[[], float] = time.monotonic,
+                 clock: Clock = SYSTEM_CLOCK,
                  timer: Callable[[], float] = time.perf_counter) -> None:
         self.thaw_interval = thaw_interval
         self._clock = clock
@@ -84,7 +86,7 @@ class GarbageCollection:
         if self.thaw_interval is not None:
             gc.collect()
             gc.freeze()
-            self._thaw_at = self._clock() + self.thaw_interval
+            self._thaw_at = self._clock.monotonic() + self.thaw_interval
         self._started = self._timer()
         gc.callbacks.append(self._callback)
         self.installed = True
@@ -102,10 +104,10 @@ class GarbageCollection:
         generation = info["generation"]
         freezing = self.thaw_interval is not None and generation == _OLDEST
         if phase == "start":
-            if freezing and self._clock() >= self._thaw_at:
+            if freezing and self._clock.monotonic() >= self._thaw_at:
                 gc.unfreeze()  # this pass walks everything: cycles among frozen objects go
                 self.thaws += 1
-                self._thaw_at = self._clock() + self.thaw_interval  # type: ignore[operator]
+                self._thaw_at = self._clock.monotonic() + self.thaw_interval  # type: ignore[operator]
             self._started = self._timer()
             return
         took = self._timer() - self._started

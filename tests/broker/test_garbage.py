@@ -13,6 +13,7 @@ import pytest
 
 from broker.config import ConfigError, parse_config
 from broker.garbage import PAUSE_BUCKETS, GarbageCollection
+from coordinator.clock import ManualClock
 
 
 class Node:
@@ -28,14 +29,6 @@ def cycle() -> tuple[Node, weakref.ref[Node]]:
     return a, weakref.ref(a)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture(autouse=True)
 def quiet_collector() -> Iterator[None]:
     enabled = gc.isenabled()
@@ -49,7 +42,7 @@ def quiet_collector() -> Iterator[None]:
 
 
 def test_install_freezes_what_lives_and_a_full_pass_freezes_what_survived_it() -> None:
-    clock = Clock()
+    clock = ManualClock()
     garbage = GarbageCollection(thaw_interval=600.0, clock=clock)
     garbage.install()
     try:
@@ -68,7 +61,7 @@ def test_install_freezes_what_lives_and_a_full_pass_freezes_what_survived_it() -
 
 
 def test_a_cycle_made_after_a_full_pass_is_collected_by_the_next() -> None:
-    garbage = GarbageCollection(thaw_interval=600.0, clock=Clock())
+    garbage = GarbageCollection(thaw_interval=600.0, clock=ManualClock())
     garbage.install()
     try:
         gc.collect()
@@ -82,7 +75,7 @@ def test_a_cycle_made_after_a_full_pass_is_collected_by_the_next() -> None:
 
 
 def test_a_cycle_among_frozen_objects_is_freed_by_the_first_full_pass_after_the_thaw() -> None:
-    clock = Clock()
+    clock = ManualClock()
     garbage = GarbageCollection(thaw_interval=600.0, clock=clock)
     garbage.install()
     try:
@@ -92,18 +85,18 @@ def test_a_cycle_among_frozen_objects_is_freed_by_the_first_full_pass_after_the_
         gc.collect()
         assert alive() is not None  # frozen: not walked
         assert garbage.thaws == 0
-        clock.now = 599.0
+        clock.advance(599_000)
         gc.collect(1)  # no thaw before a young pass, nor before the interval
         gc.collect()
         assert alive() is not None
-        clock.now = 600.0
+        clock.advance(1_000)
         gc.collect(1)
         assert alive() is not None and garbage.thaws == 0
         gc.collect()
         assert alive() is None
         assert garbage.thaws == 1
         assert gc.get_freeze_count() > 0  # what survived the thawing pass, frozen again
-        clock.now = 1199.0
+        clock.advance(599_000)
         gc.collect()
         assert garbage.thaws == 1  # the next thaw is due 600 s after this one
     finally:
@@ -139,7 +132,7 @@ def test_without_a_thaw_interval_nothing_is_frozen_and_passes_are_timed() -> Non
 
 def test_a_pass_longer_than_the_last_bound_is_counted_beyond_it() -> None:
     ticks = iter(range(10_000))
-    garbage = GarbageCollection(thaw_interval=600.0, clock=Clock(),
+    garbage = GarbageCollection(thaw_interval=600.0, clock=ManualClock(),
                                 timer=lambda: next(ticks) * 2.0)
     garbage.install()
     try:
@@ -153,7 +146,7 @@ def test_a_pass_longer_than_the_last_bound_is_counted_beyond_it() -> None:
 
 
 def test_install_and_remove_are_idempotent() -> None:
-    garbage = GarbageCollection(thaw_interval=600.0, clock=Clock())
+    garbage = GarbageCollection(thaw_interval=600.0, clock=ManualClock())
     garbage.install()
     garbage.install()
     assert gc.callbacks.count(garbage._callback) == 1
