@@ -70,7 +70,7 @@ def _gc_figures(system: System) -> str:
     from prometheus_client.parser import text_string_to_metric_families
 
     count, total, longest = [0.0] * 3, [0.0] * 3, [0.0] * 3
-    frozen = []
+    freezes = []
     for node in system.nodes.values():
         found = (_METRICS_LINE.search(node.log_path.read_text(errors="replace"))
                  if node.log_path is not None else None)
@@ -87,13 +87,13 @@ def _gc_figures(system: System) -> str:
                     total[generation] += sample.value
                 elif sample.name == "partctl_gc_longest_pause_seconds":
                     longest[generation] = max(longest[generation], sample.value)
-                elif sample.name == "partctl_gc_frozen_objects":
-                    frozen.append(int(sample.value))
+                elif sample.name == "partctl_gc_freezes_total":
+                    freezes.append(int(sample.value))
     parts = [f"gen {g}: {count[g]:.0f} passes, mean {total[g] / count[g] * 1000:.2f} ms, "
              f"longest {longest[g] * 1000:.1f} ms" if count[g] else f"gen {g}: no pass"
              for g in range(3)]
     return ("garbage collector, three brokers since serving: " + "; ".join(parts)
-            + f"; objects frozen now {', '.join(f'{n:,}' for n in frozen)}")
+            + f"; freezes per broker {', '.join(map(str, freezes))}")
 
 
 def _cpu(system: System, replicas: int, settle: float, seconds: float) -> str:

@@ -18,8 +18,15 @@ their last reference goes, as every object is; what the collector no longer find
 among frozen objects that became garbage after they were frozen (a connection open through a
 pass and closed later, say). So every ``partctl.gc.thaw.interval.ms`` the next full pass is
 preceded by ``gc.unfreeze()``: that pass walks everything once, frees such cycles, and
-freezes again what survives it. A thaw interval of -1 leaves the collector as Python runs it;
-its passes are timed either way.
+freezes again what survives it. Not when more than :data:`THAW_LIMIT` objects are frozen: a
+controller candidate in the same process freezes its view of the cluster too
+(``statemachines.controller.settle_garbage``), and one pass over the view of a million
+partitions held the interpreter for 13 to 14 s, past a coordinator session; such a process
+keeps its frozen cycles until it ends, as a controller-only process does. A thaw interval of
+-1 leaves the collector as Python runs it; its passes are timed either way.
+
+The number of objects frozen is counted only when a thaw is due (``gc.get_freeze_count``
+walks them: 23 ms for two million here), never per pass or per scrape.
 """
 
 from __future__ import annotations
@@ -33,10 +40,14 @@ from typing import Any
 
 from coordinator.clock import SYSTEM_CLOCK, Clock
 
-__all__ = ["PAUSE_BUCKETS", "GarbageCollection", "GarbageSnapshot"]
+__all__ = ["PAUSE_BUCKETS", "THAW_LIMIT", "GarbageCollection", "GarbageSnapshot"]
 
 PAUSE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 """Upper bounds (seconds) of the pause histogram's buckets, +Inf beyond."""
+
+THAW_LIMIT = 1_000_000
+"""Frozen objects beyond which a thaw that is due is skipped (and due again an interval
+later): a pass over them would hold the interpreter for about a second or more."""
 
 _OLDEST = 2
 
@@ -44,14 +55,15 @@ _OLDEST = 2
 @dataclass(frozen=True, slots=True)
 class GarbageSnapshot:
     """Per generation (0, 1, 2): passes per bucket of :data:`PAUSE_BUCKETS` (+Inf last, not
-    cumulative), their seconds in all and the longest; the objects frozen now and the thaws
-    so far."""
+    cumulative), their seconds in all and the longest; the freezes (the one at install, and
+    one per full pass since), the thaws, and the thaws skipped for :data:`THAW_LIMIT`."""
 
     buckets: tuple[tuple[int, ...], ...]
     seconds: tuple[float, ...]
     longest: tuple[float, ...]
-    frozen: int
+    freezes: int
     thaws: int
+    thaws_skipped: int
 
 
 class GarbageCollection:
@@ -75,7 +87,9 @@ class GarbageCollection:
         self._longest = [0.0] * (_OLDEST + 1)
         self._started = 0.0
         self._thaw_at = 0.0
+        self.freezes = 0
         self.thaws = 0
+        self.thaws_skipped = 0
         self.installed = False
 
     def install(self) -> None:
@@ -86,28 +100,32 @@ class GarbageCollection:
         if self.thaw_interval is not None:
             gc.collect()
             gc.freeze()
+            self.freezes += 1
             self._thaw_at = self._clock.monotonic() + self.thaw_interval
         self._started = self._timer()
         gc.callbacks.append(self._callback)
         self.installed = True
 
     def remove(self) -> None:
-        """Stop timing and freezing; what is frozen is thawed (the collector walks it again)."""
+        """Stop timing and freezing. What is frozen stays so (thawing it would have the next
+        full pass walk it all, a controller's view too)."""
         if not self.installed:
             return
         gc.callbacks.remove(self._callback)
-        if self.thaw_interval is not None:
-            gc.unfreeze()
         self.installed = False
 
     def _callback(self, phase: str, info: dict[str, Any]) -> None:
         generation = info["generation"]
-        freezing = self.thaw_interval is not None and generation == _OLDEST
+        interval = self.thaw_interval
+        freezing = interval is not None and generation == _OLDEST
         if phase == "start":
-            if freezing and self._clock.monotonic() >= self._thaw_at:
-                gc.unfreeze()  # this pass walks everything: cycles among frozen objects go
-                self.thaws += 1
-                self._thaw_at = self._clock.monotonic() + self.thaw_interval  # type: ignore[operator]
+            if interval is not None and freezing and self._clock.monotonic() >= self._thaw_at:
+                self._thaw_at = self._clock.monotonic() + interval
+                if gc.get_freeze_count() <= THAW_LIMIT:
+                    gc.unfreeze()  # this pass walks everything: cycles among frozen objects go
+                    self.thaws += 1
+                else:
+                    self.thaws_skipped += 1
             self._started = self._timer()
             return
         took = self._timer() - self._started
@@ -117,9 +135,10 @@ class GarbageCollection:
             self._longest[generation] = took
         if freezing:
             gc.freeze()  # right after a full pass: only what survived it
+            self.freezes += 1
 
     def snapshot(self) -> GarbageSnapshot:
         return GarbageSnapshot(buckets=tuple(tuple(row) for row in self._rows),
                                seconds=tuple(self._seconds), longest=tuple(self._longest),
-                               frozen=gc.get_freeze_count(),
-                               thaws=self.thaws)
+                               freezes=self.freezes, thaws=self.thaws,
+                               thaws_skipped=self.thaws_skipped)

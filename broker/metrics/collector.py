@@ -421,12 +421,16 @@ def _garbage_families(garbage: GarbageCollection) -> Iterator[Metric]:
     for generation, took in enumerate(seen.longest):
         longest.add_metric([str(generation)], took)
     yield longest
-    yield _gauge("partctl_gc_frozen_objects", "Objects frozen out of the collector's passes "
-                 "(gc.get_freeze_count)", seen.frozen)
-    thaws = CounterMetricFamily("partctl_gc_thaws", "Full passes that walked the frozen "
-                                "objects again (partctl.gc.thaw.interval.ms)")
-    thaws.add_metric([], seen.thaws)
-    yield thaws
+    for name, text, value in (
+            ("partctl_gc_freezes", "Times what the collector's passes walk was frozen: once "
+             "when the broker started serving, then after each full pass", seen.freezes),
+            ("partctl_gc_thaws", "Full passes that walked the frozen objects again "
+             "(partctl.gc.thaw.interval.ms)", seen.thaws),
+            ("partctl_gc_thaws_skipped", "Thaws not done for the number of objects frozen "
+             "(a controller's view in the process)", seen.thaws_skipped)):
+        family = CounterMetricFamily(name, text)
+        family.add_metric([], value)
+        yield family
 
 
 def _gauge(name: str, text: str, value: float) -> GaugeMetricFamily:

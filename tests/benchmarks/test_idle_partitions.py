@@ -37,16 +37,16 @@ def test_latency_beside_idle_partitions_prints_the_latency_rows() -> None:
     # there are by then; each broker froze what it started with
     found = re.search(r"garbage collector, three brokers since serving: gen 0: (\d+) passes, "
                       r"mean [\d.]+ ms, longest [\d.]+ ms; gen 1: .*; gen 2: .*; "
-                      r"objects frozen now ([\d,]+), ([\d,]+), ([\d,]+)$", done.stdout, re.M)
+                      r"freezes per broker (\d+), (\d+), (\d+)$", done.stdout, re.M)
     assert found is not None, done.stdout
     assert int(found.group(1)) > 0
-    assert all(int(n.replace(",", "")) > 10_000 for n in found.groups()[1:])
+    assert all(int(n) >= 1 for n in found.groups()[1:])
 
 
 def test_latency_with_the_collector_as_python_runs_it_freezes_nothing() -> None:
     done = _bench("latency", "--idle", "0", "--seconds", "1", "--gc-thaw-ms", "-1")
     assert done.returncode == 0, done.stderr[-2000:]
-    assert re.search(r"objects frozen now 0, 0, 0$", done.stdout, re.M), done.stdout
+    assert re.search(r"freezes per broker 0, 0, 0$", done.stdout, re.M), done.stdout
 
 
 def test_idle_cpu_prints_each_broker_s_cores() -> None:

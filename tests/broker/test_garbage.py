@@ -11,8 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from broker import garbage as garbage_module
 from broker.config import ConfigError, parse_config
-from broker.garbage import PAUSE_BUCKETS, GarbageCollection
+from broker.garbage import PAUSE_BUCKETS, THAW_LIMIT, GarbageCollection
 from coordinator.clock import ManualClock
 
 
@@ -56,8 +57,10 @@ def test_install_freezes_what_lives_and_a_full_pass_freezes_what_survived_it() -
         assert not any(node is kept[0] for node in gc.get_objects(2))  # out of the walks
     finally:
         garbage.remove()
-    assert gc.get_freeze_count() == 0  # thawed
-    assert garbage.snapshot().frozen == 0
+    assert garbage.snapshot().freezes == 2  # at install, after the full pass
+    assert gc.get_freeze_count() >= frozen + len(kept)  # removing thaws nothing
+    gc.collect()
+    assert garbage.snapshot().freezes == 2  # removed: no more freezing
 
 
 def test_a_cycle_made_after_a_full_pass_is_collected_by_the_next() -> None:
@@ -127,7 +130,7 @@ def test_without_a_thaw_interval_nothing_is_frozen_and_passes_are_timed() -> Non
     assert seen.buckets[2][at] == 2 and sum(seen.buckets[2]) == 2
     assert seen.seconds == pytest.approx((0.06, 0.03, 0.06))
     assert seen.longest == pytest.approx((0.03, 0.03, 0.03))
-    assert seen.frozen == 0 and seen.thaws == 0
+    assert seen.freezes == 0 and seen.thaws == 0 and seen.thaws_skipped == 0
 
 
 def test_a_pass_longer_than_the_last_bound_is_counted_beyond_it() -> None:
@@ -143,6 +146,33 @@ def test_a_pass_longer_than_the_last_bound_is_counted_beyond_it() -> None:
     assert seen.buckets[2][-1] == 1 and sum(seen.buckets[2]) == 1
     assert seen.seconds[2] == pytest.approx(2.0)
     assert seen.longest == pytest.approx((0.0, 0.0, 2.0))
+
+
+def test_a_thaw_is_skipped_while_more_than_the_limit_is_frozen(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A controller's view frozen in the same process: walking it would hold the interpreter
+    for seconds, so the thaw waits an interval and looks again."""
+    clock = ManualClock()
+    garbage = GarbageCollection(thaw_interval=600.0, clock=clock)
+    garbage.install()
+    try:
+        a, alive = cycle()
+        gc.collect()
+        del a
+        monkeypatch.setattr(garbage_module, "THAW_LIMIT", 10)
+        clock.advance(600_000)
+        gc.collect()
+        assert alive() is not None
+        assert (garbage.thaws, garbage.thaws_skipped) == (0, 1)
+        monkeypatch.setattr(garbage_module, "THAW_LIMIT", THAW_LIMIT)
+        gc.collect()
+        assert alive() is not None  # skipped: due again an interval later, not at once
+        clock.advance(600_000)
+        gc.collect()
+        assert alive() is None
+        assert (garbage.thaws, garbage.thaws_skipped) == (1, 1)
+    finally:
+        garbage.remove()
 
 
 def test_install_and_remove_are_idempotent() -> None:
