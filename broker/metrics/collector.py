@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Literal
 
 from prometheus_client import generate_latest
@@ -325,11 +325,7 @@ class KafkaCollector(Collector):
         for name, (buckets, total) in sorted(requests.snapshot().items()):
             count = sum(buckets)
             rates.add_metric([name], count)
-            cumulative, running = [], 0.0
-            for bound, n in zip((*REQUEST_TIME_BUCKETS_MS, float("inf")), buckets, strict=True):
-                running += n
-                cumulative.append(("+Inf" if bound == float("inf") else repr(bound), running))
-            times.add_metric([name], cumulative, total)
+            times.add_metric([name], _cumulative(REQUEST_TIME_BUCKETS_MS, buckets), total)
         yield rates
         yield times
 
@@ -402,6 +398,16 @@ def _session_families(cache: FetchSessionCache) -> Iterator[Metric]:
     yield evictions
 
 
+def _cumulative(bounds: Sequence[float], counts: Sequence[float]) -> list[tuple[str, float]]:
+    """A histogram's buckets for prometheus_client: ``counts`` per bucket of ``bounds`` (+Inf
+    last, not cumulative) as (``le``, running count) pairs."""
+    out, running = [], 0.0
+    for bound, n in zip((*bounds, float("inf")), counts, strict=True):
+        running += n
+        out.append(("+Inf" if bound == float("inf") else repr(bound), running))
+    return out
+
+
 def _garbage_families(garbage: GarbageCollection) -> Iterator[Metric]:
     """The collector's passes (broker.garbage): not Kafka's, whose JVM reports its own."""
     seen = garbage.snapshot()
@@ -409,11 +415,7 @@ def _garbage_families(garbage: GarbageCollection) -> Iterator[Metric]:
         "partctl_gc_pause_seconds", "Seconds each pass of Python's garbage collector held "
         "the process, per generation (2: the full passes)", labels=("generation",))
     for generation, (row, total) in enumerate(zip(seen.buckets, seen.seconds, strict=True)):
-        cumulative, running = [], 0
-        for bound, n in zip((*PAUSE_BUCKETS, float("inf")), row, strict=True):
-            running += n
-            cumulative.append(("+Inf" if bound == float("inf") else repr(bound), running))
-        pauses.add_metric([str(generation)], cumulative, total)
+        pauses.add_metric([str(generation)], _cumulative(PAUSE_BUCKETS, row), total)
     yield pauses
     longest = GaugeMetricFamily("partctl_gc_longest_pause_seconds", "The longest pass of the "
                                 "collector since the broker started serving, per generation",
