@@ -136,6 +136,12 @@ class OffsetIndex(_SparseIndex):
         i = bisect_right(self._keys, offset - self.base_offset)
         return self._values[i - 1] if i else 0
 
+    def offset_at_or_after(self, position: int) -> int | None:
+        """The (last) offset of the first indexed batch starting at or after ``position``;
+        None when no entry is there."""
+        i = bisect_left(self._values, position)
+        return self.base_offset + self._keys[i] if i < len(self._values) else None
+
     def last_entry(self) -> tuple[int, int] | None:
         """(absolute offset, position) of the last entry, if any."""
         if not self._keys:

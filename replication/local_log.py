@@ -189,6 +189,17 @@ class LocalLog:
                 return segment.duplicate_fd(), position, size, first
         return None
 
+    def fetch_upper_bound(self, offset: int, size: int) -> int:
+        """An offset past every record of the ``size`` bytes a read of ``offset`` found
+        (:meth:`extent`): see :meth:`LogSegment.fetch_upper_bound`; the log end when no batch
+        ends at or after ``offset``."""
+        i = max(bisect_right(self.bases, offset) - 1, 0)
+        for segment in self.segments[i:]:
+            bound = segment.fetch_upper_bound(offset, size)
+            if bound is not None:
+                return bound
+        return self.leo
+
     def offset_for_timestamp(self, timestamp: int, start: int) -> int | None:
         """The first offset of the first batch with a timestamp >= ``timestamp`` that ends at
         or after ``start``, never below ``start``."""

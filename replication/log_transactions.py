@@ -90,6 +90,18 @@ class LogTransactions:
         with self._lock:
             return self._txn_index.collect(start, upper)
 
+    def aborted_in_read(self, offset: int, size: int, upto: int) -> list[AbortedTxn]:
+        """The aborted transactions a read_committed fetch answer lists beside the ``size``
+        bytes a read of ``offset`` found, never reaching ``upto`` (the LSO): those overlapping
+        the records read, up to Kafka's bound past them (the first indexed batch after them),
+        and not every one up to the LSO, which made each answer of a read from the start of a
+        long log list thousands."""
+        with self._lock:
+            if not self._txn_index.has_entries():
+                return []
+            upper = min(self._local.fetch_upper_bound(offset, size), upto)
+            return self._txn_index.collect(offset, upper)
+
     def txn_index_entries(self) -> dict[int, list[AbortedTxn]]:
         """Segment base -> the entries of its ``.txnindex`` (tests, tools)."""
         with self._lock:

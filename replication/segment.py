@@ -58,6 +58,7 @@ _MIN_BATCH_LENGTH = BATCH_OVERHEAD - LOG_OVERHEAD
 _RECOVERY_CHUNK = 8 << 20
 _TAIL_BATCHES = 64  # the last batches appended a segment keeps where they lie
 _LAST = itemgetter(3)
+_POSITION = itemgetter(0)
 _HEADER_WINDOW = 64 << 10
 MAX_RELATIVE_OFFSET = (1 << 31) - 1
 
@@ -66,18 +67,8 @@ MAX_RELATIVE_OFFSET = (1 << 31) - 1
 BatchFacts = tuple[int, int, int, int, int, int, int]
 
 
-def _batch_ok(
-    view: memoryview,
-    rel: int,
-    size: int,
-    base: int,
-    magic: int,
-    crc: int,
-    attributes: int,
-    last_delta: int,
-    expected: int,
-    limit: int,
-) -> bool:
+def _batch_ok(view: memoryview, rel: int, size: int, base: int, magic: int, crc: int,
+              attributes: int, last_delta: int, expected: int, limit: int) -> bool:
     """Whether the whole batch of ``size`` bytes at ``rel`` in ``view``, with these header
     fields, may continue a segment whose next offset is ``expected`` and whose offsets end at
     ``limit``: magic 2, a known codec, a non-negative offset span inside the segment's range, and
@@ -151,9 +142,7 @@ class LogSegment:
     ) -> LogSegment:
         """A new, empty segment (any files left under its name are emptied)."""
         seg = cls(directory, base_offset, index_interval_bytes, now_ms)
-        seg._fd = os.open(
-            seg.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, PRIVATE_FILE_MODE
-        )
+        seg._fd = os.open(seg.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, PRIVATE_FILE_MODE)
         os.ftruncate(seg._fd, 0)
         seg.offset_index = OffsetIndex(seg._index_path(INDEX_SUFFIX), base_offset)
         seg.time_index = TimeIndex(seg._index_path(TIME_INDEX_SUFFIX), base_offset)
@@ -168,10 +157,8 @@ class LogSegment:
         """Open a segment written before and trusted to be whole (a clean shutdown). Its
         indexes are checked, and so is every batch past the last index entry (see
         :meth:`_load_tail`); if either fails, the segment is recovered, which rebuilds the
-        indexes and cuts the log at the first bad batch.
-
-        Returns the segment and the bytes cut off its end.
-        """
+        indexes and cuts the log at the first bad batch. Returns the segment and the bytes cut
+        off its end."""
         seg = cls(directory, base_offset, index_interval_bytes, now_ms)
         if seg._open_checked():
             return seg, 0
@@ -220,14 +207,12 @@ class LogSegment:
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_APPEND)
         self.size = os.fstat(self._fd).st_size
         try:
-            self.offset_index = OffsetIndex.open(
-                self._index_path(INDEX_SUFFIX), base_offset, self.size
-            )
+            self.offset_index = OffsetIndex.open(self._index_path(INDEX_SUFFIX), base_offset,
+                                                 self.size)
             try:
                 self._load_tail()
-                self.time_index = TimeIndex.open(
-                    self._index_path(TIME_INDEX_SUFFIX), base_offset, self.next_offset
-                )
+                self.time_index = TimeIndex.open(self._index_path(TIME_INDEX_SUFFIX), base_offset,
+                                                 self.next_offset)
             except BaseException:
                 self.offset_index.close_and_delete()
                 raise
@@ -466,6 +451,21 @@ class LogSegment:
                 end = bound[0]
         wanted = max(max_bytes, first_size) if min_one else max(max_bytes, 0)
         return start, min(end - start, wanted), first_base
+
+    def fetch_upper_bound(self, offset: int, size: int) -> int | None:
+        """An offset past every record of ``size`` bytes read from the batch holding ``offset``
+        (None when no batch here ends at or after it): the first of the last batches appended
+        that starts after them, else the offset of the first indexed batch that does (Kafka's
+        fetchUpperBoundOffset), else the end of the segment."""
+        found = self._find(offset)
+        if found is None:
+            return None
+        end, tail = found[0] + size, self._tail
+        if tail and end >= tail[0][0]:
+            i = bisect_left(tail, end, key=_POSITION)
+            return tail[i][2] if i < len(tail) else self.next_offset
+        bound = self.offset_index.offset_at_or_after(end)
+        return self.next_offset if bound is None else bound
 
     def whole_extent(self, offset: int, max_bytes: int, upto: int
                      ) -> tuple[int, int, int] | None:

@@ -168,7 +168,8 @@ def _read_one(ctx: RequestContext, want: Wanted, limit: int, min_one: bool) -> P
         return PartitionRead(index=want.tp.partition, error=ErrorCode.kafka_storage_error)
     aborted = None
     if want.committed:
-        aborted = tuple(partition.log.aborted_transactions(want.offset, bound)) if records else ()
+        size = len(records) if isinstance(records, bytes) else records.size if records else 0
+        aborted = tuple(partition.log.aborted_in_read(want.offset, size, bound)) if size else ()
     return PartitionRead(index=want.tp.partition, error=ErrorCode.none, high_watermark=hw,
                          log_start_offset=start, last_stable_offset=lso, records=records,
                          aborted=aborted)

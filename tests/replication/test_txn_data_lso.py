@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from coordinator.clock import ManualClock
-from replication.log import Log
-from replication.txn_index import AbortedTxn
+from replication.log import Log, LogConfig, LogSlice
+from replication.txn_index import AbortedTxn, TxnIndexes
 
 from .test_tiered_manager import finished, leader, manager, tiered_log
 from .test_txn_data_markers import COORDINATOR, data, encode_batch_at, marker
@@ -92,6 +92,93 @@ def test_an_abort_is_indexed_in_kafkas_format_and_truncated_with_the_log(tmp_pat
     log.truncate_to(3)
     assert log.txn_index_entries() == {} and not (tmp_path / "t-0" / f"{0:020d}.txnindex"
                                                    ).exists()
+
+
+def started_batches(data: bytes) -> list[tuple[int, int]]:
+    """(base offset, last offset) of each batch that starts in ``data`` (the last may be cut)."""
+    out, pos = [], 0
+    while pos + 61 <= len(data):
+        base, length = struct.unpack_from(">qi", data, pos)
+        (last_delta,) = struct.unpack_from(">i", data, pos + 23)
+        out.append((base, base + last_delta))
+        pos += 12 + length
+    return out
+
+
+def sliced(log: Log, offset: int, max_bytes: int) -> bytes:
+    found = log.read_slice(offset, max_bytes, log.log_end_offset, copy_below=0)
+    assert isinstance(found, LogSlice)
+    try:
+        return found.read()
+    finally:
+        found.close()
+
+
+@pytest.mark.parametrize("interval", [0, 4096])
+def test_a_read_lists_the_aborted_transactions_of_its_records_not_all_up_to_the_lso(
+        tmp_path: Path, interval: int) -> None:
+    """Kafka's bound on the aborted transactions a read_committed answer lists: those that
+    overlap the records read, up to the first batch past them (among the last appended, or
+    the first indexed one: the index is sparse, so a few more), in two segments. Listing every
+    one up to the LSO made each answer of a read from the start of a long log list them all."""
+    log = Log.open(tmp_path / "t-0", config=LogConfig(index_interval_bytes=interval),
+                   clock=ManualClock(10_000))
+    log.assign_leader_epoch(0)
+    for i in range(300):  # transaction i: data at 3i and 3i+1, its abort marker at 3i+2
+        pid = 7_000 + i
+        log.append_as_leader(data(0, n=2, pid=pid), 0)
+        log.append_as_leader(marker(commit=False, pid=pid), 0, COORDINATOR)
+        if i == 149:
+            log.roll()
+    end = log.log_end_offset
+    everything = log.aborted_transactions(0, end)
+    assert len(everything) == 300
+    for offset, max_bytes in ((0, 700), (300, 700), (449, 2_000), (850, 700), (0, 1 << 20)):
+        read = started_batches(sliced(log, offset, max_bytes))
+        size = len(sliced(log, offset, max_bytes))
+        listed = log.aborted_in_read(offset, size, end)
+        needed = [t for t in everything
+                  if t.last_offset >= offset and t.first_offset <= read[-1][1]]
+        assert listed[:len(needed)] == needed, (offset, max_bytes)
+        # a sparse index bounds it by the first indexed batch past the read: 4 KiB of them
+        extra = 0 if interval == 0 or max_bytes == 1 << 20 else 30
+        assert len(listed) <= len(needed) + 1 + extra, (offset, max_bytes, len(listed))
+        if max_bytes < 1 << 20:
+            assert len(listed) < 50
+
+
+def test_a_long_open_transaction_is_listed_for_a_read_of_its_start(tmp_path: Path) -> None:
+    """The walk over the index stops at the first entry whose LSO is past the read, and not
+    before: a transaction open while a hundred others were aborted, then aborted itself, is
+    the index's last entry and the first batch's."""
+    log = open_log(tmp_path / "t-0")
+    log.append_as_leader(data(0, pid=1), 0)  # 0: producer 1 opens
+    for i in range(100):  # 1 + 2i, 2 + 2i
+        log.append_as_leader(data(0, pid=100 + i), 0)
+        log.append_as_leader(marker(commit=False, pid=100 + i), 0, COORDINATOR)
+    log.append_as_leader(marker(commit=False, pid=1), 0, COORDINATOR)  # 201
+    end = log.log_end_offset
+    first = len(sliced(log, 0, 1))  # the first batch only
+    listed = log.aborted_in_read(0, first, end)
+    assert listed[0].producer_id == 100 and len(listed) < 50  # 100's batch follows, at 1
+    assert listed[-1] == AbortedTxn(1, 0, 201, 202)
+
+
+def test_an_entry_replayed_after_its_file_was_loaded_is_kept_once(tmp_path: Path) -> None:
+    """Recovery replays markers the loaded files may hold already: each is indexed once, in
+    marker order, and a later marker is appended as it comes."""
+    index = TxnIndexes(tmp_path)
+    first, second, third = (AbortedTxn(1, 0, 2, 3), AbortedTxn(2, 3, 5, 6),
+                            AbortedTxn(3, 6, 8, 9))
+    index.append(0, first)
+    index.append(0, second)
+    reloaded = TxnIndexes(tmp_path)
+    reloaded.load([0], lambda: iter(()))
+    for txn in (first, second, third, second):
+        reloaded.append(0, txn)
+    assert reloaded.entries() == {0: [first, second, third]}
+    assert (tmp_path / f"{0:020d}.txnindex").read_bytes() == b"".join(
+        struct.pack(">hqqqq", 0, *t) for t in (first, second, third))
 
 
 def test_a_corrupt_index_is_rebuilt_from_the_log_with_one_warning(

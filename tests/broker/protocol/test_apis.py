@@ -9,6 +9,7 @@ import asyncio
 import inspect
 import socket
 import struct
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
@@ -239,6 +240,35 @@ def test_fetch_reads_only_below_the_high_watermark(broker: InProcessBroker) -> N
         assert (p.high_watermark, p.last_stable_offset) == (3, 3)
         assert p.records == broker.replica_manager.partition(TP0).log.read(0, 1 << 20).records
         assert p.aborted_transactions == ()  # read_committed: none were aborted
+
+
+def test_a_read_committed_fetch_lists_the_aborted_transactions_of_what_it_sends(
+        broker: InProcessBroker) -> None:
+    """A read_committed answer lists the aborted transactions its records overlap, up to
+    Kafka's bound past them (the first indexed batch after them), not every one up to the
+    LSO: an answer of 1,000 bytes from the start of 300 aborted transactions lists tens."""
+    broker.set_partition("t", 0)
+    rm = broker.replica_manager
+    now_ms = int(time.time() * 1000)  # (an old timestamp rolls the segment: segment.ms)
+    for i in range(300):
+        pid = 7_000 + i
+        batch = encode_batch([Record(key=b"k", value=b"v" * 20, timestamp=now_ms)],
+                             producer_id=pid, producer_epoch=0, base_sequence=0,
+                             transactional=True)
+        assert rm.produce(TP0, batch, 1).result(5).error == 0
+        assert rm.write_txn_marker(TP0, producer_id=pid, producer_epoch=0, commit=False,
+                                   coordinator_epoch=0).result(5).error == 0
+    with RawClient(broker.address) as client:
+        def listed(offset: int, limit: int) -> list[int]:
+            p = only_partition(client.call(fetch(partitions=[(0, offset)], isolation=1,
+                                                 partition_max_bytes=limit)))
+            assert p.error_code == ErrorCode.none and p.last_stable_offset == 600
+            return [t.producer_id for t in p.aborted_transactions]
+
+        start = listed(0, 1_000)
+        assert start[:6] == list(range(7_000, 7_006)) and len(start) < 50
+        assert listed(300, 1_000)[:3] == [7_150, 7_151, 7_152]
+        assert listed(0, 1 << 20) == list(range(7_000, 7_300))
 
 
 def test_fetch_limits_first_batch_whole_then_request_budget(broker: InProcessBroker) -> None:
