@@ -123,7 +123,8 @@ def consume(bootstrap: str, topic: str, count: int, partitions: int,
     first = None
     deadline = time.monotonic() + 300
     while got < count and time.monotonic() < deadline:
-        for msg in consumer.consume(1_000, 0.1):
+        # no more than is still to come: a batch it cannot fill waits its timeout
+        for msg in consumer.consume(min(1_000, count - got), 0.1):
             if msg.error() is None:
                 got += 1
         if got and first is None:

@@ -122,7 +122,8 @@ def consume(conf: dict, topic: str, count: int, partitions: int) -> float:
     got = 0
     deadline = time.monotonic() + 300
     while got < count and time.monotonic() < deadline:
-        for msg in consumer.consume(10_000, 1.0):
+        # no more than is still to come: a batch it cannot fill waits its timeout
+        for msg in consumer.consume(min(10_000, count - got), 1.0):
             if msg.error() is None:
                 got += 1
     end = time.perf_counter()
