@@ -58,7 +58,9 @@ min.insync.replicas 2):
   uncompressed and lz4: Kafka's `ProducerPerformance` (the Java client, run by main class from
   Kafka 3.9.1's jars for every system) and librdkafka (confluent-kafka, linger.ms 5);
 - **consume** MB/s from the beginning by a fresh consumer: `ConsumerPerformance` (its fetch
-  time, the group's join left out) and librdkafka (from assign() to the last message);
+  time, the group's join left out) and librdkafka (from assign() to the last message, each
+  batch `consume()` asking for no more messages than are still to come: one that cannot be
+  filled waits its whole timeout);
 - **transactional produce** (issue 33) MB/s of 1 KiB records, acks=all, on a fresh topic of
   the same kind, record i to partition i mod 6; beside it the same records from the same
   client without transactions (idempotent, pipelined), and the first over the second (the
@@ -102,8 +104,9 @@ min.insync.replicas 2):
   window per broker, averaged weighted by what each counted; shown, not judged): the
   brokers' round trip (`rtt`: a ProduceRequest sent until its answer is read) p50 and p99,
   and the wait in the client's queue before a record is sent (`int_latency`) p99;
-- **end-to-end latency** p99: librdkafka, a producer at 1,000/s and a consumer, each value
-  carrying its produce() time; Kafka's `EndToEndLatency`, which sends one message at a time
+- **end-to-end latency** p99 (and p50, shown, not judged): librdkafka, a producer at
+  1,000/s and a consumer taking each value with `poll()` as it comes, each value carrying
+  its produce() time; Kafka's `EndToEndLatency`, which sends one message at a time
   (ping-pong, not a fixed rate);
 - **brokers' CPU per MB** produced: the three broker processes' user + system time (from
   `/proc/PID/stat`) over the 1 KiB uncompressed produce step, per MB of values (the
