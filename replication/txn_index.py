@@ -16,8 +16,10 @@ an entry is appended when an abort marker is appended (leader and follower alike
 past a truncation point go with the truncation, a segment's file goes with the segment, the
 files of segments the cleaner merged are merged (without the entries of transactions the
 cleaner emptied), and on open a file whose size is not a
-multiple of 34 or that holds an entry of another version is corrupt: it is rebuilt from the log
-with one warning. Files are fsynced with the log's flush.
+multiple of 34, that holds an entry of another version, or whose entries are not in marker
+order (each marker after the one before and after its transaction's first offset: a read's walk
+relies on that order) is corrupt: it is rebuilt from the log with one warning. Files are
+fsynced with the log's flush.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from __future__ import annotations
 import logging
 import os
 import struct
-from bisect import bisect_right
+from bisect import bisect_right, insort
 from collections.abc import Callable, Iterable, Sequence
+from operator import attrgetter
 from pathlib import Path
 from typing import NamedTuple
 
@@ -41,6 +44,7 @@ TXN_INDEX_SUFFIX = ".txnindex"
 VERSION = 0
 _ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = _ENTRY.size  # 34
+_MARKER = attrgetter("last_offset")
 
 
 class AbortedTxn(NamedTuple):
@@ -66,11 +70,17 @@ def decode_entries(data: bytes, name: str = "txnindex") -> list[AbortedTxn]:
     if len(data) % ENTRY_SIZE:
         raise CorruptTxnIndexError(f"{name}: {len(data)} bytes are not whole {ENTRY_SIZE}-byte "
                                    "entries")
-    entries = []
+    entries: list[AbortedTxn] = []
     for version, *fields in _ENTRY.iter_unpack(data):
         if version != VERSION:
             raise CorruptTxnIndexError(f"{name}: an entry of unknown version {version}")
-        entries.append(AbortedTxn(*fields))
+        txn = AbortedTxn(*fields)
+        if txn.first_offset > txn.last_offset or (entries and
+                                                  txn.last_offset <= entries[-1].last_offset):
+            raise CorruptTxnIndexError(f"{name}: entry {len(entries)} is not after the one "
+                                       "before it (markers in offset order, each after its "
+                                       "transaction's first offset)")
+        entries.append(txn)
     return entries
 
 
@@ -135,8 +145,12 @@ class TxnIndexes:
         below the last entry's can be there already: a segment of 20,000 aborted transactions
         compared each new one with all of them (4 ms an abort, under the log's lock)."""
         entries = self._entries.setdefault(segment_base, [])
-        if (entries and entries[-1].last_offset >= txn.last_offset
-                and any(t[:3] == txn[:3] for t in entries)):
+        if entries and entries[-1].last_offset >= txn.last_offset:
+            if not any(t[:3] == txn[:3] for t in entries):
+                # one the file missed: in its place, which a read's walk relies on
+                # (collect stops at the first entry past the read)
+                insort(entries, txn, key=_MARKER)
+                self._write(segment_base)
             return
         entries.append(txn)
         fd = os.open(self.directory / file_name(segment_base),

@@ -179,6 +179,17 @@ def test_an_entry_replayed_after_its_file_was_loaded_is_kept_once(tmp_path: Path
     assert reloaded.entries() == {0: [first, second, third]}
     assert (tmp_path / f"{0:020d}.txnindex").read_bytes() == b"".join(
         struct.pack(">hqqqq", 0, *t) for t in (first, second, third))
+    # one the file missed, replayed after a later one: put in its place, file and all (a
+    # read's walk stops at the first entry past the read)
+    index = TxnIndexes(tmp_path / "other")
+    (tmp_path / "other").mkdir()
+    index.append(0, first)
+    index.append(0, third)
+    index.append(0, second)
+    assert index.entries() == {0: [first, second, third]}
+    again = TxnIndexes(tmp_path / "other")
+    again.load([0], lambda: iter(()))
+    assert again.entries() == {0: [first, second, third]}
 
 
 def test_a_corrupt_index_is_rebuilt_from_the_log_with_one_warning(
@@ -193,7 +204,9 @@ def test_a_corrupt_index_is_rebuilt_from_the_log_with_one_warning(
     assert log.txn_index_entries() == expected
     log.close()
     index = tmp_path / "t-0" / f"{2:020d}.txnindex"
-    for damage in (index.read_bytes()[:-1], b"\x00\x07" + index.read_bytes()[2:]):
+    raw = index.read_bytes()
+    for damage in (raw[:-1], b"\x00\x07" + raw[2:], raw + raw,  # torn, a version, no order
+                   struct.pack(">hqqqq", 0, 1, 5, 3, 4)):  # begun after its marker
         index.write_bytes(damage)
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="replication.txn_index"):
