@@ -86,7 +86,8 @@ class LogTransactions:
 
     def aborted_transactions(self, start: int, upper: int) -> list[AbortedTxn]:
         """The aborted transactions a read of ``[start, upper)`` overlaps (their marker at or
-        after ``start``, their first offset below ``upper``), oldest marker first."""
+        after ``start``, their first offset below ``upper``), oldest marker first (tests,
+        tools; a fetch answer lists :meth:`aborted_in_read`'s)."""
         with self._lock:
             return self._txn_index.collect(start, upper)
 

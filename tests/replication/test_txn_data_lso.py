@@ -134,8 +134,8 @@ def test_a_read_lists_the_aborted_transactions_of_its_records_not_all_up_to_the_
     everything = log.aborted_transactions(0, end)
     assert len(everything) == 300
     for offset, max_bytes in ((0, 700), (300, 700), (449, 2_000), (850, 700), (0, 1 << 20)):
-        read = started_batches(sliced(log, offset, max_bytes))
-        size = len(sliced(log, offset, max_bytes))
+        found = sliced(log, offset, max_bytes)
+        read, size = started_batches(found), len(found)
         listed = log.aborted_in_read(offset, size, end)
         needed = [t for t in everything
                   if t.last_offset >= offset and t.first_offset <= read[-1][1]]
