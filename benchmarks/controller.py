@@ -718,13 +718,17 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
     # how a cluster comes back when its brokers' log recovery ends at different times.
     def full_restart(key: str, rolling: bool) -> None:
         t = time.perf_counter()
+        held = rss(os.getpid())[0]
         sessions.close(sorted(registered))
         registered.clear()
         wait(lambda: not a.ctx.brokers, timeout=900)
         a.events.wait_idle(900)
         offline = sum(1 for lai in a.ctx.leaders.values() if lai.leader < 0)
         res.notes.append(f"({key}) all {brokers} brokers lost -> controller idle with {offline} "
-                         f"partitions offline: {time.perf_counter() - t:.2f}s")
+                         f"partitions offline: {time.perf_counter() - t:.2f}s; replica states "
+                         f"stored {len(a.ctx.replica_states.explicit()):,}; this process "
+                         f"(the active controller, the stand-in brokers) {held:.0f} -> "
+                         f"{rss(os.getpid())[0]:.0f} MiB")
         b.wait_idle(mark(), 900)
         registered.update(everyone)
         step = sent(replicas, everyone)

@@ -57,12 +57,13 @@ class ReplicaStates:
 
     A replica that no transition has named since failover is in the state Kafka's
     ``ReplicaStateMachine.startup`` gives it: Online on a live broker, else Offline (Ineligible
-    when its topic is being deleted). Only states that differ from that rule, or that must
-    survive a broker coming back (Offline, Ineligible, the deletion states, New), are stored;
-    so a failover stores nothing for 300,000 replicas of a healthy cluster, and taking a
-    broker's replicas Online again forgets them. A replica leaving a partition's assignment
-    keeps the state it had (pinned by :meth:`ControllerContext.set_replicas`) until a
-    transition to NonExistent drops it.
+    when its topic is being deleted). Only the states that differ from that rule are stored
+    (Offline on a live broker, the deletion states, New), and Ineligible, which must outlast
+    its broker's return. A failover stores nothing for 300,000 replicas of a healthy
+    cluster, a broker's loss nothing for the replicas it held (they read Offline while it is
+    gone, and its return takes them Online), and taking a broker's replicas Online again
+    forgets them. A replica leaving a partition's assignment keeps the state it had (pinned
+    by :meth:`ControllerContext.set_replicas`) until a transition to NonExistent drops it.
     """
 
     __slots__ = ("_ctx", "_explicit", "tracking")
@@ -116,6 +117,9 @@ class ReplicaStates:
     def set_all(self, keys: Iterable[ReplicaKey], state: ReplicaState) -> None:
         """``self[key] = state`` for each of ``keys``, in one pass."""
         stored = self._explicit
+        if state is ReplicaState.OFFLINE:
+            self._set_offline(keys)
+            return
         if state is not ReplicaState.ONLINE:
             stored.update(dict.fromkeys(keys, state))
             return
@@ -128,6 +132,26 @@ class ReplicaStates:
                 forget(key, None)
             else:
                 stored[key] = state
+
+    def _set_offline(self, keys: Iterable[ReplicaKey]) -> None:
+        """Offline for each of ``keys``. Stored where the rule gives another state: on a live
+        broker (a controlled shutdown's followers, replicas a reassignment removes), of a
+        topic being deleted (the rule: Ineligible), out of the assignment (NonExistent).
+        Forgotten where the rule gives Offline already, on a broker that is not live: the
+        state a failover derives for the same view. Stored one by one, a whole cluster lost
+        at a million partitions kept three million entries on the active controller, some
+        300 MB, and its brokers' return took them out again one by one."""
+        stored = self._explicit
+        ctx = self._ctx
+        brokers, deleting, replicas = ctx.brokers, ctx.deleting, ctx.replicas.get
+        offline = ReplicaState.OFFLINE
+        forget = stored.pop
+        for key in keys:
+            tp, b = key
+            if b in brokers or (deleting and tp.topic in deleting) or b not in replicas(tp, ()):
+                stored[key] = offline
+            elif stored:
+                forget(key, None)
 
     def __getitem__(self, key: ReplicaKey) -> ReplicaState:
         state = self.get(key)

@@ -67,8 +67,9 @@ class ReplicaStateMachine:
         calls for; the caller sends it (:meth:`send_leader_and_isr`) or an election does.
 
         ``derived_was``, for the state-change log only: the state that a replica with no
-        stored state was in before the event being handled (a broker loss: Online; its state
-        is derived from the live brokers, so it reads Offline as soon as the broker is gone)."""
+        stored state was in before the event being handled, its state being derived from the
+        live brokers: Online for a broker's loss (it reads Offline as soon as the broker is
+        gone), Offline for its return (it reads Online as soon as the broker is back)."""
         members = keys if type(keys) is list else list(keys)
         states = self.ctx.replica_states.states_of(members)
         allowed = previous_states(target)
@@ -96,6 +97,21 @@ class ReplicaStateMachine:
                                     self.partitions.controller_epoch,
                                     [(k, before[k]) for k in moved], target)
         return moved
+
+    def store_derived(self, keys: list[ReplicaKey], state: ReplicaState, *,
+                      was: ReplicaState) -> None:
+        """Store ``state`` for ``keys``, which read it by derivation only (nothing stored for
+        them), where it must outlast what it is derived from: a replica of a topic being
+        deleted reads Ineligible while its broker is down, and stays so when the broker
+        returns, until deletion resumes. The state-change log shows each as moved from
+        ``was``, the state the rule gave before (Offline, before its topic's deletion)."""
+        if not keys:
+            return
+        self.ctx.replica_states.set_all(keys, state)
+        if enabled(DEBUG):
+            log_replica_transitions(self.partitions.controller_id,
+                                    self.partitions.controller_epoch,
+                                    [(k, was) for k in keys], state)
 
     def _apply(self, valid: list[ReplicaKey], target: ReplicaState, batch: RequestBatch,
                tell: bool) -> list[ReplicaKey]:

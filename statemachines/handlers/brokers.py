@@ -133,11 +133,14 @@ def on_broker_startup(svc: ControllerServices, ids: list[int]) -> None:
     # the leader it finds, and only those it leaves without one are told of them after it.
     # Kafka's controller tells them before it too, with no leader: twice the LeaderAndIsr
     # entries and metadata for every partition when a whole cluster comes back.
+    # (derived_was: a replica with no stored state read Offline until its broker came back)
     leaderless = ctx.leaderless
+    was = ReplicaState.OFFLINE
     waiting = [k for k in keys if k[0] in leaderless]
     if len(waiting) < len(keys):  # (a whole cluster back: every one of them waits)
-        rsm.handle([k for k in keys if k[0] not in leaderless], ReplicaState.ONLINE, batch)
-    waiting = rsm.handle(waiting, ReplicaState.ONLINE, batch, tell=False)
+        rsm.handle([k for k in keys if k[0] not in leaderless], ReplicaState.ONLINE, batch,
+                   derived_was=was)
+    waiting = rsm.handle(waiting, ReplicaState.ONLINE, batch, tell=False, derived_was=was)
     svc.send(batch)
     elect_leaderless(svc, joined=ids)
     unled = [k for k in waiting if k[0] in ctx.leaderless]

@@ -97,12 +97,19 @@ def start(svc: ControllerServices, topic: str) -> None:
 
 
 def fail_replicas(svc: ControllerServices, keys: list[ReplicaKey], batch: RequestBatch) -> None:
-    """Replicas of topics being deleted that cannot be deleted now (their broker is down)."""
+    """Replicas of topics being deleted that cannot be deleted now (their broker is down):
+    Ineligible until their broker returns. One with no stored state on a broker that is down
+    (none is stored for it since a failover or its broker's loss) reads Ineligible by
+    derivation already; it is stored so, or its broker's return would read it Online."""
     rsm = svc.replicas
-    keys = [k for k in keys if rsm.state(k) is not _R.DELETION_INELIGIBLE]
+    stored = svc.ctx.replica_states.explicit()
+    ineligible = _R.DELETION_INELIGIBLE
+    derived = [k for k in keys if k not in stored and rsm.state(k) is ineligible]
+    keys = [k for k in keys if rsm.state(k) is not ineligible]
     rsm.handle([k for k in keys if rsm.state(k) in (_R.ONLINE, _R.NEW)], _R.OFFLINE, batch)
-    rsm.handle(keys, _R.DELETION_INELIGIBLE, batch)
-    svc.ctx.deletion_ineligible.update(tp.topic for tp, _ in keys)
+    rsm.handle(keys, ineligible, batch)
+    rsm.store_derived(derived, ineligible, was=_R.OFFLINE)
+    svc.ctx.deletion_ineligible.update(tp.topic for tp, _ in (*keys, *derived))
 
 
 def on_replica_deletion_finished(svc: ControllerServices, event: ev.ReplicaDeletionFinished) -> None:

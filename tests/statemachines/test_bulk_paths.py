@@ -51,6 +51,28 @@ def test_replica_states_are_derived_from_the_view_after_failover(three: Cluster)
     assert len(ctx.replica_states) == 9
 
 
+def test_a_broker_loss_stores_no_state_for_its_replicas(three: Cluster) -> None:
+    """The replicas of a broker that is gone read Offline by the rule, as after a failover:
+    nothing is stored for them (a whole cluster lost at a million partitions stored three
+    million entries), and its return reads them Online. An Offline stored on a live broker
+    (a controlled shutdown's follower) is forgotten once the broker is gone."""
+    ctx = three.active().controller.ctx
+    explicit = ctx.replica_states.explicit()
+    three.kill(3)
+    gone = [(tp("t", p), 3) for p in range(3)]
+    assert [ctx.replica_states[k] for k in gone] == [ReplicaState.OFFLINE] * 3
+    assert explicit == {}
+    three.add(3)
+    assert [ctx.replica_states[k] for k in gone] == [ReplicaState.ONLINE] * 3
+    assert explicit == {}
+    three.active().controller.request_controlled_shutdown(2, three.participants[2].broker_epoch)
+    three.pump()
+    followed = (tp("t", 0), 2)
+    assert explicit.get(followed) is ReplicaState.OFFLINE  # stored: 2 is still live
+    three.kill(2)
+    assert followed not in explicit and ctx.replica_states[followed] is ReplicaState.OFFLINE
+
+
 def test_a_replica_added_after_failover_is_non_existent_until_new(three: Cluster) -> None:
     ctx = three.active().controller.ctx
     ctx.set_replicas(tp("t", 0), (1, 2, 3, 4))
@@ -73,7 +95,7 @@ def test_replica_states_read_and_set_in_bulk_as_one_at_a_time(three: Cluster) ->
     states[(tp("t", 1), 2)] = ReplicaState.OFFLINE  # stored on a live broker
     ctx.set_replicas(tp("t", 0), (1, 2, 3, 4))  # 4 joins: stored NonExistent
     ctx.deleting.add("t2")
-    states.explicit().pop((tp("t2", 0), 3))  # derived: Ineligible (stored Offline on the loss)
+    assert (tp("t2", 0), 3) not in states.explicit()  # derived: Ineligible (none stored on the loss)
     keys = [(tp("t", p), b) for p in range(3) for b in (1, 2, 3, 4, 5)] + [
         (tp("t2", 0), 3), (tp("t2", 0), 1)]
     one_at_a_time = [states.get(k, ReplicaState.NON_EXISTENT) for k in keys]

@@ -657,6 +657,32 @@ def test_topic_deletion_with_a_broker_down_resumes_when_it_returns(three: Cluste
     assert three.metadata.topics_to_delete() == []
 
 
+def test_topic_deletion_begun_after_a_failover_with_brokers_down_waits_for_them(
+        three: Cluster) -> None:
+    """The controller that takes over with 3 and 1 down stores no state for their replicas
+    (they read Offline by the rule); a deletion begun then stores them Ineligible, so that
+    3's return resumes the deletion of its replicas while 1's stay Ineligible, and the topic
+    goes once 1 is back too."""
+    three.kill(3)
+    three.kill(1)  # the controller moves to 2, with 3 and 1 down
+    ctl = three.active().controller
+    ctx = ctl.ctx
+    assert ctl.broker_id == 2 and ctx.replica_states.explicit() == {}
+    three.admin.delete_topic("t")
+    three.pump()
+    assert "t" in ctx.deletion_ineligible
+    on_1, on_3 = (tp("t", 0), 1), (tp("t", 0), 3)
+    for key in (on_1, on_3):
+        assert ctx.replica_states.explicit()[key] is ReplicaState.DELETION_INELIGIBLE
+    three.add(3)
+    assert ctx.replica_states[on_3] is ReplicaState.DELETION_SUCCESSFUL
+    assert ctx.replica_states[on_1] is ReplicaState.DELETION_INELIGIBLE
+    assert "t" in three.admin.list_topics()
+    back = three.add(1)
+    assert "t" not in three.admin.list_topics()
+    assert back.handler.stopped(deleted=True) == {tp("t", p) for p in range(3)}
+
+
 def test_deleting_an_unknown_topic_request_is_removed(three: Cluster) -> None:
     three.admin_client.create(layout.delete_topic("ghost"), make_parents=True)
     three.pump()

@@ -115,6 +115,22 @@ def test_the_state_change_log_records_each_transition_of_a_scenario_in_order(
     assert (first["controller_id"], first["controller_epoch"], first["partition"]) == (1, 1, 0)
 
 
+def test_a_replica_of_a_deleted_topic_on_a_broker_down_is_logged_ineligible(
+        three: Cluster, changes: Changes) -> None:
+    """Nothing is stored for the replicas of a broker that is gone (they read Offline by the
+    rule), and one of a topic whose deletion begins then reads Ineligible by the rule: it is
+    stored so, and the log shows the move from Offline, as Kafka's controller logs it."""
+    three.admin.create_topic("d", assignment={0: [3, 2]})
+    three.pump()
+    three.kill(3)
+    start = len(changes.about("d"))
+    three.admin.delete_topic("d")
+    three.pump()
+    replicas = [line for line in changes.about("d")[start:] if line[0] == "replica"]
+    assert ("replica", 3, "OfflineReplica", "ReplicaDeletionIneligible") in replicas
+    assert ("replica", 2, "OnlineReplica", "OfflineReplica") in replicas
+
+
 def test_a_broker_refusing_a_request_from_an_older_controller_is_logged(
         three: Cluster, changes: Changes) -> None:
     three.kill(1)  # controller moves to 2 at epoch 2
