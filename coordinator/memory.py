@@ -491,8 +491,7 @@ class MemoryCoordinator(Coordinator):
             return sorted(node.children)
 
     def get_many(self, paths_: Sequence[str]) -> list[tuple[bytes, Stat] | None]:
-        for path in paths_:
-            paths.validate(path)
+        paths.validate_all(paths_)
         with self.store.lock:
             self._connected()
             nodes = self.store.nodes

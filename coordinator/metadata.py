@@ -312,8 +312,7 @@ class MetadataClient(ConfigNodes, AdminNodes):
     ) -> dict[TopicPartition, Versioned[PartitionStateNode] | None]:
         """Leader and ISR of each partition, with its partition epoch, in one bulk read."""
         tps = list(partitions)
-        items = self._get_many(
-            [layout.partition_state(tp.topic, tp.partition) for tp in tps])
+        items = self._get_many(layout.partition_states(tps))
         out: dict[TopicPartition, Versioned[PartitionStateNode] | None] = {}
         for tp, item in zip(tps, items, strict=True):
             if item is None:

@@ -389,8 +389,7 @@ class ZooKeeperCoordinator(Coordinator):
         sizes the next batches to about READ_BATCH_TARGET_BYTES. A batch whose answer costs the
         connection (or times out) is read again in halves once reconnected: reads are idempotent.
         """
-        for path in paths_:
-            paths.validate(path)
+        paths.validate_all(paths_)
         self._ready()
         if not self._multi_read:
             return self._get_many_pipelined(paths_)

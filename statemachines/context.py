@@ -14,7 +14,7 @@ touches its own partitions and never scans the cluster.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from coordinator.codecs import BrokerInfo, TopicAssignment, TopicPartition
@@ -50,6 +50,27 @@ class OngoingReassignment:
     def replicas(self) -> tuple[int, ...]:
         """The full replica set while moving: target first, then the original ones leaving."""
         return self.target + self.removing
+
+
+def _add_hosted(on: dict[int, set[TopicPartition]],
+                pairs: Iterable[tuple[TopicPartition, tuple[int, ...]]]) -> None:
+    """Each partition of ``pairs`` into the sets of its replicas' brokers in ``on``: the
+    partitions of each replica list first, then each list's brokers given them at once
+    (partitions share few lists, and a set's update runs in C where an add per (partition,
+    replica) was a sixth of a cold load)."""
+    groups: dict[tuple[int, ...], list[TopicPartition]] = {}
+    for tp, replicas in pairs:
+        group = groups.get(replicas)
+        if group is None:
+            groups[replicas] = [tp]
+        else:
+            group.append(tp)
+    for replicas, group in groups.items():
+        for b in replicas:
+            hosted = on.get(b)
+            if hosted is None:
+                hosted = on[b] = set()
+            hosted.update(group)
 
 
 class ReplicaStates:
@@ -268,7 +289,15 @@ class ControllerContext:
         """How many partitions of ``replicas`` have no entry in ``leaders`` (a state not read
         or not written yet): a failover reads those again, and needs this to know of none
         without a pass over a million partitions."""
-        self._replicas_on: dict[int, set[TopicPartition]] = {}
+        self._replicas_on: dict[int, set[TopicPartition]] | None = {}
+        """Per broker named in an assignment, the partitions it hosts. None after a cold load
+        until first asked for (:meth:`replicas_on_all` builds it from ``replicas``): a cold
+        failover's metadata needs only the brokers (:meth:`hosting_brokers`), and building it
+        a million partitions long was a tenth of that failover's time before the metadata
+        went out."""
+        self._hosts: set[int] = set()
+        """While ``_replicas_on`` is None: every broker named in an assignment since it was
+        dropped (a few may host nothing any more)."""
         self._led_by: dict[int, set[TopicPartition]] = {}
         self._partitions_of: dict[str, set[TopicPartition]] = {}
         self.full_metadata: FullMetadata | None = None
@@ -316,11 +345,22 @@ class ControllerContext:
         return frozenset(self.brokers)
 
     def replicas_on(self, broker_id: int) -> set[TopicPartition]:
-        return self._replicas_on.get(broker_id, set())
+        return self.replicas_on_all().get(broker_id, set())
 
     def replicas_on_all(self) -> dict[int, set[TopicPartition]]:
         """Every broker named in an assignment (live or not) and the partitions it hosts."""
-        return self._replicas_on
+        on = self._replicas_on
+        if on is None:
+            on = {}
+            _add_hosted(on, self.replicas.items())
+            self._replicas_on, self._hosts = on, set()
+        return on
+
+    def hosting_brokers(self) -> Collection[int]:
+        """Every broker named in an assignment, without building :meth:`replicas_on_all`
+        (after a cold load it may name a few that host nothing any more)."""
+        on = self._replicas_on
+        return self._hosts if on is None else on.keys()
 
     def leaders_by_broker(self) -> dict[int, set[TopicPartition]]:
         """Every broker named as a leader (live or not) and the partitions it leads."""
@@ -374,28 +414,20 @@ class ControllerContext:
         """set_topic of a topic none of whose partitions the context holds, with no replica
         states tracked and no metadata changes noted (a cold load's every topic): what
         set_replicas would do per partition, a topic at a time."""
-        tps = [TopicPartition(topic, p) for p in partitions]
+        new = tuple.__new__  # (a named tuple's constructor is a Python call: a million here)
+        tps = [new(TopicPartition, (topic, p)) for p in partitions]
         lists = [tuple(r) for r in partitions.values()]
         self.replicas.update(zip(tps, lists, strict=True))
         leaders = self.leaders
         self.unstated += (sum(1 for tp in tps if tp not in leaders) if leaders else len(tps))
-        # the partitions of each replica list, then each list's brokers given them at once: a
-        # topic's partitions share few lists, and a set's update runs in C where an add per
-        # (partition, replica) was a sixth of a cold load
-        groups: dict[tuple[int, ...], list[TopicPartition]] = {}
-        for tp, replicas in zip(tps, lists, strict=True):
-            group = groups.get(replicas)
-            if group is None:
-                groups[replicas] = [tp]
-            else:
-                group.append(tp)
         on = self._replicas_on
-        for replicas, group in groups.items():
-            for b in replicas:
-                hosted = on.get(b)
-                if hosted is None:
-                    hosted = on[b] = set()
-                hosted.update(group)
+        if not on:  # a cold load: the brokers only, the rest when first asked for
+            self._replicas_on = None
+            hosts = self._hosts
+            for replicas in set(lists):
+                hosts.update(replicas)
+        else:
+            _add_hosted(on, zip(tps, lists, strict=True))
         if tps:
             self._partitions_of[topic] = set(tps)
         if every is not None:
@@ -424,13 +456,16 @@ class ControllerContext:
             for b in old:
                 if b not in new:
                     states.pin((tp, b))
-                    hosted = on.get(b)
+                    hosted = on.get(b) if on is not None else None
                     if hosted is not None:
                         hosted.discard(tp)
         tracking = states.tracking  # (no replica states to keep before a failover's end)
         for b in new:
             if tracking and (old is None or b not in old):
                 states.added((tp, b))
+            if on is None:
+                self._hosts.add(b)
+                continue
             hosted = on.get(b)
             if hosted is None:
                 hosted = on[b] = set()
@@ -453,8 +488,9 @@ class ControllerContext:
         for tp in self._partitions_of.pop(topic, set()):
             if tp in self.replicas and tp not in self.leaders:
                 self.unstated -= 1
+            hosted_by = self._replicas_on
             for b in self.replicas.pop(tp, ()):
-                on = self._replicas_on.get(b)
+                on = hosted_by.get(b) if hosted_by is not None else None
                 if on is not None:
                     on.discard(tp)
             self.remove_leader(tp)

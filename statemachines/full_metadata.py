@@ -30,7 +30,7 @@ PATCH_SHARE = 4
 
 def _dead(ctx: ControllerContext) -> frozenset[int]:
     live = ctx.brokers
-    return frozenset(b for b in ctx.replicas_on_all() if b not in live)
+    return frozenset(b for b in ctx.hosting_brokers() if b not in live)
 
 
 def _in_order(ctx: ControllerContext) -> Iterator[TopicPartition]:
@@ -236,6 +236,7 @@ class Preparation:
                     self._cancel = self._wake(quiet_at - now)
                 return False
         self._deferred_since = None
+        ctx.replicas_on_all()  # built now if a load left it (a failover's handlers need it)
         prepared = prepare_full_metadata(ctx)
         if self._cancel is None:
             self._ready.set()

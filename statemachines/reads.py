@@ -47,8 +47,7 @@ def read_partition_states(
     ``MetadataClient.partition_states`` does, with its read retry, decoding straight into the
     view's values). A malformed state node (another tool's) leaves the view's value as it was
     (with ``drop``, removes it), and is reported to ``skipped`` (without, CorruptMetadata)."""
-    items = metadata.retry(metadata.coordinator.get_many,
-                           [layout.partition_state(tp.topic, tp.partition) for tp in tps])
+    items = metadata.retry(metadata.coordinator.get_many, layout.partition_states(tps))
     set_leader, remove_leader = ctx.set_leader, ctx.remove_leader
     # Equal nodes (the same bytes at the same version: most partitions of a cluster whose
     # brokers each lead alike) give one shared value, immutable, decoded and built once: a

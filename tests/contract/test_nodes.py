@@ -65,6 +65,8 @@ def test_node_errors(client: Coordinator) -> None:
     for bad in ("relative", "/trailing/", "/double//slash", "/dot/./x", ""):
         with pytest.raises(InvalidPath):
             client.get(bad)
+        with pytest.raises(InvalidPath):  # a bulk read checks its paths all at once
+            client.get_many(["/p", bad])
 
 
 def test_empty_and_binary_data(client: Coordinator) -> None:

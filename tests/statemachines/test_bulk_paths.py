@@ -318,6 +318,47 @@ def test_the_count_of_partitions_without_a_state_follows_every_change(seed: int)
         assert ctx.unstated == sum(1 for tp in ctx.replicas if tp not in ctx.leaders)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_the_hosted_index_a_cold_load_defers_is_built_as_one_kept_all_along(seed: int) -> None:
+    """A cold load leaves the per-broker index of hosted partitions to be built when first
+    asked for (a cold failover's metadata needs the brokers only). Whatever changes come
+    meanwhile (topics added and grown, replicas moved, topics removed), the index built then
+    equals one kept up to date all along, and the brokers named meanwhile (hosting_brokers)
+    include every broker that hosts a partition."""
+    rng = random.Random(seed)
+    lazy, kept = ControllerContext(), ControllerContext()
+    first = {p: (1 + p % 4, 1 + (p + 1) % 4) for p in range(6)}
+    for ctx in (lazy, kept):
+        ctx.set_topic(TopicAssignment(topic="a", partitions=first), 0)  # a cold load's topic
+    assert lazy._replicas_on is None  # noqa: SLF001
+    kept.replicas_on_all()
+    topics = ["a", "b", "c", "d"]
+    for _ in range(300):
+        topic = rng.choice(topics)
+        op = rng.random()
+        for ctx in (lazy, kept):
+            state = random.Random(op)  # the same choices for both
+            if op < 0.4:
+                partitions = {p: tuple(state.sample(range(1, 9), 2))
+                              for p in range(state.randint(1, 6))}
+                ctx.set_topic(TopicAssignment(topic=topic, partitions=partitions), 0)
+            elif op < 0.85:
+                ctx.set_replicas(TopicPartition(topic, state.randint(0, 7)),
+                                 state.sample(range(1, 9), state.randint(1, 3)))
+            else:
+                ctx.remove_topic(topic)
+        named = {b for b, hosted in kept.replicas_on_all().items() if hosted}
+        assert named <= set(lazy.hosting_brokers())
+    assert lazy._replicas_on is None  # noqa: SLF001 (nothing asked for it yet)
+
+    def hosting(ctx: ControllerContext) -> dict[int, set[TopicPartition]]:
+        return {b: hosted for b, hosted in ctx.replicas_on_all().items() if hosted}
+
+    assert hosting(lazy) == hosting(kept)
+    assert {b: lazy.replicas_on(b) for b in range(10)} == {b: kept.replicas_on(b)
+                                                           for b in range(10)}
+
+
 def test_a_bulk_read_of_states_shares_equal_ones_and_skips_a_corrupt_one(
         caplog: pytest.LogCaptureFixture) -> None:
     """Equal state nodes (same bytes, same version) give one shared value; a node of the same

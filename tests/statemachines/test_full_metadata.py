@@ -199,8 +199,11 @@ def test_a_standby_prepares_once_its_view_is_quiet_not_while_changes_come() -> N
     assert wakes.delays == [QUIET, pytest.approx(0.3)] and ctx.full_metadata is None
     clock.sleep(0.3)
     prep.woken()
+    assert ctx._replicas_on is None  # noqa: SLF001 (a cold load's: built when asked for)
     assert prep.idle(ctx)  # quiet long enough: built
     assert ctx.full_metadata is not None and ctx.full_metadata.entries == _fresh(ctx)
+    # so is the hosted index, which a failover's handlers would otherwise build
+    assert ctx._replicas_on is not None  # noqa: SLF001
     assert prep.wait_ready(0)
 
 
