@@ -293,8 +293,7 @@ class ControllerContext:
         """Per broker named in an assignment, the partitions it hosts. None after a cold load
         until first asked for (:meth:`replicas_on_all` builds it from ``replicas``): a cold
         failover's metadata needs only the brokers (:meth:`hosting_brokers`), and building it
-        a million partitions long was a tenth of that failover's time before the metadata
-        went out."""
+        while a million partitions were loaded was part of what kept that metadata back."""
         self._hosts: set[int] = set()
         """While ``_replicas_on`` is None: every broker named in an assignment since it was
         dropped (a few may host nothing any more)."""

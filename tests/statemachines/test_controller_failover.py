@@ -290,6 +290,28 @@ def test_cold_candidate_reads_everything_at_failover(cluster: Cluster) -> None:
     assert cluster.state("after", 0).leader == 3
 
 
+def test_a_cold_candidate_names_dead_replicas_offline_before_it_indexes_them(
+        cluster: Cluster) -> None:
+    """A cold load leaves the index of each broker's partitions for later: the failover's
+    metadata names the dead brokers' replicas offline from the brokers alone, and the steps
+    after it (dead replicas out of the ISRs) build the index, equal to the assignment's."""
+    cold = ControllerConfig(hot_standby=False)
+    for b in (1, 2, 3, 4):
+        cluster.add(b, config=cold)
+    cluster.admin.create_topic("t", assignment={0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 4, 2]})
+    cluster.pump()
+    cluster.participants[2].handler.clear()
+    cluster.kill(1)  # 2 takes over, cold, with 1 down and still in the ISRs
+    ctl = cluster.active().controller
+    assert ctl.broker_id == 2 and not ctl.last_failover.warm  # type: ignore[union-attr]
+    first = cluster.participants[2].handler.received(UpdateMetadataRequest)[0]
+    offline = {p.partition: p.offline_replicas for p in first.partitions if p.topic == "t"}
+    assert offline == {0: (1,), 1: (1,), 2: ()}
+    assert ctl.ctx.replicas_on(1) == {tp("t", 0), tp("t", 1)}
+    assert ctl.ctx.replicas_on(4) == {tp("t", 2)}
+    assert all(1 not in cluster.state("t", p).isr for p in range(3))
+
+
 def test_failover_sends_leader_and_isr_for_every_partition(three: Cluster) -> None:
     from interbroker.requests import LeaderAndIsrRequest
 
