@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +54,7 @@ class _Tree:
         self.slash = self.full.rstrip("/") + "/"
         self.cut = len(owner.root)
         self.lock = threading.Lock()
-        self.pending: list[tuple[str, bool, int]] = []  # (chrooted path, deleted, zxid)
+        self.pending: deque[tuple[str, bool, int]] = deque()  # (chrooted path, deleted, zxid)
         self.fetching = False
         self.generation = 0
 
@@ -68,7 +69,7 @@ class _Tree:
             if self.fetching:
                 return
             self.fetching = True
-            batch, self.pending = self.pending[:BATCH], self.pending[BATCH:]
+            batch = self._take()
             generation = self.generation
         self._fetch(batch, generation)
 
@@ -115,8 +116,20 @@ class _Tree:
             if not self.pending:
                 self.fetching = False
                 return
-            batch, self.pending = self.pending[:BATCH], self.pending[BATCH:]
+            batch = self._take()
         self._fetch(batch, generation)
+
+    def _take(self) -> list[tuple[str, bool, int]]:
+        """The next batch of notifications, from the front (under the lock). Those behind it
+        stay where they are: a standby behind a mass election holds a million of them, and
+        slicing the rest off each time copied them all once a batch."""
+        pending = self.pending
+        if len(pending) <= BATCH:
+            batch = list(pending)
+            pending.clear()
+            return batch
+        take = pending.popleft
+        return [take() for _ in range(BATCH)]
 
     # --- (re)arming ----------------------------------------------------------------------
 

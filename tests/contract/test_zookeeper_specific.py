@@ -234,3 +234,27 @@ def test_cancelling_a_tree_watch_removes_it_from_the_server(zk: ZooKeeperHarness
     other.watch_tree("/tw", kept)
     client.create("/tw/a", b"1")
     kept.wait_for(lambda events: any(c.path == "/tw/a" for e in events for c in e.changes))
+
+
+def test_a_tree_watch_behind_thousands_of_changes_reports_them_all_in_order(
+        zk: ZooKeeperHarness, client: Coordinator) -> None:
+    """A ZooKeeper tree watch reads the data of the nodes it is told of a thousand at a time,
+    one read in flight: thousands of changes at once queue behind it, and come out whole, in
+    the store's order, each with its data (a standby behind a mass election)."""
+    from coordinator.model import TreeEvent
+
+    other = zk.connect()
+    other.create("/many")
+    seen: Recorder[TreeEvent] = Recorder()
+    client.watch_tree("/many", seen)
+    count = 3500
+    other.write_many([Create(path=f"/many/n{i:05d}", data=str(i).encode())
+                      for i in range(count)])
+
+    def changes(events: list[TreeEvent]) -> list[Any]:
+        return [c for e in events for c in e.changes]
+
+    got = seen.wait_for(lambda ev: len(changes(ev)) >= count and changes(ev), timeout=60)
+    assert [c.path for c in got] == [f"/many/n{i:05d}" for i in range(count)]
+    assert [c.data for c in got] == [str(i).encode() for i in range(count)]
+    assert [c.revision for c in got] == sorted(c.revision for c in got)
