@@ -61,10 +61,23 @@ class Quartet:
         return CoordinatorAccess(coordinator.connect(self.url, timeout=10), owns_session=True)
 
 
+def mount_tmpfs(directory: Path, size: str) -> str | None:
+    """Mounts a tmpfs of ``size`` on ``directory``; the reason it could not, or None."""
+    if os.geteuid() != 0:
+        return "a tmpfs for a broker's directory is mounted as root"
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
+                              str(directory)], capture_output=True, text=True)
+    return None if mounted.returncode == 0 else f"cannot mount a tmpfs here: {mounted.stderr}"
+
+
 @pytest.fixture(scope="module")
 def quartet(zookeeper_server: Server, tmp_path_factory: pytest.TempPathFactory
             ) -> Iterator[Quartet]:
-    cluster = Quartet(coordinator_url(zookeeper_server), tmp_path_factory.mktemp("heal"))
+    """Four brokers whose directories sit on a tmpfs of their own where the tests run as root,
+    so how full the machine's own volume is never decides what DescribeLogDirs reports."""
+    root = tmp_path_factory.mktemp("heal")
+    own_volume = mount_tmpfs(root, "1g") is None
+    cluster = Quartet(coordinator_url(zookeeper_server), root)
     try:
         for b in (1, 2, 3, 4):
             cluster.start(b)
@@ -73,6 +86,8 @@ def quartet(zookeeper_server: Server, tmp_path_factory: pytest.TempPathFactory
         for broker in cluster.brokers.values():
             if broker.running():
                 broker.stop()
+        if own_volume:
+            subprocess.run(["umount", str(root)], check=True)
 
 
 @pytest.fixture
@@ -262,14 +277,11 @@ def test_a_full_log_dir_reported_by_describe_log_dirs_is_an_anomaly(quartet: Qua
     """A fifth broker whose directory is a 32 MiB tmpfs, filled to over 80% by a file beside
     its log: DescribeLogDirs reports the volume's total and usable bytes, the job by bootstrap
     servers sees the log directory over ``disk_usage`` and waits out the grace period."""
-    if os.geteuid() != 0:
-        pytest.skip("a small tmpfs for a broker's directory is mounted as root")
     directory = quartet.root / "broker-5"
     directory.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs",
-                              str(directory)], capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    refused = mount_tmpfs(directory, "32m")
+    if refused is not None:
+        pytest.skip(refused.strip())
     try:
         quartet.start(5)
         with open(directory / "filler", "wb") as f:
