@@ -389,6 +389,10 @@ def test_partctl_leader_reports_isr_changes_to_kafka_controller(mixed: Mixed) ->
     recorder = Recorder(mixed.bootstrap)  # a follower falls behind only while records come
     recorder.start()
     try:
+        # the producer has its id and a leader for every partition before the follower
+        # stops: its InitProducerId sent to the stopped broker would otherwise hang, no
+        # records would come, and the follower would never fall behind
+        wait_until(lambda: len(recorder.acked) >= 20, timeout=60, message="records acked")
         os.kill(pid, signal.SIGSTOP)
         try:
             wait_until(lambda: follower not in mixed.states()[1].isr, timeout=10,
