@@ -9,9 +9,12 @@
 Per coordinator: (a) hot-standby failover (the standby sees /controller go -> active with
 UpdateMetadata sent), (b) cold failover, (c) uncontrolled loss of a broker leading N/10
 partitions, (d) controlled shutdown of such a broker, (e) preferred election of N/10
-partitions, (f) a full restart (every broker lost, then back at once) and (g) a rolling
-return (every broker lost, then back one at a time); and the raw fenced batched write rate
-(write_many of SetData with a guard) in the same run. The cluster is written with bulk writes.
+partitions, (f) a full restart (every broker lost, then back at once), (g) a rolling
+return (every broker lost, then back one at a time) and (h) a hot-standby failover in the
+middle of a full restart (the controller's session goes once the standby's view shows 40% of
+the partitions led again: the standby is behind the elections' writes and its prepared
+metadata is out of date); and the raw fenced batched write rate (write_many of SetData with a
+guard) in the same run. The cluster is written with bulk writes.
 
 The product runs as it is configured by default (ControllerConfig() but for the auto leader
 rebalance, which would move leaders between steps) and nothing in it is patched: the benchmark
@@ -20,8 +23,9 @@ default, is what users get) and no priorities. Steps (c)-(e) end when every repl
 has been delivered the LeaderAndIsr that names the partition's new leader: the brokers are
 the benchmark's own minimal request handlers on the in-process network (they fence and
 acknowledge as a broker does, and note the time of each LeaderAndIsr), and the benchmark reads
-what they were delivered. (a) and (b) end when the new controller has sent UpdateMetadata (its own
-FailoverTimings).
+what they were delivered. (a), (b) and (h) end when the new controller has sent UpdateMetadata
+(its own FailoverTimings); (h)'s note has the rest of that failover, which elects every
+partition still offline.
 
 On ZooKeeper and etcd the standby (a) and the cold candidate (b) run in processes of their own,
 as candidates do in a deployment, at normal priority; on the memory coordinator, which lives in
@@ -88,10 +92,14 @@ MARK = "/bench-mark"  # written after each step: see mark() in run()
 PER_TOPIC = 1000
 SETUP_SESSION_TIMEOUT = 60.0  # seconds; see build_cluster
 TARGETS = {"a": 1.0, "b": {"memory": 3.0, "zookeeper": 10.0, "etcd": 3.0}, "c": 1.0, "d": 1.0,
-           "e": 1.0, "f": 30.0, "g": 30.0}
+           "e": 1.0, "f": 30.0, "g": 30.0, "h": 1.0}
 """Each step's target up to a million partitions (the default 100,000's)."""
+H_AT = 0.4
+"""(h): the share of partitions led again, in the standby's view, when the controller's
+session goes."""
 MILLION = 1_000_000
-MILLION_TARGETS = {"a": 1.0, "b": 10.0, "c": 1.0, "d": 1.0, "e": 1.0, "f": 30.0, "g": 30.0}
+MILLION_TARGETS = {"a": 1.0, "b": 10.0, "c": 1.0, "d": 1.0, "e": 1.0, "f": 30.0, "g": 30.0,
+                   "h": 1.0}
 """From a million partitions on: the controller-at-a-million targets (every coordinator)."""
 
 
@@ -352,6 +360,9 @@ class LocalCandidate:
     def close_session(self) -> None:
         self.ctl.coordinator.close()
 
+    def wait_led(self, count: int, fewer: bool, timeout: float) -> int:
+        return _wait_led(self.ctl, count, fewer, timeout)
+
     pid = None  # shares this process: its RSS is not its own
 
     @staticmethod
@@ -409,6 +420,12 @@ class RemoteCandidate:
     def close_session(self) -> None:
         self.conn.send("close")
 
+    def wait_led(self, count: int, fewer: bool, timeout: float) -> int:
+        """Wait until this candidate's view shows at most (``fewer``) or at least ``count``
+        partitions with a leader; returns how many it showed."""
+        self.conn.send(("led", count, fewer, timeout))
+        return int(self._expect("led", timeout + 10))
+
     def stop(self) -> None:
         try:
             self.conn.send("stop")
@@ -426,6 +443,24 @@ def _candidate(session: coordinator.Coordinator, network: InProcessNetwork, cid:
     network.register_controller(cid, ctl)
     ctl.start()
     return ctl
+
+
+def _wait_led(ctl: Controller, count: int, fewer: bool, timeout: float) -> int:
+    """Wait until ``ctl``'s view has at most (``fewer``) or at least ``count`` partitions led
+    by a broker; returns how many it had. Counted as a sum over the brokers' led sets, not a
+    pass over a million partitions."""
+    seen = [-1]
+
+    def enough() -> bool:
+        ctx = ctl.ctx
+        try:
+            seen[0] = sum(len(ctx.led_by(b)) for b in list(ctx.hosting_brokers()))
+        except RuntimeError:  # (its event thread changed the brokers meanwhile: ask again)
+            return False
+        return seen[0] <= count if fewer else seen[0] >= count
+
+    wait(enough, timeout=timeout, step=0.05)
+    return seen[0]
 
 
 def _wait_loaded(ctl: Controller, partitions: int) -> None:
@@ -459,6 +494,9 @@ def _candidate_process(url: str, cid: int, hot: bool, partitions: int, conn: Any
                 elif command[0] == "idle":
                     ctl.caught_up(command[1], command[2])
                     conn.send(("idle", None))
+                elif command[0] == "led":
+                    _, count, fewer, timeout = command
+                    conn.send(("led", _wait_led(ctl, count, fewer, timeout)))
             f = ctl.last_failover
             if f is not None and f is not reported and ctl.active:
                 conn.send(("failover", asdict(f)))
@@ -783,8 +821,38 @@ def run(backend: str, url: str, brokers: int, partitions: int, rf: int, res: Res
                      f"{_steps(f)}")
     if b.pid is not None and cold.pid is not None:
         res.rss["cold, after its failover"] = rss(cold.pid)
+    b.stop()
+
+    # (h) a hot failover in the middle of a full restart: a new hot standby follows the
+    # controller (b's) through the loss of every broker and their return at once; when its
+    # view shows H_AT of the partitions led again, the controller's session goes. The standby
+    # is then behind the elections' writes (its tree watch reads each changed state) and its
+    # prepared metadata is out of date for every partition elected since the loss. Timed as
+    # (a) is; the note has the rest of its failover, which elects what is still offline.
+    standbys: list[LocalCandidate | RemoteCandidate] = []
+    if "f" in res.times and "h" not in skip:
+        standby = candidate(104, hot=True)
+        standbys.append(standby)
+        standby.wait_ready(partitions)
+        standby.wait_idle(mark(), 900)
+        sessions.close(sorted(registered))
+        registered.clear()
+        standby.wait_led(0, fewer=True, timeout=900)  # the controller took every one offline
+        standby.wait_idle(mark(), 900)
+        sessions.register(everyone)
+        registered.update(everyone)
+        t = time.perf_counter()
+        led = standby.wait_led(int(H_AT * partitions), fewer=False, timeout=900)
+        into = time.perf_counter() - t
+        cold.close_session()
+        f = standby.failover(timeout=900)
+        res.times["h"] = f.metadata_sent - f.started
+        res.notes.append(f"(h) the controller's session closed {into:.2f}s into the return, "
+                         f"its standby's view showing {led} of {partitions} partitions led; "
+                         f"until done (every partition led) {f.done - f.started:.2f}s, "
+                         f"exact={f.exact}; {_steps(f)}")
     a.close()
-    for c in (b, cold):
+    for c in (cold, *standbys):
         c.stop()
     sessions.stop()
     probe.close()
@@ -797,7 +865,8 @@ NAMES = {"a": "(a) hot failover -> UpdateMetadata sent",
          "d": "(d) controlled shutdown -> LeaderAndIsr sent",
          "e": "(e) preferred election -> LeaderAndIsr sent",
          "f": "(f) full restart -> every partition online",
-         "g": "(g) rolling return, 1 broker at a time -> online"}
+         "g": "(g) rolling return, 1 broker at a time -> online",
+         "h": "(h) hot failover mid-restart -> UM sent"}
 
 
 def print_table(results: list[Result], header: str) -> None:
@@ -809,7 +878,7 @@ def print_table(results: list[Result], header: str) -> None:
         cpu = f"{1e6 * r.write_cpu:>15.0f}" if r.write_cpu else ""
         print(f"{r.backend:<11} {'raw fenced write_many, writes/s (best of 3)':<44} "
               f"{r.write_rate:>8.0f} {'':>7} {'':>9} {cpu} (per raw write)")
-        for key in "abcdefg":
+        for key in "abcdefgh":
             if key not in r.times:
                 continue
             count = f"{r.counts[key]:>9}" if key in r.counts else ""
@@ -845,7 +914,7 @@ def print_summary(results: list[Result]) -> None:
             cpu = f"{1e6 * statistics.median(cpus):>9.0f}" if cpus else ""
             print(f"{backend:<11} {'raw/s':<6} {len(rates):>4} {statistics.median(rates):>8.0f} "
                   f"{min(rates):>7.0f}-{max(rates):<7.0f} {'':>5}   {cpu}")
-        for key in "abcdefg":
+        for key in "abcdefgh":
             times = [r.times[key] for r in runs if key in r.times]
             if not times:
                 continue
@@ -871,10 +940,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1,
                     help="runs per coordinator, each on a fresh server and cluster; with more "
                          "than one, a summary gives each step's median and range")
-    ap.add_argument("--skip", default="", metavar="fg",
-                    help="f, g or fg: leave out the full restart, the rolling return, or both "
-                         "(minutes each at 1,000,000 partitions); the other steps cannot be "
-                         "left out")
+    ap.add_argument("--skip", default="", metavar="fgh",
+                    help="any of f, g and h: leave out the full restart, the rolling return, "
+                         "the failover during a full restart (minutes each at 1,000,000 "
+                         "partitions; h runs only after f); the other steps cannot be left "
+                         "out")
     add_server_options(ap)
     args = ap.parse_args()
     if args.repeat < 1:
@@ -883,9 +953,9 @@ def main() -> None:
         ap.error("--repeat needs a fresh cluster per run: leave out --url")
     if args.url and len(args.backend or []) != 1:
         ap.error("--url goes with exactly one --backend, the URL's kind")
-    if set(args.skip) - {"f", "g"}:
-        ap.error(f"--skip {args.skip}: only f (the full restart) and g (the rolling return) "
-                 "can be left out")
+    if set(args.skip) - {"f", "g", "h"}:
+        ap.error(f"--skip {args.skip}: only f (the full restart), g (the rolling return) and "
+                 "h (the failover during a full restart) can be left out")
     logging.basicConfig(level=logging.WARNING)
     backends = args.backend or ["memory", "zookeeper", "etcd"]
     where = (f"coordinator at {args.url}" if args.url

@@ -31,6 +31,9 @@ def test_a_run_that_succeeds_prints_its_table_and_exits_0() -> None:
     assert "(f) 200 of 200 partitions online" in done.stdout
     assert "(g) rolling return, 1 broker at a time -> online" in done.stdout
     assert "(g) 200 of 200 partitions online" in done.stdout
+    assert "(h) hot failover mid-restart -> UM sent" in done.stdout
+    assert "(h) the controller's session closed" in done.stdout
+    assert "partitions led; until done (every partition led)" in done.stdout
     assert "failed" not in done.stderr
 
 
@@ -46,17 +49,25 @@ def test_on_zookeeper_the_brokers_sessions_live_in_a_process_of_their_own() -> N
     assert "(g) all 4 brokers lost" in done.stdout and "(g) 200 of 200 partitions" in done.stdout
     assert "controller RSS, hot, after its failover" in done.stdout
     assert "controller RSS, cold, after its failover" in done.stdout
+    # (h): a standby in a process of its own waits for the loss and the return in its view
+    notes = [line for line in done.stdout.splitlines() if "(h) the controller's" in line]
+    assert notes and all("of 200 partitions led; until done" in note and "metadata sent" in note
+                         for note in notes)
     assert "best round)" in done.stdout and "None" not in done.stdout  # no count limit
     skipped = _bench("--backend", "memory", "--brokers", "4", "--partitions", "200",
                      "--skip", "f")
     assert skipped.returncode == 0, skipped.stderr
     assert "(f)" not in skipped.stdout and "(a) hot failover" in skipped.stdout
+    assert "(h)" not in skipped.stdout  # (it happens in a full restart)
     assert "(g) 200 of 200 partitions online" in skipped.stdout
     both = _bench("--backend", "memory", "--brokers", "4", "--partitions", "200", "--skip", "gf")
     assert both.returncode == 0, both.stderr
     assert "(f)" not in both.stdout and "(g)" not in both.stdout
+    no_h = _bench("--backend", "memory", "--brokers", "4", "--partitions", "200", "--skip", "h")
+    assert no_h.returncode == 0, no_h.stderr
+    assert "(f) 200 of 200 partitions online" in no_h.stdout and "(h)" not in no_h.stdout
     refused = _bench("--backend", "memory", "--skip", "a")
-    assert refused.returncode == 2 and "only f (the full restart) and g" in refused.stderr
+    assert refused.returncode == 2 and "only f (the full restart), g" in refused.stderr
 
 
 def test_an_etcd_run_with_a_raised_txn_limit_tells_the_server_and_every_client() -> None:
