@@ -8,10 +8,14 @@ this module routes each event to the tree watches covering its path.
 
 Notifications carry no data, so a tree gathers the paths notified and reads them with one
 read-only multi (:class:`~coordinator.zk_protocol.MultiRead`); notifications that arrive while
-that read is in flight make the next batch. ZooKeeper sends a session's notifications in order and
-before any later reply, so a batch's data is at least as new as its notifications (possibly
-newer: a change may be reported with a later state of its node, never an older one), and batches
-go to the dispatcher in order.
+that read is in flight make the next batch. A tree behind by a whole batch or more (a standby
+behind a mass election) has up to :data:`IN_FLIGHT` reads in flight, so that each does not wait
+for the one before it to come back: behind a controller's stream of writes, one read at a time
+left a standby at 200,000 partitions 159,000 changes behind, and its failover waited for them.
+ZooKeeper sends a session's notifications in order and before any later reply, so a batch's data
+is at least as new as its notifications (possibly newer: a change may be reported with a later
+state of its node, never an older one), and batches go to the dispatcher in the order they were
+taken, whatever order they are answered in.
 
 Cancelling the last tree on a path removes the server's watch (``removeWatches``), so that a
 session that stops following a tree, such as a standby that becomes the active controller, is no
@@ -41,11 +45,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BATCH = 1000  # notifications per bulk read: the request must stay far below jute.maxbuffer
+IN_FLIGHT = 4  # bulk reads at once, while a whole batch or more waits
 
 
 class _Tree:
     __slots__ = ("owner", "handle", "full", "slash", "cut", "lock", "pending", "fetching",
-                 "generation")
+                 "generation", "taken", "delivered", "answered")
 
     def __init__(self, owner: ZooKeeperCoordinator, handle: WatchHandle) -> None:
         self.owner = owner
@@ -55,8 +60,11 @@ class _Tree:
         self.cut = len(owner.root)
         self.lock = threading.Lock()
         self.pending: deque[tuple[str, bool, int]] = deque()  # (chrooted path, deleted, zxid)
-        self.fetching = False
-        self.generation = 0
+        self.fetching = 0  # reads in flight, or answered and waiting for one taken before them
+        self.generation = 0  # a new one drops the answers of reads taken before it
+        self.taken = 0  # batches taken in this generation (a batch's number is its order)
+        self.delivered = 0  # batches delivered in this generation
+        self.answered: dict[int, list[TreeChange]] = {}  # answered, not yet deliverable
 
     def covers(self, path: str) -> bool:
         return path.startswith(self.slash) or path == self.full
@@ -66,36 +74,60 @@ class _Tree:
     def notified(self, path: str, deleted: bool, zxid: int) -> None:
         with self.lock:
             self.pending.append((path, deleted, zxid))
-            if self.fetching:
-                return
-            self.fetching = True
-            batch = self._take()
-            generation = self.generation
-        self._fetch(batch, generation)
+            fetches = self._start()
+        self._fetch_all(fetches)
 
-    def _fetch(self, batch: list[tuple[str, bool, int]], generation: int) -> None:
-        wanted = list(dict.fromkeys(p for p, deleted, _ in batch if not deleted))
-        if not wanted:
-            self._done(batch, generation, {})
-            return
-        request = MultiRead(wanted)
-        self.owner._call(request).rawlink(
-            lambda result: self._fetched(batch, generation, wanted, result))
+    def _start(self) -> list[tuple[list[tuple[str, bool, int]], int, int]]:
+        """The batches to read now (under the lock), each with its generation and number: one
+        when none is in flight, and more while a whole batch waits and reads are fewer than
+        :data:`IN_FLIGHT`."""
+        fetches = []
+        pending = self.pending
+        while pending and (not self.fetching
+                           or (self.fetching < IN_FLIGHT and len(pending) >= BATCH)):
+            self.fetching += 1
+            fetches.append((self._take(), self.generation, self.taken))
+            self.taken += 1
+        return fetches
 
-    def _fetched(self, batch: list[tuple[str, bool, int]], generation: int, wanted: list[str],
-                 result: Any) -> None:  # kazoo's completion thread
+    def _fetch_all(self, fetches: list[tuple[list[tuple[str, bool, int]], int, int]]) -> None:
+        """Send the reads of ``fetches``. A batch of deletions alone has nothing to read: it is
+        done here, and what that starts is taken in the same loop (a million deletions are a
+        thousand such batches one after another, not as many nested calls)."""
+        while fetches:
+            more = []
+            for batch, generation, number in fetches:
+                wanted = list(dict.fromkeys(p for p, deleted, _ in batch if not deleted))
+                if not wanted:
+                    more.extend(self._done(batch, generation, number, {}))
+                    continue
+                self.owner._call(MultiRead(wanted)).rawlink(
+                    lambda result, batch=batch, generation=generation, number=number,
+                    wanted=wanted: self._fetched(batch, generation, number, wanted, result))
+            fetches = more
+
+    def _fetched(self, batch: list[tuple[str, bool, int]], generation: int, number: int,
+                 wanted: list[str], result: Any) -> None:  # kazoo's completion thread
         if result.exception is not None:
             with self.lock:
                 if generation != self.generation:
                     return
-                self.pending.clear()
-                self.fetching = False
+                self._restart()  # (the reads still in flight are dropped as they come)
             self._resync()
             return
-        self._done(batch, generation, dict(zip(wanted, result.value, strict=True)))
+        self._fetch_all(self._done(batch, generation, number,
+                                   dict(zip(wanted, result.value, strict=True))))
 
-    def _done(self, batch: list[tuple[str, bool, int]], generation: int,
-              items: dict[str, Any]) -> None:
+    def _restart(self) -> None:
+        """Forget what was notified and read so far: a new generation (under the lock)."""
+        self.generation += 1
+        self.pending.clear()
+        self.fetching = self.taken = self.delivered = 0
+        self.answered.clear()
+
+    def _done(self, batch: list[tuple[str, bool, int]], generation: int, number: int,
+              items: dict[str, Any]) -> list[tuple[list[tuple[str, bool, int]], int, int]]:
+        """Deliver what is answered, in order; returns the batches to read next."""
         cut = self.cut
         changes: list[TreeChange] = []
         add = changes.append
@@ -108,16 +140,20 @@ class _Tree:
                 add(TreeChange(path[cut:] or "/", item[0], stat, max(zxid, stat.modify_id)))
         with self.lock:
             if generation != self.generation:
-                return
-            if changes:
-                revision = max(c.revision for c in changes)
-                self.owner._deliver_tree(self.handle, TreeEvent(
-                    path=self.handle.path, changes=changes, revision=revision))
-            if not self.pending:
-                self.fetching = False
-                return
-            batch = self._take()
-        self._fetch(batch, generation)
+                return []
+            # Delivered in the order taken: a batch of deletions alone is done before the
+            # reads taken before it are answered.
+            answered = self.answered
+            answered[number] = changes
+            while self.delivered in answered:
+                ready = answered.pop(self.delivered)
+                self.delivered += 1
+                self.fetching -= 1
+                if ready:
+                    self.owner._deliver_tree(self.handle, TreeEvent(
+                        path=self.handle.path, changes=ready,
+                        revision=max(c.revision for c in ready)))
+            return self._start()
 
     def _take(self) -> list[tuple[str, bool, int]]:
         """The next batch of notifications, from the front (under the lock). Those behind it
@@ -136,9 +172,7 @@ class _Tree:
     def arm(self, resync: bool) -> Any:
         """Add the persistent recursive watch; report a resync once the server has it."""
         with self.lock:
-            self.generation += 1
-            self.pending.clear()
-            self.fetching = False
+            self._restart()
         result = self.owner._call(AddWatch(self.full))
         if resync:
             result.rawlink(lambda r: self._resync() if r.exception is None else None)

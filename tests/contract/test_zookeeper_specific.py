@@ -258,3 +258,32 @@ def test_a_tree_watch_behind_thousands_of_changes_reports_them_all_in_order(
     assert [c.path for c in got] == [f"/many/n{i:05d}" for i in range(count)]
     assert [c.data for c in got] == [str(i).encode() for i in range(count)]
     assert [c.revision for c in got] == sorted(c.revision for c in got)
+
+
+def test_a_tree_watch_reading_ahead_delivers_its_batches_in_the_order_taken(
+        zk: ZooKeeperHarness, client: Coordinator) -> None:
+    """A tree watch behind by a whole batch has several reads in flight. Here one write makes
+    2,000 nodes, deletes 1,500 and makes 500 more: a batch of deletions alone has nothing to
+    read and is ready while the reads taken before it are still out, yet comes out after
+    them, every change in the store's order."""
+    from coordinator.model import Create, Delete, TreeEvent
+
+    other = zk.connect()
+    other.create("/mix")
+    other.write_many([Create(path=f"/mix/d{i:05d}", data=b"d") for i in range(1500)])
+    seen: Recorder[TreeEvent] = Recorder()
+    client.watch_tree("/mix", seen)
+    ops = ([Create(path=f"/mix/c{i:05d}", data=str(i).encode()) for i in range(2000)]
+           + [Delete(path=f"/mix/d{i:05d}") for i in range(1500)]
+           + [Create(path=f"/mix/e{i:05d}", data=b"e") for i in range(500)])
+    other.write_many(ops)
+
+    def changes(events: list[TreeEvent]) -> list[Any]:
+        return [c for e in events for c in e.changes]
+
+    got = seen.wait_for(lambda ev: len(changes(ev)) >= len(ops) and changes(ev), timeout=60)
+    assert [c.path for c in got] == [op.path for op in ops]
+    assert [c.data for c in got] == ([str(i).encode() for i in range(2000)] + [None] * 1500
+                                     + [b"e"] * 500)
+    made = [c.revision for c in got if c.data is not None]  # (a deletion's: 0 before 3.9)
+    assert made == sorted(made)
