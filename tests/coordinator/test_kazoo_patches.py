@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import re
 import socket
+import struct
 import tomllib
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 import coordinator
 from coordinator import kazoo_patches
 from coordinator.kazoo_patches import install_bursts
-from coordinator.zk_io import BURST, ReadAheadSocket, poll_select
+from coordinator.zk_io import BURST, NOTIFICATIONS, ReadAheadSocket, poll_select
 from partctl.cli import main
 from tests.servers import Server
 
@@ -51,13 +52,20 @@ def _wait_readable(sock: ReadAheadSocket) -> None:
 
 
 class _Connection:
-    """The two methods of kazoo's ConnectionHandler that install_bursts wraps, as kazoo has
-    them: _read waits and reads (here without the wait), _read_socket handles one packet."""
+    """The methods of kazoo's ConnectionHandler that install_bursts wraps or calls, as kazoo
+    has them: _read waits and reads (here without the wait), _read_socket handles one packet,
+    _read_watch_event one notification (the packet without its length, and where its event
+    starts)."""
 
     def __init__(self, sock: ReadAheadSocket) -> None:
         self._socket = sock
         self.packets: list[bytes] = []
         self.slow_reads = 0
+        self.log: list[tuple[str, bytes]] = []  # both kinds, in the order handled
+
+    def _read_watch_event(self, buffer: bytes, offset: int) -> None:
+        assert offset == 16
+        self.log.append(("notification", buffer))
 
     def _read(self, length: int, timeout: float) -> bytes:
         self.slow_reads += 1
@@ -73,6 +81,7 @@ class _Connection:
         length = int.from_bytes(self._read(4, read_timeout), "big")
         body = self._read(length, read_timeout)
         self.packets.append(body)
+        self.log.append(("packet", body))
         return CLOSE_RESPONSE if body == b"close" else None
 
 
@@ -116,3 +125,49 @@ def test_a_burst_stops_at_a_partial_packet_and_at_close(
     assert conn._read_socket(1.0) == CLOSE_RESPONSE
     assert conn.packets == [b"one", b"two", b"three", b"close"]
     assert sock.has_packet()  # "after" stays for whoever reads next
+
+
+def _notification(n: int) -> bytes:
+    return struct.pack("!iqi", -1, 100 + n, 0) + b"event-%d" % n  # reply header, then event
+
+
+def test_buffered_notifications_go_to_kazoos_handler_of_them_in_order(
+        pair: tuple[ReadAheadSocket, socket.socket]) -> None:
+    """Whole notifications in the buffer (xid -1) are handed to _read_watch_event as kazoo's
+    packet reader would hand them, without it; replies still go through it; the order of
+    both is the order they came in. A notification not all here waits for the next turn."""
+    sock, peer = pair
+    conn = _Connection(sock)
+    install_bursts(conn)
+    reply = struct.pack("!iqi", 7, 100, 0)
+    sequence = [reply + b"first", _notification(1), _notification(2), reply + b"between",
+                _notification(3)]
+    tail = _packet(_notification(4))
+    peer.sendall(b"".join(_packet(p) for p in sequence) + tail[:9])
+    _wait_readable(sock)
+    conn._read_socket(1.0)
+    assert conn.log == [("packet", sequence[0]), ("notification", sequence[1]),
+                        ("notification", sequence[2]), ("packet", sequence[3]),
+                        ("notification", sequence[4])]
+    peer.sendall(tail[9:])
+    conn._read_socket(1.0)  # (kazoo's own read completes it)
+    assert conn.log[-1] == ("packet", _notification(4)) and sock.buffered() == 0
+
+
+def test_a_turn_hands_on_a_bounded_number_of_notifications(
+        pair: tuple[ReadAheadSocket, socket.socket]) -> None:
+    """Past NOTIFICATIONS in one turn of kazoo's loop the burst goes on as before, a packet at a
+    time up to BURST, and the rest wait for the next turns: a flood of notifications does not
+    keep the loop from its requests and pings. Nothing is lost or reordered."""
+    sock, peer = pair
+    conn = _Connection(sock)
+    install_bursts(conn)
+    sent = [b"reply"] + [_notification(i) for i in range(2 * NOTIFICATIONS + 10)]
+    peer.sendall(b"".join(_packet(p) for p in sent))  # (about 16 KiB: one recv takes it all)
+    _wait_readable(sock)
+    conn._read_socket(1.0)
+    assert [kind for kind, _ in conn.log].count("notification") == NOTIFICATIONS
+    assert len(conn.log) <= 1 + NOTIFICATIONS + BURST
+    while sock.buffered():
+        conn._read_socket(1.0)
+    assert [body for _, body in conn.log] == sent
