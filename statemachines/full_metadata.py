@@ -24,8 +24,11 @@ __all__ = ["FullMetadata", "Preparation", "full_metadata", "prepare_full_metadat
 
 _partition_number = itemgetter(1)
 
-PATCH_SHARE = 4
-"""Patch the last build when at most one partition in this many changed; rebuild otherwise."""
+PATCH_SHARE = 5
+"""Patch the last build when at most one partition in this many changed; rebuild otherwise.
+At a million partitions a patch costs about a microsecond per changed partition more than a
+build does per partition (its look-ups go in no order), and from a fifth up it costs more
+than the build: a quarter took 1.4 s, a build 1.2 s."""
 
 
 def _dead(ctx: ControllerContext) -> frozenset[int]:
@@ -120,14 +123,16 @@ def _patched(ctx: ControllerContext, last: FullMetadata, todo: set[TopicPartitio
     None when one of them was added or removed (its place in the order is not known)."""
     started = time.monotonic()
     index = last.index
-    if not index.keys() >= todo:
-        return None
     made = _entries(ctx, todo, dead, skip_missing=False)
     if made is None:
         return None
     entries = list(last.entries)
+    place = index.get  # (one look-up per partition: a patch's cost is its look-ups)
     for entry, tp in zip(*made, strict=True):
-        entries[index[tp]] = entry
+        at = place(tp)
+        if at is None:
+            return None
+        entries[at] = entry
     return FullMetadata(tuple(entries), last.order, dead, took=time.monotonic() - started,
                         _index=index, topics=last.topics)
 
