@@ -43,6 +43,7 @@ NOTIFICATION_XID = -1  # the xid of a notification's reply header
 
 _int = struct.Struct("!i")
 _length_and_xid = struct.Struct("!ii")
+_NOTIFICATION_LEAST = 28  # reply header (16), then type, state and the path's length
 _READ = _select.POLLIN | _select.POLLPRI | _select.POLLHUP | _select.POLLERR | _select.POLLNVAL
 _WRITE = _select.POLLOUT | _select.POLLHUP | _select.POLLERR | _select.POLLNVAL
 
@@ -73,8 +74,8 @@ class ReadAheadSocket:
         if held < 8:
             return None
         size, xid = _length_and_xid.unpack_from(buf, pos)
-        if xid != NOTIFICATION_XID or held < 4 + size:
-            return None
+        if xid != NOTIFICATION_XID or size < _NOTIFICATION_LEAST or held < 4 + size:
+            return None  # (a length too short for one is left to kazoo's reader, as before)
         end = pos + 4 + size
         packet = buf[pos + 4:end]
         if end >= len(buf):

@@ -128,7 +128,9 @@ def test_a_burst_stops_at_a_partial_packet_and_at_close(
 
 
 def _notification(n: int) -> bytes:
-    return struct.pack("!iqi", -1, 100 + n, 0) + b"event-%d" % n  # reply header, then event
+    """Reply header (xid -1, zxid, err), then the event: type (changed), state, path."""
+    path = b"/n/%d" % n
+    return struct.pack("!iqiiii", -1, 100 + n, 0, 3, 3, len(path)) + path
 
 
 def test_buffered_notifications_go_to_kazoos_handler_of_them_in_order(
@@ -163,7 +165,7 @@ def test_a_turn_hands_on_a_bounded_number_of_notifications(
     conn = _Connection(sock)
     install_bursts(conn)
     sent = [b"reply"] + [_notification(i) for i in range(2 * NOTIFICATIONS + 10)]
-    peer.sendall(b"".join(_packet(p) for p in sent))  # (about 16 KiB: one recv takes it all)
+    peer.sendall(b"".join(_packet(p) for p in sent))  # (about 20 KiB: one recv takes it all)
     _wait_readable(sock)
     conn._read_socket(1.0)
     assert [kind for kind, _ in conn.log].count("notification") == NOTIFICATIONS

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 
 import pytest
@@ -110,3 +111,20 @@ def test_handler_makes_read_ahead_connections() -> None:
             conn.close()
     finally:
         server.close()
+
+
+def test_a_notification_is_taken_only_whole_and_long_enough(
+        pair: tuple[ReadAheadSocket, socket.socket]) -> None:
+    """take_notification hands out a buffered packet whose xid is -1 only when all of it is
+    here and its length can hold a notification; anything else stays for kazoo's reader."""
+    sock, _ = pair
+    event = struct.pack("!iqiiii", -1, 5, 0, 3, 3, 2) + b"/a"
+    short = struct.pack("!ii", 8, -1) + b"\0" * 4  # xid -1, but no room for an event
+    sock._buf, sock._pos = struct.pack("!i", len(event)) + event + short, 0  # (as if read)
+    assert sock.take_notification() == event
+    assert sock.take_notification() is None and sock.buffered() == len(short)
+    reply = struct.pack("!iiqi", 16, 9, 5, 0)  # a reply (xid 9): not a notification
+    sock._buf, sock._pos = reply + struct.pack("!i", 40) + struct.pack("!i", -1), 0
+    assert sock.take_notification() is None and sock.buffered() == len(reply) + 8
+    sock._pos = len(reply)  # a notification of 40 bytes of which 4 are here
+    assert sock.take_notification() is None and sock.buffered() == 8
