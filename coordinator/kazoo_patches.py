@@ -26,9 +26,9 @@ The patches:
   0.6 s. Notifications whole in that buffer (xid -1) are passed straight to
   ``ConnectionHandler._read_watch_event(packet, 16)``, which is all kazoo's ``_read_socket``
   does with one after parsing its reply header (``kazoo.protocol.connection.WATCH_XID``), up to
-  :data:`~coordinator.zk_io.NOTIFICATIONS` per turn. Gain: a tree watch's CPU for 200,000 changes 2.38 and 2.28 s -> 1.58 and
-  1.77 s (``benchmarks/watch.py --backend zookeeper --kind tree --nodes 200000``, two
-  alternated pairs).
+  :data:`~coordinator.zk_io.NOTIFICATIONS` per turn. Gain (868ebca): a tree watch's CPU for
+  200,000 changes 2.38 and 2.28 s -> 1.58 and 1.77 s (``benchmarks/watch.py --backend
+  zookeeper --kind tree --nodes 200000``, two alternated pairs).
 * :func:`route_node_events` -- wraps ``ConnectionHandler._read_watch_event(buffer, offset)``,
   decodes the watch event itself (reply header, then type, state and path) and reads
   ``KazooClient._data_watchers`` and ``._child_watchers`` (path -> set of one-shot watchers,

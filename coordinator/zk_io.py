@@ -76,13 +76,8 @@ class ReadAheadSocket:
         size, xid = _length_and_xid.unpack_from(buf, pos)
         if xid != NOTIFICATION_XID or size < _NOTIFICATION_LEAST or held < 4 + size:
             return None  # (a length too short for one is left to kazoo's reader, as before)
-        end = pos + 4 + size
-        packet = buf[pos + 4:end]
-        if end >= len(buf):
-            self._buf, self._pos = b"", 0
-        else:
-            self._pos = end
-        return packet
+        self._pos = pos + 4
+        return self.take(size)
 
     def take(self, size: int) -> bytes:
         """``size`` buffered bytes (the caller knows they are there)."""
