@@ -49,8 +49,8 @@ IN_FLIGHT = 4  # bulk reads at once, while a whole batch or more waits
 
 
 class _Tree:
-    __slots__ = ("owner", "handle", "full", "slash", "cut", "lock", "pending", "fetching",
-                 "generation", "taken", "delivered", "answered")
+    __slots__ = ("owner", "handle", "full", "slash", "cut", "lock", "pending", "generation",
+                 "taken", "delivered", "answered")
 
     def __init__(self, owner: ZooKeeperCoordinator, handle: WatchHandle) -> None:
         self.owner = owner
@@ -60,10 +60,10 @@ class _Tree:
         self.cut = len(owner.root)
         self.lock = threading.Lock()
         self.pending: deque[tuple[str, bool, int]] = deque()  # (chrooted path, deleted, zxid)
-        self.fetching = 0  # reads in flight, or answered and waiting for one taken before them
         self.generation = 0  # a new one drops the answers of reads taken before it
         self.taken = 0  # batches taken in this generation (a batch's number is its order)
-        self.delivered = 0  # batches delivered in this generation
+        self.delivered = 0  # batches delivered in this generation (the rest are in flight,
+        # or answered and waiting for one taken before them)
         self.answered: dict[int, list[TreeChange]] = {}  # answered, not yet deliverable
 
     def covers(self, path: str) -> bool:
@@ -83,9 +83,8 @@ class _Tree:
         :data:`IN_FLIGHT`."""
         fetches = []
         pending = self.pending
-        while pending and (not self.fetching
-                           or (self.fetching < IN_FLIGHT and len(pending) >= BATCH)):
-            self.fetching += 1
+        while pending and ((out := self.taken - self.delivered) == 0
+                           or (out < IN_FLIGHT and len(pending) >= BATCH)):
             fetches.append((self._take(), self.generation, self.taken))
             self.taken += 1
         return fetches
@@ -122,7 +121,7 @@ class _Tree:
         """Forget what was notified and read so far: a new generation (under the lock)."""
         self.generation += 1
         self.pending.clear()
-        self.fetching = self.taken = self.delivered = 0
+        self.taken = self.delivered = 0
         self.answered.clear()
 
     def _done(self, batch: list[tuple[str, bool, int]], generation: int, number: int,
@@ -148,7 +147,6 @@ class _Tree:
             while self.delivered in answered:
                 ready = answered.pop(self.delivered)
                 self.delivered += 1
-                self.fetching -= 1
                 if ready:
                     self.owner._deliver_tree(self.handle, TreeEvent(
                         path=self.handle.path, changes=ready,
