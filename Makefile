@@ -11,7 +11,7 @@ setup: $(STAMP)
 # the C sources too (the install compiles the C extensions in place), and the reference
 # Kafka's pom and versions (setup resolves them)
 $(STAMP): pyproject.toml replication/_cleaner_native.c replication/_records_native.c \
-		coordinator/_etcd_native.c \
+		coordinator/_etcd_native.c statemachines/_metadata_native.c \
 		tests/kafka/pom.xml tests/kafka/versions.env
 	bash .ci/setup
 	touch $(STAMP)
