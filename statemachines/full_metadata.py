@@ -112,13 +112,19 @@ def _entries(ctx: ControllerContext, tps: Iterable[TopicPartition], dead: frozen
 
 def _build(ctx: ControllerContext, dead: frozenset[int], *, placed: bool = False
            ) -> FullMetadata:
-    """Every entry made anew, in order (RequestBatch sends them in this order, unsorted);
-    with ``placed`` each partition's place too (else left to the first patch that needs
-    it)."""
+    """Every entry made anew, in order (RequestBatch sends them in this order, unsorted),
+    the order the last build worked out while no partition was added or removed since
+    (``ctx.partition_order``); with ``placed`` each partition's place too (else left to the
+    first patch that needs it)."""
     started = time.monotonic()
-    made = _entries(ctx, _in_order(ctx), dead, skip_missing=True)
+    every = ctx.partition_order
+    if every is None:
+        every = ctx.partition_order = _in_order(ctx)
+    made = _entries(ctx, every, dead, skip_missing=True)
     assert made is not None  # (skip_missing: never None)
     entries, order = made
+    if len(order) == len(every):  # (every partition has its entry: one list for both)
+        order = every
     built = FullMetadata(tuple(entries), order, dead, topics=frozenset(ctx.partitions_by_topic()))
     if placed:
         built.index  # noqa: B018 - the property works it out and keeps it

@@ -18,8 +18,9 @@ from statemachines.full_metadata import (
     PREPARE_FEW,
     QUIET,
     Preparation,
-    _build,
     _dead,
+    _entries_python,
+    _in_order,
     full_metadata,
     prepare_full_metadata,
 )
@@ -39,7 +40,11 @@ def _context(partitions: int = 8) -> ControllerContext:
 
 
 def _fresh(ctx: ControllerContext) -> tuple:
-    return _build(ctx, _dead(ctx)).entries
+    """The entries worked out from scratch, in Python: the order sorted anew, every entry
+    made by the reference function."""
+    made = _entries_python(ctx, _in_order(ctx), _dead(ctx), skip_missing=True)
+    assert made is not None
+    return tuple(made[0])
 
 
 def test_the_entries_are_in_order_and_name_dead_replicas_offline() -> None:
@@ -265,3 +270,42 @@ def test_a_fifth_changed_or_more_is_built_anew() -> None:
         ctx.set_leader(TopicPartition("t", p), LeaderAndIsr(1 + (p + 1) % 10, 1, (1,), 1, 1))
     built = full_metadata(ctx)
     assert built == _fresh(ctx) and built[500] is not patched[500]
+
+
+def test_the_order_is_kept_until_a_partition_is_added_or_removed() -> None:
+    """A build anew reuses the order the last one worked out while no partition came or
+    went, also once the build itself was dropped for too many changes (a failover in the
+    middle of a whole cluster's return)."""
+    ctx = _wide(partitions=100)
+    full_metadata(ctx)
+    order = ctx.partition_order
+    assert order is not None and order == sorted(ctx.replicas)
+    for p in range(60):  # over half: the build is dropped, its order kept
+        ctx.set_leader(TopicPartition("t", p), LeaderAndIsr(1 + (p + 1) % 10, 1, (1,), 1, 1))
+    assert ctx.full_metadata is None and ctx.partition_order is order
+    assert full_metadata(ctx) == _fresh(ctx) and ctx.partition_order is order
+    ctx.set_replicas(TopicPartition("t", 100), (1, 2))  # a partition added
+    ctx.set_leader(TopicPartition("t", 100), LeaderAndIsr(1, 0, (1, 2), 1, 0))
+    assert ctx.partition_order is None
+    assert full_metadata(ctx) == _fresh(ctx) and len(full_metadata(ctx)) == 101
+    ctx.set_topic(TopicAssignment(topic="s", partitions={0: (1,)}), 0)  # a topic added
+    ctx.set_leader(TopicPartition("s", 0), LeaderAndIsr(1, 0, (1,), 1, 0))
+    assert ctx.partition_order is None
+    assert full_metadata(ctx) == _fresh(ctx) and full_metadata(ctx)[0].topic == "s"
+    ctx.remove_topic("s")
+    assert ctx.partition_order is None
+    assert full_metadata(ctx) == _fresh(ctx) and len(full_metadata(ctx)) == 101
+
+
+def test_a_new_topic_of_a_cold_load_drops_the_order() -> None:
+    """A cold load's topics take their own path into the context (no metadata noted yet);
+    it too drops a kept order."""
+    ctx = _wide(partitions=10)
+    full_metadata(ctx)
+    ctx.full_metadata = ctx.metadata_changed = None  # as a load leaves it
+    assert ctx.partition_order is not None
+    ctx.set_topic(TopicAssignment(topic="a", partitions={0: (1,), 1: (2,)}), 0)
+    for p in (0, 1):
+        ctx.set_leader(TopicPartition("a", p), LeaderAndIsr(p + 1, 0, (p + 1,), 1, 0))
+    assert ctx.partition_order is None
+    assert full_metadata(ctx) == _fresh(ctx) and full_metadata(ctx)[1].partition == 1
