@@ -111,9 +111,19 @@ class ReplicaStates:
             state = self.derived(key)
         return default if state is ReplicaState.NON_EXISTENT else state
 
-    def states_of(self, keys: list[ReplicaKey]) -> list[ReplicaState]:
+    def states_of(self, keys: list[ReplicaKey], *, live_hosts: bool = False
+                  ) -> list[ReplicaState]:
         """The state of each of ``keys`` (NonExistent for none), as :meth:`get` gives it, in
-        one pass: a whole cluster's replicas move at once when it comes back."""
+        one pass: a whole cluster's replicas move at once when it comes back. With
+        ``live_hosts`` the caller vouches that each key's broker is live and in its
+        partition's assignment (a returning broker's hosted partitions), where the rule gives
+        Online: only the stored states are looked up."""
+        if live_hosts:
+            online = ReplicaState.ONLINE
+            if not self._explicit:
+                return [online] * len(keys)
+            stored = self._explicit.get
+            return [stored(key, online) for key in keys]
         explicit = self._explicit.get
         replicas = self._ctx.replicas.get
         brokers = self._ctx.brokers
@@ -135,14 +145,21 @@ class ReplicaStates:
             append(state)
         return out
 
-    def set_all(self, keys: Iterable[ReplicaKey], state: ReplicaState) -> None:
-        """``self[key] = state`` for each of ``keys``, in one pass."""
+    def set_all(self, keys: Iterable[ReplicaKey], state: ReplicaState, *,
+                live_hosts: bool = False) -> None:
+        """``self[key] = state`` for each of ``keys``, in one pass. ``live_hosts`` as for
+        :meth:`states_of`: Online is then what the rule gives each, and is stored for none."""
         stored = self._explicit
         if state is ReplicaState.OFFLINE:
             self._set_offline(keys)
             return
         if state is not ReplicaState.ONLINE:
             stored.update(dict.fromkeys(keys, state))
+            return
+        if live_hosts:
+            if stored:
+                for key in keys:
+                    stored.pop(key, None)
             return
         replicas = self._ctx.replicas.get
         brokers = self._ctx.brokers

@@ -10,7 +10,7 @@ from collections.abc import Collection, Iterable
 
 from coordinator.codecs import TopicPartition, sorted_partitions
 from statemachines import events as ev
-from statemachines.context import ControllerContext
+from statemachines.context import ControllerContext, ReplicaKey
 from statemachines.full_metadata import full_metadata
 from statemachines.handlers import deletion, reassignment
 from statemachines.reads import apply_broker_node
@@ -126,21 +126,31 @@ def on_broker_startup(svc: ControllerServices, ids: list[int]) -> None:
     svc.send(batch)
     send_full_metadata(svc, ids)
     batch = svc.new_batch()
-    topics = ctx.deleting
-    keys = ([(tp, b) for b in ids for tp in ctx.replicas_on(b) if tp.topic not in topics]
-            if topics else [(tp, b) for b in ids for tp in ctx.replicas_on(b)])
     # The replicas of partitions without a leader hear of them from the election below, with
     # the leader it finds, and only those it leaves without one are told of them after it.
     # Kafka's controller tells them before it too, with no leader: twice the LeaderAndIsr
     # entries and metadata for every partition when a whole cluster comes back.
-    # (derived_was: a replica with no stored state read Offline until its broker came back)
-    leaderless = ctx.leaderless
+    # (Split by set operations, a broker at a time: when a whole cluster comes back, every
+    # one of three million replicas waits. derived_was: a replica with no stored state read
+    # Offline until its broker came back. live_hosts: each key is a replica on a broker of
+    # ``ids``, just registered, of a partition it hosts.)
+    leaderless, topics = ctx.leaderless, ctx.deleting
+    led: list[ReplicaKey] = []
+    waiting: list[ReplicaKey] = []
+    for b in ids:
+        hosted = ctx.replicas_on(b)
+        some = hosted & leaderless if leaderless else ()
+        waiting += [(tp, b) for tp in some if tp.topic not in topics] if topics else [
+            (tp, b) for tp in some]
+        if len(some) < len(hosted):
+            rest = hosted - leaderless if some else hosted
+            led += [(tp, b) for tp in rest if tp.topic not in topics] if topics else [
+                (tp, b) for tp in rest]
     was = ReplicaState.OFFLINE
-    waiting = [k for k in keys if k[0] in leaderless]
-    if len(waiting) < len(keys):  # (a whole cluster back: every one of them waits)
-        rsm.handle([k for k in keys if k[0] not in leaderless], ReplicaState.ONLINE, batch,
-                   derived_was=was)
-    waiting = rsm.handle(waiting, ReplicaState.ONLINE, batch, tell=False, derived_was=was)
+    if led:
+        rsm.handle(led, ReplicaState.ONLINE, batch, derived_was=was, live_hosts=True)
+    waiting = rsm.handle(waiting, ReplicaState.ONLINE, batch, tell=False, derived_was=was,
+                         live_hosts=True)
     svc.send(batch)
     elect_leaderless(svc, joined=ids)
     unled = [k for k in waiting if k[0] in ctx.leaderless]

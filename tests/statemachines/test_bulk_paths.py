@@ -421,3 +421,35 @@ def test_replica_moves_refuse_the_illegal_ones_and_move_the_rest(three: Cluster)
                       tell=False) == list(reversed(legal))
     assert all(states[k] is ReplicaState.ONLINE for k in legal)
     assert rsm.handle([stranger], ReplicaState.ONLINE, batch) == []
+
+
+def test_live_hosts_read_and_set_as_the_rule_does(three: Cluster) -> None:
+    """For replicas on live brokers in their assignment (a returning broker's), the bulk
+    paths that skip the rule give and store what the rule's paths do: stored states first
+    (Offline on a live broker, NonExistent for a replica added after failover), else Online;
+    and with nothing stored, a move Online stores nothing and moves every key."""
+    ctl = three.active().controller
+    ctx, rsm = ctl.ctx, ctl.services.replicas
+    states = ctx.replica_states
+    states[(tp("t", 1), 2)] = ReplicaState.OFFLINE  # stored on a live broker
+    ctx.set_replicas(tp("t", 0), (1, 2, 3, 4))
+    three.add(4)  # 4 registers: its replica of t-0 stays NonExistent (stored) until New
+    keys = [(tp("t", p), b) for p in range(3) for b in (1, 2, 3)] + [(tp("t", 0), 4)]
+    assert all(b in ctx.brokers and b in ctx.replicas[t] for t, b in keys)
+    assert states.states_of(keys, live_hosts=True) == states.states_of(keys)
+    assert ReplicaState.NON_EXISTENT in states.states_of(keys, live_hosts=True)
+    before = dict(states.explicit())
+    states.set_all(keys, ReplicaState.ONLINE)
+    by_rule = dict(states.explicit())
+    states.start_tracking(dict(before))
+    states.set_all(keys, ReplicaState.ONLINE, live_hosts=True)
+    assert states.explicit() == by_rule
+    states.start_tracking(dict(before))
+    batch = ctl.services.new_batch()
+    moved = rsm.handle(keys, ReplicaState.ONLINE, batch, tell=False, live_hosts=True)
+    assert moved == keys[:-1]  # the NonExistent one is refused, as the rule's path refuses it
+    assert states.explicit() == {(tp("t", 0), 4): ReplicaState.NON_EXISTENT}
+    states.start_tracking({})  # nothing stored: every key moves, nothing is looked up
+    assert rsm.handle(keys[:-1], ReplicaState.ONLINE, batch, tell=False,
+                      live_hosts=True) == keys[:-1]
+    assert not states.explicit()

@@ -131,6 +131,28 @@ def test_a_replica_of_a_deleted_topic_on_a_broker_down_is_logged_ineligible(
     assert ("replica", 2, "OnlineReplica", "OfflineReplica") in replicas
 
 
+def test_a_returning_broker_s_replica_of_a_topic_being_deleted_is_not_taken_online(
+        three: Cluster, changes: Changes) -> None:
+    """A broker that comes back while a topic of its replicas is being deleted: its other
+    replicas go Online, those go from Ineligible to the deletion's start (through Offline, as
+    Kafka's deletion resumes it), never Online: d-0's, whose partition has a leader, and
+    d-1's, whose has none (the deletion took it out of the partitions waiting for one)."""
+    three.admin.create_topic("d", assignment={0: [3, 2], 1: [3, 1]})
+    three.pump()
+    three.kill(1)  # d-1 waits for a broker of its own: 1 does not come back
+    three.pump()
+    three.kill(3)
+    three.admin.delete_topic("d")
+    three.pump()
+    start, others = len(changes.about("d")), len(changes.about("t"))
+    three.add(3)
+    replicas = [line for line in changes.about("d")[start:] if line[0] == "replica"]
+    assert replicas.count(("replica", 3, "ReplicaDeletionIneligible", "OfflineReplica")) == 2
+    assert replicas.count(("replica", 3, "OfflineReplica", "ReplicaDeletionStarted")) == 2
+    assert not [line for line in replicas if line[3] == "OnlineReplica"]
+    assert ("replica", 3, "OfflineReplica", "OnlineReplica") in changes.about("t")[others:]
+
+
 def test_a_broker_refusing_a_request_from_an_older_controller_is_logged(
         three: Cluster, changes: Changes) -> None:
     three.kill(1)  # controller moves to 2 at epoch 2
