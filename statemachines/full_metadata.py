@@ -48,8 +48,9 @@ def _in_order(ctx: ControllerContext) -> list[TopicPartition]:
     return out
 
 
-def _entries_python(ctx: ControllerContext, tps: Iterable[TopicPartition], dead: frozenset[int], *,
-             skip_missing: bool) -> tuple[list[UpdateMetadataPartition], list[TopicPartition]] | None:
+def _entries_python(ctx: ControllerContext, tps: Iterable[TopicPartition],
+                    dead: frozenset[int], *, skip_missing: bool
+                    ) -> tuple[list[UpdateMetadataPartition], list[TopicPartition]] | None:
     """The entries of ``tps``, naming ``dead``'s replicas offline, and the partitions they
     are for, in the order of ``tps``. A partition with no state or no replicas in the view
     is left out with ``skip_missing``, else makes the answer None. (One loop filling lists:
