@@ -1,7 +1,7 @@
 """The UpdateMetadata of every partition (a failover's, a joining broker's), kept between sends.
 
-At a million partitions building it takes a second or more of the event thread: an entry per
-partition, in order. The context notes the partitions whose leader or replicas changed since it
+At a million partitions building it takes most of a second of the event thread, the entries made
+in C (over a second in Python): an entry per partition, in order. The context notes the partitions whose leader or replicas changed since it
 was built (``ControllerContext.metadata_changed``), so that the next send patches those entries
 into a copy of the last one instead; so too, when brokers died or came back since, the entries of
 the partitions they host (their offline replicas changed). A hot standby builds and patches it
