@@ -42,7 +42,15 @@ def quiet_collector() -> Iterator[None]:
             gc.enable()
 
 
+def _walked(objects: list[Node]) -> int:
+    """How many of ``objects`` a collection still walks (any generation; not frozen)."""
+    ids = {id(o) for o in objects}
+    return sum(1 for o in gc.get_objects() if id(o) in ids)
+
+
 def test_install_freezes_what_lives_and_a_full_pass_freezes_what_survived_it() -> None:
+    """Told by where the objects are, not by the freeze count alone: a frozen object that
+    dies leaves the count (the test run's own temporaries, frozen at install, do)."""
     clock = ManualClock()
     garbage = GarbageCollection(thaw_interval=600.0, clock=clock)
     garbage.install()
@@ -51,14 +59,14 @@ def test_install_freezes_what_lives_and_a_full_pass_freezes_what_survived_it() -
         assert frozen > 1000  # the modules, the test run's objects
         kept = [Node() for _ in range(500)]
         gc.collect(0)  # a young pass freezes nothing
-        assert gc.get_freeze_count() == frozen
+        assert gc.get_freeze_count() <= frozen and _walked(kept) == len(kept)
         gc.collect()
-        assert gc.get_freeze_count() >= frozen + len(kept)
-        assert not any(node is kept[0] for node in gc.get_objects(2))  # out of the walks
+        assert _walked(kept) == 0  # frozen: out of the walks
+        assert all(gc.is_tracked(node) for node in kept)
     finally:
         garbage.remove()
     assert garbage.snapshot().freezes == 2  # at install, after the full pass
-    assert gc.get_freeze_count() >= frozen + len(kept)  # removing thaws nothing
+    assert _walked(kept) == 0  # removing thaws nothing
     gc.collect()
     assert garbage.snapshot().freezes == 2  # removed: no more freezing
 
